@@ -1,0 +1,84 @@
+"""Every objective weight and solver parameter, in one model.
+
+The objective is a sum of terms, each an integer quantity times an integer weight.
+Quantities are measured in *share units*: a resource's whole-cluster total is
+``SHARE_SCALE`` units, so terms on different resources (GPUs, millicores, bytes) are
+comparable without floating point. Weights are per hundred: a weight of 100 counts a
+quantity once.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SHARE_SCALE = 10_000_000
+WEIGHT_UNIT = 100
+
+
+class ObjectiveWeights(BaseModel):
+    """Integer weights, per hundred. Raise one to buy more of its concern at the others' cost."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    value: int = Field(
+        default=100,
+        ge=0,
+        description="per share unit of each placed pod's dominant resource: utilisation",
+    )
+    fairness: int = Field(
+        default=300,
+        ge=0,
+        description=(
+            "per share unit a queue's dominant resource falls short of its deserved share "
+            "(weighted water-filling, capped by demand and capability)"
+        ),
+    )
+    priority: int = Field(
+        default=400,
+        ge=0,
+        description=(
+            "per admitted gang and priority rank above the lowest, in whole clusters: "
+            "at >= 200 a higher priority gang always goes first"
+        ),
+    )
+    packing: int = Field(
+        default=5,
+        ge=0,
+        description="per share unit of nodes opened (empty before, used after): fill used nodes",
+    )
+    gpu_node_open: int = Field(
+        default=10,
+        ge=0,
+        description="per share unit of GPU nodes opened: keep whole GPU nodes free",
+    )
+
+
+class SolverConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    weights: ObjectiveWeights = Field(default_factory=ObjectiveWeights)
+    time_limit_s: float = Field(default=1.0, gt=0, description="wall time for all CP-SAT calls")
+    num_workers: int = Field(default=0, ge=0, description="CP-SAT workers; 0 = all cores")
+    seed: int = Field(default=0, description="CP-SAT random seed: same seed, same decision")
+    relative_gap_limit: float = Field(
+        default=0.001, ge=0, description="stop a CP-SAT call once this close to its bound"
+    )
+    max_node_level_pairs: int = Field(
+        default=60_000,
+        ge=0,
+        description=(
+            "largest node-level model (feasible pod-class x node pairs) handed to CP-SAT; "
+            "above it, admission is decided on node classes and placed by disaggregation"
+        ),
+    )
+    aggregate_time_share: float = Field(
+        default=0.35,
+        gt=0,
+        lt=1,
+        description="share of the time limit the node-class stage may use when both run",
+    )
+
+    def workers(self) -> int:
+        return self.num_workers or os.cpu_count() or 1

@@ -1,0 +1,61 @@
+"""Deserved shares: weighted water-filling of the cluster among queues.
+
+As kube-batch's and Volcano's ``proportion``: each resource's total is poured into the
+queues in proportion to their weights; a queue stops filling at what it asks for
+(allocated + pending) or at its capability, and what it does not take flows on to the
+others. Done per resource, in exact rational arithmetic, so the result does not depend
+on the order of the queues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+
+
+def water_fill(total: int, weights: Sequence[int], caps: Sequence[int | None]) -> list[Fraction]:
+    """Split ``total`` by ``weights``; no share exceeds its cap (None = uncapped)."""
+    shares = [Fraction(0)] * len(weights)
+    active = [i for i, w in enumerate(weights) if w > 0 and (caps[i] is None or caps[i] != 0)]
+    remaining = Fraction(total)
+    while active and remaining > 0:
+        weight_sum = sum(weights[i] for i in active)
+        # The queue that saturates first bounds how far every active queue can rise
+        # this round; filling to that level and repeating is exact and ends within
+        # len(weights) rounds.
+        level = remaining / weight_sum
+        saturating = []
+        for i in active:
+            cap = caps[i]
+            if cap is not None:
+                room = Fraction(cap) - shares[i]
+                if room <= level * weights[i]:
+                    saturating.append((room / weights[i], i))
+        if saturating:
+            level = min(lvl for lvl, _ in saturating)
+        for i in active:
+            shares[i] += level * weights[i]
+        remaining = Fraction(total) - sum(shares)
+        active = [i for i in active if (cap := caps[i]) is None or shares[i] < cap]
+        if not saturating:
+            break
+    return shares
+
+
+def deserved(
+    totals: Sequence[int],
+    weights: Sequence[int],
+    demands: Sequence[Sequence[int]],
+    capabilities: Sequence[Sequence[int | None]],
+) -> list[list[Fraction]]:
+    """Per queue, per resource: the deserved amount. ``demands[q][r]`` caps queue q."""
+    result = [[Fraction(0)] * len(totals) for _ in weights]
+    for r, total in enumerate(totals):
+        caps: list[int | None] = []
+        for q in range(len(weights)):
+            cap = capabilities[q][r]
+            want = demands[q][r]
+            caps.append(want if cap is None else min(want, cap))
+        for q, share in enumerate(water_fill(total, weights, caps)):
+            result[q][r] = share
+    return result

@@ -1,0 +1,295 @@
+"""Frozen domain types: the snapshot a scheduler reads and the decision it returns.
+
+Everything that crosses a boundary (a state file, the adapter's conversion of Kubernetes
+objects, a decision printed as JSON) is one of these pydantic models, so bad data is
+rejected here with the path of the field, before any scheduler sees it.
+
+Quantities are plain integers in the units Kubernetes normalises to: ``cpu`` in
+millicores, ``memory`` and ``ephemeral-storage`` in bytes, ``pods`` in slots, and any
+extended resource (``nvidia.com/gpu``) in its own count.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator, model_validator
+
+CPU = "cpu"
+MEMORY = "memory"
+PODS = "pods"
+GPU = "nvidia.com/gpu"
+DEFAULT_QUEUE = "default"
+DEFAULT_MAX_PODS = 110
+IMPLICIT_GANG_PREFIX = "pod:"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Resources(RootModel[dict[str, int]]):
+    """A resource vector by Kubernetes resource name; absent names are zero."""
+
+    model_config = ConfigDict(frozen=True)
+
+    @field_validator("root")
+    @classmethod
+    def _non_negative(cls, value: dict[str, int]) -> dict[str, int]:
+        for name, quantity in value.items():
+            if quantity < 0:
+                raise ValueError(f"resource {name!r} is negative ({quantity})")
+        return {name: quantity for name, quantity in value.items() if quantity != 0}
+
+    @classmethod
+    def of(
+        cls,
+        cpu_milli: int = 0,
+        memory_bytes: int = 0,
+        gpu: int = 0,
+        pods: int = 0,
+        **extended: int,
+    ) -> Resources:
+        values = {CPU: cpu_milli, MEMORY: memory_bytes, GPU: gpu, PODS: pods}
+        values.update(
+            {name.replace("__", "/").replace("_", "."): q for name, q in extended.items()}
+        )
+        return cls(values)
+
+    def __getitem__(self, name: str) -> int:
+        return self.root.get(name, 0)
+
+    def __iter__(self) -> Iterator[str]:  # type: ignore[override]
+        return iter(self.root)
+
+    def items(self) -> Iterator[tuple[str, int]]:
+        return iter(self.root.items())
+
+    def names(self) -> frozenset[str]:
+        return frozenset(self.root)
+
+    def key(self) -> tuple[tuple[str, int], ...]:
+        return tuple(sorted(self.root.items()))
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+
+class TaintEffect(StrEnum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+class Taint(_Frozen):
+    key: str
+    value: str = ""
+    effect: TaintEffect
+
+
+class Toleration(_Frozen):
+    """An empty ``key`` with operator Exists tolerates every taint; an empty effect, all effects."""
+
+    key: str = ""
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str = ""
+    effect: TaintEffect | Literal[""] = ""
+
+    @model_validator(mode="after")
+    def _exists_has_no_value(self) -> Toleration:
+        if self.operator == "Exists" and self.value:
+            raise ValueError("a toleration with operator Exists must not have a value")
+        if not self.key and self.operator != "Exists":
+            raise ValueError("a toleration with an empty key must use operator Exists")
+        return self
+
+
+class NodeSelectorRequirement(_Frozen):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+    values: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _values_match_operator(self) -> NodeSelectorRequirement:
+        op = self.operator
+        if op in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {op} needs at least one value")
+        if op in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {op} takes no values")
+        if op in ("Gt", "Lt"):
+            if len(self.values) != 1:
+                raise ValueError(f"operator {op} takes exactly one value")
+            try:
+                int(self.values[0])
+            except ValueError:
+                raise ValueError(f"operator {op} needs an integer value") from None
+        return self
+
+
+class NodeSelectorTerm(_Frozen):
+    """Requirements that must all hold; a pod's terms are ORed, as in Kubernetes."""
+
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+
+
+class Node(_Frozen):
+    name: str = Field(min_length=1)
+    allocatable: Resources
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+
+    @field_validator("allocatable", mode="before")
+    @classmethod
+    def _default_pod_slots(cls, value: object) -> object:
+        # Kubernetes always reports a pod limit; a hand-written node that omits it means
+        # the kubelet default, not "no pods fit".
+        if isinstance(value, Mapping) and PODS not in value:
+            return {**value, PODS: DEFAULT_MAX_PODS}
+        if isinstance(value, Resources) and PODS not in value.root:
+            return {**value.root, PODS: DEFAULT_MAX_PODS}
+        return value
+
+    def predicate_key(self) -> tuple[object, ...]:
+        """What node predicates read: nodes with equal keys accept the same pod specs."""
+        return (tuple(sorted(self.labels.items())), self.taints, self.unschedulable)
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+
+class Pod(_Frozen):
+    name: str = Field(min_length=1, description="unique key, namespace/name in a cluster")
+    namespace: str = "default"
+    requests: Resources = Field(default_factory=lambda: Resources({}))
+    priority: int = 0
+    gang: str | None = Field(default=None, description="the PodGroup; none = a gang of one")
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    affinity: tuple[NodeSelectorTerm, ...] = Field(
+        default=(), description="required node affinity terms, ORed"
+    )
+    tolerations: tuple[Toleration, ...] = ()
+    node_name: str | None = Field(default=None, description="set when already bound")
+    created_s: float = 0.0
+
+    def demand(self) -> dict[str, int]:
+        """Requests plus the pod slot every pod takes."""
+        return {**self.requests.root, PODS: self.requests[PODS] or 1}
+
+    def spec_key(self) -> tuple[object, ...]:
+        """Pods of one gang with equal keys are interchangeable to every scheduler."""
+        return (self.requests.key(), self.placement_key())
+
+    def placement_key(self) -> tuple[object, ...]:
+        """What node predicates read from the pod (resources aside)."""
+        return (tuple(sorted(self.node_selector.items())), self.affinity, self.tolerations)
+
+    def gang_name(self) -> str:
+        return self.gang if self.gang is not None else IMPLICIT_GANG_PREFIX + self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+
+class Gang(_Frozen):
+    """A PodGroup: placed with at least ``min_member`` pods running, or not at all."""
+
+    name: str = Field(min_length=1)
+    min_member: int = Field(ge=1)
+    queue: str = DEFAULT_QUEUE
+    priority: int = 0
+    created_s: float = 0.0
+
+
+class Queue(_Frozen):
+    name: str = Field(min_length=1)
+    weight: int = Field(default=1, ge=1)
+    capability: Resources | None = Field(
+        default=None, description="hard cap on what the queue may hold; names absent = no cap"
+    )
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+
+class ClusterState(_Frozen):
+    """One immutable snapshot: what a scheduling cycle decides on."""
+
+    nodes: tuple[Node, ...] = ()
+    pods: tuple[Pod, ...] = ()
+    gangs: tuple[Gang, ...] = ()
+    queues: tuple[Queue, ...] = ()
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> ClusterState:
+        for kind, names in (
+            ("nodes", [n.name for n in self.nodes]),
+            ("pods", [p.name for p in self.pods]),
+            ("gangs", [g.name for g in self.gangs]),
+            ("queues", [q.name for q in self.queues]),
+        ):
+            dupes = sorted(name for name, count in Counter(names).items() if count > 1)
+            if dupes:
+                raise ValueError(f"{kind}: duplicate name(s) {', '.join(dupes)}")
+        return self
+
+    def node(self, name: str) -> Node | None:
+        return self._nodes_by_name().get(name)
+
+    def _nodes_by_name(self) -> dict[str, Node]:
+        return {n.name: n for n in self.nodes}
+
+    def pending_pods(self) -> list[Pod]:
+        return [p for p in self.pods if p.node_name is None]
+
+    def bound_pods(self) -> list[Pod]:
+        return [p for p in self.pods if p.node_name is not None]
+
+
+class SolveStatus(StrEnum):
+    OPTIMAL = "OPTIMAL"  # proven optimal (over the model that was solved)
+    FEASIBLE = "FEASIBLE"  # a solution, with a bound and a gap
+    GREEDY = "GREEDY"  # a baseline decided; no solver ran
+    FALLBACK = "FALLBACK"  # the solver found nothing better in time; the greedy hint stands
+    NOTHING_TO_DO = "NOTHING_TO_DO"
+
+
+class StageReport(_Frozen):
+    """What one CP-SAT call did, so a slow or loose cycle can be explained."""
+
+    name: str
+    variables: int
+    constraints: int
+    status: str
+    objective: int | None
+    bound: int | None
+    wall_s: float
+
+
+NonNegInt = Annotated[int, Field(ge=0)]
+
+
+class Decision(_Frozen):
+    """A scheduler's answer for one snapshot. ``placements`` are the new bindings only."""
+
+    scheduler: str
+    placements: dict[str, str] = Field(default_factory=dict, description="pod -> node")
+    admitted: tuple[str, ...] = Field(
+        default=(), description="gangs that hold at least minMember pods after this decision"
+    )
+    unschedulable: dict[str, str] = Field(
+        default_factory=dict, description="gang -> why it was not admitted, for the user"
+    )
+    waiting_pods: dict[str, str] = Field(
+        default_factory=dict, description="pod -> why it is not considered (e.g. no PodGroup)"
+    )
+    status: SolveStatus
+    objective: int | None = None
+    terms: dict[str, int] = Field(default_factory=dict)
+    bound: int | None = None
+    gap: float | None = None
+    wall_s: float = 0.0
+    stages: tuple[StageReport, ...] = ()

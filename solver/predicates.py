@@ -1,0 +1,118 @@
+"""Node predicates: may this pod run on this node, and if not, why (in Kubernetes' words).
+
+Placement predicates (selector, affinity, taints, cordon) depend only on the pod's
+``placement_key`` and the node's ``predicate_key``, so ``Feasibility`` memoises them on
+that pair: the pods of a gang, and the nodes of a class, share one computation.
+Resource fit is separate (``insufficient``) because it depends on the free capacity
+that changes as a decision is built.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+
+from solver.model import PODS, Node, NodeSelectorRequirement, Pod, Taint, TaintEffect, Toleration
+
+UNSCHEDULABLE = "node(s) were unschedulable"
+SELECTOR_MISMATCH = "node(s) didn't match node selector"
+AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity"
+TOO_MANY_PODS = "Too many pods"
+
+
+def _requirement_holds(req: NodeSelectorRequirement, labels: Mapping[str, str]) -> bool:
+    present = req.key in labels
+    value = labels.get(req.key)
+    match req.operator:
+        case "In":
+            return present and value in req.values
+        case "NotIn":
+            return not present or value not in req.values
+        case "Exists":
+            return present
+        case "DoesNotExist":
+            return not present
+        case "Gt" | "Lt":
+            # Kubernetes fails the requirement when the label is not an integer.
+            if value is None:
+                return False
+            try:
+                label_int = int(value)
+            except ValueError:
+                return False
+            bound = int(req.values[0])
+            return label_int > bound if req.operator == "Gt" else label_int < bound
+    return False  # pragma: no cover - Literal exhausts the operators
+
+
+def _tolerates(toleration: Toleration, taint: Taint) -> bool:
+    if toleration.effect and toleration.effect != taint.effect:
+        return False
+    if not toleration.key:  # validated to be Exists: tolerates every key
+        return True
+    if toleration.key != taint.key:
+        return False
+    return toleration.operator == "Exists" or toleration.value == taint.value
+
+
+def untolerated_taint(pod: Pod, node: Node) -> Taint | None:
+    for taint in node.taints:
+        if taint.effect == TaintEffect.PREFER_NO_SCHEDULE:
+            continue  # a preference, not a predicate
+        if not any(_tolerates(t, taint) for t in pod.tolerations):
+            return taint
+    return None
+
+
+def placement_reason(pod: Pod, node: Node) -> str | None:
+    """Why ``pod`` may not use ``node`` regardless of free capacity; None if it may."""
+    if node.unschedulable:
+        return UNSCHEDULABLE
+    for key, value in pod.node_selector.items():
+        if node.labels.get(key) != value:
+            return SELECTOR_MISMATCH
+    if pod.affinity and not any(
+        all(_requirement_holds(req, node.labels) for req in term.match_expressions)
+        for term in pod.affinity
+    ):
+        return AFFINITY_MISMATCH
+    taint = untolerated_taint(pod, node)
+    if taint is not None:
+        shown = f"{taint.key}: {taint.value}" if taint.value else taint.key
+        return f"node(s) had untolerated taint {{{shown}}}"
+    return None
+
+
+def insufficient(demand: Mapping[str, int], free: Mapping[str, int]) -> list[str]:
+    """The resources ``demand`` lacks on a node with ``free`` left, in Kubernetes' words."""
+    short = []
+    for name, quantity in sorted(demand.items()):
+        if quantity > free.get(name, 0):
+            short.append(TOO_MANY_PODS if name == PODS else f"Insufficient {name}")
+    return short
+
+
+class Feasibility:
+    """Memoised placement predicates over (pod placement key, node predicate key)."""
+
+    def __init__(self) -> None:
+        self._memo: dict[tuple[object, object], str | None] = {}
+
+    def reason(self, pod: Pod, node: Node) -> str | None:
+        key = (pod.placement_key(), node.predicate_key())
+        if key not in self._memo:
+            self._memo[key] = placement_reason(pod, node)
+        return self._memo[key]
+
+    def __len__(self) -> int:
+        return len(self._memo)
+
+
+def summarize(reasons: Counter[str], nodes_total: int, nodes_available: int = 0) -> str:
+    """Kubernetes' FailedScheduling phrase: "0/4 nodes are available: 2 Insufficient cpu"."""
+    parts = ", ".join(
+        f"{count} {reason}"
+        for reason, count in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
+    head = f"{nodes_available}/{nodes_total} nodes are available"
+    return f"{head}: {parts}" if parts else head

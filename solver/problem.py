@@ -1,0 +1,354 @@
+"""A snapshot prepared for scheduling: indexed, grouped, checked — once per cycle.
+
+Every scheduler (CP-SAT, the greedy baselines) and the validator's scorer read this one
+view, so they agree on what a gang needs, which nodes a pod may use, what a queue
+deserves and how a quantity converts to share units. Data is fully prepared here so
+that modelling code only reads arrays.
+
+Grouping is what makes the model scale: pending pods of one gang with the same spec form
+a *pod class* (one feasibility computation, one count variable per node), and nodes with
+the same allocatable, labels and taints form a *node class* (the aggregated model's bins).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from solver.config import SHARE_SCALE
+from solver.fairness import deserved
+from solver.model import (
+    DEFAULT_QUEUE,
+    GPU,
+    PODS,
+    ClusterState,
+    Gang,
+    Node,
+    Pod,
+    Queue,
+)
+from solver.predicates import Feasibility
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+NO_CAP = -1
+
+
+@dataclass(frozen=True)
+class PodClass:
+    index: int
+    gang: int
+    pods: tuple[str, ...]  # pending pod names, in the order they are placed
+    exemplar: Pod
+    demand: IntArray  # per resource, one pod
+    feasible: BoolArray  # per node: placement predicates hold (capacity aside)
+    share: IntArray  # demand in share units, per resource
+    value: int  # share units of the pod's dominant resource (>= 1)
+
+    @property
+    def count(self) -> int:
+        return len(self.pods)
+
+
+@dataclass
+class GangInfo:
+    index: int
+    name: str
+    queue: int
+    priority: int
+    created_s: float
+    min_member: int
+    bound: int
+    classes: list[int] = field(default_factory=list)
+    rank: int = 0  # priority rank among gangs with pending pods, 0 = lowest
+
+    @property
+    def need(self) -> int:
+        """Pods that must be placed this cycle for the gang to reach minMember."""
+        return max(0, self.min_member - self.bound)
+
+    @property
+    def running(self) -> bool:
+        """Already at minMember: its pending pods are elastic extras."""
+        return self.bound >= self.min_member
+
+
+@dataclass
+class QueueInfo:
+    index: int
+    name: str
+    weight: int
+    capability: IntArray  # per resource, NO_CAP where uncapped
+    used: IntArray  # held by bound pods
+    demand: IntArray  # used + pending pods of schedulable gangs
+    deserved: IntArray  # water-filled, rounded down
+    dominant: int  # resource index of the queue's dominant demand share, -1 if none
+
+    def room(self) -> IntArray:
+        """What the queue may still take before its capability; huge where uncapped."""
+        big = np.iinfo(np.int64).max // 4
+        return np.where(self.capability == NO_CAP, big, np.maximum(self.capability - self.used, 0))
+
+
+@dataclass
+class Problem:
+    state: ClusterState
+    resources: list[str]
+    nodes: list[Node]
+    allocatable: IntArray  # (nodes, resources)
+    free: IntArray  # (nodes, resources): allocatable minus bound pods
+    empty: BoolArray  # no pod bound on the node
+    gpu_node: BoolArray
+    totals: IntArray  # per resource, over schedulable nodes
+    queues: list[QueueInfo]
+    gangs: list[GangInfo]
+    classes: list[PodClass]
+    node_classes: list[list[int]]  # node indices grouped by allocatable, labels, taints
+    invalid: dict[str, str]  # gang -> why it cannot be scheduled at all
+    waiting_pods: dict[str, str]
+    feasibility: Feasibility
+
+    def r(self, name: str) -> int:
+        return self.resources.index(name)
+
+    def schedulable_gangs(self) -> list[GangInfo]:
+        return [g for g in self.gangs if g.classes]
+
+    def gang(self, name: str) -> GangInfo | None:
+        for g in self.gangs:
+            if g.name == name:
+                return g
+        return None
+
+    def schedulable_node_count(self) -> int:
+        return int(sum(1 for n in self.nodes if not n.unschedulable))
+
+
+def _resource_names(state: ClusterState) -> list[str]:
+    names: set[str] = {PODS}
+    for node in state.nodes:
+        names |= node.allocatable.names()
+    for pod in state.pods:
+        names |= pod.requests.names()
+    # Fixed order keeps models, and so decisions, reproducible.
+    return sorted(names)
+
+
+def _vector(values: dict[str, int], index: dict[str, int]) -> IntArray:
+    vec = np.zeros(len(index), dtype=np.int64)
+    for name, quantity in values.items():
+        vec[index[name]] = quantity
+    return vec
+
+
+def _pod_order(pod: Pod) -> tuple[int, float, str]:
+    return (-pod.priority, pod.created_s, pod.name)
+
+
+def prepare(state: ClusterState) -> Problem:
+    resources = _resource_names(state)
+    r_index = {name: i for i, name in enumerate(resources)}
+    nodes = list(state.nodes)
+    n_index = {n.name: i for i, n in enumerate(nodes)}
+    allocatable = np.array(
+        [_vector(n.allocatable.root, r_index) for n in nodes], dtype=np.int64
+    ).reshape(len(nodes), len(resources))
+    free = allocatable.copy()
+    empty = np.ones(len(nodes), dtype=np.bool_)
+    schedulable = np.array([not n.unschedulable for n in nodes], dtype=np.bool_)
+    totals = allocatable[schedulable].sum(axis=0) if nodes else np.zeros(len(resources), np.int64)
+    gpu_node = (
+        allocatable[:, r_index[GPU]] > 0 if GPU in r_index else np.zeros(len(nodes), np.bool_)
+    )
+
+    gangs_by_name: dict[str, Gang] = {g.name: g for g in state.gangs}
+    queues_by_name: dict[str, Queue] = {q.name: q for q in state.queues}
+    waiting: dict[str, str] = {}
+    invalid: dict[str, str] = {}
+    members: dict[str, list[Pod]] = defaultdict(list)
+
+    for pod in state.pods:
+        if pod.node_name is not None:
+            node_i = n_index.get(pod.node_name)
+            if node_i is not None:
+                free[node_i] -= _vector(pod.demand(), r_index)
+                empty[node_i] = False
+        if pod.gang is not None and pod.gang not in gangs_by_name:
+            if pod.node_name is None:
+                waiting[pod.name] = f"PodGroup {pod.gang!r} not found"
+            continue
+        if pod.gang is None:
+            gangs_by_name.setdefault(
+                pod.gang_name(),
+                Gang(
+                    name=pod.gang_name(),
+                    min_member=1,
+                    queue=DEFAULT_QUEUE,
+                    priority=pod.priority,
+                    created_s=pod.created_s,
+                ),
+            )
+        members[pod.gang_name()].append(pod)
+
+    queue_names = sorted(queues_by_name)
+    if DEFAULT_QUEUE not in queues_by_name and any(
+        g.queue == DEFAULT_QUEUE for g in gangs_by_name.values()
+    ):
+        queue_names.append(DEFAULT_QUEUE)
+        queues_by_name[DEFAULT_QUEUE] = Queue(name=DEFAULT_QUEUE, weight=1)
+    q_index = {name: i for i, name in enumerate(queue_names)}
+
+    feasibility = Feasibility()
+    node_keys = [n.predicate_key() for n in nodes]
+    gangs: list[GangInfo] = []
+    classes: list[PodClass] = []
+    used = np.zeros((len(queue_names), len(resources)), dtype=np.int64)
+    pending_demand = np.zeros_like(used)
+
+    for gang in sorted(gangs_by_name.values(), key=lambda g: g.name):
+        pods = members.get(gang.name, [])
+        bound = [p for p in pods if p.node_name is not None]
+        pending = sorted((p for p in pods if p.node_name is None), key=_pod_order)
+        q = q_index.get(gang.queue)
+        if q is None:
+            if pending:
+                invalid[gang.name] = f"queue {gang.queue!r} not found"
+            continue
+        for pod in bound:
+            used[q] += _vector(pod.demand(), r_index)
+        if not pending:
+            continue
+        if len(pods) < gang.min_member:
+            invalid[gang.name] = (
+                f"NotEnoughTasks: {len(pods)} pod(s) exist, minMember is {gang.min_member}"
+            )
+            continue
+        info = GangInfo(
+            index=len(gangs),
+            name=gang.name,
+            queue=q,
+            priority=gang.priority,
+            created_s=gang.created_s,
+            min_member=gang.min_member,
+            bound=len(bound),
+        )
+        by_spec: dict[tuple[object, ...], list[Pod]] = defaultdict(list)
+        for pod in pending:
+            by_spec[pod.spec_key()].append(pod)
+        for same in by_spec.values():
+            exemplar = same[0]
+            demand = _vector(exemplar.demand(), r_index)
+            # Predicates per distinct node key, then broadcast: nodes of a class share it.
+            verdict: dict[object, bool] = {}
+            feasible = np.zeros(len(nodes), dtype=np.bool_)
+            for i, key in enumerate(node_keys):
+                if key not in verdict:
+                    verdict[key] = feasibility.reason(exemplar, nodes[i]) is None
+                feasible[i] = verdict[key]
+            share = share_units(demand, totals)
+            classes.append(
+                PodClass(
+                    index=len(classes),
+                    gang=info.index,
+                    pods=tuple(p.name for p in same),
+                    exemplar=exemplar,
+                    demand=demand,
+                    feasible=feasible,
+                    share=share,
+                    value=max(1, int(share.max()) if len(share) else 1),
+                )
+            )
+            info.classes.append(classes[-1].index)
+            pending_demand[q] += demand * len(same)
+        gangs.append(info)
+
+    ranks = {p: i for i, p in enumerate(sorted({g.priority for g in gangs}))}
+    for g in gangs:
+        g.rank = ranks[g.priority]
+
+    queues = _queue_infos(queue_names, queues_by_name, r_index, used, used + pending_demand, totals)
+    return Problem(
+        state=state,
+        resources=resources,
+        nodes=nodes,
+        allocatable=allocatable,
+        free=free,
+        empty=empty,
+        gpu_node=gpu_node,
+        totals=totals,
+        queues=queues,
+        gangs=gangs,
+        classes=classes,
+        node_classes=_node_classes(nodes),
+        invalid=invalid,
+        waiting_pods=waiting,
+        feasibility=feasibility,
+    )
+
+
+def share_units(quantity: IntArray, totals: IntArray) -> IntArray:
+    """Quantities as share units: a resource's cluster total is SHARE_SCALE units."""
+    safe = np.where(totals > 0, totals, 1)
+    units = (quantity.astype(np.float64) * SHARE_SCALE / safe).round().astype(np.int64)
+    return np.where(totals > 0, units, 0)
+
+
+def _queue_infos(
+    names: list[str],
+    by_name: dict[str, Queue],
+    r_index: dict[str, int],
+    used: IntArray,
+    demand: IntArray,
+    totals: IntArray,
+) -> list[QueueInfo]:
+    caps: list[list[int | None]] = []
+    for name in names:
+        capability = by_name[name].capability
+        caps.append(
+            [
+                capability[r] if capability is not None and r in capability.root else None
+                for r in r_index
+            ]
+        )
+    weights = [by_name[name].weight for name in names]
+    fair = deserved([int(t) for t in totals], weights, demand.tolist(), caps)
+    infos = []
+    for q, name in enumerate(names):
+        shares = share_units(demand[q], totals)
+        # The pod slot is a resource only when nothing else is asked for.
+        candidates = [
+            (int(shares[r]), -r) for r, res in enumerate(r_index) if res != PODS and shares[r] > 0
+        ] or [(int(shares[r]), -r) for r in range(len(r_index)) if shares[r] > 0]
+        infos.append(
+            QueueInfo(
+                index=q,
+                name=name,
+                weight=weights[q],
+                capability=np.array([NO_CAP if c is None else c for c in caps[q]], dtype=np.int64),
+                used=used[q].copy(),
+                demand=demand[q].copy(),
+                deserved=np.array([int(x) for x in fair[q]], dtype=np.int64),
+                dominant=-max(candidates)[1] if candidates else -1,
+            )
+        )
+    return infos
+
+
+def _node_classes(nodes: list[Node]) -> list[list[int]]:
+    groups: dict[tuple[object, ...], list[int]] = defaultdict(list)
+    for i, node in enumerate(nodes):
+        groups[(node.allocatable.key(), node.predicate_key())].append(i)
+    return list(groups.values())
+
+
+def placement_reasons(problem: Problem, cls: PodClass) -> Counter[str]:
+    """Per reason, how many nodes the class's placement predicates reject."""
+    reasons: Counter[str] = Counter()
+    for i in np.flatnonzero(~cls.feasible):
+        reason = problem.feasibility.reason(cls.exemplar, problem.nodes[int(i)])
+        if reason:
+            reasons[reason] += 1
+    return reasons
