@@ -51,12 +51,10 @@ class Resources(RootModel[dict[str, int]]):
         memory_bytes: int = 0,
         gpu: int = 0,
         pods: int = 0,
-        **extended: int,
+        extended: Mapping[str, int] | None = None,
     ) -> Resources:
         values = {CPU: cpu_milli, MEMORY: memory_bytes, GPU: gpu, PODS: pods}
-        values.update(
-            {name.replace("__", "/").replace("_", "."): q for name, q in extended.items()}
-        )
+        values.update(extended or {})
         return cls(values)
 
     def __getitem__(self, name: str) -> int:
