@@ -265,6 +265,7 @@ class StageReport(_Frozen):
     objective: int | None
     bound: int | None
     wall_s: float
+    first_solution_s: float | None = None
 
 
 NonNegInt = Annotated[int, Field(ge=0)]
