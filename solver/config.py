@@ -62,6 +62,13 @@ class SolverConfig(BaseModel):
     time_limit_s: float = Field(default=1.0, gt=0, description="wall time for all CP-SAT calls")
     num_workers: int = Field(default=0, ge=0, description="CP-SAT workers; 0 = all cores")
     seed: int = Field(default=0, description="CP-SAT random seed: same seed, same decision")
+    deterministic: bool = Field(
+        default=False,
+        description=(
+            "reproducible decisions: CP-SAT's workers interleave and the time limit is "
+            "counted in deterministic time (roughly seconds, but independent of load)"
+        ),
+    )
     relative_gap_limit: float = Field(
         default=0.001, ge=0, description="stop a CP-SAT call once this close to its bound"
     )

@@ -110,6 +110,12 @@ class Problem:
     invalid: dict[str, str]  # gang -> why it cannot be scheduled at all
     waiting_pods: dict[str, str]
     feasibility: Feasibility
+    _class_of_pod: dict[str, int] = field(default_factory=dict)
+
+    def class_of_pod(self) -> dict[str, int]:
+        if not self._class_of_pod:
+            self._class_of_pod.update({p: c.index for c in self.classes for p in c.pods})
+        return self._class_of_pod
 
     def r(self, name: str) -> int:
         return self.resources.index(name)

@@ -1,0 +1,73 @@
+"""Placements (pod -> node index) -> a Decision a user and the adapter can read.
+
+Every scheduler ends here, so each decision carries the same things: the bindings, the
+gangs admitted, for every other gang a reason a user can act on, the objective per term
+(scored without a solver), and the bound and gap where a solver gave a bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from solver.config import SolverConfig
+from solver.model import Decision, SolveStatus, StageReport
+from solver.objective import evaluate
+from solver.placement import Placer
+from solver.problem import Problem
+
+
+def admitted_gangs(problem: Problem, placements: Mapping[str, int]) -> list[str]:
+    of_pod = problem.class_of_pod()
+    placed = [0] * len(problem.gangs)
+    for pod in placements:
+        placed[problem.classes[of_pod[pod]].gang] += 1
+    return [
+        g.name
+        for g in problem.gangs
+        if g.bound + placed[g.index] >= g.min_member and (placed[g.index] > 0 or g.running)
+    ]
+
+
+def relative_gap(objective: int, bound: int | None) -> float | None:
+    if bound is None:
+        return None
+    return max(0.0, (bound - objective) / max(1, abs(bound)))
+
+
+def decision_from_placements(
+    problem: Problem,
+    placer: Placer,
+    config: SolverConfig,
+    *,
+    scheduler: str,
+    status: SolveStatus,
+    bound: int | None = None,
+    stages: Sequence[StageReport] = (),
+    wall_s: float = 0.0,
+) -> Decision:
+    """``placer`` holds the decision's placements and the free capacity they leave."""
+    placements = placer.placed
+    terms = evaluate(problem, placements, config.weights)
+    objective = sum(terms.values())
+    admitted = admitted_gangs(problem, placements)
+    admitted_set = set(admitted)
+    unschedulable = dict(problem.invalid)
+    for gang in problem.gangs:
+        if gang.name not in admitted_set:
+            unschedulable[gang.name] = placer.explain(gang)
+    if bound is not None:
+        bound = max(bound, objective)  # a proven bound below a found solution is rounding
+    return Decision(
+        scheduler=scheduler,
+        placements={pod: problem.nodes[node].name for pod, node in sorted(placements.items())},
+        admitted=tuple(admitted),
+        unschedulable=unschedulable,
+        waiting_pods=dict(problem.waiting_pods),
+        status=status,
+        objective=objective,
+        terms=terms,
+        bound=bound,
+        gap=relative_gap(objective, bound),
+        wall_s=wall_s,
+        stages=tuple(stages),
+    )

@@ -1,0 +1,198 @@
+"""Pod-by-pod placement on real nodes, with tentative gangs that commit or roll back.
+
+The greedy baselines are built on it, and so is the CP-SAT scheduler's disaggregation
+(node classes -> nodes) and its explanation of why a gang did not fit. Free capacity is
+a (nodes x resources) array, so filtering and scoring a pod is one vectorised pass.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from enum import StrEnum
+
+import numpy as np
+
+from solver.predicates import TOO_MANY_PODS, insufficient
+from solver.problem import BoolArray, GangInfo, IntArray, PodClass, Problem, placement_reasons
+
+
+class Policy(StrEnum):
+    SPREAD = "spread"  # kube-scheduler's LeastAllocated: emptiest node first
+    PACK = "pack"  # MostAllocated: fullest node first, keeps whole nodes free
+
+
+class Placer:
+    def __init__(self, problem: Problem, respect_capability: bool = True) -> None:
+        self.problem = problem
+        self.free: IntArray = problem.free.copy()
+        self.new_on: IntArray = np.zeros(len(problem.nodes), dtype=np.int64)
+        self.respect_capability = respect_capability
+        self.queue_room: list[IntArray] = [q.room() for q in problem.queues]
+        self.placed: dict[str, int] = {}  # pod -> node index
+        self.next_pod = [0] * len(problem.classes)
+        alloc = problem.allocatable.astype(np.float64)
+        self._inv_alloc = np.divide(1.0, alloc, out=np.zeros_like(alloc), where=alloc > 0)
+
+    # -- scoring -----------------------------------------------------------------------
+    def _fits(self, cls: PodClass) -> BoolArray:
+        fits: BoolArray = cls.feasible & (self.free >= cls.demand).all(axis=1)
+        return fits
+
+    def _scores(self, cls: PodClass, policy: Policy) -> np.ndarray:
+        used = cls.demand > 0
+        left = (self.free[:, used] - cls.demand[used]) * self._inv_alloc[:, used]
+        score = left.mean(axis=1) if used.any() else np.zeros(len(self.free))
+        if policy is Policy.PACK:
+            score = -score
+        return np.where(self._fits(cls), score, -np.inf)
+
+    def best_node(self, cls: PodClass, policy: Policy = Policy.SPREAD) -> int | None:
+        scores = self._scores(cls, policy)
+        best = int(np.argmax(scores)) if len(scores) else 0
+        return best if len(scores) and scores[best] > -np.inf else None
+
+    def queue_allows(self, cls: PodClass) -> bool:
+        if not self.respect_capability:
+            return True
+        room = self.queue_room[self.problem.gangs[cls.gang].queue]
+        return bool((room >= cls.demand).all())
+
+    # -- placing -----------------------------------------------------------------------
+    def place(self, cls: PodClass, node: int) -> str:
+        pod = cls.pods[self.next_pod[cls.index]]
+        self.next_pod[cls.index] += 1
+        self.free[node] -= cls.demand
+        self.new_on[node] += 1
+        self.queue_room[self.problem.gangs[cls.gang].queue] -= cls.demand
+        self.placed[pod] = node
+        return pod
+
+    def place_class(
+        self, cls: PodClass, limit: int, policy: Policy, allowed: BoolArray | None = None
+    ) -> list[str]:
+        """Up to ``limit`` pods of the class (on ``allowed`` nodes only, if given).
+
+        Scores are computed once and then updated only where a pod landed.
+        """
+        pods: list[str] = []
+        limit = min(limit, cls.count - self.next_pod[cls.index])
+        if limit <= 0:
+            return pods
+        scores = self._scores(cls, policy)
+        if allowed is not None:
+            scores = np.where(allowed, scores, -np.inf)
+        while len(pods) < limit and self.queue_allows(cls):
+            node = int(np.argmax(scores))
+            if scores[node] == -np.inf:
+                break
+            pods.append(self.place(cls, node))
+            scores[node] = self._node_score(cls, node, policy)
+        return pods
+
+    def place_on(self, cls: PodClass, node: int, count: int) -> list[str]:
+        """Exactly where a solver said; the caller has checked capacity."""
+        return [self.place(cls, node) for _ in range(count)]
+
+    def _node_score(self, cls: PodClass, node: int, policy: Policy) -> float:
+        if not (cls.feasible[node] and (self.free[node] >= cls.demand).all()):
+            return -np.inf
+        used = cls.demand > 0
+        if not used.any():
+            return 0.0
+        left = float(
+            ((self.free[node, used] - cls.demand[used]) * self._inv_alloc[node, used]).mean()
+        )
+        return -left if policy is Policy.PACK else left
+
+    def opened(self) -> BoolArray:
+        """Nodes that were empty and now hold a pod."""
+        opened: BoolArray = self.problem.empty & (self.new_on > 0)
+        return opened
+
+    def unplace(self, pods: list[str]) -> None:
+        """Roll back the last pods placed, newest first."""
+        by_name = self._class_of_pod()
+        for pod in reversed(pods):
+            cls = self.problem.classes[by_name[pod]]
+            node = self.placed.pop(pod)
+            self.free[node] += cls.demand
+            self.queue_room[self.problem.gangs[cls.gang].queue] += cls.demand
+            self.next_pod[cls.index] -= 1
+            self.new_on[node] -= 1
+
+    def _class_of_pod(self) -> dict[str, int]:
+        return self.problem.class_of_pod()
+
+    def try_gang(
+        self, gang: GangInfo, policy: Policy = Policy.SPREAD, extras: bool = True
+    ) -> list[str] | None:
+        """Place the gang's members tentatively; keep them only if minMember is reached.
+
+        Returns the pods placed, or None (and nothing placed) if the gang did not fit.
+        """
+        classes = [self.problem.classes[c] for c in gang.classes]
+        placed: list[str] = []
+        for cls in classes:
+            placed += self.place_class(cls, gang.need - len(placed), policy)
+            if len(placed) >= gang.need:
+                break
+        if len(placed) < gang.need:
+            self.unplace(placed)
+            return None
+        if extras:
+            for cls in classes:
+                placed += self.place_class(cls, cls.count, policy)
+        return placed
+
+    # -- explaining ----------------------------------------------------------------------
+    def explain(self, gang: GangInfo) -> str:
+        """Why the gang does not fit in what is left, as a user reads it from Kubernetes."""
+        queue = self.problem.queues[gang.queue]
+        total = gang.bound + sum(self.problem.classes[c].count for c in gang.classes)
+        probe = self.copy()
+        fit = sum(self.next_pod[c] for c in gang.classes)  # placed by this decision
+        reasons: Counter[str] = Counter()
+        capped: list[str] = []
+        for c in gang.classes:
+            cls = self.problem.classes[c]
+            fit += len(probe.place_class(cls, cls.count, Policy.PACK))
+            if probe.next_pod[c] < cls.count:
+                if not probe.queue_allows(cls):
+                    room = probe.queue_room[gang.queue]
+                    capped = [self.problem.resources[r] for r in np.flatnonzero(room < cls.demand)]
+                else:
+                    reasons = probe._node_reasons(cls)
+                break
+        head = f"{gang.bound + fit}/{total} pods fit (minMember {gang.min_member})"
+        if capped:
+            return f"{head}: queue {queue.name!r} at capability ({', '.join(capped)})"
+        if reasons:
+            parts = ", ".join(
+                f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+            )
+            return f"{head}: {parts}"
+        return f"{head}: fits, but the objective preferred other gangs (priority, fairness, value)"
+
+    def _node_reasons(self, cls: PodClass) -> Counter[str]:
+        reasons = placement_reasons(self.problem, cls)
+        names = self.problem.resources
+        demand = {names[r]: int(cls.demand[r]) for r in range(len(names)) if cls.demand[r] > 0}
+        for i in np.flatnonzero(cls.feasible):
+            short = insufficient(demand, {names[r]: int(v) for r, v in enumerate(self.free[i])})
+            # Kubernetes names the pod slot last among equals; one reason per node, as it does.
+            short.sort(key=lambda s: s == TOO_MANY_PODS)
+            if short:
+                reasons[short[0]] += 1
+        return reasons
+
+    def copy(self) -> Placer:
+        clone = Placer.__new__(Placer)
+        clone.problem = self.problem
+        clone.free = self.free.copy()
+        clone.new_on = self.new_on.copy()
+        clone.respect_capability = self.respect_capability
+        clone.queue_room = [r.copy() for r in self.queue_room]
+        clone.placed = dict(self.placed)
+        clone.next_pod = list(self.next_pod)
+        clone._inv_alloc = self._inv_alloc
+        return clone

@@ -1,0 +1,267 @@
+"""The solver-free oracle: does a decision respect the hard rules of a snapshot?
+
+Flow: a scheduler (CP-SAT or a baseline) reads a ``ClusterState`` through
+``solver.problem`` and returns a ``Decision``. ``check`` re-derives, from the raw state
+alone, whether that decision may be bound: the tests use it as their oracle for every
+scheduler, and the adapter runs it before binding anything to the cluster.
+
+So that it can catch mistakes in the code it checks, this module reads only
+``solver.model`` and the node predicates of ``solver.predicates``, plus plain integer
+arithmetic; it never imports ``solver.problem`` or anything built on it.
+
+What counts as a new placement for each check:
+
+* a placement naming an unknown pod, or a pod already bound, is reported and then ignored;
+* the gang check (all-or-nothing) and the queue capability check count every placement
+  of a known pending pod, whatever its node, because that is what the decision claims;
+* the node capacity check counts the placements on nodes that exist.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from solver.model import DEFAULT_QUEUE, ClusterState, Decision, Gang, Node, Pod, Queue
+from solver.predicates import insufficient, placement_reason
+
+ViolationKind = Literal[
+    "unknown-pod",
+    "already-bound",
+    "unknown-node",
+    "predicate",
+    "capacity",
+    "partial-gang",
+    "capability",
+    "invalid-gang",
+]
+
+
+class Violation(BaseModel):
+    """One broken rule. ``subject`` is the pod, node, gang or queue it concerns."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: ViolationKind
+    subject: str
+    message: str
+
+
+def _sum(pods: Iterable[Pod]) -> defaultdict[str, int]:
+    """Total demand (requests plus pod slots); absent names read as zero."""
+    total: defaultdict[str, int] = defaultdict(int)
+    for pod in pods:
+        for name, quantity in pod.demand().items():
+            total[name] += quantity
+    return total
+
+
+def _gang_problem(pod: Pod, gangs: Mapping[str, Gang], queues: Mapping[str, Queue]) -> str | None:
+    """Why the pod's gang cannot be scheduled at all; None when it can."""
+    if pod.gang is None:
+        return None  # a gang of one in the default queue, which always exists
+    gang = gangs.get(pod.gang)
+    if gang is None:
+        return f"PodGroup {pod.gang!r} not found"
+    if gang.queue not in queues:
+        return f"queue {gang.queue!r} of PodGroup {gang.name!r} not found"
+    return None
+
+
+def _queue_of(pod: Pod, gangs: Mapping[str, Gang], queues: Mapping[str, Queue]) -> str | None:
+    if pod.gang is None:
+        return DEFAULT_QUEUE
+    gang = gangs.get(pod.gang)
+    if gang is None or gang.queue not in queues:
+        return None
+    return gang.queue
+
+
+def check(state: ClusterState, decision: Decision) -> list[Violation]:
+    """Every hard rule ``decision`` breaks on ``state``; empty when it may be bound as is.
+
+    Output order is deterministic: per-placement findings in pod-name order, then node
+    capacity by node, invalid and partial gangs by gang, and capabilities by queue.
+    """
+    pods = {p.name: p for p in state.pods}
+    nodes: dict[str, Node] = {n.name: n for n in state.nodes}
+    gangs = {g.name: g for g in state.gangs}
+    queues = {q.name: q for q in state.queues}
+    queues.setdefault(DEFAULT_QUEUE, Queue(name=DEFAULT_QUEUE, weight=1))
+
+    out: list[Violation] = []
+    new_pods: list[Pod] = []  # known pending pods the decision places, in name order
+    new_on_node: dict[str, list[Pod]] = defaultdict(list)
+
+    for pod_name, node_name in sorted(decision.placements.items()):
+        pod = pods.get(pod_name)
+        if pod is None:
+            out.append(
+                Violation(
+                    kind="unknown-pod",
+                    subject=pod_name,
+                    message=f"pod {pod_name!r} is placed on {node_name!r} but does not exist",
+                )
+            )
+            continue
+        if pod.node_name is not None:
+            out.append(
+                Violation(
+                    kind="already-bound",
+                    subject=pod_name,
+                    message=(
+                        f"pod {pod_name!r} is already bound to {pod.node_name!r}; "
+                        f"it cannot also be bound to {node_name!r}"
+                    ),
+                )
+            )
+            continue
+        new_pods.append(pod)
+        node = nodes.get(node_name)
+        if node is None:
+            out.append(
+                Violation(
+                    kind="unknown-node",
+                    subject=pod_name,
+                    message=f"pod {pod_name!r} is placed on unknown node {node_name!r}",
+                )
+            )
+            continue
+        new_on_node[node_name].append(pod)
+        reason = placement_reason(pod, node)
+        if reason is not None:
+            out.append(
+                Violation(
+                    kind="predicate",
+                    subject=pod_name,
+                    message=f"pod {pod_name!r} may not run on node {node_name!r}: {reason}",
+                )
+            )
+
+    out.extend(_capacity(state, nodes, new_on_node))
+    out.extend(_gangs(state, gangs, queues, new_pods))
+    out.extend(_capabilities(state, gangs, queues, new_pods))
+    return out
+
+
+def _capacity(
+    state: ClusterState, nodes: Mapping[str, Node], new_on_node: Mapping[str, list[Pod]]
+) -> list[Violation]:
+    bound_on_node: dict[str, list[Pod]] = defaultdict(list)
+    for pod in state.pods:
+        if pod.node_name is not None:
+            bound_on_node[pod.node_name].append(pod)
+    out: list[Violation] = []
+    for node_name in sorted(new_on_node):
+        node = nodes[node_name]
+        held = _sum(bound_on_node.get(node_name, []))
+        new = _sum(new_on_node[node_name])
+        for resource in sorted(new):
+            alloc = node.allocatable[resource]
+            if new[resource] == 0 or held[resource] + new[resource] <= alloc:
+                continue
+            free = {resource: alloc - held[resource]}
+            words = "; ".join(insufficient({resource: new[resource]}, free))
+            out.append(
+                Violation(
+                    kind="capacity",
+                    subject=node_name,
+                    message=(
+                        f"node {node_name!r}: {words}: {held[resource]} {resource} bound + "
+                        f"{new[resource]} new = {held[resource] + new[resource]} "
+                        f"> {alloc} allocatable"
+                    ),
+                )
+            )
+    return out
+
+
+def _gangs(
+    state: ClusterState,
+    gangs: Mapping[str, Gang],
+    queues: Mapping[str, Queue],
+    new_pods: list[Pod],
+) -> list[Violation]:
+    placed: dict[str, list[Pod]] = defaultdict(list)
+    for pod in new_pods:
+        placed[pod.gang_name()].append(pod)
+    bound: dict[str, int] = defaultdict(int)
+    for pod in state.bound_pods():
+        bound[pod.gang_name()] += 1
+
+    out: list[Violation] = []
+    for gang_name in sorted(placed):
+        members = placed[gang_name]
+        problem = _gang_problem(members[0], gangs, queues)
+        names = ", ".join(p.name for p in members)
+        if problem is not None:
+            out.append(
+                Violation(
+                    kind="invalid-gang",
+                    subject=gang_name,
+                    message=f"{problem}: {len(members)} pod(s) must not be placed ({names})",
+                )
+            )
+            continue
+        gang = gangs.get(gang_name)
+        min_member = gang.min_member if gang is not None and members[0].gang is not None else 1
+        total = bound[gang_name] + len(members)
+        if total < min_member:
+            out.append(
+                Violation(
+                    kind="partial-gang",
+                    subject=gang_name,
+                    message=(
+                        f"gang {gang_name!r} would hold {total} pod(s) "
+                        f"({bound[gang_name]} bound + {len(members)} new), "
+                        f"below minMember {min_member}"
+                    ),
+                )
+            )
+    return out
+
+
+def _capabilities(
+    state: ClusterState,
+    gangs: Mapping[str, Gang],
+    queues: Mapping[str, Queue],
+    new_pods: list[Pod],
+) -> list[Violation]:
+    new: dict[str, list[Pod]] = defaultdict(list)
+    for pod in new_pods:
+        queue = _queue_of(pod, gangs, queues)
+        if queue is not None:
+            new[queue].append(pod)
+    held_pods: dict[str, list[Pod]] = defaultdict(list)
+    for pod in state.bound_pods():
+        queue = _queue_of(pod, gangs, queues)
+        if queue is not None:
+            held_pods[queue].append(pod)
+
+    out: list[Violation] = []
+    for queue_name in sorted(new):
+        capability = queues[queue_name].capability
+        if capability is None:
+            continue
+        held = _sum(held_pods.get(queue_name, []))
+        added = _sum(new[queue_name])
+        for resource, cap in sorted(capability.items()):
+            # Only resources this decision adds to: a queue already over a lowered
+            # capability is not the decision's doing.
+            if added[resource] == 0 or held[resource] + added[resource] <= cap:
+                continue
+            out.append(
+                Violation(
+                    kind="capability",
+                    subject=queue_name,
+                    message=(
+                        f"queue {queue_name!r}: {held[resource]} {resource} held + "
+                        f"{added[resource]} new = {held[resource] + added[resource]} "
+                        f"> capability {cap}"
+                    ),
+                )
+            )
+    return out
