@@ -39,10 +39,12 @@ class Resources(RootModel[dict[str, int]]):
     @field_validator("root")
     @classmethod
     def _non_negative(cls, value: dict[str, int]) -> dict[str, int]:
+        # Zeros are kept: a capability of 0 cpu is a cap, and a node's 0 pod slots are not
+        # the kubelet default.
         for name, quantity in value.items():
             if quantity < 0:
                 raise ValueError(f"resource {name!r} is negative ({quantity})")
-        return {name: quantity for name, quantity in value.items() if quantity != 0}
+        return value
 
     @classmethod
     def of(
@@ -53,7 +55,8 @@ class Resources(RootModel[dict[str, int]]):
         pods: int = 0,
         extended: Mapping[str, int] | None = None,
     ) -> Resources:
-        values = {CPU: cpu_milli, MEMORY: memory_bytes, GPU: gpu, PODS: pods}
+        named = {CPU: cpu_milli, MEMORY: memory_bytes, GPU: gpu, PODS: pods}
+        values = {name: q for name, q in named.items() if q}
         values.update(extended or {})
         return cls(values)
 
@@ -69,8 +72,11 @@ class Resources(RootModel[dict[str, int]]):
     def names(self) -> frozenset[str]:
         return frozenset(self.root)
 
+    def nonzero(self) -> dict[str, int]:
+        return {name: q for name, q in self.root.items() if q}
+
     def key(self) -> tuple[tuple[str, int], ...]:
-        return tuple(sorted(self.root.items()))
+        return tuple(sorted((name, q) for name, q in self.root.items() if q))
 
     def __hash__(self) -> int:
         return hash(self.key())
@@ -175,7 +181,7 @@ class Pod(_Frozen):
 
     def demand(self) -> dict[str, int]:
         """Requests plus the pod slot every pod takes."""
-        return {**self.requests.root, PODS: self.requests[PODS] or 1}
+        return {**self.requests.nonzero(), PODS: self.requests[PODS] or 1}
 
     def spec_key(self) -> tuple[object, ...]:
         """Pods of one gang with equal keys are interchangeable to every scheduler."""

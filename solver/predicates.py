@@ -71,8 +71,10 @@ def placement_reason(pod: Pod, node: Node) -> str | None:
     for key, value in pod.node_selector.items():
         if node.labels.get(key) != value:
             return SELECTOR_MISMATCH
+    # An empty term matches no node, as in Kubernetes.
     if pod.affinity and not any(
-        all(_requirement_holds(req, node.labels) for req in term.match_expressions)
+        term.match_expressions
+        and all(_requirement_holds(req, node.labels) for req in term.match_expressions)
         for term in pod.affinity
     ):
         return AFFINITY_MISMATCH

@@ -1,0 +1,321 @@
+"""Run every scheduler on benchmark instances and compare them in one table.
+
+    python -m benchmarks.solver [--instances reference,large] [--time-limit 1.0]
+                                [--seed 0] [--json out.json]
+
+Per instance the build time and ``prepare()`` time are printed; per scheduler one row:
+pending pods, model size (sum of ``StageReport.variables``), time to first solution
+(earliest ``first_solution_s`` over the stages), objective, bound, gap, wall time
+(measured here, around the call), placed pods, admitted gangs, status, and the ratio
+of the objective to gang-greedy's objective on the same instance (only when
+gang-greedy's is positive: against a negative one a better objective reads as a ratio
+below 1) and the difference from it (always).
+
+Schedulers come from ``solver.schedulers.SCHEDULERS`` (name -> ``callable(state,
+config) -> Decision``), imported when the benchmark runs. ``--seed`` seeds both the
+instance generators and CP-SAT (``SolverConfig.seed``).
+
+Exit status: 0 when every scheduler returned a decision; 1 when one raised (its row
+shows the error and the others still run); 2 on bad arguments or when
+``solver.schedulers`` cannot be imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from benchmarks import instances
+from solver.config import SolverConfig
+from solver.model import ClusterState, Decision
+from solver.problem import prepare
+
+Scheduler = Callable[[ClusterState, SolverConfig], Decision]
+BASELINE = "gang-greedy"
+
+INSTANCES: dict[str, Callable[[int], ClusterState]] = {
+    "reference": lambda seed: instances.reference(seed),
+    "large": lambda seed: instances.large(seed),
+    "perf-small": lambda seed: instances.scheduler_perf(500, 300, ((3, 100),)),
+    "perf": lambda seed: instances.scheduler_perf(),
+    "perf-15k": lambda seed: instances.scheduler_perf(5000, 5000),
+    "deadlock": lambda seed: instances.seed_deadlock(),
+}
+"""Named instances; the scheduler_perf and deadlock ones ignore the seed."""
+
+
+@dataclass
+class InstanceResult:
+    instance: str
+    nodes: int
+    pods: int
+    pending_pods: int
+    gangs: int
+    build_s: float
+    prepare_s: float
+
+
+@dataclass
+class Row:
+    instance: str
+    scheduler: str
+    pending_pods: int
+    variables: int | None = None
+    first_solution_s: float | None = None
+    objective: int | None = None
+    bound: int | None = None
+    gap: float | None = None
+    wall_s: float = 0.0
+    placed: int = 0
+    admitted: int = 0
+    status: str = ""
+    vs_baseline: float | None = None
+    minus_baseline: int | None = None
+    error: str | None = None
+
+
+def load_schedulers() -> dict[str, Scheduler]:
+    module = importlib.import_module("solver.schedulers")
+    schedulers: Mapping[str, Scheduler] = module.SCHEDULERS
+    return dict(schedulers)
+
+
+def decision_row(
+    instance: str, scheduler: str, pending: int, decision: Decision, wall: float
+) -> Row:
+    stages = decision.stages
+    firsts = [s.first_solution_s for s in stages if s.first_solution_s is not None]
+    return Row(
+        instance=instance,
+        scheduler=scheduler,
+        pending_pods=pending,
+        variables=sum(s.variables for s in stages) if stages else None,
+        first_solution_s=min(firsts) if firsts else None,
+        objective=decision.objective,
+        bound=decision.bound,
+        gap=decision.gap,
+        wall_s=wall,
+        placed=len(decision.placements),
+        admitted=len(decision.admitted),
+        status=str(decision.status),
+    )
+
+
+def run_instance(
+    name: str,
+    state: ClusterState,
+    schedulers: Mapping[str, Scheduler],
+    config: SolverConfig,
+) -> list[Row]:
+    """One row per scheduler, in ``schedulers`` order; ratios against gang-greedy."""
+    pending = len(state.pending_pods())
+    rows: list[Row] = []
+    for sched_name, schedule in schedulers.items():
+        start = time.perf_counter()
+        try:
+            decision = schedule(state, config)
+        except Exception as exc:  # a crashing scheduler is a result, not the end of the run
+            wall = time.perf_counter() - start
+            traceback.print_exc(file=sys.stderr)
+            rows.append(
+                Row(name, sched_name, pending, wall_s=wall, status="ERROR", error=repr(exc))
+            )
+            continue
+        wall = time.perf_counter() - start
+        rows.append(decision_row(name, sched_name, pending, decision, wall))
+    baseline = next((r.objective for r in rows if r.scheduler == BASELINE), None)
+    for row in rows:
+        if row.objective is None or baseline is None:
+            continue
+        row.minus_baseline = row.objective - baseline
+        # A ratio only reads right against a positive baseline: against a negative one,
+        # a better (higher) objective would show as a ratio below 1.
+        if baseline > 0:
+            row.vs_baseline = row.objective / baseline
+    return rows
+
+
+def _num(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _secs(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def instance_table(results: Sequence[InstanceResult]) -> Table:
+    table = Table(title="Instances")
+    for column in ("instance", "nodes", "pods", "pending", "gangs", "build s", "prepare s"):
+        table.add_column(column, justify="left" if column == "instance" else "right")
+    for r in results:
+        table.add_row(
+            r.instance,
+            _num(r.nodes),
+            _num(r.pods),
+            _num(r.pending_pods),
+            _num(r.gangs),
+            _secs(r.build_s),
+            _secs(r.prepare_s),
+        )
+    return table
+
+
+def results_table(rows: Sequence[Row], time_limit: float) -> Table:
+    table = Table(title=f"Schedulers (time limit {time_limit:g} s)")
+    columns = (
+        "instance",
+        "scheduler",
+        "pending",
+        "variables",
+        "first sol s",
+        "objective",
+        "bound",
+        "gap",
+        "wall s",
+        "placed",
+        "admitted",
+        "status",
+        f"vs {BASELINE}",
+        f"- {BASELINE}",
+    )
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("instance", "scheduler") else "right")
+    for r in rows:
+        table.add_row(
+            r.instance,
+            r.scheduler,
+            _num(r.pending_pods),
+            _num(r.variables),
+            _secs(r.first_solution_s),
+            _num(r.objective),
+            _num(r.bound),
+            "-" if r.gap is None else f"{r.gap:.2%}",
+            _secs(r.wall_s),
+            _num(r.placed),
+            _num(r.admitted),
+            r.status if r.error is None else f"ERROR: {r.error}",
+            "-" if r.vs_baseline is None else f"{r.vs_baseline:.3f}",
+            "-" if r.minus_baseline is None else f"{r.minus_baseline:+,}",
+        )
+    return table
+
+
+def _names(text: str, known: Sequence[str], what: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown {what}: {', '.join(unknown) or '(none given)'}; "
+            f"choose from {', '.join(known)}"
+        )
+    return names
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.solver",
+        description="Run every scheduler on benchmark instances and compare them.",
+    )
+    parser.add_argument(
+        "--instances",
+        default="reference,large",
+        help=f"comma-separated, from: {', '.join(INSTANCES)} (default: reference,large)",
+    )
+    parser.add_argument(
+        "--schedulers",
+        default=None,
+        help="comma-separated scheduler names (default: all in solver.schedulers.SCHEDULERS)",
+    )
+    parser.add_argument(
+        "--time-limit", type=float, default=1.0, help="SolverConfig.time_limit_s (default 1.0)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="instance seed and CP-SAT seed (default 0)"
+    )
+    parser.add_argument(
+        "--workers", type=int, default=0, help="CP-SAT workers, 0 = all cores (default 0)"
+    )
+    parser.add_argument("--json", type=Path, default=None, help="also write results here")
+    return parser.parse_args(argv)
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    schedulers: Mapping[str, Scheduler] | None = None,
+    console: Console | None = None,
+) -> int:
+    args = parse_args(argv)
+    if console is None:
+        # Piped output (CI logs, tee) gets a wide table instead of 80-column truncation.
+        console = Console() if sys.stdout.isatty() else Console(width=220)
+    try:
+        instance_names = _names(args.instances, list(INSTANCES), "instance")
+        if args.time_limit <= 0:
+            raise argparse.ArgumentTypeError("--time-limit must be positive")
+        config = SolverConfig(
+            time_limit_s=args.time_limit, seed=args.seed, num_workers=args.workers
+        )
+        if schedulers is None:
+            try:
+                schedulers = load_schedulers()
+            except (ImportError, AttributeError) as exc:
+                console.print(f"[red]cannot load solver.schedulers.SCHEDULERS: {exc}[/red]")
+                return 2
+        if args.schedulers is not None:
+            chosen = _names(args.schedulers, list(schedulers), "scheduler")
+            schedulers = {n: schedulers[n] for n in chosen}
+    except (argparse.ArgumentTypeError, ValueError) as exc:
+        console.print(f"[red]{exc}[/red]")
+        return 2
+
+    built: list[InstanceResult] = []
+    rows: list[Row] = []
+    for name in instance_names:
+        start = time.perf_counter()
+        state = INSTANCES[name](args.seed)
+        build_s = time.perf_counter() - start
+        start = time.perf_counter()
+        prepare(state)
+        prepare_s = time.perf_counter() - start
+        result = InstanceResult(
+            instance=name,
+            nodes=len(state.nodes),
+            pods=len(state.pods),
+            pending_pods=len(state.pending_pods()),
+            gangs=len(state.gangs),
+            build_s=build_s,
+            prepare_s=prepare_s,
+        )
+        built.append(result)
+        console.print(
+            f"{name}: {result.nodes:,} nodes, {result.pending_pods:,} pending pods, "
+            f"built in {build_s:.3f} s, prepare() {prepare_s:.3f} s"
+        )
+        rows.extend(run_instance(name, state, schedulers, config))
+
+    console.print(instance_table(built))
+    console.print(results_table(rows, args.time_limit))
+    if args.json is not None:
+        payload = {
+            "time_limit_s": args.time_limit,
+            "seed": args.seed,
+            "workers": config.workers(),
+            "instances": [asdict(r) for r in built],
+            "results": [asdict(r) for r in rows],
+        }
+        args.json.write_text(json.dumps(payload, indent=2) + "\n")
+    return 1 if any(r.error is not None for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

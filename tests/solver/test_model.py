@@ -1,0 +1,188 @@
+"""Domain model: bad input is rejected at the boundary, naming the field."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from solver.model import (
+    CPU,
+    DEFAULT_MAX_PODS,
+    GPU,
+    MEMORY,
+    PODS,
+    ClusterState,
+    Gang,
+    Node,
+    NodeSelectorRequirement,
+    Pod,
+    Queue,
+    Resources,
+    Toleration,
+)
+from tests.builders import gang, node, pod, queue, resources, state
+
+
+def _error(exc: pytest.ExceptionInfo[ValidationError]) -> tuple[str, str]:
+    """(dotted location, message) of the first error."""
+    err = exc.value.errors()[0]
+    return ".".join(str(part) for part in err["loc"]), err["msg"]
+
+
+def test_negative_quantity_is_rejected_naming_field_and_resource() -> None:
+    with pytest.raises(ValidationError) as exc:
+        Pod.model_validate({"name": "p", "requests": {"cpu": -1}})
+    loc, msg = _error(exc)
+    assert loc == "requests"
+    assert "'cpu'" in msg and "negative" in msg and "-1" in msg
+
+
+def test_negative_allocatable_is_rejected() -> None:
+    with pytest.raises(ValidationError) as exc:
+        Node.model_validate({"name": "n", "allocatable": {"memory": -5}})
+    loc, msg = _error(exc)
+    assert loc == "allocatable"
+    assert "'memory'" in msg
+
+
+def test_min_member_zero_is_rejected() -> None:
+    with pytest.raises(ValidationError) as exc:
+        Gang(name="g", min_member=0)
+    loc, _ = _error(exc)
+    assert loc == "min_member"
+
+
+def test_weight_zero_is_rejected() -> None:
+    with pytest.raises(ValidationError) as exc:
+        Queue(name="q", weight=0)
+    loc, _ = _error(exc)
+    assert loc == "weight"
+
+
+def test_duplicate_node_names_are_rejected_naming_the_node() -> None:
+    with pytest.raises(ValidationError, match=r"nodes: duplicate name\(s\) n1"):
+        state(nodes=[node("n1").cap(cpu=1), node("n1").cap(cpu=2), node("n2")])
+
+
+def test_duplicate_pod_names_are_rejected() -> None:
+    with pytest.raises(ValidationError, match=r"pods: duplicate name\(s\) p"):
+        ClusterState(pods=(pod("p").build(), pod("p").build()))
+
+
+def test_in_without_values_is_rejected_with_its_path() -> None:
+    with pytest.raises(ValidationError) as exc:
+        Pod.model_validate(
+            {"name": "p", "affinity": [{"match_expressions": [{"key": "k", "operator": "In"}]}]}
+        )
+    loc, msg = _error(exc)
+    assert loc == "affinity.0.match_expressions.0"
+    assert "operator In needs at least one value" in msg
+
+
+def test_gt_with_non_integer_value_is_rejected() -> None:
+    with pytest.raises(ValidationError, match="operator Gt needs an integer value"):
+        NodeSelectorRequirement(key="k", operator="Gt", values=("1.5",))
+
+
+@pytest.mark.parametrize(
+    ("operator", "values", "message"),
+    [
+        ("Exists", ("x",), "operator Exists takes no values"),
+        ("DoesNotExist", ("x",), "operator DoesNotExist takes no values"),
+        ("Lt", ("1", "2"), "operator Lt takes exactly one value"),
+        ("NotIn", (), "operator NotIn needs at least one value"),
+    ],
+)
+def test_requirement_values_must_suit_operator(
+    operator: str, values: tuple[str, ...], message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message):
+        NodeSelectorRequirement.model_validate({"key": "k", "operator": operator, "values": values})
+
+
+def test_exists_toleration_with_value_is_rejected() -> None:
+    with pytest.raises(ValidationError, match="operator Exists must not have a value"):
+        Toleration(key="k", operator="Exists", value="v")
+
+
+def test_empty_key_toleration_must_use_exists() -> None:
+    with pytest.raises(ValidationError, match="empty key must use operator Exists"):
+        Toleration(key="", operator="Equal", value="v")
+    assert Toleration(operator="Exists").key == ""
+
+
+def test_unknown_field_is_rejected() -> None:
+    with pytest.raises(ValidationError) as exc:
+        Pod.model_validate({"name": "p", "nodeName": "n"})
+    loc, _ = _error(exc)
+    assert loc == "nodeName"
+
+
+def test_node_without_pods_gets_default_slots() -> None:
+    assert DEFAULT_MAX_PODS == 110
+    assert node("n").cap(cpu=4).build().allocatable[PODS] == 110
+    assert Node(name="n", allocatable=Resources({CPU: 1})).allocatable[PODS] == 110
+    assert node("n").cap(cpu=4, pods=3).build().allocatable[PODS] == 3
+
+
+def test_pod_demand_includes_one_pod_slot() -> None:
+    p = pod("p").req(cpu="500m", memory="1Gi").build()
+    assert p.demand() == {CPU: 500, MEMORY: 2**30, PODS: 1}
+    assert pod("empty").build().demand() == {PODS: 1}
+    # The request is unchanged: only the demand adds the slot.
+    assert PODS not in p.requests.root
+
+
+def test_resources_keep_explicit_zeros_and_read_absent_as_zero() -> None:
+    r = Resources({CPU: 0, MEMORY: 3})
+    assert r.root == {CPU: 0, MEMORY: 3}
+    assert r[GPU] == 0
+    assert r.nonzero() == {MEMORY: 3}
+    assert r.key() == ((MEMORY, 3),)
+
+
+def test_zero_pod_slots_and_zero_capability_survive_a_json_round_trip() -> None:
+    n = node("n").cap(cpu=4, pods=0).build()
+    assert Node.model_validate_json(n.model_dump_json()).allocatable[PODS] == 0
+    q = Queue(name="q", capability=Resources({CPU: 0}))
+    again = Queue.model_validate_json(q.model_dump_json())
+    assert again.capability is not None and again.capability.root == {CPU: 0}
+    assert Resources.of(cpu_milli=2, gpu=1, extended={"x/y": 4}).key() == (
+        (CPU, 2),
+        (GPU, 1),
+        ("x/y", 4),
+    )
+    assert hash(Resources({CPU: 1})) == hash(Resources({CPU: 1}))
+
+
+def test_implicit_gang_name_and_keys() -> None:
+    a = pod("a").req(cpu=1).selector(zone="z").build()
+    b = pod("b").req(cpu=1).selector(zone="z").build()
+    c = pod("c").req(cpu=2).selector(zone="z").build()
+    assert a.gang_name() == "pod:a"
+    assert pod("d").gang("g").build().gang_name() == "g"
+    assert a.spec_key() == b.spec_key() != c.spec_key()
+    assert a.placement_key() == c.placement_key()
+
+
+def test_state_accessors() -> None:
+    s = state(
+        nodes=[node("n1"), node("n2")],
+        pods=[pod("bound").on("n1"), pod("pending")],
+        gangs=[gang("g")],
+        queues=[queue("q")],
+    )
+    assert s.node("n2") is not None and s.node("n3") is None
+    assert [p.name for p in s.pending_pods()] == ["pending"]
+    assert [p.name for p in s.bound_pods()] == ["bound"]
+
+
+def test_builder_quantities_follow_kubernetes() -> None:
+    assert resources(cpu="500m", memory="1Gi", gpu=2, pods="1e3") == {
+        CPU: 500,
+        MEMORY: 2**30,
+        GPU: 2,
+        PODS: 1000,
+    }
+    assert resources(cpu="1.5", memory="1e3") == {CPU: 1500, MEMORY: 1000}
+    assert resources(cpu=2) == {CPU: 2000}

@@ -1,0 +1,166 @@
+"""Node predicates, in Kubernetes' semantics and words."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from solver.model import CPU, GPU, MEMORY, PODS
+from solver.predicates import (
+    AFFINITY_MISMATCH,
+    SELECTOR_MISMATCH,
+    TOO_MANY_PODS,
+    UNSCHEDULABLE,
+    Feasibility,
+    insufficient,
+    placement_reason,
+    summarize,
+    untolerated_taint,
+)
+from tests.builders import node, pod
+
+GPU_NODE = node("n").cap(cpu=8).label(gpu="v100", zone="a", cores="16").build()
+
+
+def test_node_selector_match_and_mismatch() -> None:
+    assert placement_reason(pod("p").selector(gpu="v100").build(), GPU_NODE) is None
+    assert placement_reason(pod("p").selector(gpu="a100").build(), GPU_NODE) == SELECTOR_MISMATCH
+    # A selector on a label the node lacks fails too; all pairs must match.
+    assert placement_reason(pod("p").selector(rack="r1").build(), GPU_NODE) == SELECTOR_MISMATCH
+    both = pod("p").selector(gpu="v100", zone="b").build()
+    assert placement_reason(both, GPU_NODE) == SELECTOR_MISMATCH
+
+
+@pytest.mark.parametrize(
+    ("key", "op", "values", "ok"),
+    [
+        ("gpu", "In", ("a100", "v100"), True),
+        ("gpu", "In", ("a100",), False),
+        ("rack", "In", ("r1",), False),
+        ("gpu", "NotIn", ("a100",), True),
+        ("gpu", "NotIn", ("v100",), False),
+        ("rack", "NotIn", ("r1",), True),  # absent label is not in any set
+        ("zone", "Exists", (), True),
+        ("rack", "Exists", (), False),
+        ("rack", "DoesNotExist", (), True),
+        ("zone", "DoesNotExist", (), False),
+        ("cores", "Gt", ("8",), True),
+        ("cores", "Gt", ("16",), False),
+        ("cores", "Lt", ("17",), True),
+        ("cores", "Lt", ("16",), False),
+        ("rack", "Gt", ("1",), False),  # absent label fails Gt
+        ("gpu", "Gt", ("1",), False),  # non-integer label fails Gt
+        ("gpu", "Lt", ("1000",), False),  # and Lt
+    ],
+)
+def test_affinity_operators(key: str, op: str, values: tuple[str, ...], ok: bool) -> None:
+    p = pod("p").affinity(key, op, *values).build()
+    assert placement_reason(p, GPU_NODE) == (None if ok else AFFINITY_MISMATCH)
+
+
+def test_requirements_of_a_term_are_anded() -> None:
+    p = pod("p").affinity("gpu", "In", "v100").affinity("zone", "In", "b").build()
+    assert len(p.affinity) == 1
+    assert placement_reason(p, GPU_NODE) == AFFINITY_MISMATCH
+    p = pod("p").affinity("gpu", "In", "v100").affinity("zone", "In", "a").build()
+    assert placement_reason(p, GPU_NODE) is None
+
+
+def test_terms_are_ored() -> None:
+    p = (
+        pod("p")
+        .affinity_term(("gpu", "In", "a100"))
+        .affinity_term(("zone", "In", "a"), ("cores", "Gt", 4))
+        .build()
+    )
+    assert len(p.affinity) == 2
+    assert placement_reason(p, GPU_NODE) is None
+    none_match = pod("p").affinity_term(("gpu", "In", "a100")).affinity_term(("rack", "Exists"))
+    assert placement_reason(none_match.build(), GPU_NODE) == AFFINITY_MISMATCH
+
+
+TAINTED = node("t").taint("dedicated", "ml", "NoSchedule").build()
+
+
+@pytest.mark.parametrize(
+    ("toleration", "ok"),
+    [
+        ((), False),
+        (("dedicated", "Equal", "ml", "NoSchedule"), True),
+        (("dedicated", "Equal", "ml", ""), True),  # empty effect: all effects
+        (("dedicated", "Equal", "web", "NoSchedule"), False),  # value differs
+        (("dedicated", "Exists", "", "NoSchedule"), True),
+        (("other", "Exists", "", ""), False),  # key differs
+        (("", "Exists", "", ""), True),  # empty key + Exists tolerates everything
+        (("", "Exists", "", "NoExecute"), False),  # ... but only for its effect
+        (("dedicated", "Equal", "ml", "NoExecute"), False),  # effect mismatch
+    ],
+)
+def test_noschedule_taint_vs_tolerations(toleration: tuple[str, ...], ok: bool) -> None:
+    b = pod("p")
+    if toleration:
+        b.tolerate(*toleration)
+    reason = placement_reason(b.build(), TAINTED)
+    assert reason == (None if ok else "node(s) had untolerated taint {dedicated: ml}")
+
+
+def test_noexecute_taint_is_a_predicate_and_keyless_value_is_shown_bare() -> None:
+    n = node("x").taint("maintenance", "", "NoExecute").build()
+    assert placement_reason(pod("p").build(), n) == "node(s) had untolerated taint {maintenance}"
+    assert placement_reason(pod("p").tolerate("maintenance", "Exists").build(), n) is None
+    wrong_effect = pod("p").tolerate("maintenance", "Exists", "", "NoSchedule").build()
+    assert placement_reason(wrong_effect, n) is not None
+
+
+def test_prefer_no_schedule_is_not_a_predicate() -> None:
+    n = node("x").taint("soft", "yes", "PreferNoSchedule").build()
+    assert placement_reason(pod("p").build(), n) is None
+    assert untolerated_taint(pod("p").build(), n) is None
+
+
+def test_every_hard_taint_must_be_tolerated() -> None:
+    n = node("x").taint("a", "1", "NoSchedule").taint("b", "2", "NoExecute").build()
+    only_a = pod("p").tolerate("a", "Equal", "1").build()
+    taint = untolerated_taint(only_a, n)
+    assert taint is not None and taint.key == "b"
+    both = pod("p").tolerate("a", "Equal", "1").tolerate("b", "Exists").build()
+    assert placement_reason(both, n) is None
+
+
+def test_unschedulable_node_rejects_even_tolerant_pods() -> None:
+    n = node("x").cordon().build()
+    assert placement_reason(pod("p").tolerate("", "Exists").build(), n) == UNSCHEDULABLE
+
+
+def test_insufficient_names_each_short_resource_in_kubernetes_words() -> None:
+    demand = {CPU: 2000, MEMORY: 10, GPU: 1, PODS: 1}
+    free = {CPU: 1000, MEMORY: 10, PODS: 0}
+    # In resource-name order; a resource the node lacks entirely is short too.
+    assert insufficient(demand, free) == [
+        "Insufficient cpu",
+        "Insufficient nvidia.com/gpu",
+        TOO_MANY_PODS,
+    ]
+    assert insufficient({CPU: 1000, PODS: 1}, {CPU: 1000, PODS: 1}) == []
+
+
+def test_summarize_phrase() -> None:
+    reasons = Counter({"Insufficient cpu": 2, UNSCHEDULABLE: 1, SELECTOR_MISMATCH: 1})
+    assert summarize(reasons, 4) == (
+        "0/4 nodes are available: 2 Insufficient cpu, "
+        "1 node(s) didn't match node selector, 1 node(s) were unschedulable"
+    )
+    assert summarize(Counter(), 3, 3) == "3/3 nodes are available"
+
+
+def test_feasibility_memoises_on_placement_and_predicate_keys() -> None:
+    feas = Feasibility()
+    pods = [pod(f"p{i}").req(cpu=i + 1).selector(gpu="v100").build() for i in range(20)]
+    nodes = [node(f"n{i}").cap(cpu=i + 1).label(gpu="v100").build() for i in range(20)]
+    for p in pods:
+        for n in nodes:
+            assert feas.reason(p, n) is None
+    assert len(feas) == 1
+    assert feas.reason(pod("q").selector(gpu="a100").build(), nodes[0]) == SELECTOR_MISMATCH
+    assert len(feas) == 2

@@ -1,0 +1,208 @@
+"""prepare(): the one grouped, checked view every scheduler reads."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from solver.model import CPU, DEFAULT_QUEUE, MEMORY, PODS
+from solver.problem import NO_CAP, prepare
+from tests.builders import gang, node, pod, pods_of, queue, state
+
+
+def test_identical_pods_of_a_gang_form_one_class() -> None:
+    s = state(
+        nodes=[node("n1").cap(cpu=8, memory="16Gi")],
+        pods=[*pods_of("g", 4, cpu=1, memory="1Gi"), pod("big").req(cpu=2).gang("g")],
+        gangs=[gang("g", min_member=5)],
+    )
+    problem = prepare(s)
+    (info,) = problem.gangs
+    assert info.name == "g" and info.need == 5
+    assert len(info.classes) == 2
+    counts = sorted(problem.classes[c].count for c in info.classes)
+    assert counts == [1, 4]
+    four = next(problem.classes[c] for c in info.classes if problem.classes[c].count == 4)
+    assert set(four.pods) == {"g-0", "g-1", "g-2", "g-3"}
+    assert four.demand[problem.r(CPU)] == 1000
+    assert four.demand[problem.r(PODS)] == 1
+    assert four.feasible.tolist() == [True]
+
+
+def test_pods_of_different_gangs_never_share_a_class() -> None:
+    s = state(
+        nodes=[node("n1").cap(cpu=8)],
+        pods=[*pods_of("a", 2, cpu=1), *pods_of("b", 2, cpu=1)],
+        gangs=[gang("a"), gang("b")],
+    )
+    assert len(prepare(s).classes) == 2
+
+
+def test_partially_bound_gang_needs_only_the_rest() -> None:
+    s = state(
+        nodes=[node("n1").cap(cpu=8)],
+        pods=[
+            pod("g-0").req(cpu=1).gang("g").on("n1"),
+            pod("g-1").req(cpu=1).gang("g").on("n1"),
+            *[pod(f"g-{i}").req(cpu=1).gang("g") for i in range(2, 6)],
+        ],
+        gangs=[gang("g", min_member=3)],
+    )
+    (info,) = prepare(s).gangs
+    assert info.bound == 2
+    assert info.need == 1
+    assert not info.running
+    assert sum(prepare(s).classes[c].count for c in info.classes) == 4
+
+
+def test_gang_at_min_member_runs_and_its_pending_pods_are_extras() -> None:
+    s = state(
+        nodes=[node("n1").cap(cpu=8)],
+        pods=[pod("g-0").req(cpu=1).gang("g").on("n1"), pod("g-1").req(cpu=1).gang("g")],
+        gangs=[gang("g", min_member=1)],
+    )
+    (info,) = prepare(s).gangs
+    assert info.running and info.need == 0
+
+
+def test_bound_pods_reduce_free_capacity_and_mark_node_used() -> None:
+    s = state(
+        nodes=[node("n1").cap(cpu=4, memory="8Gi", pods=10), node("n2").cap(cpu=4)],
+        pods=[
+            pod("a").req(cpu="1500m", memory="1Gi").on("n1"),
+            pod("b").req(cpu="500m").on("n1"),
+            pod("c").req(cpu=1),
+        ],
+    )
+    problem = prepare(s)
+    cpu, mem, slots = problem.r(CPU), problem.r(MEMORY), problem.r(PODS)
+    assert problem.free[0, cpu] == 2000
+    assert problem.free[0, mem] == 7 * 2**30
+    assert problem.free[0, slots] == 8
+    assert problem.free[1].tolist() == problem.allocatable[1].tolist()
+    assert problem.empty.tolist() == [False, True]
+    # Bound pods of the implicit gangs count towards what the default queue holds.
+    (default,) = problem.queues
+    assert default.name == DEFAULT_QUEUE
+    assert default.used[cpu] == 2000
+    assert default.demand[cpu] == 3000
+
+
+def test_pod_naming_unknown_gang_waits_with_a_reason() -> None:
+    s = state(nodes=[node("n1").cap(cpu=4)], pods=[pod("p").req(cpu=1).gang("ghost")])
+    problem = prepare(s)
+    assert "ghost" in problem.waiting_pods["p"]
+    assert "not found" in problem.waiting_pods["p"]
+    assert problem.gangs == [] and problem.classes == []
+
+
+def test_unknown_queue_makes_the_gang_invalid() -> None:
+    s = state(
+        nodes=[node("n1").cap(cpu=4)],
+        pods=pods_of("g", 2, cpu=1),
+        gangs=[gang("g", min_member=2).queue("research")],
+        queues=[queue("prod")],
+    )
+    problem = prepare(s)
+    assert "'research'" in problem.invalid["g"]
+    assert problem.gang("g") is None
+
+
+def test_min_member_above_pod_count_is_not_enough_tasks() -> None:
+    s = state(
+        nodes=[node("n1").cap(cpu=8)],
+        pods=pods_of("g", 3, cpu=1),
+        gangs=[gang("g", min_member=4)],
+    )
+    problem = prepare(s)
+    assert problem.invalid["g"].startswith("NotEnoughTasks")
+    assert "3 pod(s)" in problem.invalid["g"] and "4" in problem.invalid["g"]
+    assert problem.schedulable_gangs() == []
+
+
+def test_pod_without_gang_is_a_gang_of_one_in_default_queue() -> None:
+    s = state(
+        nodes=[node("n1").cap(cpu=4)],
+        pods=[pod("solo").req(cpu=1).priority(7)],
+        queues=[queue("other", weight=2)],
+    )
+    problem = prepare(s)
+    info = problem.gang("pod:solo")
+    assert info is not None
+    assert info.min_member == 1 and info.need == 1 and info.priority == 7
+    assert problem.queues[info.queue].name == DEFAULT_QUEUE
+    assert problem.queues[info.queue].weight == 1
+    assert [q.name for q in problem.queues] == ["other", DEFAULT_QUEUE]
+
+
+def test_identical_nodes_form_a_node_class() -> None:
+    s = state(
+        nodes=[
+            node("a1").cap(cpu=4).label(zone="a"),
+            node("b1").cap(cpu=4).label(zone="b"),
+            node("a2").cap(cpu=4).label(zone="a"),
+            node("a3").cap(cpu=8).label(zone="a"),
+            node("a4").cap(cpu=4).label(zone="a").taint("x", "y", "NoSchedule"),
+            node("a5").cap(cpu=4).label(zone="a"),
+        ]
+    )
+    classes = sorted(prepare(s).node_classes)
+    assert classes == [[0, 2, 5], [1], [3], [4]]
+
+
+def test_feasibility_is_per_node() -> None:
+    s = state(
+        nodes=[node("a").label(zone="a"), node("b").label(zone="b"), node("c").cordon()],
+        pods=[pod("p").selector(zone="a")],
+    )
+    problem = prepare(s)
+    (cls,) = problem.classes
+    assert cls.feasible.tolist() == [True, False, False]
+    assert problem.schedulable_node_count() == 2
+
+
+def test_deserved_of_backlogged_queues_follows_weights() -> None:
+    s = state(
+        nodes=[node("n1").cap(cpu=8, memory="32Gi"), node("n2").cap(cpu=8, memory="32Gi")],
+        pods=[*pods_of("ga", 40, cpu=1, memory="2Gi"), *pods_of("gb", 40, cpu=1, memory="2Gi")],
+        gangs=[gang("ga").queue("a"), gang("gb").queue("b")],
+        queues=[queue("a", weight=1), queue("b", weight=3)],
+    )
+    problem = prepare(s)
+    a, b = problem.queues
+    assert (a.name, b.name) == ("a", "b")
+    cpu, mem = problem.r(CPU), problem.r(MEMORY)
+    assert problem.totals[cpu] == 16000
+    assert (a.deserved[cpu], b.deserved[cpu]) == (4000, 12000)
+    assert (a.deserved[mem], b.deserved[mem]) == (16 * 2**30, 48 * 2**30)
+
+
+def test_capability_is_recorded_and_room_subtracts_use() -> None:
+    s = state(
+        nodes=[node("n1").cap(cpu=16)],
+        pods=[pod("g-0").req(cpu=2).gang("g").on("n1"), pod("g-1").req(cpu=2).gang("g")],
+        gangs=[gang("g").queue("q")],
+        queues=[queue("q").capability(cpu=3)],
+    )
+    problem = prepare(s)
+    (q,) = problem.queues
+    cpu, slots = problem.r(CPU), problem.r(PODS)
+    assert q.capability[cpu] == 3000 and q.capability[slots] == NO_CAP
+    assert q.room()[cpu] == 1000
+    assert q.room()[slots] > 10**15
+
+
+def test_cordoned_nodes_do_not_count_towards_totals() -> None:
+    s = state(nodes=[node("a").cap(cpu=4), node("b").cap(cpu=6).cordon()])
+    problem = prepare(s)
+    assert problem.totals[problem.r(CPU)] == 4000
+    assert np.array_equal(problem.allocatable[:, problem.r(CPU)], [4000, 6000])
+
+
+def test_priority_ranks() -> None:
+    s = state(
+        nodes=[node("n").cap(cpu=8)],
+        pods=[*pods_of("lo", 1, cpu=1), *pods_of("mid", 1, cpu=1), *pods_of("hi", 1, cpu=1)],
+        gangs=[gang("lo").priority(-3), gang("mid").priority(5), gang("hi").priority(100)],
+    )
+    problem = prepare(s)
+    assert {g.name: g.rank for g in problem.gangs} == {"lo": 0, "mid": 1, "hi": 2}

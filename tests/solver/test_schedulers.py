@@ -1,0 +1,335 @@
+"""The schedulers on tiny clusters whose best decision can be worked out by hand."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from solver.config import SolverConfig
+from solver.model import ClusterState, Decision, SolveStatus
+from solver.problem import prepare
+from solver.schedulers import SCHEDULERS, schedule
+from solver.validate import check
+from tests.builders import gang, node, pod, pods_of, queue, state
+
+FAST = SolverConfig(time_limit_s=5.0, deterministic=True)
+CLASSES_ONLY = SolverConfig(time_limit_s=5.0, deterministic=True, max_node_level_pairs=0)
+
+
+def solve(s: ClusterState, scheduler: str = "cpsat", config: SolverConfig = FAST) -> Decision:
+    decision = schedule(s, scheduler, config)
+    if scheduler != "greedy":
+        assert check(s, decision) == [], decision
+    return decision
+
+
+def placed_per_gang(s: ClusterState, d: Decision) -> Counter[str]:
+    gang_of = {p.name: p.gang_name() for p in s.pods}
+    return Counter(gang_of[p] for p in d.placements)
+
+
+def seed_deadlock() -> ClusterState:
+    """The talk's picture: 3 nodes of 2 slots, jobs A and B of 6 pods arriving interleaved."""
+    pods = [
+        pod(f"{job}-{i}").req(cpu="500m").gang(job).created(2 * i + (job == "b"))
+        for job in ("a", "b")
+        for i in range(6)
+    ]
+    return state(
+        nodes=[node(f"n{i}").cap(cpu=2, memory="4Gi", pods=2) for i in range(3)],
+        pods=pods,
+        gangs=[gang("a", 6).created(0), gang("b", 6).created(1)],
+    )
+
+
+def test_greedy_deadlocks_the_seed_scenario() -> None:
+    s = seed_deadlock()
+    d = solve(s, "greedy")
+    assert placed_per_gang(s, d) == {"a": 3, "b": 3}
+    kinds = Counter(v.kind for v in check(s, d))
+    assert kinds == {"partial-gang": 2}
+    assert d.admitted == ()
+
+
+@pytest.mark.parametrize("scheduler", ["gang-greedy", "cpsat"])
+@pytest.mark.parametrize("config", [FAST, CLASSES_ONLY], ids=["node-level", "node-classes"])
+def test_gang_schedulers_place_one_whole_gang_in_the_seed_scenario(
+    scheduler: str, config: SolverConfig
+) -> None:
+    s = seed_deadlock()
+    d = solve(s, scheduler, config)
+    per_gang = placed_per_gang(s, d)
+    assert sorted(per_gang.values()) == [6]
+    (admitted,) = d.admitted
+    other = ({"a", "b"} - {admitted}).pop()
+    assert d.unschedulable[other].startswith("0/6 pods fit (minMember 6)")
+    assert "Too many pods" in d.unschedulable[other]
+
+
+def test_cpsat_proves_the_seed_optimum_and_reports_its_terms() -> None:
+    d = solve(seed_deadlock())
+    assert d.status is SolveStatus.OPTIMAL
+    assert d.gap == 0.0
+    assert d.objective == sum(d.terms.values())
+    # The solver's own objective and the solver-free score agree to the unit.
+    assert d.stages[0].objective == d.objective
+
+
+def two_queues(
+    weight_a: int, weight_b: int, pods_a: int, pods_b: int, gang_size: int = 1
+) -> ClusterState:
+    """8 one-core slots; queues a and b each with ``pods`` pods in gangs of ``gang_size``."""
+    pods, gangs = [], []
+    for q, count in (("a", pods_a), ("b", pods_b)):
+        for g in range(count // gang_size):
+            name = f"{q}{g}"
+            gangs.append(gang(name, gang_size).queue(q).created(g))
+            pods += pods_of(name, gang_size, cpu=1)
+    return state(
+        nodes=[node(f"n{i}").cap(cpu=2, memory="8Gi") for i in range(4)],
+        pods=pods,
+        gangs=gangs,
+        queues=[queue("a", weight_a), queue("b", weight_b)],
+    )
+
+
+@pytest.mark.parametrize("gang_size", [1, 2])
+@pytest.mark.parametrize("config", [FAST, CLASSES_ONLY], ids=["node-level", "node-classes"])
+def test_backlogged_queues_split_the_cluster_by_weight(
+    gang_size: int, config: SolverConfig
+) -> None:
+    s = two_queues(1, 3, pods_a=8, pods_b=8, gang_size=gang_size)
+    d = solve(s, config=config)
+    per_queue = Counter(name[0] for name in placed_per_gang(s, d).elements())
+    assert per_queue == {"a": 2, "b": 6}
+
+
+def test_a_queue_asking_less_than_its_share_gets_all_it_asks_and_the_rest_flows() -> None:
+    s = two_queues(3, 1, pods_a=2, pods_b=8)
+    d = solve(s)
+    per_queue = Counter(name[0] for name in placed_per_gang(s, d).elements())
+    assert per_queue == {"a": 2, "b": 6}
+
+
+@pytest.mark.parametrize("scheduler", ["gang-greedy", "cpsat"])
+def test_capability_is_a_hard_cap_even_with_idle_nodes(scheduler: str) -> None:
+    s = state(
+        nodes=[node(f"n{i}").cap(cpu=2, memory="8Gi") for i in range(4)],
+        pods=pods_of("big", 4, cpu=1) + pods_of("small", 3, cpu=1),
+        gangs=[gang("big", 4).queue("capped"), gang("small", 3).queue("capped").created(1)],
+        queues=[queue("capped", 1).capability(cpu=3)],
+    )
+    d = solve(s, scheduler)
+    assert placed_per_gang(s, d) == {"small": 3}
+    assert "queue 'capped' at capability (cpu)" in d.unschedulable["big"]
+
+
+@pytest.mark.parametrize("scheduler", ["gang-greedy", "cpsat"])
+def test_higher_priority_gang_goes_first_even_when_younger_and_smaller(scheduler: str) -> None:
+    s = state(
+        nodes=[node(f"n{i}").cap(cpu=2, memory="8Gi") for i in range(2)],
+        pods=pods_of("old-big", 4, cpu=1) + pods_of("urgent", 3, cpu=1),
+        gangs=[gang("old-big", 4).created(0), gang("urgent", 3).priority(100).created(5)],
+    )
+    d = solve(s, scheduler)
+    assert d.admitted == ("urgent",)
+    assert placed_per_gang(s, d) == {"urgent": 3}
+
+
+def test_selectors_affinity_taints_and_gpus_steer_placement() -> None:
+    s = state(
+        nodes=[
+            node("a100").cap(cpu=8, memory="32Gi", gpu=2).label(gpu="a100"),
+            node("v100").cap(cpu=8, memory="32Gi", gpu=2).label(gpu="v100"),
+            node("v100-tainted")
+            .cap(cpu=8, memory="32Gi", gpu=4)
+            .label(gpu="v100")
+            .taint("dedicated", "ml", "NoSchedule"),
+            node("cpu").cap(cpu=8, memory="32Gi"),
+        ],
+        pods=[
+            *(pod(f"sel-{i}").req(cpu=1, gpu=1).gang("sel").selector(gpu="v100") for i in range(2)),
+            *(
+                pod(f"aff-{i}").req(cpu=1, gpu=1).gang("aff").affinity("gpu", "In", "a100")
+                for i in range(2)
+            ),
+            *(
+                pod(f"tol-{i}")
+                .req(cpu=1, gpu=2)
+                .gang("tol")
+                .selector(gpu="v100")
+                .tolerate("dedicated", "Equal", "ml", "NoSchedule")
+                for i in range(2)
+            ),
+            pod("nogpu-0").req(cpu=1).gang("nogpu").affinity("gpu", "DoesNotExist"),
+        ],
+        gangs=[gang("sel", 2), gang("aff", 2), gang("tol", 2), gang("nogpu", 1)],
+    )
+    d = solve(s)
+    assert set(d.admitted) == {"sel", "aff", "tol", "nogpu"}
+    assert {d.placements[f"sel-{i}"] for i in range(2)} <= {"v100"}
+    assert {d.placements[f"aff-{i}"] for i in range(2)} == {"a100"}
+    assert {d.placements[f"tol-{i}"] for i in range(2)} == {"v100-tainted"}
+    assert d.placements["nogpu-0"] == "cpu"
+
+
+def test_a_gang_that_cannot_fit_says_how_many_pods_fit_and_why() -> None:
+    s = state(
+        nodes=[
+            node("gpu").cap(cpu=8, memory="32Gi", gpu=1).label(gpu="t4"),
+            node("cpu").cap(cpu=8, memory="32Gi"),
+            node("other").cap(cpu=8, memory="32Gi", gpu=8).label(gpu="a100"),
+        ],
+        pods=[pod(f"w-{i}").req(cpu=1, gpu=1).gang("w").selector(gpu="t4") for i in range(2)],
+        gangs=[gang("w", 2)],
+    )
+    d = solve(s)
+    assert d.placements == {}
+    reason = d.unschedulable["w"]
+    assert reason.startswith("1/2 pods fit (minMember 2): ")
+    assert "2 node(s) didn't match node selector" in reason
+    assert "1 Insufficient nvidia.com/gpu" in reason
+
+
+def test_elastic_members_beyond_min_member_fill_free_room() -> None:
+    s = state(
+        nodes=[node("n").cap(cpu=3, memory="8Gi")],
+        pods=pods_of("elastic", 5, cpu=1),
+        gangs=[gang("elastic", 2)],
+    )
+    d = solve(s)
+    assert placed_per_gang(s, d) == {"elastic": 3}
+    assert d.admitted == ("elastic",)
+
+
+def test_partially_bound_gang_needs_only_the_missing_members() -> None:
+    bound = [pod(f"g-{i}").req(cpu=1).gang("g").on("n0") for i in range(2)]
+    pending = [pod(f"g-{i}").req(cpu=1).gang("g") for i in range(2, 4)]
+    s = state(
+        nodes=[node("n0").cap(cpu=2, memory="8Gi"), node("n1").cap(cpu=2, memory="8Gi")],
+        pods=[*bound, *pending],
+        gangs=[gang("g", 4)],
+    )
+    assert prepare(s).gangs[0].need == 2
+    d = solve(s)
+    assert d.placements == {"g-2": "n1", "g-3": "n1"}
+
+
+def test_bad_references_become_reasons_not_crashes() -> None:
+    s = state(
+        nodes=[node("n").cap(cpu=4, memory="8Gi")],
+        pods=[
+            *pods_of("lost", 1, cpu=1),
+            pod("orphan").req(cpu=1).gang("nowhere"),
+            *pods_of("short", 2, cpu=1),
+            *pods_of("ok", 1, cpu=1),
+        ],
+        gangs=[gang("lost", 1).queue("missing"), gang("short", 3), gang("ok", 1)],
+    )
+    for scheduler in SCHEDULERS:
+        d = schedule(s, scheduler, FAST)
+        assert d.unschedulable["lost"] == "queue 'missing' not found"
+        assert d.unschedulable["short"].startswith("NotEnoughTasks")
+        assert d.waiting_pods == {"orphan": "PodGroup 'nowhere' not found"}
+        assert d.placements == {"ok-0": "n"}
+
+
+def test_packing_prefers_used_nodes_and_keeps_gpu_nodes_whole() -> None:
+    s = state(
+        nodes=[
+            node("gpu").cap(cpu=8, memory="32Gi", gpu=8),
+            node("cpu-empty").cap(cpu=8, memory="32Gi"),
+            node("cpu-used").cap(cpu=8, memory="32Gi"),
+        ],
+        pods=[pod("running").req(cpu=1).gang("r").on("cpu-used"), *pods_of("web", 2, cpu=1)],
+        gangs=[gang("r", 1), gang("web", 2)],
+    )
+    d = solve(s)
+    assert d.placements == {"web-0": "cpu-used", "web-1": "cpu-used"}
+
+
+def test_class_model_bound_is_never_below_the_decision() -> None:
+    d = solve(two_queues(1, 3, 8, 8, gang_size=2), config=CLASSES_ONLY)
+    assert d.stages[0].name == "node-classes"
+    assert d.bound is not None and d.objective is not None
+    assert d.bound >= d.objective
+
+
+def test_same_seed_same_decision() -> None:
+    s = two_queues(1, 2, 8, 8, gang_size=2)
+    assert solve(s).placements == solve(s).placements
+
+
+# -- properties ---------------------------------------------------------------------------
+
+
+@st.composite
+def small_clusters(draw: st.DrawFn) -> ClusterState:
+    n_nodes = draw(st.integers(1, 4))
+    nodes = [
+        node(f"n{i}")
+        .cap(
+            cpu=draw(st.integers(1, 6)),
+            memory="16Gi",
+            gpu=draw(st.sampled_from([0, 0, 2, 4])),
+            pods=draw(st.integers(1, 6)),
+        )
+        .label(zone=draw(st.sampled_from(["x", "y"])))
+        for i in range(n_nodes)
+    ]
+    queues = [queue(f"q{i}", draw(st.integers(1, 4))) for i in range(draw(st.integers(1, 3)))]
+    pods, gangs = [], []
+    for g in range(draw(st.integers(1, 6))):
+        size = draw(st.integers(1, 4))
+        name = f"g{g}"
+        gangs.append(
+            gang(name, draw(st.integers(1, size)))
+            .queue(f"q{draw(st.integers(0, len(queues) - 1))}")
+            .priority(draw(st.sampled_from([0, 0, 5])))
+            .created(g)
+        )
+        cpu = draw(st.integers(1, 3))
+        gpu = draw(st.sampled_from([0, 0, 1, 2]))
+        zone = draw(st.sampled_from([None, "x", "y"]))
+        for i in range(size):
+            b = pod(f"{name}-{i}").req(cpu=cpu, gpu=gpu).gang(name).created(g)
+            if zone:
+                b = b.selector(zone=zone)
+            pods.append(b)
+    return state(nodes=nodes, pods=pods, gangs=gangs, queues=queues)
+
+
+PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPERTY
+@given(small_clusters())
+def test_validator_accepts_every_gang_aware_decision(s: ClusterState) -> None:
+    for scheduler in ("cpsat", "gang-greedy"):
+        d = schedule(s, scheduler, FAST)
+        assert check(s, d) == [], (scheduler, d)
+
+
+@PROPERTY
+@given(small_clusters())
+def test_proven_optimum_is_never_below_gang_greedy(s: ClusterState) -> None:
+    exact = schedule(s, "cpsat", FAST)
+    baseline = schedule(s, "gang-greedy", FAST)
+    assert exact.objective is not None and baseline.objective is not None
+    assert exact.objective >= baseline.objective
+    if exact.status is SolveStatus.OPTIMAL:
+        assert exact.bound == exact.objective
+
+
+@PROPERTY
+@given(small_clusters())
+def test_node_class_path_is_valid_and_bounded(s: ClusterState) -> None:
+    d = schedule(s, "cpsat", CLASSES_ONLY)
+    assert check(s, d) == []
+    exact = schedule(s, "cpsat", FAST)
+    if d.bound is not None and exact.status is SolveStatus.OPTIMAL:
+        assert exact.objective is not None
+        assert d.bound >= exact.objective
