@@ -2,19 +2,20 @@
 
 Stages, all within one time limit:
 1. Prepare the problem and run gang-greedy: the baseline, and a complete hint.
-2. If the node-level count model is small enough, solve it directly (hinted): its
-   solution is exact and its bound is the solver's own.
-3. Otherwise solve the aggregated model (bins = classes of identical nodes): a relaxation,
-   so its bound is valid for the real problem; it decides which gangs to admit. Then
-   disaggregate onto real nodes (its per-class counts guide the placer), and if the
-   node-level model restricted to the admitted gangs is small enough, polish with it.
-4. Every candidate is scored by the same solver-free objective; the best one is returned,
+2. Where nodes fall into fewer classes than there are nodes, solve the aggregated model
+   (bins = classes of identical nodes): small, so fast; a relaxation, so its bound holds
+   for the real problem; it decides which gangs to admit. Its counts per node class guide
+   a placer onto real nodes (disaggregation).
+3. If the node-level model (all gangs, else the admitted ones) is small enough, solve it,
+   hinted with the best decision so far: exact, with the solver's own bound.
+4. Every candidate is scored by the same solver-free objective and the best is returned,
    so a decision is never worse than the greedy hint.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,16 +26,16 @@ from solver.config import SolverConfig
 from solver.decode import decision_from_placements
 from solver.encode import (
     Encoding,
-    admitted_in,
     class_bins,
     encode,
     hint,
     node_bins,
-    node_counts,
     pair_capacity,
+    solution_admitted,
+    solution_counts,
 )
 from solver.model import ClusterState, Decision, SolveStatus, StageReport
-from solver.objective import evaluate
+from solver.objective import coefficients, evaluate
 from solver.placement import Placer, Policy
 from solver.problem import Problem, prepare
 
@@ -54,7 +55,7 @@ class _FirstSolution(cp_model.CpSolverSolutionCallback):
 @dataclass
 class StageResult:
     report: StageReport
-    solver: cp_model.CpSolver | None  # None when no solution was found
+    solution: Sequence[int] | None  # variable values; None when nothing was found
     optimal: bool
 
 
@@ -79,11 +80,12 @@ def _run(enc: Encoding, name: str, time_limit_s: float, config: SolverConfig) ->
         constraints=constraints,
         status=solver.status_name(status),
         objective=round(solver.objective_value) if found else None,
-        bound=int(np.floor(solver.best_objective_bound)) if found else None,
+        bound=int(np.floor(solver.best_objective_bound + 1e-6)) if found else None,
         wall_s=time.perf_counter() - started,
         first_solution_s=callback.first_s,
     )
-    return StageResult(report, solver if found else None, status == cp_model.OPTIMAL)
+    solution = list(solver.response_proto.solution) if found else None
+    return StageResult(report, solution, status == cp_model.OPTIMAL)
 
 
 def _placer_from_counts(problem: Problem, counts: dict[tuple[int, int], int]) -> Placer:
@@ -98,30 +100,29 @@ def _disaggregate(
 ) -> Placer:
     """Place the admitted gangs on real nodes, each class where the aggregate put it.
 
-    Hardest gangs first (priority, then size); a gang that no longer fits its bins is
-    tried anywhere, then rolled back. Whatever room is left goes to gang-greedy.
+    Hardest gangs first (priority, then size); a gang that no longer fits its node
+    classes is tried anywhere, then rolled back. What room is left goes to gang-greedy.
     """
     placer = Placer(problem)
     per_class: dict[int, list[tuple[int, int]]] = {}
     for (c, b), count in counts.items():
         per_class.setdefault(c, []).append((b, count))
-    order = sorted(
-        admitted,
-        key=lambda g: (
-            -problem.gangs[g].rank,
-            -sum(problem.classes[c].count for c in problem.gangs[g].classes),
-            problem.gangs[g].name,
-        ),
-    )
-    for g in order:
+    in_bin = {}
+    for b, bin_ in enumerate(enc.bins):
+        mask = np.zeros(len(problem.nodes), dtype=np.bool_)
+        mask[list(bin_.nodes)] = True
+        in_bin[b] = mask
+
+    def difficulty(g: int) -> tuple[int, int, str]:
+        gang = problem.gangs[g]
+        return (-gang.rank, -sum(problem.classes[c].count for c in gang.classes), gang.name)
+
+    for g in sorted(admitted, key=difficulty):
         gang = problem.gangs[g]
         placed: list[str] = []
         for c in gang.classes:
-            cls = problem.classes[c]
             for b, count in per_class.get(c, []):
-                allowed = np.zeros(len(problem.nodes), dtype=np.bool_)
-                allowed[list(enc.bins[b].nodes)] = True
-                placed += placer.place_class(cls, count, Policy.PACK, allowed)
+                placed += placer.place_class(problem.classes[c], count, Policy.PACK, in_bin[b])
         if len(placed) < gang.need:
             placer.unplace(placed)
             placer.try_gang(gang, Policy.PACK, extras=False)
@@ -159,51 +160,57 @@ def solve(state: ClusterState, config: SolverConfig | None = None) -> Decision:
             status=SolveStatus.NOTHING_TO_DO,
             wall_s=time.perf_counter() - started,
         )
+    coef = coefficients(problem, config.weights)
+
+    def score(placer: Placer) -> int:
+        return sum(evaluate(problem, placer.placed, config.weights).values())
 
     stages: list[StageReport] = []
-    candidates: list[tuple[Placer, bool]] = [(baseline, False)]  # (placer, from a solver)
-    bound: int | None = None
+    solved: list[Placer] = []  # candidates from a solver
+    bounds: list[int] = []
     proven = False
+    admitted: set[int] | None = None
+    best_hint = baseline
+
     nodes = node_bins(problem)
+    if len(problem.node_classes) < len(problem.nodes):
+        classes = class_bins(problem)
+        agg = encode(problem, classes, coef, pair_capacity(problem, classes))
+        hint(agg, baseline.placed, coef)
+        share = config.aggregate_time_share
+        result = _run(agg, "node-classes", remaining() * share, config)
+        stages.append(result.report)
+        if result.solution is not None and result.report.bound is not None:
+            bounds.append(result.report.bound)
+            admitted = solution_admitted(agg, result.solution)
+            guided = _disaggregate(problem, agg, solution_counts(agg, result.solution), admitted)
+            solved.append(guided)
+            best_hint = max((guided, baseline), key=score)
+
     pairs = pair_capacity(problem, nodes)
-
-    if len(pairs) <= config.max_node_level_pairs:
-        enc = encode(problem, nodes, config.weights, pairs)
-        hint(enc, baseline.placed)
-        result = _run(enc, "node-level", remaining(), config)
+    restricted = len(pairs) > config.max_node_level_pairs
+    if restricted and admitted is not None:
+        pairs = pair_capacity(problem, nodes, admitted)
+    if len(pairs) <= config.max_node_level_pairs and remaining() > MIN_STAGE_S:
+        enc = encode(problem, nodes, coef, pairs)
+        hint(enc, best_hint.placed, coef)
+        name = "node-level-admitted" if restricted else "node-level"
+        result = _run(enc, name, remaining(), config)
         stages.append(result.report)
-        bound = result.report.bound
-        if result.solver is not None:
-            proven = result.optimal
-            candidates.append((_placer_from_counts(problem, node_counts(enc, result.solver)), True))
-    else:
-        agg = encode(problem, class_bins(problem), config.weights)
-        hint(agg, baseline.placed)
-        result = _run(agg, "node-classes", remaining() * config.aggregate_time_share, config)
-        stages.append(result.report)
-        bound = result.report.bound
-        if result.solver is not None:
-            admitted = admitted_in(agg, result.solver)
-            guided = _disaggregate(problem, agg, node_counts(agg, result.solver), admitted)
-            candidates.append((guided, True))
-            polish_pairs = pair_capacity(problem, nodes, admitted)
-            if len(polish_pairs) <= config.max_node_level_pairs and remaining() > MIN_STAGE_S:
-                polish = encode(problem, nodes, config.weights, polish_pairs)
-                hint(polish, guided.placed)
-                polished = _run(polish, "node-level-admitted", remaining(), config)
-                stages.append(polished.report)
-                if polished.solver is not None:
-                    placer = _placer_from_counts(problem, node_counts(polish, polished.solver))
-                    candidates.append((_topped_up(problem, placer), True))
+        if result.solution is not None and result.report.bound is not None:
+            placer = _placer_from_counts(problem, solution_counts(enc, result.solution))
+            if restricted:
+                placer = _topped_up(problem, placer)
+            else:
+                bounds.append(result.report.bound)
+                proven = result.optimal
+            solved.append(placer)
 
-    def score(candidate: tuple[Placer, bool]) -> int:
-        return sum(evaluate(problem, candidate[0].placed, config.weights).values())
-
-    # Solver candidates first: on a tie, max keeps the first, and the solver's is proven.
-    best, from_solver = max(candidates[1:] + candidates[:1], key=score)
-    if not from_solver:
+    # Solver candidates first: on a tie, max keeps the first.
+    best = max([*solved, baseline], key=score)
+    if best is baseline:
         status = SolveStatus.FALLBACK
-    elif proven:
+    elif proven and score(best) >= min(bounds):
         status = SolveStatus.OPTIMAL
     else:
         status = SolveStatus.FEASIBLE
@@ -213,7 +220,7 @@ def solve(state: ClusterState, config: SolverConfig | None = None) -> Decision:
         config,
         scheduler="cpsat",
         status=status,
-        bound=bound,
+        bound=min(bounds) if bounds else None,
         stages=stages,
         wall_s=time.perf_counter() - started,
     )

@@ -4,30 +4,34 @@ The model places pod classes into *bins*. A bin is one node (the node-level mode
 is exact) or a class of identical nodes (the aggregated model, a relaxation that gives
 an upper bound and decides admission fast). The same constraint families serve both:
 
-- ``x[c@b]``: integer count of class-c pods placed in bin b; exists only where the
-  class's predicates admit the bin and at least one pod fits there.
+- ``n[pod@bin]``: how many pods of a class go to the bin; exists only where the class's
+  predicates admit the bin and at least one pod fits there.
 - ``admitted[g]``: gang g reaches minMember this cycle. admitted => placed >= need;
   not admitted => placed = 0. Members beyond minMember are elastic.
 - capacity per bin and resource; queue capability (hard); per class, at most its pods.
-- ``opened[b]``: empty nodes of the bin that receive pods (for packing terms).
+- ``opened[bin]``: empty nodes of the bin that receive pods (packing terms).
 - ``short[q]``: queue q's shortfall below its deserved share (fairness term).
 
-Variables are built in ``build_variables`` only; each family of constraints is added
-by one function; the objective comes from ``objective.weighted_terms``.
+Models reach tens of thousands of variables, so constraints are written straight into
+the model's proto from flat arrays: building through expression objects cost more than
+solving. ``build_variables`` is the one place variables are made; each family of
+constraints has one ``add_*`` function; the objective's prices come from
+``objective.coefficients``.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from ortools.sat.python import cp_model
 
-from solver.config import ObjectiveWeights
-from solver.objective import Quantities, fairness_target, weighted_terms
+from solver.model import PODS
+from solver.objective import Coefficients
 from solver.problem import IntArray, PodClass, Problem
+
+INF = np.iinfo(np.int64).max
 
 
 @dataclass(frozen=True)
@@ -44,15 +48,13 @@ class Bin:
 def max_fit(cls: PodClass, free: IntArray) -> IntArray:
     """Per node (rows of ``free``): how many pods of the class fit on their own."""
     asked = cls.demand > 0
-    if not asked.any():
-        return np.full(len(free), cls.count, dtype=np.int64)
     per_resource = np.floor_divide(np.maximum(free[:, asked], 0), cls.demand[asked])
     fit: IntArray = np.minimum(per_resource.min(axis=1), cls.count)
     return fit
 
 
-def node_bins(problem: Problem, nodes: list[int] | None = None) -> list[Bin]:
-    indices = range(len(problem.nodes)) if nodes is None else nodes
+def node_bins(problem: Problem) -> list[Bin]:
+    zero = np.zeros(len(problem.resources), dtype=np.int64)
     return [
         Bin(
             name=problem.nodes[i].name,
@@ -60,249 +62,320 @@ def node_bins(problem: Problem, nodes: list[int] | None = None) -> list[Bin]:
             free=problem.free[i],
             node_allocatable=problem.allocatable[i],
             empty_nodes=int(problem.empty[i]),
-            used_free=np.zeros_like(problem.free[i]) if problem.empty[i] else problem.free[i],
+            used_free=zero if problem.empty[i] else problem.free[i],
             gpu=bool(problem.gpu_node[i]),
         )
-        for i in indices
+        for i in range(len(problem.nodes))
     ]
 
 
 def class_bins(problem: Problem) -> list[Bin]:
     bins = []
+    zero = np.zeros(len(problem.resources), dtype=np.int64)
     for k, members in enumerate(problem.node_classes):
         rows = np.array(members)
         used = rows[~problem.empty[rows]]
         bins.append(
             Bin(
-                name=f"class{k}:{problem.nodes[members[0]].name}+{len(members) - 1}",
+                name=f"class{k}({problem.nodes[members[0]].name}+{len(members) - 1})",
                 nodes=tuple(members),
                 free=problem.free[rows].sum(axis=0),
                 node_allocatable=problem.allocatable[members[0]],
                 empty_nodes=int(problem.empty[rows].sum()),
-                used_free=problem.free[used].sum(axis=0)
-                if len(used)
-                else np.zeros_like(problem.free[0]),
+                used_free=problem.free[used].sum(axis=0) if len(used) else zero,
                 gpu=bool(problem.gpu_node[members[0]]),
             )
         )
     return bins
 
 
-def pair_capacity(
-    problem: Problem, bins: list[Bin], gangs: set[int] | None = None
-) -> dict[tuple[int, int], int]:
-    """(class, bin) -> most pods of the class the bin can take; only feasible pairs."""
-    pairs: dict[tuple[int, int], int] = {}
+@dataclass(frozen=True)
+class Pairs:
+    """The (class, bin) pairs that get a count variable, grouped by class and by gang."""
+
+    cls: IntArray
+    bin: IntArray
+    cap: IntArray  # most pods of the class the bin can take
+
+    def __len__(self) -> int:
+        return len(self.cls)
+
+
+def pair_capacity(problem: Problem, bins: Sequence[Bin], gangs: set[int] | None = None) -> Pairs:
+    bin_of_node = np.zeros(len(problem.nodes), dtype=np.int64)
+    for b, bin_ in enumerate(bins):
+        bin_of_node[list(bin_.nodes)] = b
+    cls_idx: list[IntArray] = []
+    bin_idx: list[IntArray] = []
+    caps: list[IntArray] = []
     for cls in problem.classes:
         if gangs is not None and cls.gang not in gangs:
             continue
         per_node = np.where(cls.feasible, max_fit(cls, problem.free), 0)
-        for b, bin_ in enumerate(bins):
-            cap = int(min(per_node[list(bin_.nodes)].sum(), cls.count))
-            if cap > 0:
-                pairs[(cls.index, b)] = cap
-    return pairs
+        per_bin = np.bincount(bin_of_node, weights=per_node, minlength=len(bins))
+        per_bin = np.minimum(per_bin.astype(np.int64), cls.count)
+        where = np.flatnonzero(per_bin > 0)
+        cls_idx.append(np.full(len(where), cls.index, dtype=np.int64))
+        bin_idx.append(where)
+        caps.append(per_bin[where])
+    if not cls_idx:
+        empty = np.zeros(0, dtype=np.int64)
+        return Pairs(empty, empty, empty)
+    return Pairs(np.concatenate(cls_idx), np.concatenate(bin_idx), np.concatenate(caps))
 
 
 @dataclass
 class Encoding:
+    """The model and where its variables are: count variables are indices 0..len(pairs)-1."""
+
     problem: Problem
-    bins: list[Bin]
+    bins: Sequence[Bin]
+    pairs: Pairs
     model: cp_model.CpModel = field(default_factory=cp_model.CpModel)
-    x: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)
-    cap: dict[tuple[int, int], int] = field(default_factory=dict)  # x's upper bound
-    admitted: dict[int, cp_model.IntVar] = field(default_factory=dict)
-    opened: dict[int, cp_model.IntVar] = field(default_factory=dict)
-    short: dict[int, cp_model.IntVar] = field(default_factory=dict)
-    by_class: dict[int, list[tuple[int, cp_model.IntVar]]] = field(
-        default_factory=lambda: defaultdict(list)
-    )
-    by_bin: dict[int, list[tuple[int, cp_model.IntVar]]] = field(
-        default_factory=lambda: defaultdict(list)
-    )
-    gangs: list[int] = field(default_factory=list)
+    admitted: dict[int, int] = field(default_factory=dict)  # gang -> variable index
+    opened: dict[int, int] = field(default_factory=dict)  # bin -> variable index
+    short: dict[int, int] = field(default_factory=dict)  # queue -> variable index
+    class_span: dict[int, tuple[int, int]] = field(default_factory=dict)  # [start, end)
 
-    def placed_class(self, c: int) -> cp_model.LinearExpr:
-        return cp_model.LinearExpr.sum([v for _, v in self.by_class.get(c, [])])
-
-    def placed(self, g: int) -> cp_model.LinearExpr:
-        classes = self.problem.gangs[g].classes
-        return cp_model.LinearExpr.sum([v for c in classes for _, v in self.by_class.get(c, [])])
-
-    def load(self, b: int, r: int) -> cp_model.LinearExpr:
-        placed = self.by_bin.get(b, [])
-        return cp_model.LinearExpr.weighted_sum(
-            [v for _, v in placed], [int(self.problem.classes[c].demand[r]) for c, _ in placed]
-        )
+    def gang_span(self, g: int) -> tuple[int, int] | None:
+        spans = [self.class_span[c] for c in self.problem.gangs[g].classes if c in self.class_span]
+        if not spans:
+            return None
+        return spans[0][0], spans[-1][1]
 
     def size(self) -> tuple[int, int]:
-        proto = self.model.Proto()
+        proto = self.model.proto
         return len(proto.variables), len(proto.constraints)
 
 
-def build_variables(
-    problem: Problem, bins: list[Bin], pairs: Mapping[tuple[int, int], int]
-) -> Encoding:
-    enc = Encoding(problem=problem, bins=bins)
-    model = enc.model
-    for (c, b), cap in sorted(pairs.items()):
-        var = model.new_int_var(0, cap, f"n[{problem.classes[c].pods[0]}@{bins[b].name}]")
-        enc.x[(c, b)] = var
-        enc.cap[(c, b)] = cap
-        enc.by_class[c].append((b, var))
-        enc.by_bin[b].append((c, var))
-    enc.gangs = sorted({problem.classes[c].gang for c, _ in pairs})
-    for g in enc.gangs:
-        gang = problem.gangs[g]
-        if not gang.running:
-            enc.admitted[g] = model.new_bool_var(f"admitted[{gang.name}]")
-    for b in sorted(enc.by_bin):
+def _new_var(enc: Encoding, low: int, high: int, name: str) -> int:
+    var = enc.model.proto.variables.add()
+    var.domain.extend([low, high])
+    var.name = name
+    return len(enc.model.proto.variables) - 1
+
+
+def _linear(
+    enc: Encoding,
+    variables: Sequence[int],
+    coeffs: Sequence[int],
+    low: int,
+    high: int,
+    enforce: int | None = None,
+) -> None:
+    ct = enc.model.proto.constraints.add()
+    if enforce is not None:
+        ct.enforcement_literal.append(enforce)
+    ct.linear.vars.extend(variables)
+    ct.linear.coeffs.extend(coeffs)
+    ct.linear.domain.extend([max(low, -INF), min(high, INF)])
+
+
+def _runs(keys: IntArray) -> list[tuple[int, int]]:
+    """[start, end) of each run of equal consecutive values."""
+    if not len(keys):
+        return []
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]).tolist()
+    return list(zip(starts, [*starts[1:], len(keys)], strict=True))
+
+
+def build_variables(problem: Problem, bins: Sequence[Bin], pairs: Pairs) -> Encoding:
+    enc = Encoding(problem=problem, bins=bins, pairs=pairs)
+    for p in range(len(pairs)):
+        c, b = int(pairs.cls[p]), int(pairs.bin[p])
+        _new_var(enc, 0, int(pairs.cap[p]), f"n[{problem.classes[c].pods[0]}@{bins[b].name}]")
+    for s, e in _runs(pairs.cls):
+        enc.class_span[int(pairs.cls[s])] = (s, e)
+    modelled = sorted({problem.classes[c].gang for c in enc.class_span})
+    for g in modelled:
+        if not problem.gangs[g].running:
+            enc.admitted[g] = _new_var(enc, 0, 1, f"admitted[{problem.gangs[g].name}]")
+    for b in sorted({int(b) for b in pairs.bin}):
         if bins[b].empty_nodes:
-            enc.opened[b] = model.new_int_var(0, bins[b].empty_nodes, f"opened[{bins[b].name}]")
-    for q in range(len(problem.queues)):
-        deserved, held = fairness_target(problem, q)
-        if deserved > held:
-            enc.short[q] = model.new_int_var(0, deserved - held, f"short[{problem.queues[q].name}]")
+            enc.opened[b] = _new_var(enc, 0, bins[b].empty_nodes, f"opened[{bins[b].name}]")
     return enc
 
 
 def add_class_counts(enc: Encoding) -> None:
-    for c, placed in enc.by_class.items():
-        if len(placed) > 1:
-            enc.model.add(sum(v for _, v in placed) <= enc.problem.classes[c].count)
+    for c, (s, e) in enc.class_span.items():
+        if e - s > 1:
+            _linear(enc, range(s, e), [1] * (e - s), 0, enc.problem.classes[c].count)
 
 
 def add_gang_all_or_nothing(enc: Encoding) -> None:
     for g, admitted in enc.admitted.items():
-        gang = enc.problem.gangs[g]
-        pending = sum(enc.problem.classes[c].count for c in gang.classes)
-        placed = enc.placed(g)
-        enc.model.add(placed >= gang.need).only_enforce_if(admitted)
-        enc.model.add(placed == 0).only_enforce_if(admitted.negated())
-        enc.model.add(placed <= pending)
+        span = enc.gang_span(g)
+        assert span is not None  # admitted[g] exists only for modelled gangs
+        members = range(*span)
+        ones = [1] * len(members)
+        _linear(enc, members, ones, enc.problem.gangs[g].need, INF, enforce=admitted)
+        _linear(enc, members, ones, 0, 0, enforce=-admitted - 1)
 
 
-def add_capacity(enc: Encoding) -> None:
-    for b, placed in enc.by_bin.items():
-        asked = np.zeros(len(enc.problem.resources), dtype=np.bool_)
-        for c, _ in placed:
-            asked |= enc.problem.classes[c].demand > 0
-        for r in np.flatnonzero(asked):
-            # A lone class's domain already encodes capacity exactly.
-            if len(placed) > 1 or len(enc.bins[b].nodes) > 1:
-                enc.model.add(enc.load(b, int(r)) <= int(enc.bins[b].free[r]))
+def _by_bin(enc: Encoding) -> dict[int, IntArray]:
+    order = np.argsort(enc.pairs.bin, kind="stable")
+    bins = enc.pairs.bin[order]
+    return {int(bins[s]): order[s:e] for s, e in _runs(bins)}
+
+
+def add_capacity(enc: Encoding, by_bin: Mapping[int, IntArray]) -> None:
+    demand = np.array([cls.demand for cls in enc.problem.classes], dtype=np.int64)
+    for b, members in by_bin.items():
+        # A lone class on one node: its variable's domain is already the exact capacity.
+        if len(members) == 1 and len(enc.bins[b].nodes) == 1:
+            continue
+        coeffs = demand[enc.pairs.cls[members]]
+        for r in np.flatnonzero(coeffs.any(axis=0)):
+            _linear(enc, members.tolist(), coeffs[:, r].tolist(), -INF, int(enc.bins[b].free[r]))
 
 
 def add_capability(enc: Encoding) -> None:
     problem = enc.problem
-    by_queue: dict[int, list[int]] = defaultdict(list)
-    for c in enc.by_class:
-        by_queue[problem.gangs[problem.classes[c].gang].queue].append(c)
-    for q, classes in by_queue.items():
-        room = problem.queues[q].room()
-        for r in np.flatnonzero(problem.queues[q].capability >= 0):
-            added = sum(int(problem.classes[c].demand[r]) * enc.placed_class(c) for c in classes)
-            enc.model.add(added <= int(room[r]))
+    for q in problem.queues:
+        capped = np.flatnonzero(q.capability >= 0)
+        spans = [
+            enc.class_span[c]
+            for g in problem.gangs
+            if g.queue == q.index
+            for c in g.classes
+            if c in enc.class_span
+        ]
+        if not len(capped) or not spans:
+            continue
+        members = np.concatenate([np.arange(s, e) for s, e in spans])
+        coeffs = np.array([problem.classes[c].demand for c in enc.pairs.cls[members]])
+        room = q.room()
+        for r in capped:
+            _linear(enc, members.tolist(), coeffs[:, r].tolist(), -INF, int(room[r]))
 
 
-def add_opened_nodes(enc: Encoding) -> None:
-    """opened x one node's allocatable covers the load that used nodes cannot hold.
+def add_opened_nodes(enc: Encoding, by_bin: Mapping[int, IntArray]) -> None:
+    """opened x one node's allocatable covers the load the used nodes cannot hold.
 
-    Exact for one node; for a class of nodes, a relaxation (fragmentation aside).
+    Exact for one node (a pod always takes a pod slot, so that resource alone decides);
+    for a class of nodes, a relaxation that ignores fragmentation.
     """
+    demand = np.array([cls.demand for cls in enc.problem.classes], dtype=np.int64)
+    slot = enc.problem.r(PODS)
     for b, opened in enc.opened.items():
         bin_ = enc.bins[b]
-        for r in np.flatnonzero(bin_.node_allocatable > 0):
-            load = enc.load(b, int(r))
-            enc.model.add(opened * int(bin_.node_allocatable[r]) >= load - int(bin_.used_free[r]))
+        members = by_bin[b]
+        coeffs = demand[enc.pairs.cls[members]]
+        resources = [slot] if len(bin_.nodes) == 1 else np.flatnonzero(coeffs.any(axis=0))
+        for r in resources:
+            alloc = int(bin_.node_allocatable[r])
+            _linear(
+                enc,
+                [opened, *members.tolist()],
+                [alloc, *(-coeffs[:, r]).tolist()],
+                -int(bin_.used_free[r]),
+                INF,
+            )
 
 
-def add_fairness_shortfall(enc: Encoding) -> None:
+def add_fairness_shortfall(enc: Encoding, coef: Coefficients) -> None:
     problem = enc.problem
-    terms: dict[int, list[cp_model.LinearExpr]] = defaultdict(list)
-    for c in enc.by_class:
-        cls = problem.classes[c]
-        q = problem.gangs[cls.gang].queue
-        terms[q].append(int(cls.share[problem.queues[q].dominant]) * enc.placed_class(c))
-    for q, short in enc.short.items():
-        deserved, held = fairness_target(problem, q)
-        enc.model.add(short + cp_model.LinearExpr.sum(terms[q]) >= deserved - held)
-
-
-def objective_quantities(enc: Encoding) -> Quantities[cp_model.LinearExprT]:
-    return Quantities(
-        placed=enc.placed_class,
-        admitted=lambda g: enc.admitted.get(g, 0),
-        shortfall=lambda q: enc.short.get(q, 0),
-        nodes_opened=cp_model.LinearExpr.sum(list(enc.opened.values())),
-        gpu_nodes_opened=cp_model.LinearExpr.sum(
-            [v for b, v in enc.opened.items() if enc.bins[b].gpu]
-        ),
+    queue_of_pair = np.array(
+        [problem.gangs[problem.classes[c].gang].queue for c in enc.pairs.cls], dtype=np.int64
     )
+    for q in problem.queues:
+        target = int(coef.deserved[q.index] - coef.held[q.index])
+        if target <= 0:
+            continue
+        members = np.flatnonzero(queue_of_pair == q.index)
+        short = _new_var(enc, 0, target, f"short[{q.name}]")
+        enc.short[q.index] = short
+        shares = coef.pod_share[enc.pairs.cls[members]]
+        _linear(enc, [short, *members.tolist()], [1, *shares.tolist()], target, INF)
 
 
-def encode(
-    problem: Problem,
-    bins: list[Bin],
-    weights: ObjectiveWeights,
-    pairs: Mapping[tuple[int, int], int] | None = None,
-) -> Encoding:
-    """``pairs`` from ``pair_capacity`` (default: every class); restricts the gangs modelled."""
-    enc = build_variables(problem, bins, pair_capacity(problem, bins) if pairs is None else pairs)
+def set_objective(enc: Encoding, coef: Coefficients) -> None:
+    """Maximise: CP-SAT minimises, so coefficients are negated with scaling factor -1."""
+    variables = list(range(len(enc.pairs)))
+    prices = coef.pod[enc.pairs.cls].tolist()
+    for g, var in enc.admitted.items():
+        variables.append(var)
+        prices.append(int(coef.admitted[g]))
+    for var in enc.short.values():
+        variables.append(var)
+        prices.append(coef.shortfall)
+    for b, var in enc.opened.items():
+        variables.append(var)
+        prices.append(coef.node_opened + (coef.gpu_node_opened if enc.bins[b].gpu else 0))
+    objective = enc.model.proto.objective
+    objective.vars.extend(variables)
+    objective.coeffs.extend(-p for p in prices)
+    objective.scaling_factor = -1
+
+
+def encode(problem: Problem, bins: Sequence[Bin], coef: Coefficients, pairs: Pairs) -> Encoding:
+    enc = build_variables(problem, bins, pairs)
+    by_bin = _by_bin(enc)
     add_class_counts(enc)
     add_gang_all_or_nothing(enc)
-    add_capacity(enc)
+    add_capacity(enc, by_bin)
     add_capability(enc)
-    add_opened_nodes(enc)
-    add_fairness_shortfall(enc)
-    terms = weighted_terms(problem, objective_quantities(enc), weights)
-    enc.model.maximize(sum(terms.values()))
+    add_opened_nodes(enc, by_bin)
+    add_fairness_shortfall(enc, coef)
+    set_objective(enc, coef)
     return enc
 
 
-def hint(enc: Encoding, placements: Mapping[str, int]) -> None:
+def hint(enc: Encoding, placements: Mapping[str, int], coef: Coefficients) -> None:
     """A complete hint from a decision (pod -> node index): every variable gets a value."""
     problem = enc.problem
     bin_of_node = {n: b for b, bin_ in enumerate(enc.bins) for n in bin_.nodes}
-    counts: dict[tuple[int, int], int] = defaultdict(int)
-    opened_nodes: dict[int, set[int]] = defaultdict(set)
+    index = {
+        (int(c), int(b)): p
+        for p, (c, b) in enumerate(zip(enc.pairs.cls, enc.pairs.bin, strict=True))
+    }
+    values = np.zeros(len(enc.model.proto.variables), dtype=np.int64)
+    opened: dict[int, set[int]] = {}
     of_pod = problem.class_of_pod()
     for pod, node in placements.items():
-        b = bin_of_node.get(node)
-        if b is None:
-            continue
-        counts[(of_pod[pod], b)] += 1
-        if problem.empty[node]:
-            opened_nodes[b].add(node)
-    placed_gang: dict[int, int] = defaultdict(int)
-    share: dict[int, int] = defaultdict(int)
-    for key, var in enc.x.items():
-        value = min(counts.get(key, 0), enc.cap[key])
-        enc.model.add_hint(var, value)
-        cls = problem.classes[key[0]]
-        placed_gang[cls.gang] += value
-        q = problem.gangs[cls.gang].queue
-        share[q] += int(cls.share[problem.queues[q].dominant]) * value
+        p = index.get((of_pod[pod], bin_of_node.get(node, -1)))
+        if p is not None and values[p] < enc.pairs.cap[p]:
+            values[p] += 1
+            if problem.empty[node]:
+                opened.setdefault(bin_of_node[node], set()).add(node)
+    per_gang = np.zeros(len(problem.gangs), dtype=np.int64)
+    gained = np.zeros(len(problem.queues), dtype=np.int64)
+    for p in range(len(enc.pairs)):
+        cls = problem.classes[int(enc.pairs.cls[p])]
+        per_gang[cls.gang] += values[p]
     for g, var in enc.admitted.items():
-        enc.model.add_hint(var, int(placed_gang[g] >= problem.gangs[g].need and placed_gang[g] > 0))
+        reached = per_gang[g] >= problem.gangs[g].need and per_gang[g] > 0
+        values[var] = int(reached)
+        if not reached:  # a partial gang in the hint would make it infeasible: drop it
+            span = enc.gang_span(g)
+            if span:
+                values[span[0] : span[1]] = 0
+    for p in range(len(enc.pairs)):
+        c = int(enc.pairs.cls[p])
+        gained[problem.gangs[problem.classes[c].gang].queue] += coef.pod_share[c] * values[p]
     for b, var in enc.opened.items():
-        enc.model.add_hint(var, len(opened_nodes[b]))
+        values[var] = len(opened.get(b, ()))
     for q, var in enc.short.items():
-        deserved, held = fairness_target(problem, q)
-        enc.model.add_hint(var, max(0, deserved - held - share[q]))
+        values[var] = max(0, int(coef.deserved[q] - coef.held[q] - gained[q]))
+    proto_hint = enc.model.proto.solution_hint
+    proto_hint.vars.extend(range(len(values)))
+    proto_hint.values.extend(values.tolist())
 
 
-def node_counts(enc: Encoding, solver: cp_model.CpSolver) -> dict[tuple[int, int], int]:
-    """(class, bin) -> count in the solver's solution."""
-    counts = {}
-    for key, var in enc.x.items():
-        value = int(solver.value(var))
-        if value:
-            counts[key] = value
-    return counts
+def solution_counts(enc: Encoding, solution: Sequence[int]) -> dict[tuple[int, int], int]:
+    """(class, bin) -> count in a solver's solution."""
+    values = np.asarray(solution[: len(enc.pairs)], dtype=np.int64)
+    return {
+        (int(enc.pairs.cls[p]), int(enc.pairs.bin[p])): int(values[p])
+        for p in np.flatnonzero(values)
+    }
 
 
-def admitted_in(enc: Encoding, solver: cp_model.CpSolver) -> set[int]:
-    chosen = {g for g, v in enc.admitted.items() if solver.value(v)}
-    running = {g for g in enc.gangs if enc.problem.gangs[g].running}
+def solution_admitted(enc: Encoding, solution: Sequence[int]) -> set[int]:
+    chosen = {g for g, var in enc.admitted.items() if solution[var]}
+    running = {
+        g
+        for g in range(len(enc.problem.gangs))
+        if enc.problem.gangs[g].running and enc.gang_span(g) is not None
+    }
     return chosen | running

@@ -1,13 +1,15 @@
 """The objective: one named, weighted term per concern, maximised.
 
-Each term is written once, over *quantities* that are either CP-SAT linear expressions
-(while encoding) or plain integers (when scoring a decision without a solver). So the
-model the solver optimises and the score the validator reports cannot drift apart, and
-a decision can explain what it paid for each concern.
+``coefficients`` is the one place that prices every quantity of a decision; the CP-SAT
+encoder writes those numbers into the model, and ``evaluate`` multiplies them with the
+quantities of any decision (no solver). So the model the solver optimises and the score
+the validator reports cannot drift apart, and a decision can say what it paid for what.
 
-Terms (weights from ``ObjectiveWeights``, quantities in share units):
-- ``value``: each placed pod's dominant-resource share — utilisation.
-- ``priority``: per newly admitted gang, its priority rank in whole clusters.
+Terms (quantities in share units, weights from ``ObjectiveWeights``):
+- ``value``: per placed pod of an admitted gang, its dominant-resource share. Pods of a
+  gang that stays below minMember earn nothing: they hold resources and do no work.
+- ``priority``: per newly admitted gang, its priority rank times the value of its
+  minMember pods — a higher class outweighs a lower one of similar size.
 - ``fairness``: minus each queue's shortfall of its dominant resource below deserved.
 - ``packing``: minus the share of nodes opened (empty before, used after).
 - ``gpu_nodes``: minus the share of GPU nodes opened.
@@ -15,98 +17,95 @@ Terms (weights from ``ObjectiveWeights``, quantities in share units):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Generic, TypeVar
 
 import numpy as np
-from ortools.sat.python import cp_model
 
 from solver.config import SHARE_SCALE, ObjectiveWeights
-from solver.problem import Problem, share_units
-
-Q = TypeVar("Q", int, cp_model.LinearExprT)
+from solver.problem import IntArray, Problem, share_units
 
 TERMS = ("value", "priority", "fairness", "packing", "gpu_nodes")
 
 
 @dataclass(frozen=True)
-class Quantities(Generic[Q]):
-    placed: Callable[[int], Q]  # pod class -> pods placed this cycle
-    admitted: Callable[[int], Q]  # gang -> 1 if it reaches minMember this cycle
-    shortfall: Callable[[int], Q]  # queue -> share units below deserved (>= 0)
-    nodes_opened: Q
-    gpu_nodes_opened: Q
+class Coefficients:
+    """What one unit of each model quantity adds to the objective, weights applied."""
+
+    pod: IntArray  # per pod class, per pod placed
+    admitted: IntArray  # per gang, when it reaches minMember this cycle
+    shortfall: int  # per share unit a queue falls short (negative)
+    node_opened: int  # per node opened (negative)
+    gpu_node_opened: int  # per GPU node opened, on top of node_opened (negative)
+    deserved: IntArray  # per queue, share units of its dominant resource
+    held: IntArray  # per queue, share units it already holds
+    pod_share: IntArray  # per pod class, share units of its queue's dominant resource
 
 
-def fairness_target(problem: Problem, queue: int) -> tuple[int, int]:
-    """(deserved, already held) of the queue's dominant resource, in share units."""
-    q = problem.queues[queue]
-    if q.dominant < 0:
-        return 0, 0
-    totals = problem.totals[q.dominant : q.dominant + 1]
-    deserved = int(share_units(q.deserved[q.dominant : q.dominant + 1], totals)[0])
-    held = int(share_units(q.used[q.dominant : q.dominant + 1], totals)[0])
-    return deserved, held
-
-
-def node_unit(problem: Problem) -> int:
-    return SHARE_SCALE // max(1, problem.schedulable_node_count())
-
-
-def gpu_node_unit(problem: Problem) -> int:
-    return SHARE_SCALE // max(1, int(problem.gpu_node.sum()))
-
-
-def weighted_terms(problem: Problem, q: Quantities[Q], w: ObjectiveWeights) -> dict[str, Q]:
-    value = sum((cls.value * q.placed(cls.index) for cls in problem.classes), 0)
-    priority = sum(
-        (
-            g.rank * SHARE_SCALE * q.admitted(g.index)
-            for g in problem.gangs
-            if g.rank and not g.running
-        ),
-        0,
+def coefficients(problem: Problem, w: ObjectiveWeights) -> Coefficients:
+    values = np.array([cls.value for cls in problem.classes], dtype=np.int64)
+    admitted = np.zeros(len(problem.gangs), dtype=np.int64)
+    for g in problem.gangs:
+        if g.rank and not g.running:
+            cheapest = min(int(values[c]) for c in g.classes)
+            admitted[g.index] = w.priority * g.rank * g.need * cheapest
+    deserved = np.zeros(len(problem.queues), dtype=np.int64)
+    held = np.zeros(len(problem.queues), dtype=np.int64)
+    for q in problem.queues:
+        if q.dominant >= 0:
+            dom = slice(q.dominant, q.dominant + 1)
+            deserved[q.index] = share_units(q.deserved[dom], problem.totals[dom])[0]
+            held[q.index] = share_units(q.used[dom], problem.totals[dom])[0]
+    pod_share = np.array(
+        [
+            cls.share[problem.queues[problem.gangs[cls.gang].queue].dominant]
+            if problem.queues[problem.gangs[cls.gang].queue].dominant >= 0
+            else 0
+            for cls in problem.classes
+        ],
+        dtype=np.int64,
     )
-    shortfall = sum((q.shortfall(i) for i in range(len(problem.queues))), 0)
-    return {
-        "value": w.value * value,
-        "priority": w.priority * priority,
-        "fairness": -w.fairness * shortfall,
-        "packing": -w.packing * node_unit(problem) * q.nodes_opened,
-        "gpu_nodes": -w.gpu_node_open * gpu_node_unit(problem) * q.gpu_nodes_opened,
-    }
+    nodes = max(1, problem.schedulable_node_count())
+    gpu_nodes = max(1, int(problem.gpu_node.sum()))
+    return Coefficients(
+        pod=w.value * values,
+        admitted=admitted,
+        shortfall=-w.fairness,
+        node_opened=-w.packing * (SHARE_SCALE // nodes),
+        gpu_node_opened=-w.gpu_node_open * (SHARE_SCALE // gpu_nodes),
+        deserved=deserved,
+        held=held,
+        pod_share=pod_share,
+    )
 
 
 def evaluate(
     problem: Problem, placements: Mapping[str, int], w: ObjectiveWeights
 ) -> dict[str, int]:
-    """Score a decision (pod -> node index) without a solver; same terms as the model."""
+    """Score a decision (pod -> node index) without a solver; the model's terms exactly."""
+    coef = coefficients(problem, w)
     of_pod = problem.class_of_pod()
     per_class = np.zeros(len(problem.classes), dtype=np.int64)
     new_on = np.zeros(len(problem.nodes), dtype=np.int64)
     for pod, node in placements.items():
         per_class[of_pod[pod]] += 1
         new_on[node] += 1
-    per_gang = np.zeros(len(problem.gangs), dtype=np.int64)
-    per_queue_share = np.zeros(len(problem.queues), dtype=np.int64)
-    for cls in problem.classes:
-        gang = problem.gangs[cls.gang]
-        per_gang[gang.index] += per_class[cls.index]
-        dom = problem.queues[gang.queue].dominant
-        if dom >= 0:
-            per_queue_share[gang.queue] += int(cls.share[dom]) * int(per_class[cls.index])
-
-    def shortfall(queue: int) -> int:
-        deserved, held = fairness_target(problem, queue)
-        return max(0, deserved - held - int(per_queue_share[queue]))
-
+    gang_of_class = np.array([cls.gang for cls in problem.classes], dtype=np.int64)
+    per_gang = np.bincount(gang_of_class, weights=per_class, minlength=len(problem.gangs))
+    need = np.array([g.need for g in problem.gangs], dtype=np.int64)
+    reached = (per_gang >= need) & ((per_gang > 0) | (need == 0))
+    counted = np.where(reached[gang_of_class], per_class, 0) if len(per_class) else per_class
+    newly = reached & (need > 0)
+    queue_of_class = np.array([problem.gangs[g].queue for g in gang_of_class], dtype=np.int64)
+    gained = np.bincount(
+        queue_of_class, weights=coef.pod_share * counted, minlength=len(problem.queues)
+    ).astype(np.int64)
+    shortfall = np.maximum(0, coef.deserved - coef.held - gained)
     opened = problem.empty & (new_on > 0)
-    quantities: Quantities[int] = Quantities(
-        placed=lambda c: int(per_class[c]),
-        admitted=lambda g: int(per_gang[g] >= problem.gangs[g].need and per_gang[g] > 0),
-        shortfall=shortfall,
-        nodes_opened=int(opened.sum()),
-        gpu_nodes_opened=int((opened & problem.gpu_node).sum()),
-    )
-    return {name: int(v) for name, v in weighted_terms(problem, quantities, w).items()}
+    return {
+        "value": int(coef.pod @ counted),
+        "priority": int(coef.admitted @ newly.astype(np.int64)),
+        "fairness": coef.shortfall * int(shortfall.sum()),
+        "packing": coef.node_opened * int(opened.sum()),
+        "gpu_nodes": coef.gpu_node_opened * int((opened & problem.gpu_node).sum()),
+    }

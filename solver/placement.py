@@ -12,7 +12,8 @@ from enum import StrEnum
 
 import numpy as np
 
-from solver.predicates import TOO_MANY_PODS, insufficient
+from solver.model import PODS
+from solver.predicates import TOO_MANY_PODS
 from solver.problem import BoolArray, GangInfo, IntArray, PodClass, Problem, placement_reasons
 
 
@@ -30,6 +31,7 @@ class Placer:
         self.queue_room: list[IntArray] = [q.room() for q in problem.queues]
         self.placed: dict[str, int] = {}  # pod -> node index
         self.next_pod = [0] * len(problem.classes)
+        self._explained: dict[tuple[object, ...], str] = {}
         alloc = problem.allocatable.astype(np.float64)
         self._inv_alloc = np.divide(1.0, alloc, out=np.zeros_like(alloc), where=alloc > 0)
 
@@ -146,7 +148,32 @@ class Placer:
 
     # -- explaining ----------------------------------------------------------------------
     def explain(self, gang: GangInfo) -> str:
-        """Why the gang does not fit in what is left, as a user reads it from Kubernetes."""
+        """Why the gang does not fit in what is left, as a user reads it from Kubernetes.
+
+        Gangs of one shape (same pod specs and counts, queue, minMember) share the answer
+        while nothing is placed in between: big clusters have many such gangs.
+        """
+        shape = (
+            len(self.placed),
+            gang.queue,
+            gang.bound,
+            gang.min_member,
+            tuple(
+                (
+                    self.problem.classes[c].exemplar.spec_key(),
+                    self.problem.classes[c].count,
+                    self.next_pod[c],
+                )
+                for c in gang.classes
+            ),
+        )
+        cached = self._explained.get(shape)
+        if cached is None:
+            cached = self._explain(gang)
+            self._explained[shape] = cached
+        return cached
+
+    def _explain(self, gang: GangInfo) -> str:
         queue = self.problem.queues[gang.queue]
         total = gang.bound + sum(self.problem.classes[c].count for c in gang.classes)
         probe = self.copy()
@@ -174,15 +201,14 @@ class Placer:
         return f"{head}: fits, but the objective preferred other gangs (priority, fairness, value)"
 
     def _node_reasons(self, cls: PodClass) -> Counter[str]:
+        """Kubernetes counts every reason a node fails, so one node may count twice."""
         reasons = placement_reasons(self.problem, cls)
-        names = self.problem.resources
-        demand = {names[r]: int(cls.demand[r]) for r in range(len(names)) if cls.demand[r] > 0}
-        for i in np.flatnonzero(cls.feasible):
-            short = insufficient(demand, {names[r]: int(v) for r, v in enumerate(self.free[i])})
-            # Kubernetes names the pod slot last among equals; one reason per node, as it does.
-            short.sort(key=lambda s: s == TOO_MANY_PODS)
-            if short:
-                reasons[short[0]] += 1
+        short = self.free[cls.feasible] < cls.demand
+        for r in np.flatnonzero(short.any(axis=0)):
+            name = self.problem.resources[r]
+            reasons[TOO_MANY_PODS if name == PODS else f"Insufficient {name}"] += int(
+                short[:, r].sum()
+            )
         return reasons
 
     def copy(self) -> Placer:
@@ -194,5 +220,6 @@ class Placer:
         clone.queue_room = [r.copy() for r in self.queue_room]
         clone.placed = dict(self.placed)
         clone.next_pod = list(self.next_pod)
+        clone._explained = {}
         clone._inv_alloc = self._inv_alloc
         return clone

@@ -110,6 +110,8 @@ class Problem:
     invalid: dict[str, str]  # gang -> why it cannot be scheduled at all
     waiting_pods: dict[str, str]
     feasibility: Feasibility
+    node_key_index: IntArray  # per node: index of its predicate key
+    key_nodes: list[Node]  # per predicate key: one node that has it
     _class_of_pod: dict[str, int] = field(default_factory=dict)
 
     def class_of_pod(self) -> dict[str, int]:
@@ -208,7 +210,28 @@ def prepare(state: ClusterState) -> Problem:
     q_index = {name: i for i, name in enumerate(queue_names)}
 
     feasibility = Feasibility()
-    node_keys = [n.predicate_key() for n in nodes]
+    # Predicates run once per distinct node key and placement key, then broadcast.
+    key_of_node: dict[tuple[object, ...], int] = {}
+    key_exemplar: dict[tuple[object, ...], Node] = {}
+    for n in nodes:
+        key = n.predicate_key()
+        key_of_node.setdefault(key, len(key_of_node))
+        key_exemplar.setdefault(key, n)
+    node_key_index = np.array([key_of_node[n.predicate_key()] for n in nodes], dtype=np.int64)
+    feasible_by_placement: dict[tuple[object, ...], BoolArray] = {}
+
+    def feasible_nodes(pod: Pod) -> BoolArray:
+        key = pod.placement_key()
+        if key not in feasible_by_placement:
+            verdicts = np.array(
+                [feasibility.reason(pod, key_exemplar[k]) is None for k in key_of_node],
+                dtype=np.bool_,
+            )
+            feasible_by_placement[key] = (
+                verdicts[node_key_index] if len(nodes) else np.zeros(0, dtype=np.bool_)
+            )
+        return feasible_by_placement[key]
+
     gangs: list[GangInfo] = []
     classes: list[PodClass] = []
     used = np.zeros((len(queue_names), len(resources)), dtype=np.int64)
@@ -247,13 +270,7 @@ def prepare(state: ClusterState) -> Problem:
         for same in by_spec.values():
             exemplar = same[0]
             demand = _vector(exemplar.demand(), r_index)
-            # Predicates per distinct node key, then broadcast: nodes of a class share it.
-            verdict: dict[object, bool] = {}
-            feasible = np.zeros(len(nodes), dtype=np.bool_)
-            for i, key in enumerate(node_keys):
-                if key not in verdict:
-                    verdict[key] = feasibility.reason(exemplar, nodes[i]) is None
-                feasible[i] = verdict[key]
+            feasible = feasible_nodes(exemplar)
             share = share_units(demand, totals)
             classes.append(
                 PodClass(
@@ -292,6 +309,8 @@ def prepare(state: ClusterState) -> Problem:
         invalid=invalid,
         waiting_pods=waiting,
         feasibility=feasibility,
+        node_key_index=node_key_index,
+        key_nodes=list(key_exemplar.values()),
     )
 
 
@@ -353,8 +372,9 @@ def _node_classes(nodes: list[Node]) -> list[list[int]]:
 def placement_reasons(problem: Problem, cls: PodClass) -> Counter[str]:
     """Per reason, how many nodes the class's placement predicates reject."""
     reasons: Counter[str] = Counter()
-    for i in np.flatnonzero(~cls.feasible):
-        reason = problem.feasibility.reason(cls.exemplar, problem.nodes[int(i)])
+    rejected = np.bincount(problem.node_key_index[~cls.feasible], minlength=len(problem.key_nodes))
+    for k in np.flatnonzero(rejected):
+        reason = problem.feasibility.reason(cls.exemplar, problem.key_nodes[int(k)])
         if reason:
-            reasons[reason] += 1
+            reasons[reason] += int(rejected[k])
     return reasons
