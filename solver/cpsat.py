@@ -28,6 +28,7 @@ from solver.encode import (
     Encoding,
     class_bins,
     encode,
+    feasible_pair_estimate,
     hint,
     node_bins,
     pair_capacity,
@@ -187,11 +188,15 @@ def solve(state: ClusterState, config: SolverConfig | None = None) -> Decision:
             solved.append(guided)
             best_hint = max((guided, baseline), key=score)
 
-    pairs = pair_capacity(problem, nodes)
-    restricted = len(pairs) > config.max_node_level_pairs
-    if restricted and admitted is not None:
-        pairs = pair_capacity(problem, nodes, admitted)
-    if len(pairs) <= config.max_node_level_pairs and remaining() > MIN_STAGE_S:
+    limit = config.max_node_level_pairs
+    restricted = feasible_pair_estimate(problem) > limit
+    modelled = admitted if restricted else None
+    if (
+        (not restricted or admitted is not None)
+        and remaining() > MIN_STAGE_S
+        and (feasible_pair_estimate(problem, modelled) <= limit)
+    ):
+        pairs = pair_capacity(problem, nodes, modelled)
         enc = encode(problem, nodes, coef, pairs)
         hint(enc, best_hint.placed, coef)
         name = "node-level-admitted" if restricted else "node-level"

@@ -46,10 +46,10 @@ class Bin:
 
 
 def max_fit(cls: PodClass, free: IntArray) -> IntArray:
-    """Per node (rows of ``free``): how many pods of the class fit on their own."""
+    """Per node (rows of ``free``): how many pods of the class's spec fit on their own."""
     asked = cls.demand > 0
     per_resource = np.floor_divide(np.maximum(free[:, asked], 0), cls.demand[asked])
-    fit: IntArray = np.minimum(per_resource.min(axis=1), cls.count)
+    fit: IntArray = per_resource.min(axis=1)
     return fit
 
 
@@ -101,19 +101,30 @@ class Pairs:
         return len(self.cls)
 
 
+def feasible_pair_estimate(problem: Problem, gangs: set[int] | None = None) -> int:
+    """An upper bound on the node-level model's pairs, without computing fits."""
+    return sum(
+        int(cls.feasible.sum()) for cls in problem.classes if gangs is None or cls.gang in gangs
+    )
+
+
 def pair_capacity(problem: Problem, bins: Sequence[Bin], gangs: set[int] | None = None) -> Pairs:
     bin_of_node = np.zeros(len(problem.nodes), dtype=np.int64)
     for b, bin_ in enumerate(bins):
         bin_of_node[list(bin_.nodes)] = b
+    per_spec: dict[int, IntArray] = {}  # pods of a spec that fit per bin, uncapped
     cls_idx: list[IntArray] = []
     bin_idx: list[IntArray] = []
     caps: list[IntArray] = []
     for cls in problem.classes:
         if gangs is not None and cls.gang not in gangs:
             continue
-        per_node = np.where(cls.feasible, max_fit(cls, problem.free), 0)
-        per_bin = np.bincount(bin_of_node, weights=per_node, minlength=len(bins))
-        per_bin = np.minimum(per_bin.astype(np.int64), cls.count)
+        if cls.spec not in per_spec:
+            per_node = np.where(cls.feasible, max_fit(cls, problem.free), 0)
+            per_spec[cls.spec] = np.bincount(
+                bin_of_node, weights=per_node, minlength=len(bins)
+            ).astype(np.int64)
+        per_bin = np.minimum(per_spec[cls.spec], cls.count)
         where = np.flatnonzero(per_bin > 0)
         cls_idx.append(np.full(len(where), cls.index, dtype=np.int64))
         bin_idx.append(where)

@@ -11,10 +11,14 @@ from collections import Counter
 from enum import StrEnum
 
 import numpy as np
+import numpy.typing as npt
 
 from solver.model import PODS
 from solver.predicates import TOO_MANY_PODS
 from solver.problem import BoolArray, GangInfo, IntArray, PodClass, Problem, placement_reasons
+
+MAX_SCORED_SPECS = 32
+FloatArray = npt.NDArray[np.float64]
 
 
 class Policy(StrEnum):
@@ -32,6 +36,7 @@ class Placer:
         self.placed: dict[str, int] = {}  # pod -> node index
         self.next_pod = [0] * len(problem.classes)
         self._explained: dict[tuple[object, ...], str] = {}
+        self._scored: dict[tuple[int, Policy], tuple[PodClass, FloatArray]] = {}
         alloc = problem.allocatable.astype(np.float64)
         self._inv_alloc = np.divide(1.0, alloc, out=np.zeros_like(alloc), where=alloc > 0)
 
@@ -40,13 +45,27 @@ class Placer:
         fits: BoolArray = cls.feasible & (self.free >= cls.demand).all(axis=1)
         return fits
 
-    def _scores(self, cls: PodClass, policy: Policy) -> np.ndarray:
-        used = cls.demand > 0
-        left = (self.free[:, used] - cls.demand[used]) * self._inv_alloc[:, used]
-        score = left.mean(axis=1) if used.any() else np.zeros(len(self.free))
-        if policy is Policy.PACK:
-            score = -score
-        return np.where(self._fits(cls), score, -np.inf)
+    def _scores(self, cls: PodClass, policy: Policy) -> FloatArray:
+        """Score per node, -inf where the class does not fit. Shared: do not modify.
+
+        Cached per pod spec and kept current by ``_rescore`` as pods come and go, so
+        thousands of gangs of a few specs cost a few full passes, not one each.
+        """
+        key = (cls.spec, policy)
+        if key not in self._scored:
+            if len(self._scored) >= MAX_SCORED_SPECS:
+                del self._scored[next(iter(self._scored))]
+            used = cls.demand > 0
+            left = (self.free[:, used] - cls.demand[used]) * self._inv_alloc[:, used]
+            score = left.mean(axis=1)
+            if policy is Policy.PACK:
+                score = -score
+            self._scored[key] = (cls, np.where(self._fits(cls), score, -np.inf))
+        return self._scored[key][1]
+
+    def _rescore(self, node: int) -> None:
+        for (_, policy), (cls, scores) in self._scored.items():
+            scores[node] = self._node_score(cls, node, policy)
 
     def best_node(self, cls: PodClass, policy: Policy = Policy.SPREAD) -> int | None:
         scores = self._scores(cls, policy)
@@ -67,28 +86,26 @@ class Placer:
         self.new_on[node] += 1
         self.queue_room[self.problem.gangs[cls.gang].queue] -= cls.demand
         self.placed[pod] = node
+        self._rescore(node)
         return pod
 
     def place_class(
         self, cls: PodClass, limit: int, policy: Policy, allowed: BoolArray | None = None
     ) -> list[str]:
-        """Up to ``limit`` pods of the class (on ``allowed`` nodes only, if given).
-
-        Scores are computed once and then updated only where a pod landed.
-        """
+        """Up to ``limit`` pods of the class (on ``allowed`` nodes only, if given)."""
         pods: list[str] = []
         limit = min(limit, cls.count - self.next_pod[cls.index])
         if limit <= 0:
             return pods
         scores = self._scores(cls, policy)
-        if allowed is not None:
-            scores = np.where(allowed, scores, -np.inf)
+        view = scores if allowed is None else np.where(allowed, scores, -np.inf)
         while len(pods) < limit and self.queue_allows(cls):
-            node = int(np.argmax(scores))
-            if scores[node] == -np.inf:
+            node = int(np.argmax(view))
+            if view[node] == -np.inf:
                 break
             pods.append(self.place(cls, node))
-            scores[node] = self._node_score(cls, node, policy)
+            if allowed is not None:
+                view[node] = scores[node]
         return pods
 
     def place_on(self, cls: PodClass, node: int, count: int) -> list[str]:
@@ -99,8 +116,6 @@ class Placer:
         if not (cls.feasible[node] and (self.free[node] >= cls.demand).all()):
             return -np.inf
         used = cls.demand > 0
-        if not used.any():
-            return 0.0
         left = float(
             ((self.free[node, used] - cls.demand[used]) * self._inv_alloc[node, used]).mean()
         )
@@ -121,6 +136,7 @@ class Placer:
             self.queue_room[self.problem.gangs[cls.gang].queue] += cls.demand
             self.next_pod[cls.index] -= 1
             self.new_on[node] -= 1
+            self._rescore(node)
 
     def _class_of_pod(self) -> dict[str, int]:
         return self.problem.class_of_pod()
@@ -221,5 +237,6 @@ class Placer:
         clone.placed = dict(self.placed)
         clone.next_pod = list(self.next_pod)
         clone._explained = {}
+        clone._scored = {}
         clone._inv_alloc = self._inv_alloc
         return clone

@@ -22,7 +22,11 @@ from solver.config import SHARE_SCALE
 from solver.fairness import deserved
 from solver.model import (
     DEFAULT_QUEUE,
+    EPHEMERAL_STORAGE,
     GPU,
+    HUGEPAGES_PREFIX,
+    MEMORY,
+    MIB,
     PODS,
     ClusterState,
     Gang,
@@ -47,6 +51,7 @@ class PodClass:
     feasible: BoolArray  # per node: placement predicates hold (capacity aside)
     share: IntArray  # demand in share units, per resource
     value: int  # share units of the pod's dominant resource (>= 1)
+    spec: int  # classes with equal specs (requests, placement) share it, across gangs
 
     @property
     def count(self) -> int:
@@ -145,6 +150,30 @@ def _resource_names(state: ClusterState) -> list[str]:
     return sorted(names)
 
 
+def model_unit(resource: str) -> int:
+    """Byte-counted resources are modelled in MiB: coefficients near 1e11 slow CP-SAT's
+    presolve and LP by orders of magnitude, and a MiB is below any request's precision."""
+    if resource in (MEMORY, EPHEMERAL_STORAGE) or resource.startswith(HUGEPAGES_PREFIX):
+        return MIB
+    return 1
+
+
+def _units(resources: list[str]) -> IntArray:
+    return np.array([model_unit(r) for r in resources], dtype=np.int64)
+
+
+def _demand(raw: IntArray, units: IntArray) -> IntArray:
+    """Requests round up to whole model units: a pod never gets less than it asked."""
+    rounded: IntArray = -(-raw // units)
+    return rounded
+
+
+def _capacity(raw: IntArray, units: IntArray) -> IntArray:
+    """Capacity rounds down: the model never packs past what a node really has."""
+    rounded: IntArray = raw // units
+    return rounded
+
+
 def _vector(values: dict[str, int], index: dict[str, int]) -> IntArray:
     vec = np.zeros(len(index), dtype=np.int64)
     for name, quantity in values.items():
@@ -161,10 +190,12 @@ def prepare(state: ClusterState) -> Problem:
     r_index = {name: i for i, name in enumerate(resources)}
     nodes = list(state.nodes)
     n_index = {n.name: i for i, n in enumerate(nodes)}
-    allocatable = np.array(
+    units = _units(resources)
+    raw_allocatable = np.array(
         [_vector(n.allocatable.root, r_index) for n in nodes], dtype=np.int64
     ).reshape(len(nodes), len(resources))
-    free = allocatable.copy()
+    raw_free = raw_allocatable.copy()
+    allocatable = _capacity(raw_allocatable, units)
     empty = np.ones(len(nodes), dtype=np.bool_)
     schedulable = np.array([not n.unschedulable for n in nodes], dtype=np.bool_)
     totals = allocatable[schedulable].sum(axis=0) if nodes else np.zeros(len(resources), np.int64)
@@ -182,7 +213,7 @@ def prepare(state: ClusterState) -> Problem:
         if pod.node_name is not None:
             node_i = n_index.get(pod.node_name)
             if node_i is not None:
-                free[node_i] -= _vector(pod.demand(), r_index)
+                raw_free[node_i] -= _vector(pod.demand(), r_index)
                 empty[node_i] = False
         if pod.gang is not None and pod.gang not in gangs_by_name:
             if pod.node_name is None:
@@ -201,6 +232,7 @@ def prepare(state: ClusterState) -> Problem:
             )
         members[pod.gang_name()].append(pod)
 
+    free = _capacity(raw_free, units)
     queue_names = sorted(queues_by_name)
     if DEFAULT_QUEUE not in queues_by_name and any(
         g.queue == DEFAULT_QUEUE for g in gangs_by_name.values()
@@ -234,6 +266,7 @@ def prepare(state: ClusterState) -> Problem:
 
     gangs: list[GangInfo] = []
     classes: list[PodClass] = []
+    spec_ids: dict[tuple[object, ...], int] = {}
     used = np.zeros((len(queue_names), len(resources)), dtype=np.int64)
     pending_demand = np.zeros_like(used)
 
@@ -247,7 +280,7 @@ def prepare(state: ClusterState) -> Problem:
                 invalid[gang.name] = f"queue {gang.queue!r} not found"
             continue
         for pod in bound:
-            used[q] += _vector(pod.demand(), r_index)
+            used[q] += _demand(_vector(pod.demand(), r_index), units)
         if not pending:
             continue
         if len(pods) < gang.min_member:
@@ -269,7 +302,7 @@ def prepare(state: ClusterState) -> Problem:
             by_spec[pod.spec_key()].append(pod)
         for same in by_spec.values():
             exemplar = same[0]
-            demand = _vector(exemplar.demand(), r_index)
+            demand = _demand(_vector(exemplar.demand(), r_index), units)
             feasible = feasible_nodes(exemplar)
             share = share_units(demand, totals)
             classes.append(
@@ -282,6 +315,7 @@ def prepare(state: ClusterState) -> Problem:
                     feasible=feasible,
                     share=share,
                     value=max(1, int(share.max()) if len(share) else 1),
+                    spec=spec_ids.setdefault(exemplar.spec_key(), len(spec_ids)),
                 )
             )
             info.classes.append(classes[-1].index)
@@ -334,7 +368,9 @@ def _queue_infos(
         capability = by_name[name].capability
         caps.append(
             [
-                capability[r] if capability is not None and r in capability.root else None
+                capability[r] // model_unit(r)
+                if capability is not None and r in capability.root
+                else None
                 for r in r_index
             ]
         )

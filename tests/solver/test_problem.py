@@ -76,7 +76,7 @@ def test_bound_pods_reduce_free_capacity_and_mark_node_used() -> None:
     problem = prepare(s)
     cpu, mem, slots = problem.r(CPU), problem.r(MEMORY), problem.r(PODS)
     assert problem.free[0, cpu] == 2000
-    assert problem.free[0, mem] == 7 * 2**30
+    assert problem.free[0, mem] == 7 * 1024  # memory is modelled in MiB
     assert problem.free[0, slots] == 8
     assert problem.free[1].tolist() == problem.allocatable[1].tolist()
     assert problem.empty.tolist() == [False, True]
@@ -173,7 +173,7 @@ def test_deserved_of_backlogged_queues_follows_weights() -> None:
     cpu, mem = problem.r(CPU), problem.r(MEMORY)
     assert problem.totals[cpu] == 16000
     assert (a.deserved[cpu], b.deserved[cpu]) == (4000, 12000)
-    assert (a.deserved[mem], b.deserved[mem]) == (16 * 2**30, 48 * 2**30)
+    assert (a.deserved[mem], b.deserved[mem]) == (16 * 1024, 48 * 1024)  # MiB
 
 
 def test_capability_is_recorded_and_room_subtracts_use() -> None:
@@ -206,3 +206,16 @@ def test_priority_ranks() -> None:
     )
     problem = prepare(s)
     assert {g.name: g.rank for g in problem.gangs} == {"lo": 0, "mid": 1, "hi": 2}
+
+
+def test_byte_resources_round_requests_up_and_capacity_down() -> None:
+    """Modelled in MiB, a node never looks bigger, nor a pod smaller, than it is."""
+    s = state(
+        nodes=[node("n").cap(cpu=4, memory=2**30 + 2**19)],  # 1 GiB + half a MiB
+        pods=[pod("p").req(cpu=1, memory=2**20 + 1).gang("g")],
+        gangs=[gang("g", 1)],
+    )
+    problem = prepare(s)
+    mem = problem.r(MEMORY)
+    assert problem.allocatable[0, mem] == 1024
+    assert problem.classes[0].demand[mem] == 2
