@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -27,20 +27,22 @@ from solver.decode import decision_from_placements
 from solver.encode import (
     Encoding,
     class_bins,
+    decode_admitted,
+    decode_counts,
     encode,
     feasible_pair_estimate,
     hint,
     node_bins,
     pair_capacity,
-    solution_admitted,
-    solution_counts,
 )
 from solver.model import ClusterState, Decision, SolveStatus, StageReport
-from solver.objective import coefficients, evaluate
+from solver.objective import Coefficients, coefficients, evaluate
 from solver.placement import Placer, Policy
 from solver.problem import Problem, prepare
+from solver.shapes import Shapes, group
 
 MIN_STAGE_S = 0.05
+DECODE_RESERVE = 0.08  # share of the time limit kept for decoding
 
 
 class _FirstSolution(cp_model.CpSolverSolutionCallback):
@@ -67,6 +69,10 @@ def _run(enc: Encoding, name: str, time_limit_s: float, config: SolverConfig) ->
     params.num_workers = config.workers()
     params.random_seed = config.seed
     params.relative_gap_limit = config.relative_gap_limit
+    # Measured on the benchmark instances: symmetry detection and probing took seconds
+    # of presolve on models that must be solved in one; the search does better without.
+    params.symmetry_level = 0
+    params.cp_model_probing_level = 0
     if config.deterministic:
         params.interleave_search = True
         params.max_deterministic_time = max(MIN_STAGE_S, time_limit_s)
@@ -89,15 +95,22 @@ def _run(enc: Encoding, name: str, time_limit_s: float, config: SolverConfig) ->
     return StageResult(report, solution, status == cp_model.OPTIMAL)
 
 
-def _placer_from_counts(problem: Problem, counts: dict[tuple[int, int], int]) -> Placer:
+def _placer_from_counts(
+    problem: Problem, enc: Encoding, per_pod_class: dict[int, list[tuple[int, int]]]
+) -> Placer:
+    """Node-level counts -> placements, exactly where the solver put them."""
     placer = Placer(problem)
-    for (c, node), count in sorted(counts.items()):
-        placer.place_on(problem.classes[c], node, count)
+    for c, where in sorted(per_pod_class.items()):
+        for b, count in where:
+            placer.place_on(problem.classes[c], enc.bins[b].nodes[0], count)
     return placer
 
 
 def _disaggregate(
-    problem: Problem, enc: Encoding, counts: dict[tuple[int, int], int], admitted: set[int]
+    problem: Problem,
+    enc: Encoding,
+    per_class: dict[int, list[tuple[int, int]]],
+    admitted: set[int],
 ) -> Placer:
     """Place the admitted gangs on real nodes, each class where the aggregate put it.
 
@@ -105,9 +118,6 @@ def _disaggregate(
     classes is tried anywhere, then rolled back. What room is left goes to gang-greedy.
     """
     placer = Placer(problem)
-    per_class: dict[int, list[tuple[int, int]]] = {}
-    for (c, b), count in counts.items():
-        per_class.setdefault(c, []).append((b, count))
     in_bin = {}
     for b, bin_ in enumerate(enc.bins):
         mask = np.zeros(len(problem.nodes), dtype=np.bool_)
@@ -142,14 +152,75 @@ def _topped_up(problem: Problem, placer: Placer) -> Placer:
     return filled
 
 
+@dataclass
+class _Search:
+    """What the stages of one solve share: candidates, bounds, and the clock."""
+
+    problem: Problem
+    config: SolverConfig
+    coef: Coefficients
+    started: float
+    baseline: Placer
+    stages: list[StageReport] = field(default_factory=list)
+    solved: list[Placer] = field(default_factory=list)  # candidates from a solver
+    bounds: list[int] = field(default_factory=list)
+    proven: bool = False
+    admitted: set[int] | None = None  # gangs the node-class stage admitted
+
+    def remaining(self) -> float:
+        # Decoding and explaining the decision come after the last solve: keep a reserve.
+        reserve = DECODE_RESERVE * self.config.time_limit_s
+        return self.config.time_limit_s - reserve - (time.perf_counter() - self.started)
+
+    def score(self, placer: Placer) -> int:
+        return sum(evaluate(self.problem, placer.placed, self.config.weights).values())
+
+    def best_so_far(self) -> Placer:
+        # Solver candidates first: on a tie, max keeps the first.
+        return max([*self.solved, self.baseline], key=self.score)
+
+    def settled(self) -> bool:
+        """A candidate already meets a proven bound: nothing left to gain."""
+        return bool(self.bounds) and self.score(self.best_so_far()) >= min(self.bounds)
+
+
+def _node_class_stage(search: _Search, shapes: Shapes, share: float) -> None:
+    problem = search.problem
+    classes = class_bins(problem)
+    agg = encode(problem, shapes, classes, search.coef, pair_capacity(problem, shapes, classes))
+    hint(agg, search.baseline.placed, search.coef)
+    result = _run(agg, "node-classes", search.remaining() * share, search.config)
+    search.stages.append(result.report)
+    if result.solution is not None and result.report.bound is not None:
+        search.bounds.append(result.report.bound)
+        search.admitted = decode_admitted(agg, result.solution)
+        counts = decode_counts(agg, result.solution)
+        search.solved.append(_disaggregate(problem, agg, counts, search.admitted))
+
+
+def _node_stage(search: _Search, shapes: Shapes, only: set[int] | None) -> None:
+    """The exact model over every shape, or over ``only`` (then topped up greedily)."""
+    problem = search.problem
+    nodes = node_bins(problem)
+    enc = encode(problem, shapes, nodes, search.coef, pair_capacity(problem, shapes, nodes, only))
+    hint(enc, search.best_so_far().placed, search.coef)
+    name = "node-level" if only is None else "node-level-admitted"
+    result = _run(enc, name, search.remaining(), search.config)
+    search.stages.append(result.report)
+    if result.solution is not None and result.report.bound is not None:
+        placer = _placer_from_counts(problem, enc, decode_counts(enc, result.solution))
+        if only is None:
+            search.bounds.append(result.report.bound)
+            search.proven = result.optimal
+            search.solved.insert(0, placer)
+        else:
+            search.solved.append(_topped_up(problem, placer))
+
+
 def solve(state: ClusterState, config: SolverConfig | None = None) -> Decision:
     started = time.perf_counter()
     config = config or SolverConfig()
     problem = prepare(state)
-
-    def remaining() -> float:
-        return config.time_limit_s - (time.perf_counter() - started)
-
     baseline = Placer(problem)
     allocate_gangs(problem, baseline)
     if not problem.schedulable_gangs():
@@ -162,60 +233,31 @@ def solve(state: ClusterState, config: SolverConfig | None = None) -> Decision:
             wall_s=time.perf_counter() - started,
         )
     coef = coefficients(problem, config.weights)
-
-    def score(placer: Placer) -> int:
-        return sum(evaluate(problem, placer.placed, config.weights).values())
-
-    stages: list[StageReport] = []
-    solved: list[Placer] = []  # candidates from a solver
-    bounds: list[int] = []
-    proven = False
-    admitted: set[int] | None = None
-    best_hint = baseline
-
-    nodes = node_bins(problem)
-    if len(problem.node_classes) < len(problem.nodes):
-        classes = class_bins(problem)
-        agg = encode(problem, classes, coef, pair_capacity(problem, classes))
-        hint(agg, baseline.placed, coef)
-        share = config.aggregate_time_share
-        result = _run(agg, "node-classes", remaining() * share, config)
-        stages.append(result.report)
-        if result.solution is not None and result.report.bound is not None:
-            bounds.append(result.report.bound)
-            admitted = solution_admitted(agg, result.solution)
-            guided = _disaggregate(problem, agg, solution_counts(agg, result.solution), admitted)
-            solved.append(guided)
-            best_hint = max((guided, baseline), key=score)
+    search = _Search(problem, config, coef, started, baseline)
+    shapes = group(problem, coef)
 
     limit = config.max_node_level_pairs
-    restricted = feasible_pair_estimate(problem) > limit
-    modelled = admitted if restricted else None
-    if (
-        (not restricted or admitted is not None)
-        and remaining() > MIN_STAGE_S
-        and (feasible_pair_estimate(problem, modelled) <= limit)
-    ):
-        pairs = pair_capacity(problem, nodes, modelled)
-        enc = encode(problem, nodes, coef, pairs)
-        hint(enc, best_hint.placed, coef)
-        name = "node-level-admitted" if restricted else "node-level"
-        result = _run(enc, name, remaining(), config)
-        stages.append(result.report)
-        if result.solution is not None and result.report.bound is not None:
-            placer = _placer_from_counts(problem, solution_counts(enc, result.solution))
-            if restricted:
-                placer = _topped_up(problem, placer)
-            else:
-                bounds.append(result.report.bound)
-                proven = result.optimal
-            solved.append(placer)
+    pairs_estimate = feasible_pair_estimate(shapes)
+    if len(problem.node_classes) < len(problem.nodes):
+        # Far above the node-level limit no node-level stage follows: take all the time.
+        far = pairs_estimate > 2 * limit
+        _node_class_stage(search, shapes, 1.0 if far else config.aggregate_time_share)
 
-    # Solver candidates first: on a tie, max keeps the first.
-    best = max([*solved, baseline], key=score)
+    only: set[int] | None = None
+    if pairs_estimate > limit and search.admitted is not None:
+        only = {s.index for s in shapes.shapes if set(s.gangs) & search.admitted}
+    if (
+        not search.settled()
+        and (pairs_estimate <= limit or only is not None)
+        and search.remaining() > MIN_STAGE_S
+        and feasible_pair_estimate(shapes, only) <= limit
+    ):
+        _node_stage(search, shapes, only)
+
+    best = search.best_so_far()
     if best is baseline:
         status = SolveStatus.FALLBACK
-    elif proven and score(best) >= min(bounds):
+    elif (search.proven or search.settled()) and search.score(best) >= min(search.bounds):
         status = SolveStatus.OPTIMAL
     else:
         status = SolveStatus.FEASIBLE
@@ -225,7 +267,7 @@ def solve(state: ClusterState, config: SolverConfig | None = None) -> Decision:
         config,
         scheduler="cpsat",
         status=status,
-        bound=min(bounds) if bounds else None,
-        stages=stages,
+        bound=min(search.bounds) if search.bounds else None,
+        stages=search.stages,
         wall_s=time.perf_counter() - started,
     )

@@ -1,22 +1,24 @@
 """A prepared problem -> a CP-SAT model over *counts*, never one boolean per pod and node.
 
-The model places pod classes into *bins*. A bin is one node (the node-level model, which
-is exact) or a class of identical nodes (the aggregated model, a relaxation that gives
-an upper bound and decides admission fast). The same constraint families serve both:
+The model places gang shapes (``solver.shapes``: identical gangs merged, exactly) into
+*bins*. A bin is one node (the node-level model, which is exact) or a class of identical
+nodes (the aggregated model, a relaxation that gives an upper bound and decides
+admission fast). The same constraint families serve both:
 
-- ``n[pod@bin]``: how many pods of a class go to the bin; exists only where the class's
-  predicates admit the bin and at least one pod fits there.
-- ``admitted[g]``: gang g reaches minMember this cycle. admitted => placed >= need;
-  not admitted => placed = 0. Members beyond minMember are elastic.
-- capacity per bin and resource; queue capability (hard); per class, at most its pods.
+- ``n[pod@bin]``: how many pods of a shape class go to the bin; exists only where the
+  class's predicates admit the bin and at least one pod fits there.
+- ``admitted[shape]``: how many of the shape's gangs reach minMember this cycle (a
+  boolean for a lone gang). Pods placed >= need x admitted; per class, pods placed <=
+  pods per gang x admitted — so no pod is placed for a gang that is not admitted, and
+  members beyond minMember are elastic.
+- capacity per bin and resource; queue capability (hard).
 - ``opened[bin]``: empty nodes of the bin that receive pods (packing terms).
 - ``short[q]``: queue q's shortfall below its deserved share (fairness term).
 
 Models reach tens of thousands of variables, so constraints are written straight into
 the model's proto from flat arrays: building through expression objects cost more than
 solving. ``build_variables`` is the one place variables are made; each family of
-constraints has one ``add_*`` function; the objective's prices come from
-``objective.coefficients``.
+constraints has one ``add_*`` function; prices come from ``objective.coefficients``.
 """
 
 from __future__ import annotations
@@ -29,9 +31,18 @@ from ortools.sat.python import cp_model
 
 from solver.model import PODS
 from solver.objective import Coefficients
-from solver.problem import IntArray, PodClass, Problem
+from solver.problem import IntArray, Problem
+from solver.shapes import ShapeClass, Shapes, split
 
 INF = np.iinfo(np.int64).max
+
+
+def max_fit(cls: ShapeClass, free: IntArray) -> IntArray:
+    """Per node (rows of ``free``): how many pods of the class's spec fit on their own."""
+    asked = cls.demand > 0
+    per_resource = np.floor_divide(np.maximum(free[:, asked], 0), cls.demand[asked])
+    fit: IntArray = per_resource.min(axis=1)
+    return fit
 
 
 @dataclass(frozen=True)
@@ -43,14 +54,6 @@ class Bin:
     empty_nodes: int
     used_free: IntArray  # free capacity on the bin's non-empty nodes
     gpu: bool
-
-
-def max_fit(cls: PodClass, free: IntArray) -> IntArray:
-    """Per node (rows of ``free``): how many pods of the class's spec fit on their own."""
-    asked = cls.demand > 0
-    per_resource = np.floor_divide(np.maximum(free[:, asked], 0), cls.demand[asked])
-    fit: IntArray = per_resource.min(axis=1)
-    return fit
 
 
 def node_bins(problem: Problem) -> list[Bin]:
@@ -91,7 +94,7 @@ def class_bins(problem: Problem) -> list[Bin]:
 
 @dataclass(frozen=True)
 class Pairs:
-    """The (class, bin) pairs that get a count variable, grouped by class and by gang."""
+    """The (shape class, bin) pairs that get a count variable, grouped by class."""
 
     cls: IntArray
     bin: IntArray
@@ -101,14 +104,15 @@ class Pairs:
         return len(self.cls)
 
 
-def feasible_pair_estimate(problem: Problem, gangs: set[int] | None = None) -> int:
+def feasible_pair_estimate(shapes: Shapes, only: set[int] | None = None) -> int:
     """An upper bound on the node-level model's pairs, without computing fits."""
-    return sum(
-        int(cls.feasible.sum()) for cls in problem.classes if gangs is None or cls.gang in gangs
-    )
+    return sum(int(sc.feasible.sum()) for sc in shapes.classes if only is None or sc.shape in only)
 
 
-def pair_capacity(problem: Problem, bins: Sequence[Bin], gangs: set[int] | None = None) -> Pairs:
+def pair_capacity(
+    problem: Problem, shapes: Shapes, bins: Sequence[Bin], only: set[int] | None = None
+) -> Pairs:
+    """Pairs for every shape class (or those of the ``only`` shapes)."""
     bin_of_node = np.zeros(len(problem.nodes), dtype=np.int64)
     for b, bin_ in enumerate(bins):
         bin_of_node[list(bin_.nodes)] = b
@@ -116,17 +120,17 @@ def pair_capacity(problem: Problem, bins: Sequence[Bin], gangs: set[int] | None 
     cls_idx: list[IntArray] = []
     bin_idx: list[IntArray] = []
     caps: list[IntArray] = []
-    for cls in problem.classes:
-        if gangs is not None and cls.gang not in gangs:
+    for sc in shapes.classes:
+        if only is not None and sc.shape not in only:
             continue
-        if cls.spec not in per_spec:
-            per_node = np.where(cls.feasible, max_fit(cls, problem.free), 0)
-            per_spec[cls.spec] = np.bincount(
+        if sc.spec not in per_spec:
+            per_node = np.where(sc.feasible, max_fit(sc, problem.free), 0)
+            per_spec[sc.spec] = np.bincount(
                 bin_of_node, weights=per_node, minlength=len(bins)
             ).astype(np.int64)
-        per_bin = np.minimum(per_spec[cls.spec], cls.count)
+        per_bin = np.minimum(per_spec[sc.spec], sc.count)
         where = np.flatnonzero(per_bin > 0)
-        cls_idx.append(np.full(len(where), cls.index, dtype=np.int64))
+        cls_idx.append(np.full(len(where), sc.index, dtype=np.int64))
         bin_idx.append(where)
         caps.append(per_bin[where])
     if not cls_idx:
@@ -140,19 +144,18 @@ class Encoding:
     """The model and where its variables are: count variables are indices 0..len(pairs)-1."""
 
     problem: Problem
+    shapes: Shapes
     bins: Sequence[Bin]
     pairs: Pairs
     model: cp_model.CpModel = field(default_factory=cp_model.CpModel)
-    admitted: dict[int, int] = field(default_factory=dict)  # gang -> variable index
+    admitted: dict[int, int] = field(default_factory=dict)  # shape -> variable index
     opened: dict[int, int] = field(default_factory=dict)  # bin -> variable index
     short: dict[int, int] = field(default_factory=dict)  # queue -> variable index
     class_span: dict[int, tuple[int, int]] = field(default_factory=dict)  # [start, end)
 
-    def gang_span(self, g: int) -> tuple[int, int] | None:
-        spans = [self.class_span[c] for c in self.problem.gangs[g].classes if c in self.class_span]
-        if not spans:
-            return None
-        return spans[0][0], spans[-1][1]
+    def shape_span(self, s: int) -> list[int]:
+        spans = [self.class_span[c] for c in self.shapes.shapes[s].classes if c in self.class_span]
+        return [v for start, end in spans for v in range(start, end)]
 
     def size(self) -> tuple[int, int]:
         proto = self.model.proto
@@ -172,11 +175,8 @@ def _linear(
     coeffs: Sequence[int],
     low: int,
     high: int,
-    enforce: int | None = None,
 ) -> None:
     ct = enc.model.proto.constraints.add()
-    if enforce is not None:
-        ct.enforcement_literal.append(enforce)
     ct.linear.vars.extend(variables)
     ct.linear.coeffs.extend(coeffs)
     ct.linear.domain.extend([max(low, -INF), min(high, INF)])
@@ -190,37 +190,43 @@ def _runs(keys: IntArray) -> list[tuple[int, int]]:
     return list(zip(starts, [*starts[1:], len(keys)], strict=True))
 
 
-def build_variables(problem: Problem, bins: Sequence[Bin], pairs: Pairs) -> Encoding:
-    enc = Encoding(problem=problem, bins=bins, pairs=pairs)
+def build_variables(
+    problem: Problem, shapes: Shapes, bins: Sequence[Bin], pairs: Pairs
+) -> Encoding:
+    enc = Encoding(problem=problem, shapes=shapes, bins=bins, pairs=pairs)
     for p in range(len(pairs)):
-        c, b = int(pairs.cls[p]), int(pairs.bin[p])
-        _new_var(enc, 0, int(pairs.cap[p]), f"n[{problem.classes[c].pods[0]}@{bins[b].name}]")
+        sc = shapes.classes[int(pairs.cls[p])]
+        pod = problem.classes[sc.members[0]].pods[0]
+        _new_var(enc, 0, int(pairs.cap[p]), f"n[{pod}@{bins[int(pairs.bin[p])].name}]")
     for s, e in _runs(pairs.cls):
         enc.class_span[int(pairs.cls[s])] = (s, e)
-    modelled = sorted({problem.classes[c].gang for c in enc.class_span})
-    for g in modelled:
-        if not problem.gangs[g].running:
-            enc.admitted[g] = _new_var(enc, 0, 1, f"admitted[{problem.gangs[g].name}]")
+    for s in sorted({shapes.classes[c].shape for c in enc.class_span}):
+        shape = shapes.shapes[s]
+        if not shape.running:
+            name = problem.gangs[shape.gangs[0]].name
+            label = name if shape.size == 1 else f"{name}+{shape.size - 1} alike"
+            enc.admitted[s] = _new_var(enc, 0, shape.size, f"admitted[{label}]")
     for b in sorted({int(b) for b in pairs.bin}):
         if bins[b].empty_nodes:
             enc.opened[b] = _new_var(enc, 0, bins[b].empty_nodes, f"opened[{bins[b].name}]")
     return enc
 
 
-def add_class_counts(enc: Encoding) -> None:
-    for c, (s, e) in enc.class_span.items():
-        if e - s > 1:
-            _linear(enc, range(s, e), [1] * (e - s), 0, enc.problem.classes[c].count)
-
-
 def add_gang_all_or_nothing(enc: Encoding) -> None:
-    for g, admitted in enc.admitted.items():
-        span = enc.gang_span(g)
-        assert span is not None  # admitted[g] exists only for modelled gangs
-        members = range(*span)
-        ones = [1] * len(members)
-        _linear(enc, members, ones, enc.problem.gangs[g].need, INF, enforce=admitted)
-        _linear(enc, members, ones, 0, 0, enforce=-admitted - 1)
+    """need x admitted <= placed; per class, placed <= pods per gang x admitted."""
+    for c, (start, end) in enc.class_span.items():
+        sc = enc.shapes.classes[c]
+        members = list(range(start, end))
+        admitted = enc.admitted.get(sc.shape)
+        if admitted is None:  # running gangs: extras only, up to the pods there are
+            if len(members) > 1:
+                _linear(enc, members, [1] * len(members), 0, sc.count)
+            continue
+        _linear(enc, [*members, admitted], [1] * len(members) + [-sc.per_gang], -INF, 0)
+    for s, admitted in enc.admitted.items():
+        members = enc.shape_span(s)
+        need = enc.shapes.shapes[s].need
+        _linear(enc, [*members, admitted], [1] * len(members) + [-need], 0, INF)
 
 
 def _by_bin(enc: Encoding) -> dict[int, IntArray]:
@@ -229,8 +235,14 @@ def _by_bin(enc: Encoding) -> dict[int, IntArray]:
     return {int(bins[s]): order[s:e] for s, e in _runs(bins)}
 
 
+def _demand_matrix(enc: Encoding) -> IntArray:
+    return np.array([sc.demand for sc in enc.shapes.classes], dtype=np.int64).reshape(
+        len(enc.shapes.classes), len(enc.problem.resources)
+    )
+
+
 def add_capacity(enc: Encoding, by_bin: Mapping[int, IntArray]) -> None:
-    demand = np.array([cls.demand for cls in enc.problem.classes], dtype=np.int64)
+    demand = _demand_matrix(enc)
     for b, members in by_bin.items():
         # A lone class on one node: its variable's domain is already the exact capacity.
         if len(members) == 1 and len(enc.bins[b].nodes) == 1:
@@ -241,20 +253,14 @@ def add_capacity(enc: Encoding, by_bin: Mapping[int, IntArray]) -> None:
 
 
 def add_capability(enc: Encoding) -> None:
-    problem = enc.problem
-    for q in problem.queues:
+    demand = _demand_matrix(enc)
+    queue_of_pair = _queue_of_pair(enc)
+    for q in enc.problem.queues:
         capped = np.flatnonzero(q.capability >= 0)
-        spans = [
-            enc.class_span[c]
-            for g in problem.gangs
-            if g.queue == q.index
-            for c in g.classes
-            if c in enc.class_span
-        ]
-        if not len(capped) or not spans:
+        members = np.flatnonzero(queue_of_pair == q.index)
+        if not len(capped) or not len(members):
             continue
-        members = np.concatenate([np.arange(s, e) for s, e in spans])
-        coeffs = np.array([problem.classes[c].demand for c in enc.pairs.cls[members]])
+        coeffs = demand[enc.pairs.cls[members]]
         room = q.room()
         for r in capped:
             _linear(enc, members.tolist(), coeffs[:, r].tolist(), -INF, int(room[r]))
@@ -266,7 +272,7 @@ def add_opened_nodes(enc: Encoding, by_bin: Mapping[int, IntArray]) -> None:
     Exact for one node (a pod always takes a pod slot, so that resource alone decides);
     for a class of nodes, a relaxation that ignores fragmentation.
     """
-    demand = np.array([cls.demand for cls in enc.problem.classes], dtype=np.int64)
+    demand = _demand_matrix(enc)
     slot = enc.problem.r(PODS)
     for b, opened in enc.opened.items():
         bin_ = enc.bins[b]
@@ -284,29 +290,35 @@ def add_opened_nodes(enc: Encoding, by_bin: Mapping[int, IntArray]) -> None:
             )
 
 
+def _queue_of_pair(enc: Encoding) -> IntArray:
+    shape_queue = np.array([s.queue for s in enc.shapes.shapes], dtype=np.int64)
+    class_shape = np.array([sc.shape for sc in enc.shapes.classes], dtype=np.int64)
+    queues: IntArray = shape_queue[class_shape[enc.pairs.cls]] if len(enc.pairs) else enc.pairs.cls
+    return queues
+
+
 def add_fairness_shortfall(enc: Encoding, coef: Coefficients) -> None:
-    problem = enc.problem
-    queue_of_pair = np.array(
-        [problem.gangs[problem.classes[c].gang].queue for c in enc.pairs.cls], dtype=np.int64
-    )
-    for q in problem.queues:
+    queue_of_pair = _queue_of_pair(enc)
+    share = np.array([sc.pod_share for sc in enc.shapes.classes], dtype=np.int64)
+    for q in enc.problem.queues:
         target = int(coef.deserved[q.index] - coef.held[q.index])
         if target <= 0:
             continue
         members = np.flatnonzero(queue_of_pair == q.index)
         short = _new_var(enc, 0, target, f"short[{q.name}]")
         enc.short[q.index] = short
-        shares = coef.pod_share[enc.pairs.cls[members]]
+        shares = share[enc.pairs.cls[members]] if len(members) else np.zeros(0, np.int64)
         _linear(enc, [short, *members.tolist()], [1, *shares.tolist()], target, INF)
 
 
 def set_objective(enc: Encoding, coef: Coefficients) -> None:
     """Maximise: CP-SAT minimises, so coefficients are negated with scaling factor -1."""
+    price = np.array([sc.pod_price for sc in enc.shapes.classes], dtype=np.int64)
     variables = list(range(len(enc.pairs)))
-    prices = coef.pod[enc.pairs.cls].tolist()
-    for g, var in enc.admitted.items():
+    prices = price[enc.pairs.cls].tolist() if len(enc.pairs) else []
+    for s, var in enc.admitted.items():
         variables.append(var)
-        prices.append(int(coef.admitted[g]))
+        prices.append(enc.shapes.shapes[s].admit_price)
     for var in enc.short.values():
         variables.append(var)
         prices.append(coef.shortfall)
@@ -319,10 +331,11 @@ def set_objective(enc: Encoding, coef: Coefficients) -> None:
     objective.scaling_factor = -1
 
 
-def encode(problem: Problem, bins: Sequence[Bin], coef: Coefficients, pairs: Pairs) -> Encoding:
-    enc = build_variables(problem, bins, pairs)
+def encode(
+    problem: Problem, shapes: Shapes, bins: Sequence[Bin], coef: Coefficients, pairs: Pairs
+) -> Encoding:
+    enc = build_variables(problem, shapes, bins, pairs)
     by_bin = _by_bin(enc)
-    add_class_counts(enc)
     add_gang_all_or_nothing(enc)
     add_capacity(enc, by_bin)
     add_capability(enc)
@@ -333,8 +346,17 @@ def encode(problem: Problem, bins: Sequence[Bin], coef: Coefficients, pairs: Pai
 
 
 def hint(enc: Encoding, placements: Mapping[str, int], coef: Coefficients) -> None:
-    """A complete hint from a decision (pod -> node index): every variable gets a value."""
+    """A complete hint from a decision (pod -> node index): every variable gets a value.
+
+    Pods of gangs that stay below minMember are left out: they would make it infeasible.
+    """
     problem = enc.problem
+    of_pod = problem.class_of_pod()
+    placed = np.zeros(len(problem.gangs), dtype=np.int64)
+    for pod in placements:
+        placed[problem.classes[of_pod[pod]].gang] += 1
+    reached = {g.index for g in problem.gangs if placed[g.index] >= g.need and placed[g.index]}
+    shape_class_of = {m: sc.index for sc in enc.shapes.classes for m in sc.members}
     bin_of_node = {n: b for b, bin_ in enumerate(enc.bins) for n in bin_.nodes}
     index = {
         (int(c), int(b)): p
@@ -342,28 +364,24 @@ def hint(enc: Encoding, placements: Mapping[str, int], coef: Coefficients) -> No
     }
     values = np.zeros(len(enc.model.proto.variables), dtype=np.int64)
     opened: dict[int, set[int]] = {}
-    of_pod = problem.class_of_pod()
     for pod, node in placements.items():
-        p = index.get((of_pod[pod], bin_of_node.get(node, -1)))
+        pod_class = problem.classes[of_pod[pod]]
+        if pod_class.gang not in reached:
+            continue
+        p = index.get((shape_class_of[pod_class.index], bin_of_node.get(node, -1)))
         if p is not None and values[p] < enc.pairs.cap[p]:
             values[p] += 1
             if problem.empty[node]:
                 opened.setdefault(bin_of_node[node], set()).add(node)
-    per_gang = np.zeros(len(problem.gangs), dtype=np.int64)
-    gained = np.zeros(len(problem.queues), dtype=np.int64)
-    for p in range(len(enc.pairs)):
-        cls = problem.classes[int(enc.pairs.cls[p])]
-        per_gang[cls.gang] += values[p]
-    for g, var in enc.admitted.items():
-        reached = per_gang[g] >= problem.gangs[g].need and per_gang[g] > 0
-        values[var] = int(reached)
-        if not reached:  # a partial gang in the hint would make it infeasible: drop it
-            span = enc.gang_span(g)
-            if span:
-                values[span[0] : span[1]] = 0
-    for p in range(len(enc.pairs)):
-        c = int(enc.pairs.cls[p])
-        gained[problem.gangs[problem.classes[c].gang].queue] += coef.pod_share[c] * values[p]
+    for s, var in enc.admitted.items():
+        values[var] = sum(1 for g in enc.shapes.shapes[s].gangs if g in reached)
+    queue_of_pair = _queue_of_pair(enc)
+    share = np.array([sc.pod_share for sc in enc.shapes.classes], dtype=np.int64)
+    gained = np.bincount(
+        queue_of_pair,
+        weights=share[enc.pairs.cls] * values[: len(enc.pairs)],
+        minlength=len(problem.queues),
+    )
     for b, var in enc.opened.items():
         values[var] = len(opened.get(b, ()))
     for q, var in enc.short.items():
@@ -373,20 +391,27 @@ def hint(enc: Encoding, placements: Mapping[str, int], coef: Coefficients) -> No
     proto_hint.values.extend(values.tolist())
 
 
-def solution_counts(enc: Encoding, solution: Sequence[int]) -> dict[tuple[int, int], int]:
-    """(class, bin) -> count in a solver's solution."""
+def decode_counts(enc: Encoding, solution: Sequence[int]) -> dict[int, list[tuple[int, int]]]:
+    """A solution -> per pod class of the admitted gangs, (bin, count) to place."""
     values = np.asarray(solution[: len(enc.pairs)], dtype=np.int64)
-    return {
-        (int(enc.pairs.cls[p]), int(enc.pairs.bin[p])): int(values[p])
-        for p in np.flatnonzero(values)
-    }
+    counts: dict[int, dict[int, int]] = {}
+    for p in np.flatnonzero(values):
+        counts.setdefault(int(enc.pairs.cls[p]), {})[int(enc.pairs.bin[p])] = int(values[p])
+    per_pod_class: dict[int, list[tuple[int, int]]] = {}
+    for shape in enc.shapes.shapes:
+        var = enc.admitted.get(shape.index)
+        admitted = int(solution[var]) if var is not None else shape.size
+        per_pod_class.update(split(enc.shapes, shape, admitted, counts))
+    return per_pod_class
 
 
-def solution_admitted(enc: Encoding, solution: Sequence[int]) -> set[int]:
-    chosen = {g for g, var in enc.admitted.items() if solution[var]}
-    running = {
-        g
-        for g in range(len(enc.problem.gangs))
-        if enc.problem.gangs[g].running and enc.gang_span(g) is not None
-    }
-    return chosen | running
+def decode_admitted(enc: Encoding, solution: Sequence[int]) -> set[int]:
+    """The gangs a solution admits: the oldest ``admitted[shape]`` of each shape."""
+    chosen: set[int] = set()
+    for shape in enc.shapes.shapes:
+        if not any(c in enc.class_span for c in shape.classes):
+            continue
+        var = enc.admitted.get(shape.index)
+        count = int(solution[var]) if var is not None else shape.size
+        chosen.update(shape.gangs[:count])
+    return chosen

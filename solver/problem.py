@@ -69,6 +69,7 @@ class GangInfo:
     bound: int
     classes: list[int] = field(default_factory=list)
     rank: int = 0  # priority rank among gangs with pending pods, 0 = lowest
+    shape: int = 0  # gangs of one shape are interchangeable (see solver.shapes)
 
     @property
     def need(self) -> int:
@@ -323,8 +324,17 @@ def prepare(state: ClusterState) -> Problem:
         gangs.append(info)
 
     ranks = {p: i for i, p in enumerate(sorted({g.priority for g in gangs}))}
+    shape_ids: dict[tuple[object, ...], int] = {}
     for g in gangs:
         g.rank = ranks[g.priority]
+        key = (
+            g.queue,
+            g.rank,
+            g.need,
+            g.running,
+            tuple((classes[c].spec, classes[c].count) for c in g.classes),
+        )
+        g.shape = shape_ids.setdefault(key, len(shape_ids))
 
     queues = _queue_infos(queue_names, queues_by_name, r_index, used, used + pending_demand, totals)
     return Problem(

@@ -61,12 +61,11 @@ def test_gang_schedulers_place_one_whole_gang_in_the_seed_scenario(
 ) -> None:
     s = seed_deadlock()
     d = solve(s, scheduler, config)
-    per_gang = placed_per_gang(s, d)
-    assert sorted(per_gang.values()) == [6]
-    (admitted,) = d.admitted
-    other = ({"a", "b"} - {admitted}).pop()
-    assert d.unschedulable[other].startswith("0/6 pods fit (minMember 6)")
-    assert "Too many pods" in d.unschedulable[other]
+    # First come, first served: job a was created first, and the two are otherwise equal.
+    assert placed_per_gang(s, d) == {"a": 6}
+    assert d.admitted == ("a",)
+    assert d.unschedulable["b"].startswith("0/6 pods fit (minMember 6)")
+    assert "Too many pods" in d.unschedulable["b"]
 
 
 def test_cpsat_proves_the_seed_optimum_and_reports_its_terms() -> None:
@@ -256,6 +255,17 @@ def test_class_model_bound_is_never_below_the_decision() -> None:
     assert d.stages[0].name == "node-classes"
     assert d.bound is not None and d.objective is not None
     assert d.bound >= d.objective
+
+
+def test_identical_gangs_are_admitted_oldest_first_across_a_shape() -> None:
+    pods = [p for name in ("g3", "g1", "g2") for p in pods_of(name, 2, cpu=1)]
+    s = state(
+        nodes=[node("n").cap(cpu=4, memory="8Gi")],
+        pods=pods,
+        gangs=[gang("g3", 2).created(3), gang("g1", 2).created(1), gang("g2", 2).created(2)],
+    )
+    for config in (FAST, CLASSES_ONLY):
+        assert set(solve(s, config=config).admitted) == {"g1", "g2"}
 
 
 def test_same_seed_same_decision() -> None:
