@@ -43,14 +43,6 @@ class ObjectiveWeights(BaseModel):
             "at >= 200 a higher priority gang always goes first"
         ),
     )
-    seniority: int = Field(
-        default=1,
-        ge=0,
-        description=(
-            "per admitted gang, per gang shape its shape is older than: first come, first "
-            "served among otherwise equal gangs (at 1, below any pod's value)"
-        ),
-    )
     packing: int = Field(
         default=5,
         ge=0,

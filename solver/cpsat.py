@@ -166,6 +166,7 @@ class _Search:
     bounds: list[int] = field(default_factory=list)
     proven: bool = False
     admitted: set[int] | None = None  # gangs the node-class stage admitted
+    scores: dict[int, int] = field(default_factory=dict)  # id(candidate) -> objective
 
     def remaining(self) -> float:
         # Decoding and explaining the decision come after the last solve: keep a reserve.
@@ -173,7 +174,11 @@ class _Search:
         return self.config.time_limit_s - reserve - (time.perf_counter() - self.started)
 
     def score(self, placer: Placer) -> int:
-        return sum(evaluate(self.problem, placer.placed, self.config.weights).values())
+        # Candidates are not changed once made: score each once.
+        if id(placer) not in self.scores:
+            terms = evaluate(self.problem, placer.placed, self.config.weights)
+            self.scores[id(placer)] = sum(terms.values())
+        return self.scores[id(placer)]
 
     def best_so_far(self) -> Placer:
         # Solver candidates first: on a tie, max keeps the first.

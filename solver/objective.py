@@ -10,9 +10,6 @@ Terms (quantities in share units, weights from ``ObjectiveWeights``):
   gang that stays below minMember earn nothing: they hold resources and do no work.
 - ``priority``: per newly admitted gang, its priority rank times the value of its
   minMember pods — a higher class outweighs a lower one of similar size.
-- ``seniority``: per newly admitted gang, how many gang shapes its shape is older than
-  (a shape's age is its oldest gang's): first come, first served among otherwise equal
-  gangs. Priced per shape, not per gang, so the shape model stays exact.
 - ``fairness``: minus each queue's shortfall of its dominant resource below deserved.
 - ``packing``: minus the share of nodes opened (empty before, used after).
 - ``gpu_nodes``: minus the share of GPU nodes opened.
@@ -26,9 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from solver.config import SHARE_SCALE, ObjectiveWeights
-from solver.problem import IntArray, Problem, share_units
+from solver.model import ClusterState, Decision
+from solver.problem import IntArray, Problem, prepare, share_units
 
-TERMS = ("value", "priority", "seniority", "fairness", "packing", "gpu_nodes")
+TERMS = ("value", "priority", "fairness", "packing", "gpu_nodes")
 
 
 @dataclass(frozen=True)
@@ -36,8 +34,7 @@ class Coefficients:
     """What one unit of each model quantity adds to the objective, weights applied."""
 
     pod: IntArray  # per pod class, per pod placed
-    admitted: IntArray  # per gang, when it reaches minMember this cycle (priority)
-    seniority: IntArray  # per gang, when it reaches minMember this cycle (age tie-break)
+    admitted: IntArray  # per gang, when it reaches minMember this cycle
     shortfall: int  # per share unit a queue falls short (negative)
     node_opened: int  # per node opened (negative)
     gpu_node_opened: int  # per GPU node opened, on top of node_opened (negative)
@@ -47,22 +44,22 @@ class Coefficients:
 
 
 def coefficients(problem: Problem, w: ObjectiveWeights) -> Coefficients:
+    """Memoised on the problem: every candidate of a cycle is priced the same way."""
+    cached = problem.memo.get(("coefficients", w))
+    if isinstance(cached, Coefficients):
+        return cached
+    coef = _coefficients(problem, w)
+    problem.memo[("coefficients", w)] = coef
+    return coef
+
+
+def _coefficients(problem: Problem, w: ObjectiveWeights) -> Coefficients:
     values = np.array([cls.value for cls in problem.classes], dtype=np.int64)
     admitted = np.zeros(len(problem.gangs), dtype=np.int64)
     for g in problem.gangs:
         if g.rank and not g.running:
             cheapest = min(int(values[c]) for c in g.classes)
             admitted[g.index] = w.priority * g.rank * g.need * cheapest
-    oldest: dict[int, tuple[float, str]] = {}
-    for g in problem.gangs:
-        oldest[g.shape] = min(oldest.get(g.shape, (g.created_s, g.name)), (g.created_s, g.name))
-    younger_shapes = {
-        s: i for i, s in enumerate(sorted(oldest, key=oldest.__getitem__, reverse=True))
-    }
-    seniority = np.array(
-        [0 if g.running else w.seniority * younger_shapes[g.shape] for g in problem.gangs],
-        dtype=np.int64,
-    )
     deserved = np.zeros(len(problem.queues), dtype=np.int64)
     held = np.zeros(len(problem.queues), dtype=np.int64)
     for q in problem.queues:
@@ -84,7 +81,6 @@ def coefficients(problem: Problem, w: ObjectiveWeights) -> Coefficients:
     return Coefficients(
         pod=w.value * values,
         admitted=admitted,
-        seniority=seniority,
         shortfall=-w.fairness,
         node_opened=-w.packing * (SHARE_SCALE // nodes),
         gpu_node_opened=-w.gpu_node_open * (SHARE_SCALE // gpu_nodes),
@@ -120,8 +116,24 @@ def evaluate(
     return {
         "value": int(coef.pod @ counted),
         "priority": int(coef.admitted @ newly.astype(np.int64)),
-        "seniority": int(coef.seniority @ newly.astype(np.int64)),
         "fairness": coef.shortfall * int(shortfall.sum()),
         "packing": coef.node_opened * int(opened.sum()),
         "gpu_nodes": coef.gpu_node_opened * int((opened & problem.gpu_node).sum()),
     }
+
+
+def score(state: ClusterState, decision: Decision, w: ObjectiveWeights) -> dict[str, int]:
+    """The objective, per term, of any decision on a snapshot: what the validator reports.
+
+    Placements naming unknown pods or nodes are not priced (``validate.check`` reports
+    them); a decision from any scheduler is scored exactly as the CP-SAT model prices it.
+    """
+    problem = prepare(state)
+    node_index = {n.name: i for i, n in enumerate(problem.nodes)}
+    of_pod = problem.class_of_pod()
+    placements = {
+        pod: node_index[node]
+        for pod, node in decision.placements.items()
+        if pod in of_pod and node in node_index
+    }
+    return evaluate(problem, placements, w)

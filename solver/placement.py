@@ -75,8 +75,8 @@ class Placer:
     def queue_allows(self, cls: PodClass) -> bool:
         if not self.respect_capability:
             return True
-        room = self.queue_room[self.problem.gangs[cls.gang].queue]
-        return bool((room >= cls.demand).all())
+        room = self.queue_room[self.problem.gangs[cls.gang].queue].tolist()
+        return all(r >= d for r, d in zip(room, cls.demand.tolist(), strict=True))
 
     # -- placing -----------------------------------------------------------------------
     def place(self, cls: PodClass, node: int) -> str:
@@ -113,13 +113,17 @@ class Placer:
         return [self.place(cls, node) for _ in range(count)]
 
     def _node_score(self, cls: PodClass, node: int, policy: Policy) -> float:
-        if not (cls.feasible[node] and (self.free[node] >= cls.demand).all()):
+        """One node's score: plain Python, as numpy's per-call cost dwarfs 3-4 resources."""
+        if not cls.feasible[node]:
             return -np.inf
-        used = cls.demand > 0
-        left = float(
-            ((self.free[node, used] - cls.demand[used]) * self._inv_alloc[node, used]).mean()
-        )
-        return -left if policy is Policy.PACK else left
+        free = self.free[node].tolist()
+        demand = cls.demand.tolist()
+        if any(f < d for f, d in zip(free, demand, strict=True)):
+            return -np.inf
+        inv = self._inv_alloc[node].tolist()
+        left = [(f - d) * i for f, d, i in zip(free, demand, inv, strict=True) if d > 0]
+        score = float(sum(left) / len(left))
+        return -score if policy is Policy.PACK else score
 
     def opened(self) -> BoolArray:
         """Nodes that were empty and now hold a pod."""

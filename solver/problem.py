@@ -119,6 +119,7 @@ class Problem:
     node_key_index: IntArray  # per node: index of its predicate key
     key_nodes: list[Node]  # per predicate key: one node that has it
     _class_of_pod: dict[str, int] = field(default_factory=dict)
+    memo: dict[tuple[object, ...], object] = field(default_factory=dict)  # derived per cycle
 
     def class_of_pod(self) -> dict[str, int]:
         if not self._class_of_pod:

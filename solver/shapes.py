@@ -95,7 +95,7 @@ def group(problem: Problem, coef: Coefficients) -> Shapes:
                 need=first.need,
                 running=first.running,
                 queue=first.queue,
-                admit_price=int(coef.admitted[first.index] + coef.seniority[first.index]),
+                admit_price=int(coef.admitted[first.index]),
             )
         )
     return Shapes(shapes, classes)

@@ -7,7 +7,8 @@ scheduler, and the adapter runs it before binding anything to the cluster.
 
 So that it can catch mistakes in the code it checks, this module reads only
 ``solver.model`` and the node predicates of ``solver.predicates``, plus plain integer
-arithmetic; it never imports ``solver.problem`` or anything built on it.
+arithmetic; it never imports ``solver.problem`` or anything built on it. Scoring a
+decision is ``solver.objective.score``: it must price exactly as the model does.
 
 What counts as a new placement for each check:
 

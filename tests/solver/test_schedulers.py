@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from solver.config import SolverConfig
 from solver.model import ClusterState, Decision, SolveStatus
+from solver.objective import score
 from solver.problem import prepare
 from solver.schedulers import SCHEDULERS, schedule
 from solver.validate import check
@@ -343,3 +344,20 @@ def test_node_class_path_is_valid_and_bounded(s: ClusterState) -> None:
     if d.bound is not None and exact.status is SolveStatus.OPTIMAL:
         assert exact.objective is not None
         assert d.bound >= exact.objective
+
+
+@PROPERTY
+@given(small_clusters())
+def test_score_of_a_decision_is_the_objective_it_reports(s: ClusterState) -> None:
+    for scheduler in SCHEDULERS:
+        d = schedule(s, scheduler, FAST)
+        assert score(s, d, FAST.weights) == d.terms
+
+
+def test_score_prices_a_partial_gang_at_nothing_but_its_cost() -> None:
+    s = seed_deadlock()
+    greedy_terms = score(s, solve(s, "greedy"), FAST.weights)
+    gang_terms = score(s, solve(s, "gang-greedy"), FAST.weights)
+    assert greedy_terms["value"] == 0  # six pods placed, no gang complete
+    assert gang_terms["value"] > 0
+    assert sum(gang_terms.values()) > sum(greedy_terms.values())
