@@ -216,7 +216,11 @@ def solve(
     time_limit: TimeLimitOption = None,
     seed: Annotated[int | None, typer.Option(help="CP-SAT random seed.", show_default="0")] = None,
     workers: Annotated[
-        int | None, typer.Option(help="CP-SAT workers; 0 = all cores.", show_default="0")
+        int | None,
+        typer.Option(
+            help="CP-SAT workers; 0 = all cores.",
+            show_default=str(SolverConfig.model_fields["num_workers"].default),
+        ),
     ] = None,
 ) -> None:
     """Schedule one snapshot and print the Decision as JSON."""

@@ -243,7 +243,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--seed", type=int, default=0, help="instance seed and CP-SAT seed (default 0)"
     )
     parser.add_argument(
-        "--workers", type=int, default=0, help="CP-SAT workers, 0 = all cores (default 0)"
+        "--workers",
+        type=int,
+        default=SolverConfig().num_workers,
+        help=f"CP-SAT workers, 0 = all cores (default {SolverConfig().num_workers})",
     )
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
     return parser.parse_args(argv)

@@ -72,6 +72,7 @@ def _run(enc: Encoding, name: str, time_limit_s: float, config: SolverConfig) ->
     # Measured on the benchmark instances: symmetry detection and probing took seconds
     # of presolve on models that must be solved in one; the search does better without.
     params.symmetry_level = 0
+    params.linearization_level = config.linearization_level
     params.cp_model_probing_level = 0
     if config.deterministic:
         params.interleave_search = True
