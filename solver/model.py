@@ -243,12 +243,6 @@ class ClusterState(_Frozen):
                 raise ValueError(f"{kind}: duplicate name(s) {', '.join(dupes)}")
         return self
 
-    def node(self, name: str) -> Node | None:
-        return self._nodes_by_name().get(name)
-
-    def _nodes_by_name(self) -> dict[str, Node]:
-        return {n.name: n for n in self.nodes}
-
     def pending_pods(self) -> list[Pod]:
         return [p for p in self.pods if p.node_name is None]
 

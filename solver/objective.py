@@ -26,8 +26,6 @@ from solver.config import SHARE_SCALE, ObjectiveWeights
 from solver.model import ClusterState, Decision
 from solver.problem import IntArray, Problem, prepare, share_units
 
-TERMS = ("value", "priority", "fairness", "packing", "gpu_nodes")
-
 
 @dataclass(frozen=True)
 class Coefficients:

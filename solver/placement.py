@@ -125,11 +125,6 @@ class Placer:
         score = float(sum(left) / len(left))
         return -score if policy is Policy.PACK else score
 
-    def opened(self) -> BoolArray:
-        """Nodes that were empty and now hold a pod."""
-        opened: BoolArray = self.problem.empty & (self.new_on > 0)
-        return opened
-
     def unplace(self, pods: list[str]) -> None:
         """Roll back the last pods placed, newest first."""
         by_name = self._class_of_pod()
