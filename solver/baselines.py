@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -22,15 +22,33 @@ from solver.placement import Placer, Policy
 from solver.problem import GangInfo, Problem, prepare, share_units
 
 
-def greedy(state: ClusterState, config: SolverConfig | None = None) -> Decision:
+def _baseline(
+    state: ClusterState,
+    config: SolverConfig | None,
+    scheduler: str,
+    place: Callable[[Problem, Placer], None],
+    respect_capability: bool = True,
+) -> Decision:
     started = time.perf_counter()
-    config = config or SolverConfig()
     problem = prepare(state)
-    placer = Placer(problem, respect_capability=False)
+    placer = Placer(problem, respect_capability=respect_capability)
+    place(problem, placer)
+    return decision_from_placements(
+        problem,
+        placer,
+        config or SolverConfig(),
+        scheduler=scheduler,
+        status=SolveStatus.GREEDY,
+        wall_s=time.perf_counter() - started,
+    )
+
+
+def place_pod_by_pod(problem: Problem, placer: Placer) -> None:
+    """Every pending pod by priority then age, each on its LeastAllocated node."""
     of_pod = problem.class_of_pod()
     order = sorted(
         (-pod.priority, pod.created_s, pod.name, of_pod[pod.name])
-        for pod in state.pending_pods()
+        for pod in problem.state.pending_pods()
         if pod.name in of_pod
     )
     for _, _, _, c in order:
@@ -38,14 +56,6 @@ def greedy(state: ClusterState, config: SolverConfig | None = None) -> Decision:
         node = placer.best_node(cls, Policy.SPREAD)
         if node is not None:
             placer.place(cls, node)
-    return decision_from_placements(
-        problem,
-        placer,
-        config,
-        scheduler="greedy",
-        status=SolveStatus.GREEDY,
-        wall_s=time.perf_counter() - started,
-    )
 
 
 def gang_order_key(gang: GangInfo) -> tuple[int, float, str]:
@@ -67,31 +77,28 @@ def allocate_gangs(
     held = np.array([q.used for q in problem.queues], dtype=np.int64).reshape(
         len(problem.queues), len(problem.resources)
     )
-    while pending:
-        # Weighted dominant share, recomputed as gangs land: the most underserved queue next.
-        def share(q: int) -> tuple[float, str]:
-            dominant = float(share_units(held[q], problem.totals).max(initial=0))
-            return dominant / problem.queues[q].weight, problem.queues[q].name
 
-        queue = min(pending, key=share)
+    def weighted_share(q: int) -> float:
+        dominant = float(share_units(held[q], problem.totals).max(initial=0))
+        return dominant / problem.queues[q].weight
+
+    # Recomputed only for the queue that just got pods: the most underserved queue next.
+    share = {q: weighted_share(q) for q in pending}
+    while pending:
+        queue = min(pending, key=lambda q: (share[q], problem.queues[q].name))
         gang = pending[queue].pop(0)
         if not pending[queue]:
             del pending[queue]
-        for pod in placer.try_gang(gang, policy) or ():
-            held[queue] += problem.classes[problem.class_of_pod()[pod]].demand
+        placed = placer.try_gang(gang, policy)
+        if placed:
+            for pod in placed:
+                held[queue] += problem.classes[problem.class_of_pod()[pod]].demand
+            share[queue] = weighted_share(queue)
+
+
+def greedy(state: ClusterState, config: SolverConfig | None = None) -> Decision:
+    return _baseline(state, config, "greedy", place_pod_by_pod, respect_capability=False)
 
 
 def gang_greedy(state: ClusterState, config: SolverConfig | None = None) -> Decision:
-    started = time.perf_counter()
-    config = config or SolverConfig()
-    problem = prepare(state)
-    placer = Placer(problem)
-    allocate_gangs(problem, placer)
-    return decision_from_placements(
-        problem,
-        placer,
-        config,
-        scheduler="gang-greedy",
-        status=SolveStatus.GREEDY,
-        wall_s=time.perf_counter() - started,
-    )
+    return _baseline(state, config, "gang-greedy", allocate_gangs)

@@ -116,7 +116,7 @@ def _disaggregate(
     """Place the admitted gangs on real nodes, each class where the aggregate put it.
 
     Hardest gangs first (priority, then size); a gang that no longer fits its node
-    classes is tried anywhere, then rolled back. What room is left goes to gang-greedy.
+    classes is tried anywhere, then rolled back. What room is left is topped up.
     """
     placer = Placer(problem)
     in_bin = {}
@@ -138,19 +138,16 @@ def _disaggregate(
         if len(placed) < gang.need:
             placer.unplace(placed)
             placer.try_gang(gang, Policy.PACK, extras=False)
-    rest = [gang for gang in problem.schedulable_gangs() if gang.index not in admitted]
-    allocate_gangs(problem, placer, rest, Policy.PACK)
-    return placer
+    return _topped_up(problem, placer)
 
 
 def _topped_up(problem: Problem, placer: Placer) -> Placer:
-    """The solution plus any gang gang-greedy can still fit (for restricted models)."""
-    filled = placer.copy()
+    """Fill what room is left with the gangs that have no pod placed yet (gang-greedy)."""
     of_pod = problem.class_of_pod()
     placed_gangs = {problem.classes[of_pod[pod]].gang for pod in placer.placed}
     rest = [g for g in problem.schedulable_gangs() if g.index not in placed_gangs]
-    allocate_gangs(problem, filled, rest, Policy.PACK)
-    return filled
+    allocate_gangs(problem, placer, rest, Policy.PACK)
+    return placer
 
 
 @dataclass

@@ -21,11 +21,7 @@ def admitted_gangs(problem: Problem, placements: Mapping[str, int]) -> list[str]
     placed = [0] * len(problem.gangs)
     for pod in placements:
         placed[problem.classes[of_pod[pod]].gang] += 1
-    return [
-        g.name
-        for g in problem.gangs
-        if g.bound + placed[g.index] >= g.min_member and (placed[g.index] > 0 or g.running)
-    ]
+    return [g.name for g in problem.gangs if g.reaches(placed[g.index])]
 
 
 def relative_gap(objective: int, bound: int | None) -> float | None:

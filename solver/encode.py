@@ -32,7 +32,7 @@ from ortools.sat.python import cp_model
 from solver.model import PODS
 from solver.objective import Coefficients
 from solver.problem import IntArray, Problem
-from solver.shapes import ShapeClass, Shapes, split
+from solver.shapes import Shape, ShapeClass, Shapes, split
 
 INF = np.iinfo(np.int64).max
 
@@ -355,7 +355,7 @@ def hint(enc: Encoding, placements: Mapping[str, int], coef: Coefficients) -> No
     placed = np.zeros(len(problem.gangs), dtype=np.int64)
     for pod in placements:
         placed[problem.classes[of_pod[pod]].gang] += 1
-    reached = {g.index for g in problem.gangs if placed[g.index] >= g.need and placed[g.index]}
+    reached = {g.index for g in problem.gangs if g.reaches(int(placed[g.index]))}
     shape_class_of = {m: sc.index for sc in enc.shapes.classes for m in sc.members}
     bin_of_node = {n: b for b, bin_ in enumerate(enc.bins) for n in bin_.nodes}
     index = {
@@ -391,6 +391,12 @@ def hint(enc: Encoding, placements: Mapping[str, int], coef: Coefficients) -> No
     proto_hint.values.extend(values.tolist())
 
 
+def _admitted_count(enc: Encoding, shape: Shape, solution: Sequence[int]) -> int:
+    """How many of the shape's gangs the solution admits (all of them, if running)."""
+    var = enc.admitted.get(shape.index)
+    return int(solution[var]) if var is not None else shape.size
+
+
 def decode_counts(enc: Encoding, solution: Sequence[int]) -> dict[int, list[tuple[int, int]]]:
     """A solution -> per pod class of the admitted gangs, (bin, count) to place."""
     values = np.asarray(solution[: len(enc.pairs)], dtype=np.int64)
@@ -399,8 +405,7 @@ def decode_counts(enc: Encoding, solution: Sequence[int]) -> dict[int, list[tupl
         counts.setdefault(int(enc.pairs.cls[p]), {})[int(enc.pairs.bin[p])] = int(values[p])
     per_pod_class: dict[int, list[tuple[int, int]]] = {}
     for shape in enc.shapes.shapes:
-        var = enc.admitted.get(shape.index)
-        admitted = int(solution[var]) if var is not None else shape.size
+        admitted = _admitted_count(enc, shape, solution)
         per_pod_class.update(split(enc.shapes, shape, admitted, counts))
     return per_pod_class
 
@@ -411,7 +416,5 @@ def decode_admitted(enc: Encoding, solution: Sequence[int]) -> set[int]:
     for shape in enc.shapes.shapes:
         if not any(c in enc.class_span for c in shape.classes):
             continue
-        var = enc.admitted.get(shape.index)
-        count = int(solution[var]) if var is not None else shape.size
-        chosen.update(shape.gangs[:count])
+        chosen.update(shape.gangs[: _admitted_count(enc, shape, solution)])
     return chosen

@@ -65,13 +65,9 @@ def _coefficients(problem: Problem, w: ObjectiveWeights) -> Coefficients:
             dom = slice(q.dominant, q.dominant + 1)
             deserved[q.index] = share_units(q.deserved[dom], problem.totals[dom])[0]
             held[q.index] = share_units(q.used[dom], problem.totals[dom])[0]
+    dominant = [problem.queues[problem.gangs[cls.gang].queue].dominant for cls in problem.classes]
     pod_share = np.array(
-        [
-            cls.share[problem.queues[problem.gangs[cls.gang].queue].dominant]
-            if problem.queues[problem.gangs[cls.gang].queue].dominant >= 0
-            else 0
-            for cls in problem.classes
-        ],
+        [cls.share[d] if d >= 0 else 0 for cls, d in zip(problem.classes, dominant, strict=True)],
         dtype=np.int64,
     )
     nodes = max(1, problem.schedulable_node_count())

@@ -30,7 +30,6 @@ class Placer:
     def __init__(self, problem: Problem, respect_capability: bool = True) -> None:
         self.problem = problem
         self.free: IntArray = problem.free.copy()
-        self.new_on: IntArray = np.zeros(len(problem.nodes), dtype=np.int64)
         self.respect_capability = respect_capability
         self.queue_room: list[IntArray] = [q.room() for q in problem.queues]
         self.placed: dict[str, int] = {}  # pod -> node index
@@ -83,7 +82,6 @@ class Placer:
         pod = cls.pods[self.next_pod[cls.index]]
         self.next_pod[cls.index] += 1
         self.free[node] -= cls.demand
-        self.new_on[node] += 1
         self.queue_room[self.problem.gangs[cls.gang].queue] -= cls.demand
         self.placed[pod] = node
         self._rescore(node)
@@ -127,18 +125,14 @@ class Placer:
 
     def unplace(self, pods: list[str]) -> None:
         """Roll back the last pods placed, newest first."""
-        by_name = self._class_of_pod()
+        by_name = self.problem.class_of_pod()
         for pod in reversed(pods):
             cls = self.problem.classes[by_name[pod]]
             node = self.placed.pop(pod)
             self.free[node] += cls.demand
             self.queue_room[self.problem.gangs[cls.gang].queue] += cls.demand
             self.next_pod[cls.index] -= 1
-            self.new_on[node] -= 1
             self._rescore(node)
-
-    def _class_of_pod(self) -> dict[str, int]:
-        return self.problem.class_of_pod()
 
     def try_gang(
         self, gang: GangInfo, policy: Policy = Policy.SPREAD, extras: bool = True
@@ -230,7 +224,6 @@ class Placer:
         clone = Placer.__new__(Placer)
         clone.problem = self.problem
         clone.free = self.free.copy()
-        clone.new_on = self.new_on.copy()
         clone.respect_capability = self.respect_capability
         clone.queue_room = [r.copy() for r in self.queue_room]
         clone.placed = dict(self.placed)

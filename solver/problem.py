@@ -76,6 +76,13 @@ class GangInfo:
         """Pods that must be placed this cycle for the gang to reach minMember."""
         return max(0, self.min_member - self.bound)
 
+    def reaches(self, placed: int) -> bool:
+        """With ``placed`` more pods, does the gang hold at least minMember (and run)?
+
+        A gang already running holds them; any other needs pods placed this cycle.
+        """
+        return self.running or (placed > 0 and placed >= self.need)
+
     @property
     def running(self) -> bool:
         """Already at minMember: its pending pods are elastic extras."""

@@ -106,28 +106,28 @@ def split(
 ) -> dict[int, list[tuple[int, int]]]:
     """Counts of a shape's classes per bin -> per pod class of its gangs, (bin, count).
 
-    ``counts[shape class][bin]``. The first ``admitted`` gangs (all, if running) take the
-    pods, dealt round-robin across the gangs and continuing across classes, so gang
-    totals differ by at most one: each reaches need when the shape's total does.
+    ``counts[shape class][bin]``. The first ``admitted`` gangs take the pods, dealt
+    round-robin across the gangs and continuing across classes, so gang totals differ by
+    at most one: each reaches need when the shape's total does.
     """
-    gangs = shape.size if shape.running else admitted
     result: dict[int, list[tuple[int, int]]] = {}
-    if gangs <= 0:
+    if admitted <= 0:
         return result
-    turn = 0
+    turn = 0  # the gang the next pod is dealt to
     for sc_index in shape.classes:
         sc = shapes.classes[sc_index]
         by_bin = counts.get(sc_index, {})
         total = sum(by_bin.values())
-        quota = np.zeros(gangs, dtype=np.int64)
-        for _ in range(total):  # totals are per-shape pod counts: small
-            quota[turn % gangs] += 1
-            turn += 1
+        # Dealing ``total`` pods from gang ``turn`` on: every gang gets total // admitted,
+        # and the total % admitted gangs dealt to first get one more.
+        offset = (np.arange(admitted) - turn) % admitted
+        quota = total // admitted + (offset < total % admitted)
+        turn = (turn + total) % admitted
         # Walk the bins, filling each gang's quota in order.
         bins = [(b, n) for b, n in sorted(by_bin.items()) if n > 0]
         bin_i = 0
         left_in_bin = bins[0][1] if bins else 0
-        for i in range(gangs):
+        for i in range(admitted):
             want = int(quota[i])
             member = sc.members[i]
             while want > 0:
