@@ -1,0 +1,44 @@
+"""Kubernetes quantities ("500m", "1Gi", 8) as the integers ``solver.model.Resources`` holds.
+
+Scenario files and (later) Kubernetes objects write quantities the way users do; the
+solver counts ``cpu`` in millicores and everything else in whole units (bytes for
+memory). Rounding is up, as the kubelet rounds a request: a pod never gets less than
+it asked for.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
+
+from kubernetes.utils import parse_quantity
+
+from solver.model import CPU, Resources
+
+Quantity = str | int | float
+
+
+class QuantityError(ValueError):
+    """A quantity that cannot be a resource amount (unparseable, negative, not finite)."""
+
+
+def parse(name: str, value: Quantity) -> int:
+    """One resource amount in the solver's unit for ``name``."""
+    if isinstance(value, bool):
+        raise QuantityError(f"{name}: {value!r} is not a quantity")
+    try:
+        amount = Decimal(str(value)) if isinstance(value, int | float) else parse_quantity(value)  # type: ignore[no-untyped-call]
+    except (ValueError, TypeError, InvalidOperation):
+        raise QuantityError(f"{name}: {value!r} is not a Kubernetes quantity") from None
+    if not amount.is_finite():
+        raise QuantityError(f"{name}: {value!r} is not finite")
+    if amount < 0:
+        raise QuantityError(f"{name}: {value!r} is negative")
+    if name == CPU:
+        amount *= 1000
+    return math.ceil(amount)
+
+
+def resources(values: Mapping[str, Quantity]) -> Resources:
+    return Resources({name: parse(name, value) for name, value in values.items()})

@@ -1,0 +1,1 @@
+"""The simulator: scenarios, real traces, and their replay against gangsat schedulers."""

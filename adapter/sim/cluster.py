@@ -1,0 +1,268 @@
+"""The simulated cluster: a seeded, discrete-event stand-in for a Kubernetes cluster.
+
+It implements ``adapter.cluster.Cluster``, so the scheduling loop cannot tell it from
+the real thing. Virtual time moves only when the runner steps it. Jobs arrive at their
+submit time as a gang of pending pods. A job makes progress only while at least
+``min_member`` of its pods are running (bound, and past the bind latency): its pods wait
+for each other, so a partly bound gang holds resources and does nothing — the seed
+talk's deadlock. A job finishes after ``duration_s`` of progress and frees its pods.
+
+Like a kubelet, a bind that would overcommit a node is refused, so the simulator never
+runs a node above capacity whatever a scheduler decides.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from adapter.cluster import ClusterError, GangStatus
+from adapter.sim.scenario import Job, Workload
+from solver.model import ClusterState, Gang, Node, Pod
+
+ARRIVE, READY, FINISH = "arrive", "ready", "finish"
+
+
+@dataclass
+class JobState:
+    job: Job
+    arrived: bool = False
+    started_s: float | None = None  # first time it ran
+    finished_s: float | None = None
+    running_since: float | None = None
+    remaining_s: float = 0.0
+    token: int = 0  # invalidates a scheduled finish when the job pauses
+
+    @property
+    def running(self) -> bool:
+        return self.running_since is not None
+
+    @property
+    def waiting(self) -> bool:
+        """Arrived, not finished, not running: it wants resources."""
+        return self.arrived and self.finished_s is None and self.running_since is None
+
+
+@dataclass(frozen=True)
+class SimEvent:
+    """Something a user would see happen, for the run log."""
+
+    t: float
+    kind: str  # arrived, started, paused, finished, evicted
+    job: str
+    detail: str = ""
+
+
+@dataclass
+class SimulatedCluster:
+    workload: Workload
+    now: float = 0.0
+    version: int = 0  # bumps on every change a scheduler could react to
+    last_progress_s: float = 0.0  # last job start or finish
+    events_log: list[SimEvent] = field(default_factory=list)
+    statuses: dict[str, GangStatus] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        settings = self.workload.scenario.settings
+        self.bind_latency_s = settings.bind_latency_s
+        self.bind_failure_rate = settings.bind_failure_rate
+        self._rng = random.Random(settings.seed)
+        self.nodes: dict[str, Node] = {n.name: n for n in self.workload.nodes}
+        self.free: dict[str, dict[str, int]] = {
+            n.name: dict(n.allocatable.items()) for n in self.workload.nodes
+        }
+        self.jobs: dict[str, JobState] = {
+            j.name: JobState(j, remaining_s=j.duration_s) for j in self.workload.jobs
+        }
+        self._gangs: dict[str, Gang] = {j.name: j.gang() for j in self.workload.jobs}
+        self.pods: dict[str, Pod] = {}  # pods of arrived, unfinished jobs
+        self.job_of: dict[str, str] = {}
+        self.bound_at: dict[str, float] = {}
+        self._queue: list[tuple[float, int, str, str, int]] = []
+        self._seq = 0
+        for job in self.workload.jobs:
+            for t in sorted({job.submit_s} | {p.created_s for p in job.pods}):
+                self._push(t, ARRIVE, job.name)
+
+    # --- the Cluster protocol -------------------------------------------------------------
+
+    def snapshot(self) -> ClusterState:
+        active = [js.job.name for js in self.jobs.values() if js.arrived and js.finished_s is None]
+        return ClusterState(
+            nodes=self.workload.nodes,
+            pods=tuple(self.pods.values()),
+            gangs=tuple(self._gangs[name] for name in active),
+            queues=self.workload.queues,
+        )
+
+    def bind(self, pod: str, node: str) -> None:
+        current = self.pods.get(pod)
+        if current is None:
+            raise ClusterError("NotFound", f"pod {pod} does not exist")
+        if current.node_name is not None:
+            raise ClusterError("Conflict", f"pod {pod} is already bound to {current.node_name}")
+        if node not in self.nodes:
+            raise ClusterError("NotFound", f"node {node} does not exist")
+        if self.bind_failure_rate and self._rng.random() < self.bind_failure_rate:
+            self.version += 1  # a refused bind is worth retrying next cycle
+            raise ClusterError("Conflict", f"binding {pod} to {node}: injected fault")
+        demand = current.demand()
+        free = self.free[node]
+        short = sorted(r for r, q in demand.items() if free.get(r, 0) < q)
+        if short:
+            raise ClusterError("OutOfResources", f"node {node} lacks {', '.join(short)} for {pod}")
+        for r, q in demand.items():
+            free[r] -= q
+        self.pods[pod] = current.model_copy(update={"node_name": node})
+        self.bound_at[pod] = self.now
+        self.version += 1
+        job = self.job_of[pod]
+        if self.bind_latency_s:
+            self._push(self.now + self.bind_latency_s, READY, job)
+        else:
+            self._update(self.jobs[job])
+
+    def evict(self, pod: str, reason: str) -> None:
+        current = self.pods.get(pod)
+        if current is None or current.node_name is None:
+            raise ClusterError("NotFound", f"pod {pod} is not bound")
+        self._unbind(current)
+        self.version += 1
+        js = self.jobs[self.job_of[pod]]
+        self.events_log.append(SimEvent(self.now, "evicted", js.job.name, f"{pod}: {reason}"))
+        self._update(js)
+
+    def report(self, statuses: Sequence[GangStatus]) -> None:
+        self.statuses.update({s.gang: s for s in statuses})
+
+    # --- virtual time ---------------------------------------------------------------------
+
+    def next_event_time(self) -> float | None:
+        return self._queue[0][0] if self._queue else None
+
+    def step(self) -> None:
+        """Process the next event, moving the clock to it."""
+        t, _, kind, name, token = heapq.heappop(self._queue)
+        self.now = max(self.now, t)
+        js = self.jobs[name]
+        if kind == ARRIVE:
+            if not js.arrived:
+                self.events_log.append(SimEvent(t, "arrived", name, self._job_shape(js.job)))
+            js.arrived = True
+            for pod in js.job.pods:
+                if pod.created_s <= t and pod.name not in self.job_of:
+                    self.pods[pod.name] = pod
+                    self.job_of[pod.name] = name
+            self.version += 1
+        elif kind == READY:
+            self._update(js)
+        elif kind == FINISH and token == js.token and js.running:
+            js.finished_s = t
+            js.running_since = None
+            js.remaining_s = 0.0
+            for pod in js.job.pods:
+                current = self.pods.pop(pod.name, None)
+                if current is not None and current.node_name is not None:
+                    self._unbind(current)
+                    self.pods.pop(pod.name)
+                self.job_of.pop(pod.name, None)
+            self._gangs.pop(name, None)
+            self.version += 1
+            self.last_progress_s = t
+            self.events_log.append(
+                SimEvent(t, "finished", name, f"after {t - js.job.submit_s:.0f} s in the system")
+            )
+
+    def advance(self, t: float) -> None:
+        """Move the clock to ``t``, which must not pass a pending event."""
+        nxt = self.next_event_time()
+        if nxt is not None and nxt < t:
+            raise ValueError(f"advance to {t} would skip an event at {nxt}")
+        self.now = max(self.now, t)
+
+    # --- what the runner measures ---------------------------------------------------------
+
+    def done(self) -> bool:
+        return all(js.finished_s is not None for js in self.jobs.values())
+
+    def has_waiting(self) -> bool:
+        return any(js.waiting for js in self.jobs.values())
+
+    def any_running(self) -> bool:
+        return any(js.running for js in self.jobs.values())
+
+    def bound_count(self, job: str) -> int:
+        return sum(
+            1
+            for p in self.jobs[job].job.pods
+            if (cur := self.pods.get(p.name)) is not None and cur.node_name is not None
+        )
+
+    def partial_jobs(self) -> list[str]:
+        """Jobs holding pods but not running: resources held, no progress."""
+        return [name for name, js in self.jobs.items() if js.waiting and self.bound_count(name) > 0]
+
+    def allocated(self) -> dict[str, int]:
+        total: dict[str, int] = defaultdict(int)
+        for n in self.workload.nodes:
+            for r, q in n.allocatable.items():
+                total[r] += q - self.free[n.name].get(r, 0)
+        return total
+
+    # --- internals ------------------------------------------------------------------------
+
+    def _push(self, t: float, kind: str, job: str, token: int = 0) -> None:
+        self._seq += 1
+        heapq.heappush(self._queue, (t, self._seq, kind, job, token))
+
+    def _unbind(self, pod: Pod) -> None:
+        assert pod.node_name is not None
+        free = self.free[pod.node_name]
+        for r, q in pod.demand().items():
+            free[r] += q
+        self.pods[pod.name] = pod.model_copy(update={"node_name": None})
+        self.bound_at.pop(pod.name, None)
+
+    def _running_pods(self, js: JobState) -> int:
+        # The epsilon absorbs float error between a READY event's time and bind + latency.
+        ready_by = self.now - self.bind_latency_s + 1e-9
+        return sum(
+            1
+            for p in js.job.pods
+            if (at := self.bound_at.get(p.name)) is not None and at <= ready_by
+        )
+
+    def _update(self, js: JobState) -> None:
+        """Start or pause a job as its running pod count crosses ``min_member``."""
+        if js.finished_s is not None:
+            return
+        enough = self._running_pods(js) >= js.job.min_member
+        if enough and not js.running:
+            js.running_since = self.now
+            if js.started_s is None:
+                js.started_s = self.now
+            js.token += 1
+            self._push(self.now + js.remaining_s, FINISH, js.job.name, js.token)
+            self.last_progress_s = self.now
+            self.events_log.append(
+                SimEvent(
+                    self.now, "started", js.job.name, f"waited {self.now - js.job.submit_s:.0f} s"
+                )
+            )
+        elif not enough and js.running:
+            assert js.running_since is not None
+            js.remaining_s -= self.now - js.running_since
+            js.running_since = None
+            js.token += 1
+            self.events_log.append(
+                SimEvent(self.now, "paused", js.job.name, "fewer than minMember pods running")
+            )
+
+    @staticmethod
+    def _job_shape(job: Job) -> str:
+        req = job.pods[0].requests.nonzero() if job.pods else {}
+        shown = ", ".join(f"{r} {q}" for r, q in sorted(req.items()))
+        return f"{len(job.pods)} pods ({shown}), minMember {job.min_member}, queue {job.queue}"

@@ -1,0 +1,218 @@
+"""A simulator run's figures: utilisation, job times, partial gangs, deadlocks, fairness,
+cycle latency and solver gap — what gangsat's claims are measured by.
+
+Samples are piecewise constant: each holds from its time to the next sample's, and the
+last to the end of the run. Time averages are integrals over that step function.
+
+Fairness is judged on one resource (GPUs if the cluster has any, else CPU) while a queue
+is *backlogged* (has waiting pods): its deserved amount is the weighted water-filling of
+the cluster among all queues, each capped by what it holds plus what it waits for
+(``solver.fairness.deserved``, as kube-batch's proportion plugin). When every queue is
+backlogged and asks for more than its weight's share, that is exactly
+``weight / sum(weights)`` of the cluster. A queue's share error is the time average,
+over its backlogged time, of (held - deserved) / cluster total; ``max_share_error`` is the
+largest absolute one. Jain's index is taken over queues of held / deserved (time
+integrals while backlogged): 1.0 is perfectly proportional.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from itertools import pairwise
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from adapter.sim.run import Sample, SimRun
+from solver.fairness import water_fill
+
+
+class QueueFairness(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    weight: int
+    weight_share: float  # weight / sum(weights)
+    backlogged_s: float
+    share: float  # mean held / cluster total while backlogged
+    deserved: float  # mean deserved / cluster total while backlogged
+    error: float  # share - deserved
+
+
+class RunSummary(BaseModel):
+    """One run's figures, as JSON-ready numbers."""
+
+    model_config = ConfigDict(frozen=True)
+
+    scenario: str
+    scheduler: str
+    stopped: str
+    nodes: int
+    jobs: int
+    finished_jobs: int
+    end_s: float
+    makespan_s: float | None  # first submit to last finish, when every job finished
+    utilisation: dict[str, float]  # allocated / capacity, time average over the run
+    busy_utilisation: dict[str, float]  # held by running jobs only
+    jct_mean_s: float | None
+    jct_p95_s: float | None
+    queueing_delay_mean_s: float | None
+    queueing_delay_p95_s: float | None
+    partial_gangs: int  # distinct gangs ever seen partly bound
+    partial_resource_s: dict[str, float]  # resource-seconds held by partial gangs
+    deadlocks: int
+    deadlock_at_s: list[float]
+    fair_resource: str
+    backlogged_s: float  # time some queue was backlogged
+    all_backlogged_s: float  # time every queue was
+    max_share_error: float | None
+    jain_index: float | None
+    queues: dict[str, QueueFairness]
+    cycles: int
+    cycle_p50_s: float | None
+    cycle_p99_s: float | None
+    decide_p50_s: float | None
+    gap_mean: float | None
+    gap_max: float | None
+    binds: int
+    failed_binds: int
+    rolled_back_gangs: int
+    rejected_gangs: int
+    wall_s: float
+
+
+def _pct(values: Sequence[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def durations(samples: Sequence[Sample], end_s: float) -> list[float]:
+    """How long each sample held."""
+    times = [s.t for s in samples] + [end_s]
+    return [max(0.0, b - a) for a, b in pairwise(times)]
+
+
+def deserved_at(sample: Sample, total: int, weights: dict[str, int]) -> dict[str, float]:
+    names = list(weights)
+    caps: list[int | None] = [
+        sample.queue_allocated.get(q, 0) + sample.queue_pending.get(q, 0) for q in names
+    ]
+    shares = water_fill(total, [weights[q] for q in names], caps)
+    return {q: float(s) for q, s in zip(names, shares, strict=True)}
+
+
+def fairness(run: SimRun) -> tuple[dict[str, QueueFairness], float, float]:
+    """Per-queue fairness, time some queue was backlogged, time all were."""
+    weights = {q.name: q.weight for q in run.workload.queues}
+    total = run.capacity.get(run.fair_resource, 0)
+    weight_sum = sum(weights.values())
+    backlog_s: dict[str, float] = defaultdict(float)
+    held_s: dict[str, float] = defaultdict(float)
+    deserved_s: dict[str, float] = defaultdict(float)
+    any_s = all_s = 0.0
+    for sample, dt in zip(run.samples, durations(run.samples, run.end_s), strict=True):
+        backlogged = sample.backlogged()
+        if not backlogged or dt <= 0 or total <= 0:
+            continue
+        any_s += dt
+        if backlogged >= set(weights):
+            all_s += dt
+        deserved = deserved_at(sample, total, weights)
+        for q in backlogged:
+            backlog_s[q] += dt
+            held_s[q] += sample.queue_allocated.get(q, 0) * dt
+            deserved_s[q] += deserved[q] * dt
+    queues = {}
+    for q, w in weights.items():
+        span = backlog_s[q]
+        share = held_s[q] / (span * total) if span and total else 0.0
+        fair = deserved_s[q] / (span * total) if span and total else 0.0
+        queues[q] = QueueFairness(
+            weight=w,
+            weight_share=w / weight_sum if weight_sum else 0.0,
+            backlogged_s=span,
+            share=share,
+            deserved=fair,
+            error=share - fair,
+        )
+    return queues, any_s, all_s
+
+
+def jain(values: Sequence[float]) -> float | None:
+    if not values or not any(values):
+        return None
+    arr = np.asarray(values, dtype=float)
+    return float(arr.sum() ** 2 / (len(arr) * (arr**2).sum()))
+
+
+def summarise(run: SimRun) -> RunSummary:
+    spans = durations(run.samples, run.end_s)
+    horizon = sum(spans)
+    resources = [r for r, cap in sorted(run.capacity.items()) if cap > 0 and r != "pods"]
+
+    def average(attr: str) -> dict[str, float]:
+        out = {}
+        for r in resources:
+            area = sum(
+                getattr(s, attr).get(r, 0) * dt for s, dt in zip(run.samples, spans, strict=True)
+            )
+            out[r] = area / (run.capacity[r] * horizon) if horizon else 0.0
+        return out
+
+    partial_area = {
+        r: sum(s.partial.get(r, 0) * dt for s, dt in zip(run.samples, spans, strict=True))
+        for r in resources
+    }
+    finished = [j for j in run.jobs if j.finished_s is not None]
+    started = [j for j in run.jobs if j.started_s is not None]
+    jct = [j.finished_s - j.submit_s for j in finished if j.finished_s is not None]
+    delay = [j.started_s - j.submit_s for j in started if j.started_s is not None]
+    makespan = None
+    if run.jobs and len(finished) == len(run.jobs):
+        makespan = max(j.finished_s or 0.0 for j in finished) - min(j.submit_s for j in run.jobs)
+    partial_names = {g for s in run.samples for g in s.partial_gangs}
+    queues, any_s, all_s = fairness(run)
+    judged = [q for q in queues.values() if q.backlogged_s > 0]
+    ratios = [q.share / q.deserved for q in judged if q.deserved > 0]
+    results = [c.result for c in run.cycles]
+    gaps = [r.decision.gap for r in results if r.decision and r.decision.gap is not None]
+    return RunSummary(
+        scenario=run.workload.scenario.name,
+        scheduler=run.settings.scheduler,
+        stopped=run.stopped,
+        nodes=len(run.workload.nodes),
+        jobs=len(run.jobs),
+        finished_jobs=len(finished),
+        end_s=run.end_s,
+        makespan_s=makespan,
+        utilisation=average("allocated"),
+        busy_utilisation=average("busy"),
+        jct_mean_s=_mean(jct),
+        jct_p95_s=_pct(jct, 95),
+        queueing_delay_mean_s=_mean(delay),
+        queueing_delay_p95_s=_pct(delay, 95),
+        partial_gangs=len(partial_names),
+        partial_resource_s=partial_area,
+        deadlocks=len(run.deadlocks),
+        deadlock_at_s=list(run.deadlocks),
+        fair_resource=run.fair_resource,
+        backlogged_s=any_s,
+        all_backlogged_s=all_s,
+        max_share_error=max((abs(q.error) for q in judged), default=None),
+        jain_index=jain(ratios),
+        queues=queues,
+        cycles=len(results),
+        cycle_p50_s=_pct([r.total_s for r in results], 50),
+        cycle_p99_s=_pct([r.total_s for r in results], 99),
+        decide_p50_s=_pct([r.decide_s for r in results], 50),
+        gap_mean=_mean(gaps),
+        gap_max=max(gaps, default=None),
+        binds=sum(len(r.bound) for r in results),
+        failed_binds=sum(len(r.failed_binds) for r in results),
+        rolled_back_gangs=sum(len(r.rolled_back) for r in results),
+        rejected_gangs=sum(len(r.rejected) for r in results),
+        wall_s=run.wall_s,
+    )

@@ -1,0 +1,226 @@
+"""Run a scenario on the simulated cluster through the real scheduling loop.
+
+The runner owns virtual time: it steps the cluster's events, calls
+``adapter.loop.run_cycle`` every ``cycle_s`` while something is waiting, and records a
+``Sample`` of the cluster after every change, from which ``adapter.sim.measures``
+computes the run's figures. A cycle whose snapshot could not differ from the last one
+(nothing arrived, finished, bound or failed since) is skipped: the schedulers are
+deterministic, so it would decide the same, and skipping keeps month-long traces fast.
+
+Deadlock: partial gangs hold resources, no job runs, and nothing has changed for
+``deadlock_after_s``. Nothing can then ever change (no scheduler here preempts), so the
+run is reported as deadlocked and ends there.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from adapter.loop import CycleResult, LoopSettings, run_cycle
+from adapter.metrics import LoopMetrics
+from adapter.sim.cluster import SimEvent, SimulatedCluster
+from adapter.sim.scenario import Workload
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The cluster right after a change; it holds until the next sample."""
+
+    t: float
+    allocated: dict[str, int]  # held by bound pods
+    busy: dict[str, int]  # held by running jobs: useful work
+    partial: dict[str, int]  # held by partly bound gangs: wasted
+    partial_gangs: tuple[str, ...]
+    queue_allocated: dict[str, int]  # fair resource held, per queue
+    queue_pending: dict[str, int]  # fair resource asked for by waiting pods, per queue
+    running_jobs: int
+    waiting_jobs: int
+
+    def backlogged(self) -> set[str]:
+        return {q for q, want in self.queue_pending.items() if want > 0}
+
+
+@dataclass(frozen=True)
+class CycleRecord:
+    t: float
+    result: CycleResult
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    name: str
+    queue: str
+    pods: int
+    min_member: int
+    submit_s: float
+    started_s: float | None
+    finished_s: float | None
+
+
+@dataclass
+class SimRun:
+    """Everything a run produced; ``adapter.sim.measures.summarise`` turns it into figures."""
+
+    workload: Workload
+    settings: LoopSettings
+    capacity: dict[str, int]
+    fair_resource: str
+    samples: list[Sample] = field(default_factory=list)
+    cycles: list[CycleRecord] = field(default_factory=list)
+    jobs: list[JobRecord] = field(default_factory=list)
+    events: list[SimEvent] = field(default_factory=list)
+    deadlocks: list[float] = field(default_factory=list)
+    end_s: float = 0.0
+    wall_s: float = 0.0
+    stopped: str = ""  # why the run ended
+
+
+CycleHook = Callable[[float, CycleResult, SimulatedCluster], None]
+EventHook = Callable[[SimEvent], None]
+
+
+def _sample(cluster: SimulatedCluster, fair: str) -> Sample:
+    busy: dict[str, int] = defaultdict(int)
+    partial: dict[str, int] = defaultdict(int)
+    queue_allocated: dict[str, int] = {q.name: 0 for q in cluster.workload.queues}
+    queue_pending: dict[str, int] = dict(queue_allocated)
+    partial_gangs = []
+    running = waiting = 0
+    for name, js in cluster.jobs.items():
+        if not js.arrived or js.finished_s is not None:
+            continue
+        held: dict[str, int] = defaultdict(int)
+        bound = 0
+        for pod in js.job.pods:
+            current = cluster.pods.get(pod.name)
+            if current is None:
+                continue  # not created yet
+            if current.node_name is None:
+                if js.waiting:
+                    queue_pending[js.job.queue] += current.requests[fair]
+                continue
+            bound += 1
+            for r, q in current.demand().items():
+                held[r] += q
+        queue_allocated[js.job.queue] += held[fair]
+        target = busy if js.running else partial
+        for r, q in held.items():
+            target[r] += q
+        if js.running:
+            running += 1
+        else:
+            waiting += 1
+            if bound:
+                partial_gangs.append(name)
+    allocated = {r: busy[r] + partial[r] for r in set(busy) | set(partial)}
+    return Sample(
+        cluster.now,
+        allocated,
+        dict(busy),
+        dict(partial),
+        tuple(partial_gangs),
+        queue_allocated,
+        queue_pending,
+        running,
+        waiting,
+    )
+
+
+def simulate(
+    workload: Workload,
+    settings: LoopSettings,
+    metrics: LoopMetrics | None = None,
+    on_cycle: CycleHook | None = None,
+    on_event: EventHook | None = None,
+) -> SimRun:
+    sim = workload.scenario.settings
+    cluster = SimulatedCluster(workload)
+    capacity: dict[str, int] = defaultdict(int)
+    for node in workload.nodes:
+        for r, q in node.allocatable.items():
+            capacity[r] += q
+    run = SimRun(workload, settings, dict(capacity), workload.fair_resource())
+    started = time.perf_counter()
+    logged = 0
+
+    def record() -> None:
+        nonlocal logged
+        run.samples.append(_sample(cluster, run.fair_resource))
+        if on_event:
+            for event in cluster.events_log[logged:]:
+                on_event(event)
+        logged = len(cluster.events_log)
+
+    record()
+    tick = 0.0
+    decided_at_version = -1
+    while True:
+        while (t := cluster.next_event_time()) is not None and t <= tick:
+            cluster.step()
+            record()
+        cluster.advance(tick)
+        if sim.horizon_s is not None and tick > sim.horizon_s:
+            run.stopped = f"horizon {sim.horizon_s:g} s reached"
+            break
+        if cluster.done():
+            run.stopped = "every job finished"
+            break
+        if cluster.has_waiting() and cluster.version != decided_at_version:
+            result = run_cycle(cluster, settings, metrics)
+            run.cycles.append(CycleRecord(tick, result))
+            # Failed binds are retried next tick: a refusal may not repeat.
+            decided_at_version = -1 if result.failed_binds else cluster.version
+            record()
+            if on_cycle:
+                on_cycle(tick, result, cluster)
+        stuck = bool(cluster.partial_jobs()) and not cluster.any_running()
+        nxt = cluster.next_event_time()
+        if stuck:
+            deadline = max(cluster.last_progress_s, _last_change(run)) + sim.deadlock_after_s
+            if nxt is None or nxt > deadline:
+                # Nothing that could unblock the partial gangs is due before the deadline.
+                run.deadlocks.append(deadline)
+                run.stopped = (
+                    f"deadlock: {len(cluster.partial_jobs())} partly bound gang(s) hold "
+                    f"resources, no job runs, nothing changed for {sim.deadlock_after_s:g} s"
+                )
+                cluster.advance(deadline)
+                record()
+                break
+        if cluster.version != decided_at_version and cluster.has_waiting():
+            tick += sim.cycle_s
+        elif nxt is None:
+            run.stopped = (
+                "nothing left that can run" if cluster.has_waiting() else "every job finished"
+            )
+            break
+        else:
+            tick = max(tick + sim.cycle_s, math.ceil(nxt / sim.cycle_s) * sim.cycle_s)
+    run.end_s = cluster.now
+    run.events = list(cluster.events_log)
+    run.jobs = [
+        JobRecord(
+            js.job.name,
+            js.job.queue,
+            len(js.job.pods),
+            js.job.min_member,
+            js.job.submit_s,
+            js.started_s,
+            js.finished_s,
+        )
+        for js in cluster.jobs.values()
+    ]
+    run.wall_s = time.perf_counter() - started
+    return run
+
+
+def _last_change(run: SimRun) -> float:
+    """When a cycle last bound or evicted anything (a change that could matter)."""
+    for record in reversed(run.cycles):
+        if record.result.bound or record.result.evicted:
+            return record.t
+    return 0.0
