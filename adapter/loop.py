@@ -127,17 +127,19 @@ def _bind(
             by_gang[gang].append((pod, node))
     for gang, placements in by_gang.items():
         done: list[str] = []
-        for pod, node in placements:
+        need_now = need.get(gang, 1)
+        for i, (pod, node) in enumerate(placements):
             try:
                 cluster.bind(pod, node)
             except ClusterError as e:
                 result.failed_binds[pod] = str(e)
-                if atomic:
+                untried = len(placements) - i - 1
+                if atomic and held[gang] + len(done) + untried < need_now:
                     break  # the rest cannot save the gang; do not hold more of the cluster
                 continue
             done.append(pod)
             result.bound[pod] = node
-        if atomic and held[gang] + len(done) < need.get(gang, 1):
+        if atomic and held[gang] + len(done) < need_now:
             failed = next(p for p, _ in placements if p in result.failed_binds)
             result.rolled_back[gang] = (
                 f"bind of {failed} failed ({result.failed_binds[failed]}); "
@@ -174,8 +176,12 @@ def _statuses(state: ClusterState, result: CycleResult) -> list[GangStatus]:
                 GangStatus(gang=gang.name, phase="Running", bound=bound, min_member=gang.min_member)
             )
             continue
+        failed = sorted(p for p in result.failed_binds if gang_of.get(p) == gang.name)
         if gang.name in result.rolled_back:
             reason, message = "BindFailed", result.rolled_back[gang.name]
+        elif failed:
+            reason = "BindFailed"
+            message = f"bind of {failed[0]} failed ({result.failed_binds[failed[0]]})"
         elif gang.name in result.rejected:
             reason, message = "InvalidDecision", result.rejected[gang.name]
         elif gang.name in reasons:

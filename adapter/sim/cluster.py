@@ -149,6 +149,8 @@ class SimulatedCluster:
         self.now = max(self.now, t)
         js = self.jobs[name]
         if kind == ARRIVE:
+            if js.finished_s is not None:
+                return  # a pod created after its job ended would belong to no PodGroup
             if not js.arrived:
                 self.events_log.append(SimEvent(t, "arrived", name, self._job_shape(js.job)))
             js.arrived = True
@@ -202,8 +204,15 @@ class SimulatedCluster:
         )
 
     def partial_jobs(self) -> list[str]:
-        """Jobs holding pods but not running: resources held, no progress."""
-        return [name for name, js in self.jobs.items() if js.waiting and self.bound_count(name) > 0]
+        """Jobs holding some pods but fewer than minMember: resources held, no progress.
+
+        A gang bound whole but still inside its bind latency is starting, not partial.
+        """
+        return [
+            name
+            for name, js in self.jobs.items()
+            if js.waiting and 0 < self.bound_count(name) < js.job.min_member
+        ]
 
     def allocated(self) -> dict[str, int]:
         total: dict[str, int] = defaultdict(int)

@@ -24,6 +24,7 @@ from itertools import pairwise
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from adapter.loop import CycleResult
 from adapter.sim.run import Sample, SimRun
 from solver.fairness import water_fill
 
@@ -54,6 +55,7 @@ class RunSummary(BaseModel):
     makespan_s: float | None  # first submit to last finish, when every job finished
     utilisation: dict[str, float]  # allocated / capacity, time average over the run
     busy_utilisation: dict[str, float]  # held by running jobs only
+    backlogged_utilisation: dict[str, float]  # allocated, averaged while some queue waits
     jct_mean_s: float | None
     jct_p95_s: float | None
     queueing_delay_mean_s: float | None
@@ -74,6 +76,7 @@ class RunSummary(BaseModel):
     decide_p50_s: float | None
     gap_mean: float | None
     gap_max: float | None
+    bind_rate_pods_per_s: float | None  # pods bound per second of cycle wall time
     binds: int
     failed_binds: int
     rolled_back_gangs: int
@@ -141,6 +144,12 @@ def fairness(run: SimRun) -> tuple[dict[str, QueueFairness], float, float]:
     return queues, any_s, all_s
 
 
+def _rate(results: Sequence[CycleResult]) -> float | None:
+    busy = sum(r.total_s for r in results if r.bound)
+    pods = sum(len(r.bound) for r in results)
+    return pods / busy if busy > 0 else None
+
+
 def jain(values: Sequence[float]) -> float | None:
     if not values or not any(values):
         return None
@@ -150,17 +159,21 @@ def jain(values: Sequence[float]) -> float | None:
 
 def summarise(run: SimRun) -> RunSummary:
     spans = durations(run.samples, run.end_s)
-    horizon = sum(spans)
     resources = [r for r, cap in sorted(run.capacity.items()) if cap > 0 and r != "pods"]
 
-    def average(attr: str) -> dict[str, float]:
-        out = {}
-        for r in resources:
-            area = sum(
-                getattr(s, attr).get(r, 0) * dt for s, dt in zip(run.samples, spans, strict=True)
-            )
-            out[r] = area / (run.capacity[r] * horizon) if horizon else 0.0
-        return out
+    def average(attr: str, backlogged_only: bool = False) -> dict[str, float]:
+        held = [
+            (s, dt)
+            for s, dt in zip(run.samples, spans, strict=True)
+            if not backlogged_only or s.backlogged()
+        ]
+        span = sum(dt for _, dt in held)
+        return {
+            r: sum(getattr(s, attr).get(r, 0) * dt for s, dt in held) / (run.capacity[r] * span)
+            if span
+            else 0.0
+            for r in resources
+        }
 
     partial_area = {
         r: sum(s.partial.get(r, 0) * dt for s, dt in zip(run.samples, spans, strict=True))
@@ -190,6 +203,7 @@ def summarise(run: SimRun) -> RunSummary:
         makespan_s=makespan,
         utilisation=average("allocated"),
         busy_utilisation=average("busy"),
+        backlogged_utilisation=average("allocated", backlogged_only=True),
         jct_mean_s=_mean(jct),
         jct_p95_s=_pct(jct, 95),
         queueing_delay_mean_s=_mean(delay),
@@ -201,8 +215,12 @@ def summarise(run: SimRun) -> RunSummary:
         fair_resource=run.fair_resource,
         backlogged_s=any_s,
         all_backlogged_s=all_s,
-        max_share_error=max((abs(q.error) for q in judged), default=None),
-        jain_index=jain(ratios),
+        # Shares between queues need two queues; alone, a queue's "error" is only its
+        # wait for the next cycle.
+        max_share_error=max((abs(q.error) for q in judged), default=None)
+        if len(judged) > 1
+        else None,
+        jain_index=jain(ratios) if len(judged) > 1 else None,
         queues=queues,
         cycles=len(results),
         cycle_p50_s=_pct([r.total_s for r in results], 50),
@@ -210,6 +228,7 @@ def summarise(run: SimRun) -> RunSummary:
         decide_p50_s=_pct([r.decide_s for r in results], 50),
         gap_mean=_mean(gaps),
         gap_max=max(gaps, default=None),
+        bind_rate_pods_per_s=_rate(results),
         binds=sum(len(r.bound) for r in results),
         failed_binds=sum(len(r.failed_binds) for r in results),
         rolled_back_gangs=sum(len(r.rolled_back) for r in results),

@@ -33,7 +33,7 @@ class Sample:
     t: float
     allocated: dict[str, int]  # held by bound pods
     busy: dict[str, int]  # held by running jobs: useful work
-    partial: dict[str, int]  # held by partly bound gangs: wasted
+    partial: dict[str, int]  # held by gangs bound below minMember: wasted
     partial_gangs: tuple[str, ...]
     queue_allocated: dict[str, int]  # fair resource held, per queue
     queue_pending: dict[str, int]  # fair resource asked for by waiting pods, per queue
@@ -84,6 +84,7 @@ EventHook = Callable[[SimEvent], None]
 
 
 def _sample(cluster: SimulatedCluster, fair: str) -> Sample:
+    allocated: dict[str, int] = defaultdict(int)
     busy: dict[str, int] = defaultdict(int)
     partial: dict[str, int] = defaultdict(int)
     queue_allocated: dict[str, int] = {q.name: 0 for q in cluster.workload.queues}
@@ -107,19 +108,22 @@ def _sample(cluster: SimulatedCluster, fair: str) -> Sample:
             for r, q in current.demand().items():
                 held[r] += q
         queue_allocated[js.job.queue] += held[fair]
-        target = busy if js.running else partial
         for r, q in held.items():
-            target[r] += q
+            allocated[r] += q
         if js.running:
             running += 1
-        else:
-            waiting += 1
-            if bound:
-                partial_gangs.append(name)
-    allocated = {r: busy[r] + partial[r] for r in set(busy) | set(partial)}
+            for r, q in held.items():
+                busy[r] += q
+            continue
+        waiting += 1
+        # Bound whole but still inside the bind latency is starting, not partial.
+        if 0 < bound < js.job.min_member:
+            partial_gangs.append(name)
+            for r, q in held.items():
+                partial[r] += q
     return Sample(
         cluster.now,
-        allocated,
+        dict(allocated),
         dict(busy),
         dict(partial),
         tuple(partial_gangs),
@@ -174,9 +178,9 @@ def simulate(
             run.cycles.append(CycleRecord(tick, result))
             # Failed binds are retried next tick: a refusal may not repeat.
             decided_at_version = -1 if result.failed_binds else cluster.version
-            record()
             if on_cycle:
                 on_cycle(tick, result, cluster)
+            record()
         stuck = bool(cluster.partial_jobs()) and not cluster.any_running()
         nxt = cluster.next_event_time()
         if stuck:

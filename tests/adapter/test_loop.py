@@ -1,0 +1,378 @@
+"""The scheduling loop against a fake cluster that refuses chosen binds and evictions.
+
+The loop's promise: a gang is bound whole (minMember) or not at all, a decision the
+validator rejects is not bound, and no cluster or solver failure escapes ``run_cycle``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import pytest
+
+from adapter.cluster import ClusterError, GangStatus
+from adapter.loop import CycleResult, LoopSettings, run_cycle
+from adapter.metrics import LoopMetrics
+from solver.config import SolverConfig
+from solver.model import ClusterState, Decision, SolveStatus
+from solver.schedulers import SCHEDULERS
+from tests.builders import gang, node, pod, pods_of, state
+
+FAST = SolverConfig(time_limit_s=2.0, deterministic=True)
+GANG_AWARE = ["cpsat", "gang-greedy"]
+
+
+class FakeCluster:
+    """A fixed snapshot; binds and evictions are recorded and show in later snapshots."""
+
+    def __init__(
+        self,
+        base: ClusterState,
+        fail_binds: Iterable[str] = (),
+        fail_evictions: bool = False,
+        snapshot_error: ClusterError | None = None,
+        report_error: ClusterError | None = None,
+    ) -> None:
+        self.base = base
+        self.fail_binds = set(fail_binds)
+        self.fail_evictions = fail_evictions
+        self.snapshot_error = snapshot_error
+        self.report_error = report_error
+        self.bound: dict[str, str] = {}  # pod -> node, bound through this fake
+        self.bind_calls: list[tuple[str, str]] = []
+        self.evictions: list[tuple[str, str]] = []  # (pod, reason) of successful evictions
+        self.evict_calls: list[str] = []
+        self.reports: list[list[GangStatus]] = []
+
+    def snapshot(self) -> ClusterState:
+        if self.snapshot_error is not None:
+            raise self.snapshot_error
+        pods = tuple(
+            p.model_copy(update={"node_name": self.bound[p.name]}) if p.name in self.bound else p
+            for p in self.base.pods
+        )
+        return self.base.model_copy(update={"pods": pods})
+
+    def bind(self, pod: str, node: str) -> None:
+        self.bind_calls.append((pod, node))
+        if pod in self.fail_binds:
+            raise ClusterError("Conflict", f"binding {pod} to {node}: refused by the test")
+        if pod in self.bound:
+            raise ClusterError("Conflict", f"{pod} is already bound")
+        self.bound[pod] = node
+
+    def evict(self, pod: str, reason: str) -> None:
+        self.evict_calls.append(pod)
+        if self.fail_evictions:
+            raise ClusterError("Forbidden", f"evicting {pod}: refused by the test")
+        if pod not in self.bound:
+            raise ClusterError("NotFound", f"{pod} is not bound")
+        del self.bound[pod]
+        self.evictions.append((pod, reason))
+
+    def report(self, statuses: Sequence[GangStatus]) -> None:
+        if self.report_error is not None:
+            raise self.report_error
+        self.reports.append(list(statuses))
+
+
+def two_gangs() -> ClusterState:
+    """One 8-CPU node; gang g (3 x 1 CPU, minMember 3) and gang h (2 x 1 CPU, minMember 2).
+
+    5 CPUs asked of 8: every scheduler places all five pods.
+    """
+    return state(
+        nodes=[node("n0").cap(cpu=8, memory="16Gi")],
+        pods=pods_of("g", 3, cpu=1) + pods_of("h", 2, cpu=1),
+        gangs=[gang("g", 3).created(0), gang("h", 2).created(1)],
+    )
+
+
+def status_of(result: CycleResult, name: str) -> GangStatus:
+    [found] = [s for s in result.statuses if s.gang == name]
+    return found
+
+
+def sample(metrics: LoopMetrics, name: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(name, labels)
+
+
+def test_settings_are_atomic_unless_the_scheduler_is_the_stock_greedy() -> None:
+    assert LoopSettings(scheduler="cpsat").atomic()
+    assert LoopSettings(scheduler="gang-greedy").atomic()
+    assert not LoopSettings(scheduler="greedy").atomic()
+    assert LoopSettings(scheduler="greedy", atomic_gangs=True).atomic()
+    assert not LoopSettings(scheduler="cpsat", atomic_gangs=False).atomic()
+
+
+@pytest.mark.parametrize("scheduler", GANG_AWARE)
+def test_a_bind_failing_part_way_rolls_the_gang_back(scheduler: str) -> None:
+    cluster = FakeCluster(two_gangs(), fail_binds={"g-1"})
+    metrics = LoopMetrics()
+    result = run_cycle(cluster, LoopSettings(scheduler=scheduler, solver=FAST), metrics)
+
+    assert result.error is None
+    # Binds go gang by gang in pod-name order: g-0 binds, g-1 is refused, g-2 is never
+    # tried (it cannot save the gang), then h-0 and h-1 bind.
+    assert [p for p, _ in cluster.bind_calls] == ["g-0", "g-1", "h-0", "h-1"]
+    assert set(result.failed_binds) == {"g-1"}
+    assert set(result.rolled_back) == {"g"}
+    assert "g-1" in result.rolled_back["g"]
+    assert result.evicted == ["g-0"]
+    assert [p for p, _ in cluster.evictions] == ["g-0"]
+    assert cluster.evictions[0][1].startswith("gang rollback")
+    assert result.stranded == {}
+    # No pod of g is left bound, in the result or on the cluster; h is bound whole.
+    assert result.bound == {"h-0": "n0", "h-1": "n0"}
+    assert cluster.bound == {"h-0": "n0", "h-1": "n0"}
+    assert result.admitted() == ["h"]
+
+    g, h = status_of(result, "g"), status_of(result, "h")
+    assert (g.phase, g.bound, g.min_member, g.reason) == ("Pending", 0, 3, "BindFailed")
+    assert "g-1" in g.message
+    assert (h.phase, h.bound, h.reason) == ("Running", 2, None)
+    assert cluster.reports == [result.statuses]
+
+    # Counters, worked from the cycle: 2 binds kept (h-0, h-1), 1 refused (g-1),
+    # 1 undone (g-0); one gang rolled back, one admitted; 5 pods were pending.
+    assert sample(metrics, "gangsat_binds_total", result="bound") == 2
+    assert sample(metrics, "gangsat_binds_total", result="failed") == 1
+    assert sample(metrics, "gangsat_binds_total", result="rolled_back") == 1
+    assert sample(metrics, "gangsat_gang_rollbacks_total") == 1
+    assert sample(metrics, "gangsat_gangs_admitted_total") == 1
+    assert sample(metrics, "gangsat_rejected_gangs_total") == 0
+    assert sample(metrics, "gangsat_stranded_pods_total") == 0
+    assert sample(metrics, "gangsat_pending_pods") == 5
+    assert sample(metrics, "gangsat_cycles_total", scheduler=scheduler, outcome="ok") == 1
+    assert sample(metrics, "gangsat_cycles_total", scheduler=scheduler, outcome="error") is None
+    assert sample(metrics, "gangsat_cycle_duration_seconds_count", scheduler=scheduler) == 1
+
+    # Next cycle the refusal is gone: g binds whole and the counters accumulate.
+    cluster.fail_binds.clear()
+    again = run_cycle(cluster, LoopSettings(scheduler=scheduler, solver=FAST), metrics)
+    assert again.bound == {"g-0": "n0", "g-1": "n0", "g-2": "n0"}
+    assert status_of(again, "g").phase == "Running"
+    assert status_of(again, "h").phase == "Running"
+    assert sample(metrics, "gangsat_binds_total", result="bound") == 2 + 3
+    assert sample(metrics, "gangsat_binds_total", result="failed") == 1
+    assert sample(metrics, "gangsat_gangs_admitted_total") == 1 + 1
+    assert sample(metrics, "gangsat_pending_pods") == 3  # g's pods, h was bound
+    assert sample(metrics, "gangsat_cycles_total", scheduler=scheduler, outcome="ok") == 2
+
+
+def test_a_rollback_evicts_only_this_cycles_binds() -> None:
+    # g-0 was bound earlier; g-1 and g-2 are placed now and g-2 is refused. held 1 +
+    # bound now 1 = 2 < minMember 3: g-1 is evicted, g-0 (not this cycle's) is kept.
+    base = state(
+        nodes=[node("n0").cap(cpu=8)],
+        pods=[
+            pod("g-0").req(cpu=1).gang("g").on("n0"),
+            pod("g-1").req(cpu=1).gang("g"),
+            pod("g-2").req(cpu=1).gang("g"),
+        ],
+        gangs=[gang("g", 3)],
+    )
+    cluster = FakeCluster(base, fail_binds={"g-2"})
+    result = run_cycle(cluster, LoopSettings(scheduler="gang-greedy"))
+    assert [p for p, _ in cluster.bind_calls] == ["g-1", "g-2"]
+    assert result.evicted == ["g-1"]
+    assert cluster.bound == {}
+    assert set(result.rolled_back) == {"g"}
+    g = status_of(result, "g")
+    assert (g.phase, g.bound, g.reason) == ("Pending", 1, "BindFailed")
+
+
+def test_a_failed_eviction_is_reported_as_stranded_not_raised() -> None:
+    cluster = FakeCluster(two_gangs(), fail_binds={"g-1"}, fail_evictions=True)
+    metrics = LoopMetrics()
+    result = run_cycle(cluster, LoopSettings(scheduler="gang-greedy"), metrics)
+
+    assert result.error is None
+    assert cluster.evict_calls == ["g-0"]
+    assert set(result.stranded) == {"g-0"}
+    assert "refused by the test" in result.stranded["g-0"]
+    assert result.evicted == []
+    assert set(result.rolled_back) == {"g"}
+    # The stranded pod is still bound on the cluster and counted in g's status, but it is
+    # not one of the cycle's kept binds.
+    assert cluster.bound == {"g-0": "n0", "h-0": "n0", "h-1": "n0"}
+    assert "g-0" not in result.bound
+    g = status_of(result, "g")
+    assert (g.phase, g.bound, g.reason) == ("Pending", 1, "BindFailed")
+    assert sample(metrics, "gangsat_stranded_pods_total") == 1
+    assert sample(metrics, "gangsat_binds_total", result="rolled_back") == 0
+    assert sample(metrics, "gangsat_binds_total", result="bound") == 2
+
+
+def test_greedy_keeps_a_partly_bound_gang() -> None:
+    cluster = FakeCluster(two_gangs(), fail_binds={"g-1"})
+    result = run_cycle(cluster, LoopSettings(scheduler="greedy"))
+    # Not atomic: the refusal of g-1 neither stops g-2 nor undoes g-0.
+    assert [p for p, _ in cluster.bind_calls] == ["g-0", "g-1", "g-2", "h-0", "h-1"]
+    assert result.rolled_back == {}
+    assert result.evicted == []
+    assert cluster.evict_calls == []
+    assert set(result.bound) == {"g-0", "g-2", "h-0", "h-1"}
+    assert set(cluster.bound) == {"g-0", "g-2", "h-0", "h-1"}
+    g = status_of(result, "g")
+    assert (g.phase, g.bound) == ("Pending", 2)
+
+
+def test_a_gang_scheduler_with_atomic_gangs_off_keeps_partial_binds() -> None:
+    cluster = FakeCluster(two_gangs(), fail_binds={"g-1"})
+    result = run_cycle(cluster, LoopSettings(scheduler="cpsat", solver=FAST, atomic_gangs=False))
+    assert result.rolled_back == {}
+    assert set(cluster.bound) == {"g-0", "g-2", "h-0", "h-1"}
+
+
+def test_greedy_with_atomic_gangs_binds_no_partial_gang() -> None:
+    # Two 1-CPU nodes, gang g of 3 x 1 CPU: greedy places 2 of 3 pods (a partial gang).
+    # Atomic binding makes the validator's partial-gang finding a rejection: nothing binds.
+    base = state(
+        nodes=[node("n0").cap(cpu=1), node("n1").cap(cpu=1)],
+        pods=pods_of("g", 3, cpu=1),
+        gangs=[gang("g", 3)],
+    )
+    cluster = FakeCluster(base)
+    metrics = LoopMetrics()
+    result = run_cycle(cluster, LoopSettings(scheduler="greedy", atomic_gangs=True), metrics)
+    assert result.decision is not None and len(result.decision.placements) == 2
+    assert [v.kind for v in result.violations] == ["partial-gang"]
+    assert set(result.rejected) == {"g"}
+    assert cluster.bind_calls == []
+    assert result.bound == {}
+    g = status_of(result, "g")
+    assert (g.phase, g.reason) == ("Pending", "InvalidDecision")
+    assert sample(metrics, "gangsat_rejected_gangs_total") == 1
+
+    # The same decision without atomic binding is bound pod by pod: 2 pods of g.
+    plain = FakeCluster(base)
+    run_cycle(plain, LoopSettings(scheduler="greedy"))
+    assert len(plain.bound) == 2
+
+
+def test_a_decision_the_validator_rejects_is_not_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    # n0 has 2 CPUs. The rogue scheduler puts big (2 x 1 CPU) and bystander (1 x 1 CPU)
+    # on n0 — 3 CPUs, over capacity — and ok (1 x 1 CPU) on n1. The capacity finding on
+    # n0 rejects every gang placed there (big and bystander); ok on n1 is bound.
+    base = state(
+        nodes=[node("n0").cap(cpu=2), node("n1").cap(cpu=2)],
+        pods=pods_of("big", 2, cpu=1) + pods_of("bystander", 1, cpu=1) + pods_of("ok", 1, cpu=1),
+        gangs=[gang("big", 2), gang("bystander", 1), gang("ok", 1)],
+    )
+
+    def overcommit(s: ClusterState, config: SolverConfig) -> Decision:
+        return Decision(
+            scheduler="overcommit",
+            placements={"big-0": "n0", "big-1": "n0", "bystander-0": "n0", "ok-0": "n1"},
+            admitted=("big", "bystander", "ok"),
+            status=SolveStatus.GREEDY,
+        )
+
+    monkeypatch.setitem(SCHEDULERS, "overcommit", overcommit)
+    cluster = FakeCluster(base)
+    metrics = LoopMetrics()
+    result = run_cycle(cluster, LoopSettings(scheduler="overcommit"), metrics)
+
+    assert result.error is None
+    assert [(v.kind, v.subject) for v in result.violations] == [("capacity", "n0")]
+    assert set(result.rejected) == {"big", "bystander"}
+    assert cluster.bind_calls == [("ok-0", "n1")]
+    assert result.bound == {"ok-0": "n1"}
+    assert result.admitted() == ["big", "bystander", "ok"]  # rejected is not rolled back
+    for name in ("big", "bystander"):
+        s = status_of(result, name)
+        assert (s.phase, s.reason) == ("Pending", "InvalidDecision")
+        assert "capacity" in s.message
+    assert status_of(result, "ok").phase == "Running"
+    assert sample(metrics, "gangsat_rejected_gangs_total") == 2
+    assert sample(metrics, "gangsat_binds_total", result="bound") == 1
+
+
+def test_a_scheduler_that_raises_binds_nothing_and_does_not_raise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(s: ClusterState, config: SolverConfig) -> Decision:
+        raise RuntimeError("boom")
+
+    monkeypatch.setitem(SCHEDULERS, "broken", broken)
+    cluster = FakeCluster(two_gangs())
+    metrics = LoopMetrics()
+    result = run_cycle(cluster, LoopSettings(scheduler="broken"), metrics)
+
+    assert result.error is not None
+    assert "broken" in result.error and "RuntimeError: boom" in result.error
+    assert result.decision is None
+    assert cluster.bind_calls == [] and result.bound == {}
+    assert result.pending_pods == 5
+    assert {s.gang: (s.phase, s.reason) for s in result.statuses} == {
+        "g": ("Pending", "SchedulerError"),
+        "h": ("Pending", "SchedulerError"),
+    }
+    assert cluster.reports == [result.statuses]
+    assert sample(metrics, "gangsat_cycles_total", scheduler="broken", outcome="error") == 1
+    assert sample(metrics, "gangsat_cycles_total", scheduler="broken", outcome="ok") is None
+    assert sample(metrics, "gangsat_binds_total", result="bound") is None
+    assert sample(metrics, "gangsat_pending_pods") == 5
+
+
+def test_a_failed_snapshot_sets_the_error_and_does_not_raise() -> None:
+    cluster = FakeCluster(two_gangs(), snapshot_error=ClusterError("Unavailable", "apiserver"))
+    metrics = LoopMetrics()
+    result = run_cycle(cluster, LoopSettings(scheduler="gang-greedy"), metrics)
+    assert result.error is not None
+    assert result.error.startswith("snapshot failed")
+    assert "Unavailable" in result.error
+    assert result.decision is None
+    assert cluster.bind_calls == [] and cluster.reports == []
+    assert sample(metrics, "gangsat_cycles_total", scheduler="gang-greedy", outcome="error") == 1
+
+
+def test_a_failed_report_does_not_undo_the_cycle() -> None:
+    cluster = FakeCluster(two_gangs(), report_error=ClusterError("Conflict", "status update"))
+    result = run_cycle(cluster, LoopSettings(scheduler="gang-greedy"))
+    assert result.error is None
+    assert len(cluster.bound) == 5
+
+
+@pytest.mark.parametrize("scheduler", GANG_AWARE)
+def test_admitted_gangs_report_running(scheduler: str) -> None:
+    # n0 has 4 CPUs and a-0 (bound earlier) holds 1. a-1 and b's two pods take the other
+    # 3, so a (1 held + 1 new = minMember 2) and b (2 new) are admitted; huge (8 CPUs)
+    # fits no node.
+    base = state(
+        nodes=[node("n0").cap(cpu=4)],
+        pods=[
+            pod("a-0").req(cpu=1).gang("a").on("n0"),
+            pod("a-1").req(cpu=1).gang("a"),
+            *pods_of("b", 2, cpu=1),
+            *pods_of("huge", 1, cpu=8),
+        ],
+        gangs=[gang("a", 2), gang("b", 2), gang("huge", 1)],
+    )
+    cluster = FakeCluster(base)
+    metrics = LoopMetrics()
+    result = run_cycle(cluster, LoopSettings(scheduler=scheduler, solver=FAST), metrics)
+    assert set(result.bound) == {"a-1", "b-0", "b-1"}
+    statuses = {s.gang: s for s in result.statuses}
+    assert statuses["a"] == GangStatus(gang="a", phase="Running", bound=2, min_member=2)
+    assert statuses["b"] == GangStatus(gang="b", phase="Running", bound=2, min_member=2)
+    assert (statuses["huge"].phase, statuses["huge"].reason) == ("Pending", "NotEnoughResources")
+    assert sorted(result.admitted()) == ["a", "b"]
+    assert sample(metrics, "gangsat_gangs_admitted_total") == 2
+    assert sample(metrics, "gangsat_binds_total", result="bound") == 3
+    assert sample(metrics, "gangsat_pending_pods") == 4
+
+
+def test_a_refusal_after_min_member_is_reached_keeps_the_gang() -> None:
+    # Gang g: 3 pods, minMember 2. g-0 and g-1 bind, g-2 is refused: 2 >= minMember, so
+    # nothing is rolled back and g runs with 2 pods; g-2 stays pending for a later cycle.
+    base = state(nodes=[node("n0").cap(cpu=8)], pods=pods_of("g", 3, cpu=1), gangs=[gang("g", 2)])
+    cluster = FakeCluster(base, fail_binds={"g-2"})
+    result = run_cycle(cluster, LoopSettings(scheduler="gang-greedy"))
+    assert result.rolled_back == {} and cluster.evict_calls == []
+    assert set(cluster.bound) == {"g-0", "g-1"}
+    assert set(result.failed_binds) == {"g-2"}
+    g = status_of(result, "g")
+    assert (g.phase, g.bound) == ("Running", 2)
+    assert result.admitted() == ["g"]
