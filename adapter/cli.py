@@ -1,43 +1,43 @@
 """The ``gangsat`` command line: the only entry point users type.
 
-Flow: cluster -> snapshot -> solver (pure) -> decision -> validator -> binder. This
-module stands in for the cluster ends of that flow: it reads a snapshot from a JSON file
-(a ``solver.model.ClusterState``), hands it to a scheduler from
-``solver.schedulers.SCHEDULERS`` and prints the ``Decision``; ``run`` also checks each
-decision with ``solver.validate.check`` and explains it. Nothing here talks to
-Kubernetes yet.
+Flow: cluster -> snapshot -> solver (pure) -> decision -> validator -> binder. ``solve``
+decides one snapshot read from a JSON file (a ``solver.model.ClusterState``) and prints
+the ``Decision``; ``run`` drives the scheduling loop (``adapter.loop``) on the simulated
+cluster (``adapter.sim``) for each scheduler and logs what happens (``adapter.runlog``).
 
     gangsat solve STATE.json [--scheduler cpsat|greedy|gang-greedy] [--time-limit S]
                              [--seed N] [--workers N]
     gangsat schema [state|decision]
-    gangsat run [--scenario seed-deadlock|STATE.json] [--time-limit S]
+    gangsat run [--scenario NAME|SCENARIO.json] [--scheduler S ...] [--time-limit S]
+                [--detail/--brief] [--json OUT.json]
     gangsat version
 
-Exit status: 0 on success; 2 on bad arguments or a bad state file (missing, unreadable,
-not JSON, or not a valid ``ClusterState``), reported on stderr one line per problem with
-the path of the offending field, never as a traceback.
+Exit status: 0 on success; 2 on bad arguments or a bad input file (missing, unreadable,
+not JSON, or not a valid state or scenario), reported on stderr one line per problem
+with the path of the offending field, never as a traceback.
 """
 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
-from importlib import metadata, resources
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn
 
 import typer
 from pydantic import ValidationError
-from rich import box
 from rich.console import Console
-from rich.table import Table
 
+from adapter.loop import LoopSettings
+from adapter.runlog import ABOUT, GLOSSARY, RunLog, summary_table
+from adapter.sim.measures import summarise
+from adapter.sim.run import simulate
+from adapter.sim.scenario import ScenarioError, load_scenario, materialise, scenario_names
 from solver.config import SolverConfig
 from solver.model import ClusterState, Decision
-from solver.schedulers import schedule
-from solver.validate import Violation, check
+from solver.schedulers import SCHEDULERS, schedule
 
 app = typer.Typer(
     name="gangsat",
@@ -50,16 +50,9 @@ app = typer.Typer(
 )
 
 EXIT_BAD_INPUT = 2
-SCENARIOS_DIR = "scenarios"
 DEFAULT_SCENARIO = "seed-deadlock"
 RUN_ORDER = ("greedy", "gang-greedy", "cpsat")
-ABOUT = {
-    "greedy": "pod by pod, like the stock kube-scheduler; knows nothing of gangs",
-    "gang-greedy": "kube-batch's allocate: whole gangs or none, first fit in order",
-    "cpsat": "one exact CP-SAT optimisation over every gang at once",
-}
-MAX_PODS_SHOWN = 8  # per node in `run`'s picture
-MAX_NODES_SHOWN = 30
+DETAIL_MAX_JOBS = 30
 CONFIG_OPTION = {"time_limit_s": "--time-limit", "seed": "--seed", "num_workers": "--workers"}
 
 
@@ -158,27 +151,6 @@ def read_state(path: Path) -> ClusterState:
     return parse_state(text, str(path))
 
 
-def scenario_names() -> list[str]:
-    folder = resources.files("adapter").joinpath(SCENARIOS_DIR)
-    return sorted(
-        entry.name.removesuffix(".json")
-        for entry in folder.iterdir()
-        if entry.name.endswith(".json")
-    )
-
-
-def load_scenario(scenario: str) -> tuple[ClusterState, str]:
-    """A packaged scenario by name, else a state JSON file by path; with a label for it."""
-    if scenario in scenario_names():
-        entry = resources.files("adapter").joinpath(SCENARIOS_DIR, f"{scenario}.json")
-        return parse_state(entry.read_text(encoding="utf-8"), scenario), scenario
-    path = Path(scenario)
-    if not path.exists():
-        names = ", ".join(scenario_names())
-        raise BadInput([f"{scenario}: not a packaged scenario ({names}) and no such file"])
-    return read_state(path), str(path)
-
-
 def make_config(**given: Any) -> SolverConfig:
     """``SolverConfig`` from the options the user gave; bad values name the option."""
     try:
@@ -257,152 +229,87 @@ def version() -> None:
         typer.echo("gangsat (not installed)")
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """One scheduler's decision on one state, with what ``check`` found."""
-
-    scheduler: str
-    decision: Decision
-    violations: list[Violation]
-    deadlocked: dict[str, tuple[int, int]]  # gang -> (pods it would hold, minMember)
-
-
-def evaluate(state: ClusterState, scheduler: str, config: SolverConfig) -> Outcome:
-    decision = schedule(state, scheduler, config)
-    violations = check(state, decision)
-    gang_of = {p.name: p.gang_name() for p in state.pods}
-    held: dict[str, int] = defaultdict(int)
-    for pod in state.bound_pods():
-        held[pod.gang_name()] += 1
-    for pod_name in decision.placements:
-        if pod_name in gang_of:
-            held[gang_of[pod_name]] += 1
-    need = {g.name: g.min_member for g in state.gangs}
-    deadlocked = {
-        v.subject: (held[v.subject], need.get(v.subject, 1))
-        for v in violations
-        if v.kind == "partial-gang"
-    }
-    return Outcome(scheduler, decision, violations, deadlocked)
-
-
-def _node_lines(state: ClusterState, decision: Decision) -> list[str]:
-    """``node-0 (2/2 pods): job-a-0 job-b-1`` per node; already bound pods are dimmed."""
-    bound: dict[str, list[str]] = defaultdict(list)
-    for pod in state.bound_pods():
-        bound[str(pod.node_name)].append(pod.name)
-    new: dict[str, list[str]] = defaultdict(list)
-    for pod_name, node_name in sorted(decision.placements.items()):
-        new[node_name].append(pod_name)
-    lines = []
-    for node in state.nodes[:MAX_NODES_SHOWN]:
-        names = [f"[dim]{n}[/dim]" for n in sorted(bound[node.name])] + new[node.name]
-        shown = " ".join(names[:MAX_PODS_SHOWN]) or "[dim]-[/dim]"
-        if len(names) > MAX_PODS_SHOWN:
-            shown += f" … +{len(names) - MAX_PODS_SHOWN} more"
-        slots = f"{len(names)}/{node.allocatable['pods']} pods"
-        lines.append(f"  {node.name} ({slots}): {shown}")
-    if len(state.nodes) > MAX_NODES_SHOWN:
-        lines.append(f"  … and {len(state.nodes) - MAX_NODES_SHOWN} more nodes")
-    return lines
-
-
-def _report(console: Console, state: ClusterState, outcome: Outcome) -> None:
-    d = outcome.decision
-    about = ABOUT.get(outcome.scheduler, "")
-    console.rule(f"[bold]{outcome.scheduler}[/bold]" + (f" — {about}" if about else ""))
-    for line in _node_lines(state, d):
-        console.print(line, highlight=False)
-    admitted = ", ".join(d.admitted) or "none"
-    console.print(f"  admitted: [green]{admitted}[/green]", highlight=False)
-    for gang_name, (held, need) in sorted(outcome.deadlocked.items()):
-        console.print(
-            f"  [bold red]DEADLOCK[/bold red]: {gang_name} has {held}/{need} pods bound and "
-            f"waits forever, holding {held} pod slot(s)",
-            highlight=False,
-        )
-    for v in outcome.violations:
-        if v.kind != "partial-gang":
-            console.print(
-                f"  [bold red]INVALID[/bold red] ({v.kind}): {v.message}", highlight=False
-            )
-    for gang_name, reason in sorted(d.unschedulable.items()):
-        console.print(f"  not admitted: {gang_name}: {reason}", highlight=False)
-    for pod_name, reason in sorted(d.waiting_pods.items()):
-        console.print(f"  waiting: {pod_name}: {reason}", highlight=False)
-    terms = ", ".join(f"{k} {v}" for k, v in d.terms.items() if v)
-    objective = "-" if d.objective is None else f"{d.objective}"
-    bound = f", bound {d.bound}" if d.bound is not None else ""
-    gap = f", gap {d.gap:.2%}" if d.gap is not None else ""
-    console.print(
-        f"  status {d.status.value}, objective {objective}{bound}{gap}"
-        + (f" ({terms})" if terms else "")
-        + f", {d.wall_s:.3f} s",
-        highlight=False,
-    )
-
-
-def _summary(console: Console, label: str, outcomes: list[Outcome]) -> None:
-    table = Table(title=f"Summary: {label}", box=box.SIMPLE_HEAD, show_edge=False)
-    table.add_column("scheduler", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    for column in ("admitted", "deadlocked", "valid", "objective", "wall s"):
-        table.add_column(column, justify="right", no_wrap=True)
-    for o in outcomes:
-        d = o.decision
-        stuck = sum(held for held, _ in o.deadlocked.values())
-        table.add_row(
-            o.scheduler,
-            d.status.value,
-            str(len(d.admitted)),
-            f"{len(o.deadlocked)} ({stuck} pods)" if o.deadlocked else "0",
-            "[red]no[/red]" if o.violations else "yes",
-            "-" if d.objective is None else str(d.objective),
-            f"{d.wall_s:.3f}",
-        )
-    console.print(table)
-    console.print(
-        "admitted: gangs at minMember; deadlocked: gangs left below "
-        "minMember (their pods hold slots and never start); valid: no hard rule broken "
-        "(solver.validate.check), so the decision may be bound.",
-        style="dim",
-    )
+ScenarioOption = Annotated[
+    str,
+    typer.Option(
+        "--scenario",
+        help="A packaged scenario (" + ", ".join(scenario_names()) + ") or a scenario file.",
+    ),
+]
 
 
 @app.command()
 def run(
-    scenario: Annotated[
-        str,
+    scenario: ScenarioOption = DEFAULT_SCENARIO,
+    scheduler: Annotated[
+        list[str] | None,
         typer.Option(
-            "--scenario",
-            help="A packaged scenario (seed-deadlock) or the path of a state JSON file.",
+            "--scheduler", "-s", help="Run only these (repeatable).", show_default="all three"
         ),
-    ] = DEFAULT_SCENARIO,
+    ] = None,
     time_limit: TimeLimitOption = None,
+    detail: Annotated[
+        bool | None,
+        typer.Option(
+            "--detail/--brief",
+            help="Every event and gang, or one line per cycle.",
+            show_default="detail up to 30 jobs",
+        ),
+    ] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Also write the run summaries here.")
+    ] = None,
 ) -> None:
-    """Run greedy, gang-greedy and cpsat on a scenario and show what each decides.
+    """Run the scheduling loop on the simulated cluster, scheduler by scheduler.
 
-    No cluster is needed. The default scenario is the seed deadlock: 3 nodes of 2 pod
-    slots and two gangs of 6 pods arriving interleaved; only one gang can run.
+    No cluster is needed. The default scenario is the seed talk's deadlock: 3 nodes and
+    two jobs of 6 pods that each need all 6 running. Each cycle's decisions and the jobs'
+    lives are logged; a summary compares the schedulers.
     """
     try:
         config = make_config(time_limit_s=time_limit)
-        state, label = load_scenario(scenario)
+        workload = materialise(load_scenario(scenario))
     except BadInput as e:
         _fail(e.lines)
-    console = Console(highlight=False, soft_wrap=True)
-    pending = len(state.pending_pods())
+    except ScenarioError as e:
+        _fail(str(e).splitlines())
+    names = scheduler or list(RUN_ORDER)
+    unknown = [n for n in names if n not in SCHEDULERS]
+    if unknown:
+        _fail([f"--scheduler: unknown {', '.join(unknown)}; choose from {', '.join(SCHEDULERS)}"])
+    # A pipe gets 80 columns by default, too narrow for the summary table.
+    console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
+    spec = workload.scenario
+    pods = sum(len(j.pods) for j in workload.jobs)
+    console.print(f"[bold]{spec.name}[/bold]: {spec.description}", highlight=False)
     console.print(
-        f"[bold]{label}[/bold]: {len(state.nodes)} nodes, {len(state.gangs)} gangs, "
-        f"{pending} pending and {len(state.pods) - pending} bound pods"
+        f"{len(workload.nodes)} nodes, {len(workload.jobs)} jobs ({pods} pods), "
+        f"{len(workload.queues)} queue(s); a cycle every {spec.settings.cycle_s:g} s of "
+        "simulated time",
+        highlight=False,
     )
-    outcomes = []
-    for name in RUN_ORDER:
-        outcome = evaluate(state, name, config)
-        outcomes.append(outcome)
-        _report(console, state, outcome)
+    show_detail = detail if detail is not None else len(workload.jobs) <= DETAIL_MAX_JOBS
+    summaries = []
+    for name in names:
+        about = ABOUT.get(name, "")
+        console.rule(f"[bold]{name}[/bold]" + (f" — {about}" if about else ""))
+        log = RunLog(console, show_detail)
+        result = simulate(
+            workload,
+            LoopSettings(scheduler=name, solver=config),
+            on_cycle=log.cycle_done,
+            on_event=log.event,
+        )
+        log.finished(result)
+        summaries.append(summarise(result))
     console.print()
-    _summary(console, label, outcomes)
+    console.print(summary_table(f"Summary: {spec.name}", summaries))
+    console.print(GLOSSARY, style="dim")
+    if json_out is not None:
+        json_out.write_text(
+            json.dumps([s.model_dump(mode="json") for s in summaries], indent=2) + "\n",
+            encoding="utf-8",
+        )
 
 
 def main() -> None:  # pragma: no cover - `python -m adapter.cli`

@@ -17,7 +17,6 @@ from solver.validate import check
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "seed-state.json"
-SCENARIO = ROOT / "adapter" / "scenarios" / "seed-deadlock.json"
 GANGS = {"job-a", "job-b"}
 
 runner = CliRunner()
@@ -50,9 +49,8 @@ def test_scheduler_choices_are_the_registry() -> None:
     assert set(get_args(SchedulerName)) == set(SCHEDULERS)
 
 
-def test_example_and_packaged_scenario_are_the_seed_deadlock() -> None:
+def test_example_state_is_the_seed_deadlock() -> None:
     assert ClusterState.model_validate_json(EXAMPLE.read_text()) == seed_deadlock()
-    assert SCENARIO.read_text() == EXAMPLE.read_text()
 
 
 @pytest.mark.parametrize("scheduler", sorted(SCHEDULERS))
@@ -146,26 +144,63 @@ def test_run_shows_the_deadlock_and_the_fix() -> None:
     assert result.exit_code == 0, result.output
     out = result.stdout
     greedy, rest = out.split("gang-greedy —", 1)
-    assert "DEADLOCK: job-a has 3/6 pods bound and waits forever" in greedy
-    assert "DEADLOCK: job-b has 3/6 pods bound and waits forever" in greedy
-    assert "DEADLOCK" not in rest.split("Summary")[0]
-    assert "node-0 (2/2 pods): " in greedy
-    assert "admitted: none" in greedy
-    assert rest.count("\n  admitted: job-") == 2
-    assert "Summary: seed-deadlock" in out
+    gang_aware = rest.split("Summary")[0]
+    # Pod by pod, the interleaved pods split the 6 slots 3/3: both jobs stuck.
+    assert "job-a: 3 pods on node-0, node-1, node-2; 3/6 bound (partial" in greedy
+    assert "DEADLOCK" in greedy and "job-a 3/6 pods bound, job-b 3/6 pods bound" in greedy
+    assert "started" not in greedy
+    assert "DEADLOCK" not in gang_aware and "partial" not in gang_aware
+    # gang-greedy and cpsat each run job-a whole, then job-b.
+    assert gang_aware.count("job-a: 6 pods on node-0×2, node-1×2, node-2×2; 6/6 bound") == 2
+    assert gang_aware.count("job-b finished") == 2
+    summary = out.split("Summary: seed-deadlock")[1]
+    rows = {line.split()[0]: line.split() for line in summary.splitlines() if line.strip()}
+    assert rows["greedy"][1:3] == ["0/2", "1"]
+    assert rows["gang-greedy"][1:4] == ["2/2", "0", "0"]
+    assert rows["cpsat"][1:4] == ["2/2", "0", "0"]
 
 
-def test_run_takes_a_state_file(tmp_path: Path) -> None:
-    data = example()
-    data["nodes"].append({"name": "node-3", "allocatable": {"cpu": 12000, "pods": 12}})
-    result = invoke("run", "--scenario", write(tmp_path, data))
+def test_run_writes_summaries_and_takes_a_scenario_file(tmp_path: Path) -> None:
+    scenario = {
+        "name": "two-fit",
+        "nodes": [{"name": "n", "count": 2, "allocatable": {"cpu": "4"}}],
+        "jobs": [
+            {"name": "j", "count": 2, "duration_s": 30, "replicas": 4, "requests": {"cpu": "1"}}
+        ],
+    }
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(scenario))
+    out = tmp_path / "out.json"
+    result = invoke("run", "--scenario", str(path), "-s", "cpsat", "--json", str(out))
     assert result.exit_code == 0, result.output
+    [summary] = json.loads(out.read_text())
+    assert summary["scheduler"] == "cpsat"
+    assert summary["finished_jobs"] == 2 and summary["makespan_s"] == 30
     assert "DEADLOCK" not in result.stdout
-    assert result.stdout.count("\n  admitted: job-a, job-b\n") == 3
 
 
 def test_run_rejects_an_unknown_scenario() -> None:
     assert_bad_input(invoke("run", "--scenario", "no-such-scenario"), "no such file")
+
+
+def test_run_names_the_bad_field_of_a_scenario(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    path.write_text(
+        json.dumps({"name": "x", "nodes": [{"name": "n", "count": 0, "allocatable": {}}]})
+    )
+    assert_bad_input(invoke("run", "--scenario", str(path)), "nodes.0.count")
+
+
+def test_run_rejects_a_negative_quantity(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    path.write_text(
+        json.dumps({"name": "x", "nodes": [{"name": "n", "allocatable": {"cpu": "-1"}}]})
+    )
+    assert_bad_input(invoke("run", "--scenario", str(path)), "cpu: '-1' is negative")
+
+
+def test_run_rejects_an_unknown_scheduler() -> None:
+    assert_bad_input(invoke("run", "-s", "fifo"), "unknown fifo")
 
 
 def test_version() -> None:
