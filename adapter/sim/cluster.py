@@ -81,6 +81,11 @@ class SimulatedCluster:
         self.pods: dict[str, Pod] = {}  # pods of arrived, unfinished jobs
         self.job_of: dict[str, str] = {}
         self.bound_at: dict[str, float] = {}
+        # Kept incrementally: a 1,000-pod gang must not rescan its pods on every bind.
+        self._bound_count: dict[str, int] = defaultdict(int)  # job -> pods bound
+        self._ready_count: dict[str, int] = defaultdict(int)  # job -> pods past bind latency
+        self._ready: set[str] = set()
+        self._bind_serial: dict[str, int] = {}  # pod -> serial of its current bind
         self._queue: list[tuple[float, int, str, str, int]] = []
         self._seq = 0
         for job in self.workload.jobs:
@@ -120,9 +125,13 @@ class SimulatedCluster:
         self.bound_at[pod] = self.now
         self.version += 1
         job = self.job_of[pod]
+        self._bound_count[job] += 1
         if self.bind_latency_s:
-            self._push(self.now + self.bind_latency_s, READY, job)
+            self._seq += 1
+            self._bind_serial[pod] = self._seq
+            self._push(self.now + self.bind_latency_s, READY, pod, self._seq)
         else:
+            self._mark_ready(pod)
             self._update(self.jobs[job])
 
     def evict(self, pod: str, reason: str) -> None:
@@ -147,6 +156,12 @@ class SimulatedCluster:
         """Process the next event, moving the clock to it."""
         t, _, kind, name, token = heapq.heappop(self._queue)
         self.now = max(self.now, t)
+        if kind == READY:
+            # ``name`` is the pod; a bind undone before its latency passed has a new serial.
+            if self._bind_serial.get(name) == token:
+                self._mark_ready(name)
+                self._update(self.jobs[self.job_of[name]])
+            return
         js = self.jobs[name]
         if kind == ARRIVE:
             if js.finished_s is not None:
@@ -159,8 +174,6 @@ class SimulatedCluster:
                     self.pods[pod.name] = pod
                     self.job_of[pod.name] = name
             self.version += 1
-        elif kind == READY:
-            self._update(js)
         elif kind == FINISH and token == js.token and js.running:
             js.finished_s = t
             js.running_since = None
@@ -197,11 +210,7 @@ class SimulatedCluster:
         return any(js.running for js in self.jobs.values())
 
     def bound_count(self, job: str) -> int:
-        return sum(
-            1
-            for p in self.jobs[job].job.pods
-            if (cur := self.pods.get(p.name)) is not None and cur.node_name is not None
-        )
+        return self._bound_count[job]
 
     def partial_jobs(self) -> list[str]:
         """Jobs holding some pods but fewer than minMember: resources held, no progress.
@@ -223,9 +232,9 @@ class SimulatedCluster:
 
     # --- internals ------------------------------------------------------------------------
 
-    def _push(self, t: float, kind: str, job: str, token: int = 0) -> None:
+    def _push(self, t: float, kind: str, name: str, token: int = 0) -> None:
         self._seq += 1
-        heapq.heappush(self._queue, (t, self._seq, kind, job, token))
+        heapq.heappush(self._queue, (t, self._seq, kind, name, token))
 
     def _unbind(self, pod: Pod) -> None:
         assert pod.node_name is not None
@@ -234,15 +243,19 @@ class SimulatedCluster:
             free[r] += q
         self.pods[pod.name] = pod.model_copy(update={"node_name": None})
         self.bound_at.pop(pod.name, None)
+        self._bind_serial.pop(pod.name, None)
+        job = self.job_of[pod.name]
+        self._bound_count[job] -= 1
+        if pod.name in self._ready:
+            self._ready.discard(pod.name)
+            self._ready_count[job] -= 1
+
+    def _mark_ready(self, pod: str) -> None:
+        self._ready.add(pod)
+        self._ready_count[self.job_of[pod]] += 1
 
     def _running_pods(self, js: JobState) -> int:
-        # The epsilon absorbs float error between a READY event's time and bind + latency.
-        ready_by = self.now - self.bind_latency_s + 1e-9
-        return sum(
-            1
-            for p in js.job.pods
-            if (at := self.bound_at.get(p.name)) is not None and at <= ready_by
-        )
+        return self._ready_count[js.job.name]
 
     def _update(self, js: JobState) -> None:
         """Start or pause a job as its running pod count crosses ``min_member``."""

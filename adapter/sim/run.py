@@ -165,7 +165,8 @@ def simulate(
     while True:
         while (t := cluster.next_event_time()) is not None and t <= tick:
             cluster.step()
-            record()
+            if cluster.next_event_time() != cluster.now:
+                record()  # once per instant: a thousand arrivals at t=0 are one change
         cluster.advance(tick)
         if sim.horizon_s is not None and tick > sim.horizon_s:
             run.stopped = f"horizon {sim.horizon_s:g} s reached"
