@@ -31,7 +31,7 @@ QUICK = SolverConfig(time_limit_s=0.2)
 REPRODUCIBLE = SolverConfig(time_limit_s=0.2, deterministic=True)
 GANG_AWARE = ["cpsat", "gang-greedy"]
 PROPERTY = settings(
-    max_examples=15,
+    max_examples=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -190,7 +190,7 @@ def test_gang_schedulers_finish_every_job_that_fits_alone(s: Scenario, scheduler
     assert_all_finish_whole(simulate(materialise(s), loop(scheduler)))
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(fitting=True, failure_rate=0.3), st.sampled_from(GANG_AWARE))
 def test_same_seed_same_run(s: Scenario, scheduler: str) -> None:
     workload = materialise(s)
