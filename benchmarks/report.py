@@ -448,40 +448,47 @@ def _scale(values: list[float], unit: float) -> list[float]:
 
 
 def plot_utilisation(runs: Sequence[SimRun], path: Path) -> Path:
-    """Allocated (solid) and busy (dashed) share of the fair resource, one colour per
-    scheduler: the gap between the two is resource held by gangs that are not running."""
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    """Per resource (one panel each, the fair resource first), allocated (solid) and busy
+    (dashed) share of capacity over time, one colour per scheduler: the gap between the
+    two is resource held by gangs that are not running."""
+    fair = runs[0].fair_resource if runs else GPU
+    present = sorted(
+        {r for run in runs for r, cap in run.capacity.items() if cap > 0 and r != "pods"}
+    )
+    resources = [fair] + [r for r in present if r != fair]
+    fig, axes = plt.subplots(
+        len(resources), 1, figsize=(9, 2.6 * len(resources) + 0.8), sharex=True, squeeze=False
+    )
     end = max((r.end_s for r in runs), default=0.0)
     unit, unit_name = _time_unit(end)
-    fair = runs[0].fair_resource if runs else GPU
-    for k, run in enumerate(runs):
-        cap = run.capacity.get(run.fair_resource, 0) or 1
-        fair_r = run.fair_resource
-        xs, alloc = _steps(run, [s.allocated.get(fair_r, 0) / cap for s in run.samples])
-        _, busy = _steps(run, [s.busy.get(fair_r, 0) / cap for s in run.samples])
-        (line,) = ax.step(
-            _scale(xs, unit),
-            alloc,
-            where="post",
-            label=run.settings.scheduler,
-            linewidth=_width(k, len(runs)),
-            alpha=0.85,
-        )
-        ax.step(
-            _scale(xs, unit),
-            busy,
-            where="post",
-            linestyle="--",
-            linewidth=1,
-            color=line.get_color(),
-        )
-    ax.set_ylim(-0.02, 1.05)
-    ax.set_xlabel(f"simulated time ({unit_name})")
-    ax.set_ylabel(f"{resource_label(fair)} allocated / capacity")
+    for ax, resource in zip(axes[:, 0], resources, strict=True):
+        for k, run in enumerate(runs):
+            cap = run.capacity.get(resource, 0) or 1
+            xs, alloc = _steps(run, [s.allocated.get(resource, 0) / cap for s in run.samples])
+            _, busy = _steps(run, [s.busy.get(resource, 0) / cap for s in run.samples])
+            (line,) = ax.step(
+                _scale(xs, unit),
+                alloc,
+                where="post",
+                label=run.settings.scheduler,
+                linewidth=_width(k, len(runs)),
+                alpha=0.85,
+            )
+            ax.step(
+                _scale(xs, unit),
+                busy,
+                where="post",
+                linestyle="--",
+                linewidth=1,
+                color=line.get_color(),
+            )
+        ax.set_ylim(-0.02, 1.05)
+        ax.set_ylabel(f"{resource_label(resource)} used")
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(loc="best")
+    axes[-1, 0].set_xlabel(f"simulated time ({unit_name})")
     title = runs[0].workload.scenario.name if runs else ""
-    ax.set_title(f"{title}: {resource_label(fair)} utilisation (dashed: running jobs only)")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="best")
+    axes[0, 0].set_title(f"{title}: allocated / capacity per resource (dashed: running jobs)")
     return _save(fig, path)
 
 
