@@ -447,6 +447,11 @@ def _scale(values: list[float], unit: float) -> list[float]:
     return [v / unit for v in values]
 
 
+def _dashed_step(ax: Any, xs: Sequence[float], ys: Sequence[float], color: Any) -> None:
+    """The reference line under a solid one: busy under allocated, deserved under held."""
+    ax.step(xs, ys, where="post", linestyle="--", linewidth=1, color=color)
+
+
 def plot_utilisation(runs: Sequence[SimRun], path: Path) -> Path:
     """Per resource (one panel each, the fair resource first), allocated (solid) and busy
     (dashed) share of capacity over time, one colour per scheduler: the gap between the
@@ -474,14 +479,7 @@ def plot_utilisation(runs: Sequence[SimRun], path: Path) -> Path:
                 linewidth=_width(k, len(runs)),
                 alpha=0.85,
             )
-            ax.step(
-                _scale(xs, unit),
-                busy,
-                where="post",
-                linestyle="--",
-                linewidth=1,
-                color=line.get_color(),
-            )
+            _dashed_step(ax, _scale(xs, unit), busy, line.get_color())
         ax.set_ylim(-0.02, 1.05)
         ax.set_ylabel(f"{resource_label(resource)} used")
         ax.grid(alpha=0.3)
@@ -505,14 +503,7 @@ def plot_shares(run: SimRun, path: Path) -> Path:
         xs, held = _steps(run, [s.queue_allocated.get(q, 0) / scale for s in run.samples])
         _, fair = _steps(run, [d.get(q, 0.0) / scale for d in deserved])
         (line,) = ax.step(_scale(xs, unit), held, where="post", label=f"{q} (w={weights[q]})")
-        ax.step(
-            _scale(xs, unit),
-            fair,
-            where="post",
-            linestyle="--",
-            linewidth=1,
-            color=line.get_color(),
-        )
+        _dashed_step(ax, _scale(xs, unit), fair, line.get_color())
     ax.set_ylim(-0.02, 1.05)
     ax.set_xlabel(f"simulated time ({unit_name})")
     ax.set_ylabel(f"share of cluster {resource_label(run.fair_resource)}")
