@@ -1,8 +1,10 @@
 """The adapter: everything between gangsat's pure solver and the outside world.
 
 Flow: cluster -> snapshot (``solver.model.ClusterState``) -> solver (pure, in ``solver``)
--> ``Decision`` -> validator (``solver.validate.check``) -> binder. This package holds
-the outer steps: today the command line (``adapter.cli``, the ``gangsat`` command) and
-the example scenarios it ships (``adapter/scenarios/*.json``). It may import ``solver``;
-it must not import ``benchmarks`` (import-linter checks both directions).
+-> ``Decision`` -> validator (``solver.validate.check``) -> binder -> status, metrics.
+This package holds the outer steps: the scheduling loop (``adapter.loop``) over the
+``Cluster`` protocol (``adapter.cluster``), its metrics (``adapter.metrics``), the
+embedded simulated cluster with its scenarios and traces (``adapter.sim``) and the
+``gangsat`` command (``adapter.cli``). It may import ``solver``; it must not import
+``benchmarks`` (import-linter checks both directions).
 """
