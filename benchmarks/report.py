@@ -435,7 +435,13 @@ def _width(k: int, n: int) -> float:
     return 1.2 + 1.6 * (n - 1 - k)
 
 
-def _save(fig: Figure, path: Path) -> Path:
+def subplots(**kwargs: Any) -> tuple[Figure, Any]:
+    """pyplot's subplots on this module's file-only backend, for other report writers."""
+    fig, axes = plt.subplots(**kwargs)
+    return fig, axes
+
+
+def save_figure(fig: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -487,7 +493,7 @@ def plot_utilisation(runs: Sequence[SimRun], path: Path) -> Path:
     axes[-1, 0].set_xlabel(f"simulated time ({unit_name})")
     title = runs[0].workload.scenario.name if runs else ""
     axes[0, 0].set_title(f"{title}: allocated / capacity per resource (dashed: running jobs)")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_shares(run: SimRun, path: Path) -> Path:
@@ -516,7 +522,7 @@ def plot_shares(run: SimRun, path: Path) -> Path:
     )
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8, ncols=2 if len(shown) > 4 else 1)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_jct_cdf(runs: Sequence[SimRun], path: Path) -> Path:
@@ -557,7 +563,7 @@ def plot_jct_cdf(runs: Sequence[SimRun], path: Path) -> Path:
     ax.set_title(f"{title}: JCT CDF")
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_scenario(runs: Sequence[SimRun], out_dir: Path, candidate: str = CANDIDATE) -> list[Path]:

@@ -2,6 +2,7 @@
 
     gangsat-bench [--scenarios seed-deadlock,philly,...] [--schedulers cpsat,gang-greedy,greedy]
                   [--out bench-out] [--time-limit S] [--seed N] [--workers N] [--quick]
+    gangsat-bench tune SCENARIO ...     (weight tuning: see benchmarks.tune)
 
 Flow: each scenario (a packaged name or a file, ``adapter.sim.scenario.load_scenario``)
 is materialised once and replayed by every scheduler through the real scheduling loop
@@ -374,7 +375,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None, console: Console | None = None) -> int:
-    args = parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given[:1] == ["tune"]:
+        from benchmarks import tune  # Optuna loads only for tuning
+
+        return tune.main(given[1:], console)
+    args = parse_args(given)
     if console is None:
         # Piped output (CI logs, tee) gets wide tables instead of 80-column wrapping.
         console = Console() if sys.stdout.isatty() else Console(width=200)

@@ -1,0 +1,69 @@
+"""gangsat's settings file: what an operator mounts from a ConfigMap (``gangsat.yaml``).
+
+One pydantic model, so a bad file is refused with the path of the bad field before the
+scheduler starts. The objective weights live in ``solver.solver.weights``: the snippet
+``gangsat-bench tune`` recommends is a settings file of exactly this shape.
+
+    schedulerNames: [gangsat]
+    scheduler: cpsat
+    cycleSeconds: 1.0
+    solver:
+      time_limit_s: 1.0
+      weights: {value: 100, fairness: 300, priority: 400, packing: 5, gpu_node_open: 10}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from solver.config import SolverConfig
+
+
+class SettingsError(ValueError):
+    """A settings file that cannot be used; one line per problem, naming the field."""
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    scheduler_names: tuple[str, ...] = Field(
+        default=("gangsat",),
+        alias="schedulerNames",
+        min_length=1,
+        description="pods whose spec.schedulerName is one of these are ours",
+    )
+    scheduler: Literal["cpsat", "gang-greedy", "greedy"] = "cpsat"
+    cycle_s: float = Field(default=1.0, gt=0, alias="cycleSeconds")
+    solver: SolverConfig = Field(default_factory=SolverConfig)
+
+    @classmethod
+    def from_yaml(cls, text: str, source: str = "settings") -> Settings:
+        try:
+            raw = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise SettingsError(f"{source}: not YAML: {e}") from None
+        try:
+            return cls.model_validate(raw if raw is not None else {})
+        except ValidationError as e:
+            raise SettingsError(
+                "\n".join(
+                    f"{source}: {'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}"
+                    for err in e.errors(include_url=False)
+                )
+            ) from None
+
+    @classmethod
+    def load(cls, path: Path) -> Settings:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as e:
+            raise SettingsError(f"{path}: cannot read: {e.strerror or e}") from None
+        return cls.from_yaml(text, str(path))
+
+    def to_yaml(self) -> str:
+        data = self.model_dump(mode="json", by_alias=True)
+        return yaml.safe_dump(data, sort_keys=False)

@@ -1,0 +1,643 @@
+"""Tune the objective weights from measured trade-offs: a multi-objective Optuna study.
+
+    gangsat-bench tune SCENARIO [--trials N] [--timeout S] [--jobs N] [--seed N]
+                       [--storage URL] [--study NAME] [--out DIR] [--holdout SCENARIO]
+                       [--max-fairness-error F] [--tolerance R] [--fairness-tolerance F]
+                       [--time-limit S]
+
+Each trial is one simulator run of SCENARIO (``adapter.sim``) with cpsat and a candidate
+``ObjectiveWeights``; it scores three objectives, all read from ``adapter.sim.measures``:
+
+- utilisation (maximise): the fair resource's allocated share while some queue waits
+  (whole-run utilisation hardly moves when every job finishes anyway);
+- share error (minimise): the largest per-queue time-averaged |held - deserved|;
+- mean JCT (minimise): submit to finish, over all jobs.
+
+A trial that leaves a job unfinished is pruned (kept in the study, off the front): such
+weights refuse work rather than trade one objective for another.
+
+``value`` stays at 100: the weights are relative, so one of them is the unit.
+
+The study lives in an Optuna storage, so it resumes where it stopped and several
+processes — on this machine (``--jobs``) or on several — can share it. The default is a
+journal file, ``DIR/<study>.journal`` (file locks; one machine). For several machines
+give every worker the same RDB URL, e.g. on each machine::
+
+    gangsat-bench tune philly --storage postgresql://user:pw@db/gangsat --trials 20
+
+Each worker process samples with seed ``--seed`` + its index, so workers propose
+different weights and a run is reproducible given the same workers. ``--trials`` is how
+many trials this invocation adds, counted across its workers.
+
+The default weights are the study's first trial, so the Pareto front is read against
+them. The recommendation rule: among Pareto-optimal trials whose share error is within
+``--max-fairness-error``, the highest utilisation, then the lowest mean JCT; if none is
+within the budget, the lowest share error. The recommended weights and the defaults are
+then both run on a HELD-OUT workload — for a trace scenario the next slice of jobs with
+another queue draw (other jobs, other queues), else ``--holdout`` — so a gain is not an
+artefact of tuning on the test data. Written to DIR: ``<study>-pareto.png``,
+``<study>.md``, ``<study>.json``, ``<study>-settings.yaml`` (an ``adapter.settings``
+file) and ``<study>-configmap.yaml``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+import yaml
+from optuna.storages import BaseStorage, JournalStorage, RDBStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.study import MaxTrialsCallback, StudyDirection
+from optuna.trial import FrozenTrial, TrialState
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from adapter.loop import LoopSettings
+from adapter.settings import Settings
+from adapter.sim.measures import summarise
+from adapter.sim.run import SimRun, simulate
+from adapter.sim.scenario import Scenario, ScenarioError, Workload, load_scenario, materialise
+from benchmarks import report
+from solver.config import ObjectiveWeights, SolverConfig
+
+OBJECTIVES = ("utilisation", "share_error", "mean_jct_s")
+DIRECTIONS: tuple[StudyDirection, ...] = (
+    StudyDirection.MAXIMIZE,
+    StudyDirection.MINIMIZE,
+    StudyDirection.MINIMIZE,
+)
+# Searched weights and their ranges; ``value`` (100) is the unit the others are read in.
+SPACE: dict[str, tuple[int, int, bool]] = {  # name -> (low, high, log scale)
+    "fairness": (1, 3000, True),
+    "priority": (0, 1000, False),
+    "packing": (0, 50, False),
+    "gpu_node_open": (0, 50, False),
+}
+DEFAULT_OUT = Path("bench-out/tune")
+DEFAULTS_ATTR = "defaults"
+EXIT_BAD_INPUT = 2
+
+
+class TuneError(ValueError):
+    """A study that cannot start; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    scenario: str
+    trials: int = 30
+    timeout_s: float | None = None
+    jobs: int = 1
+    seed: int = 0
+    storage: str | None = None  # None: a journal file in ``out``
+    study: str | None = None  # None: gangsat-<scenario name>
+    out: Path = DEFAULT_OUT
+    holdout: str | None = None
+    max_fairness_error: float = 0.02
+    tolerance: float = 0.01  # relative worsening of utilisation or JCT within budget
+    fairness_tolerance: float = 0.002  # absolute worsening of share error within budget
+    time_limit_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Score:
+    utilisation: float
+    share_error: float
+    mean_jct_s: float
+    finished: int
+    jobs: int
+
+    def values(self) -> tuple[float, float, float]:
+        return (self.utilisation, self.share_error, self.mean_jct_s)
+
+
+@dataclass
+class TuneResult:
+    study: str
+    trials: int
+    front: list[FrozenTrial]
+    recommended: FrozenTrial
+    defaults: FrozenTrial | None
+    holdout: dict[str, Score] = field(default_factory=dict)  # "defaults"/"recommended"
+    holdout_source: str = ""
+    verdict: str = ""
+    paths: list[Path] = field(default_factory=list)
+
+
+# --- one trial ---------------------------------------------------------------------------
+
+
+def score(run: SimRun) -> Score:
+    summary = summarise(run)
+    fair = summary.fair_resource
+    busy = summary.backlogged_utilisation.get(fair)
+    # Unfinished jobs count up to the run's end only for display; the study prunes them.
+    jct = [(j.finished_s if j.finished_s is not None else run.end_s) - j.submit_s for j in run.jobs]
+    return Score(
+        utilisation=busy if busy is not None else summary.utilisation.get(fair, 0.0),
+        share_error=summary.max_share_error or 0.0,
+        mean_jct_s=sum(jct) / len(jct) if jct else 0.0,
+        finished=summary.finished_jobs,
+        jobs=summary.jobs,
+    )
+
+
+def evaluate(workload: Workload, weights: ObjectiveWeights, time_limit_s: float | None) -> Score:
+    config = SolverConfig(weights=weights)
+    if time_limit_s is not None:
+        config = config.model_copy(update={"time_limit_s": time_limit_s})
+    return score(simulate(workload, LoopSettings(scheduler="cpsat", solver=config)))
+
+
+def suggest(trial: optuna.Trial) -> ObjectiveWeights:
+    picked = {
+        name: trial.suggest_int(name, low, high, log=log)
+        for name, (low, high, log) in SPACE.items()
+    }
+    return ObjectiveWeights(**picked)
+
+
+def weights_of(trial: FrozenTrial) -> ObjectiveWeights:
+    return ObjectiveWeights(**{k: int(v) for k, v in trial.params.items()})
+
+
+# --- storage and workers ------------------------------------------------------------------
+
+
+def open_storage(url: str) -> BaseStorage:
+    """An RDB URL (sqlite:///..., postgresql://...) or a journal file path."""
+    if "://" in url:
+        return RDBStorage(url)
+    Path(url).parent.mkdir(parents=True, exist_ok=True)
+    return JournalStorage(JournalFileBackend(url))
+
+
+def storage_url(settings: TuneSettings, study: str) -> str:
+    return settings.storage or str(settings.out / f"{study}.journal")
+
+
+def _worker(
+    index: int,
+    settings: TuneSettings,
+    study_name: str,
+    url: str,
+    target: int,
+    echo: bool,
+) -> None:
+    """One process of the study: trials until ``target`` are complete or time is up."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    workload = materialise(load_scenario(settings.scenario))
+    study = optuna.load_study(
+        study_name=study_name,
+        storage=open_storage(url),
+        sampler=optuna.samplers.TPESampler(seed=settings.seed + index),
+    )
+
+    def objective(trial: optuna.Trial) -> tuple[float, float, float]:
+        weights = suggest(trial)
+        result = evaluate(workload, weights, settings.time_limit_s)
+        trial.set_user_attr("worker", index)
+        trial.set_user_attr("finished", result.finished)
+        trial.set_user_attr("jobs", result.jobs)
+        if result.finished < result.jobs:
+            # Weights that leave work undone (e.g. opening a node costs more than filling
+            # it earns) are not a trade-off: a short run would flatter their mean JCT.
+            raise optuna.TrialPruned(f"{result.jobs - result.finished} job(s) never finished")
+        return result.values()
+
+    def line(study: optuna.Study, trial: FrozenTrial) -> None:
+        if not echo:
+            return
+        if trial.values is not None:
+            print(_trial_line(trial), flush=True)
+        else:
+            unfinished = trial.user_attrs.get("jobs", 0) - trial.user_attrs.get("finished", 0)
+            print(
+                f"trial {trial.number}: pruned, {unfinished} job(s) never finished "
+                f"({', '.join(f'{k} {v}' for k, v in trial.params.items())})",
+                flush=True,
+            )
+
+    study.optimize(
+        objective,
+        timeout=settings.timeout_s,
+        callbacks=[MaxTrialsCallback(target, states=(TrialState.COMPLETE,)), line],
+    )
+
+
+def _trial_line(trial: FrozenTrial) -> str:
+    util, err, jct = trial.values
+    w = ", ".join(f"{k} {v}" for k, v in trial.params.items())
+    return (
+        f"trial {trial.number}: util {util:.2%}, share error {err:.2%}, "
+        f"mean JCT {report.duration(jct)} ({w})"
+    )
+
+
+def run_study(settings: TuneSettings, console: Console) -> tuple[optuna.Study, str]:
+    """Create or resume the study and add ``settings.trials`` trials; returns it and its URL."""
+    scenario = _load(settings.scenario)
+    study_name = settings.study or f"gangsat-{scenario.name}"
+    url = storage_url(settings, study_name)
+    settings.out.mkdir(parents=True, exist_ok=True)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(
+        study_name=study_name,
+        storage=open_storage(url),
+        directions=list(DIRECTIONS),
+        load_if_exists=True,
+    )
+    done = _complete(study)
+    target = done + settings.trials
+    if not study.trials:
+        defaults = ObjectiveWeights()
+        study.enqueue_trial(
+            {name: getattr(defaults, name) for name in SPACE},
+            user_attrs={DEFAULTS_ATTR: True},
+        )
+        target += 1  # the defaults are a reference point, not one of the trials asked for
+    console.print(
+        f"study {study_name} at {url}: {done} trial(s) done, adding {settings.trials} "
+        f"with {settings.jobs} worker process(es)"
+    )
+    context = multiprocessing.get_context("spawn")
+    workers = [
+        context.Process(
+            target=_worker, args=(i, settings, study_name, url, target, True), daemon=False
+        )
+        for i in range(settings.jobs)
+    ]
+    columns = (
+        TextColumn("trials"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("trials", total=settings.trials)
+        for w in workers:
+            w.start()
+        while any(w.is_alive() for w in workers):
+            progress.update(task, completed=min(settings.trials, _complete(study) - done))
+            time.sleep(0.5)
+        progress.update(task, completed=min(settings.trials, _complete(study) - done))
+    failed = [w.exitcode for w in workers if w.exitcode]
+    if failed:
+        raise TuneError(f"{len(failed)} worker process(es) failed (exit codes {failed})")
+    return study, url
+
+
+def _complete(study: optuna.Study) -> int:
+    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+
+
+def _load(source: str) -> Scenario:
+    try:
+        return load_scenario(source)
+    except ScenarioError as e:
+        raise TuneError(str(e)) from None
+
+
+# --- choosing, checking and writing -------------------------------------------------------
+
+
+def recommend(front: Sequence[FrozenTrial], max_fairness_error: float) -> FrozenTrial:
+    """Best utilisation within the share-error budget, then lowest JCT; else fairest."""
+    within = [t for t in front if t.values[1] <= max_fairness_error]
+    if within:
+        return max(within, key=lambda t: (t.values[0], -t.values[2], -t.number))
+    return min(front, key=lambda t: (t.values[1], -t.values[0], t.values[2], t.number))
+
+
+def holdout_scenario(settings: TuneSettings) -> tuple[Scenario, str]:
+    """The held-out workload and a line saying what it is."""
+    if settings.holdout:
+        return _load(settings.holdout), f"scenario {settings.holdout}"
+    scenario = _load(settings.scenario)
+    if scenario.trace is None:
+        return scenario, "the tuning scenario itself (it has no trace to hold a slice out of)"
+    trace = scenario.trace
+    held = trace.model_copy(
+        update={"first_job": trace.first_job + trace.jobs, "seed": trace.seed + 1}
+    )
+    return (
+        scenario.model_copy(update={"trace": held}),
+        f"trace jobs {held.first_job}..{held.first_job + held.jobs - 1} (the next slice) "
+        f"with queue draw seed {held.seed}",
+    )
+
+
+def verdict(defaults: Score, recommended: Score, settings: TuneSettings) -> str:
+    """Does the recommendation win on one objective without losing beyond the budget?"""
+    better = []
+    worse = []
+    if recommended.utilisation > defaults.utilisation:
+        better.append("utilisation")
+    elif recommended.utilisation < defaults.utilisation * (1 - settings.tolerance):
+        worse.append("utilisation")
+    if recommended.share_error < defaults.share_error:
+        better.append("share error")
+    elif recommended.share_error > defaults.share_error + settings.fairness_tolerance:
+        worse.append("share error")
+    if recommended.mean_jct_s < defaults.mean_jct_s:
+        better.append("mean JCT")
+    elif recommended.mean_jct_s > defaults.mean_jct_s * (1 + settings.tolerance):
+        worse.append("mean JCT")
+    budget = (
+        f"budget: utilisation and mean JCT within {settings.tolerance:.0%}, share error "
+        f"within {settings.fairness_tolerance:.1%} points"
+    )
+    if better and not worse:
+        return f"recommended beats the defaults on {', '.join(better)} ({budget})"
+    if worse:
+        return f"recommended is worse than the defaults on {', '.join(worse)} ({budget})"
+    return f"recommended does not beat the defaults on any objective ({budget})"
+
+
+def settings_snippet(weights: ObjectiveWeights) -> str:
+    return Settings(solver=SolverConfig(weights=weights)).to_yaml()
+
+
+def configmap(snippet: str, name: str = "gangsat-settings") -> str:
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "gangsat-system"},
+        "data": {"gangsat.yaml": snippet},
+    }
+    return yaml.safe_dump(manifest, sort_keys=False)
+
+
+def _score_row(label: str, s: Score) -> list[str]:
+    return [
+        label,
+        f"{s.utilisation:.2%}",
+        f"{s.share_error:.2%}",
+        report.duration(s.mean_jct_s),
+        f"{s.finished}/{s.jobs}",
+    ]
+
+
+def front_rows(result: TuneResult) -> list[list[str]]:
+    rows = []
+    for t in sorted(result.front, key=lambda t: -t.values[0]):
+        mark = []
+        if t.number == result.recommended.number:
+            mark.append("recommended")
+        if t.user_attrs.get(DEFAULTS_ATTR):
+            mark.append("defaults")
+        rows.append(
+            [
+                str(t.number),
+                f"{t.values[0]:.2%}",
+                f"{t.values[1]:.2%}",
+                report.duration(t.values[2]),
+                *[str(t.params[k]) for k in SPACE],
+                ", ".join(mark),
+            ]
+        )
+    return rows
+
+
+FRONT_HEADERS = ("trial", "utilisation", "share error", "mean JCT", *SPACE, "")
+SCORE_HEADERS = ("weights", "utilisation", "share error", "mean JCT", "finished")
+
+
+def plot_front(study: optuna.Study, result: TuneResult, path: Path) -> Path:
+    fig, ax = report.subplots(figsize=(8, 5))
+    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    front = {t.number for t in result.front}
+    others = [t for t in done if t.number not in front]
+    jct = [t.values[2] for t in done] or [0.0]
+    lo, hi = min(jct), max(jct)
+    kwargs: dict[str, Any] = {"cmap": "viridis", "vmin": lo, "vmax": hi if hi > lo else lo + 1}
+    ax.scatter(
+        [t.values[1] for t in others],
+        [t.values[0] for t in others],
+        c=[t.values[2] for t in others],
+        marker="o",
+        alpha=0.45,
+        **kwargs,
+    )
+    points = ax.scatter(
+        [t.values[1] for t in result.front],
+        [t.values[0] for t in result.front],
+        c=[t.values[2] for t in result.front],
+        marker="D",
+        edgecolors="black",
+        **kwargs,
+    )
+    fig.colorbar(points, ax=ax, label="mean JCT (s)")
+    for t, label in ((result.recommended, "recommended"), (result.defaults, "defaults")):
+        if t is not None:
+            ax.annotate(
+                label, (t.values[1], t.values[0]), textcoords="offset points", xytext=(6, 6)
+            )
+    ax.set_xlabel("max share error (lower is fairer)")
+    ax.set_ylabel("utilisation while backlogged")
+    ax.set_title(f"{result.study}: {len(done)} trials, Pareto front as diamonds")
+    ax.grid(alpha=0.3)
+    return report.save_figure(fig, path)
+
+
+def markdown(result: TuneResult, settings: TuneSettings, snippet: str) -> str:
+    lines = [
+        f"# Weight tuning: {result.study}",
+        "",
+        f"{result.trials} complete trials on `{settings.scenario}`; objectives: "
+        "utilisation while backlogged (max), max share error (min), mean JCT (min).",
+        "",
+        "## Pareto front",
+        "",
+        report.md_table(
+            FRONT_HEADERS, front_rows(result), [True] * (len(FRONT_HEADERS) - 1) + [False]
+        ),
+        "",
+        f"Rule: among front trials with share error <= {settings.max_fairness_error:.1%}, the "
+        "highest utilisation, then the lowest mean JCT; if none, the lowest share error.",
+        "",
+        f"## Held out: {result.holdout_source}",
+        "",
+        report.md_table(
+            SCORE_HEADERS,
+            [_score_row(k, v) for k, v in result.holdout.items()],
+            [False, True, True, True, True],
+        ),
+        "",
+        f"**{result.verdict}**",
+        "",
+        "## Settings (paste into the ConfigMap's `gangsat.yaml`)",
+        "",
+        "```yaml",
+        snippet.rstrip(),
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def finish(study: optuna.Study, settings: TuneSettings, console: Console) -> TuneResult:
+    """Front, recommendation, held-out check, files."""
+    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    if not done:
+        raise TuneError(f"study {study.study_name} has no complete trial")
+    front = study.best_trials
+    defaults = next((t for t in done if t.user_attrs.get(DEFAULTS_ATTR)), None)
+    result = TuneResult(
+        study=study.study_name,
+        trials=len(done),
+        front=front,
+        recommended=recommend(front, settings.max_fairness_error),
+        defaults=defaults,
+    )
+    held, result.holdout_source = holdout_scenario(settings)
+    workload = materialise(held)
+    console.print(f"held out: {result.holdout_source}")
+    result.holdout = {
+        "defaults": evaluate(workload, ObjectiveWeights(), settings.time_limit_s),
+        "recommended": evaluate(workload, weights_of(result.recommended), settings.time_limit_s),
+    }
+    result.verdict = verdict(result.holdout["defaults"], result.holdout["recommended"], settings)
+    snippet = settings_snippet(weights_of(result.recommended))
+    stem = settings.out / result.study
+    out_json = {
+        "study": result.study,
+        "scenario": settings.scenario,
+        "trials": result.trials,
+        "objectives": {o: d.name.lower() for o, d in zip(OBJECTIVES, DIRECTIONS, strict=True)},
+        "front": [
+            {
+                "number": t.number,
+                "values": list(t.values),
+                "params": t.params,
+                "defaults": bool(t.user_attrs.get(DEFAULTS_ATTR)),
+            }
+            for t in front
+        ],
+        "recommended": {"number": result.recommended.number, "params": result.recommended.params},
+        "max_fairness_error": settings.max_fairness_error,
+        "holdout": {
+            "source": result.holdout_source,
+            **{k: v.__dict__ for k, v in result.holdout.items()},
+        },
+        "verdict": result.verdict,
+    }
+    result.paths = [
+        _write(Path(f"{stem}.json"), json.dumps(out_json, indent=2) + "\n"),
+        _write(Path(f"{stem}-settings.yaml"), snippet),
+        _write(Path(f"{stem}-configmap.yaml"), configmap(snippet)),
+        _write(Path(f"{stem}.md"), markdown(result, settings, snippet)),
+        plot_front(study, result, Path(f"{stem}-pareto.png")),
+    ]
+    table = Table(title=f"{result.study}: Pareto front ({result.trials} trials)")
+    for h in FRONT_HEADERS:
+        table.add_column(h, justify="left" if h == "" else "right")
+    for row in front_rows(result):
+        table.add_row(*row)
+    console.print(table)
+    held_table = Table(title=f"held out: {result.holdout_source}")
+    for h in SCORE_HEADERS:
+        held_table.add_column(h, justify="left" if h == "weights" else "right")
+    for k, v in result.holdout.items():
+        held_table.add_row(*_score_row(k, v))
+    console.print(held_table)
+    console.print(result.verdict)
+    console.print("settings:\n" + snippet)
+    return result
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def tune(settings: TuneSettings, console: Console | None = None) -> TuneResult:
+    console = console or Console()
+    study, _ = run_study(settings, console)
+    return finish(study, settings, console)
+
+
+# --- command line -------------------------------------------------------------------------
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def parse_args(argv: Sequence[str] | None) -> TuneSettings:
+    p = argparse.ArgumentParser(
+        prog="gangsat-bench tune",
+        description="Tune cpsat's objective weights on a scenario: a multi-objective Optuna "
+        "study (utilisation, share error, mean JCT), then a held-out check.",
+    )
+    p.add_argument("scenario", help="a packaged scenario name or a scenario file")
+    p.add_argument("--trials", type=_count, default=30, help="trials to add (default 30)")
+    p.add_argument("--timeout", type=_positive, default=None, help="seconds for this run")
+    p.add_argument("--jobs", type=_count, default=1, help="worker processes (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="sampler seed of worker 0 (default 0)")
+    p.add_argument("--storage", default=None, help="Optuna RDB URL or journal file path")
+    p.add_argument("--study", default=None, help="study name (default gangsat-<scenario>)")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"default {DEFAULT_OUT}")
+    p.add_argument("--holdout", default=None, help="held-out scenario (default: derived)")
+    p.add_argument("--max-fairness-error", type=_non_negative, default=0.02)
+    p.add_argument("--tolerance", type=_non_negative, default=0.01)
+    p.add_argument("--fairness-tolerance", type=_non_negative, default=0.002)
+    p.add_argument("--time-limit", type=_positive, default=None, help="CP-SAT s per cycle")
+    a = p.parse_args(argv)
+    return TuneSettings(
+        scenario=a.scenario,
+        trials=a.trials,
+        timeout_s=a.timeout,
+        jobs=a.jobs,
+        seed=a.seed,
+        storage=a.storage,
+        study=a.study,
+        out=a.out,
+        holdout=a.holdout,
+        max_fairness_error=a.max_fairness_error,
+        tolerance=a.tolerance,
+        fairness_tolerance=a.fairness_tolerance,
+        time_limit_s=a.time_limit,
+    )
+
+
+def main(argv: Sequence[str] | None = None, console: Console | None = None) -> int:
+    settings = parse_args(argv)
+    if console is None:
+        console = Console() if sys.stdout.isatty() else Console(width=200)
+    try:
+        tune(settings, console)
+    except TuneError as e:
+        for line in str(e).splitlines():
+            print(f"gangsat-bench tune: {line}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return 0

@@ -1,0 +1,58 @@
+"""The settings file operators mount from a ConfigMap."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from adapter.settings import Settings, SettingsError
+from solver.config import ObjectiveWeights
+
+
+def test_an_empty_file_means_the_defaults() -> None:
+    assert Settings.from_yaml("") == Settings()
+
+
+def test_round_trip_through_yaml_keeps_every_field() -> None:
+    s = Settings(
+        scheduler_names=("gangsat", "batch"),
+        cycle_s=2.5,
+        solver=Settings().solver.model_copy(
+            update={"weights": ObjectiveWeights(fairness=900, packing=0), "time_limit_s": 0.5}
+        ),
+    )
+    text = s.to_yaml()
+    assert "schedulerNames:" in text and "cycleSeconds: 2.5" in text
+    assert Settings.from_yaml(text) == s
+
+
+def test_a_partial_file_overrides_only_what_it_names(tmp_path: Path) -> None:
+    path = tmp_path / "gangsat.yaml"
+    path.write_text("solver:\n  weights:\n    fairness: 1200\n")
+    s = Settings.load(path)
+    assert s.solver.weights.fairness == 1200
+    assert s.solver.weights.value == ObjectiveWeights().value
+    assert s.scheduler_names == ("gangsat",)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("solver:\n  weights:\n    fairness: -1\n", "solver.weights.fairness: Input should be"),
+        ("cycleSeconds: 0\n", "cycleSeconds: Input should be greater than 0"),
+        ("schedulerNames: []\n", "schedulerNames"),
+        ("scheduler: fifo\n", "scheduler: Input should be"),
+        ("surprise: 1\n", "surprise: Extra inputs are not permitted"),
+        ("solver: [1, 2\n", "not YAML"),
+    ],
+)
+def test_bad_settings_name_the_field(text: str, fragment: str) -> None:
+    with pytest.raises(SettingsError, match="^gangsat.yaml: ") as caught:
+        Settings.from_yaml(text, "gangsat.yaml")
+    assert fragment in str(caught.value)
+
+
+def test_a_missing_file_is_a_settings_error(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="cannot read"):
+        Settings.load(tmp_path / "absent.yaml")

@@ -1,0 +1,193 @@
+"""Weight tuning: a tiny scenario, a few seeded trials, storage shared and resumed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+from optuna.distributions import IntDistribution
+from optuna.trial import TrialState, create_trial
+from rich.console import Console
+
+from adapter.settings import Settings
+from adapter.sim.scenario import load_scenario
+from benchmarks import suite
+from benchmarks.tune import (
+    DEFAULTS_ATTR,
+    SPACE,
+    Score,
+    TuneSettings,
+    _worker,
+    holdout_scenario,
+    open_storage,
+    recommend,
+    run_study,
+    tune,
+    verdict,
+)
+from solver.config import ObjectiveWeights
+
+PNG = b"\x89PNG\r\n\x1a\n"
+# Two queues 1:3 on 4 nodes of 4 GPUs, more work than fits: every trial is a real run
+# with contention, and still takes a fraction of a second.
+TINY = {
+    "name": "tiny",
+    "settings": {"cycle_s": 30, "seed": 0},
+    "nodes": [
+        {"name": "g", "count": 4, "allocatable": {"cpu": "16", "nvidia.com/gpu": 4}}
+    ],
+    "queues": [{"name": "a", "weight": 1}, {"name": "b", "weight": 3}],
+    "jobs": [
+        {"name": "a2", "count": 6, "queue": "a", "duration_s": 600, "replicas": 2,
+         "requests": {"cpu": "2", "nvidia.com/gpu": 2}},
+        {"name": "b2", "count": 6, "queue": "b", "duration_s": 600, "replicas": 2,
+         "requests": {"cpu": "2", "nvidia.com/gpu": 2}},
+        {"name": "b1", "count": 4, "queue": "b", "submit_s": 60, "duration_s": 300,
+         "replicas": 1, "requests": {"cpu": "1", "nvidia.com/gpu": 1}},
+    ],
+}
+QUIET = Console(file=open("/dev/null", "w"), width=200)  # noqa: SIM115
+
+
+def tiny(tmp_path: Path) -> str:
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(TINY))
+    return str(path)
+
+
+def settings(tmp_path: Path, **kw: object) -> TuneSettings:
+    base: dict[str, object] = {
+        "scenario": tiny(tmp_path),
+        "trials": 3,
+        "seed": 7,
+        "out": tmp_path / "out",
+        "time_limit_s": 0.5,
+    }
+    base.update(kw)
+    return TuneSettings(**base)  # type: ignore[arg-type]
+
+
+def complete(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    return study.get_trials(states=(TrialState.COMPLETE,))
+
+
+def test_a_study_yields_a_front_a_recommendation_and_files_that_load(tmp_path: Path) -> None:
+    result = tune(settings(tmp_path), QUIET)
+    assert result.trials >= 4  # the defaults, then 3 sampled
+    assert result.front and result.recommended in result.front
+    # The defaults are trial 0, with exactly the default weights.
+    assert result.defaults is not None and result.defaults.number == 0
+    defaults = ObjectiveWeights()
+    assert result.defaults.params == {k: getattr(defaults, k) for k in SPACE}
+    stem = tmp_path / "out" / "gangsat-tiny"
+    loaded = Settings.load(Path(f"{stem}-settings.yaml"))
+    assert loaded.solver.weights == ObjectiveWeights(**result.recommended.params)
+    configmap = yaml.safe_load(Path(f"{stem}-configmap.yaml").read_text())
+    assert configmap["kind"] == "ConfigMap"
+    assert Settings.from_yaml(configmap["data"]["gangsat.yaml"]) == loaded
+    report = json.loads(Path(f"{stem}.json").read_text())
+    assert report["recommended"]["number"] == result.recommended.number
+    assert {"defaults", "recommended"} <= set(report["holdout"])
+    assert Path(f"{stem}-pareto.png").read_bytes().startswith(PNG)
+    assert "## Pareto front" in Path(f"{stem}.md").read_text()
+
+
+def test_a_resumed_study_continues_where_it_stopped(tmp_path: Path) -> None:
+    first, url = run_study(settings(tmp_path, trials=2), QUIET)
+    before = complete(first)
+    again, url_again = run_study(settings(tmp_path, trials=2), QUIET)
+    after = complete(again)
+    assert url_again == url
+    assert len(after) >= len(before) + 2
+    assert {t.number for t in before} < {t.number for t in after}
+    # The defaults are enqueued once, when the study is new.
+    assert sum(1 for t in again.trials if t.user_attrs.get(DEFAULTS_ATTR)) == 1
+
+
+def test_two_worker_processes_share_one_study(tmp_path: Path) -> None:
+    s = settings(tmp_path, trials=4, jobs=2)
+    study, _ = run_study(s, QUIET)
+    numbers = [t.number for t in study.trials]
+    assert len(numbers) == len(set(numbers))
+    assert len(complete(study)) >= 5
+    assert {t.user_attrs.get("worker") for t in complete(study)} <= {0, 1}
+
+
+def test_a_second_machine_joins_through_the_storage_url(tmp_path: Path) -> None:
+    # An RDB URL, as several machines would share; the "second machine" is a worker
+    # started from nothing but the URL and the study name.
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    s = settings(tmp_path, trials=2, storage=url)
+    study, used = run_study(s, QUIET)
+    assert used == url
+    count = len(complete(study))
+    _worker(5, s, study.study_name, url, count + 2, echo=False)
+    joined = optuna.load_study(study_name=study.study_name, storage=open_storage(url))
+    assert len(complete(joined)) >= count + 2
+    assert any(t.user_attrs.get("worker") == 5 for t in complete(joined))
+
+
+def _trial(number: int, util: float, err: float, jct: float) -> optuna.trial.FrozenTrial:
+    t = create_trial(
+        values=[util, err, jct],
+        params={"fairness": 300},
+        distributions={"fairness": IntDistribution(1, 3000, log=True)},
+    )
+    t.number = number
+    return t
+
+
+def test_recommend_takes_the_best_utilisation_within_the_fairness_budget() -> None:
+    front = [
+        _trial(0, 0.95, 0.030, 100.0),  # best utilisation, but over the 2% budget
+        _trial(1, 0.93, 0.015, 120.0),
+        _trial(2, 0.93, 0.010, 110.0),  # ties 1 on utilisation; lower JCT wins
+        _trial(3, 0.90, 0.005, 90.0),
+    ]
+    assert recommend(front, 0.02).number == 2
+    # Nothing within a 0.1% budget: the fairest.
+    assert recommend(front, 0.001).number == 3
+
+
+def test_verdict_needs_a_win_and_no_loss_beyond_the_budget(tmp_path: Path) -> None:
+    s = settings(tmp_path)  # 1% on utilisation and JCT, 0.2 points on share error
+    base = Score(0.90, 0.020, 1000.0, 10, 10)
+    assert "beats the defaults on mean JCT" in verdict(base, Score(0.895, 0.021, 950.0, 10, 10), s)
+    assert "worse than the defaults on utilisation" in verdict(
+        base, Score(0.88, 0.010, 900.0, 10, 10), s
+    )
+    assert "worse than the defaults on share error" in verdict(
+        base, Score(0.95, 0.025, 900.0, 10, 10), s
+    )
+    assert "does not beat" in verdict(base, base, s)
+
+
+def test_the_philly_holdout_is_the_next_slice_with_another_queue_draw(tmp_path: Path) -> None:
+    held, text = holdout_scenario(TuneSettings(scenario="philly", out=tmp_path))
+    trace = load_scenario("philly").trace
+    assert trace is not None and held.trace is not None
+    assert held.trace.first_job == trace.first_job + trace.jobs
+    assert held.trace.seed == trace.seed + 1
+    assert held.trace.jobs == trace.jobs
+    assert "next slice" in text
+
+
+def test_gangsat_bench_tune_command(tmp_path: Path) -> None:
+    out = tmp_path / "cli"
+    code = suite.main(
+        ["tune", tiny(tmp_path), "--trials", "2", "--out", str(out), "--time-limit", "0.5"],
+        QUIET,
+    )
+    assert code == 0
+    assert (out / "gangsat-tiny-settings.yaml").exists()
+    assert suite.main(["tune", "no-such-scenario", "--out", str(out)], QUIET) == 2
+
+
+@pytest.mark.parametrize("bad", ["--trials=0", "--jobs=0", "--timeout=-1"])
+def test_bad_tune_options_are_refused(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(SystemExit) as caught:
+        suite.main(["tune", tiny(tmp_path), bad], QUIET)
+    assert caught.value.code == 2
