@@ -48,7 +48,7 @@ def test_a_partial_file_overrides_only_what_it_names(tmp_path: Path) -> None:
     ],
 )
 def test_bad_settings_name_the_field(text: str, fragment: str) -> None:
-    with pytest.raises(SettingsError, match="^gangsat.yaml: ") as caught:
+    with pytest.raises(SettingsError, match=r"^gangsat\.yaml: ") as caught:
         Settings.from_yaml(text, "gangsat.yaml")
     assert fragment in str(caught.value)
 
