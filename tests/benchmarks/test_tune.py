@@ -36,17 +36,34 @@ PNG = b"\x89PNG\r\n\x1a\n"
 TINY = {
     "name": "tiny",
     "settings": {"cycle_s": 30, "seed": 0},
-    "nodes": [
-        {"name": "g", "count": 4, "allocatable": {"cpu": "16", "nvidia.com/gpu": 4}}
-    ],
+    "nodes": [{"name": "g", "count": 4, "allocatable": {"cpu": "16", "nvidia.com/gpu": 4}}],
     "queues": [{"name": "a", "weight": 1}, {"name": "b", "weight": 3}],
     "jobs": [
-        {"name": "a2", "count": 6, "queue": "a", "duration_s": 600, "replicas": 2,
-         "requests": {"cpu": "2", "nvidia.com/gpu": 2}},
-        {"name": "b2", "count": 6, "queue": "b", "duration_s": 600, "replicas": 2,
-         "requests": {"cpu": "2", "nvidia.com/gpu": 2}},
-        {"name": "b1", "count": 4, "queue": "b", "submit_s": 60, "duration_s": 300,
-         "replicas": 1, "requests": {"cpu": "1", "nvidia.com/gpu": 1}},
+        {
+            "name": "a2",
+            "count": 6,
+            "queue": "a",
+            "duration_s": 600,
+            "replicas": 2,
+            "requests": {"cpu": "2", "nvidia.com/gpu": 2},
+        },
+        {
+            "name": "b2",
+            "count": 6,
+            "queue": "b",
+            "duration_s": 600,
+            "replicas": 2,
+            "requests": {"cpu": "2", "nvidia.com/gpu": 2},
+        },
+        {
+            "name": "b1",
+            "count": 4,
+            "queue": "b",
+            "submit_s": 60,
+            "duration_s": 300,
+            "replicas": 1,
+            "requests": {"cpu": "1", "nvidia.com/gpu": 1},
+        },
     ],
 }
 QUIET = Console(file=open("/dev/null", "w"), width=200)  # noqa: SIM115
