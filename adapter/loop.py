@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from adapter.cluster import Cluster, ClusterError, GangStatus
 from adapter.metrics import LoopMetrics
 from solver.config import SolverConfig
-from solver.model import ClusterState, Decision
+from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState, Decision
 from solver.schedulers import SCHEDULERS
 from solver.validate import Violation, check
 
@@ -69,77 +69,99 @@ class CycleResult:
     total_s: float = 0.0
 
     def admitted(self) -> list[str]:
-        """Gangs this cycle bound and kept (not rolled back or rejected)."""
+        """Gangs the decision admitted that this cycle bound and kept."""
         if self.decision is None:
             return []
-        return [g for g in self.decision.admitted if g not in self.rolled_back]
+        dropped = self.rolled_back.keys() | self.rejected.keys()
+        return [g for g in self.decision.admitted if g not in dropped]
 
 
-def _gang_of(state: ClusterState) -> tuple[dict[str, str], dict[str, int]]:
-    gang_of = {p.name: p.gang_name() for p in state.pods}
-    need = {g.name: g.min_member for g in state.gangs}
-    return gang_of, need
+@dataclass(frozen=True)
+class _Gangs:
+    """The snapshot's gang bookkeeping, built once per cycle."""
+
+    of_pod: dict[str, str]  # pod -> gang (implicit gangs for pods without one)
+    need: dict[str, int]  # gang -> minMember
+    queue: dict[str, str]  # gang -> queue
+    held: dict[str, int]  # gang -> pods bound in the snapshot
+
+    @classmethod
+    def of(cls, state: ClusterState) -> _Gangs:
+        held: dict[str, int] = defaultdict(int)
+        for pod in state.bound_pods():
+            held[pod.gang_name()] += 1
+        return cls(
+            of_pod={p.name: p.gang_name() for p in state.pods},
+            need={g.name: g.min_member for g in state.gangs},
+            queue={g.name: g.queue for g in state.gangs},
+            held=held,
+        )
+
+    def gang(self, pod: str) -> str:
+        # A placement may name a pod the snapshot lacks; the validator reports it, and
+        # the implicit gang name keeps it apart from every real gang.
+        return self.of_pod.get(pod, IMPLICIT_GANG_PREFIX + pod)
+
+    def queue_of(self, gang: str) -> str:
+        return self.queue.get(gang, DEFAULT_QUEUE)  # pods without a gang: default queue
+
+
+POD_FINDINGS = frozenset({"unknown-pod", "already-bound", "unknown-node", "predicate"})
+GANG_FINDINGS = frozenset({"invalid-gang", "partial-gang"})
 
 
 def _rejected_gangs(
-    state: ClusterState, decision: Decision, violations: list[Violation], atomic: bool
+    gangs: _Gangs, decision: Decision, violations: list[Violation], atomic: bool
 ) -> dict[str, str]:
     """Gangs not to bind: any gang a hard violation touches loses all its placements.
 
     A broken node capacity or queue capability rejects every gang placed onto it this
     cycle, since the validator cannot say which of them the solver should have left out.
     """
-    gang_of, _ = _gang_of(state)
     placed_by_gang: dict[str, list[str]] = defaultdict(list)
     for pod, node in decision.placements.items():
-        placed_by_gang[gang_of.get(pod, "pod:" + pod)].append(node)
-    queue_of = {g.name: g.queue for g in state.gangs}
+        placed_by_gang[gangs.gang(pod)].append(node)
     rejected: dict[str, str] = {}
     for v in violations:
         if v.kind == "partial-gang" and not atomic:
             continue
-        if v.kind == "capacity":
-            hit = [g for g, nodes in placed_by_gang.items() if v.subject in nodes]
-        elif v.kind == "capability":
-            hit = [g for g in placed_by_gang if queue_of.get(g) == v.subject]
-        elif v.subject in gang_of:
-            hit = [gang_of[v.subject]]
-        elif v.kind == "unknown-pod":
-            hit = ["pod:" + v.subject]
-        else:
+        if v.kind in POD_FINDINGS:
+            hit = [gangs.gang(v.subject)]
+        elif v.kind in GANG_FINDINGS:
             hit = [v.subject]
+        elif v.kind == "capacity":
+            hit = [g for g, nodes in placed_by_gang.items() if v.subject in nodes]
+        else:  # capability: the subject is a queue
+            hit = [g for g in placed_by_gang if gangs.queue_of(g) == v.subject]
         for gang in hit:
             rejected.setdefault(gang, f"{v.kind}: {v.message}")
     return rejected
 
 
 def _bind(
-    cluster: Cluster, state: ClusterState, decision: Decision, result: CycleResult, atomic: bool
+    cluster: Cluster, gangs: _Gangs, decision: Decision, result: CycleResult, atomic: bool
 ) -> None:
-    gang_of, need = _gang_of(state)
-    held: dict[str, int] = defaultdict(int)
-    for bound_pod in state.bound_pods():
-        held[bound_pod.gang_name()] += 1
     by_gang: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for pod, node in sorted(decision.placements.items()):
-        gang = gang_of.get(pod, "pod:" + pod)
+        gang = gangs.gang(pod)
         if gang not in result.rejected:
             by_gang[gang].append((pod, node))
     for gang, placements in by_gang.items():
         done: list[str] = []
-        need_now = need.get(gang, 1)
+        need_now = gangs.need.get(gang, 1)
+        held = gangs.held.get(gang, 0)
         for i, (pod, node) in enumerate(placements):
             try:
                 cluster.bind(pod, node)
             except ClusterError as e:
                 result.failed_binds[pod] = str(e)
                 untried = len(placements) - i - 1
-                if atomic and held[gang] + len(done) + untried < need_now:
+                if atomic and held + len(done) + untried < need_now:
                     break  # the rest cannot save the gang; do not hold more of the cluster
                 continue
             done.append(pod)
             result.bound[pod] = node
-        if atomic and held[gang] + len(done) < need_now:
+        if atomic and held + len(done) < need_now:
             failed = next(p for p, _ in placements if p in result.failed_binds)
             result.rolled_back[gang] = (
                 f"bind of {failed} failed ({result.failed_binds[failed]}); "
@@ -157,26 +179,21 @@ def _bind(
                     log.error("could not evict %s after a failed gang bind: %s", pod, e)
 
 
-def _statuses(state: ClusterState, result: CycleResult) -> list[GangStatus]:
-    held: dict[str, int] = defaultdict(int)
-    for bound_pod in state.bound_pods():
-        held[bound_pod.gang_name()] += 1
-    gang_of, _ = _gang_of(state)
-    for pod in result.bound:
-        held[gang_of[pod]] += 1
-    for pod in result.stranded:
-        held[gang_of[pod]] += 1
+def _statuses(state: ClusterState, gangs: _Gangs, result: CycleResult) -> list[GangStatus]:
+    held = dict(gangs.held)
+    for pod in [*result.bound, *result.stranded]:
+        held[gangs.gang(pod)] = held.get(gangs.gang(pod), 0) + 1
     decision = result.decision
     reasons = decision.unschedulable if decision else {}
     statuses = []
     for gang in state.gangs:
-        bound = held[gang.name]
+        bound = held.get(gang.name, 0)
         if bound >= gang.min_member:
             statuses.append(
                 GangStatus(gang=gang.name, phase="Running", bound=bound, min_member=gang.min_member)
             )
             continue
-        failed = sorted(p for p in result.failed_binds if gang_of.get(p) == gang.name)
+        failed = sorted(p for p in result.failed_binds if gangs.gang(p) == gang.name)
         if gang.name in result.rolled_back:
             reason, message = "BindFailed", result.rolled_back[gang.name]
         elif failed:
@@ -219,6 +236,7 @@ def run_cycle(
         return result
     result.snapshot_s = time.perf_counter() - started
     result.pending_pods = len(state.pending_pods())
+    gangs = _Gangs.of(state)
     atomic = settings.atomic()
     try:
         decision = SCHEDULERS[settings.scheduler](state, settings.solver)
@@ -230,13 +248,13 @@ def run_cycle(
     if decision is not None:
         result.decision = decision
         result.violations = check(state, decision)
-        result.rejected = _rejected_gangs(state, decision, result.violations, atomic)
+        result.rejected = _rejected_gangs(gangs, decision, result.violations, atomic)
         for gang, why in result.rejected.items():
             log.error("not binding gang %s: the decision breaks a hard rule: %s", gang, why)
         bind_started = time.perf_counter()
-        _bind(cluster, state, decision, result, atomic)
+        _bind(cluster, gangs, decision, result, atomic)
         result.bind_s = time.perf_counter() - bind_started
-    result.statuses = _statuses(state, result)
+    result.statuses = _statuses(state, gangs, result)
     try:
         cluster.report(result.statuses)
     except ClusterError as e:

@@ -1,7 +1,7 @@
 """gangsat's settings file: what an operator mounts from a ConfigMap (``gangsat.yaml``).
 
 One pydantic model, so a bad file is refused with the path of the bad field before the
-scheduler starts. The objective weights live in ``solver.solver.weights``: the snippet
+scheduler starts. The objective weights live in ``solver.weights``: the snippet
 ``gangsat-bench tune`` recommends is a settings file of exactly this shape.
 
     schedulerNames: [gangsat]

@@ -502,7 +502,10 @@ def plot_shares(run: SimRun, path: Path) -> Path:
     unit, unit_name = _time_unit(run.end_s)
     total = run.capacity.get(run.fair_resource, 0)
     weights = {q.name: q.weight for q in run.workload.queues}
-    deserved = [deserved_at(s, total, weights) if total else {} for s in run.samples]
+    queues = run.workload.queues
+    deserved = [
+        deserved_at(s, total, queues, run.fair_resource) if total else {} for s in run.samples
+    ]
     shown = sorted(weights, key=lambda q: (-weights[q], q))[:MAX_QUEUES_PLOTTED]
     scale = total or 1
     for q in shown:

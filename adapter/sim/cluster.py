@@ -80,7 +80,6 @@ class SimulatedCluster:
         self._gangs: dict[str, Gang] = {j.name: j.gang() for j in self.workload.jobs}
         self.pods: dict[str, Pod] = {}  # pods of arrived, unfinished jobs
         self.job_of: dict[str, str] = {}
-        self.bound_at: dict[str, float] = {}
         # Kept incrementally: a 1,000-pod gang must not rescan its pods on every bind.
         self._bound_count: dict[str, int] = defaultdict(int)  # job -> pods bound
         self._ready_count: dict[str, int] = defaultdict(int)  # job -> pods past bind latency
@@ -122,7 +121,6 @@ class SimulatedCluster:
         for r, q in demand.items():
             free[r] -= q
         self.pods[pod] = current.model_copy(update={"node_name": node})
-        self.bound_at[pod] = self.now
         self.version += 1
         job = self.job_of[pod]
         self._bound_count[job] += 1
@@ -181,8 +179,7 @@ class SimulatedCluster:
             for pod in js.job.pods:
                 current = self.pods.pop(pod.name, None)
                 if current is not None and current.node_name is not None:
-                    self._unbind(current)
-                    self.pods.pop(pod.name)
+                    self._release(current)
                 self.job_of.pop(pod.name, None)
             self._gangs.pop(name, None)
             self.version += 1
@@ -223,13 +220,6 @@ class SimulatedCluster:
             if js.waiting and 0 < self.bound_count(name) < js.job.min_member
         ]
 
-    def allocated(self) -> dict[str, int]:
-        total: dict[str, int] = defaultdict(int)
-        for n in self.workload.nodes:
-            for r, q in n.allocatable.items():
-                total[r] += q - self.free[n.name].get(r, 0)
-        return total
-
     # --- internals ------------------------------------------------------------------------
 
     def _push(self, t: float, kind: str, name: str, token: int = 0) -> None:
@@ -237,12 +227,16 @@ class SimulatedCluster:
         heapq.heappush(self._queue, (t, self._seq, kind, name, token))
 
     def _unbind(self, pod: Pod) -> None:
+        """The pod stays, pending again (its controller recreated it)."""
+        self._release(pod)
+        self.pods[pod.name] = pod.model_copy(update={"node_name": None})
+
+    def _release(self, pod: Pod) -> None:
+        """Free what a bound pod holds and forget its bind."""
         assert pod.node_name is not None
         free = self.free[pod.node_name]
         for r, q in pod.demand().items():
             free[r] += q
-        self.pods[pod.name] = pod.model_copy(update={"node_name": None})
-        self.bound_at.pop(pod.name, None)
         self._bind_serial.pop(pod.name, None)
         job = self.job_of[pod.name]
         self._bound_count[job] -= 1
@@ -254,14 +248,11 @@ class SimulatedCluster:
         self._ready.add(pod)
         self._ready_count[self.job_of[pod]] += 1
 
-    def _running_pods(self, js: JobState) -> int:
-        return self._ready_count[js.job.name]
-
     def _update(self, js: JobState) -> None:
         """Start or pause a job as its running pod count crosses ``min_member``."""
         if js.finished_s is not None:
             return
-        enough = self._running_pods(js) >= js.job.min_member
+        enough = self._ready_count[js.job.name] >= js.job.min_member
         if enough and not js.running:
             js.running_since = self.now
             if js.started_s is None:

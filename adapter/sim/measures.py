@@ -6,9 +6,9 @@ last to the end of the run. Time averages are integrals over that step function.
 
 Fairness is judged on one resource (GPUs if the cluster has any, else CPU) while a queue
 is *backlogged* (has waiting pods): its deserved amount is the weighted water-filling of
-the cluster among all queues, each capped by what it holds plus what it waits for
-(``solver.fairness.deserved``, as kube-batch's proportion plugin). When every queue is
-backlogged and asks for more than its weight's share, that is exactly
+the cluster among all queues, each capped by what it holds plus what it waits for and by
+its capability (``solver.fairness.water_fill``, as kube-batch's proportion plugin). When
+every queue is backlogged and asks for more than its weight's share, that is exactly
 ``weight / sum(weights)`` of the cluster. A queue's share error is the time average,
 over its backlogged time, of (held - deserved) / cluster total; ``max_share_error`` is the
 largest absolute one. Jain's index is taken over queues of held / deserved (time
@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict
 from adapter.loop import CycleResult
 from adapter.sim.run import Sample, SimRun
 from solver.fairness import water_fill
+from solver.model import Queue
 
 
 class QueueFairness(BaseModel):
@@ -98,13 +99,18 @@ def durations(samples: Sequence[Sample], end_s: float) -> list[float]:
     return [max(0.0, b - a) for a, b in pairwise(times)]
 
 
-def deserved_at(sample: Sample, total: int, weights: dict[str, int]) -> dict[str, float]:
-    names = list(weights)
-    caps: list[int | None] = [
-        sample.queue_allocated.get(q, 0) + sample.queue_pending.get(q, 0) for q in names
-    ]
-    shares = water_fill(total, [weights[q] for q in names], caps)
-    return {q: float(s) for q, s in zip(names, shares, strict=True)}
+def deserved_at(
+    sample: Sample, total: int, queues: Sequence[Queue], resource: str
+) -> dict[str, float]:
+    """Each queue's deserved amount of ``resource`` at the sample: water-filling by weight,
+    capped by what the queue holds plus waits for, and by its capability."""
+    caps: list[int | None] = []
+    for q in queues:
+        want = sample.queue_allocated.get(q.name, 0) + sample.queue_pending.get(q.name, 0)
+        cap = q.capability
+        caps.append(min(want, cap[resource]) if cap is not None and resource in cap.root else want)
+    shares = water_fill(total, [q.weight for q in queues], caps)
+    return {q.name: float(share) for q, share in zip(queues, shares, strict=True)}
 
 
 def fairness(run: SimRun) -> tuple[dict[str, QueueFairness], float, float]:
@@ -123,7 +129,7 @@ def fairness(run: SimRun) -> tuple[dict[str, QueueFairness], float, float]:
         any_s += dt
         if backlogged >= set(weights):
             all_s += dt
-        deserved = deserved_at(sample, total, weights)
+        deserved = deserved_at(sample, total, run.workload.queues, run.fair_resource)
         for q in backlogged:
             backlog_s[q] += dt
             held_s[q] += sample.queue_allocated.get(q, 0) * dt

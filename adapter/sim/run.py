@@ -4,8 +4,9 @@ The runner owns virtual time: it steps the cluster's events, calls
 ``adapter.loop.run_cycle`` every ``cycle_s`` while something is waiting, and records a
 ``Sample`` of the cluster after every change, from which ``adapter.sim.measures``
 computes the run's figures. A cycle whose snapshot could not differ from the last one
-(nothing arrived, finished, bound or failed since) is skipped: the schedulers are
-deterministic, so it would decide the same, and skipping keeps month-long traces fast.
+(nothing arrived, finished, bound or failed since) is skipped: it would face the same
+choice again (the baselines decide the same; cpsat, time-limited, may differ only among
+near-equal answers), and skipping keeps month-long traces fast.
 
 Deadlock: partial gangs hold resources, no job runs, and nothing has changed for
 ``deadlock_after_s``. Nothing can then ever change (no scheduler here preempts), so the
@@ -182,7 +183,12 @@ def simulate(
             if on_cycle:
                 on_cycle(tick, result, cluster)
             record()
-        stuck = bool(cluster.partial_jobs()) and not cluster.any_running()
+        # A cycle still due (a refused bind to retry, a change to react to) may unblock.
+        stuck = (
+            cluster.version == decided_at_version
+            and not cluster.any_running()
+            and bool(cluster.partial_jobs())
+        )
         nxt = cluster.next_event_time()
         if stuck:
             deadline = max(cluster.last_progress_s, _last_change(run)) + sim.deadlock_after_s

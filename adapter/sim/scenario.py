@@ -20,11 +20,13 @@ Kubernetes ("96", "500m", "512Gi"). Format, with defaults:
       "trace":  {"kind": "philly", ...}   # optional: jobs, nodes, queues from real traces
     }
 
-A job group with ``count`` n expands to jobs ``<name>-0`` .. ``<name>-(n-1)``, the i-th
-submitted at ``submit_s + i * submit_every_s``; a job's pods are ``<job>-<k>``, pod k
-created ``k * pod_interval_s`` after the submit (job controllers create pods one by one),
-and its gang (PodGroup) is the job. A job runs only while at least ``min_member`` of its pods are
-bound (its pods wait for each other), and finishes after ``duration_s`` of running.
+A job group with ``count`` n > 1 expands to jobs ``<name>-0`` .. ``<name>-(n-1)`` (with
+``count`` 1 the job keeps the group's name), the i-th submitted at ``submit_s + i *
+submit_every_s``. A job's pods are ``<job>-<k>``, pod k created ``k * pod_interval_s``
+after the submit (job controllers create pods one by one), and its gang (PodGroup) is
+the job. A job runs only while at least ``min_member`` of its pods are running (bound,
+and past the bind latency): its pods wait for each other. It finishes after
+``duration_s`` of running.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from adapter.quantity import Quantity, QuantityError
 from adapter.quantity import resources as parse_resources
-from solver.model import GPU, Gang, Node, Pod, Queue, Taint, Toleration
+from solver.model import CPU, DEFAULT_QUEUE, GPU, Gang, Node, Pod, Queue, Taint, Toleration
 
 SCENARIOS_PACKAGE = "adapter.sim"
 SCENARIOS_DIR = "scenarios"
@@ -78,7 +80,7 @@ class NodeGroup(_Frozen):
 class JobGroup(_Frozen):
     name: str = Field(min_length=1)
     count: int = Field(default=1, ge=1)
-    queue: str = "default"
+    queue: str = DEFAULT_QUEUE
     submit_s: float = Field(default=0.0, ge=0)
     submit_every_s: float = Field(default=0.0, ge=0)
     duration_s: float = Field(gt=0)
@@ -163,7 +165,7 @@ class Workload:
 
     def fair_resource(self) -> str:
         """The resource fair shares are judged on: GPUs when there are any, else CPU."""
-        return GPU if any(n.allocatable[GPU] for n in self.nodes) else "cpu"
+        return GPU if any(n.allocatable[GPU] for n in self.nodes) else CPU
 
 
 class ScenarioError(ValueError):
@@ -241,8 +243,8 @@ def materialise(scenario: Scenario) -> Workload:
         jobs += more_jobs
     known = {q.name for q in queues}
     if not known:
-        queues.append(Queue(name="default"))
-        known.add("default")
+        queues.append(Queue(name=DEFAULT_QUEUE))
+        known.add(DEFAULT_QUEUE)
     unknown = sorted({j.queue for j in jobs} - known)
     if unknown:
         raise ScenarioError(f"{scenario.name}: jobs name unknown queue(s) {', '.join(unknown)}")
@@ -289,4 +291,10 @@ def load_scenario(name_or_path: str) -> Scenario:
             f"{name_or_path}: not a packaged scenario ({', '.join(scenario_names())}) "
             "and no such file"
         )
-    return parse_scenario(path.read_text(encoding="utf-8"), str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read: {e.strerror or e}") from None
+    return parse_scenario(text, str(path))

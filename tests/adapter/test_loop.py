@@ -16,7 +16,7 @@ from adapter.metrics import LoopMetrics
 from solver.config import SolverConfig
 from solver.model import ClusterState, Decision, SolveStatus
 from solver.schedulers import SCHEDULERS
-from tests.builders import gang, node, pod, pods_of, state
+from tests.builders import gang, node, pod, pods_of, queue, state
 
 FAST = SolverConfig(time_limit_s=2.0, deterministic=True)
 GANG_AWARE = ["cpsat", "gang-greedy"]
@@ -279,7 +279,7 @@ def test_a_decision_the_validator_rejects_is_not_bound(monkeypatch: pytest.Monke
     assert set(result.rejected) == {"big", "bystander"}
     assert cluster.bind_calls == [("ok-0", "n1")]
     assert result.bound == {"ok-0": "n1"}
-    assert result.admitted() == ["big", "bystander", "ok"]  # rejected is not rolled back
+    assert result.admitted() == ["ok"]  # rejected gangs were never bound
     for name in ("big", "bystander"):
         s = status_of(result, name)
         assert (s.phase, s.reason) == ("Pending", "InvalidDecision")
@@ -376,3 +376,33 @@ def test_a_refusal_after_min_member_is_reached_keeps_the_gang() -> None:
     g = status_of(result, "g")
     assert (g.phase, g.bound) == ("Running", 2)
     assert result.admitted() == ["g"]
+
+
+def test_pods_without_a_gang_count_against_the_default_queue_capability(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The default queue may hold 1 CPU; a rogue scheduler binds two gang-less 1-CPU pods
+    # (implicit gangs pod:solo-0, pod:solo-1, both in the default queue). The capability
+    # finding must reject both, although neither names a PodGroup.
+    base = state(
+        nodes=[node("n0").cap(cpu=4)],
+        pods=[pod("solo-0").req(cpu=1), pod("solo-1").req(cpu=1)],
+        queues=[queue().capability(cpu=1)],
+    )
+
+    def greedy_past_the_cap(s: ClusterState, config: SolverConfig) -> Decision:
+        return Decision(
+            scheduler="rogue",
+            placements={"solo-0": "n0", "solo-1": "n0"},
+            admitted=("pod:solo-0", "pod:solo-1"),
+            status=SolveStatus.GREEDY,
+        )
+
+    monkeypatch.setitem(SCHEDULERS, "rogue", greedy_past_the_cap)
+    cluster = FakeCluster(base)
+    result = run_cycle(cluster, LoopSettings(scheduler="rogue"))
+
+    assert [v.kind for v in result.violations] == ["capability"]
+    assert set(result.rejected) == {"pod:solo-0", "pod:solo-1"}
+    assert cluster.bind_calls == []
+    assert result.admitted() == []

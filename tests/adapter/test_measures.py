@@ -19,7 +19,7 @@ from adapter.sim.scenario import (
     materialise,
 )
 from solver.config import SolverConfig
-from solver.model import GPU, Queue
+from solver.model import GPU, Queue, Resources
 
 QUICK = SolverConfig(time_limit_s=0.5)
 GANG_AWARE = ["cpsat", "gang-greedy"]
@@ -281,6 +281,22 @@ def test_fairness_water_fills_among_backlogged_queues_with_caps() -> None:
     ratios = [1 / 8, 27 / 20, 9 / 10]
     assert summary.jain_index == pytest.approx(sum(ratios) ** 2 / (3 * sum(r * r for r in ratios)))
     assert summary.jain_index == pytest.approx(0.71002, abs=1e-5)
+
+
+def test_a_queue_capability_caps_its_deserved_share() -> None:
+    # 8 GPUs, queues a and b of equal weight, both backlogged (each holds 2, waits for 10).
+    # Uncapped each deserves 4; with a capped at 3 GPUs, a deserves 3 and b the other 5.
+    w = workload(
+        NodeGroup(name="g", count=8, allocatable={GPU: 1}),
+        queues=(
+            Queue(name="a", weight=1, capability=Resources({GPU: 3})),
+            Queue(name="b", weight=1),
+        ),
+    )
+    run = hand_run(w, [sample(0, held={"a": 2, "b": 2}, pending={"a": 10, "b": 10})], end_s=10)
+    queues, _, _ = fairness(run)
+    assert queues["a"].deserved == pytest.approx(3 / 8)
+    assert queues["b"].deserved == pytest.approx(5 / 8)
 
 
 def test_a_queue_never_backlogged_is_not_judged() -> None:

@@ -426,3 +426,19 @@ def test_bind_latency_does_not_make_a_whole_gang_partial(scheduler: str) -> None
     assert seen == [], f"whole gang(s) {seen} counted as partial during their bind latency"
     assert summary.partial_gangs == 0
     assert summary.partial_resource_s["cpu"] == 0.0, summary.partial_resource_s
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_refused_bind_is_retried_not_called_a_deadlock(seed: int) -> None:
+    # Greedy binds pod by pod; with half the binds refused, the first cycle leaves the
+    # 4-pod job partly bound. A retry is due next tick, so the run must not stop as
+    # deadlocked: the job ends up whole and finishes.
+    s = Scenario(
+        name="flaky",
+        settings=SimSettings(bind_failure_rate=0.5, seed=seed, deadlock_after_s=300),
+        nodes=(NodeGroup(name="n", count=2, allocatable={"cpu": "4"}),),
+        jobs=(JobGroup(name="j", duration_s=60, replicas=4, requests={"cpu": "1"}),),
+    )
+    run = simulate(materialise(s), LoopSettings(scheduler="greedy"))
+    assert run.deadlocks == []
+    assert run.stopped == "every job finished"
