@@ -282,15 +282,19 @@ def comparison_text(c: Comparison) -> str:
 # --- results.json -------------------------------------------------------------------------
 
 
+def write_text(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
 def write_json(path: Path, summaries: Sequence[RunSummary], meta: Mapping[str, Any]) -> Path:
     payload = {
         "meta": dict(meta),
         "runs": [s.model_dump(mode="json") for s in summaries],
         "comparisons": [c.model_dump(mode="json") for c in compare(summaries)],
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    return path
+    return write_text(path, json.dumps(payload, indent=2) + "\n")
 
 
 # --- report.md ----------------------------------------------------------------------------

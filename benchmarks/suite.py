@@ -25,6 +25,7 @@ are reported); 2 on bad arguments or a scenario that cannot be loaded.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import platform
 import sys
@@ -231,15 +232,9 @@ def _run_one(
 def _write(result: SuiteResult, out: Path, plots: dict[str, list[Path]]) -> None:
     written = [
         report.write_json(out / "results.json", result.summaries, result.meta),
-        _write_text(out / "report.md", report.markdown(result.summaries, result.meta, plots)),
+        report.write_text(out / "report.md", report.markdown(result.summaries, result.meta, plots)),
     ]
     result.paths = written + [p for ps in plots.values() for p in ps]
-
-
-def _write_text(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 def run_suite(settings: SuiteSettings, console: Console | None = None) -> SuiteResult:
@@ -313,10 +308,27 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(n.strip() for n in text.split(",") if n.strip())
 
 
-def _positive(text: str) -> float:
+def positive(text: str) -> float:
+    """argparse type: a finite number above 0."""
     value = float(text)
-    if value <= 0:
+    if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def non_negative(text: str) -> float:
+    """argparse type: a finite number, 0 or more."""
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def at_least_one(text: str) -> int:
+    """argparse type: a count of 1 or more."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
     return value
 
 
@@ -353,7 +365,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--time-limit",
-        type=_positive,
+        type=positive,
         default=None,
         help=f"CP-SAT seconds per cycle (default {defaults.time_limit_s:g}; "
         f"{QUICK_TIME_LIMIT_S:g} with --quick)",

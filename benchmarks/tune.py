@@ -26,8 +26,9 @@ give every worker the same RDB URL, e.g. on each machine::
     gangsat-bench tune philly --storage postgresql://user:pw@db/gangsat --trials 20
 
 Each worker process samples with seed ``--seed`` + its index, so workers propose
-different weights and a run is reproducible given the same workers. ``--trials`` is how
-many trials this invocation adds, counted across its workers.
+different weights. ``--trials`` is how many more trials (complete or pruned) this
+invocation waits for in the study, counted across everyone working on it: with workers
+on other machines, their trials count too.
 
 The default weights are the study's first trial, so the Pareto front is read against
 them. The recommendation rule: among Pareto-optimal trials whose share error is within
@@ -44,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import multiprocessing
 import sys
 import time
@@ -69,6 +69,7 @@ from adapter.sim.measures import summarise
 from adapter.sim.run import SimRun, simulate
 from adapter.sim.scenario import Scenario, ScenarioError, Workload, load_scenario, materialise
 from benchmarks import report
+from benchmarks.suite import at_least_one, non_negative, positive
 from solver.config import ObjectiveWeights, SolverConfig
 
 OBJECTIVES = ("utilisation", "share_error", "mean_jct_s")
@@ -86,6 +87,9 @@ SPACE: dict[str, tuple[int, int, bool]] = {  # name -> (low, high, log scale)
 }
 DEFAULT_OUT = Path("bench-out/tune")
 DEFAULTS_ATTR = "defaults"
+# Trials that count as done: a pruned trial used its run too, and if every trial of a
+# bad region were pruned, counting only complete ones would never stop.
+DONE = (TrialState.COMPLETE, TrialState.PRUNED)
 EXIT_BAD_INPUT = 2
 
 
@@ -141,13 +145,10 @@ class TuneResult:
 def score(run: SimRun) -> Score:
     summary = summarise(run)
     fair = summary.fair_resource
-    busy = summary.backlogged_utilisation.get(fair)
-    # Unfinished jobs count up to the run's end only for display; the study prunes them.
-    jct = [(j.finished_s if j.finished_s is not None else run.end_s) - j.submit_s for j in run.jobs]
     return Score(
-        utilisation=busy if busy is not None else summary.utilisation.get(fair, 0.0),
+        utilisation=summary.backlogged_utilisation.get(fair, 0.0),
         share_error=summary.max_share_error or 0.0,
-        mean_jct_s=sum(jct) / len(jct) if jct else 0.0,
+        mean_jct_s=summary.jct_mean_s or 0.0,  # over finished jobs: the study prunes the rest
         finished=summary.finished_jobs,
         jobs=summary.jobs,
     )
@@ -232,7 +233,7 @@ def _worker(
     study.optimize(
         objective,
         timeout=settings.timeout_s,
-        callbacks=[MaxTrialsCallback(target, states=(TrialState.COMPLETE,)), line],
+        callbacks=[MaxTrialsCallback(target, states=DONE), line],
     )
 
 
@@ -248,6 +249,7 @@ def _trial_line(trial: FrozenTrial) -> str:
 def run_study(settings: TuneSettings, console: Console) -> tuple[optuna.Study, str]:
     """Create or resume the study and add ``settings.trials`` trials; returns it and its URL."""
     scenario = _load(settings.scenario)
+    _holdout_workload(settings)  # a bad held-out scenario must fail now, not after the study
     study_name = settings.study or f"gangsat-{scenario.name}"
     url = storage_url(settings, study_name)
     settings.out.mkdir(parents=True, exist_ok=True)
@@ -258,7 +260,7 @@ def run_study(settings: TuneSettings, console: Console) -> tuple[optuna.Study, s
         directions=list(DIRECTIONS),
         load_if_exists=True,
     )
-    done = _complete(study)
+    done = _done(study)
     target = done + settings.trials
     if not study.trials:
         defaults = ObjectiveWeights()
@@ -289,17 +291,17 @@ def run_study(settings: TuneSettings, console: Console) -> tuple[optuna.Study, s
         for w in workers:
             w.start()
         while any(w.is_alive() for w in workers):
-            progress.update(task, completed=min(settings.trials, _complete(study) - done))
+            progress.update(task, completed=min(settings.trials, _done(study) - done))
             time.sleep(0.5)
-        progress.update(task, completed=min(settings.trials, _complete(study) - done))
+        progress.update(task, completed=min(settings.trials, _done(study) - done))
     failed = [w.exitcode for w in workers if w.exitcode]
     if failed:
         raise TuneError(f"{len(failed)} worker process(es) failed (exit codes {failed})")
     return study, url
 
 
-def _complete(study: optuna.Study) -> int:
-    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+def _done(study: optuna.Study) -> int:
+    return len(study.get_trials(deepcopy=False, states=DONE))
 
 
 def _load(source: str) -> Scenario:
@@ -336,6 +338,14 @@ def holdout_scenario(settings: TuneSettings) -> tuple[Scenario, str]:
         f"trace jobs {held.first_job}..{held.first_job + held.jobs - 1} (the next slice) "
         f"with queue draw seed {held.seed}",
     )
+
+
+def _holdout_workload(settings: TuneSettings) -> tuple[Workload, str]:
+    held, text = holdout_scenario(settings)
+    try:
+        return materialise(held), text
+    except ScenarioError as e:
+        raise TuneError(f"held-out workload ({text}): {e}") from None
 
 
 def verdict(defaults: Score, recommended: Score, settings: TuneSettings) -> str:
@@ -501,8 +511,7 @@ def finish(study: optuna.Study, settings: TuneSettings, console: Console) -> Tun
         recommended=recommend(front, settings.max_fairness_error),
         defaults=defaults,
     )
-    held, result.holdout_source = holdout_scenario(settings)
-    workload = materialise(held)
+    workload, result.holdout_source = _holdout_workload(settings)
     console.print(f"held out: {result.holdout_source}")
     result.holdout = {
         "defaults": evaluate(workload, ObjectiveWeights(), settings.time_limit_s),
@@ -534,10 +543,10 @@ def finish(study: optuna.Study, settings: TuneSettings, console: Console) -> Tun
         "verdict": result.verdict,
     }
     result.paths = [
-        _write(Path(f"{stem}.json"), json.dumps(out_json, indent=2) + "\n"),
-        _write(Path(f"{stem}-settings.yaml"), snippet),
-        _write(Path(f"{stem}-configmap.yaml"), configmap(snippet)),
-        _write(Path(f"{stem}.md"), markdown(result, settings, snippet)),
+        report.write_text(Path(f"{stem}.json"), json.dumps(out_json, indent=2) + "\n"),
+        report.write_text(Path(f"{stem}-settings.yaml"), snippet),
+        report.write_text(Path(f"{stem}-configmap.yaml"), configmap(snippet)),
+        report.write_text(Path(f"{stem}.md"), markdown(result, settings, snippet)),
         plot_front(study, result, Path(f"{stem}-pareto.png")),
     ]
     table = Table(title=f"{result.study}: Pareto front ({result.trials} trials)")
@@ -557,12 +566,6 @@ def finish(study: optuna.Study, settings: TuneSettings, console: Console) -> Tun
     return result
 
 
-def _write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
 def tune(settings: TuneSettings, console: Console | None = None) -> TuneResult:
     console = console or Console()
     study, _ = run_study(settings, console)
@@ -572,27 +575,6 @@ def tune(settings: TuneSettings, console: Console | None = None) -> TuneResult:
 # --- command line -------------------------------------------------------------------------
 
 
-def _positive(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
-
-
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
-
-
 def parse_args(argv: Sequence[str] | None) -> TuneSettings:
     p = argparse.ArgumentParser(
         prog="gangsat-bench tune",
@@ -600,18 +582,18 @@ def parse_args(argv: Sequence[str] | None) -> TuneSettings:
         "study (utilisation, share error, mean JCT), then a held-out check.",
     )
     p.add_argument("scenario", help="a packaged scenario name or a scenario file")
-    p.add_argument("--trials", type=_count, default=30, help="trials to add (default 30)")
-    p.add_argument("--timeout", type=_positive, default=None, help="seconds for this run")
-    p.add_argument("--jobs", type=_count, default=1, help="worker processes (default 1)")
+    p.add_argument("--trials", type=at_least_one, default=30, help="trials to add (default 30)")
+    p.add_argument("--timeout", type=positive, default=None, help="seconds for this run")
+    p.add_argument("--jobs", type=at_least_one, default=1, help="worker processes (default 1)")
     p.add_argument("--seed", type=int, default=0, help="sampler seed of worker 0 (default 0)")
     p.add_argument("--storage", default=None, help="Optuna RDB URL or journal file path")
     p.add_argument("--study", default=None, help="study name (default gangsat-<scenario>)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"default {DEFAULT_OUT}")
     p.add_argument("--holdout", default=None, help="held-out scenario (default: derived)")
-    p.add_argument("--max-fairness-error", type=_non_negative, default=0.02)
-    p.add_argument("--tolerance", type=_non_negative, default=0.01)
-    p.add_argument("--fairness-tolerance", type=_non_negative, default=0.002)
-    p.add_argument("--time-limit", type=_positive, default=None, help="CP-SAT s per cycle")
+    p.add_argument("--max-fairness-error", type=non_negative, default=0.02)
+    p.add_argument("--tolerance", type=non_negative, default=0.01)
+    p.add_argument("--fairness-tolerance", type=non_negative, default=0.002)
+    p.add_argument("--time-limit", type=positive, default=None, help="CP-SAT s per cycle")
     a = p.parse_args(argv)
     return TuneSettings(
         scenario=a.scenario,

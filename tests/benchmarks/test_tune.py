@@ -9,7 +9,7 @@ import optuna
 import pytest
 import yaml
 from optuna.distributions import IntDistribution
-from optuna.trial import TrialState, create_trial
+from optuna.trial import create_trial
 from rich.console import Console
 
 from adapter.settings import Settings
@@ -17,8 +17,10 @@ from adapter.sim.scenario import load_scenario
 from benchmarks import suite
 from benchmarks.tune import (
     DEFAULTS_ATTR,
+    DONE,
     SPACE,
     Score,
+    TuneError,
     TuneSettings,
     _worker,
     holdout_scenario,
@@ -88,7 +90,8 @@ def settings(tmp_path: Path, **kw: object) -> TuneSettings:
 
 
 def complete(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
-    return study.get_trials(states=(TrialState.COMPLETE,))
+    """Trials that ran to the end: complete, or pruned for leaving jobs unfinished."""
+    return study.get_trials(states=DONE)
 
 
 def test_a_study_yields_a_front_a_recommendation_and_files_that_load(tmp_path: Path) -> None:
@@ -208,3 +211,12 @@ def test_bad_tune_options_are_refused(tmp_path: Path, bad: str) -> None:
     with pytest.raises(SystemExit) as caught:
         suite.main(["tune", tiny(tmp_path), bad], QUIET)
     assert caught.value.code == 2
+
+
+def test_a_bad_holdout_fails_before_any_trial_runs(tmp_path: Path) -> None:
+    s = settings(tmp_path, holdout=str(tmp_path / "absent.json"))
+    with pytest.raises(TuneError, match=r"absent\.json"):
+        run_study(s, QUIET)
+    journal = str(tmp_path / "out" / "gangsat-tiny.journal")
+    study = optuna.load_study(study_name="gangsat-tiny", storage=open_storage(journal))
+    assert study.get_trials(states=DONE) == []
