@@ -217,6 +217,4 @@ def test_a_bad_holdout_fails_before_any_trial_runs(tmp_path: Path) -> None:
     s = settings(tmp_path, holdout=str(tmp_path / "absent.json"))
     with pytest.raises(TuneError, match=r"absent\.json"):
         run_study(s, QUIET)
-    journal = str(tmp_path / "out" / "gangsat-tiny.journal")
-    study = optuna.load_study(study_name="gangsat-tiny", storage=open_storage(journal))
-    assert study.get_trials(states=DONE) == []
+    assert not (tmp_path / "out" / "gangsat-tiny.journal").exists()  # no study was started
