@@ -3,7 +3,7 @@
     gangsat-bench tune SCENARIO [--trials N] [--timeout S] [--jobs N] [--seed N]
                        [--storage URL] [--study NAME] [--out DIR] [--holdout SCENARIO]
                        [--max-fairness-error F] [--tolerance R] [--fairness-tolerance F]
-                       [--time-limit S]
+                       [--time-limit S] [--draws K]
 
 Each trial is one simulator run of SCENARIO (``adapter.sim``) with cpsat and a candidate
 ``ObjectiveWeights``; it scores three objectives, all read from ``adapter.sim.measures``:
@@ -17,6 +17,9 @@ A trial that leaves a job unfinished is pruned (kept in the study, off the front
 weights refuse work rather than trade one objective for another.
 
 ``value`` stays at 100: the weights are relative, so one of them is the unit.
+With ``--draws K`` each trial averages K seeded variants of the scenario (for a trace,
+K draws of jobs to queues): share error on one draw is mostly the history of that draw,
+and weights tuned to one draw do not carry over (measured on philly).
 
 The study lives in an Optuna storage, so it resumes where it stopped and several
 processes — on this machine (``--jobs``) or on several — can share it. The default is a
@@ -35,10 +38,10 @@ them. The recommendation rule: among Pareto-optimal trials whose share error is 
 ``--max-fairness-error``, the highest utilisation, then the lowest mean JCT; if none is
 within the budget, the lowest share error. The recommended weights and the defaults are
 then both run on a HELD-OUT workload — for a trace scenario the next slice of jobs with
-another queue draw (other jobs, other queues), else ``--holdout`` — so a gain is not an
-artefact of tuning on the test data. Written to DIR: ``<study>-pareto.png``,
-``<study>.md``, ``<study>.json``, ``<study>-settings.yaml`` (an ``adapter.settings``
-file) and ``<study>-configmap.yaml``.
+other queue draws (other jobs, other queues), else ``--holdout`` — in K draws none of
+which a trial saw, so a gain is not an artefact of tuning on the test data. Written to
+DIR: ``<study>-pareto.png``, ``<study>.md``, ``<study>.json``, ``<study>-settings.yaml``
+(an ``adapter.settings`` file) and ``<study>-configmap.yaml``.
 """
 
 from __future__ import annotations
@@ -112,6 +115,7 @@ class TuneSettings:
     tolerance: float = 0.01  # relative worsening of utilisation or JCT within budget
     fairness_tolerance: float = 0.002  # absolute worsening of share error within budget
     time_limit_s: float | None = None
+    draws: int = 1  # each trial runs this many seeded variants of the scenario
 
 
 @dataclass(frozen=True)
@@ -154,11 +158,43 @@ def score(run: SimRun) -> Score:
     )
 
 
-def evaluate(workload: Workload, weights: ObjectiveWeights, time_limit_s: float | None) -> Score:
+def evaluate(
+    workloads: Sequence[Workload], weights: ObjectiveWeights, time_limit_s: float | None
+) -> Score:
+    """The weights' score averaged over the workloads (the draws of one scenario)."""
     config = SolverConfig(weights=weights)
     if time_limit_s is not None:
         config = config.model_copy(update={"time_limit_s": time_limit_s})
-    return score(simulate(workload, LoopSettings(scheduler="cpsat", solver=config)))
+    scores = [score(simulate(w, LoopSettings(scheduler="cpsat", solver=config))) for w in workloads]
+    n = len(scores)
+    return Score(
+        utilisation=sum(s.utilisation for s in scores) / n,
+        share_error=sum(s.share_error for s in scores) / n,
+        mean_jct_s=sum(s.mean_jct_s for s in scores) / n,
+        finished=sum(s.finished for s in scores),
+        jobs=sum(s.jobs for s in scores),
+    )
+
+
+def draws(scenario: Scenario, first: int, count: int) -> list[Scenario]:
+    """Seeded variants: for a trace, other draws of jobs to queues; else other
+    simulator seeds (injected faults). Draw k uses seed ``base + first + k``."""
+    out = []
+    for k in range(first, first + count):
+        if scenario.trace is not None:
+            trace = scenario.trace.model_copy(update={"seed": scenario.trace.seed + k})
+            out.append(scenario.model_copy(update={"trace": trace}))
+        else:
+            sim = scenario.settings.model_copy(update={"seed": scenario.settings.seed + k})
+            out.append(scenario.model_copy(update={"settings": sim}))
+    return out
+
+
+def materialise_all(scenarios: Sequence[Scenario]) -> list[Workload]:
+    try:
+        return [materialise(s) for s in scenarios]
+    except ScenarioError as e:
+        raise TuneError(str(e)) from None
 
 
 def suggest(trial: optuna.Trial) -> ObjectiveWeights:
@@ -198,7 +234,7 @@ def _worker(
 ) -> None:
     """One process of the study: trials until ``target`` are complete or time is up."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    workload = materialise(load_scenario(settings.scenario))
+    workloads = materialise_all(draws(load_scenario(settings.scenario), 0, settings.draws))
     study = optuna.load_study(
         study_name=study_name,
         storage=open_storage(url),
@@ -207,7 +243,7 @@ def _worker(
 
     def objective(trial: optuna.Trial) -> tuple[float, float, float]:
         weights = suggest(trial)
-        result = evaluate(workload, weights, settings.time_limit_s)
+        result = evaluate(workloads, weights, settings.time_limit_s)
         trial.set_user_attr("worker", index)
         trial.set_user_attr("finished", result.finished)
         trial.set_user_attr("jobs", result.jobs)
@@ -249,7 +285,7 @@ def _trial_line(trial: FrozenTrial) -> str:
 def run_study(settings: TuneSettings, console: Console) -> tuple[optuna.Study, str]:
     """Create or resume the study and add ``settings.trials`` trials; returns it and its URL."""
     scenario = _load(settings.scenario)
-    _holdout_workload(settings)  # a bad held-out scenario must fail now, not after the study
+    _holdout_workloads(settings)  # a bad held-out scenario must fail now, not after the study
     study_name = settings.study or f"gangsat-{scenario.name}"
     url = storage_url(settings, study_name)
     settings.out.mkdir(parents=True, exist_ok=True)
@@ -340,12 +376,16 @@ def holdout_scenario(settings: TuneSettings) -> tuple[Scenario, str]:
     )
 
 
-def _holdout_workload(settings: TuneSettings) -> tuple[Workload, str]:
+def _holdout_workloads(settings: TuneSettings) -> tuple[list[Workload], str]:
+    """The held-out scenario in as many draws as a trial, none of them a tuning draw."""
     held, text = holdout_scenario(settings)
     try:
-        return materialise(held), text
-    except ScenarioError as e:
+        workloads = materialise_all(draws(held, settings.draws, settings.draws))
+    except TuneError as e:
         raise TuneError(f"held-out workload ({text}): {e}") from None
+    if settings.draws > 1:
+        text += f", {settings.draws} draws"
+    return workloads, text
 
 
 def verdict(defaults: Score, recommended: Score, settings: TuneSettings) -> str:
@@ -511,11 +551,11 @@ def finish(study: optuna.Study, settings: TuneSettings, console: Console) -> Tun
         recommended=recommend(front, settings.max_fairness_error),
         defaults=defaults,
     )
-    workload, result.holdout_source = _holdout_workload(settings)
+    workloads, result.holdout_source = _holdout_workloads(settings)
     console.print(f"held out: {result.holdout_source}")
     result.holdout = {
-        "defaults": evaluate(workload, ObjectiveWeights(), settings.time_limit_s),
-        "recommended": evaluate(workload, weights_of(result.recommended), settings.time_limit_s),
+        "defaults": evaluate(workloads, ObjectiveWeights(), settings.time_limit_s),
+        "recommended": evaluate(workloads, weights_of(result.recommended), settings.time_limit_s),
     }
     result.verdict = verdict(result.holdout["defaults"], result.holdout["recommended"], settings)
     snippet = settings_snippet(weights_of(result.recommended))
@@ -594,6 +634,12 @@ def parse_args(argv: Sequence[str] | None) -> TuneSettings:
     p.add_argument("--tolerance", type=non_negative, default=0.01)
     p.add_argument("--fairness-tolerance", type=non_negative, default=0.002)
     p.add_argument("--time-limit", type=positive, default=None, help="CP-SAT s per cycle")
+    p.add_argument(
+        "--draws",
+        type=at_least_one,
+        default=1,
+        help="seeded variants per trial, averaged (default 1)",
+    )
     a = p.parse_args(argv)
     return TuneSettings(
         scenario=a.scenario,
@@ -609,6 +655,7 @@ def parse_args(argv: Sequence[str] | None) -> TuneSettings:
         tolerance=a.tolerance,
         fairness_tolerance=a.fairness_tolerance,
         time_limit_s=a.time_limit,
+        draws=a.draws,
     )
 
 

@@ -13,7 +13,7 @@ from optuna.trial import create_trial
 from rich.console import Console
 
 from adapter.settings import Settings
-from adapter.sim.scenario import load_scenario
+from adapter.sim.scenario import load_scenario, materialise
 from benchmarks import suite
 from benchmarks.tune import (
     DEFAULTS_ATTR,
@@ -23,6 +23,8 @@ from benchmarks.tune import (
     TuneError,
     TuneSettings,
     _worker,
+    draws,
+    evaluate,
     holdout_scenario,
     open_storage,
     recommend,
@@ -218,3 +220,23 @@ def test_a_bad_holdout_fails_before_any_trial_runs(tmp_path: Path) -> None:
     with pytest.raises(TuneError, match=r"absent\.json"):
         run_study(s, QUIET)
     assert not (tmp_path / "out" / "gangsat-tiny.journal").exists()  # no study was started
+
+
+def test_draws_vary_the_queue_draw_of_a_trace_and_the_seed_otherwise(tmp_path: Path) -> None:
+    philly = load_scenario("philly")
+    assert philly.trace is not None
+    seeds = [s.trace.seed for s in draws(philly, 3, 2) if s.trace is not None]
+    assert seeds == [philly.trace.seed + 3, philly.trace.seed + 4]
+    plain = load_scenario(tiny(tmp_path))
+    assert [s.settings.seed for s in draws(plain, 0, 3)] == [0, 1, 2]
+
+
+def test_a_trial_averages_its_draws(tmp_path: Path) -> None:
+    # Two draws of the tiny scenario differ only in the simulator seed, which nothing in it
+    # reads (no injected faults): the average equals one draw, jobs are summed.
+    workloads = [materialise(s) for s in draws(load_scenario(tiny(tmp_path)), 0, 2)]
+    one = evaluate(workloads[:1], ObjectiveWeights(), 0.5)
+    two = evaluate(workloads, ObjectiveWeights(), 0.5)
+    assert two.jobs == 2 * one.jobs and two.finished == 2 * one.finished
+    assert two.utilisation == pytest.approx(one.utilisation)
+    assert two.mean_jct_s == pytest.approx(one.mean_jct_s)
