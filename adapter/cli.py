@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn
@@ -30,6 +29,7 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
+from adapter.errors import message, validation_lines
 from adapter.loop import LoopSettings
 from adapter.runlog import ABOUT, GLOSSARY, RunLog, summary_table
 from adapter.sim.measures import summarise
@@ -73,56 +73,6 @@ def _fail(lines: list[str]) -> NoReturn:
 # --- reading a state --------------------------------------------------------------------
 
 
-def _field_path(loc: tuple[int | str, ...], raw: Any, error_type: str) -> str:
-    """``('nodes', 2, 'allocatable')`` -> ``nodes["node-2"].allocatable``.
-
-    A list index is shown as the element's ``name`` when it has one, else as the index.
-    Components that are not in the input (pydantic's tags for union members) are dropped,
-    except a missing field's own name.
-    """
-    out = ""
-    at: Any = raw
-    for i, part in enumerate(loc):
-        last = i == len(loc) - 1
-        if isinstance(part, int) and isinstance(at, list) and 0 <= part < len(at):
-            at = at[part]
-            name = at.get("name") if isinstance(at, dict) else None
-            out += f"[{json.dumps(name)}]" if isinstance(name, str) and name else f"[{part}]"
-        elif isinstance(part, str) and isinstance(at, dict) and part in at:
-            at = at[part]
-            out += f".{part}" if out else part
-        elif isinstance(part, str) and last and error_type == "missing":
-            out += f".{part}" if out else part
-        elif isinstance(part, int):
-            out += f"[{part}]"
-            at = None
-        # else: a union-member tag such as 'literal['']' — not a place in the file
-    return out
-
-
-def _message(error: Mapping[str, object]) -> str:
-    return str(error["msg"]).removeprefix("Value error, ")
-
-
-def validation_lines(source: str, error: ValidationError, raw: Any) -> list[str]:
-    """One ``source: path: message`` line per bad field, in pydantic's order.
-
-    A value that fails every member of a union gets one line, its messages joined by "or".
-    """
-    by_path: dict[str, list[str]] = {}
-    for e in error.errors(include_url=False):
-        path = _field_path(tuple(e["loc"]), raw, e["type"])
-        messages = by_path.setdefault(path, [])
-        if _message(e) not in messages:
-            messages.append(_message(e))
-    return [
-        f"{source}: {path}: {'; or '.join(messages)}"
-        if path
-        else f"{source}: {'; '.join(messages)}"
-        for path, messages in by_path.items()
-    ]
-
-
 def parse_state(text: str, source: str) -> ClusterState:
     """A ``ClusterState`` from JSON text; ``BadInput`` naming every bad field otherwise."""
     try:
@@ -158,7 +108,7 @@ def make_config(**given: Any) -> SolverConfig:
     except ValidationError as e:
         raise BadInput(
             [
-                f"{CONFIG_OPTION.get(str(err['loc'][0]), err['loc'][0])}: {_message(err)}"
+                f"{CONFIG_OPTION.get(str(err['loc'][0]), err['loc'][0])}: {message(err)}"
                 for err in e.errors(include_url=False)
             ]
         ) from None

@@ -20,6 +20,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from adapter.errors import validation_lines
 from solver.config import SolverConfig
 
 
@@ -46,15 +47,11 @@ class Settings(BaseModel):
             raw = yaml.safe_load(text)
         except yaml.YAMLError as e:
             raise SettingsError(f"{source}: not YAML: {e}") from None
+        raw = raw if raw is not None else {}
         try:
-            return cls.model_validate(raw if raw is not None else {})
+            return cls.model_validate(raw)
         except ValidationError as e:
-            raise SettingsError(
-                "\n".join(
-                    f"{source}: {'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}"
-                    for err in e.errors(include_url=False)
-                )
-            ) from None
+            raise SettingsError("\n".join(validation_lines(source, e, raw))) from None
 
     @classmethod
     def load(cls, path: Path) -> Settings:

@@ -39,6 +39,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from adapter.errors import validation_lines
 from adapter.quantity import Quantity, QuantityError
 from adapter.quantity import resources as parse_resources
 from solver.model import CPU, DEFAULT_QUEUE, GPU, Gang, Node, Pod, Queue, Taint, Toleration
@@ -269,15 +270,13 @@ def scenario_names() -> list[str]:
 
 def parse_scenario(text: str, source: str) -> Scenario:
     try:
-        return Scenario.model_validate(json.loads(text))
+        raw = json.loads(text)
     except json.JSONDecodeError as e:
         raise ScenarioError(f"{source}: invalid JSON at line {e.lineno}: {e.msg}") from None
+    try:
+        return Scenario.model_validate(raw)
     except ValidationError as e:
-        lines = [
-            f"{source}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
-            for err in e.errors(include_url=False)
-        ]
-        raise ScenarioError("\n".join(lines)) from None
+        raise ScenarioError("\n".join(validation_lines(source, e, raw))) from None
 
 
 def load_scenario(name_or_path: str) -> Scenario:

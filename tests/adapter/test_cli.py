@@ -188,7 +188,7 @@ def test_run_names_the_bad_field_of_a_scenario(tmp_path: Path) -> None:
     path.write_text(
         json.dumps({"name": "x", "nodes": [{"name": "n", "count": 0, "allocatable": {}}]})
     )
-    assert_bad_input(invoke("run", "--scenario", str(path)), "nodes.0.count")
+    assert_bad_input(invoke("run", "--scenario", str(path)), 'nodes["n"].count: Input should be')
 
 
 def test_run_rejects_a_negative_quantity(tmp_path: Path) -> None:
