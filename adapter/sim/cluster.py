@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from adapter.cluster import ClusterError, GangStatus
 from adapter.sim.scenario import Job, Workload
 from solver.model import ClusterState, Gang, Node, Pod
+from solver.predicates import insufficient
 
 ARRIVE, READY, FINISH = "arrive", "ready", "finish"
 
@@ -115,9 +116,9 @@ class SimulatedCluster:
             raise ClusterError("Conflict", f"binding {pod} to {node}: injected fault")
         demand = current.demand()
         free = self.free[node]
-        short = sorted(r for r, q in demand.items() if free.get(r, 0) < q)
+        short = insufficient(demand, free)
         if short:
-            raise ClusterError("OutOfResources", f"node {node} lacks {', '.join(short)} for {pod}")
+            raise ClusterError("OutOfResources", f"{pod} on {node}: {', '.join(short)}")
         for r, q in demand.items():
             free[r] -= q
         self.pods[pod] = current.model_copy(update={"node_name": node})

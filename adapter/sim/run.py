@@ -163,6 +163,7 @@ def simulate(
     record()
     tick = 0.0
     decided_at_version = -1
+    last_bind_s = 0.0  # when a cycle last bound or evicted anything
     while True:
         while (t := cluster.next_event_time()) is not None and t <= tick:
             cluster.step()
@@ -178,6 +179,8 @@ def simulate(
         if cluster.has_waiting() and cluster.version != decided_at_version:
             result = run_cycle(cluster, settings, metrics)
             run.cycles.append(CycleRecord(tick, result))
+            if result.bound or result.evicted:
+                last_bind_s = tick
             # Failed binds are retried next tick: a refusal may not repeat.
             decided_at_version = -1 if result.failed_binds else cluster.version
             if on_cycle:
@@ -191,7 +194,7 @@ def simulate(
         )
         nxt = cluster.next_event_time()
         if stuck:
-            deadline = max(cluster.last_progress_s, _last_change(run)) + sim.deadlock_after_s
+            deadline = max(cluster.last_progress_s, last_bind_s) + sim.deadlock_after_s
             if nxt is None or nxt > deadline:
                 # Nothing that could unblock the partial gangs is due before the deadline.
                 run.deadlocks.append(deadline)
@@ -227,11 +230,3 @@ def simulate(
     ]
     run.wall_s = time.perf_counter() - started
     return run
-
-
-def _last_change(run: SimRun) -> float:
-    """When a cycle last bound or evicted anything (a change that could matter)."""
-    for record in reversed(run.cycles):
-        if record.result.bound or record.result.evicted:
-            return record.t
-    return 0.0

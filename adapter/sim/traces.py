@@ -60,6 +60,7 @@ from importlib.resources.abc import Traversable
 from adapter.quantity import QuantityError, parse
 from adapter.sim.scenario import Job, PhillyTrace, ScenarioError, job_from
 from solver.model import CPU, DEFAULT_MAX_PODS, GPU, MEMORY, PODS, Node, Queue, Resources
+from solver.predicates import insufficient
 
 PACKAGE = "adapter.sim"
 TRACES_DIR = "traces"
@@ -229,7 +230,7 @@ def philly_workload(trace: PhillyTrace) -> tuple[list[Node], list[Queue], list[J
         seq = dns_label(job.id.rsplit("_", 1)[-1])[-6:].strip("-")
         name = f"philly-{i}-{seq}" if seq else f"philly-{i}"
         requests = {CPU: cpu_milli * gpus, MEMORY: memory_bytes * gpus, GPU: gpus}
-        if not any(_holds(node, requests) for node in nodes):
+        if all(insufficient(requests, node.allocatable.root) for node in nodes):
             raise ScenarioError(
                 f"trace: a pod of {name} ({job.gpus} GPUs in {workers} pods) asks for "
                 f"{requests}, more than any node has; lower gpus_per_worker, cpu_per_gpu or "
@@ -249,7 +250,3 @@ def philly_workload(trace: PhillyTrace) -> tuple[list[Node], list[Queue], list[J
             )
         )
     return nodes, queues, jobs
-
-
-def _holds(node: Node, requests: dict[str, int]) -> bool:
-    return all(node.allocatable[name] >= amount for name, amount in requests.items())
