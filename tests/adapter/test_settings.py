@@ -56,3 +56,12 @@ def test_bad_settings_name_the_field(text: str, fragment: str) -> None:
 def test_a_missing_file_is_a_settings_error(tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match="cannot read"):
         Settings.load(tmp_path / "absent.yaml")
+
+
+def test_the_scheduler_choices_are_the_registry() -> None:
+    from typing import get_args
+
+    from solver.schedulers import SCHEDULERS
+
+    annotation = Settings.model_fields["scheduler"].annotation
+    assert set(get_args(annotation)) == set(SCHEDULERS)
