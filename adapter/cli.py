@@ -7,6 +7,7 @@ cluster (``adapter.sim``) for each scheduler and logs what happens (``adapter.ru
 
     gangsat solve STATE.json [--scheduler cpsat|greedy|gang-greedy] [--time-limit S]
                              [--seed N] [--workers N]
+    gangsat solve --manifests FILE.yaml [--scheduler-name NAME ...] [...]
     gangsat schema [state|decision]
     gangsat run [--scenario NAME|SCENARIO.json] [--scheduler S ...] [--time-limit S]
                 [--detail/--brief] [--json OUT.json]
@@ -26,10 +27,12 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn
 
 import typer
+import yaml
 from pydantic import ValidationError
 from rich.console import Console
 
 from adapter.errors import message, validation_lines
+from adapter.kube.convert import convert
 from adapter.loop import LoopSettings
 from adapter.runlog import ABOUT, GLOSSARY, RunLog, summary_table
 from adapter.sim.measures import summarise
@@ -129,11 +132,27 @@ TimeLimitOption = Annotated[
 @app.command()
 def solve(
     state_file: Annotated[
-        Path,
+        Path | None,
         typer.Argument(
-            metavar="STATE.json", help="A ClusterState as JSON (see `gangsat schema state`)."
+            metavar="[STATE.json]", help="A ClusterState as JSON (see `gangsat schema state`)."
         ),
-    ],
+    ] = None,
+    manifests: Annotated[
+        Path | None,
+        typer.Option(
+            "--manifests",
+            help="Kubernetes objects (YAML or JSON; Nodes, Pods, Jobs, PodGroups, Queues, "
+            "PriorityClasses in any supported dialect) instead of a state file.",
+        ),
+    ] = None,
+    scheduler_name: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--scheduler-name",
+            help="Pending pods naming this spec.schedulerName are ours (repeatable).",
+            show_default="gangsat",
+        ),
+    ] = None,
     scheduler: SchedulerOption = "cpsat",
     time_limit: TimeLimitOption = None,
     seed: Annotated[int | None, typer.Option(help="CP-SAT random seed.", show_default="0")] = None,
@@ -145,14 +164,50 @@ def solve(
         ),
     ] = None,
 ) -> None:
-    """Schedule one snapshot and print the Decision as JSON."""
+    """Schedule one snapshot and print the Decision as JSON.
+
+    With `--manifests`, the snapshot is built from Kubernetes objects — an offline "what
+    would gangsat do"; objects it cannot use are listed on stderr as warnings.
+    """
     try:
         config = make_config(time_limit_s=time_limit, seed=seed, num_workers=workers)
-        state = read_state(state_file)
+        if (state_file is None) == (manifests is None):
+            raise BadInput(["give either STATE.json or --manifests FILE, not both or neither"])
+        if manifests is not None:
+            conversion = convert(read_objects(manifests), scheduler_name or ("gangsat",))
+            for finding in conversion.findings:
+                typer.echo(f"gangsat: warning: {finding}", err=True)
+            state = conversion.state
+        else:
+            assert state_file is not None
+            state = read_state(state_file)
     except BadInput as e:
         _fail(e.lines)
     decision = schedule(state, scheduler, config)
     typer.echo(decision.model_dump_json(indent=2))
+
+
+def read_objects(path: Path) -> list[Any]:
+    """Every object of a YAML or JSON file: documents, and the items of any `List`."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput([f"{path}: no such file"]) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput([f"{path}: cannot read: {e}"]) from None
+    try:
+        documents = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as e:
+        raise BadInput([f"{path}: not YAML or JSON: {e}"]) from None
+    objects: list[Any] = []
+    for doc in documents:
+        if isinstance(doc, dict) and isinstance(doc.get("items"), list):
+            objects += doc["items"]
+        elif isinstance(doc, list):
+            objects += doc
+        elif doc is not None:
+            objects.append(doc)
+    return objects
 
 
 @app.command()

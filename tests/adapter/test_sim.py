@@ -71,6 +71,17 @@ def times(run: SimRun) -> dict[str, tuple[float | None, float | None]]:
 CPU_MILLI = {"500m": 500, "1": 1000, "2": 2000}
 
 
+def _slots(node_groups: list[NodeGroup], cpu: str, gpu: int) -> int:
+    """How many pods asking ``cpu`` and ``gpu`` the empty cluster holds."""
+    total = 0
+    for g in node_groups:
+        per_node = int(g.allocatable["cpu"]) * 1000 // CPU_MILLI[cpu]
+        if gpu:
+            per_node = min(per_node, int(g.allocatable[GPU]) // gpu)
+        total += g.count * per_node
+    return total
+
+
 @st.composite
 def scenarios(
     draw: st.DrawFn, *, fitting: bool, failure_rate: float = 0.0, pod_interval: bool = True
@@ -102,15 +113,9 @@ def scenarios(
         gpu = draw(st.sampled_from([0, 0, 1]))
         replicas = draw(st.integers(1, 4))
         if fitting:
-            slots = 0
-            for g in node_groups:
-                per_node = int(g.allocatable["cpu"]) * 1000 // CPU_MILLI[cpu]
-                if gpu:
-                    per_node = min(per_node, int(g.allocatable[GPU]) // gpu)
-                slots += g.count * per_node
-            if slots == 0:  # only a GPU request can make a pod fit no node
-                gpu, slots = 0, 4
-            replicas = min(replicas, slots)
+            if _slots(node_groups, cpu, gpu) == 0:  # only a GPU request can fit no node
+                gpu = 0
+            replicas = min(replicas, _slots(node_groups, cpu, gpu))
         jobs.append(
             JobGroup(
                 name=f"j{i}",

@@ -1,0 +1,1 @@
+"""The Kubernetes backend: turning API objects into snapshots (``convert``)."""

@@ -1,0 +1,410 @@
+"""Kubernetes objects -> one ``ClusterState``: gangsat reads every PodGroup/Queue dialect.
+
+Input is plain objects as the API server or a manifest file gives them (dicts, not client
+models: decoding thousands of pods into models costs more than the cycle). Output is
+the snapshot plus *findings*: each object that could not be used, and why, so the loop
+can report it as a condition or Event instead of failing the cycle.
+
+Dialects, all read at once (a cluster may run any mix):
+- kube-batch ``scheduling.sigs.dev`` / ``scheduling.incubator.k8s.io`` (the seed's, and
+  gangsat's default) and Volcano ``scheduling.volcano.sh``: PodGroup ``spec.minMember``,
+  ``spec.queue``, ``spec.priorityClassName``; Queue ``spec.weight``, ``spec.capability``;
+  pods join with the annotation ``scheduling.k8s.io/group-name`` (Volcano also
+  ``scheduling.volcano.sh/group-name``).
+- scheduler-plugins ``scheduling.x-k8s.io``: PodGroup ``spec.minMember``; pods join with
+  the label ``scheduling.x-k8s.io/pod-group``; no queues (the ``default`` queue).
+
+Names: pods and PodGroups are namespaced, so their names in the snapshot are
+``namespace/name``; nodes and queues are cluster-scoped. A pod without a group is a gang
+of one. Pending pods count only when they name one of our schedulers; bound pods of any
+scheduler hold node capacity; finished pods (Succeeded, Failed) hold nothing. A batch/v1
+Job in a manifest stands for ``parallelism`` pending pods made from its template, so an
+unapplied manifest can be asked "what would gangsat do".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from adapter.errors import validation_lines
+from adapter.quantity import QuantityError, parse
+from solver.model import (
+    DEFAULT_QUEUE,
+    PODS,
+    ClusterState,
+    Gang,
+    Node,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Pod,
+    Queue,
+    Resources,
+    Taint,
+    Toleration,
+)
+
+PODGROUP_GROUPS = frozenset(
+    {
+        "scheduling.sigs.dev",
+        "scheduling.incubator.k8s.io",
+        "scheduling.volcano.sh",
+        "scheduling.x-k8s.io",
+    }
+)
+QUEUE_GROUPS = frozenset(
+    {"scheduling.sigs.dev", "scheduling.incubator.k8s.io", "scheduling.volcano.sh"}
+)
+GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
+GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+Obj = Mapping[str, Any]
+
+
+class Finding(BaseModel):
+    """An object gangsat could not use, and why: reported, never fatal."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str
+    name: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name}: {self.message}"
+
+
+@dataclass
+class Conversion:
+    state: ClusterState
+    findings: list[Finding] = field(default_factory=list)
+
+
+class _Bad(ValueError):
+    """One object is unusable; the message says which field and why."""
+
+
+def _group(api_version: str) -> str:
+    return api_version.split("/", 1)[0] if "/" in api_version else ""
+
+
+def _meta(obj: Obj) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise _Bad("metadata.name is missing")
+    namespace = meta.get("namespace") or "default"
+    return str(namespace), name
+
+
+def _created_s(obj: Obj) -> float:
+    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
+    if not isinstance(stamp, str):
+        return 0.0
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _quantities(values: Any, where: str) -> dict[str, int]:
+    if values is None:
+        return {}
+    if not isinstance(values, Mapping):
+        raise _Bad(f"{where} must be a map of quantities")
+    try:
+        return {str(name): parse(str(name), q) for name, q in values.items()}
+    except QuantityError as e:
+        raise _Bad(f"{where}: {e}") from None
+
+
+def _int_field(value: Any, where: str, low: int, default: int | None = None) -> int:
+    if value is None and default is not None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise _Bad(f"{where} must be an integer >= {low}, got {json.dumps(value)}")
+    return value
+
+
+# --- objects -----------------------------------------------------------------------------
+
+
+def _node(obj: Obj) -> Node:
+    _, name = _meta(obj)
+    status = obj.get("status") or {}
+    spec = obj.get("spec") or {}
+    allocatable = status.get("allocatable") or status.get("capacity")
+    if not allocatable:
+        raise _Bad("status.allocatable is missing")
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    not_ready = "Ready" in conditions and conditions["Ready"] != "True"
+    taints = tuple(
+        Taint(key=t["key"], value=t.get("value") or "", effect=t["effect"])
+        for t in spec.get("taints") or []
+    )
+    return Node(
+        name=name,
+        allocatable=Resources(_quantities(allocatable, "status.allocatable")),
+        labels=(obj.get("metadata") or {}).get("labels") or {},
+        taints=taints,
+        unschedulable=bool(spec.get("unschedulable")) or not_ready,
+    )
+
+
+def _requests(spec: Obj) -> dict[str, int]:
+    """What the scheduler reserves: containers summed, the largest init container, overhead.
+
+    A container that sets only limits is requested at its limits, as the API server
+    defaults it.
+    """
+
+    def of(container: Obj, where: str) -> dict[str, int]:
+        resources = container.get("resources") or {}
+        return _quantities(resources.get("requests") or resources.get("limits"), where)
+
+    total: dict[str, int] = {}
+    for i, c in enumerate(spec.get("containers") or []):
+        for r, q in of(c, f"spec.containers[{i}].resources").items():
+            total[r] = total.get(r, 0) + q
+    for i, c in enumerate(spec.get("initContainers") or []):
+        for r, q in of(c, f"spec.initContainers[{i}].resources").items():
+            total[r] = max(total.get(r, 0), q)
+    for r, q in _quantities(spec.get("overhead"), "spec.overhead").items():
+        total[r] = total.get(r, 0) + q
+    total.pop(PODS, None)
+    return total
+
+
+def _affinity(spec: Obj) -> tuple[NodeSelectorTerm, ...]:
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    return tuple(
+        NodeSelectorTerm(
+            match_expressions=tuple(
+                NodeSelectorRequirement(
+                    key=e["key"], operator=e["operator"], values=tuple(e.get("values") or ())
+                )
+                for e in term.get("matchExpressions") or []
+            )
+        )
+        for term in required.get("nodeSelectorTerms") or []
+    )
+
+
+def group_of(metadata: Obj) -> str | None:
+    """The PodGroup a pod names, in any dialect (without its namespace)."""
+    annotations = metadata.get("annotations") or {}
+    for key in GROUP_ANNOTATIONS:
+        if annotations.get(key):
+            return str(annotations[key])
+    label = (metadata.get("labels") or {}).get(GROUP_LABEL)
+    return str(label) if label else None
+
+
+def _pod(
+    namespace: str,
+    name: str,
+    metadata: Obj,
+    spec: Obj,
+    created_s: float,
+    priorities: Mapping[str, int],
+    default_priority: int,
+) -> Pod:
+    group = group_of(metadata)
+    priority = spec.get("priority")
+    if not isinstance(priority, int):
+        priority = priorities.get(spec.get("priorityClassName") or "", default_priority)
+    return Pod(
+        name=f"{namespace}/{name}",
+        namespace=namespace,
+        requests=Resources(_requests(spec)),
+        priority=priority,
+        gang=f"{namespace}/{group}" if group else None,
+        node_selector=spec.get("nodeSelector") or {},
+        affinity=_affinity(spec),
+        tolerations=tuple(
+            Toleration(
+                key=t.get("key") or "",
+                operator=t.get("operator") or "Equal",
+                value=t.get("value") or "",
+                effect=t.get("effect") or "",
+            )
+            for t in spec.get("tolerations") or []
+        ),
+        node_name=spec.get("nodeName") or None,
+        created_s=created_s,
+    )
+
+
+def _podgroup(obj: Obj, priorities: Mapping[str, int]) -> Gang:
+    namespace, name = _meta(obj)
+    spec = obj.get("spec") or {}
+    min_member = _int_field(spec.get("minMember"), "spec.minMember", 1, default=1)
+    queue = spec.get("queue") or DEFAULT_QUEUE
+    if not isinstance(queue, str):
+        raise _Bad(f"spec.queue must be a name, got {json.dumps(queue)}")
+    priority_class = spec.get("priorityClassName") or ""
+    return Gang(
+        name=f"{namespace}/{name}",
+        min_member=min_member,
+        queue=queue,
+        priority=priorities.get(priority_class, 0),
+        created_s=_created_s(obj),
+    )
+
+
+def _queue(obj: Obj) -> Queue:
+    _, name = _meta(obj)
+    spec = obj.get("spec") or {}
+    weight = _int_field(spec.get("weight"), "spec.weight", 1, default=1)
+    capability = spec.get("capability")
+    return Queue(
+        name=name,
+        weight=weight,
+        capability=Resources(_quantities(capability, "spec.capability")) if capability else None,
+    )
+
+
+# --- the whole set ------------------------------------------------------------------------
+
+
+def convert(objects: Iterable[Obj], scheduler_names: Collection[str] = ("gangsat",)) -> Conversion:
+    """A snapshot of ``objects``; what cannot be used becomes a finding, not an error."""
+    findings: list[Finding] = []
+    items = [o for o in objects if isinstance(o, Mapping)]
+    priorities: dict[str, int] = {}
+    default_priority = 0
+    for o in items:
+        if o.get("kind") == "PriorityClass":
+            name = (o.get("metadata") or {}).get("name")
+            value = o.get("value")
+            if isinstance(name, str) and isinstance(value, int):
+                priorities[name] = value
+                if o.get("globalDefault"):
+                    default_priority = value
+
+    def attempt(kind: str, o: Obj, build: Any) -> Any:
+        meta = o.get("metadata") or {}
+        label = (
+            f"{meta.get('namespace')}/{meta.get('name')}"
+            if meta.get("namespace")
+            else str(meta.get("name"))
+        )
+        try:
+            return build()
+        except _Bad as e:
+            findings.append(Finding(kind=kind, name=label, message=str(e)))
+        except ValidationError as e:
+            lines = validation_lines(label, e, None)
+            findings.append(Finding(kind=kind, name=label, message="; ".join(lines)))
+        except (KeyError, TypeError, AttributeError) as e:
+            findings.append(Finding(kind=kind, name=label, message=f"malformed: {e!r}"))
+        return None
+
+    nodes: dict[str, Node] = {}
+    gangs: dict[str, Gang] = {}
+    queues: dict[str, Queue] = {}
+    pods: dict[str, Pod] = {}
+    for o in items:
+        kind = o.get("kind")
+        group = _group(str(o.get("apiVersion") or ""))
+        if kind == "Node":
+            node = attempt("Node", o, lambda o=o: _node(o))
+            if node is not None:
+                nodes[node.name] = node
+        elif kind == "PodGroup" and group in PODGROUP_GROUPS:
+            gang = attempt("PodGroup", o, lambda o=o: _podgroup(o, priorities))
+            if gang is not None:
+                gangs[gang.name] = gang
+        elif kind == "Queue" and group in QUEUE_GROUPS:
+            queue = attempt("Queue", o, lambda o=o: _queue(o))
+            if queue is not None:
+                queues[queue.name] = queue
+
+    for index, o in enumerate(items):
+        kind = o.get("kind")
+        if kind == "Pod":
+            if (o.get("status") or {}).get("phase") in FINISHED_PHASES:
+                continue
+            spec = o.get("spec") or {}
+            bound = bool(spec.get("nodeName"))
+            if not bound and spec.get("schedulerName", "default-scheduler") not in scheduler_names:
+                continue  # another scheduler's pending pod
+
+            pod = attempt(
+                "Pod",
+                o,
+                lambda o=o, spec=spec, index=index: _pod(
+                    *_meta(o),
+                    o.get("metadata") or {},
+                    spec,
+                    _created_s(o) or float(index),
+                    priorities,
+                    default_priority,
+                ),
+            )
+            if pod is None:
+                continue
+            if pod.node_name is not None and pod.node_name not in nodes:
+                findings.append(
+                    Finding(
+                        kind="Pod", name=pod.name, message=f"bound to unknown node {pod.node_name}"
+                    )
+                )
+                continue
+            pods[pod.name] = pod
+        elif kind == "Job" and _group(str(o.get("apiVersion") or "")) == "batch":
+            for pod in (
+                attempt(
+                    "Job",
+                    o,
+                    lambda o=o, index=index: _job_pods(
+                        o, scheduler_names, priorities, default_priority, index
+                    ),
+                )
+                or []
+            ):
+                pods[pod.name] = pod
+
+    state = ClusterState(
+        nodes=tuple(nodes.values()),
+        pods=tuple(pods.values()),
+        gangs=tuple(gangs.values()),
+        queues=tuple(queues.values()),
+    )
+    return Conversion(state, findings)
+
+
+def _job_pods(
+    job: Obj,
+    scheduler_names: Collection[str],
+    priorities: Mapping[str, int],
+    default_priority: int,
+    index: int,
+) -> list[Pod]:
+    namespace, name = _meta(job)
+    spec = job.get("spec") or {}
+    parallelism = _int_field(spec.get("parallelism"), "spec.parallelism", 0, default=1)
+    template = spec.get("template") or {}
+    pod_spec = template.get("spec") or {}
+    if pod_spec.get("schedulerName", "default-scheduler") not in scheduler_names:
+        return []
+    created = _created_s(job) or float(index)
+    return [
+        _pod(
+            namespace,
+            f"{name}-{i}",
+            template.get("metadata") or {},
+            pod_spec,
+            created,
+            priorities,
+            default_priority,
+        )
+        for i in range(parallelism)
+    ]

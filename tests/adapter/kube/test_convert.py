@@ -1,0 +1,243 @@
+"""Kubernetes objects -> ClusterState, in every dialect, with findings for bad objects."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from adapter.cli import app
+from adapter.kube.convert import convert
+from solver.model import Decision
+
+ROOT = Path(__file__).resolve().parents[3]
+SEED = ROOT / "examples" / "kube-batch-seed.yaml"
+
+
+def seed_objects() -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(SEED.read_text()) if d]
+
+
+def node(name: str, cpu: str = "4", memory: str = "8Gi", **extra: Any) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"}},
+    }
+    obj.update(extra)
+    return obj
+
+
+def pod(
+    name: str,
+    *,
+    cpu: str = "1",
+    namespace: str = "team",
+    scheduler: str = "gangsat",
+    annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    node_name: str | None = None,
+    phase: str | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+    }
+    if node_name:
+        spec["nodeName"] = node_name
+    obj: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "annotations": annotations or {},
+            "labels": labels or {},
+        },
+        "spec": spec,
+    }
+    if phase:
+        obj["status"] = {"phase": phase}
+    return obj
+
+
+def podgroup(api: str, name: str, spec: dict[str, Any], namespace: str = "team") -> dict[str, Any]:
+    return {
+        "apiVersion": api,
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def test_the_seed_manifests_become_one_gang_of_three() -> None:
+    c = convert(seed_objects())
+    assert c.findings == []
+    [gang] = c.state.gangs
+    # PodGroup mygroup: minMember 3, queue myqueue, priority from PriorityClass mypriority.
+    assert (gang.name, gang.min_member, gang.queue, gang.priority) == (
+        "default/mygroup",
+        3,
+        "myqueue",
+        1000,
+    )
+    [queue] = c.state.queues
+    assert (queue.name, queue.weight) == ("myqueue", 1)
+    # The Job's parallelism 3 -> three pending pods from its template.
+    names = sorted(p.name for p in c.state.pods)
+    assert names == ["default/myjob-0", "default/myjob-1", "default/myjob-2"]
+    for p in c.state.pods:
+        assert p.gang == "default/mygroup" and p.node_name is None
+        assert p.requests.root == {"cpu": 1000, "memory": 2**30}
+    assert {n.name for n in c.state.nodes} == {"node-a", "node-b"}
+
+
+def test_every_dialect_is_read() -> None:
+    objects = [
+        node("n1"),
+        podgroup("scheduling.volcano.sh/v1beta1", "v", {"minMember": 2, "queue": "research"}),
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": "research"},
+            "spec": {"weight": 4, "capability": {"cpu": "8", "memory": "16Gi"}},
+        },
+        podgroup("scheduling.x-k8s.io/v1alpha1", "x", {"minMember": 2}),
+        pod("v-0", annotations={"scheduling.volcano.sh/group-name": "v"}),
+        pod("v-1", annotations={"scheduling.k8s.io/group-name": "v"}),
+        pod("x-0", labels={"scheduling.x-k8s.io/pod-group": "x"}),
+        pod("x-1", labels={"scheduling.x-k8s.io/pod-group": "x"}),
+        pod("solo"),
+    ]
+    c = convert(objects)
+    assert c.findings == []
+    gangs = {g.name: g for g in c.state.gangs}
+    assert gangs["team/v"].queue == "research" and gangs["team/x"].queue == "default"
+    of = {p.name: p.gang for p in c.state.pods}
+    assert of == {
+        "team/v-0": "team/v",
+        "team/v-1": "team/v",
+        "team/x-0": "team/x",
+        "team/x-1": "team/x",
+        "team/solo": None,  # no group: a gang of one
+    }
+    [research] = c.state.queues
+    assert research.weight == 4
+    assert research.capability is not None
+    assert research.capability.root == {"cpu": 8000, "memory": 16 * 2**30}
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        ({"minMember": -1}, "spec.minMember must be an integer >= 1, got -1"),
+        ({"minMember": "3"}, 'spec.minMember must be an integer >= 1, got "3"'),
+        ({"minMember": 2, "queue": 7}, "spec.queue must be a name, got 7"),
+    ],
+)
+def test_a_malformed_podgroup_is_a_finding_and_its_pods_wait(
+    spec: dict[str, Any], fragment: str
+) -> None:
+    objects = [
+        node("n1"),
+        podgroup("scheduling.sigs.dev/v1alpha2", "bad", spec),
+        pod("b-0", annotations={"scheduling.k8s.io/group-name": "bad"}),
+        pod("ok"),
+    ]
+    c = convert(objects)
+    [finding] = c.findings
+    assert (finding.kind, finding.name) == ("PodGroup", "team/bad")
+    assert fragment in finding.message
+    assert c.state.gangs == ()
+    # Its pod stays in the snapshot, naming a PodGroup gangsat could not read: the
+    # solver keeps it waiting ("PodGroup not found") instead of placing it alone.
+    assert {p.name for p in c.state.pods} == {"team/b-0", "team/ok"}
+
+
+def test_a_podgroup_without_queue_or_min_member_defaults_them() -> None:
+    c = convert([podgroup("scheduling.sigs.dev/v1alpha2", "g", {})])
+    [gang] = c.state.gangs
+    assert (gang.min_member, gang.queue) == (1, "default")
+
+
+@pytest.mark.parametrize(
+    ("cpu", "expected"),
+    [("1.5", 1500), ("500m", 500), ("1e3", 1_000_000), ("2", 2000)],
+)
+def test_quantities_as_kubernetes_writes_them(cpu: str, expected: int) -> None:
+    c = convert([pod("p", cpu=cpu)])
+    assert c.state.pods[0].requests["cpu"] == expected
+
+
+def test_bad_quantities_are_findings_not_crashes() -> None:
+    c = convert([node("n1", cpu="lots"), pod("neg", cpu="-1"), pod("fine")])
+    kinds = sorted((f.kind, f.name) for f in c.findings)
+    assert kinds == [("Node", "n1"), ("Pod", "team/neg")]
+    assert "is negative" in next(f.message for f in c.findings if f.kind == "Pod")
+    assert [p.name for p in c.state.pods] == ["team/fine"]
+
+
+def test_which_pods_count() -> None:
+    objects = [
+        node("n1"),
+        pod("ours"),
+        pod("theirs-pending", scheduler="default-scheduler"),
+        pod("theirs-bound", scheduler="default-scheduler", node_name="n1"),
+        pod("done", node_name="n1", phase="Succeeded"),
+        pod("ghost", node_name="vanished"),
+    ]
+    c = convert(objects)
+    names = {p.name for p in c.state.pods}
+    # Another scheduler's bound pod holds capacity; its pending pod is not ours; a
+    # finished pod holds nothing; a pod on a node that no longer exists is a finding.
+    assert names == {"team/ours", "team/theirs-bound"}
+    [finding] = c.findings
+    assert finding.name == "team/ghost" and "unknown node vanished" in finding.message
+
+
+def test_a_node_not_ready_or_cordoned_takes_no_new_pods() -> None:
+    not_ready = node("sick", status=None)
+    not_ready["status"] = {
+        "allocatable": {"cpu": "4"},
+        "conditions": [{"type": "Ready", "status": "False"}],
+    }
+    cordoned = node("cordoned", spec={"unschedulable": True})
+    c = convert([not_ready, cordoned, node("fine")])
+    flags = {n.name: n.unschedulable for n in c.state.nodes}
+    assert flags == {"sick": True, "cordoned": True, "fine": False}
+
+
+def test_solve_manifests_places_the_seed_gang_whole(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["solve", "--manifests", str(SEED), "-t", "5"])
+    assert result.exit_code == 0, result.output
+    decision = Decision.model_validate_json(result.stdout)
+    assert decision.admitted == ("default/mygroup",)
+    assert sorted(decision.placements) == ["default/myjob-0", "default/myjob-1", "default/myjob-2"]
+
+
+def test_solve_manifests_warns_about_what_it_cannot_read(tmp_path: Path) -> None:
+    objects = [*seed_objects(), podgroup("scheduling.sigs.dev/v1alpha2", "bad", {"minMember": -1})]
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    result = CliRunner().invoke(app, ["solve", "--manifests", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "gangsat: warning: PodGroup team/bad: spec.minMember" in result.stderr
+    assert Decision.model_validate_json(result.stdout).admitted == ("default/mygroup",)
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["solve"], "give either STATE.json or --manifests"),
+        (["solve", "--manifests", "absent.yaml"], "absent.yaml: no such file"),
+    ],
+)
+def test_solve_needs_exactly_one_input(args: list[str], fragment: str) -> None:
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert fragment in result.stderr
