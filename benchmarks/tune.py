@@ -366,26 +366,25 @@ def holdout_scenario(settings: TuneSettings) -> tuple[Scenario, str]:
     if scenario.trace is None:
         return scenario, "the tuning scenario itself (it has no trace to hold a slice out of)"
     trace = scenario.trace
-    held = trace.model_copy(
-        update={"first_job": trace.first_job + trace.jobs, "seed": trace.seed + 1}
-    )
+    held = trace.model_copy(update={"first_job": trace.first_job + trace.jobs})
     return (
         scenario.model_copy(update={"trace": held}),
-        f"trace jobs {held.first_job}..{held.first_job + held.jobs - 1} (the next slice) "
-        f"with queue draw seed {held.seed}",
+        f"trace jobs {held.first_job}..{held.first_job + held.jobs - 1} (the next slice)",
     )
 
 
 def _holdout_workloads(settings: TuneSettings) -> tuple[list[Workload], str]:
     """The held-out scenario in as many draws as a trial, none of them a tuning draw."""
     held, text = holdout_scenario(settings)
+    # Draws settings.draws .. 2 * settings.draws - 1: the trials used 0 .. settings.draws - 1.
+    variants = draws(held, settings.draws, settings.draws)
     try:
-        workloads = materialise_all(draws(held, settings.draws, settings.draws))
+        workloads = materialise_all(variants)
     except TuneError as e:
         raise TuneError(f"held-out workload ({text}): {e}") from None
-    if settings.draws > 1:
-        text += f", {settings.draws} draws"
-    return workloads, text
+    seeds = [v.trace.seed if v.trace is not None else v.settings.seed for v in variants]
+    kind = "queue draw" if held.trace is not None else "simulator"
+    return workloads, f"{text}, {kind} seed(s) {', '.join(map(str, seeds))}"
 
 
 def verdict(defaults: Score, recommended: Score, settings: TuneSettings) -> str:

@@ -22,6 +22,7 @@ from benchmarks.tune import (
     Score,
     TuneError,
     TuneSettings,
+    _holdout_workloads,
     _worker,
     draws,
     evaluate,
@@ -192,9 +193,11 @@ def test_the_philly_holdout_is_the_next_slice_with_another_queue_draw(tmp_path: 
     trace = load_scenario("philly").trace
     assert trace is not None and held.trace is not None
     assert held.trace.first_job == trace.first_job + trace.jobs
-    assert held.trace.seed == trace.seed + 1
     assert held.trace.jobs == trace.jobs
     assert "next slice" in text
+    # Its draws are none of the trials': with 2 draws per trial, seeds base+2 and base+3.
+    _, label = _holdout_workloads(TuneSettings(scenario="philly", out=tmp_path, draws=2))
+    assert label.endswith(f"queue draw seed(s) {trace.seed + 2}, {trace.seed + 3}")
 
 
 def test_gangsat_bench_tune_command(tmp_path: Path) -> None:
