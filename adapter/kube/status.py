@@ -1,0 +1,196 @@
+"""What gangsat writes back to Kubernetes after a cycle, as plain request bodies.
+
+Building the bodies is kept apart from sending them, so each dialect's status shape, the
+pod condition and the Event policy are testable without an API server:
+
+- ``podgroup_status``: the PodGroup ``status`` patch in the PodGroup's own dialect
+  (kube-batch and Volcano: phase, running count, an ``Unschedulable`` condition with the
+  solver's reason; Coscheduling: phase and running count, it has no conditions).
+- ``pod_unschedulable``: the pod condition ``PodScheduled=False, reason=Unschedulable``
+  users and tools already read.
+- ``EventRecorder``: Events deduplicated and rate-limited, so a big cluster's API server
+  is not sent the same "3/5 pods fit" for every pending gang on every cycle. A repeat of
+  an Event already sent becomes a count update at most once per ``refresh_s``; new Events
+  beyond the rate are dropped and counted (the next cycle says it again).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from adapter.cluster import GangStatus
+
+COMPONENT = "gangsat"
+KUBE_BATCH_GROUPS = frozenset(
+    {"scheduling.sigs.dev", "scheduling.incubator.k8s.io", "scheduling.volcano.sh"}
+)
+COSCHEDULING_GROUP = "scheduling.x-k8s.io"
+
+
+def _stamp(now: datetime) -> str:
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def podgroup_status(status: GangStatus, group: str, now: datetime) -> dict[str, Any]:
+    """The ``status`` of a PodGroup of API group ``group`` after a cycle."""
+    body: dict[str, Any] = {"phase": status.phase, "running": status.bound}
+    if group == COSCHEDULING_GROUP:
+        # Coscheduling's phases: a gang with some pods bound is Scheduling, not Pending.
+        if status.phase == "Pending" and status.bound > 0:
+            body["phase"] = "Scheduling"
+        return body
+    if group not in KUBE_BATCH_GROUPS:
+        raise ValueError(f"no PodGroup dialect for API group {group!r}")
+    if status.phase == "Pending":
+        body["conditions"] = [
+            {
+                "type": "Unschedulable",
+                "status": "True",
+                "lastTransitionTime": _stamp(now),
+                "reason": _condition_reason(status),
+                "message": _message(status),
+            }
+        ]
+    else:
+        body["conditions"] = [
+            {
+                "type": "Scheduled",
+                "status": "True",
+                "lastTransitionTime": _stamp(now),
+                "reason": "tasks in gang are ready to be scheduled",
+                "message": f"{status.bound}/{status.min_member} pods bound",
+            }
+        ]
+    return body
+
+
+def _condition_reason(status: GangStatus) -> str:
+    # The reasons kube-batch and Volcano users filter on; gangsat's own for the rest.
+    if status.reason in (None, "Waiting", "NotEnoughResources"):
+        return "NotEnoughResources"
+    return status.reason
+
+
+def _message(status: GangStatus) -> str:
+    waiting = status.min_member - status.bound
+    head = f"{waiting}/{status.min_member} tasks in gang unschedulable"
+    return f"{head}: {status.message}" if status.message else head
+
+
+def pod_unschedulable(message: str, now: datetime) -> dict[str, Any]:
+    """The pod condition a pending pod of an unscheduled gang carries."""
+    return {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": message,
+        "lastTransitionTime": _stamp(now),
+    }
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    kind: str
+    namespace: str
+    name: str
+    api_version: str = "v1"
+
+
+EventKey = tuple[ObjectRef, str, str, str]  # object, type, reason, message
+
+
+@dataclass(frozen=True)
+class EventAction:
+    """What to send: a new Event, or a count update of the one created for ``key``."""
+
+    verb: Literal["create", "update"]
+    key: EventKey
+    body: dict[str, Any]
+
+
+@dataclass
+class _Sent:
+    body: dict[str, Any]
+    count: int
+    last_sent: float  # monotonic seconds of the last write
+
+
+@dataclass
+class EventRecorder:
+    """Deduplicates Events per (object, type, reason, message) and limits the write rate."""
+
+    rate_per_s: float = 5.0
+    burst: int = 25
+    refresh_s: float = 300.0
+    clock: Callable[[], float] = time.monotonic
+    wall: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    dropped: int = 0
+    _tokens: float = field(init=False)
+    _last: float = field(init=False)
+    _sent: dict[EventKey, _Sent] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._tokens = float(self.burst)
+        self._last = self.clock()
+
+    def _take(self) -> bool:
+        now = self.clock()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.rate_per_s)
+        self._last = now
+        if self._tokens >= 1:
+            self._tokens -= 1
+            return True
+        return False
+
+    def record(
+        self,
+        ref: ObjectRef,
+        type_: Literal["Normal", "Warning"],
+        reason: str,
+        message: str,
+    ) -> EventAction | None:
+        """The write to make for this Event now, or None (a repeat too soon, or over rate)."""
+        key = (ref, type_, reason, message)
+        sent = self._sent.get(key)
+        if sent is not None:
+            sent.count += 1
+            if self.clock() - sent.last_sent < self.refresh_s or not self._take():
+                return None
+            sent.last_sent = self.clock()
+            sent.body = {
+                **sent.body,
+                "count": sent.count,
+                "lastTimestamp": _stamp(self.wall()),
+            }
+            return EventAction("update", key, sent.body)
+        if not self._take():
+            self.dropped += 1
+            return None
+        stamp = _stamp(self.wall())
+        body = {
+            "metadata": {"generateName": f"{ref.name}.", "namespace": ref.namespace},
+            "involvedObject": {
+                "kind": ref.kind,
+                "namespace": ref.namespace,
+                "name": ref.name,
+                "apiVersion": ref.api_version,
+            },
+            "type": type_,
+            "reason": reason,
+            "message": message,
+            "count": 1,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+        }
+        self._sent[key] = _Sent(body, 1, self.clock())
+        return EventAction("create", key, body)
+
+    def forget(self, refs: set[ObjectRef]) -> None:
+        """Drop the memory of Events about objects that are gone (deleted or bound)."""
+        self._sent = {k: v for k, v in self._sent.items() if k[0] not in refs}

@@ -1,0 +1,135 @@
+"""Status bodies per PodGroup dialect, the pod condition, and the Event policy."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from adapter.cluster import GangStatus
+from adapter.kube.status import (
+    EventRecorder,
+    ObjectRef,
+    pod_unschedulable,
+    podgroup_status,
+)
+
+NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
+PENDING = GangStatus(
+    gang="team/train",
+    phase="Pending",
+    bound=0,
+    min_member=5,
+    reason="NotEnoughResources",
+    message="3/5 pods fit (minMember 5): 2 Insufficient nvidia.com/gpu",
+)
+RUNNING = GangStatus(gang="team/train", phase="Running", bound=5, min_member=5)
+
+
+@pytest.mark.parametrize("group", ["scheduling.sigs.dev", "scheduling.volcano.sh"])
+def test_kube_batch_and_volcano_get_an_unschedulable_condition(group: str) -> None:
+    body = podgroup_status(PENDING, group, NOW)
+    assert body["phase"] == "Pending" and body["running"] == 0
+    [condition] = body["conditions"]
+    assert condition == {
+        "type": "Unschedulable",
+        "status": "True",
+        "lastTransitionTime": "2026-11-30T12:00:00Z",
+        "reason": "NotEnoughResources",
+        # As kube-batch words it, then the solver's reason.
+        "message": "5/5 tasks in gang unschedulable: 3/5 pods fit (minMember 5): "
+        "2 Insufficient nvidia.com/gpu",
+    }
+
+
+def test_a_running_gang_is_scheduled() -> None:
+    body = podgroup_status(RUNNING, "scheduling.sigs.dev", NOW)
+    assert body["phase"] == "Running" and body["running"] == 5
+    assert [c["type"] for c in body["conditions"]] == ["Scheduled"]
+
+
+def test_a_failed_bind_keeps_its_own_reason() -> None:
+    failed = PENDING.model_copy(update={"reason": "BindFailed", "bound": 2, "message": "x"})
+    [condition] = podgroup_status(failed, "scheduling.volcano.sh", NOW)["conditions"]
+    assert condition["reason"] == "BindFailed"
+    assert condition["message"] == "3/5 tasks in gang unschedulable: x"
+
+
+def test_coscheduling_has_phases_but_no_conditions() -> None:
+    assert podgroup_status(PENDING, "scheduling.x-k8s.io", NOW) == {
+        "phase": "Pending",
+        "running": 0,
+    }
+    partly = PENDING.model_copy(update={"bound": 2})
+    assert podgroup_status(partly, "scheduling.x-k8s.io", NOW)["phase"] == "Scheduling"
+
+
+def test_an_unknown_dialect_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"example\.com"):
+        podgroup_status(PENDING, "example.com", NOW)
+
+
+def test_pod_condition() -> None:
+    assert pod_unschedulable("0/4 nodes are available", NOW) == {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "0/4 nodes are available",
+        "lastTransitionTime": "2026-11-30T12:00:00Z",
+    }
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+REF = ObjectRef(kind="PodGroup", namespace="team", name="train", api_version="v1alpha2")
+
+
+def test_a_repeated_event_is_sent_once_then_refreshed_with_its_count() -> None:
+    clock = Clock()
+    rec = EventRecorder(rate_per_s=10, burst=10, refresh_s=60, clock=clock, wall=lambda: NOW)
+    first = rec.record(REF, "Warning", "Unschedulable", "3/5 pods fit")
+    assert first is not None and first.verb == "create"
+    assert first.body["involvedObject"]["name"] == "train"
+    assert first.body["count"] == 1 and first.body["source"] == {"component": "gangsat"}
+    # The same Event every cycle for 59 s: no writes.
+    for second in range(1, 60):
+        clock.t = float(second)
+        assert rec.record(REF, "Warning", "Unschedulable", "3/5 pods fit") is None
+    # At 60 s one update carries the 61 occurrences so far.
+    clock.t = 60.0
+    update = rec.record(REF, "Warning", "Unschedulable", "3/5 pods fit")
+    assert update is not None and update.verb == "update" and update.key == first.key
+    assert update.body["count"] == 61
+    # A different message is a different Event.
+    other = rec.record(REF, "Warning", "Unschedulable", "4/5 pods fit")
+    assert other is not None and other.verb == "create"
+
+
+def test_new_events_beyond_the_rate_are_dropped_and_counted() -> None:
+    clock = Clock()
+    rec = EventRecorder(rate_per_s=2, burst=3, refresh_s=60, clock=clock, wall=lambda: NOW)
+    refs = [ObjectRef("Pod", "team", f"p{i}") for i in range(5)]
+    sent = [rec.record(r, "Warning", "FailedScheduling", "waits") for r in refs]
+    # A burst of 3, then nothing until tokens come back.
+    assert [a is not None for a in sent] == [True, True, True, False, False]
+    assert rec.dropped == 2
+    clock.t = 1.0  # 2 tokens per second
+    assert rec.record(refs[3], "Warning", "FailedScheduling", "waits") is not None
+    assert rec.record(refs[4], "Warning", "FailedScheduling", "waits") is not None
+    assert rec.record(ObjectRef("Pod", "team", "p9"), "Warning", "FailedScheduling", "x") is None
+
+
+def test_forgetting_an_object_lets_its_event_be_created_again() -> None:
+    clock = Clock()
+    rec = EventRecorder(rate_per_s=10, burst=10, refresh_s=60, clock=clock, wall=lambda: NOW)
+    assert rec.record(REF, "Normal", "Scheduled", "bound") is not None
+    assert rec.record(REF, "Normal", "Scheduled", "bound") is None
+    rec.forget({REF})
+    again = rec.record(REF, "Normal", "Scheduled", "bound")
+    assert again is not None and again.verb == "create"
