@@ -34,20 +34,24 @@ invocation waits for in the study, counted across everyone working on it: with w
 on other machines, their trials count too.
 
 The default weights are the study's first trial, so the Pareto front is read against
-them. The recommendation rule: among Pareto-optimal trials whose share error is within
-``--max-fairness-error``, the highest utilisation, then the lowest mean JCT; if none is
-within the budget, the lowest share error. The recommended weights and the defaults are
-then both run on a HELD-OUT workload — for a trace scenario the next slice of jobs with
-other queue draws (other jobs, other queues), else ``--holdout`` — in K draws none of
-which a trial saw, so a gain is not an artefact of tuning on the test data. Written to
-DIR: ``<study>-pareto.png``, ``<study>.md``, ``<study>.json``, ``<study>-settings.yaml``
-(an ``adapter.settings`` file) and ``<study>-configmap.yaml``.
+them. The recommendation rule: a Pareto-optimal trial qualifies only if, draw by draw
+against the defaults, it is better on some objective and worse on none by more than two
+standard errors of the paired differences (one draw: any difference); among those
+within ``--max-fairness-error``, the highest utilisation, then the lowest mean JCT (if
+none is within the budget, the lowest share error). If none qualifies, the defaults
+stand. The recommended weights and the defaults are then both run on a HELD-OUT
+workload — for a trace scenario the next slice of jobs with other queue draws (other
+jobs, other queues), else ``--holdout`` — in K draws none of which a trial saw, so a
+gain is not an artefact of tuning on the test data. Written to DIR:
+``<study>-pareto.png``, ``<study>.md``, ``<study>.json``, ``<study>-settings.yaml`` (an
+``adapter.settings`` file) and ``<study>-configmap.yaml``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing
 import sys
 import time
@@ -90,6 +94,9 @@ SPACE: dict[str, tuple[int, int, bool]] = {  # name -> (low, high, log scale)
 }
 DEFAULT_OUT = Path("bench-out/tune")
 DEFAULTS_ATTR = "defaults"
+PER_DRAW_ATTR = "per_draw"
+NOISE_Z = 2.0  # a gain must exceed this many standard errors of the paired differences
+SIGNS = (1.0, -1.0, -1.0)  # per objective: +1 when higher is better
 # Trials that count as done: a pruned trial used its run too, and if every trial of a
 # bad region were pruned, counting only complete ones would never stop.
 DONE = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -125,6 +132,7 @@ class Score:
     mean_jct_s: float
     finished: int
     jobs: int
+    per_draw: tuple[tuple[float, float, float], ...] = ()  # values() of each draw
 
     def values(self) -> tuple[float, float, float]:
         return (self.utilisation, self.share_error, self.mean_jct_s)
@@ -173,6 +181,7 @@ def evaluate(
         mean_jct_s=sum(s.mean_jct_s for s in scores) / n,
         finished=sum(s.finished for s in scores),
         jobs=sum(s.jobs for s in scores),
+        per_draw=tuple(s.values() for s in scores),
     )
 
 
@@ -247,6 +256,7 @@ def _worker(
         trial.set_user_attr("worker", index)
         trial.set_user_attr("finished", result.finished)
         trial.set_user_attr("jobs", result.jobs)
+        trial.set_user_attr(PER_DRAW_ATTR, [list(v) for v in result.per_draw])
         if result.finished < result.jobs:
             # Weights that leave work undone (e.g. opening a node costs more than filling
             # it earns) are not a trade-off: a short run would flatter their mean JCT.
@@ -350,12 +360,55 @@ def _load(source: str) -> Scenario:
 # --- choosing, checking and writing -------------------------------------------------------
 
 
-def recommend(front: Sequence[FrozenTrial], max_fairness_error: float) -> FrozenTrial:
-    """Best utilisation within the share-error budget, then lowest JCT; else fairest."""
-    within = [t for t in front if t.values[1] <= max_fairness_error]
+def _gains(trial: FrozenTrial, defaults: FrozenTrial) -> list[tuple[float, float]] | None:
+    """Per objective, the paired mean gain over the defaults (positive = better) and its
+    standard error over the draws; None without per-draw values for both."""
+    mine = trial.user_attrs.get(PER_DRAW_ATTR)
+    base = defaults.user_attrs.get(PER_DRAW_ATTR)
+    if not mine or not base or len(mine) != len(base):
+        return None
+    out = []
+    for k, sign in enumerate(SIGNS):
+        diffs = [sign * (a[k] - b[k]) for a, b in zip(mine, base, strict=True)]
+        mean = sum(diffs) / len(diffs)
+        if len(diffs) > 1:
+            var = sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1)
+            se = math.sqrt(var / len(diffs))
+        else:
+            se = 0.0  # one draw: no noise estimate, the plain comparison stands
+        out.append((mean, se))
+    return out
+
+
+def beats(trial: FrozenTrial, defaults: FrozenTrial) -> bool:
+    """Better than the defaults on some objective, and worse on none, beyond the noise."""
+    gains = _gains(trial, defaults)
+    if gains is None:
+        return False
+    better = any(mean > NOISE_Z * se and mean > 0 for mean, se in gains)
+    worse = any(mean < -NOISE_Z * se and mean < 0 for mean, se in gains)
+    return better and not worse
+
+
+def recommend(
+    front: Sequence[FrozenTrial],
+    max_fairness_error: float,
+    defaults: FrozenTrial | None = None,
+) -> FrozenTrial:
+    """Best utilisation within the share-error budget, then lowest JCT; else the fairest.
+
+    With the defaults measured on the same draws, only trials that beat them beyond the
+    draw-to-draw noise qualify; if none does, the defaults are the recommendation.
+    """
+    pool = list(front)
+    if defaults is not None:
+        pool = [t for t in front if t.number != defaults.number and beats(t, defaults)]
+        if not pool:
+            return defaults
+    within = [t for t in pool if t.values[1] <= max_fairness_error]
     if within:
         return max(within, key=lambda t: (t.values[0], -t.values[2], -t.number))
-    return min(front, key=lambda t: (t.values[1], -t.values[0], t.values[2], t.number))
+    return min(pool, key=lambda t: (t.values[1], -t.values[0], t.values[2], t.number))
 
 
 def holdout_scenario(settings: TuneSettings) -> tuple[Scenario, str]:
@@ -513,8 +566,11 @@ def markdown(result: TuneResult, settings: TuneSettings, snippet: str) -> str:
             FRONT_HEADERS, front_rows(result), [True] * (len(FRONT_HEADERS) - 1) + [False]
         ),
         "",
-        f"Rule: among front trials with share error <= {settings.max_fairness_error:.1%}, the "
-        "highest utilisation, then the lowest mean JCT; if none, the lowest share error.",
+        "Rule: among front trials that beat the defaults on some objective and lose on "
+        f"none by more than {NOISE_Z:g} standard errors of the paired per-draw differences, "
+        f"those with share error <= {settings.max_fairness_error:.1%}: the highest "
+        "utilisation, then the lowest mean JCT (none within: the lowest share error). If no "
+        "trial beats the defaults, the defaults are recommended.",
         "",
         f"## Held out: {result.holdout_source}",
         "",
@@ -547,7 +603,7 @@ def finish(study: optuna.Study, settings: TuneSettings, console: Console) -> Tun
         study=study.study_name,
         trials=len(done),
         front=front,
-        recommended=recommend(front, settings.max_fairness_error),
+        recommended=recommend(front, settings.max_fairness_error, defaults),
         defaults=defaults,
     )
     workloads, result.holdout_source = _holdout_workloads(settings)

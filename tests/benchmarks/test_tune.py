@@ -18,6 +18,7 @@ from benchmarks import suite
 from benchmarks.tune import (
     DEFAULTS_ATTR,
     DONE,
+    PER_DRAW_ATTR,
     SPACE,
     Score,
     TuneError,
@@ -243,3 +244,23 @@ def test_a_trial_averages_its_draws(tmp_path: Path) -> None:
     assert two.jobs == 2 * one.jobs and two.finished == 2 * one.finished
     assert two.utilisation == pytest.approx(one.utilisation)
     assert two.mean_jct_s == pytest.approx(one.mean_jct_s)
+
+
+def _measured(number: int, per_draw: list[list[float]]) -> optuna.trial.FrozenTrial:
+    mean = [sum(d[k] for d in per_draw) / len(per_draw) for k in range(3)]
+    t = _trial(number, *mean)
+    t.set_user_attr(PER_DRAW_ATTR, per_draw)
+    return t
+
+
+def test_only_gains_beyond_the_draw_to_draw_noise_are_recommended() -> None:
+    defaults = _measured(0, [[0.90, 0.020, 100.0], [0.92, 0.030, 110.0], [0.91, 0.025, 105.0]])
+    # +1 point of utilisation on every draw, the rest equal: a gain with no noise.
+    steady = _measured(1, [[0.91, 0.020, 100.0], [0.93, 0.030, 110.0], [0.92, 0.025, 105.0]])
+    # The same +1 point on average, but +5, -4, +2 draw by draw: within the noise.
+    noisy = _measured(2, [[0.95, 0.020, 100.0], [0.88, 0.030, 110.0], [0.93, 0.025, 105.0]])
+    # +2 points of utilisation, but 1 point more share error on every draw: a loss.
+    trade = _measured(3, [[0.92, 0.030, 100.0], [0.94, 0.040, 110.0], [0.93, 0.035, 105.0]])
+    assert recommend([steady, noisy, trade], 0.05, defaults).number == 1
+    # Nothing beats the defaults beyond the noise: they stand.
+    assert recommend([noisy, trade], 0.05, defaults).number == 0
