@@ -1,7 +1,8 @@
 """The Cluster protocol: what the scheduling loop needs from a cluster, and nothing more.
 
-Two backends implement it — the embedded simulator (``adapter.sim``) and the real
-Kubernetes API — so ``adapter.loop`` runs the same code on both. A backend reports
+The embedded simulator (``adapter.sim``) implements it, and the Kubernetes backend will
+(``adapter.kube`` has its object conversion and status bodies so far), so ``adapter.loop``
+runs the same code on both. A backend reports
 every failure it can recover from as ``ClusterError``; anything else is a bug.
 """
 

@@ -1,10 +1,11 @@
 """The one scheduling loop: snapshot -> decide -> validate -> bind -> report -> metrics.
 
-``run_cycle`` is all a backend needs: the simulator calls it on its virtual clock, the
-Kubernetes backend on a timer. Its promise, whatever the cluster does: a gang is bound
-whole or not at all. A decision the validator rejects is not bound; a gang whose bind
-fails part-way has the pods bound this cycle evicted again; every failure becomes a
-reported condition on the gang, never an exception out of the loop.
+``run_cycle`` is all a backend needs: the simulator calls it on its virtual clock; the
+Kubernetes backend, when written, calls it on a timer. Its promise, whatever the cluster
+does: a gang is bound whole or not at all. A decision the validator rejects is not
+bound; a gang whose bind fails part-way has the pods bound this cycle evicted again;
+every failure becomes a reported condition on the gang, never an exception out of the
+loop.
 
 The stock-scheduler baseline (``greedy``) is bound pod by pod without that rule — it is
 what gangsat is measured against, deadlocks included.

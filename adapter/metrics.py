@@ -1,7 +1,7 @@
 """Prometheus metrics of the scheduling loop, named ``gangsat_<what>_<unit>``.
 
 Each ``LoopMetrics`` owns its registry, so a simulator run, a test and the real
-scheduler never share counters; the Kubernetes backend serves ``registry`` over HTTP.
+scheduler never share counters; ``adapter.serve`` exposes a ``registry`` over HTTP.
 """
 
 from __future__ import annotations
