@@ -64,7 +64,6 @@ class SimulatedCluster:
     version: int = 0  # bumps on every change a scheduler could react to
     last_progress_s: float = 0.0  # last job start or finish
     events_log: list[SimEvent] = field(default_factory=list)
-    statuses: dict[str, GangStatus] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         settings = self.workload.scenario.settings
@@ -144,7 +143,8 @@ class SimulatedCluster:
         self._update(js)
 
     def report(self, statuses: Sequence[GangStatus]) -> None:
-        self.statuses.update({s.gang: s for s in statuses})
+        """Nothing to write: simulated gangs have no PodGroup objects, and the run log
+        reads the statuses from each ``CycleResult``."""
 
     # --- virtual time ---------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from rich.console import Console
 from adapter.settings import Settings
 from adapter.sim.scenario import load_scenario, materialise
 from benchmarks import suite
+from benchmarks.report import PNG_SIGNATURE
 from benchmarks.tune import (
     DEFAULTS_ATTR,
     DONE,
@@ -36,7 +37,6 @@ from benchmarks.tune import (
 )
 from solver.config import ObjectiveWeights
 
-PNG = b"\x89PNG\r\n\x1a\n"
 # Two queues 1:3 on 4 nodes of 4 GPUs, more work than fits: every trial is a real run
 # with contention, and still takes a fraction of a second.
 TINY = {
@@ -115,7 +115,7 @@ def test_a_study_yields_a_front_a_recommendation_and_files_that_load(tmp_path: P
     report = json.loads(Path(f"{stem}.json").read_text())
     assert report["recommended"]["number"] == result.recommended.number
     assert {"defaults", "recommended"} <= set(report["holdout"])
-    assert Path(f"{stem}-pareto.png").read_bytes().startswith(PNG)
+    assert Path(f"{stem}-pareto.png").read_bytes().startswith(PNG_SIGNATURE)
     assert "## Pareto front" in Path(f"{stem}.md").read_text()
 
 
