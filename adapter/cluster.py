@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from solver.model import ClusterState
 
@@ -40,19 +40,34 @@ class GangStatus(BaseModel):
     message: str = ""
 
 
+class CycleReport(BaseModel):
+    """What a cycle tells the cluster's users: gang statuses, new bindings, waiting pods."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    statuses: tuple[GangStatus, ...] = ()
+    bound: dict[str, str] = Field(default_factory=dict, description="pod -> node, this cycle")
+    waiting_pods: dict[str, str] = Field(
+        default_factory=dict, description="pod -> why it is not considered (e.g. no PodGroup)"
+    )
+
+
 class Cluster(Protocol):
     def snapshot(self) -> ClusterState:
         """One consistent, immutable view; pods the loop bound earlier show as bound."""
         ...
 
-    def bind(self, pod: str, node: str) -> None:
-        """Bind a pending pod; ``ClusterError`` if refused."""
+    def bind(self, placements: Sequence[tuple[str, str]]) -> dict[str, ClusterError]:
+        """Bind pending pods to nodes, (pod, node) in the given order; a backend may send
+        them concurrently. Returns the refused ones; every other pod is bound."""
         ...
 
-    def evict(self, pod: str, reason: str) -> None:
-        """Undo a bind (delete the pod so its controller recreates it pending)."""
+    def evict(self, pods: Sequence[str], reason: str) -> dict[str, ClusterError]:
+        """Undo binds (delete the pods so their controllers recreate them pending).
+        Returns the pods it could not evict."""
         ...
 
-    def report(self, statuses: Sequence[GangStatus]) -> None:
-        """Publish gang statuses (PodGroup status, events); best effort."""
+    def report(self, report: CycleReport) -> None:
+        """Publish what the cycle found (PodGroup status, pod conditions, Events); best
+        effort, and it must not hold up the next cycle."""
         ...

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from adapter.cluster import Cluster, ClusterError, GangStatus
+from adapter.cluster import Cluster, ClusterError, CycleReport, GangStatus
 from adapter.metrics import LoopMetrics
 from solver.config import SolverConfig
 from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState, Decision
@@ -56,6 +56,7 @@ class CycleResult:
     decision: Decision | None = None
     bound: dict[str, str] = field(default_factory=dict)  # pod -> node, bound this cycle
     failed_binds: dict[str, str] = field(default_factory=dict)  # pod -> why
+    failure_reasons: dict[str, str] = field(default_factory=dict)  # pod -> ClusterError.reason
     rolled_back: dict[str, str] = field(default_factory=dict)  # gang -> why
     evicted: list[str] = field(default_factory=list)  # pods bound, then evicted in rollback
     stranded: dict[str, str] = field(default_factory=dict)  # pod -> eviction failure
@@ -142,42 +143,53 @@ def _rejected_gangs(
 def _bind(
     cluster: Cluster, gangs: _Gangs, decision: Decision, result: CycleResult, atomic: bool
 ) -> None:
-    by_gang: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for pod, node in sorted(decision.placements.items()):
+    """Bind every placement of the gangs not rejected in one batch (a backend may send
+    them concurrently: binding is where a scheduler meets the API server's limit), then
+    evict again what this cycle bound of each gang left short of minMember."""
+    placements = [
+        (pod, node)
+        for pod, node in sorted(
+            decision.placements.items(), key=lambda pn: (gangs.gang(pn[0]), pn[0])
+        )
+        if gangs.gang(pod) not in result.rejected
+    ]
+    failures = cluster.bind(placements)
+    done_by_gang: dict[str, list[str]] = defaultdict(list)
+    failed_by_gang: dict[str, list[str]] = defaultdict(list)
+    for pod, node in placements:
         gang = gangs.gang(pod)
-        if gang not in result.rejected:
-            by_gang[gang].append((pod, node))
-    for gang, placements in by_gang.items():
-        done: list[str] = []
-        need_now = gangs.need.get(gang, 1)
-        held = gangs.held.get(gang, 0)
-        for i, (pod, node) in enumerate(placements):
-            try:
-                cluster.bind(pod, node)
-            except ClusterError as e:
-                result.failed_binds[pod] = str(e)
-                untried = len(placements) - i - 1
-                if atomic and held + len(done) + untried < need_now:
-                    break  # the rest cannot save the gang; do not hold more of the cluster
-                continue
-            done.append(pod)
+        if pod in failures:
+            result.failed_binds[pod] = str(failures[pod])
+            result.failure_reasons[pod] = failures[pod].reason
+            failed_by_gang[gang].append(pod)
+        else:
             result.bound[pod] = node
-        if atomic and held + len(done) < need_now:
-            failed = next(p for p, _ in placements if p in result.failed_binds)
-            result.rolled_back[gang] = (
-                f"bind of {failed} failed ({result.failed_binds[failed]}); "
-                f"{len(done)} pod(s) bound this cycle were evicted"
-            )
-            for pod in done:
-                del result.bound[pod]
-                try:
-                    cluster.evict(pod, "gang rollback: " + result.rolled_back[gang])
-                    result.evicted.append(pod)
-                except ClusterError as e:
-                    # The next snapshot shows it bound; the gang is then short and the
-                    # status says why, so an operator (or the next cycle) can act.
-                    result.stranded[pod] = str(e)
-                    log.error("could not evict %s after a failed gang bind: %s", pod, e)
+            done_by_gang[gang].append(pod)
+    if not atomic:
+        return
+    to_evict: dict[str, str] = {}  # pod -> its gang
+    for gang, failed in failed_by_gang.items():
+        done = done_by_gang.get(gang, [])
+        if gangs.held.get(gang, 0) + len(done) >= gangs.need.get(gang, 1):
+            continue  # enough members landed; the rest waits for a later cycle
+        result.rolled_back[gang] = (
+            f"bind of {failed[0]} failed ({result.failed_binds[failed[0]]}); "
+            f"{len(done)} pod(s) bound this cycle were evicted"
+        )
+        for pod in done:
+            del result.bound[pod]
+            to_evict[pod] = gang
+    if not to_evict:
+        return
+    refused = cluster.evict(list(to_evict), "gang rollback: a member could not be bound")
+    for pod in to_evict:
+        if pod in refused:
+            # The next snapshot shows it bound; the gang is then short and the status
+            # says why, so an operator (or the next cycle) can act.
+            result.stranded[pod] = str(refused[pod])
+            log.error("could not evict %s after a failed gang bind: %s", pod, refused[pod])
+        else:
+            result.evicted.append(pod)
 
 
 def _statuses(state: ClusterState, gangs: _Gangs, result: CycleResult) -> list[GangStatus]:
@@ -257,7 +269,13 @@ def run_cycle(
         result.bind_s = time.perf_counter() - bind_started
     result.statuses = _statuses(state, gangs, result)
     try:
-        cluster.report(result.statuses)
+        cluster.report(
+            CycleReport(
+                statuses=tuple(result.statuses),
+                bound=result.bound,
+                waiting_pods=decision.waiting_pods if decision is not None else {},
+            )
+        )
     except ClusterError as e:
         log.warning("could not report gang statuses: %s", e)
     result.total_s = time.perf_counter() - started

@@ -19,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from adapter.cluster import ClusterError, GangStatus
+from adapter.cluster import ClusterError, CycleReport
 from adapter.sim.scenario import Job, Workload
 from solver.model import ClusterState, Gang, Node, Pod
 from solver.predicates import insufficient
@@ -102,7 +102,25 @@ class SimulatedCluster:
             queues=self.workload.queues,
         )
 
-    def bind(self, pod: str, node: str) -> None:
+    def bind(self, placements: Sequence[tuple[str, str]]) -> dict[str, ClusterError]:
+        failures: dict[str, ClusterError] = {}
+        for pod, node in placements:
+            try:
+                self.bind_one(pod, node)
+            except ClusterError as e:
+                failures[pod] = e
+        return failures
+
+    def evict(self, pods: Sequence[str], reason: str) -> dict[str, ClusterError]:
+        failures: dict[str, ClusterError] = {}
+        for pod in pods:
+            try:
+                self.evict_one(pod, reason)
+            except ClusterError as e:
+                failures[pod] = e
+        return failures
+
+    def bind_one(self, pod: str, node: str) -> None:
         current = self.pods.get(pod)
         if current is None:
             raise ClusterError("NotFound", f"pod {pod} does not exist")
@@ -132,7 +150,7 @@ class SimulatedCluster:
             self._mark_ready(pod)
             self._update(self.jobs[job])
 
-    def evict(self, pod: str, reason: str) -> None:
+    def evict_one(self, pod: str, reason: str) -> None:
         current = self.pods.get(pod)
         if current is None or current.node_name is None:
             raise ClusterError("NotFound", f"pod {pod} is not bound")
@@ -142,7 +160,7 @@ class SimulatedCluster:
         self.events_log.append(SimEvent(self.now, "evicted", js.job.name, f"{pod}: {reason}"))
         self._update(js)
 
-    def report(self, statuses: Sequence[GangStatus]) -> None:
+    def report(self, report: CycleReport) -> None:
         """Nothing to write: simulated gangs have no PodGroup objects, and the run log
         reads the statuses from each ``CycleResult``."""
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 
 import pytest
 
-from adapter.cluster import ClusterError, GangStatus
+from adapter.cluster import ClusterError, CycleReport, GangStatus
 from adapter.loop import CycleResult, LoopSettings, run_cycle
 from adapter.metrics import LoopMetrics
 from solver.config import SolverConfig
@@ -53,27 +53,35 @@ class FakeCluster:
         )
         return self.base.model_copy(update={"pods": pods})
 
-    def bind(self, pod: str, node: str) -> None:
-        self.bind_calls.append((pod, node))
-        if pod in self.fail_binds:
-            raise ClusterError("Conflict", f"binding {pod} to {node}: refused by the test")
-        if pod in self.bound:
-            raise ClusterError("Conflict", f"{pod} is already bound")
-        self.bound[pod] = node
+    def bind(self, placements: Sequence[tuple[str, str]]) -> dict[str, ClusterError]:
+        failures: dict[str, ClusterError] = {}
+        for name, target in placements:
+            self.bind_calls.append((name, target))
+            if name in self.fail_binds:
+                failures[name] = ClusterError("Conflict", f"binding {name} to {target}: refused")
+            elif name in self.bound:
+                failures[name] = ClusterError("Conflict", f"{name} is already bound")
+            else:
+                self.bound[name] = target
+        return failures
 
-    def evict(self, pod: str, reason: str) -> None:
-        self.evict_calls.append(pod)
-        if self.fail_evictions:
-            raise ClusterError("Forbidden", f"evicting {pod}: refused by the test")
-        if pod not in self.bound:
-            raise ClusterError("NotFound", f"{pod} is not bound")
-        del self.bound[pod]
-        self.evictions.append((pod, reason))
+    def evict(self, pods: Sequence[str], reason: str) -> dict[str, ClusterError]:
+        failures: dict[str, ClusterError] = {}
+        for name in pods:
+            self.evict_calls.append(name)
+            if self.fail_evictions:
+                failures[name] = ClusterError("Forbidden", f"evicting {name}: refused by the test")
+            elif name not in self.bound:
+                failures[name] = ClusterError("NotFound", f"{name} is not bound")
+            else:
+                del self.bound[name]
+                self.evictions.append((name, reason))
+        return failures
 
-    def report(self, statuses: Sequence[GangStatus]) -> None:
+    def report(self, report: CycleReport) -> None:
         if self.report_error is not None:
             raise self.report_error
-        self.reports.append(list(statuses))
+        self.reports.append(list(report.statuses))
 
 
 def two_gangs() -> ClusterState:
@@ -112,14 +120,14 @@ def test_a_bind_failing_part_way_rolls_the_gang_back(scheduler: str) -> None:
     result = run_cycle(cluster, LoopSettings(scheduler=scheduler, solver=FAST), metrics)
 
     assert result.error is None
-    # Binds go gang by gang in pod-name order: g-0 binds, g-1 is refused, g-2 is never
-    # tried (it cannot save the gang), then h-0 and h-1 bind.
-    assert [p for p, _ in cluster.bind_calls] == ["g-0", "g-1", "h-0", "h-1"]
+    # One batch, gang by gang in pod-name order: g-0 binds, g-1 is refused, g-2 binds,
+    # then h-0 and h-1 bind; g (2 of 3) is then evicted whole.
+    assert [p for p, _ in cluster.bind_calls] == ["g-0", "g-1", "g-2", "h-0", "h-1"]
     assert set(result.failed_binds) == {"g-1"}
     assert set(result.rolled_back) == {"g"}
     assert "g-1" in result.rolled_back["g"]
-    assert result.evicted == ["g-0"]
-    assert [p for p, _ in cluster.evictions] == ["g-0"]
+    assert result.evicted == ["g-0", "g-2"]
+    assert [p for p, _ in cluster.evictions] == ["g-0", "g-2"]
     assert cluster.evictions[0][1].startswith("gang rollback")
     assert result.stranded == {}
     # No pod of g is left bound, in the result or on the cluster; h is bound whole.
@@ -134,10 +142,10 @@ def test_a_bind_failing_part_way_rolls_the_gang_back(scheduler: str) -> None:
     assert cluster.reports == [result.statuses]
 
     # Counters, worked from the cycle: 2 binds kept (h-0, h-1), 1 refused (g-1),
-    # 1 undone (g-0); one gang rolled back, one admitted; 5 pods were pending.
+    # 2 undone (g-0, g-2); one gang rolled back, one admitted; 5 pods were pending.
     assert sample(metrics, "gangsat_binds_total", result="bound") == 2
     assert sample(metrics, "gangsat_binds_total", result="failed") == 1
-    assert sample(metrics, "gangsat_binds_total", result="rolled_back") == 1
+    assert sample(metrics, "gangsat_binds_total", result="rolled_back") == 2
     assert sample(metrics, "gangsat_gang_rollbacks_total") == 1
     assert sample(metrics, "gangsat_gangs_admitted_total") == 1
     assert sample(metrics, "gangsat_rejected_gangs_total") == 0
@@ -188,18 +196,18 @@ def test_a_failed_eviction_is_reported_as_stranded_not_raised() -> None:
     result = run_cycle(cluster, LoopSettings(scheduler="gang-greedy"), metrics)
 
     assert result.error is None
-    assert cluster.evict_calls == ["g-0"]
-    assert set(result.stranded) == {"g-0"}
+    assert cluster.evict_calls == ["g-0", "g-2"]
+    assert set(result.stranded) == {"g-0", "g-2"}
     assert "refused by the test" in result.stranded["g-0"]
     assert result.evicted == []
     assert set(result.rolled_back) == {"g"}
-    # The stranded pod is still bound on the cluster and counted in g's status, but it is
-    # not one of the cycle's kept binds.
-    assert cluster.bound == {"g-0": "n0", "h-0": "n0", "h-1": "n0"}
-    assert "g-0" not in result.bound
+    # The stranded pods are still bound on the cluster and counted in g's status, but
+    # they are not among the cycle's kept binds.
+    assert cluster.bound == {"g-0": "n0", "g-2": "n0", "h-0": "n0", "h-1": "n0"}
+    assert "g-0" not in result.bound and "g-2" not in result.bound
     g = status_of(result, "g")
-    assert (g.phase, g.bound, g.reason) == ("Pending", 1, "BindFailed")
-    assert sample(metrics, "gangsat_stranded_pods_total") == 1
+    assert (g.phase, g.bound, g.reason) == ("Pending", 2, "BindFailed")
+    assert sample(metrics, "gangsat_stranded_pods_total") == 2
     assert sample(metrics, "gangsat_binds_total", result="rolled_back") == 0
     assert sample(metrics, "gangsat_binds_total", result="bound") == 2
 

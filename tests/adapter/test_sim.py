@@ -310,17 +310,17 @@ def test_eviction_pauses_a_job_and_keeps_its_remaining_time() -> None:
     # Runs 0..30 (30 of 100 s done), paused 30..50, runs again from 50 with 70 s left:
     # finishes at 120 = 100 + the 20 s it was paused.
     cluster = one_pod_cluster()
-    cluster.bind("j-0", "n-0")
+    cluster.bind_one("j-0", "n-0")
     assert cluster.jobs["j"].running
     cluster.advance(30)
-    cluster.evict("j-0", "test")
+    cluster.evict_one("j-0", "test")
     js = cluster.jobs["j"]
     assert not js.running and js.remaining_s == 70.0
     assert [e.kind for e in cluster.events_log] == ["arrived", "started", "evicted", "paused"]
     assert cluster.partial_jobs() == []  # nothing bound any more
     assert cluster.snapshot().pending_pods()[0].name == "j-0"
     cluster.advance(50)
-    cluster.bind("j-0", "n-0")
+    cluster.bind_one("j-0", "n-0")
     run_out(cluster)  # the stale finish at 100 is skipped
     assert js.started_s == 0.0
     assert js.finished_s == 120.0
@@ -331,17 +331,17 @@ def test_eviction_pauses_a_job_and_keeps_its_remaining_time() -> None:
 def test_the_simulated_cluster_refuses_what_a_kubelet_would() -> None:
     cluster = one_pod_cluster()
     with pytest.raises(ClusterError) as missing_node:
-        cluster.bind("j-0", "nowhere")
+        cluster.bind_one("j-0", "nowhere")
     assert missing_node.value.reason == "NotFound"
     with pytest.raises(ClusterError) as missing_pod:
-        cluster.bind("ghost", "n-0")
+        cluster.bind_one("ghost", "n-0")
     assert missing_pod.value.reason == "NotFound"
     with pytest.raises(ClusterError) as unbound:
-        cluster.evict("j-0", "test")
+        cluster.evict_one("j-0", "test")
     assert unbound.value.reason == "NotFound"
-    cluster.bind("j-0", "n-0")
+    cluster.bind_one("j-0", "n-0")
     with pytest.raises(ClusterError) as twice:
-        cluster.bind("j-0", "n-0")
+        cluster.bind_one("j-0", "n-0")
     assert twice.value.reason == "Conflict"
 
 
@@ -350,10 +350,10 @@ def test_a_bind_that_would_overcommit_is_refused() -> None:
     job = JobGroup(name="j", duration_s=10, replicas=2, requests={"cpu": "1"})
     cluster = SimulatedCluster(materialise(scenario(job, nodes=cpu_nodes(1, "1"))))
     cluster.step()
-    cluster.bind("j-0", "n-0")
+    cluster.bind_one("j-0", "n-0")
     version = cluster.version
     with pytest.raises(ClusterError) as refused:
-        cluster.bind("j-1", "n-0")
+        cluster.bind_one("j-1", "n-0")
     assert refused.value.reason == "OutOfResources"
     assert cluster.free["n-0"]["cpu"] == 0
     assert cluster.pods["j-1"].node_name is None
