@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 if TYPE_CHECKING:
     from adapter.loop import CycleResult
+    from solver.fairness import QueueShare
 
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
 
@@ -67,6 +68,48 @@ class LoopMetrics:
         self.pending_pods = Gauge(
             "gangsat_pending_pods", "Pending pods in the last snapshot.", registry=r
         )
+        self.bind_failures = Counter(
+            "gangsat_bind_failures_total",
+            "Refused pod binds by reason (Conflict, NotFound, NodeGone, NotLeader, ...).",
+            ["reason"],
+            registry=r,
+        )
+        self.solve_status = Counter(
+            "gangsat_solve_status_total",
+            "Decisions by solver status (OPTIMAL, FEASIBLE, ...).",
+            ["scheduler", "status"],
+            registry=r,
+        )
+        self.gangs = Gauge(
+            "gangsat_gangs",
+            "Gangs in the last cycle by state (Running, Pending) and reason.",
+            ["state", "reason"],
+            registry=r,
+        )
+        self.leader = Gauge(
+            "gangsat_leader",
+            "1 while this replica holds the leader lease (or runs without election).",
+            registry=r,
+        )
+        self.queue_weight = Gauge("gangsat_queue_weight", "Queue weight.", ["queue"], registry=r)
+        self.queue_deserved = Gauge(
+            "gangsat_queue_deserved",
+            "Deserved amount of the fair resource (GPUs, else CPU cores) by water-filling.",
+            ["queue", "resource"],
+            registry=r,
+        )
+        self.queue_allocated = Gauge(
+            "gangsat_queue_allocated",
+            "Amount of the fair resource the queue's bound pods hold.",
+            ["queue", "resource"],
+            registry=r,
+        )
+        self.queue_share = Gauge(
+            "gangsat_queue_share_ratio",
+            "Allocated / deserved: 1 is exactly the queue's fair share.",
+            ["queue"],
+            registry=r,
+        )
         self.solver_gap = Gauge(
             "gangsat_solver_gap_ratio",
             "Relative gap of the last CP-SAT decision to its own bound.",
@@ -77,11 +120,17 @@ class LoopMetrics:
         self.cycle_duration.labels(result.scheduler).observe(result.total_s)
         self.cycles.labels(result.scheduler, "error" if result.error else "ok").inc()
         self.pending_pods.set(result.pending_pods)
+        self.gangs.clear()
+        for status in result.statuses:
+            self.gangs.labels(status.phase, status.reason or "").inc()
         if result.decision is None:
             return
         self.decide_duration.labels(result.scheduler).observe(result.decide_s)
         self.binds.labels("bound").inc(len(result.bound))
         self.binds.labels("failed").inc(len(result.failed_binds))
+        for why in result.failure_reasons.values():
+            self.bind_failures.labels(why).inc()
+        self.solve_status.labels(result.scheduler, str(result.decision.status)).inc()
         self.binds.labels("rolled_back").inc(len(result.evicted))
         self.gang_rollbacks.inc(len(result.rolled_back))
         self.rejected_gangs.inc(len(result.rejected))
@@ -89,3 +138,18 @@ class LoopMetrics:
         self.gangs_admitted.inc(len(result.admitted()))
         if result.decision.gap is not None:
             self.solver_gap.set(result.decision.gap)
+
+    def observe_queues(self, shares: dict[str, QueueShare], resource: str) -> None:
+        unit = 1000 if resource == "cpu" else 1  # CPU is counted in millicores
+        for metric in (
+            self.queue_weight,
+            self.queue_deserved,
+            self.queue_allocated,
+            self.queue_share,
+        ):
+            metric.clear()  # a deleted queue must not linger at its last value
+        for queue, s in shares.items():
+            self.queue_weight.labels(queue).set(s.weight)
+            self.queue_deserved.labels(queue, resource).set(s.deserved / unit)
+            self.queue_allocated.labels(queue, resource).set(s.allocated / unit)
+            self.queue_share.labels(queue).set(s.share)

@@ -10,7 +10,10 @@ on the order of the queues.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from fractions import Fraction
+
+from solver.model import CPU, DEFAULT_QUEUE, GPU, ClusterState, Queue
 
 
 def water_fill(total: int, weights: Sequence[int], caps: Sequence[int | None]) -> list[Fraction]:
@@ -59,3 +62,48 @@ def deserved(
         for q, share in enumerate(water_fill(total, weights, caps)):
             result[q][r] = share
     return result
+
+
+@dataclass(frozen=True)
+class QueueShare:
+    weight: int
+    deserved: float  # of ``resource``, by water-filling over what the queues ask for
+    allocated: int  # held by the queue's bound pods
+    pending: int  # asked for by its pending pods
+
+    @property
+    def share(self) -> float:
+        """allocated / deserved; 1.0 is exactly the fair share (0 if it deserves nothing)."""
+        return self.allocated / self.deserved if self.deserved > 0 else 0.0
+
+
+def fair_resource(state: ClusterState) -> str:
+    """The resource queues compete for: GPUs where the cluster has them, else CPU."""
+    return GPU if any(n.allocatable[GPU] for n in state.nodes) else CPU
+
+
+def queue_shares(state: ClusterState, resource: str) -> dict[str, QueueShare]:
+    """Each queue's weight, deserved and allocated amount of ``resource`` in a snapshot."""
+    gang_queue = {g.name: g.queue for g in state.gangs}
+    queues = {q.name: q for q in state.queues}
+    queues.setdefault(DEFAULT_QUEUE, Queue(name=DEFAULT_QUEUE))
+    allocated = dict.fromkeys(queues, 0)
+    pending = dict.fromkeys(queues, 0)
+    for pod in state.pods:
+        queue = gang_queue.get(pod.gang_name(), DEFAULT_QUEUE)
+        if queue not in queues:
+            continue
+        into = allocated if pod.node_name is not None else pending
+        into[queue] += pod.demand().get(resource, 0)
+    names = list(queues)
+    caps: list[int | None] = []
+    for name in names:
+        want = allocated[name] + pending[name]
+        cap = queues[name].capability
+        caps.append(min(want, cap[resource]) if cap is not None and resource in cap.root else want)
+    total = sum(n.allocatable[resource] for n in state.nodes)
+    shares = water_fill(total, [queues[n].weight for n in names], caps)
+    return {
+        name: QueueShare(queues[name].weight, float(share), allocated[name], pending[name])
+        for name, share in zip(names, shares, strict=True)
+    }
