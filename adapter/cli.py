@@ -21,6 +21,8 @@ with the path of the offending field, never as a traceback.
 from __future__ import annotations
 
 import json
+import logging
+import signal
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -33,8 +35,10 @@ from rich.console import Console
 
 from adapter.errors import message, validation_lines
 from adapter.kube.convert import convert
+from adapter.kube.run import KubeOptions, KubeScheduler, api_client, in_cluster, pod_namespace
 from adapter.loop import LoopSettings
 from adapter.runlog import ABOUT, GLOSSARY, RunLog, summary_table
+from adapter.settings import Settings, SettingsError
 from adapter.sim.measures import summarise
 from adapter.sim.run import simulate
 from adapter.sim.scenario import ScenarioError, load_scenario, materialise, scenario_names
@@ -264,13 +268,80 @@ def run(
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Also write the run summaries here.")
     ] = None,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(
+            help="Schedule this cluster's pods (spec.schedulerName in the settings' "
+            "schedulerNames) instead of simulating. Inside a pod the service account is "
+            "used without this.",
+            rich_help_panel="Real cluster",
+        ),
+    ] = None,
+    settings_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--settings",
+            help="Settings YAML (scheduler names, cycle period, solver, weights); re-read "
+            "when it changes.",
+            rich_help_panel="Real cluster",
+        ),
+    ] = None,
+    metrics_port: Annotated[
+        int,
+        typer.Option(help="Port of /metrics, /healthz, /readyz.", rich_help_panel="Real cluster"),
+    ] = 8080,
+    leader_elect: Annotated[
+        bool,
+        typer.Option(
+            "--leader-elect/--no-leader-elect",
+            help="Only the holder of the Lease binds.",
+            rich_help_panel="Real cluster",
+        ),
+    ] = True,
+    lease_namespace: Annotated[
+        str | None,
+        typer.Option(
+            help="Namespace of the Lease.",
+            show_default="the pod's namespace, else gangsat-system",
+            rich_help_panel="Real cluster",
+        ),
+    ] = None,
+    lease_name: Annotated[
+        str, typer.Option(help="Name of the Lease.", rich_help_panel="Real cluster")
+    ] = "gangsat",
+    cycles: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Stop after this many cycles.",
+            show_default="run until stopped",
+            rich_help_panel="Real cluster",
+        ),
+    ] = None,
 ) -> None:
-    """Run the scheduling loop on the simulated cluster, scheduler by scheduler.
+    """Run the scheduling loop: on the simulated cluster (default), or on a real one.
 
-    No cluster is needed. The default scenario is the seed talk's deadlock: 3 nodes and
-    two jobs of 6 pods that each need all 6 running. Each cycle's decisions and the jobs'
-    lives are logged; a summary compares the schedulers.
+    Simulated, no cluster is needed: the default scenario is the seed talk's deadlock, 3
+    nodes and two jobs of 6 pods that each need all 6 running. Each cycle's decisions
+    and the jobs' lives are logged; a summary compares the schedulers.
+
+    With `--kubeconfig` (or inside a pod), gangsat is that cluster's gang scheduler until
+    stopped.
     """
+    if kubeconfig is not None or in_cluster():
+        raise typer.Exit(
+            _run_kube(
+                kubeconfig,
+                settings_file,
+                metrics_port,
+                leader_elect,
+                lease_namespace,
+                lease_name,
+                cycles,
+                scheduler,
+                time_limit,
+            )
+        )
     try:
         config = make_config(time_limit_s=time_limit)
         workload = materialise(load_scenario(scenario))
@@ -315,6 +386,56 @@ def run(
             json.dumps([s.model_dump(mode="json") for s in summaries], indent=2) + "\n",
             encoding="utf-8",
         )
+
+
+def _run_kube(
+    kubeconfig: Path | None,
+    settings_file: Path | None,
+    metrics_port: int,
+    leader_elect: bool,
+    lease_namespace: str | None,
+    lease_name: str,
+    cycles: int | None,
+    scheduler: list[str] | None,
+    time_limit: float | None,
+) -> int:
+    try:
+        settings = Settings.load(settings_file) if settings_file is not None else Settings()
+        overrides: dict[str, Any] = {}
+        if scheduler:
+            if len(scheduler) != 1 or scheduler[0] not in SCHEDULERS:
+                raise BadInput([f"--scheduler: give one of {', '.join(SCHEDULERS)}"])
+            overrides["scheduler"] = scheduler[0]
+        if time_limit is not None:
+            overrides["solver"] = settings.solver.model_copy(
+                update={"time_limit_s": make_config(time_limit_s=time_limit).time_limit_s}
+            )
+        settings = settings.model_copy(update=overrides)
+    except SettingsError as e:
+        _fail(str(e).splitlines())
+    except BadInput as e:
+        _fail(e.lines)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        api = api_client(kubeconfig)
+    except Exception as e:  # the client's loaders raise their own exception types
+        _fail([f"cannot load the cluster's client configuration: {e}"])
+    options = KubeOptions(
+        settings_path=settings_file,
+        metrics_port=metrics_port,
+        leader_elect=leader_elect,
+        lease_namespace=lease_namespace or pod_namespace(),
+        lease_name=lease_name,
+        max_cycles=cycles,
+    )
+    scheduler_ = KubeScheduler(api, options, settings)
+    signal.signal(signal.SIGTERM, lambda *_: scheduler_.stop_event.set())
+    try:
+        return scheduler_.run()
+    except KeyboardInterrupt:
+        return 0
 
 
 def main() -> None:  # pragma: no cover - `python -m adapter.cli`

@@ -1,0 +1,180 @@
+"""The scheduler's view of the cluster: what the watches last saw, plus its own writes in flight.
+
+Watches lag writes. A pod gangsat has just bound still shows pending in the watch for a
+moment; without care the next cycle would place it again (a double bind, refused with
+409, or worse, capacity counted twice). So a bind is *assumed* here before it is sent:
+snapshots show the pod on its node at once; the assumption ends when the watch shows the
+pod bound (or gone), or is *forgotten* when the bind fails. A pod gangsat deleted (a
+gang rollback) is likewise hidden until the watch sees it go.
+
+Objects are plain JSON dicts as the API server sent them, with ``kind`` and
+``apiVersion`` filled in (the server leaves them out of list items of built-in kinds).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from adapter.kube.convert import GROUP_ANNOTATIONS, GROUP_LABEL
+from adapter.kube.resources import NODES, PODS, Resource
+
+Obj = dict[str, Any]
+
+
+def key_of(obj: Obj) -> str:
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
+
+
+class ClusterCache:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._objects: dict[Resource, dict[str, Obj]] = {}
+        self._synced: set[Resource] = set()
+        self._assumed: dict[str, str] = {}  # pod key -> node, bind sent or about to be
+        self._deleted: dict[str, str] = {}  # pod key -> uid gangsat deleted
+        self.version = 0  # bumped on every change, so a caller can tell nothing changed
+        self.changed_at = time.monotonic()
+
+    def _touch(self) -> None:
+        self.version += 1
+        self.changed_at = time.monotonic()
+
+    # --- what the watches deliver ------------------------------------------------------------
+
+    def replace(self, resource: Resource, items: Iterable[Obj]) -> None:
+        """The result of a (re-)list: everything of ``resource`` that exists now."""
+        fresh = {key_of(o): _typed(resource, o) for o in items}
+        with self._lock:
+            self._objects[resource] = fresh
+            self._synced.add(resource)
+            if resource == PODS:
+                for key in list(self._assumed):
+                    self._settle(key, fresh.get(key))
+                for key in list(self._deleted):
+                    self._settle(key, fresh.get(key))
+            self._touch()
+
+    def apply(self, resource: Resource, event_type: str, obj: Obj) -> None:
+        """One watch event (ADDED, MODIFIED or DELETED)."""
+        obj = _typed(resource, obj)
+        key = key_of(obj)
+        with self._lock:
+            store = self._objects.setdefault(resource, {})
+            if event_type == "DELETED":
+                store.pop(key, None)
+                current = None
+            else:
+                store[key] = obj
+                current = obj
+            if resource == PODS:
+                self._settle(key, current)
+            self._touch()
+
+    def _settle(self, key: str, pod: Obj | None) -> None:
+        """End assumptions the watch has caught up with."""
+        uid = ((pod or {}).get("metadata") or {}).get("uid")
+        if pod is None or ((pod.get("spec") or {}).get("nodeName")):
+            self._assumed.pop(key, None)
+        if pod is None or self._deleted.get(key) not in (None, uid):
+            self._deleted.pop(key, None)  # gone, or a new pod of the same name
+
+    def synced(self, resources: Iterable[Resource]) -> bool:
+        with self._lock:
+            return all(r in self._synced for r in resources)
+
+    # --- gangsat's own writes ----------------------------------------------------------------
+
+    def pod(self, key: str) -> Obj | None:
+        with self._lock:
+            if key in self._deleted:
+                return None
+            return self._objects.get(PODS, {}).get(key)
+
+    def node_exists(self, name: str) -> bool:
+        with self._lock:
+            return name in self._objects.get(NODES, {})
+
+    def assume(self, key: str, node: str) -> str | None:
+        """Claim ``key`` for a bind to ``node``; the reason it cannot be bound otherwise."""
+        with self._lock:
+            pod = self._objects.get(PODS, {}).get(key)
+            if pod is None or key in self._deleted:
+                return "pod no longer exists"
+            bound = (pod.get("spec") or {}).get("nodeName")
+            if bound:
+                return f"pod is already bound to {bound}"
+            if key in self._assumed:
+                return f"a bind to {self._assumed[key]} is already in flight"
+            self._assumed[key] = node
+            self._touch()
+            return None
+
+    def forget(self, key: str) -> None:
+        """A bind that failed: the pod is pending again."""
+        with self._lock:
+            if self._assumed.pop(key, None) is not None:
+                self._touch()
+
+    def assumed(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._assumed)
+
+    def deleting(self, key: str, uid: str) -> None:
+        with self._lock:
+            self._deleted[key] = uid
+            self._assumed.pop(key, None)
+            self._touch()
+
+    # --- snapshots ---------------------------------------------------------------------------
+
+    def objects(self) -> list[Obj]:
+        """Every object, with assumed binds applied and deleted pods left out."""
+        with self._lock:
+            out: list[Obj] = []
+            for resource, store in self._objects.items():
+                if resource != PODS:
+                    out.extend(store.values())
+                    continue
+                for key, pod in store.items():
+                    if key in self._deleted or (pod.get("metadata") or {}).get("deletionTimestamp"):
+                        leaving = _leaving(pod)
+                        if leaving is not None:
+                            out.append(leaving)
+                        continue
+                    node = self._assumed.get(key)
+                    if node is not None:
+                        pod = {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node}}
+                    out.append(pod)
+            return out
+
+    def of(self, resource: Resource) -> list[Obj]:
+        with self._lock:
+            return list(self._objects.get(resource, {}).values())
+
+    def get(self, resource: Resource, key: str) -> Obj | None:
+        with self._lock:
+            return self._objects.get(resource, {}).get(key)
+
+
+def _leaving(pod: Obj) -> Obj | None:
+    """A pod being deleted: until it is gone it still holds its node's capacity, but it is
+    no member of its gang any more, and if it was never bound it is not to be scheduled."""
+    if not (pod.get("spec") or {}).get("nodeName"):
+        return None
+    meta = dict(pod.get("metadata") or {})
+    meta["annotations"] = {
+        k: v for k, v in (meta.get("annotations") or {}).items() if k not in GROUP_ANNOTATIONS
+    }
+    meta["labels"] = {k: v for k, v in (meta.get("labels") or {}).items() if k != GROUP_LABEL}
+    return {**pod, "metadata": meta}
+
+
+def _typed(resource: Resource, obj: Obj) -> Obj:
+    if "kind" not in obj or "apiVersion" not in obj:
+        obj = {**obj, "kind": resource.kind, "apiVersion": resource.api_version}
+    return obj

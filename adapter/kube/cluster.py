@@ -1,0 +1,107 @@
+"""``KubeCluster``: the ``Cluster`` protocol on a real Kubernetes API server.
+
+Watches (one ``Reflector`` per resource) fill a ``ClusterCache``; ``snapshot`` converts
+the cache into a ``ClusterState`` (``adapter.kube.convert``), ``bind`` and ``evict`` go
+through the ``Binder`` (Binding subresource, thread pool, fenced by leadership), and
+``report`` hands statuses and Events to the ``Reporter`` (coalesced, rate-limited, off
+the loop). Objects gangsat cannot read become findings, reported as Events; they never
+fail a cycle.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Collection, Sequence
+
+from kubernetes import client
+
+from adapter.cluster import ClusterError, CycleReport
+from adapter.kube.binder import Binder
+from adapter.kube.cache import ClusterCache
+from adapter.kube.convert import Finding, convert
+from adapter.kube.reflector import Reflector
+from adapter.kube.reporter import Reporter
+from adapter.kube.resources import Resource, discover
+from adapter.kube.status import EventRecorder
+from adapter.kube.writer import Writer
+from solver.model import ClusterState
+
+log = logging.getLogger(__name__)
+
+
+class KubeCluster:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        scheduler_names: Collection[str] = ("gangsat",),
+        resources: Sequence[Resource] | None = None,
+        fence: Callable[[], bool] = lambda: True,
+        bind_threads: int = 16,
+        writes_per_s: float = 50.0,
+        recorder: EventRecorder | None = None,
+    ) -> None:
+        self.api = api
+        self.scheduler_names = tuple(scheduler_names)
+        self.resources = list(resources) if resources is not None else discover(api)
+        self.cache = ClusterCache()
+        self.reflectors = [Reflector(api, r, self.cache) for r in self.resources]
+        self.binder = Binder(api, self.cache, fence=fence, threads=bind_threads)
+        self.writer = Writer(rate_per_s=writes_per_s)
+        self.reporter = Reporter(api, self.cache, self.writer, recorder)
+        self.findings: list[Finding] = []
+        self.last_state: ClusterState | None = None
+
+    def start(self, sync_timeout_s: float = 60.0) -> KubeCluster:
+        """Start the watches and wait until each has listed once."""
+        self.writer.start()
+        for reflector in self.reflectors:
+            reflector.start()
+        deadline = time.monotonic() + sync_timeout_s
+        while not self.synced():
+            if time.monotonic() > deadline:
+                missing = [
+                    str(r.resource) for r in self.reflectors if not self.cache.synced([r.resource])
+                ]
+                raise ClusterError("NotSynced", f"no initial list of {', '.join(missing)}")
+            time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        for reflector in self.reflectors:
+            reflector.stop()
+        self.writer.stop()
+        self.binder.close()
+
+    def synced(self) -> bool:
+        return self.cache.synced(self.resources)
+
+    @property
+    def version(self) -> int:
+        """Changes with every watch event and every write gangsat makes."""
+        return self.cache.version
+
+    # --- the Cluster protocol ---------------------------------------------------------------
+
+    def snapshot(self) -> ClusterState:
+        if not self.synced():
+            raise ClusterError("NotSynced", "the watches have not listed every resource yet")
+        conversion = convert(self.cache.objects(), self.scheduler_names)
+        self.findings = conversion.findings
+        for finding in conversion.findings:
+            log.debug("not used: %s", finding)
+        self.last_state = conversion.state
+        return conversion.state
+
+    def bind(self, placements: Sequence[tuple[str, str]]) -> dict[str, ClusterError]:
+        return self.binder.bind(placements)
+
+    def evict(self, pods: Sequence[str], reason: str) -> dict[str, ClusterError]:
+        return self.binder.delete(pods, reason)
+
+    def report(self, report: CycleReport) -> None:
+        try:
+            self.reporter.report(report, self.last_state, self.findings)
+        except Exception as e:  # reporting is best effort; it must never stop scheduling
+            log.exception("reporting failed")
+            raise ClusterError("ReportFailed", f"{type(e).__name__}: {e}") from e

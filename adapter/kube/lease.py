@@ -1,0 +1,178 @@
+"""Leader election on a coordination.k8s.io Lease, with fencing for every bind batch.
+
+Two replicas run; only the one holding the Lease binds. Acquire and renew are updates
+carrying the Lease's resourceVersion, so the API server's optimistic concurrency decides
+any race: of two replicas writing the same version, one gets 409 and stays a follower.
+
+Fencing: a leader that cannot renew must stop binding *before* another replica may take
+over. Followers wait ``lease_duration_s`` after they last saw the Lease change before
+taking it; the leader considers itself leader only until ``renew_deadline_s`` (shorter)
+after its last successful renew, measured on its own monotonic clock. ``is_leader()`` is
+cheap and is asked before every bind. Losing the lease calls ``on_lost`` (the scheduler
+exits and its Deployment restarts it as a follower).
+
+Why not ``kubernetes.leaderelection``: its ``run()`` blocks, it never releases the lease
+on shutdown, and two candidates may both believe they lead for about a second, with no
+way to fence a write.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+log = logging.getLogger(__name__)
+
+
+class LeaseElector:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        namespace: str,
+        name: str,
+        identity: str,
+        lease_duration_s: float = 15.0,
+        renew_deadline_s: float = 10.0,
+        retry_period_s: float = 2.0,
+        on_lost: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not retry_period_s < renew_deadline_s < lease_duration_s:
+            raise ValueError("need retry period < renew deadline < lease duration")
+        self.leases = client.CoordinationV1Api(api)
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.lease_duration_s = lease_duration_s
+        self.renew_deadline_s = renew_deadline_s
+        self.retry_period_s = retry_period_s
+        self.on_lost = on_lost
+        self.clock = clock
+        self._renewed_at: float | None = None  # our last successful acquire/renew
+        self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
+        self._observed_at = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lease", daemon=True)
+        self.transitions = 0
+
+    def is_leader(self) -> bool:
+        renewed = self._renewed_at
+        return renewed is not None and self.clock() - renewed < self.renew_deadline_s
+
+    def holder(self) -> str | None:
+        return self._observed[0] if self._observed else None
+
+    def start(self) -> LeaseElector:
+        self._thread.start()
+        return self
+
+    def stop(self, release: bool = True) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=self.retry_period_s + 5)
+        if release and self.is_leader():
+            self._release()
+
+    def _run(self) -> None:
+        led = False
+        while not self._stop.is_set():
+            try:
+                self.try_acquire_or_renew()
+            except Exception as e:  # the API server may be unreachable for a while
+                log.warning("lease %s/%s: %s", self.namespace, self.name, e)
+            leading = self.is_leader()
+            if led and not leading:
+                log.error("lost the lease %s/%s", self.namespace, self.name)
+                self._renewed_at = None
+                if self.on_lost is not None:
+                    self.on_lost()
+                return
+            led = leading
+            self._stop.wait(self.retry_period_s)
+
+    def try_acquire_or_renew(self) -> bool:
+        """One attempt; True if this replica holds the lease afterwards."""
+        now = self.clock()
+        try:
+            lease = self.leases.read_namespaced_lease(self.name, self.namespace)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            return self._create(now)
+        spec = lease.spec or client.V1LeaseSpec()
+        holder = spec.holder_identity or ""
+        renew = str(spec.renew_time or "")
+        if self._observed != (holder, renew):
+            self._observed = (holder, renew)
+            self._observed_at = now
+        duration = spec.lease_duration_seconds or self.lease_duration_s
+        if holder and holder != self.identity and now - self._observed_at < duration:
+            return False  # someone else holds it, and renews
+        transitions = spec.lease_transitions or 0
+        if holder != self.identity:
+            transitions += 1
+        body = client.V1Lease(
+            metadata=client.V1ObjectMeta(
+                name=self.name,
+                namespace=self.namespace,
+                resource_version=lease.metadata.resource_version if lease.metadata else None,
+            ),
+            spec=self._spec(transitions, acquire=holder != self.identity, old=spec),
+        )
+        try:
+            self.leases.replace_namespaced_lease(self.name, self.namespace, body)
+        except ApiException as e:
+            if e.status == 409:
+                return False  # another replica wrote first
+            raise
+        if holder != self.identity:
+            self.transitions += 1
+            log.info("acquired the lease %s/%s as %s", self.namespace, self.name, self.identity)
+        self._renewed_at = now
+        self._observed = (self.identity, "")
+        return True
+
+    def _create(self, now: float) -> bool:
+        body = client.V1Lease(
+            metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace),
+            spec=self._spec(0, acquire=True, old=None),
+        )
+        try:
+            self.leases.create_namespaced_lease(self.namespace, body)
+        except ApiException as e:
+            if e.status == 409:
+                return False
+            raise
+        self.transitions += 1
+        self._renewed_at = now
+        return True
+
+    def _spec(self, transitions: int, acquire: bool, old: Any) -> client.V1LeaseSpec:
+        stamp = datetime.now(UTC)
+        return client.V1LeaseSpec(
+            holder_identity=self.identity,
+            lease_duration_seconds=int(self.lease_duration_s),
+            acquire_time=stamp if acquire or old is None else old.acquire_time,
+            renew_time=stamp,
+            lease_transitions=transitions,
+        )
+
+    def _release(self) -> None:
+        """Hand the lease over at once instead of making the next leader wait it out."""
+        try:
+            lease = self.leases.read_namespaced_lease(self.name, self.namespace)
+            if lease.spec is None or lease.spec.holder_identity != self.identity:
+                return
+            lease.spec.holder_identity = None
+            lease.spec.lease_duration_seconds = 1
+            self.leases.replace_namespaced_lease(self.name, self.namespace, lease)
+        except ApiException as e:
+            log.warning("could not release the lease: %s %s", e.status, e.reason)
+        self._renewed_at = None

@@ -1,0 +1,277 @@
+"""After each cycle: PodGroup and Queue status, pod conditions and Events, as users read them.
+
+Bodies come from ``adapter.kube.status`` (one per dialect); this module decides which
+objects need a write and hands the writes to the ``Writer`` (coalesced, rate-limited,
+off the loop). A write is skipped when the object already says the same thing — on a
+big cluster nearly every status is unchanged from one cycle to the next, and an API
+server must not be sent thousands of identical patches a second.
+
+- PodGroup ``status``: phase, running count and the ``Unschedulable`` condition with the
+  solver's reason, in the PodGroup's own dialect.
+- Queue ``status``: how many of its PodGroups are pending and running.
+- Pods of a waiting gang: ``PodScheduled=False, reason=Unschedulable`` with the message.
+- Events (deduplicated and rate-limited by ``EventRecorder``): ``Scheduled`` on each pod
+  bound; ``FailedScheduling`` on pending pods of a waiting gang and on pods that wait
+  for a reason of their own (a PodGroup that does not exist); ``Unschedulable`` on the
+  PodGroup; ``InvalidSpec`` on objects gangsat could not read (a PodGroup with
+  ``minMember: -1``, an unparseable quantity).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any, Literal
+
+from kubernetes import client
+
+from adapter.cluster import CycleReport, GangStatus
+from adapter.kube.cache import ClusterCache, Obj, key_of
+from adapter.kube.convert import Finding
+from adapter.kube.resources import DIALECTS, PODS, Resource, done, read_json
+from adapter.kube.status import (
+    COSCHEDULING_GROUP,
+    EventAction,
+    EventRecorder,
+    ObjectRef,
+    pod_unschedulable,
+    podgroup_status,
+)
+from adapter.kube.writer import Writer
+from solver.model import IMPLICIT_GANG_PREFIX, ClusterState
+
+log = logging.getLogger(__name__)
+
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+CLUSTER_EVENTS_NAMESPACE = "default"  # Events about cluster-scoped objects (Queues)
+
+
+def _split(key: str) -> tuple[str, str]:
+    namespace, _, name = key.partition("/")
+    return namespace, name
+
+
+def _signature(status: dict[str, Any]) -> tuple[Any, ...]:
+    """What a status says, without timestamps."""
+    conditions = tuple(
+        (c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
+        for c in status.get("conditions") or []
+    )
+    return (status.get("phase"), status.get("running"), conditions)
+
+
+class Reporter:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        cache: ClusterCache,
+        writer: Writer,
+        recorder: EventRecorder | None = None,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.cache = cache
+        self.writer = writer
+        self.recorder = recorder or EventRecorder()
+        self.now = now
+        self._written: dict[str, tuple[Any, ...]] = {}  # object key -> status signature
+        self._event_names: dict[Any, tuple[str, str]] = {}  # event key -> (namespace, name)
+
+    def report(
+        self, report: CycleReport, state: ClusterState | None, findings: Sequence[Finding]
+    ) -> None:
+        podgroups = self._podgroups()
+        pending_of: dict[str, list[str]] = defaultdict(list)
+        gang_queue: dict[str, str] = {}
+        if state is not None:
+            for waiting in state.pending_pods():
+                if waiting.name not in report.bound:
+                    pending_of[waiting.gang_name()].append(waiting.name)
+            gang_queue = {g.name: g.queue for g in state.gangs}
+        for status in report.statuses:
+            self._gang(status, podgroups.get(status.gang), pending_of.get(status.gang, []))
+        for pod, node in report.bound.items():
+            namespace, name = _split(pod)
+            self._event(
+                ObjectRef("Pod", namespace, name),
+                "Normal",
+                "Scheduled",
+                f"Successfully assigned {pod} to {node}",
+            )
+        for pod, why in report.waiting_pods.items():
+            self._pod_waiting(pod, why)
+        for finding in findings:
+            self._finding(finding)
+        self._queues(report.statuses, gang_queue)
+        self.recorder.forget({ObjectRef("Pod", *_split(p)) for p in report.bound})
+
+    # --- PodGroups and their pods -------------------------------------------------------------
+
+    def _podgroups(self) -> dict[str, tuple[Resource, Obj]]:
+        found: dict[str, tuple[Resource, Obj]] = {}
+        for resource in DIALECTS:
+            if resource.kind == "PodGroup":
+                for obj in self.cache.of(resource):
+                    found.setdefault(key_of(obj), (resource, obj))
+        return found
+
+    def _gang(
+        self, status: GangStatus, podgroup: tuple[Resource, Obj] | None, pending: list[str]
+    ) -> None:
+        if status.gang.startswith(IMPLICIT_GANG_PREFIX):
+            if status.phase == "Pending":
+                pod = status.gang.removeprefix(IMPLICIT_GANG_PREFIX)
+                self._pod_waiting(pod, status.message or "waiting for resources")
+            return
+        if podgroup is None:
+            return  # deleted since the snapshot
+        resource, obj = podgroup
+        body = podgroup_status(status, resource.group, self.now())
+        namespace, name = _split(status.gang)
+        sig = _signature(body)
+        if sig not in (_signature(obj.get("status") or {}), self._written.get(status.gang)):
+            self._written[status.gang] = sig
+            self.writer.submit(
+                f"status {resource.plural}.{resource.group} {status.gang}",
+                lambda: self.custom.patch_namespaced_custom_object_status(
+                    resource.group,
+                    resource.version,
+                    namespace,
+                    resource.plural,
+                    name,
+                    {"status": body},
+                    _content_type=MERGE_PATCH,
+                ),
+            )
+        if status.phase == "Pending" and status.reason not in (None, "Waiting"):
+            message = (
+                body["conditions"][0]["message"]
+                if "conditions" in body
+                else (
+                    f"{status.min_member - status.bound}/{status.min_member} tasks in gang "
+                    f"unschedulable: {status.message}"
+                )
+            )
+            ref = ObjectRef("PodGroup", namespace, name, resource.api_version)
+            self._event(ref, "Warning", "Unschedulable", message)
+            for pod in pending:
+                self._pod_waiting(pod, message)
+
+    def _pod_waiting(self, pod: str, message: str) -> None:
+        namespace, name = _split(pod)
+        self._event(ObjectRef("Pod", namespace, name), "Warning", "FailedScheduling", message)
+        current = self.cache.get(PODS, pod)
+        if current is None:
+            return
+        for c in (current.get("status") or {}).get("conditions") or []:
+            if c.get("type") == "PodScheduled" and (
+                c.get("status"),
+                c.get("reason"),
+                c.get("message"),
+            ) == ("False", "Unschedulable", message):
+                return
+        if self._written.get(pod) == ("PodScheduled", message):
+            return
+        self._written[pod] = ("PodScheduled", message)
+        condition = pod_unschedulable(message, self.now())
+        self.writer.submit(
+            f"condition {pod}",
+            lambda: done(
+                self.core.patch_namespaced_pod_status(
+                    name,
+                    namespace,
+                    {"status": {"conditions": [condition]}},
+                    _content_type=STRATEGIC_MERGE_PATCH,
+                    _preload_content=False,
+                )
+            ),
+        )
+
+    def _finding(self, finding: Finding) -> None:
+        namespace, _, name = finding.name.rpartition("/")
+        api_version = "v1"
+        if finding.kind in ("PodGroup", "Queue"):
+            for resource in DIALECTS:
+                if resource.kind == finding.kind and self.cache.get(resource, finding.name):
+                    api_version = resource.api_version
+                    break
+        ref = ObjectRef(finding.kind, namespace, name, api_version)
+        self._event(ref, "Warning", "InvalidSpec", f"gangsat cannot use it: {finding.message}")
+
+    # --- Queues -------------------------------------------------------------------------------
+
+    def _queues(self, statuses: Sequence[GangStatus], gang_queue: dict[str, str]) -> None:
+        counts: dict[str, Counter[str]] = defaultdict(Counter)
+        for s in statuses:
+            if not s.gang.startswith(IMPLICIT_GANG_PREFIX):
+                counts[gang_queue.get(s.gang, "default")][s.phase.lower()] += 1
+        for resource in DIALECTS:
+            if resource.kind != "Queue" or resource.group == COSCHEDULING_GROUP:
+                continue
+            for obj in self.cache.of(resource):
+                name = key_of(obj)
+                c = counts.get(name, Counter())
+                body = {"pending": c["pending"], "running": c["running"]}
+                current = obj.get("status") or {}
+                sig = ("Queue", body["pending"], body["running"])
+                if {k: current.get(k, 0) for k in body} == body or self._written.get(
+                    f"queue {resource.group} {name}"
+                ) == sig:
+                    continue
+                self._written[f"queue {resource.group} {name}"] = sig
+                self.writer.submit(
+                    f"status queues.{resource.group} {name}",
+                    partial(self._patch_queue, resource, name, body),
+                )
+
+    def _patch_queue(self, resource: Resource, name: str, status: dict[str, int]) -> None:
+        self.custom.patch_cluster_custom_object_status(
+            resource.group,
+            resource.version,
+            resource.plural,
+            name,
+            {"status": status},
+            _content_type=MERGE_PATCH,
+        )
+
+    # --- Events -------------------------------------------------------------------------------
+
+    def _event(
+        self, ref: ObjectRef, type_: Literal["Normal", "Warning"], reason: str, message: str
+    ) -> None:
+        if not ref.namespace:
+            ref = ObjectRef(ref.kind, CLUSTER_EVENTS_NAMESPACE, ref.name, ref.api_version)
+        action = self.recorder.record(ref, type_, reason, message)
+        if action is not None:
+            self.writer.submit(f"event {action.key}", lambda: self._send(action))
+
+    def _send(self, action: EventAction) -> None:
+        namespace = action.body["metadata"]["namespace"]
+        if action.verb == "create":
+            created = read_json(
+                self.core.create_namespaced_event(
+                    namespace,
+                    client.CoreV1Event.model_validate(action.body),
+                    _preload_content=False,
+                )
+            )
+            self._event_names[action.key] = (namespace, created["metadata"]["name"])
+            return
+        where = self._event_names.get(action.key)
+        if where is None:
+            return
+        patch = {"count": action.body["count"], "lastTimestamp": action.body["lastTimestamp"]}
+        done(
+            self.core.patch_namespaced_event(
+                where[1],
+                where[0],
+                patch,
+                _content_type=STRATEGIC_MERGE_PATCH,
+                _preload_content=False,
+            )
+        )

@@ -1,0 +1,119 @@
+"""The Kubernetes resources gangsat reads and writes, and which PodGroup dialects a cluster has.
+
+A ``Resource`` names one API collection (group, version, plural) and knows its paths and
+the client call that lists or watches it. Lists and watches go through the official
+client with ``_preload_content=False``: gangsat reads plain JSON, because decoding
+thousands of pods into client models costs more than the scheduling cycle.
+
+Dialects are discovered at start-up from the API server's group list: gangsat watches
+the PodGroup and Queue collections of every dialect the cluster serves, and only those.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def custom(self) -> bool:
+        return self.group not in BUILTIN_GROUPS
+
+    def __str__(self) -> str:
+        return f"{self.plural}.{self.group or 'core'}/{self.version}"
+
+    def list_call(self, api: client.ApiClient, **query: Any) -> Any:
+        """A list (or, with ``watch=True``, a watch) of every object, all namespaces;
+        returns the raw urllib3 response."""
+        query = {k: v for k, v in query.items() if v is not None}
+        if self.custom:
+            return client.CustomObjectsApi(api).list_cluster_custom_object(
+                self.group, self.version, self.plural, _preload_content=False, **query
+            )
+        call = _BUILTIN_LISTS[(self.group, self.plural)]
+        return call(api)(_preload_content=False, **query)
+
+
+BUILTIN_GROUPS = frozenset({"", "scheduling.k8s.io", "coordination.k8s.io", "events.k8s.io"})
+
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+PODS = Resource("", "v1", "pods", "Pod", namespaced=True)
+PRIORITY_CLASSES = Resource(
+    "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
+)
+
+_BUILTIN_LISTS: dict[tuple[str, str], Any] = {
+    ("", "nodes"): lambda api: client.CoreV1Api(api).list_node,
+    ("", "pods"): lambda api: client.CoreV1Api(api).list_pod_for_all_namespaces,
+    ("scheduling.k8s.io", "priorityclasses"): (
+        lambda api: client.SchedulingV1Api(api).list_priority_class
+    ),
+}
+
+# Every dialect gangsat reads, newest version first; a cluster serves some of them.
+DIALECTS: tuple[Resource, ...] = (
+    Resource("scheduling.sigs.dev", "v1alpha2", "podgroups", "PodGroup", namespaced=True),
+    Resource("scheduling.sigs.dev", "v1alpha2", "queues", "Queue", namespaced=False),
+    Resource("scheduling.incubator.k8s.io", "v1alpha1", "podgroups", "PodGroup", namespaced=True),
+    Resource("scheduling.incubator.k8s.io", "v1alpha1", "queues", "Queue", namespaced=False),
+    Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", namespaced=True),
+    Resource("scheduling.volcano.sh", "v1beta1", "queues", "Queue", namespaced=False),
+    Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", namespaced=True),
+)
+
+
+def served(dialects: Iterable[Resource], groups: dict[str, set[str]]) -> list[Resource]:
+    """The dialect resources whose group and version the API server serves."""
+    return [r for r in dialects if r.version in groups.get(r.group, set())]
+
+
+def discover(api: client.ApiClient) -> list[Resource]:
+    """Every resource gangsat watches in this cluster: the built-ins plus served dialects."""
+    group_list = client.ApisApi(api).get_api_versions()
+    groups = {g.name: {v.version for v in g.versions} for g in group_list.groups}
+    return [NODES, PODS, PRIORITY_CLASSES, *served(DIALECTS, groups)]
+
+
+def dialect_of(api_version: str, kind: str) -> Resource | None:
+    """The dialect resource (PodGroup or Queue) of an object's ``apiVersion``."""
+    group = api_version.split("/", 1)[0] if "/" in api_version else ""
+    return next((r for r in DIALECTS if r.group == group and r.kind == kind), None)
+
+
+def raw(response: object) -> Any:
+    """The urllib3 response of a client call made with ``_preload_content=False`` (the
+    client's annotations promise a model, but the call returns the raw response)."""
+    return response
+
+
+def read_json(response: object) -> Any:
+    """The JSON body of such a raw response, connection released."""
+    r = raw(response)
+    try:
+        return json.loads(r.data)
+    finally:
+        r.release_conn()
+
+
+def done(response: object) -> None:
+    """Read and release a raw response whose body does not matter (a connection goes back
+    to the pool only read to its end: else the next request reads this body)."""
+    r = raw(response)
+    r.drain_conn()
+    r.release_conn()

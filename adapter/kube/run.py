@@ -1,0 +1,228 @@
+"""gangsat as a cluster's scheduler: watch, decide on a timer, bind, report, lead.
+
+``KubeScheduler.run`` is what ``gangsat run --kubeconfig PATH`` (or in a pod, with the
+service account) runs until stopped:
+
+- every ``cycleSeconds`` (from the settings file) one ``run_cycle`` on the
+  ``KubeCluster`` — skipped while nothing changed since the last cycle, except every
+  ``resync_s`` so statuses are re-asserted;
+- the settings file is re-read when it changes (a ConfigMap update); a bad file is
+  logged and the previous settings stay;
+- with leader election, only the Lease holder runs cycles; followers keep their caches
+  warm so a take-over is immediate; losing the lease ends ``run`` with exit status 1
+  (the Deployment restarts the pod, which comes back as a follower);
+- ``/metrics``, ``/healthz``, ``/readyz`` (ready once every watch has listed).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+from kubernetes import client, config
+
+from adapter.kube.cluster import KubeCluster
+from adapter.kube.lease import LeaseElector
+from adapter.loop import CycleResult, LoopSettings, run_cycle
+from adapter.metrics import LoopMetrics
+from adapter.serve import Endpoint
+from adapter.settings import Settings, SettingsError
+from solver.fairness import fair_resource, queue_shares
+
+log = logging.getLogger(__name__)
+
+SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+EXIT_LOST_LEASE = 1
+
+
+def in_cluster() -> bool:
+    """True inside a pod with a service account (the in-cluster client config works)."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and (SERVICE_ACCOUNT / "token").exists()
+
+
+def api_client(kubeconfig: Path | None, pool_size: int = 48) -> client.ApiClient:
+    """A client from a kubeconfig file, or from the pod's service account without one.
+
+    The pool holds a connection per watch, per bind thread and per writer; the client's
+    default (5 per CPU) would open and drop a connection for most binds."""
+    configuration = client.Configuration()
+    configuration.connection_pool_maxsize = pool_size
+    # The client's config loaders carry no annotations; their contract is to fill in
+    # ``client_configuration``.
+    if kubeconfig is not None:
+        load = cast(Callable[..., None], config.load_kube_config)
+        load(config_file=str(kubeconfig), client_configuration=configuration)
+    else:
+        load = cast(Callable[..., None], config.load_incluster_config)
+        load(client_configuration=configuration)
+    return client.ApiClient(configuration)
+
+
+def pod_namespace(default: str = "gangsat-system") -> str:
+    try:
+        return (SERVICE_ACCOUNT / "namespace").read_text(encoding="utf-8").strip() or default
+    except OSError:
+        return os.environ.get("POD_NAMESPACE", default)
+
+
+@dataclass
+class KubeOptions:
+    settings_path: Path | None = None
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int = 8080
+    leader_elect: bool = True
+    lease_namespace: str = "gangsat-system"
+    lease_name: str = "gangsat"
+    identity: str = ""
+    lease_duration_s: float = 15.0
+    renew_deadline_s: float = 10.0
+    retry_period_s: float = 2.0
+    resync_s: float = 30.0
+    max_cycles: int | None = None  # stop after this many cycles (demos, tests)
+    bind_threads: int = 16
+
+    def __post_init__(self) -> None:
+        if not self.identity:
+            self.identity = f"{socket.gethostname()}_{os.getpid()}"
+
+
+class KubeScheduler:
+    def __init__(self, api: client.ApiClient, options: KubeOptions, settings: Settings) -> None:
+        self.api = api
+        self.options = options
+        self.settings = settings
+        self._settings_mtime = self._mtime()
+        self.metrics = LoopMetrics()
+        self.stop_event = threading.Event()
+        self.lost_lease = False
+        self.cycles = 0
+        self.last: CycleResult | None = None
+        self.elector: LeaseElector | None = None
+        if options.leader_elect:
+            self.elector = LeaseElector(
+                api,
+                options.lease_namespace,
+                options.lease_name,
+                options.identity,
+                lease_duration_s=options.lease_duration_s,
+                renew_deadline_s=options.renew_deadline_s,
+                retry_period_s=options.retry_period_s,
+                on_lost=self._lost,
+            )
+        self.cluster = KubeCluster(
+            api,
+            settings.scheduler_names,
+            fence=self.leading,
+            bind_threads=options.bind_threads,
+        )
+        self.endpoint: Endpoint | None = None
+
+    def leading(self) -> bool:
+        return self.elector is None or self.elector.is_leader()
+
+    def ready(self) -> tuple[bool, str]:
+        if not self.cluster.synced():
+            return False, "waiting for the initial list of every watched resource"
+        if self.elector is None:
+            return True, "scheduling (no leader election)"
+        if self.elector.is_leader():
+            return True, "scheduling (leader)"
+        return True, f"standing by (leader: {self.elector.holder() or 'none'})"
+
+    def _lost(self) -> None:
+        self.lost_lease = True
+        self.stop_event.set()
+
+    def _mtime(self) -> float | None:
+        path = self.options.settings_path
+        try:
+            return path.stat().st_mtime if path is not None else None
+        except OSError:
+            return None
+
+    def reload_settings(self) -> bool:
+        """Re-read the settings file if it changed; keep the old settings if it is bad."""
+        mtime = self._mtime()
+        if mtime == self._settings_mtime or self.options.settings_path is None:
+            return False
+        self._settings_mtime = mtime
+        try:
+            settings = Settings.load(self.options.settings_path)
+        except SettingsError as e:
+            log.error("settings not reloaded, keeping the previous ones: %s", e)
+            return False
+        self.settings = settings
+        self.cluster.scheduler_names = settings.scheduler_names
+        log.info("settings reloaded from %s", self.options.settings_path)
+        return True
+
+    def run(self) -> int:
+        """Schedule until stopped; the process's exit status."""
+        self.endpoint = Endpoint(
+            self.metrics.registry, self.ready, self.options.metrics_host, self.options.metrics_port
+        ).start()
+        try:
+            self.cluster.start()
+            if self.elector is not None:
+                self.elector.start()
+            self._loop()
+        finally:
+            if self.elector is not None:
+                self.elector.stop(release=not self.lost_lease)
+            self.cluster.stop()
+            self.endpoint.stop()
+        if self.lost_lease:
+            log.error("exiting: the leader lease was lost")
+            return EXIT_LOST_LEASE
+        return 0
+
+    def _loop(self) -> None:
+        seen_version = -1
+        last_cycle = 0.0
+        while not self.stop_event.is_set():
+            started = time.monotonic()
+            changed = self.reload_settings()
+            self.metrics.leader.set(1 if self.leading() else 0)
+            due = started - last_cycle >= self.options.resync_s
+            if self.leading() and (changed or due or self.cluster.version != seen_version):
+                seen_version = self.cluster.version
+                last_cycle = started
+                self.cycle()
+                if self.options.max_cycles is not None and self.cycles >= self.options.max_cycles:
+                    return
+            wait = self.settings.cycle_s - (time.monotonic() - started)
+            self.stop_event.wait(max(0.0, wait))
+
+    def cycle(self) -> CycleResult:
+        settings = LoopSettings(scheduler=self.settings.scheduler, solver=self.settings.solver)
+        result = run_cycle(self.cluster, settings, self.metrics)
+        self.cycles += 1
+        self.last = result
+        state = self.cluster.last_state
+        if state is not None:
+            self.metrics.observe_queues(
+                queue_shares(state, fair_resource(state)), fair_resource(state)
+            )
+        if result.error:
+            log.error("cycle %d: %s", self.cycles, result.error)
+        elif result.bound or result.failed_binds or result.rolled_back:
+            log.info(
+                "cycle %d: %d pending, bound %d pod(s) of %d gang(s), %d bind(s) failed, "
+                "%d gang(s) rolled back; decided in %.0f ms, cycle %.0f ms",
+                self.cycles,
+                result.pending_pods,
+                len(result.bound),
+                len(result.admitted()),
+                len(result.failed_binds),
+                len(result.rolled_back),
+                result.decide_s * 1000,
+                result.total_s * 1000,
+            )
+        return result

@@ -1,0 +1,101 @@
+"""Status and Event writes, off the scheduling loop, coalesced and rate-limited.
+
+A cycle over thousands of pending gangs would otherwise send thousands of status
+patches and Events, every cycle, and wait for each. Here a cycle only *submits* writes,
+keyed by the object they change: a newer write for the same key replaces the queued one
+(only the latest status matters), and one thread sends them at most ``rate_per_s``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+Write = Callable[[], Any]
+
+
+class Writer:
+    def __init__(self, rate_per_s: float = 50.0, burst: int = 100) -> None:
+        self.rate_per_s = rate_per_s
+        self.burst = burst
+        self.sent = 0
+        self.failed = 0
+        self.coalesced = 0
+        self._queue: OrderedDict[str, Write] = OrderedDict()
+        self._cond = threading.Condition()
+        self._busy = False
+        self._stop = False
+        self._tokens = float(burst)
+        self._last = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="status-writer", daemon=True)
+
+    def start(self) -> Writer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        self._thread.join(timeout=5)
+
+    def submit(self, key: str, write: Write) -> None:
+        with self._cond:
+            if key in self._queue:
+                self.coalesced += 1
+            self._queue[key] = write
+            self._cond.notify_all()
+
+    def pending(self) -> int:
+        with self._cond:
+            return len(self._queue) + (1 if self._busy else 0)
+
+    def flush(self, timeout_s: float = 10.0) -> bool:
+        """Wait until every submitted write was attempted (tests, shutdown)."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self._queue or self._busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    def _wait_token(self) -> None:
+        while True:
+            now = time.monotonic()
+            self._tokens = min(
+                float(self.burst), self._tokens + (now - self._last) * self.rate_per_s
+            )
+            self._last = now
+            if self._tokens >= 1:
+                self._tokens -= 1
+                return
+            time.sleep((1 - self._tokens) / self.rate_per_s)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stop:
+                    self._cond.wait()
+                if self._stop:
+                    return
+                key, write = self._queue.popitem(last=False)
+                self._busy = True
+            self._wait_token()
+            try:
+                write()
+                self.sent += 1
+            except Exception as e:  # a status write is best effort; the next cycle redoes it
+                self.failed += 1
+                log.warning("write %s failed: %s", key, e)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()

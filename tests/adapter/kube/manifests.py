@@ -1,0 +1,117 @@
+"""Manifests and checks for the tests against the fake API server."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from benchmarks.fake_apiserver import FakeApiServer
+
+from adapter.kube.resources import DIALECTS
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+
+
+def wait_until(condition: Callable[[], Any], timeout_s: float = 5.0, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what or condition}")
+
+
+def node(name: str, cpu: str = "2", memory: str = "4Gi", **extra: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110", **extra}},
+    }
+
+
+def podgroup(
+    name: str, min_member: Any, queue: str | None = None, group: str = "scheduling.sigs.dev"
+) -> dict[str, Any]:
+    version = next(r.version for r in DIALECTS if r.group == group)
+    spec: dict[str, Any] = {"minMember": min_member}
+    if queue is not None:
+        spec["queue"] = queue
+    return {
+        "apiVersion": f"{group}/{version}",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    }
+
+
+def gang_pods(
+    group: str, n: int, cpu: str = "1", memory: str = "1Gi", scheduler: str = "gangsat"
+) -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{group}-{i}",
+                "namespace": "default",
+                "annotations": {"scheduling.k8s.io/group-name": group},
+            },
+            "spec": {
+                "schedulerName": scheduler,
+                "containers": [
+                    {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+                ],
+            },
+        }
+        for i in range(n)
+    ]
+
+
+def apply(server: FakeApiServer, objects: list[dict[str, Any]]) -> None:
+    """Store objects as `kubectl apply` would; a Job becomes its pods, as its controller
+    would create them (the fake has no controllers)."""
+    for obj in objects:
+        if obj.get("kind") == "Job":
+            template = obj["spec"]["template"]
+            for i in range(int(obj["spec"].get("parallelism", 1))):
+                server.put(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {
+                            **template.get("metadata", {}),
+                            "name": f"{obj['metadata']['name']}-{i}",
+                            "namespace": obj["metadata"].get("namespace", "default"),
+                        },
+                        "spec": template["spec"],
+                    }
+                )
+        else:
+            server.put(obj)
+
+
+def manifests(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
+
+
+def bound_pods(server: FakeApiServer) -> dict[str, str]:
+    """pod key -> node, as the API server has them."""
+    return {
+        f"{p['metadata']['namespace']}/{p['metadata']['name']}": p["spec"]["nodeName"]
+        for p in server.objects("", "pods")
+        if (p.get("spec") or {}).get("nodeName")
+    }
+
+
+def binds(server: FakeApiServer) -> list[str]:
+    """Every Binding request the server received, as pod keys, in order."""
+    return [
+        f"{r.namespace}/{r.name}"
+        for r in list(server.requests)
+        if r.resource == "pods" and r.subresource == "binding"
+    ]

@@ -1,0 +1,392 @@
+"""gangsat on a Kubernetes API server: the fake one over real HTTP, so the official client's
+code paths run (lists, watches with resourceVersions, Binding, status patches, Events).
+
+The promise under test, whatever the server does: a gang is bound whole or not at all,
+no pod is bound twice, and no failure stops the loop.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+from adapter.kube.cluster import KubeCluster
+from adapter.kube.resources import DIALECTS
+from adapter.loop import LoopSettings, run_cycle
+from benchmarks.fake_apiserver import FakeApiServer
+from solver.config import SolverConfig
+from solver.model import ClusterState
+from tests.adapter.kube.manifests import (
+    EXAMPLES,
+    apply,
+    binds,
+    bound_pods,
+    gang_pods,
+    manifests,
+    node,
+    podgroup,
+    wait_until,
+)
+
+FAST = LoopSettings(scheduler="cpsat", solver=SolverConfig(time_limit_s=2.0, deterministic=True))
+SEED = [f"default/myjob-{i}" for i in range(3)]
+PODGROUPS = "podgroups"
+SIGS = "scheduling.sigs.dev"
+
+
+def seen(cluster: KubeCluster, server: FakeApiServer) -> None:
+    """Wait until the cache has caught up with every write the server has made."""
+    version = server.resource_version
+    wait_until(
+        lambda: all(
+            r.resource_version is not None and int(r.resource_version or 0) >= version
+            for r in cluster.reflectors
+            if r.resource.plural in ("pods", "nodes")
+        ),
+        what=f"watches at resourceVersion {version}",
+    )
+
+
+def events(server: FakeApiServer, reason: str) -> list[dict[str, Any]]:
+    return [e for e in server.objects("", "events") if e.get("reason") == reason]
+
+
+def podgroup_status(server: FakeApiServer, name: str, group: str = SIGS) -> dict[str, Any]:
+    obj = server.get(group, PODGROUPS, "default", name)
+    assert obj is not None
+    return dict(obj.get("status") or {})
+
+
+# --- the seed manifests ---------------------------------------------------------------------
+
+
+def test_the_seed_manifests_are_bound_whole_and_reported(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    apply(server, manifests(EXAMPLES / "kube-batch-seed.yaml"))
+    seen(cluster, server)
+
+    result = run_cycle(cluster, FAST)
+
+    assert result.error is None
+    assert set(result.bound) == set(SEED)
+    assert set(bound_pods(server)) == set(SEED)
+    assert sorted(binds(server)) == SEED  # one Binding per pod
+    assert cluster.writer.flush()
+    status = podgroup_status(server, "mygroup")
+    assert status["phase"] == "Running" and status["running"] == 3
+    scheduled = {e["involvedObject"]["name"] for e in events(server, "Scheduled")}
+    assert scheduled == {"myjob-0", "myjob-1", "myjob-2"}
+    queue = server.get(SIGS, "queues", None, "myqueue")
+    assert queue is not None and queue["status"]["running"] == 1
+
+    # The watch catches up; the next cycle binds nothing again, and rewrites nothing.
+    seen(cluster, server)
+    writes = len(server.requests)
+    again = run_cycle(cluster, FAST)
+    assert again.bound == {} and again.failed_binds == {}
+    assert cluster.writer.flush()
+    assert len(binds(server)) == 3
+    assert [r for r in server.requests[writes:] if r.verb in ("patch", "update", "create")] == []
+
+
+def test_a_gang_that_does_not_fit_binds_nothing_and_says_why(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    seed = [o for o in manifests(EXAMPLES / "kube-batch-seed.yaml") if o["kind"] != "Node"]
+    apply(server, [*seed, node("small-a", cpu="1"), node("small-b", cpu="1")])
+    seen(cluster, server)
+
+    result = run_cycle(cluster, FAST)
+
+    assert result.bound == {} and binds(server) == []
+    assert cluster.writer.flush()
+    status = podgroup_status(server, "mygroup")
+    assert status["phase"] == "Pending"
+    [condition] = status["conditions"]
+    assert condition["type"] == "Unschedulable" and condition["reason"] == "NotEnoughResources"
+    assert condition["message"].startswith("3/3 tasks in gang unschedulable")
+    [event] = events(server, "Unschedulable")
+    assert event["involvedObject"]["kind"] == "PodGroup" and event["type"] == "Warning"
+    pod = server.get("", "pods", "default", "myjob-0")
+    assert pod is not None
+    [scheduled] = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
+    assert len(events(server, "FailedScheduling")) == 3
+
+
+# --- failures in the middle of a gang -------------------------------------------------------
+
+
+def two_node_gang(server: FakeApiServer, n: int = 3, cpu: str = "2") -> None:
+    apply(server, [node("n1", cpu), node("n2", cpu), podgroup("g", n), *gang_pods("g", n)])
+
+
+def test_a_409_in_the_middle_of_a_gang_leaves_no_partial_gang(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    two_node_gang(server)
+    seen(cluster, server)
+    server.fail("POST", r"/pods/g-1/binding$", 409, reason="Conflict")
+
+    result = run_cycle(cluster, FAST)
+
+    assert set(result.rolled_back) == {"default/g"}
+    assert "default/g-1" in result.failed_binds
+    assert set(result.evicted) == {"default/g-0", "default/g-2"}
+    assert bound_pods(server) == {}  # deleted: their controller would recreate them
+    assert server.get("", "pods", "default", "g-1") is not None  # never bound, kept
+    assert cluster.writer.flush()
+    status = podgroup_status(server, "g")
+    assert status["phase"] == "Pending"
+    assert status["conditions"][0]["reason"] == "BindFailed"
+
+
+def test_a_409_for_our_own_earlier_bind_counts_as_bound_not_as_a_second_bind(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    # The first attempt landed but its answer was lost: the retry meets 409 "already
+    # assigned" to the very node asked for, which is success.
+    two_node_gang(server)
+    seen(cluster, server)
+    landed: dict[str, str] = {}
+
+    def land_first(method: str, path: str) -> None:
+        if method == "POST" and path.endswith("/pods/g-1/binding") and not landed:
+            pod = server.get("", "pods", "default", "g-1")
+            assert pod is not None
+            target = next(n for p, n in cluster.cache.assumed().items() if p == "default/g-1")
+            landed["g-1"] = target
+            server.put({**pod, "spec": {**pod["spec"], "nodeName": target}})
+
+    server.hooks.append(land_first)
+    result = run_cycle(cluster, FAST)
+
+    assert landed and result.failed_binds == {} and result.rolled_back == {}
+    assert set(bound_pods(server)) == {"default/g-0", "default/g-1", "default/g-2"}
+    assert bound_pods(server)["default/g-1"] == landed["g-1"]
+
+
+def test_a_404_in_the_middle_of_a_gang_leaves_no_partial_gang(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    two_node_gang(server)
+    seen(cluster, server)
+
+    def delete_last(method: str, path: str) -> None:
+        if (
+            method == "POST"
+            and path.endswith("/binding")
+            and server.get("", "pods", "default", "g-2")
+        ):
+            server.delete("", "pods", "default", "g-2")
+
+    server.hooks.append(delete_last)
+    result = run_cycle(cluster, FAST)
+
+    assert "default/g-2" in result.failed_binds
+    assert "NotFound" in result.failed_binds["default/g-2"]
+    assert set(result.rolled_back) == {"default/g"}
+    assert bound_pods(server) == {}
+
+
+def test_a_node_deleted_between_snapshot_and_bind_is_not_bound_to(server: FakeApiServer) -> None:
+    apply(server, [node("n1"), node("n2", cpu="8"), podgroup("g", 2), *gang_pods("g", 2, cpu="2")])
+
+    class NodeVanishes(KubeCluster):
+        def snapshot(self) -> ClusterState:
+            state = super().snapshot()
+            if server.get("", "nodes", None, "n2") is not None:
+                server.delete("", "nodes", None, "n2")
+            wait_until(lambda: not self.cache.node_exists("n2"), what="node n2 gone")
+            return state
+
+    cluster = NodeVanishes(server.client()).start(sync_timeout_s=10)
+    try:
+        seen(cluster, server)
+        result = run_cycle(cluster, FAST)
+        # The solver put at least one pod on n2 (n1 fits one 2-CPU pod only); that bind
+        # is never sent, and the gang is not left half bound.
+        on_n2 = [p for p, n in result.decision.placements.items() if n == "n2"]  # type: ignore[union-attr]
+        assert on_n2
+        assert all("NodeGone" in result.failed_binds[p] for p in on_n2)
+        assert set(result.rolled_back) == {"default/g"}
+        assert bound_pods(server) == {}
+        assert not any(
+            r.name in {p.split("/")[1] for p in on_n2}
+            for r in server.requests
+            if r.subresource == "binding"
+        )
+        # Next cycle, with n2 gone, the gang does not fit and waits whole.
+        seen(cluster, server)
+        again = run_cycle(cluster, FAST)
+        assert again.bound == {} and bound_pods(server) == {}
+    finally:
+        cluster.stop()
+
+
+# --- watches ---------------------------------------------------------------------------------
+
+
+def test_a_dropped_watch_reconnects_from_its_version_and_misses_nothing(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    two_node_gang(server, cpu="4")
+    seen(cluster, server)
+    server.hooks.append(
+        lambda method, path: server.drop_watches() if path.endswith("/binding") else None
+    )
+    first = run_cycle(cluster, FAST)
+    server.hooks.clear()
+    assert set(first.bound) == {"default/g-0", "default/g-1", "default/g-2"}
+
+    # Objects created while the watches were down arrive after the reconnect.
+    apply(server, [podgroup("h", 2), *gang_pods("h", 2)])
+    wait_until(lambda: cluster.cache.pod("default/h-1") is not None, what="pod h-1 in the cache")
+    assert sum(r.reconnects for r in cluster.reflectors) >= 1
+    seen(cluster, server)
+    second = run_cycle(cluster, FAST)
+    assert set(second.bound) == {"default/h-0", "default/h-1"}
+    assert Counter(binds(server)).most_common(1)[0][1] == 1  # nothing bound twice
+
+
+def test_an_expired_resource_version_re_lists(server: FakeApiServer, cluster: KubeCluster) -> None:
+    two_node_gang(server, 2)
+    seen(cluster, server)
+    relists = {r.resource: r.relists for r in cluster.reflectors}
+
+    # While the watches are down the server forgets its history; a pod is deleted and
+    # another created in the gap. Resuming from the old version gets 410: re-list.
+    server.expire_history()
+    server.drop_watches()
+    server.delete("", "pods", "default", "g-1")
+    apply(server, gang_pods("g", 3)[2:])
+    server.expire_history()
+
+    wait_until(
+        lambda: any(r.relists > relists[r.resource] for r in cluster.reflectors),
+        what="a re-list",
+    )
+    wait_until(lambda: cluster.cache.pod("default/g-2") is not None, what="g-2 after re-list")
+    wait_until(lambda: cluster.cache.pod("default/g-1") is None, what="g-1 gone after re-list")
+    state = cluster.snapshot()
+    assert {p.name for p in state.pods} == {"default/g-0", "default/g-2"}
+
+
+# --- bad input -------------------------------------------------------------------------------
+
+
+def test_malformed_podgroups_are_reported_and_the_loop_carries_on(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    apply(
+        server,
+        [
+            node("n1", cpu="8"),
+            podgroup("negative", -1),
+            *gang_pods("negative", 1),
+            podgroup("words", "three"),
+            *gang_pods("words", 1),
+            podgroup("lost", 1, queue="no-such-queue"),
+            *gang_pods("lost", 1),
+            *gang_pods("orphan", 1),  # names a PodGroup that does not exist
+            podgroup("good", 2),
+            *gang_pods("good", 2),
+        ],
+    )
+    seen(cluster, server)
+
+    result = run_cycle(cluster, FAST)
+
+    assert result.error is None
+    assert set(result.bound) == {"default/good-0", "default/good-1"}
+    assert cluster.writer.flush()
+    invalid = {e["involvedObject"]["name"]: e["message"] for e in events(server, "InvalidSpec")}
+    assert {"negative", "words"} <= set(invalid)
+    assert "minMember" in invalid["negative"] and "minMember" in invalid["words"]
+    failed = {e["involvedObject"]["name"]: e["message"] for e in events(server, "FailedScheduling")}
+    assert "orphan-0" in failed and "negative-0" in failed
+    lost = podgroup_status(server, "lost")
+    assert lost["phase"] == "Pending"
+    assert "no-such-queue" in lost["conditions"][0]["message"]
+    assert bound_pods(server) == {"default/good-0": "n1", "default/good-1": "n1"}
+
+
+def test_quantities_as_kubernetes_writes_them(server: FakeApiServer, cluster: KubeCluster) -> None:
+    # 1.5 CPUs fit three pods of 500m, not four; 1e3 pods slots and 1Gi are parsed too.
+    apply(
+        server,
+        [
+            {
+                **node("n1", cpu="1.5", memory="1Gi"),
+                "status": {"allocatable": {"cpu": "1.5", "memory": "1Gi", "pods": "1e3"}},
+            },
+            podgroup("q", 3),
+            *gang_pods("q", 3, cpu="500m", memory="256Mi"),
+            podgroup("r", 1),
+            *gang_pods("r", 1, cpu="500m", memory="256Mi"),
+        ],
+    )
+    seen(cluster, server)
+    state = cluster.snapshot()
+    [n1] = state.nodes
+    assert (n1.allocatable["cpu"], n1.allocatable["memory"], n1.allocatable["pods"]) == (
+        1500,
+        2**30,
+        1000,
+    )
+    result = run_cycle(cluster, FAST)
+    assert len(result.bound) == 3  # one of the two gangs waits
+    assert set(result.admitted()) in ({"default/q"},)
+
+
+# --- dialects and leadership ------------------------------------------------------------
+
+
+def test_every_dialect_is_read_and_written_in_its_own_shape(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    volcano = next(
+        r for r in DIALECTS if r.group == "scheduling.volcano.sh" and r.kind == "PodGroup"
+    )
+    cosched = next(r for r in DIALECTS if r.group == "scheduling.x-k8s.io")
+    vc_pods = gang_pods("vc", 2)
+    for p in vc_pods:
+        p["metadata"]["annotations"] = {"scheduling.volcano.sh/group-name": "vc"}
+    co_pods = gang_pods("co", 2)
+    for p in co_pods:
+        p["metadata"]["annotations"] = {}
+        p["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": "co"}
+    apply(
+        server,
+        [
+            node("n1", cpu="8"),
+            podgroup("vc", 2, group=volcano.group),
+            *vc_pods,
+            podgroup("co", 2, group=cosched.group),
+            *co_pods,
+        ],
+    )
+    seen(cluster, server)
+    result = run_cycle(cluster, FAST)
+    assert set(result.admitted()) == {"default/vc", "default/co"}
+    assert cluster.writer.flush()
+    assert podgroup_status(server, "vc", volcano.group)["phase"] == "Running"
+    assert podgroup_status(server, "co", cosched.group) == {"phase": "Running", "running": 2}
+
+
+def test_binds_are_fenced_by_leadership(server: FakeApiServer) -> None:
+    leading = threading.Event()
+    two_node_gang(server)
+    cluster = KubeCluster(server.client(), fence=leading.is_set).start(sync_timeout_s=10)
+    try:
+        seen(cluster, server)
+        result = run_cycle(cluster, FAST)
+        assert result.bound == {} and binds(server) == []
+        assert all("NotLeader" in why for why in result.failed_binds.values())
+        leading.set()
+        seen(cluster, server)
+        assert len(run_cycle(cluster, FAST).bound) == 3
+    finally:
+        cluster.stop()

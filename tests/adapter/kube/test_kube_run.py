@@ -1,0 +1,157 @@
+"""The long-running scheduler: two replicas and one leader, settings reload, the CLI."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from adapter.cli import app
+from adapter.kube.run import KubeOptions, KubeScheduler
+from adapter.settings import Settings
+from benchmarks.fake_apiserver import FakeApiServer
+from tests.adapter.kube.manifests import (
+    EXAMPLES,
+    apply,
+    binds,
+    bound_pods,
+    gang_pods,
+    manifests,
+    node,
+    podgroup,
+    wait_until,
+)
+
+QUICK = Settings.model_validate({"cycleSeconds": 0.05, "solver": {"time_limit_s": 1.0}})
+
+
+def replica(server: FakeApiServer, identity: str, **kw: object) -> KubeScheduler:
+    options = KubeOptions(
+        metrics_port=0,
+        metrics_host="127.0.0.1",
+        identity=identity,
+        lease_namespace="gangsat-system",
+        lease_duration_s=1.5,
+        renew_deadline_s=1.0,
+        retry_period_s=0.1,
+        **kw,  # type: ignore[arg-type]
+    )
+    return KubeScheduler(server.client(), options, QUICK)
+
+
+def start(scheduler: KubeScheduler) -> threading.Thread:
+    thread = threading.Thread(target=scheduler.run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_two_replicas_one_leader_no_pod_bound_twice(server: FakeApiServer) -> None:
+    apply(server, [node("n1", cpu="16", memory="64Gi"), node("n2", cpu="16", memory="64Gi")])
+    for g in range(6):
+        apply(server, [podgroup(f"g{g}", 3), *gang_pods(f"g{g}", 3)])
+    a, b = replica(server, "a"), replica(server, "b")
+    threads = [start(a), start(b)]
+    try:
+        both_led = []
+        stop_sampling = threading.Event()
+
+        def sample() -> None:
+            while not stop_sampling.is_set():
+                both_led.append(a.leading() and b.leading())
+                time.sleep(0.005)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        wait_until(lambda: len(bound_pods(server)) == 18, timeout_s=15, what="18 pods bound")
+        leader, follower = (a, b) if a.leading() else (b, a)
+        assert leader.leading() and not follower.leading()
+        assert leader.metrics.registry.get_sample_value("gangsat_leader") == 1
+        assert follower.cycles == 0  # a follower never ran a cycle, so never bound
+
+        # The leader goes away (a rolling update): it releases the lease, the other
+        # replica takes over and schedules what arrives next.
+        leader.stop_event.set()
+        threads[[a, b].index(leader)].join(timeout=10)
+        apply(server, [podgroup("late", 2), *gang_pods("late", 2)])
+        wait_until(lambda: len(bound_pods(server)) == 20, timeout_s=15, what="the late gang")
+        assert follower.leading() and follower.cycles >= 1
+        stop_sampling.set()
+        sampler.join()
+        assert not any(both_led)
+        assert Counter(binds(server)).most_common(1)[0][1] == 1  # no pod bound twice
+        assert len(binds(server)) == 20
+    finally:
+        for s in (a, b):
+            s.stop_event.set()
+        for t in threads:
+            t.join(timeout=10)
+
+
+def test_losing_the_lease_ends_the_run_with_a_failure_status(server: FakeApiServer) -> None:
+    apply(server, [node("n1")])
+    scheduler = replica(server, "a")
+    status: list[int] = []
+    thread = threading.Thread(target=lambda: status.append(scheduler.run()), daemon=True)
+    thread.start()
+    wait_until(scheduler.leading, timeout_s=10, what="a leader")
+    # Another writer takes the lease over (an operator, a split brain): renewals fail.
+    server.fail("PUT", r"/leases/gangsat$", 409, times=1000)
+    thread.join(timeout=10)
+    assert status == [1] and scheduler.lost_lease
+
+
+def test_settings_are_reloaded_when_the_file_changes(server: FakeApiServer, tmp_path: Path) -> None:
+    path = tmp_path / "gangsat.yaml"
+    path.write_text("cycleSeconds: 0.5\nscheduler: cpsat\n", encoding="utf-8")
+    scheduler = KubeScheduler(
+        server.client(), KubeOptions(settings_path=path, leader_elect=False), Settings.load(path)
+    )
+    assert not scheduler.reload_settings()  # unchanged
+    path.write_text(
+        "cycleSeconds: 2\nschedulerNames: [gangsat, kube-batch]\n"
+        "solver: {weights: {fairness: 900}}\n",
+        encoding="utf-8",
+    )
+    scheduler._settings_mtime = -1.0  # mtime granularity: a rewrite within a tick looks unchanged
+    assert scheduler.reload_settings()
+    assert scheduler.settings.cycle_s == 2
+    assert scheduler.settings.solver.weights.fairness == 900
+    assert scheduler.cluster.scheduler_names == ("gangsat", "kube-batch")
+    path.write_text("cycleSeconds: -1\n", encoding="utf-8")
+    scheduler._settings_mtime = -1.0
+    assert not scheduler.reload_settings()  # refused, the previous settings stay
+    assert scheduler.settings.cycle_s == 2
+
+
+def test_gangsat_run_kubeconfig_schedules_the_seed(server: FakeApiServer, tmp_path: Path) -> None:
+    apply(server, manifests(EXAMPLES / "kube-batch-seed.yaml"))
+    kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--no-leader-elect",
+            "--cycles",
+            "1",
+            "--metrics-port",
+            "0",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert set(bound_pods(server)) == {f"default/myjob-{i}" for i in range(3)}
+
+
+def test_gangsat_run_refuses_a_bad_settings_file(server: FakeApiServer, tmp_path: Path) -> None:
+    kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+    bad = tmp_path / "gangsat.yaml"
+    bad.write_text("cycleSeconds: soon\n", encoding="utf-8")
+    result = CliRunner().invoke(
+        app, ["run", "--kubeconfig", str(kubeconfig), "--settings", str(bad), "--cycles", "1"]
+    )
+    assert result.exit_code == 2
+    assert "cycleSeconds" in result.output

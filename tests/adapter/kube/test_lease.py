@@ -1,0 +1,109 @@
+"""Leader election on a Lease, against the fake API server's optimistic concurrency."""
+
+from __future__ import annotations
+
+import pytest
+from benchmarks.fake_apiserver import FakeApiServer
+
+from adapter.kube.lease import LeaseElector
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def elector(server: FakeApiServer, identity: str, clock: Clock, **kw: float) -> LeaseElector:
+    return LeaseElector(
+        server.client(),
+        "gangsat-system",
+        "gangsat",
+        identity,
+        lease_duration_s=15,
+        renew_deadline_s=10,
+        retry_period_s=2,
+        clock=clock,
+        **kw,
+    )
+
+
+def holder(server: FakeApiServer) -> str | None:
+    lease = server.get("coordination.k8s.io", "leases", "gangsat-system", "gangsat")
+    return None if lease is None else lease["spec"].get("holderIdentity")
+
+
+def test_one_of_two_candidates_leads_and_the_other_waits(server: FakeApiServer) -> None:
+    clock = Clock()
+    a, b = elector(server, "a", clock), elector(server, "b", clock)
+    assert a.try_acquire_or_renew() and a.is_leader()
+    assert not b.try_acquire_or_renew() and not b.is_leader()
+    assert holder(server) == "a" and b.holder() == "a"
+    # a renews; b keeps seeing the record change and keeps waiting, however long.
+    for _ in range(10):
+        clock.now += 5
+        assert a.try_acquire_or_renew()
+        assert not b.try_acquire_or_renew()
+    assert a.is_leader() and not b.is_leader()
+
+
+def test_a_leader_that_stops_renewing_is_fenced_before_it_can_be_replaced(
+    server: FakeApiServer,
+) -> None:
+    clock = Clock()
+    a, b = elector(server, "a", clock), elector(server, "b", clock)
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()  # b first sees a's record now
+    # a stops renewing (say, partitioned). At the renew deadline it stops binding...
+    clock.now += 10
+    assert not a.is_leader()
+    # ...while b still waits, until the lease duration passes without a change.
+    assert not b.try_acquire_or_renew()
+    clock.now += 5
+    assert b.try_acquire_or_renew() and b.is_leader()
+    assert holder(server) == "b"
+    lease = server.get("coordination.k8s.io", "leases", "gangsat-system", "gangsat")
+    assert lease is not None and lease["spec"]["leaseTransitions"] == 1
+
+
+def test_a_stale_write_loses_to_the_api_servers_concurrency_check(server: FakeApiServer) -> None:
+    # Both candidates read the same expired lease; both try to take it with the same
+    # resourceVersion. The server accepts exactly one.
+    clock = Clock()
+    first = elector(server, "first", clock)
+    assert first.try_acquire_or_renew()
+    clock.now += 100
+    a, b = elector(server, "a", clock), elector(server, "b", clock)
+    a.try_acquire_or_renew(), b.try_acquire_or_renew()  # both observe the record
+    clock.now += 16
+    original = server.hooks[:]
+    raced: list[bool] = []
+
+    def b_writes_first(method: str, path: str) -> None:
+        if method == "PUT" and path.endswith("/leases/gangsat") and not raced:
+            raced.append(True)
+            server.hooks[:] = original
+            raced.append(b.try_acquire_or_renew())
+
+    server.hooks.append(b_writes_first)
+    won = a.try_acquire_or_renew()
+    assert raced == [True, True]
+    assert not won and not a.is_leader()
+    assert b.is_leader() and holder(server) == "b"
+
+
+def test_release_on_shutdown_hands_over_at_once(server: FakeApiServer) -> None:
+    clock = Clock()
+    a, b = elector(server, "a", clock), elector(server, "b", clock)
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()
+    a.stop(release=True)
+    assert not a.is_leader()
+    assert b.try_acquire_or_renew(), "a released lease is free without waiting it out"
+
+
+def test_nonsense_timings_are_refused(server: FakeApiServer) -> None:
+    with pytest.raises(ValueError, match="renew deadline"):
+        LeaseElector(server.client(), "ns", "l", "me", lease_duration_s=5, renew_deadline_s=10)
