@@ -8,6 +8,7 @@ it asked for.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
@@ -23,8 +24,12 @@ class QuantityError(ValueError):
     """A quantity that cannot be a resource amount (unparseable, negative, not finite)."""
 
 
+@functools.lru_cache(maxsize=8192, typed=True)
 def parse(name: str, value: Quantity) -> int:
-    """One resource amount in the solver's unit for ``name``."""
+    """One resource amount in the solver's unit for ``name``.
+
+    Cached: a cluster's pods repeat a handful of request strings thousands of times, and
+    parsing them is most of the cost of reading a pod."""
     if isinstance(value, bool):
         raise QuantityError(f"{name}: {value!r} is not a quantity")
     try:

@@ -19,7 +19,7 @@ from kubernetes import client
 from adapter.cluster import ClusterError, CycleReport
 from adapter.kube.binder import Binder
 from adapter.kube.cache import ClusterCache
-from adapter.kube.convert import Finding, convert
+from adapter.kube.convert import Finding, Memo, convert
 from adapter.kube.reflector import Reflector
 from adapter.kube.reporter import Reporter
 from adapter.kube.resources import Resource, discover
@@ -51,6 +51,7 @@ class KubeCluster:
         self.reporter = Reporter(api, self.cache, self.writer, recorder)
         self.findings: list[Finding] = []
         self.last_state: ClusterState | None = None
+        self._memo: Memo = {}
 
     def start(self, sync_timeout_s: float = 60.0) -> KubeCluster:
         """Start the watches and wait until each has listed once."""
@@ -86,7 +87,7 @@ class KubeCluster:
     def snapshot(self) -> ClusterState:
         if not self.synced():
             raise ClusterError("NotSynced", "the watches have not listed every resource yet")
-        conversion = convert(self.cache.objects(), self.scheduler_names)
+        conversion = convert(self.cache.objects(), self.scheduler_names, self._memo)
         self.findings = conversion.findings
         for finding in conversion.findings:
             log.debug("not used: %s", finding)

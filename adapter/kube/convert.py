@@ -274,9 +274,34 @@ def _queue(obj: Obj) -> Queue:
 # --- the whole set ------------------------------------------------------------------------
 
 
-def convert(objects: Iterable[Obj], scheduler_names: Collection[str] = ("gangsat",)) -> Conversion:
-    """A snapshot of ``objects``; what cannot be used becomes a finding, not an error."""
+Memo = dict[tuple[Any, ...], tuple[Any, "Finding | None"]]
+
+
+def _memo_key(kind: str, o: Obj, priorities: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """What a converted object depends on: an API object's uid and resourceVersion, and
+    for a pod also the node and group the cache may overlay (an assumed bind, a pod being
+    deleted). Objects without both (a manifest file) are not memoised."""
+    meta = o.get("metadata") or {}
+    uid, version = meta.get("uid"), meta.get("resourceVersion")
+    if not uid or not version:
+        return None
+    if kind == "Pod":
+        node = (o.get("spec") or {}).get("nodeName")
+        return (kind, uid, version, node, group_of(meta), priorities)
+    return (kind, uid, version, priorities)
+
+
+def convert(
+    objects: Iterable[Obj],
+    scheduler_names: Collection[str] = ("gangsat",),
+    memo: Memo | None = None,
+) -> Conversion:
+    """A snapshot of ``objects``; what cannot be used becomes a finding, not an error.
+
+    ``memo`` (kept by the caller from one cycle to the next) saves re-reading objects
+    that have not changed since: on a big cluster most of them."""
     findings: list[Finding] = []
+    fresh: Memo = {}
     items = [o for o in objects if isinstance(o, Mapping)]
     priorities: dict[str, int] = {}
     default_priority = 0
@@ -289,7 +314,22 @@ def convert(objects: Iterable[Obj], scheduler_names: Collection[str] = ("gangsat
                 if o.get("globalDefault"):
                     default_priority = value
 
+    priority_key = (tuple(sorted(priorities.items())), default_priority)
+
     def attempt(kind: str, o: Obj, build: Any) -> Any:
+        key = _memo_key(kind, o, priority_key) if memo is not None else None
+        if key is not None and memo is not None and key in memo:
+            value, finding = fresh[key] = memo[key]
+            if finding is not None:
+                findings.append(finding)
+            return value
+        known = len(findings)
+        value = _build(kind, o, build)
+        if key is not None:
+            fresh[key] = (value, findings[known] if len(findings) > known else None)
+        return value
+
+    def _build(kind: str, o: Obj, build: Any) -> Any:
         meta = o.get("metadata") or {}
         label = (
             f"{meta.get('namespace')}/{meta.get('name')}"
@@ -372,6 +412,9 @@ def convert(objects: Iterable[Obj], scheduler_names: Collection[str] = ("gangsat
             ):
                 pods[pod.name] = pod
 
+    if memo is not None:
+        memo.clear()
+        memo.update(fresh)
     state = ClusterState(
         nodes=tuple(nodes.values()),
         pods=tuple(pods.values()),

@@ -241,3 +241,33 @@ def test_solve_needs_exactly_one_input(args: list[str], fragment: str) -> None:
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2
     assert fragment in result.stderr
+
+
+def versioned(obj: dict[str, Any], uid: str, version: str) -> dict[str, Any]:
+    return {**obj, "metadata": {**obj["metadata"], "uid": uid, "resourceVersion": version}}
+
+
+def test_a_memo_reuses_unchanged_objects_and_rereads_changed_ones() -> None:
+    memo: dict[Any, Any] = {}
+    objects = [
+        versioned(node("n1"), "u-n1", "1"),
+        versioned(pod("p", cpu="1"), "u-p", "2"),
+        versioned(pod("bad", cpu="-1"), "u-bad", "3"),
+    ]
+    first = convert(objects, memo=memo)
+    second = convert(objects, memo=memo)
+    assert second.state == first.state
+    [p1], [p2] = first.state.pods, second.state.pods
+    assert p2 is p1  # the same object, not re-read
+    assert [f.name for f in second.findings] == [f.name for f in first.findings] == ["team/bad"]
+
+    # A new resourceVersion is read again; a bind the cache overlays (same version, a
+    # node set) is a different pod too; an object gone is dropped from the memo.
+    changed = versioned(pod("p", cpu="2"), "u-p", "4")
+    third = convert([objects[0], changed], memo=memo)
+    [p3] = third.state.pods
+    assert p3.requests["cpu"] == 2000 and third.findings == []
+    overlaid = {**changed, "spec": {**changed["spec"], "nodeName": "n1"}}
+    [p4] = convert([objects[0], overlaid], memo=memo).state.pods
+    assert p4.node_name == "n1"
+    assert not any(key[1] == "u-bad" for key in memo)
