@@ -68,6 +68,7 @@ class CycleResult:
     snapshot_s: float = 0.0
     decide_s: float = 0.0
     bind_s: float = 0.0
+    report_s: float = 0.0
     total_s: float = 0.0
 
     def admitted(self) -> list[str]:
@@ -268,6 +269,7 @@ def run_cycle(
         _bind(cluster, gangs, decision, result, atomic)
         result.bind_s = time.perf_counter() - bind_started
     result.statuses = _statuses(state, gangs, result)
+    report_started = time.perf_counter()
     try:
         cluster.report(
             CycleReport(
@@ -278,6 +280,7 @@ def run_cycle(
         )
     except ClusterError as e:
         log.warning("could not report gang statuses: %s", e)
+    result.report_s = time.perf_counter() - report_started
     result.total_s = time.perf_counter() - started
     if metrics:
         metrics.observe(result)

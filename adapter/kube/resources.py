@@ -78,16 +78,26 @@ DIALECTS: tuple[Resource, ...] = (
 )
 
 
-def served(dialects: Iterable[Resource], groups: dict[str, set[str]]) -> list[Resource]:
-    """The dialect resources whose group and version the API server serves."""
-    return [r for r in dialects if r.version in groups.get(r.group, set())]
+def served(
+    dialects: Iterable[Resource], plurals: dict[tuple[str, str], set[str]]
+) -> list[Resource]:
+    """The dialect resources the API server serves, given its (group, version) -> plurals."""
+    return [r for r in dialects if r.plural in plurals.get((r.group, r.version), set())]
 
 
 def discover(api: client.ApiClient) -> list[Resource]:
-    """Every resource gangsat watches in this cluster: the built-ins plus served dialects."""
+    """Every resource gangsat watches in this cluster: the built-ins plus served dialects.
+
+    A group may serve PodGroups without Queues (a cluster with only one CRD installed),
+    so each group-version's resource list is read, not just the group list."""
     group_list = client.ApisApi(api).get_api_versions()
-    groups = {g.name: {v.version for v in g.versions} for g in group_list.groups}
-    return [NODES, PODS, PRIORITY_CLASSES, *served(DIALECTS, groups)]
+    versions = {g.name: {v.version for v in g.versions} for g in group_list.groups}
+    plurals: dict[tuple[str, str], set[str]] = {}
+    for group, version in {(r.group, r.version) for r in DIALECTS}:
+        if version in versions.get(group, set()):
+            listing = client.CustomObjectsApi(api).get_api_resources(group, version)
+            plurals[(group, version)] = {r.name for r in listing.resources} if listing else set()
+    return [NODES, PODS, PRIORITY_CLASSES, *served(DIALECTS, plurals)]
 
 
 def dialect_of(api_version: str, kind: str) -> Resource | None:

@@ -215,14 +215,18 @@ class KubeScheduler:
         elif result.bound or result.failed_binds or result.rolled_back:
             log.info(
                 "cycle %d: %d pending, bound %d pod(s) of %d gang(s), %d bind(s) failed, "
-                "%d gang(s) rolled back; decided in %.0f ms, cycle %.0f ms",
+                "%d gang(s) rolled back; snapshot %.0f ms, decide %.0f ms, bind %.0f ms, "
+                "report %.0f ms, cycle %.0f ms",
                 self.cycles,
                 result.pending_pods,
                 len(result.bound),
                 len(result.admitted()),
                 len(result.failed_binds),
                 len(result.rolled_back),
+                result.snapshot_s * 1000,
                 result.decide_s * 1000,
+                result.bind_s * 1000,
+                result.report_s * 1000,
                 result.total_s * 1000,
             )
         return result

@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 from adapter.kube.cluster import KubeCluster
-from adapter.kube.resources import DIALECTS
+from adapter.kube.resources import DIALECTS, discover
 from adapter.loop import LoopSettings, run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
 from solver.config import SolverConfig
@@ -390,3 +390,22 @@ def test_binds_are_fenced_by_leadership(server: FakeApiServer) -> None:
         assert len(run_cycle(cluster, FAST).bound) == 3
     finally:
         cluster.stop()
+
+
+def test_discovery_watches_only_the_dialect_collections_the_cluster_serves() -> None:
+    fake = FakeApiServer()
+    # kube-batch's PodGroup without its Queue, and Volcano whole; no scheduler-plugins.
+    fake.add_resource(SIGS, "v1alpha2", PODGROUPS, "PodGroup", namespaced=True)
+    for r in DIALECTS:
+        if r.group == "scheduling.volcano.sh":
+            fake.add_resource(r.group, r.version, r.plural, r.kind, namespaced=r.namespaced)
+    with fake:
+        found = {(r.group, r.plural) for r in discover(fake.client())}
+    assert found == {
+        ("", "nodes"),
+        ("", "pods"),
+        ("scheduling.k8s.io", "priorityclasses"),
+        (SIGS, PODGROUPS),
+        ("scheduling.volcano.sh", PODGROUPS),
+        ("scheduling.volcano.sh", "queues"),
+    }
