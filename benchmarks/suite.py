@@ -3,6 +3,7 @@
     gangsat-bench [--scenarios seed-deadlock,philly,...] [--schedulers cpsat,gang-greedy,greedy]
                   [--out bench-out] [--time-limit S] [--seed N] [--workers N] [--quick]
     gangsat-bench tune SCENARIO ...     (weight tuning: see benchmarks.tune)
+    gangsat-bench bind-throughput ...   (binding vs a trivial binder: benchmarks.bind_throughput)
 
 Flow: each scenario (a packaged name or a file, ``adapter.sim.scenario.load_scenario``)
 is materialised once and replayed by every scheduler through the real scheduling loop
@@ -392,6 +393,10 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
         from benchmarks import tune  # Optuna loads only for tuning
 
         return tune.main(given[1:], console)
+    if given[:1] == ["bind-throughput"]:
+        from benchmarks import bind_throughput  # the Kubernetes client loads only for this
+
+        return bind_throughput.main(given[1:], console)
     args = parse_args(given)
     if console is None:
         # Piped output (CI logs, tee) gets wide tables instead of 80-column wrapping.

@@ -1,0 +1,376 @@
+"""Bind throughput end to end: gangsat vs a trivial round-robin binder, same server, same run.
+
+    gangsat-bench bind-throughput [--kubeconfig PATH] [--nodes 1000] [--gangs 1000]
+                                  [--gang-size 3] [--threads 16] [--latency-ms 0]
+
+Binding is where a scheduler meets the API server's limit. Both contenders face pods
+that are already present and must bind them all:
+
+- *trivial*: lists its pending pods once and binds them round-robin over the nodes
+  from ``--threads`` threads (no decisions, no gangs, no watch): the server's ceiling
+  for this client;
+- *gangsat*: the real scheduler (``adapter.kube.run.KubeScheduler``, no leader
+  election) from start-up — initial lists, caches, CP-SAT decisions over every gang,
+  all-or-nothing binding, status and Event writes — until every pod is bound.
+
+Each is timed from its start until its last Binding was answered; the figure is pods
+per second and gangsat's ratio to the trivial binder measured in the same run (target:
+at least 0.8). Without ``--kubeconfig`` the fake API server (``benchmarks.fake_apiserver``)
+runs in its own process, so it does not share the interpreter with the clients.
+Each contender gets its own namespace and scheduler name, so neither sees the other's
+pending pods; the nodes are shared and large enough for both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from pydantic import BaseModel
+from rich.console import Console
+from rich.table import Table
+
+from adapter.kube.reflector import lines
+from adapter.kube.resources import done, raw, read_json
+from adapter.kube.run import KubeOptions, KubeScheduler, api_client
+from adapter.settings import Settings
+from benchmarks.suite import at_least_one, non_negative, positive
+
+PODGROUP = ("scheduling.sigs.dev", "v1alpha2", "podgroups")
+TRIVIAL = "trivial-binder"
+GANGSAT = "gangsat-bench"
+
+
+class Throughput(BaseModel):
+    contender: str
+    pods: int
+    seconds: float
+
+    @property
+    def pods_per_s(self) -> float:
+        return self.pods / self.seconds if self.seconds > 0 else 0.0
+
+
+@contextmanager
+def fake_server(latency_ms: float) -> Iterator[Path]:
+    """The fake API server in a child process; yields a kubeconfig for it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = Path(tmp) / "kubeconfig"
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.fake_apiserver",
+                "--port",
+                "0",
+                "--kubeconfig-out",
+                str(kubeconfig),
+                "--latency-ms",
+                str(latency_ms),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert process.stdout is not None
+            process.stdout.readline()  # the URL, once it listens
+            yield kubeconfig
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+def _in_parallel(threads: int, calls: Sequence[Any]) -> None:
+    with ThreadPoolExecutor(threads) as pool:
+        for future in [pool.submit(c) for c in calls]:
+            future.result()
+
+
+def ensure_podgroup_crd(api: client.ApiClient) -> None:
+    """The kube-batch PodGroup CRD, unless the cluster has it (gangsat's deploy/ installs it)."""
+    group, version, plural = PODGROUP
+    body = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": plural, "singular": "podgroup", "kind": "PodGroup"},
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    try:
+        client.ApiextensionsV1Api(api).create_custom_resource_definition(
+            client.V1CustomResourceDefinition.model_validate(body), _preload_content=False
+        )
+    except ApiException as e:
+        if e.status != 409:
+            raise
+
+
+def ensure_namespace(api: client.ApiClient, name: str) -> None:
+    try:
+        client.CoreV1Api(api).create_namespace(
+            client.V1Namespace(metadata=client.V1ObjectMeta(name=name))
+        )
+    except ApiException as e:
+        if e.status != 409:
+            raise
+
+
+def create_nodes(api: client.ApiClient, count: int, threads: int) -> None:
+    core = client.CoreV1Api(api)
+
+    def make(i: int) -> None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": f"bench-node-{i}", "labels": {"gangsat-bench": "yes"}},
+            "status": {
+                "allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"},
+                "capacity": {"cpu": "4", "memory": "32Gi", "pods": "110"},
+            },
+        }
+        try:
+            done(core.create_node(client.V1Node.model_validate(body), _preload_content=False))
+        except ApiException as e:
+            if e.status != 409:
+                raise
+
+    _in_parallel(threads, [lambda i=i: make(i) for i in range(count)])
+
+
+def create_gangs(
+    api: client.ApiClient, namespace: str, scheduler: str, gangs: int, size: int, threads: int
+) -> list[str]:
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    group, version, plural = PODGROUP
+    names: list[str] = []
+
+    def make(g: int) -> None:
+        custom.create_namespaced_custom_object(
+            group,
+            version,
+            namespace,
+            plural,
+            {
+                "apiVersion": f"{group}/{version}",
+                "kind": "PodGroup",
+                "metadata": {"name": f"gang-{g}", "namespace": namespace},
+                "spec": {"minMember": size},
+            },
+        )
+        for i in range(size):
+            pod = client.V1Pod(
+                metadata=client.V1ObjectMeta(
+                    name=f"gang-{g}-{i}",
+                    namespace=namespace,
+                    annotations={"scheduling.k8s.io/group-name": f"gang-{g}"},
+                ),
+                spec=client.V1PodSpec(
+                    scheduler_name=scheduler,
+                    containers=[
+                        client.V1Container(
+                            name="c",
+                            image="registry.k8s.io/pause:3.9",
+                            resources=client.V1ResourceRequirements(
+                                requests={"cpu": "100m", "memory": "100Mi"}
+                            ),
+                        )
+                    ],
+                ),
+            )
+            done(core.create_namespaced_pod(namespace, pod, _preload_content=False))
+
+    _in_parallel(threads, [lambda g=g: make(g) for g in range(gangs)])
+    names.extend(f"{namespace}/gang-{g}-{i}" for g in range(gangs) for i in range(size))
+    return names
+
+
+class BoundWatcher:
+    """Watches a namespace's pods and notes when ``expected`` of them are bound: the same
+    outside view of both contenders, from the API server, not from their own counters."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, expected: int) -> None:
+        self.core = client.CoreV1Api(api)
+        self.namespace = namespace
+        self.expected = expected
+        self.bound: set[str] = set()
+        self.done_at: float | None = None
+        self.finished = threading.Event()
+        listed = read_json(self.core.list_namespaced_pod(namespace, _preload_content=False))
+        for pod in listed["items"]:
+            self._see(pod)
+        self._version = listed["metadata"]["resourceVersion"]
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _see(self, pod: dict[str, Any]) -> None:
+        if (pod.get("spec") or {}).get("nodeName"):
+            self.bound.add(pod["metadata"]["name"])
+        if len(self.bound) >= self.expected and self.done_at is None:
+            self.done_at = time.perf_counter()
+            self.finished.set()
+
+    def _watch(self) -> None:
+        response = self.core.list_namespaced_pod(
+            self.namespace,
+            watch=True,
+            resource_version=self._version,
+            timeout_seconds=900,
+            _preload_content=False,
+        )
+        for line in lines(response):
+            if line:
+                self._see(json.loads(line)["object"])
+            if self.finished.is_set():
+                break
+        raw(response).close()
+
+    def wait(self, timeout_s: float) -> float:
+        if not self.finished.wait(timeout_s) or self.done_at is None:
+            raise RuntimeError(
+                f"only {len(self.bound)} of {self.expected} pods bound in {self.namespace} "
+                f"after {timeout_s:.0f} s"
+            )
+        return self.done_at
+
+
+def trivial_binder(api: client.ApiClient, namespace: str, pods: int, threads: int) -> Throughput:
+    core = client.CoreV1Api(api)
+    watcher = BoundWatcher(api, namespace, pods)
+    started = time.perf_counter()
+    pending = read_json(
+        core.list_namespaced_pod(namespace, field_selector="spec.nodeName=", _preload_content=False)
+    )["items"]
+    nodes = [
+        n["metadata"]["name"]
+        for n in read_json(
+            core.list_node(label_selector="gangsat-bench=yes", _preload_content=False)
+        )["items"]
+    ]
+
+    def bind(name: str, node: str) -> None:
+        body = client.V1Binding(
+            metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+            target=client.V1ObjectReference(kind="Node", name=node, api_version="v1"),
+        )
+        done(core.create_namespaced_pod_binding(name, namespace, body, _preload_content=False))
+
+    work = [
+        (p["metadata"]["name"], node)
+        for p, node in zip(pending, itertools.cycle(nodes), strict=False)
+    ]
+    _in_parallel(threads, [lambda w=w: bind(*w) for w in work])
+    return Throughput(contender="trivial binder", pods=pods, seconds=watcher.wait(600) - started)
+
+
+def gangsat(
+    api: client.ApiClient, namespace: str, pods: int, threads: int, time_limit_s: float
+) -> Throughput:
+    settings = Settings.model_validate(
+        {
+            "schedulerNames": [GANGSAT],
+            "cycleSeconds": 0.05,
+            "solver": {"time_limit_s": time_limit_s},
+        }
+    )
+    options = KubeOptions(
+        leader_elect=False, metrics_port=0, metrics_host="127.0.0.1", bind_threads=threads
+    )
+    watcher = BoundWatcher(api, namespace, pods)
+    started = time.perf_counter()
+    scheduler = KubeScheduler(api, options, settings)
+    runner = threading.Thread(target=scheduler.run, daemon=True)
+    runner.start()
+    try:
+        done_at = watcher.wait(600)
+    finally:
+        scheduler.stop_event.set()
+        runner.join(timeout=30)
+    return Throughput(contender="gangsat", pods=pods, seconds=done_at - started)
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="gangsat-bench bind-throughput", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--kubeconfig", type=Path, help="a real cluster (default: the fake)")
+    parser.add_argument("--nodes", type=at_least_one, default=1000)
+    parser.add_argument("--gangs", type=at_least_one, default=1000)
+    parser.add_argument("--gang-size", type=at_least_one, default=3)
+    parser.add_argument("--threads", type=at_least_one, default=16)
+    parser.add_argument(
+        "--latency-ms",
+        type=non_negative,
+        default=0.0,
+        help="per-request latency of the fake server",
+    )
+    parser.add_argument("--time-limit", type=positive, default=1.0, help="solver seconds per cycle")
+    return parser.parse_args(list(argv))
+
+
+def run(args: argparse.Namespace, kubeconfig: Path, console: Console) -> list[Throughput]:
+    api = api_client(kubeconfig)
+    console.print(
+        f"setting up {args.nodes} nodes and 2 x {args.gangs} gangs of {args.gang_size} pods ..."
+    )
+    ensure_podgroup_crd(api)
+    create_nodes(api, args.nodes, args.threads)
+    results = []
+    for namespace, scheduler in ((TRIVIAL, TRIVIAL), (GANGSAT, GANGSAT)):
+        ensure_namespace(api, namespace)
+        create_gangs(api, namespace, scheduler, args.gangs, args.gang_size, args.threads)
+    pods = args.gangs * args.gang_size
+    console.print("trivial binder ...")
+    results.append(trivial_binder(api, TRIVIAL, pods, args.threads))
+    console.print("gangsat ...")
+    results.append(gangsat(api, GANGSAT, pods, args.threads, args.time_limit))
+    return results
+
+
+def main(argv: Sequence[str], console: Console | None = None) -> int:
+    args = parse_args(argv)
+    console = console or Console()
+    if args.kubeconfig is not None:
+        results = run(args, args.kubeconfig, console)
+    else:
+        with fake_server(args.latency_ms) as kubeconfig:
+            results = run(args, kubeconfig, console)
+    trivial, ours = results
+    table = Table(title="Bind throughput, pods present -> all bound")
+    for column in ("contender", "pods", "seconds", "pods/s"):
+        table.add_column(column, justify="left" if column == "contender" else "right")
+    for r in results:
+        table.add_row(r.contender, str(r.pods), f"{r.seconds:.2f}", f"{r.pods_per_s:.0f}")
+    console.print(table)
+    ratio = ours.pods_per_s / trivial.pods_per_s if trivial.pods_per_s else 0.0
+    console.print(f"gangsat / trivial binder: x{ratio:.2f} (target >= 0.80)")
+    return 0
