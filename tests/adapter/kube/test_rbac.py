@@ -1,0 +1,107 @@
+"""deploy/'s RBAC grants exactly the API calls the adapter makes: no more, no fewer.
+
+Every code path of the Kubernetes backend runs here against the fake API server, which
+records each request in authorization terms (verb, group, resource[/subresource]); the
+ClusterRole and the leader-election Role of ``deploy/base/rbac.yaml`` must allow each
+recorded call, and every (verb, group, resource) they grant must have been used.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from adapter.kube.cluster import KubeCluster
+from adapter.kube.lease import LeaseElector
+from adapter.kube.resources import DIALECTS
+from adapter.kube.status import EventRecorder
+from adapter.loop import LoopSettings, run_cycle
+from benchmarks.fake_apiserver import FakeApiServer
+from solver.config import SolverConfig
+from tests.adapter.kube.manifests import apply, gang_pods, node, podgroup
+
+RBAC = Path(__file__).resolve().parents[3] / "deploy" / "base" / "rbac.yaml"
+Grant = tuple[str, str, str]  # verb, group, resource or resource/subresource
+
+
+def grants(kind: str) -> set[Grant]:
+    found: set[Grant] = set()
+    for doc in yaml.safe_load_all(RBAC.read_text(encoding="utf-8")):
+        if doc and doc["kind"] == kind:
+            for rule in doc["rules"]:
+                for group in rule["apiGroups"]:
+                    for resource in rule["resources"]:
+                        for verb in rule["verbs"]:
+                            found.add((verb, group, resource))
+    return found
+
+
+def exercise(server: FakeApiServer) -> None:
+    """Every request path of the backend: watch, bind, 409 check, rollback, status of
+    every dialect, pod conditions, Events and their repeats, the Lease."""
+    objects: list[dict[str, Any]] = [
+        node("n1", cpu="4", memory="16Gi"),
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "high"},
+            "value": 100,
+        },
+    ]
+    for r in DIALECTS:
+        if r.kind == "Queue":
+            objects.append(
+                {
+                    "apiVersion": r.api_version,
+                    "kind": "Queue",
+                    "metadata": {"name": "default"},
+                    "spec": {"weight": 1},
+                }
+            )
+    for i, r in enumerate(d for d in DIALECTS if d.kind == "PodGroup"):
+        name = f"fits{i}"
+        pods = gang_pods(name, 1, cpu="100m")
+        if r.group == "scheduling.x-k8s.io":
+            for p in pods:
+                p["metadata"]["annotations"] = {}
+                p["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": name}
+        objects += [podgroup(name, 1, group=r.group), *pods]
+    objects += [podgroup("huge", 2), *gang_pods("huge", 2, cpu="64")]  # never fits
+    objects += [podgroup("flaky", 2), *gang_pods("flaky", 2, cpu="100m")]
+    apply(server, objects)
+    server.fail("POST", r"/pods/flaky-1/binding$", 409)  # -> get, then delete flaky-0
+
+    cluster = KubeCluster(server.client(), recorder=EventRecorder(refresh_s=0.0)).start(10)
+    settings = LoopSettings(solver=SolverConfig(time_limit_s=2.0))
+    try:
+        for _ in range(2):  # the second cycle repeats the Events: count updates
+            run_cycle(cluster, settings)
+            assert cluster.writer.flush()
+    finally:
+        cluster.stop()
+    clock = [0.0]
+    elector = LeaseElector(
+        server.client(), "gangsat-system", "gangsat", "me", clock=lambda: clock[0]
+    )
+    assert elector.try_acquire_or_renew()  # create
+    clock[0] += 1
+    assert elector.try_acquire_or_renew()  # get, update
+
+
+def test_the_rbac_rules_are_exactly_the_calls_the_adapter_makes(server: FakeApiServer) -> None:
+    exercise(server)
+    used: set[Grant] = set()
+    for r in server.requests:
+        if not r.resource:
+            continue  # discovery: the default system:discovery role allows it
+        resource = f"{r.resource}/{r.subresource}" if r.subresource else r.resource
+        used.add((r.verb, r.group, resource))
+    cluster_wide, leader = grants("ClusterRole"), grants("Role")
+    lease_calls = {u for u in used if u[2] == "leases"}
+    assert lease_calls == leader, "the Role grants exactly the Lease calls"
+    assert used - lease_calls == cluster_wide, (
+        f"not granted: {sorted(used - lease_calls - cluster_wide)}; "
+        f"granted, never used: {sorted(cluster_wide - used)}"
+    )
