@@ -16,6 +16,7 @@ service account) runs until stopped:
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import socket
@@ -91,6 +92,19 @@ class KubeOptions:
     def __post_init__(self) -> None:
         if not self.identity:
             self.identity = f"{socket.gethostname()}_{os.getpid()}"
+
+
+def _freeze_heap(collect: bool) -> None:
+    """Keep the garbage collector off the cache. The cache and the memoised snapshot
+    are hundreds of thousands of long-lived objects; every full collection walked them
+    all, and on a 3,000-pod first cycle that doubled the snapshot's time and slowed
+    binding by a seventh. Frozen objects are still freed by reference counting (the
+    cache's JSON dicts and frozen models hold no cycles); ``collect`` first sweeps what
+    is garbage now, when nothing is pending."""
+    if collect:
+        gc.unfreeze()
+        gc.collect()
+    gc.freeze()
 
 
 class KubeScheduler:
@@ -170,6 +184,7 @@ class KubeScheduler:
         ).start()
         try:
             self.cluster.start()
+            _freeze_heap(collect=True)
             if self.elector is not None:
                 self.elector.start()
             self._loop()
@@ -192,9 +207,11 @@ class KubeScheduler:
             self.metrics.leader.set(1 if self.leading() else 0)
             due = started - last_cycle >= self.options.resync_s
             if self.leading() and (changed or due or self.cluster.version != seen_version):
+                quiet = self.cluster.version == seen_version
                 seen_version = self.cluster.version
                 last_cycle = started
                 self.cycle()
+                _freeze_heap(collect=quiet)
                 if self.options.max_cycles is not None and self.cycles >= self.options.max_cycles:
                     return
             wait = self.settings.cycle_s - (time.monotonic() - started)

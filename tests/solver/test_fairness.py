@@ -102,3 +102,29 @@ def test_deserved_per_resource_capped_by_demand_and_capability() -> None:
 def test_deserved_backlogged_queues_split_by_weight() -> None:
     result = deserved([100, 40], [1, 3], [[1000, 1000], [1000, 1000]], [[None] * 2] * 2)
     assert result == [[25, 10], [75, 30]]
+
+
+def test_queue_shares_worked_by_hand() -> None:
+    from solver.fairness import fair_resource, queue_shares
+    from tests.builders import gang, node, pod, queue, state
+
+    # 8 GPUs. Team a (weight 3) holds 2 and waits for 10 more; team b (weight 1) holds 2
+    # and waits for nothing. Water-filling 8 by 3:1, capped at what each wants (12, 2):
+    # b saturates at 2, a gets the other 6. Shares: a 2/6, b 2/2; default wants nothing.
+    snapshot = state(
+        nodes=[node("n0").cap(cpu=64, gpu=8)],
+        pods=[
+            pod("a-run").req(gpu=2).gang("a1").on("n0"),
+            pod("a-wait").req(gpu=10).gang("a2"),
+            pod("b-run").req(gpu=2).gang("b1").on("n0"),
+        ],
+        gangs=[gang("a1").queue("a"), gang("a2").queue("a"), gang("b1").queue("b")],
+        queues=[queue("a", 3), queue("b", 1)],
+    )
+    resource = fair_resource(snapshot)
+    assert resource == "nvidia.com/gpu"
+    shares = queue_shares(snapshot, resource)
+    assert (shares["a"].deserved, shares["a"].allocated, shares["a"].pending) == (6, 2, 10)
+    assert (shares["b"].deserved, shares["b"].allocated) == (2, 2)
+    assert shares["a"].share == 2 / 6 and shares["b"].share == 1.0
+    assert shares["default"].deserved == 0 and shares["default"].share == 0.0

@@ -68,8 +68,19 @@ def test_two_replicas_one_leader_no_pod_bound_twice(server: FakeApiServer) -> No
         wait_until(lambda: len(bound_pods(server)) == 18, timeout_s=15, what="18 pods bound")
         leader, follower = (a, b) if a.leading() else (b, a)
         assert leader.leading() and not follower.leading()
-        assert leader.metrics.registry.get_sample_value("gangsat_leader") == 1
+        metric = leader.metrics.registry.get_sample_value
+        assert metric("gangsat_leader") == 1
         assert follower.cycles == 0  # a follower never ran a cycle, so never bound
+        # Once a cycle has seen every bind: 18 CPUs held by the default queue, which
+        # deserves all 18 it asks for; 6 gangs running.
+        wait_until(
+            lambda: metric("gangsat_queue_allocated", {"queue": "default", "resource": "cpu"})
+            == 18,
+            what="the queue metrics of a cycle after the binds",
+        )
+        assert metric("gangsat_queue_deserved", {"queue": "default", "resource": "cpu"}) == 18
+        assert metric("gangsat_queue_share_ratio", {"queue": "default"}) == 1.0
+        assert metric("gangsat_gangs", {"state": "Running", "reason": ""}) == 6
 
         # The leader goes away (a rolling update): it releases the lease, the other
         # replica takes over and schedules what arrives next.
