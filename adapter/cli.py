@@ -11,11 +11,15 @@ cluster (``adapter.sim``) for each scheduler and logs what happens (``adapter.ru
     gangsat schema [state|decision]
     gangsat run [--scenario NAME|SCENARIO.json] [--scheduler S ...] [--time-limit S]
                 [--detail/--brief] [--json OUT.json]
+    gangsat run --kubeconfig PATH [--settings FILE] [--metrics-port N]
+                [--leader-elect/--no-leader-elect] [--lease-namespace NS] [--cycles N]
     gangsat version
 
 Exit status: 0 on success; 2 on bad arguments or a bad input file (missing, unreadable,
 not JSON, or not a valid state or scenario), reported on stderr one line per problem
-with the path of the offending field, never as a traceback.
+with the path of the offending field, never as a traceback. ``run`` on a cluster: 1 when
+the leader lease was lost (the Deployment restarts it), 3 when the API server cannot be
+reached or its watches never list.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import yaml
 from pydantic import ValidationError
 from rich.console import Console
 
+from adapter.cluster import ClusterError
 from adapter.errors import message, validation_lines
 from adapter.kube.convert import convert
 from adapter.kube.run import KubeOptions, KubeScheduler, api_client, in_cluster, pod_namespace
@@ -57,6 +62,7 @@ app = typer.Typer(
 )
 
 EXIT_BAD_INPUT = 2
+EXIT_NO_CLUSTER = 3  # the API server cannot be reached, or its watches never listed
 DEFAULT_SCENARIO = "seed-deadlock"
 RUN_ORDER = ("greedy", "gang-greedy", "cpsat")
 DETAIL_MAX_JOBS = 30
@@ -430,10 +436,17 @@ def _run_kube(
         lease_name=lease_name,
         max_cycles=cycles,
     )
-    scheduler_ = KubeScheduler(api, options, settings)
+    try:
+        scheduler_ = KubeScheduler(api, options, settings)
+    except Exception as e:  # discovery failed: the API server is unreachable or refuses us
+        typer.echo(f"gangsat: cannot reach the Kubernetes API: {type(e).__name__}: {e}", err=True)
+        return EXIT_NO_CLUSTER
     signal.signal(signal.SIGTERM, lambda *_: scheduler_.stop_event.set())
     try:
         return scheduler_.run()
+    except ClusterError as e:
+        typer.echo(f"gangsat: {e}", err=True)
+        return EXIT_NO_CLUSTER
     except KeyboardInterrupt:
         return 0
 

@@ -104,10 +104,20 @@ class Reflector:
                 self._stop.wait(delay * random.uniform(0.5, 1.0))
 
     def _list(self) -> None:
+        # The first list asks for resourceVersion "0", as client-go's reflector does: a
+        # real API server answers it from its watch cache in one response (a page limit
+        # is ignored there), sparing etcd. A re-list after 410 must be fresh: paged, at
+        # the current version.
+        first = self.relists == 0
         items: list[dict[str, Any]] = []
         token: str | None = None
         while True:
-            response = self.resource.list_call(self.api, limit=LIST_PAGE, _continue=token)
+            response = self.resource.list_call(
+                self.api,
+                resource_version="0" if first else None,
+                limit=None if first else LIST_PAGE,
+                _continue=token,
+            )
             page = json.loads(response.data)
             items.extend(page.get("items") or [])
             meta = page.get("metadata") or {}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,11 +93,16 @@ def discover(api: client.ApiClient) -> list[Resource]:
     so each group-version's resource list is read, not just the group list."""
     group_list = client.ApisApi(api).get_api_versions()
     versions = {g.name: {v.version for v in g.versions} for g in group_list.groups}
-    plurals: dict[tuple[str, str], set[str]] = {}
-    for group, version in {(r.group, r.version) for r in DIALECTS}:
-        if version in versions.get(group, set()):
-            listing = client.CustomObjectsApi(api).get_api_resources(group, version)
-            plurals[(group, version)] = {r.name for r in listing.resources} if listing else set()
+    wanted = sorted(
+        (g, v) for g, v in {(r.group, r.version) for r in DIALECTS} if v in versions.get(g, set())
+    )
+
+    def resources_of(group_version: tuple[str, str]) -> set[str]:
+        listing = client.CustomObjectsApi(api).get_api_resources(*group_version)
+        return {r.name for r in listing.resources} if listing else set()
+
+    with ThreadPoolExecutor(max_workers=max(1, len(wanted))) as pool:
+        plurals = dict(zip(wanted, pool.map(resources_of, wanted), strict=True))
     return [NODES, PODS, PRIORITY_CLASSES, *served(DIALECTS, plurals)]
 
 

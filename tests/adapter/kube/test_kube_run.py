@@ -166,3 +166,14 @@ def test_gangsat_run_refuses_a_bad_settings_file(server: FakeApiServer, tmp_path
     )
     assert result.exit_code == 2
     assert "cycleSeconds" in result.output
+
+
+def test_gangsat_run_says_when_the_api_server_is_unreachable(tmp_path: Path) -> None:
+    server = FakeApiServer().start()
+    kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+    server.stop()  # nothing listens there any more
+    result = CliRunner().invoke(
+        app, ["run", "--kubeconfig", str(kubeconfig), "--no-leader-elect", "--cycles", "1"]
+    )
+    assert result.exit_code == 3
+    assert "cannot reach the Kubernetes API" in result.output
