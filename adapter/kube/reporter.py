@@ -109,6 +109,33 @@ class Reporter:
             self._finding(finding)
         self._queues(report.statuses, gang_queue)
         self.recorder.forget({ObjectRef("Pod", *_split(p)) for p in report.bound})
+        self._prune(podgroups)
+
+    def _prune(self, podgroups: dict[str, tuple[Resource, Obj]]) -> None:
+        """Forget what was written about objects that are gone, so a long-running
+        scheduler's memory follows the cluster, not its history."""
+        queues = {key_of(o) for r in DIALECTS if r.kind == "Queue" for o in self.cache.of(r)}
+
+        def alive(ref: ObjectRef) -> bool:
+            key = f"{ref.namespace}/{ref.name}"
+            if ref.kind == "Pod":
+                return self.cache.get(PODS, key) is not None
+            if ref.kind == "PodGroup":
+                return key in podgroups
+            return ref.name in queues if ref.kind == "Queue" else True
+
+        remembered = self.recorder.keep(alive)
+        self._event_names = {k: v for k, v in self._event_names.items() if k in remembered}
+
+        def exists(written: str) -> bool:
+            kind, _, name = written.partition(" ")
+            if kind == "podgroup":
+                return name in podgroups
+            if kind == "pod":
+                return self.cache.get(PODS, name) is not None
+            return name.split(" ")[-1] in queues  # "queue <group> <name>"
+
+        self._written = {key: sig for key, sig in self._written.items() if exists(key)}
 
     # --- PodGroups and their pods -------------------------------------------------------------
 
@@ -134,8 +161,11 @@ class Reporter:
         body = podgroup_status(status, resource.group, self.now())
         namespace, name = _split(status.gang)
         sig = _signature(body)
-        if sig not in (_signature(obj.get("status") or {}), self._written.get(status.gang)):
-            self._written[status.gang] = sig
+        if sig not in (
+            _signature(obj.get("status") or {}),
+            self._written.get(f"podgroup {status.gang}"),
+        ):
+            self._written[f"podgroup {status.gang}"] = sig
             self.writer.submit(
                 f"status {resource.plural}.{resource.group} {status.gang}",
                 lambda: self.custom.patch_namespaced_custom_object_status(
@@ -175,9 +205,9 @@ class Reporter:
                 c.get("message"),
             ) == ("False", "Unschedulable", message):
                 return
-        if self._written.get(pod) == ("PodScheduled", message):
+        if self._written.get(f"pod {pod}") == ("PodScheduled", message):
             return
-        self._written[pod] = ("PodScheduled", message)
+        self._written[f"pod {pod}"] = ("PodScheduled", message)
         condition = pod_unschedulable(message, self.now())
         self.writer.submit(
             f"condition {pod}",

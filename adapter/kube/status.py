@@ -194,3 +194,8 @@ class EventRecorder:
     def forget(self, refs: set[ObjectRef]) -> None:
         """Drop the memory of Events about objects that are gone (deleted or bound)."""
         self._sent = {k: v for k, v in self._sent.items() if k[0] not in refs}
+
+    def keep(self, alive: Callable[[ObjectRef], bool]) -> set[EventKey]:
+        """Forget every object ``alive`` says is gone; the Event keys still remembered."""
+        self._sent = {k: v for k, v in self._sent.items() if alive(k[0])}
+        return set(self._sent)

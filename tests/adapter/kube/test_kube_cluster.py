@@ -409,3 +409,30 @@ def test_discovery_watches_only_the_dialect_collections_the_cluster_serves() -> 
         ("scheduling.volcano.sh", PODGROUPS),
         ("scheduling.volcano.sh", "queues"),
     }
+
+
+def test_what_was_reported_about_a_deleted_pod_is_forgotten(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    # A pod deleted and created again (a controller's retry) is a new pod: it gets its
+    # own Event and condition, not the dedup memory of its predecessor.
+    apply(server, [node("n1", cpu="1"), podgroup("big", 2), *gang_pods("big", 2, cpu="4")])
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush()
+
+    def failed_for(name: str) -> int:
+        return sum(e["involvedObject"]["name"] == name for e in events(server, "FailedScheduling"))
+
+    assert failed_for("big-0") == 1
+    server.delete("", "pods", "default", "big-0")
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    apply(server, gang_pods("big", 1, cpu="4"))
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush()
+    assert failed_for("big-0") == 2
+    pod = server.get("", "pods", "default", "big-0")
+    assert pod is not None
+    assert any(c["type"] == "PodScheduled" for c in pod["status"].get("conditions", []))
