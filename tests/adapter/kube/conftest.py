@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from benchmarks.fake_apiserver import FakeApiServer
 
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.resources import DIALECTS
+from benchmarks.fake_apiserver import FakeApiServer
 
 
 @pytest.fixture

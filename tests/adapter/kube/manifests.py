@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from benchmarks.fake_apiserver import FakeApiServer
 
 from adapter.kube.resources import DIALECTS
+from benchmarks.fake_apiserver import FakeApiServer
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 

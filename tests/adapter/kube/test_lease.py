@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from benchmarks.fake_apiserver import FakeApiServer
 
 from adapter.kube.lease import LeaseElector
+from benchmarks.fake_apiserver import FakeApiServer
 
 
 class Clock:
