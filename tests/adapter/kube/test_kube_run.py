@@ -7,6 +7,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from adapter.cli import app
@@ -74,8 +75,9 @@ def test_two_replicas_one_leader_no_pod_bound_twice(server: FakeApiServer) -> No
         # Once a cycle has seen every bind: 18 CPUs held by the default queue, which
         # deserves all 18 it asks for; 6 gangs running.
         wait_until(
-            lambda: metric("gangsat_queue_allocated", {"queue": "default", "resource": "cpu"})
-            == 18,
+            lambda: (
+                metric("gangsat_queue_allocated", {"queue": "default", "resource": "cpu"}) == 18
+            ),
             what="the queue metrics of a cycle after the binds",
         )
         assert metric("gangsat_queue_deserved", {"queue": "default", "resource": "cpu"}) == 18
@@ -177,3 +179,34 @@ def test_gangsat_run_says_when_the_api_server_is_unreachable(tmp_path: Path) -> 
     )
     assert result.exit_code == 3
     assert "cannot reach the Kubernetes API" in result.output
+
+
+def test_in_cluster_the_service_account_configures_the_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kubernetes.config import incluster_config
+
+    from adapter.kube import run
+
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "token").write_text("secret-token", encoding="utf-8")
+    (account / "ca.crt").write_text("not checked until a request is made", encoding="utf-8")
+    (account / "namespace").write_text("batch-system\n", encoding="utf-8")
+    monkeypatch.setattr(run, "SERVICE_ACCOUNT", account)
+    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(account / "token"))
+    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(account / "ca.crt"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert not run.in_cluster()  # a token alone is not a pod
+
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    assert run.in_cluster()
+    assert run.pod_namespace() == "batch-system"
+    api = run.api_client(None)
+    configuration = api.configuration
+    assert configuration.host == "https://10.96.0.1:443"
+    assert configuration.ssl_ca_cert == str(account / "ca.crt")
+    headers: dict[str, str] = {}
+    api.update_params_for_auth(headers, [], ["BearerToken"], "/api", "GET", None)
+    assert headers["authorization"].lower() == "bearer secret-token"  # the scheme is case-blind
