@@ -21,10 +21,13 @@ GangPhase = Literal["Pending", "Running"]
 class ClusterError(Exception):
     """A refused or failed cluster operation (conflict, vanished object, API error)."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, uncertain: bool = False) -> None:
         super().__init__(f"{reason}: {message}")
         self.reason = reason
         self.message = message
+        # A bind whose outcome is unknown (timed out, then the pod could not be read):
+        # it may have landed, so a gang rolled back must evict it too.
+        self.uncertain = uncertain
 
 
 class GangStatus(BaseModel):

@@ -173,12 +173,15 @@ def _bind(
         done = done_by_gang.get(gang, [])
         if gangs.held.get(gang, 0) + len(done) >= gangs.need.get(gang, 1):
             continue  # enough members landed; the rest waits for a later cycle
+        maybe = [pod for pod in failed if failures[pod].uncertain]
         result.rolled_back[gang] = (
             f"bind of {failed[0]} failed ({result.failed_binds[failed[0]]}); "
-            f"{len(done)} pod(s) bound this cycle were evicted"
+            f"{len(done) + len(maybe)} pod(s) bound this cycle were evicted"
         )
         for pod in done:
             del result.bound[pod]
+            to_evict[pod] = gang
+        for pod in maybe:
             to_evict[pod] = gang
     if not to_evict:
         return

@@ -6,25 +6,32 @@ sees it; a second bind of the same pod is refused locally) and forgotten if it f
 Answers, and what they mean:
 
 - 201: bound.
-- 409: the pod already has a node. If it is the node we asked for, an earlier attempt of
-  ours landed although its answer was lost: success. Otherwise someone else bound it.
+- 409: the pod already has a node (or its UID changed: a namesake replaced it). If it is
+  the node we asked for, an earlier attempt of ours landed although its answer was lost:
+  success. Otherwise someone else bound it.
 - 404: the pod is gone (deleted, or its Job finished).
-- 429, 5xx, a timeout or a dropped connection: retried a few times with backoff.
+- 429: retried after the server's Retry-After; 5xx, a timeout or a dropped connection:
+  retried with backoff — within a budget per bind, so a cycle ends. A 5xx or a timeout
+  may follow a bind that landed: if the retries end in failure, the pod is read to learn
+  where it is, and if even that fails the failure is *uncertain* and a rolled-back gang
+  evicts the pod too.
 - the target node vanished from the watch before the bind: not sent (a real API server
   accepts a Binding to a node that does not exist; the pod would then never start).
 
-Leadership fences every bind: ``fence()`` is asked right before each request, so a
-replica that lost its lease stops binding at once, mid-batch included.
+Leadership fences every bind: ``fence()`` (seconds of leadership left) is asked right
+before each request, and the request may not outlive it, so a replica that lost its
+lease sends no bind that could arrive after another replica took over.
 
 Rollback deletes the pods of a gang that could not reach minMember (their controllers
-recreate them pending), with the pod's UID as a precondition so a recreated pod of the
-same name is never the one deleted.
+recreate them pending), with the UID they were bound with as a precondition, so a
+recreated pod of the same name is never the one deleted.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -33,12 +40,15 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from adapter.cluster import ClusterError
-from adapter.kube.cache import ClusterCache
+from adapter.kube.cache import ClusterCache, Unbindable
 from adapter.kube.resources import done, read_json
 
 log = logging.getLogger(__name__)
 
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
+CONNECT_TIMEOUT_S = 5.0
+MAX_BIND_WAIT_S = 10.0
+MAX_RETRY_AFTER_S = 5.0
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -58,28 +68,46 @@ def _api_error(e: ApiException) -> ClusterError:
     return ClusterError(reason, message)
 
 
+Fence = Callable[[], float]  # seconds this replica may still bind; <= 0: not the leader
+
+
+def always() -> float:
+    return math.inf
+
+
+def _retry_after(e: ApiException, default: float) -> float:
+    """The server's Retry-After (seconds), if it sent one, capped: a cycle must end."""
+    try:
+        value = float((e.headers or {}).get("Retry-After", default))
+    except (TypeError, ValueError):
+        value = default
+    return min(max(value, 0.0), MAX_RETRY_AFTER_S)
+
+
 class Binder:
     def __init__(
         self,
         api: client.ApiClient,
         cache: ClusterCache,
-        fence: Callable[[], bool] = lambda: True,
+        fence: Fence = always,
         threads: int = 16,
-        attempts: int = 4,
+        retry_budget_s: float = 10.0,
         backoff_s: float = 0.05,
     ) -> None:
         self.core = client.CoreV1Api(api)
         self.cache = cache
         self.fence = fence
-        self.attempts = attempts
+        self.retry_budget_s = retry_budget_s
         self.backoff_s = backoff_s
+        self._uids: dict[str, str] = {}  # pod -> UID it was bound with, this batch
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bind")
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
     def bind(self, placements: Sequence[tuple[str, str]]) -> dict[str, ClusterError]:
-        if not self.fence():
+        self._uids = {}
+        if self.fence() <= 0:
             return {
                 p: ClusterError("NotLeader", "this replica does not hold the lease")
                 for p, _ in placements
@@ -87,61 +115,96 @@ class Binder:
         failures: dict[str, ClusterError] = {}
         futures = []
         for pod, node in placements:
-            refused = self.cache.assume(pod, node)
-            if refused is not None:
-                failures[pod] = ClusterError("NotBindable", f"{pod}: {refused}")
+            try:
+                uid = self.cache.assume(pod, node)
+            except Unbindable as e:
+                failures[pod] = ClusterError("NotBindable", f"{pod}: {e}")
                 continue
-            futures.append((pod, self._pool.submit(self._bind_one, pod, node)))
+            self._uids[pod] = uid
+            futures.append((pod, self._pool.submit(self._bind_one, pod, node, uid)))
         for pod, future in futures:
             error = future.result()
             if error is not None:
-                self.cache.forget(pod)
+                if not error.uncertain:
+                    self.cache.forget(pod)
                 failures[pod] = error
         return failures
 
-    def _bind_one(self, pod: str, node: str) -> ClusterError | None:
+    def _bind_one(self, pod: str, node: str, uid: str) -> ClusterError | None:
         namespace, name = _split(pod)
         body = client.V1Binding(
-            metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+            # The UID makes the API server refuse the bind if the pod was replaced by a
+            # namesake since the snapshot (it may ask for more than the node has).
+            metadata=client.V1ObjectMeta(name=name, namespace=namespace, uid=uid or None),
             target=client.V1ObjectReference(kind="Node", name=node, api_version="v1"),
         )
-        last: ClusterError = ClusterError("NotSent", "no attempt made")
-        for attempt in range(self.attempts):
-            if not self.fence():
-                return ClusterError("NotLeader", "lost the lease before binding")
+        deadline = time.monotonic() + self.retry_budget_s
+        ambiguous = False  # an attempt may have landed although it did not say so
+        attempt = 0
+        while True:
+            left = self.fence()
+            if left <= 0:
+                error = ClusterError("NotLeader", "lost the lease before binding")
+                break
             if not self.cache.node_exists(node):
-                return ClusterError("NodeGone", f"node {node} was deleted")
+                error = ClusterError("NodeGone", f"node {node} was deleted")
+                break
+            delay = self.backoff_s * 2**attempt
             try:
                 done(
                     self.core.create_namespaced_pod_binding(
-                        name, namespace, body, _preload_content=False
+                        name,
+                        namespace,
+                        body,
+                        _preload_content=False,
+                        # No bind may arrive after this replica's lease could have passed
+                        # to another: the request ends with the leadership left.
+                        _request_timeout=(CONNECT_TIMEOUT_S, min(left, MAX_BIND_WAIT_S)),
                     )
                 )
                 return None
             except ApiException as e:
                 if e.status == 409:
-                    return self._already_bound(pod, node, e)
-                last = _api_error(e)
+                    return self._settle(pod, node, _api_error(e))
+                error = _api_error(e)
                 if e.status not in RETRYABLE:
-                    return last
+                    break
+                ambiguous = ambiguous or e.status != 429  # a 5xx may follow a committed write
+                if e.status == 429:
+                    delay = max(delay, _retry_after(e, delay))
             except Exception as e:  # timeouts, resets: the bind may or may not have landed
-                last = ClusterError(type(e).__name__, str(e))
-            time.sleep(self.backoff_s * 2**attempt)
-        return last
+                error = ClusterError(type(e).__name__, str(e))
+                ambiguous = True
+            attempt += 1
+            if time.monotonic() + delay > deadline:
+                break
+            time.sleep(delay)
+        return self._settle(pod, node, error) if ambiguous else error
 
-    def _already_bound(self, pod: str, node: str, conflict: ApiException) -> ClusterError | None:
+    def _settle(self, pod: str, node: str, error: ClusterError) -> ClusterError | None:
+        """Read the pod to learn where an ambiguous or conflicting bind left it."""
         namespace, name = _split(pod)
         try:
             current = read_json(
-                self.core.read_namespaced_pod(name, namespace, _preload_content=False)
+                self.core.read_namespaced_pod(
+                    name,
+                    namespace,
+                    _preload_content=False,
+                    _request_timeout=(CONNECT_TIMEOUT_S, MAX_BIND_WAIT_S),
+                )
             )
         except ApiException as e:
-            return _api_error(e)
+            if e.status == 404:
+                return ClusterError("NotFound", f"pod {pod} is gone")
+            return ClusterError(
+                error.reason, f"{error.message}; then: {_api_error(e)}", uncertain=True
+            )
         except Exception as e:
-            return ClusterError(type(e).__name__, str(e))
-        if (current.get("spec") or {}).get("nodeName") == node:
+            return ClusterError(error.reason, f"{error.message}; then: {e}", uncertain=True)
+        bound = (current.get("spec") or {}).get("nodeName")
+        if bound == node:
             return None  # our own earlier attempt landed
-        return _api_error(conflict)
+        return error
 
     def delete(self, pods: Sequence[str], reason: str) -> dict[str, ClusterError]:
         futures = [(pod, self._pool.submit(self._delete_one, pod, reason)) for pod in pods]
@@ -149,32 +212,45 @@ class Binder:
 
     def _delete_one(self, pod: str, reason: str) -> ClusterError | None:
         namespace, name = _split(pod)
-        current = self.cache.pod(pod)
-        uid = ((current or {}).get("metadata") or {}).get("uid")
-        options = client.V1DeleteOptions(
-            preconditions=client.V1Preconditions(uid=uid) if uid else None
-        )
-        last: ClusterError = ClusterError("NotSent", "no attempt made")
-        for attempt in range(self.attempts):
+        uid = self._uids.get(pod)
+        if not uid:
+            current = self.cache.pod(pod)
+            uid = ((current or {}).get("metadata") or {}).get("uid")
+        if not uid:
+            # Without its UID the delete could hit a namesake created since: not sent.
+            return ClusterError("UnknownUID", f"{pod}: no UID known; not deleted")
+        options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
+        self.cache.deleting(pod, uid)
+        deadline = time.monotonic() + self.retry_budget_s
+        attempt = 0
+        while True:
             try:
                 done(
                     self.core.delete_namespaced_pod(
-                        name, namespace, body=options, _preload_content=False
+                        name,
+                        namespace,
+                        body=options,
+                        _preload_content=False,
+                        _request_timeout=(CONNECT_TIMEOUT_S, MAX_BIND_WAIT_S),
                     )
                 )
                 log.info("deleted %s: %s", pod, reason)
-                break
+                return None
             except ApiException as e:
                 if e.status in (404, 409):
-                    break  # gone already, or replaced by a new pod: ours holds nothing
-                last = _api_error(e)
+                    return None  # gone already, or replaced by a new pod: ours holds nothing
+                error = _api_error(e)
+                delay = self.backoff_s * 2**attempt
+                if e.status == 429:
+                    delay = max(delay, _retry_after(e, delay))
                 if e.status not in RETRYABLE:
-                    return last
+                    self.cache.undelete(pod)
+                    return error
             except Exception as e:
-                last = ClusterError(type(e).__name__, str(e))
-            time.sleep(self.backoff_s * 2**attempt)
-        else:
-            return last
-        if uid:
-            self.cache.deleting(pod, uid)
-        return None
+                error = ClusterError(type(e).__name__, str(e))
+                delay = self.backoff_s * 2**attempt
+            attempt += 1
+            if time.monotonic() + delay > deadline:
+                self.cache.undelete(pod)
+                return error
+            time.sleep(delay)

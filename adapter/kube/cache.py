@@ -24,6 +24,10 @@ from adapter.kube.resources import NODES, PODS, Resource
 Obj = dict[str, Any]
 
 
+class Unbindable(Exception):
+    """A pod that cannot be bound now (gone, bound, or a bind already in flight)."""
+
+
 def key_of(obj: Obj) -> str:
     meta = obj.get("metadata") or {}
     namespace = meta.get("namespace")
@@ -99,20 +103,21 @@ class ClusterCache:
         with self._lock:
             return name in self._objects.get(NODES, {})
 
-    def assume(self, key: str, node: str) -> str | None:
-        """Claim ``key`` for a bind to ``node``; the reason it cannot be bound otherwise."""
+    def assume(self, key: str, node: str) -> str:
+        """Claim ``key`` for a bind to ``node``; the pod's UID (the bind and any rollback
+        must reach this pod, not a namesake created since). ``Unbindable`` otherwise."""
         with self._lock:
             pod = self._objects.get(PODS, {}).get(key)
             if pod is None or key in self._deleted:
-                return "pod no longer exists"
+                raise Unbindable("pod no longer exists")
             bound = (pod.get("spec") or {}).get("nodeName")
             if bound:
-                return f"pod is already bound to {bound}"
+                raise Unbindable(f"pod is already bound to {bound}")
             if key in self._assumed:
-                return f"a bind to {self._assumed[key]} is already in flight"
+                raise Unbindable(f"a bind to {self._assumed[key]} is already in flight")
             self._assumed[key] = node
             self._touch()
-            return None
+            return str((pod.get("metadata") or {}).get("uid") or "")
 
     def forget(self, key: str) -> None:
         """A bind that failed: the pod is pending again."""
@@ -120,15 +125,30 @@ class ClusterCache:
             if self._assumed.pop(key, None) is not None:
                 self._touch()
 
+    def in_flight(self) -> dict[str, int]:
+        """gangsat's own writes the watches have not shown yet, by kind."""
+        with self._lock:
+            return {"assumed": len(self._assumed), "deleting": len(self._deleted)}
+
     def assumed(self) -> dict[str, str]:
         with self._lock:
             return dict(self._assumed)
 
     def deleting(self, key: str, uid: str) -> None:
+        """Marked before the delete is sent: its DELETED event may come before its answer,
+        and a mark made after that would never be settled."""
         with self._lock:
-            self._deleted[key] = uid
+            current = self._objects.get(PODS, {}).get(key)
+            if current is not None and (current.get("metadata") or {}).get("uid") == uid:
+                self._deleted[key] = uid
             self._assumed.pop(key, None)
             self._touch()
+
+    def undelete(self, key: str) -> None:
+        """A delete that failed: the pod is still there."""
+        with self._lock:
+            if self._deleted.pop(key, None) is not None:
+                self._touch()
 
     # --- snapshots ---------------------------------------------------------------------------
 

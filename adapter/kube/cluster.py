@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 
 from kubernetes import client
 
 from adapter.cluster import ClusterError, CycleReport
-from adapter.kube.binder import Binder
+from adapter.kube.binder import Binder, Fence, always
 from adapter.kube.cache import ClusterCache
 from adapter.kube.convert import Finding, Memo, convert
 from adapter.kube.reflector import Reflector
@@ -36,7 +36,7 @@ class KubeCluster:
         api: client.ApiClient,
         scheduler_names: Collection[str] = ("gangsat",),
         resources: Sequence[Resource] | None = None,
-        fence: Callable[[], bool] = lambda: True,
+        fence: Fence = always,
         bind_threads: int = 16,
         writes_per_s: float = 50.0,
         recorder: EventRecorder | None = None,

@@ -63,8 +63,14 @@ class LeaseElector:
         self.transitions = 0
 
     def is_leader(self) -> bool:
+        return self.leading_for() > 0
+
+    def leading_for(self) -> float:
+        """Seconds this replica may still act as leader (<= 0: it may not)."""
         renewed = self._renewed_at
-        return renewed is not None and self.clock() - renewed < self.renew_deadline_s
+        if renewed is None:
+            return 0.0
+        return self.renew_deadline_s - (self.clock() - renewed)
 
     def holder(self) -> str | None:
         return self._observed[0] if self._observed else None
@@ -101,7 +107,9 @@ class LeaseElector:
         """One attempt; True if this replica holds the lease afterwards."""
         now = self.clock()
         try:
-            lease = self.leases.read_namespaced_lease(self.name, self.namespace)
+            lease = self.leases.read_namespaced_lease(
+                self.name, self.namespace, _request_timeout=self._timeout()
+            )
         except ApiException as e:
             if e.status != 404:
                 raise
@@ -127,7 +135,9 @@ class LeaseElector:
             spec=self._spec(transitions, acquire=holder != self.identity, old=spec),
         )
         try:
-            self.leases.replace_namespaced_lease(self.name, self.namespace, body)
+            self.leases.replace_namespaced_lease(
+                self.name, self.namespace, body, _request_timeout=self._timeout()
+            )
         except ApiException as e:
             if e.status == 409:
                 return False  # another replica wrote first
@@ -145,7 +155,9 @@ class LeaseElector:
             spec=self._spec(0, acquire=True, old=None),
         )
         try:
-            self.leases.create_namespaced_lease(self.namespace, body)
+            self.leases.create_namespaced_lease(
+                self.namespace, body, _request_timeout=self._timeout()
+            )
         except ApiException as e:
             if e.status == 409:
                 return False
@@ -153,6 +165,10 @@ class LeaseElector:
         self.transitions += 1
         self._renewed_at = now
         return True
+
+    def _timeout(self) -> tuple[float, float]:
+        # A renewal answered after the renew deadline is worthless: do not wait longer.
+        return (min(5.0, self.retry_period_s), self.renew_deadline_s / 2)
 
     def _spec(self, transitions: int, acquire: bool, old: Any) -> client.V1LeaseSpec:
         stamp = datetime.now(UTC)

@@ -20,6 +20,7 @@ server must not be sent thousands of identical patches a second.
 from __future__ import annotations
 
 import logging
+import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -31,7 +32,7 @@ from kubernetes import client
 from adapter.cluster import CycleReport, GangStatus
 from adapter.kube.cache import ClusterCache, Obj, key_of
 from adapter.kube.convert import Finding
-from adapter.kube.resources import DIALECTS, PODS, Resource, done, read_json
+from adapter.kube.resources import DIALECTS, NODES, PODS, Resource, done, read_json
 from adapter.kube.status import (
     COSCHEDULING_GROUP,
     EventAction,
@@ -47,7 +48,6 @@ log = logging.getLogger(__name__)
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
-CLUSTER_EVENTS_NAMESPACE = "default"  # Events about cluster-scoped objects (Queues)
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -81,6 +81,7 @@ class Reporter:
         self.now = now
         self._written: dict[str, tuple[Any, ...]] = {}  # object key -> status signature
         self._event_names: dict[Any, tuple[str, str]] = {}  # event key -> (namespace, name)
+        self._names_lock = threading.Lock()  # the writer thread adds, the loop prunes
 
     def report(
         self, report: CycleReport, state: ClusterState | None, findings: Sequence[Finding]
@@ -93,12 +94,15 @@ class Reporter:
                 if waiting.name not in report.bound:
                     pending_of[waiting.gang_name()].append(waiting.name)
             gang_queue = {g.name: g.queue for g in state.gangs}
-        for status in report.statuses:
+        # A gang without a live pod has finished (its pods Succeeded or Failed) or has
+        # no pods yet: it is not "unschedulable", and gangsat says nothing about it.
+        with_pods = {p.gang_name() for p in state.pods} if state is not None else set()
+        live = [s for s in report.statuses if s.bound or s.gang in with_pods]
+        for status in live:
             self._gang(status, podgroups.get(status.gang), pending_of.get(status.gang, []))
         for pod, node in report.bound.items():
-            namespace, name = _split(pod)
             self._event(
-                ObjectRef("Pod", namespace, name),
+                self._pod_ref(pod),
                 "Normal",
                 "Scheduled",
                 f"Successfully assigned {pod} to {node}",
@@ -107,9 +111,26 @@ class Reporter:
             self._pod_waiting(pod, why)
         for finding in findings:
             self._finding(finding)
-        self._queues(report.statuses, gang_queue)
+        self._queues(live, gang_queue)
         self.recorder.forget({ObjectRef("Pod", *_split(p)) for p in report.bound})
         self._prune(podgroups)
+
+    def _submit(
+        self, memory: str, sig: tuple[Any, ...], key: str, write: Callable[[], Any]
+    ) -> None:
+        """Send ``write`` off the loop; remember ``sig`` as written under ``memory`` until
+        the write fails (then the next cycle writes it again)."""
+        self._written[memory] = sig
+
+        def tracked() -> None:
+            try:
+                write()
+            except Exception:
+                if self._written.get(memory) == sig:
+                    del self._written[memory]
+                raise
+
+        self.writer.submit(key, tracked)
 
     def _prune(self, podgroups: dict[str, tuple[Resource, Obj]]) -> None:
         """Forget what was written about objects that are gone, so a long-running
@@ -125,7 +146,8 @@ class Reporter:
             return ref.name in queues if ref.kind == "Queue" else True
 
         remembered = self.recorder.keep(alive)
-        self._event_names = {k: v for k, v in self._event_names.items() if k in remembered}
+        with self._names_lock:
+            self._event_names = {k: v for k, v in self._event_names.items() if k in remembered}
 
         def exists(written: str) -> bool:
             kind, _, name = written.partition(" ")
@@ -165,8 +187,9 @@ class Reporter:
             _signature(obj.get("status") or {}),
             self._written.get(f"podgroup {status.gang}"),
         ):
-            self._written[f"podgroup {status.gang}"] = sig
-            self.writer.submit(
+            self._submit(
+                f"podgroup {status.gang}",
+                sig,
                 f"status {resource.plural}.{resource.group} {status.gang}",
                 lambda: self.custom.patch_namespaced_custom_object_status(
                     resource.group,
@@ -187,14 +210,20 @@ class Reporter:
                     f"unschedulable: {status.message}"
                 )
             )
-            ref = ObjectRef("PodGroup", namespace, name, resource.api_version)
+            uid = str((obj.get("metadata") or {}).get("uid") or "")
+            ref = ObjectRef("PodGroup", namespace, name, resource.api_version, uid)
             self._event(ref, "Warning", "Unschedulable", message)
             for pod in pending:
                 self._pod_waiting(pod, message)
 
+    def _pod_ref(self, pod: str) -> ObjectRef:
+        namespace, name = _split(pod)
+        current = self.cache.get(PODS, pod) or {}
+        return ObjectRef("Pod", namespace, name, uid=(current.get("metadata") or {}).get("uid", ""))
+
     def _pod_waiting(self, pod: str, message: str) -> None:
         namespace, name = _split(pod)
-        self._event(ObjectRef("Pod", namespace, name), "Warning", "FailedScheduling", message)
+        self._event(self._pod_ref(pod), "Warning", "FailedScheduling", message)
         current = self.cache.get(PODS, pod)
         if current is None:
             return
@@ -207,9 +236,10 @@ class Reporter:
                 return
         if self._written.get(f"pod {pod}") == ("PodScheduled", message):
             return
-        self._written[f"pod {pod}"] = ("PodScheduled", message)
         condition = pod_unschedulable(message, self.now())
-        self.writer.submit(
+        self._submit(
+            f"pod {pod}",
+            ("PodScheduled", message),
             f"condition {pod}",
             lambda: done(
                 self.core.patch_namespaced_pod_status(
@@ -224,13 +254,16 @@ class Reporter:
 
     def _finding(self, finding: Finding) -> None:
         namespace, _, name = finding.name.rpartition("/")
-        api_version = "v1"
-        if finding.kind in ("PodGroup", "Queue"):
-            for resource in DIALECTS:
-                if resource.kind == finding.kind and self.cache.get(resource, finding.name):
-                    api_version = resource.api_version
-                    break
-        ref = ObjectRef(finding.kind, namespace, name, api_version)
+        api_version, uid = "v1", ""
+        candidates = [r for r in DIALECTS if r.kind == finding.kind]
+        candidates += [r for r in (PODS, NODES) if r.kind == finding.kind]
+        for resource in candidates:
+            obj = self.cache.get(resource, finding.name)
+            if obj is not None:
+                api_version = resource.api_version
+                uid = str((obj.get("metadata") or {}).get("uid") or "")
+                break
+        ref = ObjectRef(finding.kind, namespace, name, api_version, uid)
         self._event(ref, "Warning", "InvalidSpec", f"gangsat cannot use it: {finding.message}")
 
     # --- Queues -------------------------------------------------------------------------------
@@ -253,8 +286,9 @@ class Reporter:
                     f"queue {resource.group} {name}"
                 ) == sig:
                     continue
-                self._written[f"queue {resource.group} {name}"] = sig
-                self.writer.submit(
+                self._submit(
+                    f"queue {resource.group} {name}",
+                    sig,
                     f"status queues.{resource.group} {name}",
                     partial(self._patch_queue, resource, name, body),
                 )
@@ -274,8 +308,6 @@ class Reporter:
     def _event(
         self, ref: ObjectRef, type_: Literal["Normal", "Warning"], reason: str, message: str
     ) -> None:
-        if not ref.namespace:
-            ref = ObjectRef(ref.kind, CLUSTER_EVENTS_NAMESPACE, ref.name, ref.api_version)
         action = self.recorder.record(ref, type_, reason, message)
         if action is not None:
             self.writer.submit(f"event {action.key}", lambda: self._send(action))
@@ -290,9 +322,11 @@ class Reporter:
                     _preload_content=False,
                 )
             )
-            self._event_names[action.key] = (namespace, created["metadata"]["name"])
+            with self._names_lock:
+                self._event_names[action.key] = (namespace, created["metadata"]["name"])
             return
-        where = self._event_names.get(action.key)
+        with self._names_lock:
+            where = self._event_names.get(action.key)
         if where is None:
             return
         patch = {"count": action.body["count"], "lastTimestamp": action.body["lastTimestamp"]}

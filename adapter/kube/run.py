@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import os
 import socket
 import threading
@@ -133,13 +134,17 @@ class KubeScheduler:
         self.cluster = KubeCluster(
             api,
             settings.scheduler_names,
-            fence=self.leading,
+            fence=self.leading_for,
             bind_threads=options.bind_threads,
         )
         self.endpoint: Endpoint | None = None
 
     def leading(self) -> bool:
-        return self.elector is None or self.elector.is_leader()
+        return self.leading_for() > 0
+
+    def leading_for(self) -> float:
+        """Seconds this replica may still bind (unbounded without leader election)."""
+        return math.inf if self.elector is None else self.elector.leading_for()
 
     def ready(self) -> tuple[bool, str]:
         if not self.cluster.synced():

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from adapter.cluster import GangStatus
 
 COMPONENT = "gangsat"
+CLUSTER_EVENTS_NAMESPACE = "default"  # where Events about cluster-scoped objects go
 KUBE_BATCH_GROUPS = frozenset(
     {"scheduling.sigs.dev", "scheduling.incubator.k8s.io", "scheduling.volcano.sh"}
 )
@@ -95,9 +96,12 @@ def pod_unschedulable(message: str, now: datetime) -> dict[str, Any]:
 @dataclass(frozen=True)
 class ObjectRef:
     kind: str
-    namespace: str
+    namespace: str  # "" for a cluster-scoped object
     name: str
     api_version: str = "v1"
+    # kubectl describe finds an object's Events by kind, namespace, name *and* UID; the
+    # UID is no part of the dedup key (a recreated pod is forgotten by name when it goes).
+    uid: str = field(default="", compare=False)
 
 
 EventKey = tuple[ObjectRef, str, str, str]  # object, type, reason, message
@@ -114,14 +118,22 @@ class EventAction:
 
 @dataclass
 class _Sent:
+    key: EventKey
     body: dict[str, Any]
     count: int
     last_sent: float  # monotonic seconds of the last write
 
 
+Topic = tuple[ObjectRef, str, str]  # object, type, reason: one Event remembered per topic
+
+
 @dataclass
 class EventRecorder:
-    """Deduplicates Events per (object, type, reason, message) and limits the write rate."""
+    """Deduplicates Events per (object, type, reason, message) and limits the write rate.
+
+    One Event is remembered per (object, type, reason): a new message (the counts in it
+    change as the cluster does) is a new Event and replaces the old one in memory, so
+    memory stays bounded by the objects, not by their history."""
 
     rate_per_s: float = 5.0
     burst: int = 25
@@ -131,7 +143,7 @@ class EventRecorder:
     dropped: int = 0
     _tokens: float = field(init=False)
     _last: float = field(init=False)
-    _sent: dict[EventKey, _Sent] = field(init=False, default_factory=dict)
+    _sent: dict[Topic, _Sent] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self._tokens = float(self.burst)
@@ -155,8 +167,9 @@ class EventRecorder:
     ) -> EventAction | None:
         """The write to make for this Event now, or None (a repeat too soon, or over rate)."""
         key = (ref, type_, reason, message)
-        sent = self._sent.get(key)
-        if sent is not None:
+        topic = (ref, type_, reason)
+        sent = self._sent.get(topic)
+        if sent is not None and sent.key == key:
             sent.count += 1
             if self.clock() - sent.last_sent < self.refresh_s or not self._take():
                 return None
@@ -171,14 +184,17 @@ class EventRecorder:
             self.dropped += 1
             return None
         stamp = _stamp(self.wall())
+        involved = {"kind": ref.kind, "name": ref.name, "apiVersion": ref.api_version}
+        if ref.namespace:
+            involved["namespace"] = ref.namespace
+        if ref.uid:
+            involved["uid"] = ref.uid
         body = {
-            "metadata": {"generateName": f"{ref.name}.", "namespace": ref.namespace},
-            "involvedObject": {
-                "kind": ref.kind,
-                "namespace": ref.namespace,
-                "name": ref.name,
-                "apiVersion": ref.api_version,
+            "metadata": {
+                "generateName": f"{ref.name}.",
+                "namespace": ref.namespace or CLUSTER_EVENTS_NAMESPACE,
             },
+            "involvedObject": involved,
             "type": type_,
             "reason": reason,
             "message": message,
@@ -188,7 +204,7 @@ class EventRecorder:
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT,
         }
-        self._sent[key] = _Sent(body, 1, self.clock())
+        self._sent[topic] = _Sent(key, body, 1, self.clock())
         return EventAction("create", key, body)
 
     def forget(self, refs: set[ObjectRef]) -> None:
@@ -198,4 +214,4 @@ class EventRecorder:
     def keep(self, alive: Callable[[ObjectRef], bool]) -> set[EventKey]:
         """Forget every object ``alive`` says is gone; the Event keys still remembered."""
         self._sent = {k: v for k, v in self._sent.items() if alive(k[0])}
-        return set(self._sent)
+        return {sent.key for sent in self._sent.values()}

@@ -379,7 +379,9 @@ def test_every_dialect_is_read_and_written_in_its_own_shape(
 def test_binds_are_fenced_by_leadership(server: FakeApiServer) -> None:
     leading = threading.Event()
     two_node_gang(server)
-    cluster = KubeCluster(server.client(), fence=leading.is_set).start(sync_timeout_s=10)
+    cluster = KubeCluster(server.client(), fence=lambda: 60.0 if leading.is_set() else 0.0).start(
+        sync_timeout_s=10
+    )
     try:
         seen(cluster, server)
         result = run_cycle(cluster, FAST)
@@ -436,3 +438,164 @@ def test_what_was_reported_about_a_deleted_pod_is_forgotten(
     pod = server.get("", "pods", "default", "big-0")
     assert pod is not None
     assert any(c["type"] == "PodScheduled" for c in pod["status"].get("conditions", []))
+
+
+# --- answers that leave a bind's outcome unclear (found in review) -----------------------
+
+
+def land_on_first_request(server: FakeApiServer, cluster: KubeCluster, pod: str) -> dict[str, str]:
+    """A hook that makes the first Binding of ``pod`` commit, whatever is answered."""
+    landed: dict[str, str] = {}
+
+    def land(method: str, path: str) -> None:
+        if method == "POST" and path.endswith(f"/pods/{pod}/binding") and not landed:
+            current = server.get("", "pods", "default", pod)
+            assert current is not None
+            landed[pod] = cluster.cache.assumed()[f"default/{pod}"]
+            server.put({**current, "spec": {**current["spec"], "nodeName": landed[pod]}})
+
+    server.hooks.append(land)
+    return landed
+
+
+def test_a_bind_that_landed_behind_5xx_answers_counts_as_bound(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    two_node_gang(server)
+    seen(cluster, server)
+    landed = land_on_first_request(server, cluster, "g-1")
+    server.fail("POST", r"/pods/g-1/binding$", 504, times=3)  # the write commits, the answer fails
+
+    result = run_cycle(cluster, FAST)
+
+    assert landed and result.failed_binds == {} and result.rolled_back == {}
+    assert set(bound_pods(server)) == {"default/g-0", "default/g-1", "default/g-2"}
+
+
+def test_a_bind_of_unknown_outcome_is_evicted_with_its_gang(server: FakeApiServer) -> None:
+    # g-1's bind commits but every answer fails, and so does reading the pod back: its
+    # outcome is unknown. The gang is rolled back, g-1 included, so nothing stays bound.
+    two_node_gang(server)
+    cluster = KubeCluster(server.client()).start(sync_timeout_s=10)
+    cluster.binder.retry_budget_s = 0.5
+    try:
+        seen(cluster, server)
+        land_on_first_request(server, cluster, "g-1")
+        server.fail("POST", r"/pods/g-1/binding$", 504, times=1000)
+        server.fail("GET", r"/namespaces/default/pods/g-1$", 503, times=1000)
+        result = run_cycle(cluster, FAST)
+        assert set(result.rolled_back) == {"default/g"}
+        assert "default/g-1" in result.evicted
+        assert bound_pods(server) == {}
+    finally:
+        cluster.stop()
+
+
+def test_throttling_is_waited_out_not_taken_for_failure(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    two_node_gang(server)
+    seen(cluster, server)
+    server.fail("POST", r"/pods/g-1/binding$", 429, times=2)  # Retry-After: 1
+
+    result = run_cycle(cluster, FAST)
+
+    assert result.failed_binds == {} and result.evicted == []
+    assert set(bound_pods(server)) == {"default/g-0", "default/g-1", "default/g-2"}
+    assert result.bind_s >= 2.0  # two Retry-After: 1 honoured
+
+
+def test_a_pod_replaced_by_a_namesake_is_not_bound_in_its_place(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    # Between snapshot and bind, g-1 is deleted and created again asking for 8 CPUs. The
+    # Binding carries the old pod's UID: the server refuses it, the gang rolls back.
+    apply(server, [node("n1", cpu="3"), podgroup("g", 3), *gang_pods("g", 3)])
+    seen(cluster, server)
+    replaced: dict[str, str] = {}
+
+    def replace(method: str, path: str) -> None:
+        if method == "POST" and path.endswith("/pods/g-1/binding") and not replaced:
+            server.delete("", "pods", "default", "g-1")
+            replaced["uid"] = server.put(gang_pods("g", 3, cpu="8")[1])["metadata"]["uid"]
+
+    server.hooks.append(replace)
+    result = run_cycle(cluster, FAST)
+
+    pod = server.get("", "pods", "default", "g-1")
+    assert pod is not None and pod["metadata"]["uid"] == replaced["uid"]
+    assert not pod["spec"].get("nodeName")
+    assert set(result.rolled_back) == {"default/g"}
+    assert bound_pods(server) == {}
+
+
+def test_a_rollback_never_deletes_a_namesake_created_since(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    # g-0 is bound, then deleted and created again pending before the rollback runs: the
+    # rollback's delete carries the UID g-0 was bound with and leaves the new pod alone.
+    two_node_gang(server)
+    seen(cluster, server)
+    fresh: dict[str, str] = {}
+
+    def recreate(method: str, path: str) -> None:
+        if method == "POST" and path.endswith("/pods/g-1/binding") and not fresh:
+            server.delete("", "pods", "default", "g-0")
+            fresh["uid"] = server.put(gang_pods("g", 3)[0])["metadata"]["uid"]
+
+    server.hooks.append(recreate)
+    server.fail("POST", r"/pods/g-1/binding$", 409, times=1)
+    run_cycle(cluster, FAST)
+
+    pod = server.get("", "pods", "default", "g-0")
+    assert pod is not None and pod["metadata"]["uid"] == fresh["uid"]
+
+
+def test_rollbacks_leave_no_deletion_marks_behind(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    apply(server, [node("n1", cpu="64", memory="64Gi")])
+    for i in range(5):
+        apply(server, [podgroup(f"g{i}", 3), *gang_pods(f"g{i}", 3)])
+        seen(cluster, server)
+        server.fail("POST", rf"/pods/g{i}-1/binding$", 409, times=1)
+        assert run_cycle(cluster, FAST).evicted
+    seen(cluster, server)
+    state = cluster.snapshot()
+    assert bound_pods(server) == {}
+    assert {p.name for p in state.pods} == {f"default/g{i}-1" for i in range(5)}
+    # The deletes' DELETED events often beat their answers; no mark may outlive them.
+    wait_until(
+        lambda: cluster.cache.in_flight() == {"assumed": 0, "deleting": 0},
+        what="no assumed binds or deletions left in the cache",
+    )
+
+
+def test_a_failed_status_write_is_written_again_next_cycle(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    two_node_gang(server)
+    seen(cluster, server)
+    server.fail("PATCH", r"/podgroups/g/status$", 503, times=1)
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush()
+    assert podgroup_status(server, "g") == {}  # the one write failed
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush()
+    assert podgroup_status(server, "g")["phase"] == "Running"
+
+
+def test_a_finished_gang_is_not_called_unschedulable(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    apply(server, [node("n1", cpu="8"), podgroup("done", 2)])
+    for pod in gang_pods("done", 2):
+        server.put(
+            {**pod, "spec": {**pod["spec"], "nodeName": "n1"}, "status": {"phase": "Succeeded"}}
+        )
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush()
+    assert podgroup_status(server, "done") == {}
+    assert events(server, "Unschedulable") == []

@@ -133,3 +133,34 @@ def test_forgetting_an_object_lets_its_event_be_created_again() -> None:
     rec.forget({REF})
     again = rec.record(REF, "Normal", "Scheduled", "bound")
     assert again is not None and again.verb == "create"
+
+
+def test_a_new_message_is_a_new_event_and_replaces_the_old_in_memory() -> None:
+    clock = Clock()
+    rec = EventRecorder(rate_per_s=10, burst=10, refresh_s=0, clock=clock, wall=lambda: NOW)
+    ref = ObjectRef("Pod", "team", "p-0")
+    for free in range(5):  # the message changes every cycle
+        action = rec.record(ref, "Warning", "FailedScheduling", f"0/3 nodes: {free} free")
+        assert action is not None and action.verb == "create"
+    assert len(rec.keep(lambda r: True)) == 1  # one remembered per object and reason
+    again = rec.record(ref, "Warning", "FailedScheduling", "0/3 nodes: 4 free")
+    assert again is not None and again.verb == "update" and again.body["count"] == 2
+
+
+def test_events_name_the_object_as_kubectl_describe_finds_it() -> None:
+    clock = Clock()
+    rec = EventRecorder(clock=clock, wall=lambda: NOW)
+    pod = rec.record(ObjectRef("Pod", "team", "p-0", uid="u-1"), "Normal", "Scheduled", "ok")
+    assert pod is not None
+    assert pod.body["involvedObject"]["uid"] == "u-1"
+    assert pod.body["metadata"]["namespace"] == "team"
+    queue = rec.record(
+        ObjectRef("Queue", "", "gpu", "scheduling.sigs.dev/v1alpha2", uid="u-2"),
+        "Warning",
+        "InvalidSpec",
+        "weight: -1",
+    )
+    assert queue is not None
+    # A cluster-scoped object has no namespace; its Event has to live in one.
+    assert "namespace" not in queue.body["involvedObject"]
+    assert queue.body["metadata"]["namespace"] == "default"
