@@ -407,16 +407,9 @@ def _run_kube(
 ) -> int:
     try:
         settings = Settings.load(settings_file) if settings_file is not None else Settings()
-        overrides: dict[str, Any] = {}
-        if scheduler:
-            if len(scheduler) != 1 or scheduler[0] not in SCHEDULERS:
-                raise BadInput([f"--scheduler: give one of {', '.join(SCHEDULERS)}"])
-            overrides["scheduler"] = scheduler[0]
-        if time_limit is not None:
-            overrides["solver"] = settings.solver.model_copy(
-                update={"time_limit_s": make_config(time_limit_s=time_limit).time_limit_s}
-            )
-        settings = settings.model_copy(update=overrides)
+        if scheduler and (len(scheduler) != 1 or scheduler[0] not in SCHEDULERS):
+            raise BadInput([f"--scheduler: give one of {', '.join(SCHEDULERS)}"])
+        limit = make_config(time_limit_s=time_limit).time_limit_s if time_limit else None
     except SettingsError as e:
         _fail(str(e).splitlines())
     except BadInput as e:
@@ -435,6 +428,8 @@ def _run_kube(
         lease_namespace=lease_namespace or pod_namespace(),
         lease_name=lease_name,
         max_cycles=cycles,
+        scheduler=scheduler[0] if scheduler else None,
+        time_limit_s=limit,
     )
     try:
         scheduler_ = KubeScheduler(api, options, settings)

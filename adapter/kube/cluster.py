@@ -11,6 +11,7 @@ fail a cycle.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Collection, Sequence
 
@@ -53,14 +54,18 @@ class KubeCluster:
         self.last_state: ClusterState | None = None
         self._memo: Memo = {}
 
-    def start(self, sync_timeout_s: float = 60.0) -> KubeCluster:
-        """Start the watches and wait until each has listed once."""
+    def start(
+        self, sync_timeout_s: float = 60.0, stop: threading.Event | None = None
+    ) -> KubeCluster:
+        """Start the watches and wait until each has listed once (or ``stop`` is set)."""
         started = time.monotonic()
         self.writer.start()
         for reflector in self.reflectors:
             reflector.start()
         deadline = time.monotonic() + sync_timeout_s
         while not self.synced():
+            if stop is not None and stop.is_set():
+                return self
             if time.monotonic() > deadline:
                 missing = [
                     str(r.resource) for r in self.reflectors if not self.cache.synced([r.resource])

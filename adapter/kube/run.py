@@ -89,6 +89,19 @@ class KubeOptions:
     resync_s: float = 30.0
     max_cycles: int | None = None  # stop after this many cycles (demos, tests)
     bind_threads: int = 16
+    # Command-line flags win over the settings file, on every reload too.
+    scheduler: str | None = None
+    time_limit_s: float | None = None
+
+    def applied(self, settings: Settings) -> Settings:
+        update: dict[str, object] = {}
+        if self.scheduler is not None:
+            update["scheduler"] = self.scheduler
+        if self.time_limit_s is not None:
+            update["solver"] = settings.solver.model_copy(
+                update={"time_limit_s": self.time_limit_s}
+            )
+        return settings.model_copy(update=update) if update else settings
 
     def __post_init__(self) -> None:
         if not self.identity:
@@ -112,7 +125,7 @@ class KubeScheduler:
     def __init__(self, api: client.ApiClient, options: KubeOptions, settings: Settings) -> None:
         self.api = api
         self.options = options
-        self.settings = settings
+        self.settings = options.applied(settings)
         self._settings_mtime = self._mtime()
         self.metrics = LoopMetrics()
         self.stop_event = threading.Event()
@@ -177,7 +190,7 @@ class KubeScheduler:
         except SettingsError as e:
             log.error("settings not reloaded, keeping the previous ones: %s", e)
             return False
-        self.settings = settings
+        self.settings = self.options.applied(settings)
         self.cluster.scheduler_names = settings.scheduler_names
         log.info("settings reloaded from %s", self.options.settings_path)
         return True
@@ -188,7 +201,7 @@ class KubeScheduler:
             self.metrics.registry, self.ready, self.options.metrics_host, self.options.metrics_port
         ).start()
         try:
-            self.cluster.start()
+            self.cluster.start(stop=self.stop_event)
             _freeze_heap(collect=True)
             if self.elector is not None:
                 self.elector.start()
@@ -215,7 +228,10 @@ class KubeScheduler:
                 quiet = self.cluster.version == seen_version
                 seen_version = self.cluster.version
                 last_cycle = started
-                self.cycle()
+                try:
+                    self.cycle()
+                except Exception:  # a bug must not stop scheduling; it is logged loudly
+                    log.exception("cycle %d failed", self.cycles)
                 _freeze_heap(collect=quiet)
                 if self.options.max_cycles is not None and self.cycles >= self.options.max_cycles:
                     return

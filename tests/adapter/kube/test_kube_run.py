@@ -119,9 +119,9 @@ def test_losing_the_lease_ends_the_run_with_a_failure_status(server: FakeApiServ
 def test_settings_are_reloaded_when_the_file_changes(server: FakeApiServer, tmp_path: Path) -> None:
     path = tmp_path / "gangsat.yaml"
     path.write_text("cycleSeconds: 0.5\nscheduler: cpsat\n", encoding="utf-8")
-    scheduler = KubeScheduler(
-        server.client(), KubeOptions(settings_path=path, leader_elect=False), Settings.load(path)
-    )
+    options = KubeOptions(settings_path=path, leader_elect=False, scheduler="gang-greedy")
+    scheduler = KubeScheduler(server.client(), options, Settings.load(path))
+    assert scheduler.settings.scheduler == "gang-greedy"  # the flag wins over the file
     assert not scheduler.reload_settings()  # unchanged
     path.write_text(
         "cycleSeconds: 2\nschedulerNames: [gangsat, kube-batch]\n"
@@ -132,6 +132,7 @@ def test_settings_are_reloaded_when_the_file_changes(server: FakeApiServer, tmp_
     assert scheduler.reload_settings()
     assert scheduler.settings.cycle_s == 2
     assert scheduler.settings.solver.weights.fairness == 900
+    assert scheduler.settings.scheduler == "gang-greedy"  # and keeps winning on reload
     assert scheduler.cluster.scheduler_names == ("gangsat", "kube-batch")
     path.write_text("cycleSeconds: -1\n", encoding="utf-8")
     scheduler._settings_mtime = -1.0
