@@ -148,8 +148,12 @@ SMP_UNION_LISTS = frozenset({"finalizers"})  # patchStrategy "merge" on a list o
 
 # What a real server lets a pod update change in spec (ValidatePodUpdate); nodeName is not
 # among them, which is why a scheduler must bind.
-POD_MUTABLE_SPEC = ("activeDeadlineSeconds", "tolerations", "schedulingGates",
-                    "terminationGracePeriodSeconds")
+POD_MUTABLE_SPEC = (
+    "activeDeadlineSeconds",
+    "tolerations",
+    "schedulingGates",
+    "terminationGracePeriodSeconds",
+)
 
 TYPE_KEYS = ("kind", "apiVersion")
 SNAPSHOTS = 256  # paged lists kept consistent; an older continue token gets 410
@@ -418,7 +422,7 @@ def _selector(res: _Resource, query: dict[str, str]) -> _Selector:
         if path is None and label in ("metadata.name", "metadata.namespace"):
             path = tuple(label.split("."))
         if path is None:
-            raise FakeApiError(400, f'field label not supported: {label}')
+            raise FakeApiError(400, f"field label not supported: {label}")
         fields.append((path, op, value))
     return _Selector(_parse_labels(query.get("labelSelector", "")), tuple(fields))
 
@@ -463,8 +467,11 @@ def _strategic_merge_patch(target: Any, patch: Any) -> Any:
 
 def _merge_list(current: Any, items: list[Any], key: str) -> list[Any]:
     if any(isinstance(i, dict) and i.get("$patch") == "replace" for i in items):
-        return [_strategic_merge_patch({}, i) for i in items if
-                not (isinstance(i, dict) and i.get("$patch") == "replace")]
+        return [
+            _strategic_merge_patch({}, i)
+            for i in items
+            if not (isinstance(i, dict) and i.get("$patch") == "replace")
+        ]
     out = list(current) if isinstance(current, list) else []
     for item in items:
         if not isinstance(item, dict) or key not in item:
@@ -576,7 +583,11 @@ def _json_patch_remove(doc: Any, tokens: list[str]) -> Any:
 
 class _Watcher:
     def __init__(
-        self, res: _Resource, namespace: str | None, selector: _Selector, version: str,
+        self,
+        res: _Resource,
+        namespace: str | None,
+        selector: _Selector,
+        version: str,
         conn: socket.socket | None,
     ) -> None:
         self.res = res
@@ -601,8 +612,10 @@ class _Watcher:
             elif before and not now:
                 # What the watch cache does: the previous state, at the event's version.
                 kind = "DELETED"
-                obj = {**ev.prev, "metadata": {**ev.prev["metadata"],
-                                               "resourceVersion": str(ev.rv)}}
+                obj = {
+                    **ev.prev,
+                    "metadata": {**ev.prev["metadata"], "resourceVersion": str(ev.rv)},
+                }
             elif not now:
                 obj = None
         elif not self.matches(ev.obj):
@@ -688,8 +701,10 @@ class FakeApiServer:
     def start(self) -> FakeApiServer:
         if self._thread is None:
             self._thread = threading.Thread(
-                target=self._http.serve_forever, kwargs={"poll_interval": 0.05},
-                name="fake-apiserver", daemon=True,
+                target=self._http.serve_forever,
+                kwargs={"poll_interval": 0.05},
+                name="fake-apiserver",
+                daemon=True,
             )
             self._thread.start()
         return self
@@ -726,8 +741,10 @@ class FakeApiServer:
             "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
             "users": [{"name": "fake", "user": {}}],
             "contexts": [
-                {"name": "fake",
-                 "context": {"cluster": "fake", "user": "fake", "namespace": namespace}}
+                {
+                    "name": "fake",
+                    "context": {"cluster": "fake", "user": "fake", "namespace": namespace},
+                }
             ],
             "current-context": "fake",
             "preferences": {},
@@ -766,11 +783,21 @@ class FakeApiServer:
                 if version not in known.versions:
                     known.versions.append(version)
                 return
-            self._register(_Resource(
-                group, [version], plural, kind, namespaced, status_subresource,
-                tuple(short_names), kind.lower(), f"{kind}List", {},
-                generation=group not in BUILTIN_GROUPS,
-            ))
+            self._register(
+                _Resource(
+                    group,
+                    [version],
+                    plural,
+                    kind,
+                    namespaced,
+                    status_subresource,
+                    tuple(short_names),
+                    kind.lower(),
+                    f"{kind}List",
+                    {},
+                    generation=group not in BUILTIN_GROUPS,
+                )
+            )
 
     def put(self, obj: Obj) -> Obj:
         """Store an object as a create would (no HTTP, no admission of status); if it
@@ -780,8 +807,9 @@ class FakeApiServer:
         with self._lock:
             res = self._by_kind.get((group, str(obj.get("kind"))))
             if res is None or version not in res.versions:
-                raise FakeApiError(404, f"no resource serves {obj.get('apiVersion')} "
-                                        f"{obj.get('kind')}")
+                raise FakeApiError(
+                    404, f"no resource serves {obj.get('apiVersion')} {obj.get('kind')}"
+                )
             meta = obj.setdefault("metadata", {})
             namespace = (meta.get("namespace") or "default") if res.namespaced else None
             current = self._objects[(group, res.plural)].get((namespace or "", meta.get("name")))
@@ -842,48 +870,154 @@ class FakeApiServer:
     def _builtins(self) -> None:
         pod_fields = {
             label: tuple(label.split("."))
-            for label in ("spec.nodeName", "spec.schedulerName", "spec.restartPolicy",
-                          "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
-                          "status.podIP", "status.nominatedNodeName")
+            for label in (
+                "spec.nodeName",
+                "spec.schedulerName",
+                "spec.restartPolicy",
+                "spec.serviceAccountName",
+                "spec.hostNetwork",
+                "status.phase",
+                "status.podIP",
+                "status.nominatedNodeName",
+            )
         }
         event_fields = {
             label: tuple(label.split("."))
-            for label in ("involvedObject.kind", "involvedObject.namespace",
-                          "involvedObject.name", "involvedObject.uid",
-                          "involvedObject.apiVersion", "involvedObject.resourceVersion",
-                          "involvedObject.fieldPath", "reason", "reportingComponent", "type")
+            for label in (
+                "involvedObject.kind",
+                "involvedObject.namespace",
+                "involvedObject.name",
+                "involvedObject.uid",
+                "involvedObject.apiVersion",
+                "involvedObject.resourceVersion",
+                "involvedObject.fieldPath",
+                "reason",
+                "reportingComponent",
+                "type",
+            )
         }
         event_fields["source"] = ("source", "component")
         for res in (
-            _Resource("", ["v1"], "nodes", "Node", False, True, ("no",), "node", "NodeList",
-                      {"spec.unschedulable": ("spec", "unschedulable")}),
-            _Resource("", ["v1"], "pods", "Pod", True, True, ("po",), "pod", "PodList",
-                      pod_fields, return_deleted=True),
-            _Resource("", ["v1"], "events", "Event", True, False, ("ev",), "event",
-                      "EventList", event_fields, create_on_update=True),
-            _Resource("", ["v1"], "namespaces", "Namespace", False, True, ("ns",), "namespace",
-                      "NamespaceList", {"status.phase": ("status", "phase")}),
-            _Resource("events.k8s.io", ["v1"], "events", "Event", True, False, ("ev",), "event",
-                      "EventList", {}, create_on_update=True),
-            _Resource("coordination.k8s.io", ["v1"], "leases", "Lease", True, False, (),
-                      "lease", "LeaseList", {}, create_on_update=True),
-            _Resource("scheduling.k8s.io", ["v1"], "priorityclasses", "PriorityClass", False,
-                      False, ("pc",), "priorityclass", "PriorityClassList", {}),
-            _Resource("apiextensions.k8s.io", ["v1"], "customresourcedefinitions",
-                      "CustomResourceDefinition", False, True, ("crd", "crds"),
-                      "customresourcedefinition", "CustomResourceDefinitionList", {},
-                      generation=True),
+            _Resource(
+                "",
+                ["v1"],
+                "nodes",
+                "Node",
+                False,
+                True,
+                ("no",),
+                "node",
+                "NodeList",
+                {"spec.unschedulable": ("spec", "unschedulable")},
+            ),
+            _Resource(
+                "",
+                ["v1"],
+                "pods",
+                "Pod",
+                True,
+                True,
+                ("po",),
+                "pod",
+                "PodList",
+                pod_fields,
+                return_deleted=True,
+            ),
+            _Resource(
+                "",
+                ["v1"],
+                "events",
+                "Event",
+                True,
+                False,
+                ("ev",),
+                "event",
+                "EventList",
+                event_fields,
+                create_on_update=True,
+            ),
+            _Resource(
+                "",
+                ["v1"],
+                "namespaces",
+                "Namespace",
+                False,
+                True,
+                ("ns",),
+                "namespace",
+                "NamespaceList",
+                {"status.phase": ("status", "phase")},
+            ),
+            _Resource(
+                "events.k8s.io",
+                ["v1"],
+                "events",
+                "Event",
+                True,
+                False,
+                ("ev",),
+                "event",
+                "EventList",
+                {},
+                create_on_update=True,
+            ),
+            _Resource(
+                "coordination.k8s.io",
+                ["v1"],
+                "leases",
+                "Lease",
+                True,
+                False,
+                (),
+                "lease",
+                "LeaseList",
+                {},
+                create_on_update=True,
+            ),
+            _Resource(
+                "scheduling.k8s.io",
+                ["v1"],
+                "priorityclasses",
+                "PriorityClass",
+                False,
+                False,
+                ("pc",),
+                "priorityclass",
+                "PriorityClassList",
+                {},
+            ),
+            _Resource(
+                "apiextensions.k8s.io",
+                ["v1"],
+                "customresourcedefinitions",
+                "CustomResourceDefinition",
+                False,
+                True,
+                ("crd", "crds"),
+                "customresourcedefinition",
+                "CustomResourceDefinitionList",
+                {},
+                generation=True,
+            ),
         ):
             self._register(res)
         # What every real cluster starts with.
         for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
             self.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-        for name, value in (("system-cluster-critical", 2000000000),
-                            ("system-node-critical", 2000001000)):
-            self.put({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                      "metadata": {"name": name}, "value": value,
-                      "description": "Used for system critical pods that must run in the "
-                                     "cluster, but can be moved to another node if necessary."})
+        for name, value in (
+            ("system-cluster-critical", 2000000000),
+            ("system-node-critical", 2000001000),
+        ):
+            self.put(
+                {
+                    "apiVersion": "scheduling.k8s.io/v1",
+                    "kind": "PriorityClass",
+                    "metadata": {"name": name},
+                    "value": value,
+                    "description": "Used for system critical pods that must run in the "
+                    "cluster, but can be moved to another node if necessary.",
+                }
+            )
 
     def _register(self, res: _Resource) -> None:
         key = (res.group, res.plural)
@@ -934,8 +1068,11 @@ class FakeApiServer:
             meta = obj["metadata"] = {}
         if res.namespaced:
             if meta.get("namespace") not in (None, "", namespace):
-                raise FakeApiError(400, "the namespace of the provided object does not match "
-                                        "the namespace sent on the request")
+                raise FakeApiError(
+                    400,
+                    "the namespace of the provided object does not match "
+                    "the namespace sent on the request",
+                )
             meta["namespace"] = namespace
         else:
             meta.pop("namespace", None)
@@ -944,8 +1081,9 @@ class FakeApiServer:
         if not name:
             prefix = meta.get("generateName")
             if not prefix:
-                raise res.invalid("", "metadata.name: Required value: name or generateName "
-                                      "is required")
+                raise res.invalid(
+                    "", "metadata.name: Required value: name or generateName is required"
+                )
             while True:
                 name = prefix + "".join(random.choices(NAME_CHARS, k=5))
                 if (namespace or "", name) not in store:
@@ -953,8 +1091,12 @@ class FakeApiServer:
             meta["name"] = name
         _check_name(res, str(name))
         if (namespace or "", name) in store:
-            raise FakeApiError(409, f'{res.qualified} "{name}" already exists',
-                               reason="AlreadyExists", details=res.details(name))
+            raise FakeApiError(
+                409,
+                f'{res.qualified} "{name}" already exists',
+                reason="AlreadyExists",
+                details=res.details(name),
+            )
         obj["kind"], obj["apiVersion"] = res.kind, res.api_version(version)
         for stale in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
             meta.pop(stale, None)
@@ -988,11 +1130,16 @@ class FakeApiServer:
             else:
                 obj["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
                 if spec.get("schedulingGates"):
-                    obj["status"]["conditions"] = [{
-                        "type": "PodScheduled", "status": "False", "lastProbeTime": None,
-                        "lastTransitionTime": _now(), "reason": "SchedulingGated",
-                        "message": "Scheduling is blocked due to non-empty scheduling gates",
-                    }]
+                    obj["status"]["conditions"] = [
+                        {
+                            "type": "PodScheduled",
+                            "status": "False",
+                            "lastProbeTime": None,
+                            "lastTransitionTime": _now(),
+                            "reason": "SchedulingGated",
+                            "message": "Scheduling is blocked due to non-empty scheduling gates",
+                        }
+                    ]
         elif kind == ("", "namespaces"):
             obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
             if not seed or "status" not in obj:
@@ -1003,9 +1150,12 @@ class FakeApiServer:
             spec = obj.get("spec") or {}
             expected = f"{(spec.get('names') or {}).get('plural')}.{spec.get('group')}"
             if obj["metadata"]["name"] != expected:
-                raise res.invalid(obj["metadata"]["name"], f"metadata.name: Invalid value: "
-                                  f"\"{obj['metadata']['name']}\": must be spec.names.plural+\"."
-                                  f"\"+spec.group")
+                raise res.invalid(
+                    obj["metadata"]["name"],
+                    f"metadata.name: Invalid value: "
+                    f'"{obj["metadata"]["name"]}": must be spec.names.plural+".'
+                    f'"+spec.group',
+                )
             obj["status"] = _crd_status(obj)
         elif res.custom and res.status_subresource and not seed:
             obj.pop("status", None)
@@ -1016,8 +1166,9 @@ class FakeApiServer:
         if name:
             found = classes.get(("", name))
             if found is None:
-                raise FakeApiError(403, f'pods "{pod}" is forbidden: no PriorityClass with '
-                                        f'name {name} was found')
+                raise FakeApiError(
+                    403, f'pods "{pod}" is forbidden: no PriorityClass with name {name} was found'
+                )
         else:
             found = next((c for c in classes.values() if c.get("globalDefault")), None)
             if found is not None:
@@ -1025,13 +1176,16 @@ class FakeApiServer:
         value = int(found.get("value", 0)) if found else 0
         if spec.get("priority") is not None and spec["priority"] != value:
             raise FakeApiError(
-                403, f'pods "{pod}" is forbidden: the integer value of priority '
-                     f'({spec["priority"]}) must not be provided in pod spec; priority admission '
-                     f'controller computed {value} from the given PriorityClass name')
+                403,
+                f'pods "{pod}" is forbidden: the integer value of priority '
+                f"({spec['priority']}) must not be provided in pod spec; priority admission "
+                f"controller computed {value} from the given PriorityClass name",
+            )
         spec["priority"] = value
         if found is not None:
-            spec.setdefault("preemptionPolicy", found.get("preemptionPolicy",
-                                                           "PreemptLowerPriority"))
+            spec.setdefault(
+                "preemptionPolicy", found.get("preemptionPolicy", "PreemptLowerPriority")
+            )
 
     def _register_crd(self, crd: Obj) -> None:
         spec = crd.get("spec") or {}
@@ -1040,13 +1194,21 @@ class FakeApiServer:
         kind = names.get("kind")
         if not served or not kind:
             return
-        self._register(_Resource(
-            spec["group"], [v["name"] for v in served], names["plural"], kind,
-            spec.get("scope", "Namespaced") == "Namespaced",
-            any("status" in (v.get("subresources") or {}) for v in served),
-            tuple(names.get("shortNames") or ()), names.get("singular") or kind.lower(),
-            names.get("listKind") or f"{kind}List", {}, generation=True,
-        ))
+        self._register(
+            _Resource(
+                spec["group"],
+                [v["name"] for v in served],
+                names["plural"],
+                kind,
+                spec.get("scope", "Namespaced") == "Namespaced",
+                any("status" in (v.get("subresources") or {}) for v in served),
+                tuple(names.get("shortNames") or ()),
+                names.get("singular") or kind.lower(),
+                names.get("listKind") or f"{kind}List",
+                {},
+                generation=True,
+            )
+        )
 
     def _replace(self, res: _Resource, current: Obj, obj: Obj, version: str) -> Obj:
         """put() onto an existing object: everything replaced but identity."""
@@ -1078,8 +1240,14 @@ class FakeApiServer:
         return new
 
     def _update(
-        self, res: _Resource, namespace: str | None, name: str, sub: str | None, body: Any,
-        version: str, patched: bool = False,
+        self,
+        res: _Resource,
+        namespace: str | None,
+        name: str,
+        sub: str | None,
+        body: Any,
+        version: str,
+        patched: bool = False,
     ) -> tuple[int, Obj]:
         if not isinstance(body, dict):
             raise FakeApiError(400, "the body of the request must be a JSON object")
@@ -1087,11 +1255,17 @@ class FakeApiServer:
         if not isinstance(meta, dict):
             meta = body["metadata"] = {}
         if meta.get("name") not in (None, "", name):
-            raise FakeApiError(400, f"the name of the object ({meta.get('name')}) does not "
-                                    f"match the name on the URL ({name})")
+            raise FakeApiError(
+                400,
+                f"the name of the object ({meta.get('name')}) does not "
+                f"match the name on the URL ({name})",
+            )
         if res.namespaced and meta.get("namespace") not in (None, "", namespace):
-            raise FakeApiError(400, "the namespace of the provided object does not match "
-                                    "the namespace sent on the request")
+            raise FakeApiError(
+                400,
+                "the namespace of the provided object does not match "
+                "the namespace sent on the request",
+            )
         current = self._objects[(res.group, res.plural)].get((namespace or "", name))
         if current is None:
             if res.create_on_update and sub is None and not patched:
@@ -1103,11 +1277,12 @@ class FakeApiServer:
             if wanted != current["metadata"]["resourceVersion"]:
                 raise res.conflict(name, CONFLICT_MESSAGE)
         elif res.custom and not patched:
-            raise res.invalid(name, "metadata.resourceVersion: Invalid value: 0x0: must be "
-                                    "specified for an update")
+            raise res.invalid(
+                name,
+                "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update",
+            )
         if sub == "status":
-            new = {**current, "status": body.get("status"),
-                   "metadata": dict(current["metadata"])}
+            new = {**current, "status": body.get("status"), "metadata": dict(current["metadata"])}
             if new["status"] is None:
                 del new["status"]
             return 200, self._commit(res, current, new)
@@ -1120,8 +1295,14 @@ class FakeApiServer:
                 new.pop("status", None)
         old = current["metadata"]
         new_meta = dict(meta)
-        for kept in ("uid", "creationTimestamp", "deletionTimestamp", "namespace", "name",
-                     "generation"):
+        for kept in (
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "namespace",
+            "name",
+            "generation",
+        ):
             if kept in old:
                 new_meta[kept] = old[kept]
             else:
@@ -1140,17 +1321,25 @@ class FakeApiServer:
         new["spec"] = spec
         if _pod_spec_fixed(spec) != _pod_spec_fixed(current.get("spec") or {}):
             raise FakeApiError(
-                422, f'Pod "{name}" is invalid: spec: Forbidden: pod updates may not change '
-                     "fields other than `spec.containers[*].image`, "
-                     "`spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, "
-                     "`spec.tolerations` (only additions to existing tolerations), "
-                     "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it "
-                     "was previously negative)",
-                details={"name": name, "kind": "Pod"})
+                422,
+                f'Pod "{name}" is invalid: spec: Forbidden: pod updates may not change '
+                "fields other than `spec.containers[*].image`, "
+                "`spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, "
+                "`spec.tolerations` (only additions to existing tolerations), "
+                "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it "
+                "was previously negative)",
+                details={"name": name, "kind": "Pod"},
+            )
 
     def _patch(
-        self, res: _Resource, namespace: str | None, name: str, sub: str | None, body: Any,
-        content_type: str, version: str,
+        self,
+        res: _Resource,
+        namespace: str | None,
+        name: str,
+        sub: str | None,
+        body: Any,
+        content_type: str,
+        version: str,
     ) -> Obj:
         current = self._objects[(res.group, res.plural)].get((namespace or "", name))
         if current is None:
@@ -1169,11 +1358,14 @@ class FakeApiServer:
                     raise FakeApiError(400, "strategic merge patch must be a JSON object")
                 result = _strategic_merge_patch(current, body)
             else:
-                accepted = [JSON_PATCH, MERGE_PATCH] + ([] if res.custom else
-                                                        [STRATEGIC_MERGE_PATCH])
+                accepted = [JSON_PATCH, MERGE_PATCH] + (
+                    [] if res.custom else [STRATEGIC_MERGE_PATCH]
+                )
                 raise FakeApiError(
-                    415, f"the body of the request was in an unknown format - accepted media "
-                         f"types include: {', '.join(accepted)}")
+                    415,
+                    f"the body of the request was in an unknown format - accepted media "
+                    f"types include: {', '.join(accepted)}",
+                )
         except _PatchError as e:
             raise FakeApiError(422, str(e)) from None
         if not isinstance(result, dict):
@@ -1192,13 +1384,18 @@ class FakeApiServer:
         if isinstance(pre, dict):
             meta = current["metadata"]
             if pre.get("uid") and pre["uid"] != meta.get("uid"):
-                raise res.conflict(name, f"Precondition failed: UID in precondition: "
-                                         f"{pre['uid']}, UID in object meta: {meta.get('uid')}")
+                raise res.conflict(
+                    name,
+                    f"Precondition failed: UID in precondition: "
+                    f"{pre['uid']}, UID in object meta: {meta.get('uid')}",
+                )
             if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
                 raise res.conflict(
-                    name, f"Precondition failed: ResourceVersion in precondition: "
-                          f"{pre['resourceVersion']}, ResourceVersion in object meta: "
-                          f"{meta['resourceVersion']}")
+                    name,
+                    f"Precondition failed: ResourceVersion in precondition: "
+                    f"{pre['resourceVersion']}, ResourceVersion in object meta: "
+                    f"{meta['resourceVersion']}",
+                )
         self._rv += 1
         # A DELETED event carries the last state at the deletion's own version.
         last = {**current, "metadata": {**current["metadata"], "resourceVersion": str(self._rv)}}
@@ -1208,8 +1405,9 @@ class FakeApiServer:
         if kind == ("", "namespaces"):
             for other in list(self._resources.values()):
                 if other.namespaced:
-                    for ns, obj_name in [k for k in self._objects[(other.group, other.plural)]
-                                         if k[0] == name]:
+                    for ns, obj_name in [
+                        k for k in self._objects[(other.group, other.plural)] if k[0] == name
+                    ]:
                         self._delete(other, ns, obj_name, {})
         elif kind == ("apiextensions.k8s.io", "customresourcedefinitions"):
             spec = current.get("spec") or {}
@@ -1230,8 +1428,11 @@ class FakeApiServer:
         target = binding.get("target") or {}
         node = target.get("name") if isinstance(target, dict) else None
         if not node:
-            raise FakeApiError(422, f'Binding "{name}" is invalid: target.name: Required value',
-                               details={"name": name, "kind": "Binding"})
+            raise FakeApiError(
+                422,
+                f'Binding "{name}" is invalid: target.name: Required value',
+                details={"name": name, "kind": "Binding"},
+            )
         current = self._objects[("", "pods")].get((namespace, name))
         if current is None:
             raise pods.not_found(name)
@@ -1239,32 +1440,46 @@ class FakeApiServer:
         spec = current.get("spec") or {}
         if spec.get("nodeName"):
             raise FakeApiError(
-                409, f'Operation cannot be fulfilled on {binding_res} "{name}": pod {name} is '
-                     f'already assigned to node "{spec["nodeName"]}"',
-                details={"name": name, "kind": binding_res})
+                409,
+                f'Operation cannot be fulfilled on {binding_res} "{name}": pod {name} is '
+                f'already assigned to node "{spec["nodeName"]}"',
+                details={"name": name, "kind": binding_res},
+            )
         if meta.get("uid") and meta["uid"] != current["metadata"].get("uid"):
             raise FakeApiError(
-                409, f'Operation cannot be fulfilled on {binding_res} "{name}": Precondition '
-                     f'failed: UID in precondition: {meta["uid"]}, UID in object meta: '
-                     f'{current["metadata"].get("uid")}',
-                details={"name": name, "kind": binding_res})
+                409,
+                f'Operation cannot be fulfilled on {binding_res} "{name}": Precondition '
+                f"failed: UID in precondition: {meta['uid']}, UID in object meta: "
+                f"{current['metadata'].get('uid')}",
+                details={"name": name, "kind": binding_res},
+            )
         status = dict(current.get("status") or {})
         conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-        conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                           "lastTransitionTime": _now()})
+        conditions.append(
+            {
+                "type": "PodScheduled",
+                "status": "True",
+                "lastProbeTime": None,
+                "lastTransitionTime": _now(),
+            }
+        )
         status["conditions"] = conditions
         new_meta = dict(current["metadata"])
         if meta.get("annotations"):
-            new_meta["annotations"] = {**(new_meta.get("annotations") or {}),
-                                       **meta["annotations"]}
-        new = {**current, "metadata": new_meta, "spec": {**spec, "nodeName": node},
-               "status": status}
+            new_meta["annotations"] = {**(new_meta.get("annotations") or {}), **meta["annotations"]}
+        new = {
+            **current,
+            "metadata": new_meta,
+            "spec": {**spec, "nodeName": node},
+            "status": status,
+        }
         self._commit(pods, current, new)
 
     # --- reads -----------------------------------------------------------------------
 
-    def _list(self, res: _Resource, namespace: str | None, version: str,
-              query: dict[str, str]) -> Obj:
+    def _list(
+        self, res: _Resource, namespace: str | None, version: str, query: dict[str, str]
+    ) -> Obj:
         selector = _selector(res, query)
         try:
             limit = int(query.get("limit") or 0)
@@ -1280,8 +1495,10 @@ class FakeApiServer:
                     self._snapshots.move_to_end(snap_id)
             if snap is None:
                 raise FakeApiError(
-                    410, "The provided continue parameter is too old to display a consistent "
-                         "list result. You can start a new list without the continue parameter.")
+                    410,
+                    "The provided continue parameter is too old to display a consistent "
+                    "list result. You can start a new list without the continue parameter.",
+                )
             if snap.resource != res.qualified or snap.namespace != (namespace or ""):
                 raise FakeApiError(400, "continue key does not match this list")
             rv, matched = snap.rv, snap.items
@@ -1290,17 +1507,21 @@ class FakeApiServer:
                 rv = self._rv
                 pairs = list(self._objects[(res.group, res.plural)].items())
             pairs.sort(key=lambda kv: kv[0])
-            matched = [obj for (ns, _), obj in pairs
-                       if (namespace is None or ns == namespace) and selector.matches(obj)]
+            matched = [
+                obj
+                for (ns, _), obj in pairs
+                if (namespace is None or ns == namespace) and selector.matches(obj)
+            ]
             start = 0
         meta: Obj = {"resourceVersion": str(rv)}
         if limit > 0 and start + limit < len(matched):
-            page = matched[start:start + limit]
+            page = matched[start : start + limit]
             if snap_id is None:
                 snap_id = uuid.uuid4().hex
                 with self._lock:
-                    self._snapshots[snap_id] = _Snapshot(rv, matched, res.qualified,
-                                                         namespace or "")
+                    self._snapshots[snap_id] = _Snapshot(
+                        rv, matched, res.qualified, namespace or ""
+                    )
                     while len(self._snapshots) > SNAPSHOTS:
                         self._snapshots.popitem(last=False)
             meta["continue"] = _encode_continue(snap_id, start + limit)
@@ -1310,16 +1531,22 @@ class FakeApiServer:
             page = matched[start:]
         api_version = res.api_version(version)
         if res.custom:
-            items = [o if o.get("apiVersion") == api_version else {**o, "apiVersion": api_version}
-                     for o in page]
+            items = [
+                o if o.get("apiVersion") == api_version else {**o, "apiVersion": api_version}
+                for o in page
+            ]
         else:
             items = [{k: v for k, v in o.items() if k not in TYPE_KEYS} for o in page]
-        return {"kind": res.list_kind, "apiVersion": api_version, "metadata": meta,
-                "items": items}
+        return {"kind": res.list_kind, "apiVersion": api_version, "metadata": meta, "items": items}
 
     def _open_watch(
-        self, res: _Resource, namespace: str | None, selector: _Selector, version: str,
-        since: str | None, conn: socket.socket | None,
+        self,
+        res: _Resource,
+        namespace: str | None,
+        selector: _Selector,
+        version: str,
+        since: str | None,
+        conn: socket.socket | None,
     ) -> tuple[_Watcher, FakeApiError | None]:
         watcher = _Watcher(res, namespace, selector, version, conn)
         key = (res.group, res.plural)
@@ -1335,7 +1562,8 @@ class FakeApiServer:
                 floor = self._floor[key]
                 if after < floor:
                     return watcher, FakeApiError(
-                        410, f"too old resource version: {after} ({floor})", reason="Expired")
+                        410, f"too old resource version: {after} ({floor})", reason="Expired"
+                    )
                 for ev in self._history[key]:
                     if ev.rv > after:
                         watcher.queue.put(ev)
@@ -1357,15 +1585,20 @@ class FakeApiServer:
                     pending.append(watcher.queue.get_nowait())
                 except queue.Empty:
                     break
-        return pending, {"kind": watcher.res.kind, "apiVersion": watcher.api_version,
-                         "metadata": {"resourceVersion": str(rv)}}
+        return pending, {
+            "kind": watcher.res.kind,
+            "apiVersion": watcher.api_version,
+            "metadata": {"resourceVersion": str(rv)},
+        }
 
     # --- discovery -------------------------------------------------------------------
 
     def _api_versions(self, host: str) -> Obj:
-        return {"kind": "APIVersions", "versions": ["v1"],
-                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0",
-                                                "serverAddress": host}]}
+        return {
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": host}],
+        }
 
     def _groups(self) -> dict[str, list[str]]:
         groups: dict[str, list[str]] = {}
@@ -1382,35 +1615,67 @@ class FakeApiServer:
         return {"name": name, "versions": listed, "preferredVersion": listed[0]}
 
     def _group_list(self) -> Obj:
-        return {"kind": "APIGroupList", "apiVersion": "v1",
-                "groups": [self._group(g, vs) for g, vs in self._groups().items() if g]}
+        return {
+            "kind": "APIGroupList",
+            "apiVersion": "v1",
+            "groups": [self._group(g, vs) for g, vs in self._groups().items() if g],
+        }
 
     def _resource_list(self, group: str, version: str) -> Obj:
         with self._lock:
-            served = [r for r in self._resources.values()
-                      if r.group == group and version in r.versions]
+            served = [
+                r for r in self._resources.values() if r.group == group and version in r.versions
+            ]
         if not served:
             raise _not_found_path()
         resources: list[Obj] = []
         if group == "":
-            resources.append({"name": "bindings", "singularName": "binding", "namespaced": True,
-                              "kind": "Binding", "verbs": ["create"]})
+            resources.append(
+                {
+                    "name": "bindings",
+                    "singularName": "binding",
+                    "namespaced": True,
+                    "kind": "Binding",
+                    "verbs": ["create"],
+                }
+            )
         for res in served:
-            entry: Obj = {"name": res.plural, "singularName": res.singular,
-                          "namespaced": res.namespaced, "kind": res.kind, "verbs": VERBS}
+            entry: Obj = {
+                "name": res.plural,
+                "singularName": res.singular,
+                "namespaced": res.namespaced,
+                "kind": res.kind,
+                "verbs": VERBS,
+            }
             if res.short_names:
                 entry["shortNames"] = list(res.short_names)
             resources.append(entry)
             if (res.group, res.plural) == ("", "pods"):
-                resources.append({"name": "pods/binding", "singularName": "",
-                                  "namespaced": True, "kind": "Binding", "verbs": ["create"]})
+                resources.append(
+                    {
+                        "name": "pods/binding",
+                        "singularName": "",
+                        "namespaced": True,
+                        "kind": "Binding",
+                        "verbs": ["create"],
+                    }
+                )
             if res.status_subresource:
-                resources.append({"name": f"{res.plural}/status", "singularName": "",
-                                  "namespaced": res.namespaced, "kind": res.kind,
-                                  "verbs": STATUS_VERBS})
-        return {"kind": "APIResourceList", "apiVersion": "v1",
-                "groupVersion": f"{group}/{version}" if group else version,
-                "resources": resources}
+                resources.append(
+                    {
+                        "name": f"{res.plural}/status",
+                        "singularName": "",
+                        "namespaced": res.namespaced,
+                        "kind": res.kind,
+                        "verbs": STATUS_VERBS,
+                    }
+                )
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": f"{group}/{version}" if group else version,
+            "resources": resources,
+        }
 
     # --- request plumbing ------------------------------------------------------------
 
@@ -1422,8 +1687,12 @@ class FakeApiServer:
                     if failure.times <= 0:
                         self._failures.remove(failure)
                     headers = [("Retry-After", "1")] if failure.code == 429 else []
-                    return FakeApiError(failure.code, f"injected failure for {method} {path}",
-                                        reason=failure.reason, headers=headers)
+                    return FakeApiError(
+                        failure.code,
+                        f"injected failure for {method} {path}",
+                        reason=failure.reason,
+                        headers=headers,
+                    )
         return None
 
     def _track(self, conn: socket.socket, alive: bool) -> None:
@@ -1442,21 +1711,28 @@ def _pod_spec_fixed(spec: Obj) -> Obj:
     fixed = {k: v for k, v in spec.items() if k not in POD_MUTABLE_SPEC}
     for key in ("containers", "initContainers"):
         if isinstance(fixed.get(key), list):
-            fixed[key] = [{k: v for k, v in c.items() if k != "image"} if isinstance(c, dict)
-                          else c for c in fixed[key]]
+            fixed[key] = [
+                {k: v for k, v in c.items() if k != "image"} if isinstance(c, dict) else c
+                for c in fixed[key]
+            ]
     return fixed
 
 
 def _qos_class(spec: Obj) -> str:
-    containers = [c for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])
-                  if isinstance(c, dict)]
+    containers = [
+        c
+        for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])
+        if isinstance(c, dict)
+    ]
     requests, limits = [], []
     for c in containers:
         resources = c.get("resources") or {}
-        requests.append({k: v for k, v in (resources.get("requests") or {}).items()
-                         if k in ("cpu", "memory")})
-        limits.append({k: v for k, v in (resources.get("limits") or {}).items()
-                       if k in ("cpu", "memory")})
+        requests.append(
+            {k: v for k, v in (resources.get("requests") or {}).items() if k in ("cpu", "memory")}
+        )
+        limits.append(
+            {k: v for k, v in (resources.get("limits") or {}).items() if k in ("cpu", "memory")}
+        )
     if not any(requests) and not any(limits):
         return "BestEffort"
     guaranteed = all(
@@ -1472,10 +1748,20 @@ def _crd_status(crd: Obj) -> Obj:
     now = _now()
     return {
         "conditions": [
-            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
-             "message": "no conflicts found", "lastTransitionTime": now},
-            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-             "message": "the initial names have been accepted", "lastTransitionTime": now},
+            {
+                "type": "NamesAccepted",
+                "status": "True",
+                "reason": "NoConflicts",
+                "message": "no conflicts found",
+                "lastTransitionTime": now,
+            },
+            {
+                "type": "Established",
+                "status": "True",
+                "reason": "InitialNamesAccepted",
+                "message": "the initial names have been accepted",
+                "lastTransitionTime": now,
+            },
         ],
         "acceptedNames": spec.get("names") or {},
         "storedVersions": storage,
@@ -1485,15 +1771,21 @@ def _crd_status(crd: Obj) -> Obj:
 def _check_name(res: _Resource, name: str) -> None:
     if (res.group, res.plural) == ("", "namespaces"):
         if len(name) > 63 or not DNS_LABEL.fullmatch(name):
-            raise res.invalid(name, f'metadata.name: Invalid value: "{name}": a lowercase RFC '
-                                    "1123 label must consist of lower case alphanumeric "
-                                    "characters or '-', and must start and end with an "
-                                    "alphanumeric character")
+            raise res.invalid(
+                name,
+                f'metadata.name: Invalid value: "{name}": a lowercase RFC '
+                "1123 label must consist of lower case alphanumeric "
+                "characters or '-', and must start and end with an "
+                "alphanumeric character",
+            )
     elif len(name) > 253 or not DNS_SUBDOMAIN.fullmatch(name):
-        raise res.invalid(name, f'metadata.name: Invalid value: "{name}": a lowercase RFC 1123 '
-                                "subdomain must consist of lower case alphanumeric characters, "
-                                "'-' or '.', and must start and end with an alphanumeric "
-                                "character")
+        raise res.invalid(
+            name,
+            f'metadata.name: Invalid value: "{name}": a lowercase RFC 1123 '
+            "subdomain must consist of lower case alphanumeric characters, "
+            "'-' or '.', and must start and end with an alphanumeric "
+            "character",
+        )
 
 
 def _version_priority(version: str) -> tuple[int, int, int, str]:
@@ -1560,14 +1852,22 @@ class _Target:
 def _resource_target(group: str, version: str, segments: list[str]) -> _Target | None:
     namespace = None
     # /namespaces/{ns}/status is the namespace's own subresource, not a collection.
-    if (len(segments) >= 3 and segments[0] == "namespaces"
-            and not (len(segments) == 3 and segments[2] in ("status", "finalize"))):
+    if (
+        len(segments) >= 3
+        and segments[0] == "namespaces"
+        and not (len(segments) == 3 and segments[2] in ("status", "finalize"))
+    ):
         namespace, segments = segments[1], segments[2:]
     if not 1 <= len(segments) <= 3 or "" in segments:
         return None
-    return _Target(group, version, namespace, segments[0],
-                   segments[1] if len(segments) > 1 else None,
-                   segments[2] if len(segments) > 2 else None)
+    return _Target(
+        group,
+        version,
+        namespace,
+        segments[0],
+        segments[1] if len(segments) > 1 else None,
+        segments[2] if len(segments) > 2 else None,
+    )
 
 
 def _verb(method: str, target: _Target, query: dict[str, str]) -> str:
@@ -1578,7 +1878,8 @@ def _verb(method: str, target: _Target, query: dict[str, str]) -> str:
     if method == "DELETE" and target.name is None:
         return "deletecollection"
     return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(
-        method, method.lower())
+        method, method.lower()
+    )
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -1635,8 +1936,13 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length else b""
 
-    def _send(self, code: int, payload: Obj | bytes, content_type: str = "application/json",
-              headers: Iterable[tuple[str, str]] = ()) -> None:
+    def _send(
+        self,
+        code: int,
+        payload: Obj | bytes,
+        content_type: str = "application/json",
+        headers: Iterable[tuple[str, str]] = (),
+    ) -> None:
         data = payload if isinstance(payload, bytes) else _dumps(payload)
         self.send_response(code)
         self.send_header("Content-Type", content_type)
@@ -1662,11 +1968,18 @@ class _Handler(BaseHTTPRequestHandler):
         elif len(segments) > 3 and segments[0] == "apis":
             target = _resource_target(segments[1], segments[2], segments[3:])
         verb = _verb(method, target, query) if target else method.lower()
-        fake.requests.append(RequestRecord(
-            verb, target.group if target else "", target.plural if target else "",
-            target.sub if target else None, target.namespace if target else None,
-            target.name if target else None, path, self._content_type() if body_bytes else None,
-        ))
+        fake.requests.append(
+            RequestRecord(
+                verb,
+                target.group if target else "",
+                target.plural if target else "",
+                target.sub if target else None,
+                target.namespace if target else None,
+                target.name if target else None,
+                path,
+                self._content_type() if body_bytes else None,
+            )
+        )
         try:
             for hook in list(fake.hooks):
                 hook(method, path)
@@ -1680,8 +1993,9 @@ class _Handler(BaseHTTPRequestHandler):
                 try:
                     body = json.loads(body_bytes)
                 except ValueError as e:
-                    raise FakeApiError(400, f"the body of the request is not valid JSON: {e}",
-                                       details={}) from None
+                    raise FakeApiError(
+                        400, f"the body of the request is not valid JSON: {e}", details={}
+                    ) from None
             if target is None:
                 self._non_resource(method, segments)
             else:
@@ -1696,16 +2010,25 @@ class _Handler(BaseHTTPRequestHandler):
     def _non_resource(self, method: str, segments: list[str]) -> None:
         fake = self.server.fake
         if method != "GET":
-            raise FakeApiError(405, "the server does not allow this method on the requested "
-                                    "resource")
+            raise FakeApiError(
+                405, "the server does not allow this method on the requested resource"
+            )
         host = "{}:{}".format(*self.server.server_address[:2])
         if segments == ["version"]:
-            self._send(200, {
-                "major": "1", "minor": "34", "gitVersion": "v1.34.0-gangsat-fake",
-                "gitCommit": "0000000000000000000000000000000000000000",
-                "gitTreeState": "clean", "buildDate": "2025-08-27T00:00:00Z",
-                "goVersion": "go1.24.6", "compiler": "gc", "platform": "linux/amd64",
-            })
+            self._send(
+                200,
+                {
+                    "major": "1",
+                    "minor": "34",
+                    "gitVersion": "v1.34.0-gangsat-fake",
+                    "gitCommit": "0000000000000000000000000000000000000000",
+                    "gitTreeState": "clean",
+                    "buildDate": "2025-08-27T00:00:00Z",
+                    "goVersion": "go1.24.6",
+                    "compiler": "gc",
+                    "platform": "linux/amd64",
+                },
+            )
         elif segments in (["healthz"], ["livez"], ["readyz"]):
             self._send(200, b"ok", content_type="text/plain; charset=utf-8")
         elif segments == []:
@@ -1720,23 +2043,26 @@ class _Handler(BaseHTTPRequestHandler):
             versions = fake._groups().get(segments[1])
             if not versions or not segments[1]:
                 raise _not_found_path()
-            self._send(200, {"kind": "APIGroup", "apiVersion": "v1",
-                             **fake._group(segments[1], versions)})
+            self._send(
+                200, {"kind": "APIGroup", "apiVersion": "v1", **fake._group(segments[1], versions)}
+            )
         elif len(segments) == 3 and segments[0] == "apis":
             self._send(200, fake._resource_list(segments[1], segments[2]))
         else:
             raise _not_found_path()
 
-    def _resource(self, method: str, verb: str, t: _Target, query: dict[str, str],
-                  body: Any) -> None:
+    def _resource(
+        self, method: str, verb: str, t: _Target, query: dict[str, str], body: Any
+    ) -> None:
         fake = self.server.fake
         if "dryRun" in query:
             raise FakeApiError(400, "dryRun is not supported by the fake API server")
         if (t.group, t.plural, t.sub) == ("", "bindings", None) and t.name is None:
             if method != "POST" or t.namespace is None:
                 raise _not_found_path()
-            name = ((body or {}).get("metadata") or {}).get("name") if isinstance(body,
-                                                                                   dict) else None
+            name = (
+                ((body or {}).get("metadata") or {}).get("name") if isinstance(body, dict) else None
+            )
             if not name:
                 raise FakeApiError(400, "a Binding needs metadata.name (the pod)")
             with fake._lock:
@@ -1767,11 +2093,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, _present(res, obj, t.version))
         elif verb == "create":
             if t.name is not None:
-                raise FakeApiError(405, "the server does not allow this method on the "
-                                        "requested resource")
+                raise FakeApiError(
+                    405, "the server does not allow this method on the requested resource"
+                )
             if res.namespaced and ns is None:
-                raise FakeApiError(405, "the server does not allow this method on the "
-                                        "requested resource")
+                raise FakeApiError(
+                    405, "the server does not allow this method on the requested resource"
+                )
             if not isinstance(body, dict):
                 raise FakeApiError(400, "the body of the request must be a JSON object")
             with fake._lock:
@@ -1796,11 +2124,23 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 details = res.details(t.name)
                 details["uid"] = last["metadata"].get("uid")
-                self._send(200, {"kind": "Status", "apiVersion": "v1", "metadata": {},
-                                 "status": "Success", "details": details})
+                self._send(
+                    200,
+                    {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "metadata": {},
+                        "status": "Success",
+                        "details": details,
+                    },
+                )
         elif verb == "deletecollection":
-            listed = fake._list(res, ns, t.version, {
-                k: v for k, v in query.items() if k in ("labelSelector", "fieldSelector")})
+            listed = fake._list(
+                res,
+                ns,
+                t.version,
+                {k: v for k, v in query.items() if k in ("labelSelector", "fieldSelector")},
+            )
             deleted = []
             with fake._lock:
                 for item in listed["items"]:
@@ -1808,20 +2148,25 @@ class _Handler(BaseHTTPRequestHandler):
                     # Someone else may have deleted it since the list.
                     with contextlib.suppress(FakeApiError):
                         deleted.append(fake._delete(res, meta.get("namespace"), meta["name"], {}))
-            listed["items"] = deleted if res.custom else [
-                {k: v for k, v in o.items() if k not in TYPE_KEYS} for o in deleted]
+            listed["items"] = (
+                deleted
+                if res.custom
+                else [{k: v for k, v in o.items() if k not in TYPE_KEYS} for o in deleted]
+            )
             self._send(200, listed)
         else:
-            raise FakeApiError(405, "the server does not allow this method on the requested "
-                                    "resource")
+            raise FakeApiError(
+                405, "the server does not allow this method on the requested resource"
+            )
 
     def _subresource(self, method: str, res: _Resource, t: _Target, body: Any) -> None:
         fake = self.server.fake
         assert t.name is not None and t.sub is not None
         if (res.group, res.plural, t.sub) == ("", "pods", "binding"):
             if method != "POST":
-                raise FakeApiError(405, "the server does not allow this method on the "
-                                        "requested resource")
+                raise FakeApiError(
+                    405, "the server does not allow this method on the requested resource"
+                )
             assert t.namespace is not None
             with fake._lock:
                 fake._bind(t.namespace, t.name, body)
@@ -1837,11 +2182,13 @@ class _Handler(BaseHTTPRequestHandler):
             elif method == "PUT":
                 obj = fake._update(res, t.namespace, t.name, "status", body, t.version)[1]
             elif method == "PATCH":
-                obj = fake._patch(res, t.namespace, t.name, "status", body, self._content_type(),
-                                  t.version)
+                obj = fake._patch(
+                    res, t.namespace, t.name, "status", body, self._content_type(), t.version
+                )
             else:
-                raise FakeApiError(405, "the server does not allow this method on the "
-                                        "requested resource")
+                raise FakeApiError(
+                    405, "the server does not allow this method on the requested resource"
+                )
         self._send(200, _present(res, obj, t.version))
 
     def _content_type(self) -> str:
@@ -1857,8 +2204,9 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             raise FakeApiError(400, "invalid timeoutSeconds") from None
         bookmarks = query.get("allowWatchBookmarks", "").lower() in ("true", "1")
-        watcher, expired = fake._open_watch(res, t.namespace, selector, t.version,
-                                            query.get("resourceVersion"), self.connection)
+        watcher, expired = fake._open_watch(
+            res, t.namespace, selector, t.version, query.get("resourceVersion"), self.connection
+        )
         try:
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -1934,8 +2282,7 @@ def _present(res: _Resource, obj: Obj, version: str) -> Obj:
 
 
 def _bind_success() -> Obj:
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-            "code": 201}
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
 
 # --- command line --------------------------------------------------------------------
@@ -1944,19 +2291,26 @@ def _bind_success() -> Obj:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.fake_apiserver",
-        description="Run the fake Kubernetes API server in the foreground.")
+        description="Run the fake Kubernetes API server in the foreground.",
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--kubeconfig-out", type=Path, help="write a kubeconfig here")
-    parser.add_argument("--latency-ms", type=float, default=0.0,
-                        help="sleep this long in every non-watch request")
-    parser.add_argument("--history", type=int, default=10_000,
-                        help="watch events retained per resource")
+    parser.add_argument(
+        "--latency-ms", type=float, default=0.0, help="sleep this long in every non-watch request"
+    )
+    parser.add_argument(
+        "--history", type=int, default=10_000, help="watch events retained per resource"
+    )
     parser.add_argument("--bookmark-interval-s", type=float, default=1.0)
     args = parser.parse_args(argv)
-    server = FakeApiServer(args.host, args.port, history=args.history,
-                           bookmark_interval_s=args.bookmark_interval_s,
-                           latency_s=args.latency_ms / 1000.0)
+    server = FakeApiServer(
+        args.host,
+        args.port,
+        history=args.history,
+        bookmark_interval_s=args.bookmark_interval_s,
+        latency_s=args.latency_ms / 1000.0,
+    )
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     server.start()
