@@ -20,6 +20,7 @@ server must not be sent thousands of identical patches a second.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
@@ -82,10 +83,15 @@ class Reporter:
         self._written: dict[str, tuple[Any, ...]] = {}  # object key -> status signature
         self._event_names: dict[Any, tuple[str, str]] = {}  # event key -> (namespace, name)
         self._names_lock = threading.Lock()  # the writer thread adds, the loop prunes
+        self._failed: queue.SimpleQueue[tuple[str, tuple[Any, ...]]] = queue.SimpleQueue()
 
     def report(
         self, report: CycleReport, state: ClusterState | None, findings: Sequence[Finding]
     ) -> None:
+        while not self._failed.empty():  # writes that failed: write them again
+            memory, sig = self._failed.get()
+            if self._written.get(memory) == sig:
+                del self._written[memory]
         podgroups = self._podgroups()
         pending_of: dict[str, list[str]] = defaultdict(list)
         gang_queue: dict[str, str] = {}
@@ -126,8 +132,7 @@ class Reporter:
             try:
                 write()
             except Exception:
-                if self._written.get(memory) == sig:
-                    del self._written[memory]
+                self._failed.put((memory, sig))  # the loop thread owns ``_written``
                 raise
 
         self.writer.submit(key, tracked)
