@@ -9,11 +9,11 @@ on the order of the queues.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from solver.model import CPU, DEFAULT_QUEUE, GPU, ClusterState, Queue
+from solver.model import CPU, DEFAULT_QUEUE, GPU, ClusterState, Node, Queue
 
 
 def water_fill(total: int, weights: Sequence[int], caps: Sequence[int | None]) -> list[Fraction]:
@@ -77,9 +77,23 @@ class QueueShare:
         return self.allocated / self.deserved if self.deserved > 0 else 0.0
 
 
-def fair_resource(state: ClusterState) -> str:
+def fair_resource(nodes: Iterable[Node]) -> str:
     """The resource queues compete for: GPUs where the cluster has them, else CPU."""
-    return GPU if any(n.allocatable[GPU] for n in state.nodes) else CPU
+    return GPU if any(n.allocatable[GPU] for n in nodes) else CPU
+
+
+def deserved_by_queue(
+    total: int, queues: Sequence[Queue], wants: Mapping[str, int], resource: str
+) -> dict[str, float]:
+    """Each queue's deserved amount of ``resource``: ``total`` water-filled by weight,
+    capped by what the queue wants (holds plus waits for) and by its capability."""
+    caps: list[int | None] = []
+    for q in queues:
+        want = wants.get(q.name, 0)
+        cap = q.capability
+        caps.append(min(want, cap[resource]) if cap is not None and resource in cap.root else want)
+    shares = water_fill(total, [q.weight for q in queues], caps)
+    return {q.name: float(share) for q, share in zip(queues, shares, strict=True)}
 
 
 def queue_shares(state: ClusterState, resource: str) -> dict[str, QueueShare]:
@@ -95,15 +109,10 @@ def queue_shares(state: ClusterState, resource: str) -> dict[str, QueueShare]:
             continue
         into = allocated if pod.node_name is not None else pending
         into[queue] += pod.demand().get(resource, 0)
-    names = list(queues)
-    caps: list[int | None] = []
-    for name in names:
-        want = allocated[name] + pending[name]
-        cap = queues[name].capability
-        caps.append(min(want, cap[resource]) if cap is not None and resource in cap.root else want)
     total = sum(n.allocatable[resource] for n in state.nodes)
-    shares = water_fill(total, [queues[n].weight for n in names], caps)
+    wants = {name: allocated[name] + pending[name] for name in queues}
+    deserved = deserved_by_queue(total, list(queues.values()), wants, resource)
     return {
-        name: QueueShare(queues[name].weight, float(share), allocated[name], pending[name])
-        for name, share in zip(names, shares, strict=True)
+        name: QueueShare(q.weight, deserved[name], allocated[name], pending[name])
+        for name, q in queues.items()
     }

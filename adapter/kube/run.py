@@ -245,9 +245,8 @@ class KubeScheduler:
         self.last = result
         state = self.cluster.last_state
         if state is not None:
-            self.metrics.observe_queues(
-                queue_shares(state, fair_resource(state)), fair_resource(state)
-            )
+            resource = fair_resource(state.nodes)
+            self.metrics.observe_queues(queue_shares(state, resource), resource)
         if result.error:
             log.error("cycle %d: %s", self.cycles, result.error)
         elif result.bound or result.failed_binds or result.rolled_back:

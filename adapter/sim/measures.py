@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from adapter.loop import CycleResult
 from adapter.sim.run import Sample, SimRun
-from solver.fairness import water_fill
+from solver.fairness import deserved_by_queue
 from solver.model import Queue
 
 
@@ -104,13 +104,11 @@ def deserved_at(
 ) -> dict[str, float]:
     """Each queue's deserved amount of ``resource`` at the sample: water-filling by weight,
     capped by what the queue holds plus waits for, and by its capability."""
-    caps: list[int | None] = []
-    for q in queues:
-        want = sample.queue_allocated.get(q.name, 0) + sample.queue_pending.get(q.name, 0)
-        cap = q.capability
-        caps.append(min(want, cap[resource]) if cap is not None and resource in cap.root else want)
-    shares = water_fill(total, [q.weight for q in queues], caps)
-    return {q.name: float(share) for q, share in zip(queues, shares, strict=True)}
+    wants = {
+        q.name: sample.queue_allocated.get(q.name, 0) + sample.queue_pending.get(q.name, 0)
+        for q in queues
+    }
+    return deserved_by_queue(total, queues, wants, resource)
 
 
 def fairness(run: SimRun) -> tuple[dict[str, QueueFairness], float, float]:

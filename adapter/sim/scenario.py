@@ -42,7 +42,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from adapter.errors import validation_lines
 from adapter.quantity import Quantity, QuantityError
 from adapter.quantity import resources as parse_resources
-from solver.model import CPU, DEFAULT_QUEUE, GPU, Gang, Node, Pod, Queue, Taint, Toleration
+from solver.fairness import fair_resource
+from solver.model import DEFAULT_QUEUE, Gang, Node, Pod, Queue, Taint, Toleration
 
 SCENARIOS_PACKAGE = "adapter.sim"
 SCENARIOS_DIR = "scenarios"
@@ -166,7 +167,7 @@ class Workload:
 
     def fair_resource(self) -> str:
         """The resource fair shares are judged on: GPUs when there are any, else CPU."""
-        return GPU if any(n.allocatable[GPU] for n in self.nodes) else CPU
+        return fair_resource(self.nodes)
 
 
 class ScenarioError(ValueError):

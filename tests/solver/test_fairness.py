@@ -121,7 +121,7 @@ def test_queue_shares_worked_by_hand() -> None:
         gangs=[gang("a1").queue("a"), gang("a2").queue("a"), gang("b1").queue("b")],
         queues=[queue("a", 3), queue("b", 1)],
     )
-    resource = fair_resource(snapshot)
+    resource = fair_resource(snapshot.nodes)
     assert resource == "nvidia.com/gpu"
     shares = queue_shares(snapshot, resource)
     assert (shares["a"].deserved, shares["a"].allocated, shares["a"].pending) == (6, 2, 10)
