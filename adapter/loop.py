@@ -168,7 +168,7 @@ def _bind(
             done_by_gang[gang].append(pod)
     if not atomic:
         return
-    to_evict: dict[str, str] = {}  # pod -> its gang
+    to_evict: list[str] = []
     for gang, failed in failed_by_gang.items():
         done = done_by_gang.get(gang, [])
         if gangs.held.get(gang, 0) + len(done) >= gangs.need.get(gang, 1):
@@ -180,12 +180,10 @@ def _bind(
         )
         for pod in done:
             del result.bound[pod]
-            to_evict[pod] = gang
-        for pod in maybe:
-            to_evict[pod] = gang
+        to_evict += done + maybe
     if not to_evict:
         return
-    refused = cluster.evict(list(to_evict), "gang rollback: a member could not be bound")
+    refused = cluster.evict(to_evict, "gang rollback: a member could not be bound")
     for pod in to_evict:
         if pod in refused:
             # The next snapshot shows it bound; the gang is then short and the status

@@ -14,7 +14,6 @@ Objects are plain JSON dicts as the API server sent them, with ``kind`` and
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -42,11 +41,9 @@ class ClusterCache:
         self._assumed: dict[str, str] = {}  # pod key -> node, bind sent or about to be
         self._deleted: dict[str, str] = {}  # pod key -> uid gangsat deleted
         self.version = 0  # bumped on every change, so a caller can tell nothing changed
-        self.changed_at = time.monotonic()
 
     def _touch(self) -> None:
         self.version += 1
-        self.changed_at = time.monotonic()
 
     # --- what the watches deliver ------------------------------------------------------------
 

@@ -60,7 +60,6 @@ class LeaseElector:
         self._observed_at = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lease", daemon=True)
-        self.transitions = 0
 
     def is_leader(self) -> bool:
         return self.leading_for() > 0
@@ -143,7 +142,6 @@ class LeaseElector:
                 return False  # another replica wrote first
             raise
         if holder != self.identity:
-            self.transitions += 1
             log.info("acquired the lease %s/%s as %s", self.namespace, self.name, self.identity)
         self._renewed_at = now
         self._observed = (self.identity, "")
@@ -162,7 +160,6 @@ class LeaseElector:
             if e.status == 409:
                 return False
             raise
-        self.transitions += 1
         self._renewed_at = now
         return True
 

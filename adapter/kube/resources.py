@@ -106,12 +106,6 @@ def discover(api: client.ApiClient) -> list[Resource]:
     return [NODES, PODS, PRIORITY_CLASSES, *served(DIALECTS, plurals)]
 
 
-def dialect_of(api_version: str, kind: str) -> Resource | None:
-    """The dialect resource (PodGroup or Queue) of an object's ``apiVersion``."""
-    group = api_version.split("/", 1)[0] if "/" in api_version else ""
-    return next((r for r in DIALECTS if r.group == group and r.kind == kind), None)
-
-
 def raw(response: object) -> Any:
     """The urllib3 response of a client call made with ``_preload_content=False`` (the
     client's annotations promise a model, but the call returns the raw response)."""

@@ -24,9 +24,6 @@ class Writer:
     def __init__(self, rate_per_s: float = 50.0, burst: int = 100) -> None:
         self.rate_per_s = rate_per_s
         self.burst = burst
-        self.sent = 0
-        self.failed = 0
-        self.coalesced = 0
         self._queue: OrderedDict[str, Write] = OrderedDict()
         self._cond = threading.Condition()
         self._busy = False
@@ -47,14 +44,8 @@ class Writer:
 
     def submit(self, key: str, write: Write) -> None:
         with self._cond:
-            if key in self._queue:
-                self.coalesced += 1
             self._queue[key] = write
             self._cond.notify_all()
-
-    def pending(self) -> int:
-        with self._cond:
-            return len(self._queue) + (1 if self._busy else 0)
 
     def flush(self, timeout_s: float = 10.0) -> bool:
         """Wait until every submitted write was attempted (tests, shutdown)."""
@@ -91,9 +82,7 @@ class Writer:
             self._wait_token()
             try:
                 write()
-                self.sent += 1
             except Exception as e:  # a status write is best effort; the next cycle redoes it
-                self.failed += 1
                 log.warning("write %s failed: %s", key, e)
             finally:
                 with self._cond:
