@@ -35,12 +35,30 @@ class ObjectiveWeights(BaseModel):
             "(weighted water-filling, capped by demand and capability)"
         ),
     )
+    overuse: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "per share unit a queue's dominant resource ends the cycle above its deserved "
+            "share: 0 is work-conserving; above value (100) a queue at its share leaves "
+            "capacity idle for another queue's pending gang that does not fit yet, as "
+            "Volcano's proportion plugin does, trading utilisation for fairness"
+        ),
+    )
     priority: int = Field(
         default=400,
         ge=0,
         description=(
             "per admitted gang and priority rank above the lowest, in whole clusters: "
             "at >= 200 a higher priority gang always goes first"
+        ),
+    )
+    gang_start: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "per gang started, in average nodes' shares: favours starting many small gangs "
+            "over few large ones (shorter mean waits; large gangs wait longer)"
         ),
     )
     packing: int = Field(

@@ -22,7 +22,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from solver.baselines import allocate_gangs
-from solver.config import SolverConfig
+from solver.config import ObjectiveWeights, SolverConfig
 from solver.decode import decision_from_placements
 from solver.encode import (
     Encoding,
@@ -112,6 +112,7 @@ def _disaggregate(
     enc: Encoding,
     per_class: dict[int, list[tuple[int, int]]],
     admitted: set[int],
+    weights: ObjectiveWeights,
 ) -> Placer:
     """Place the admitted gangs on real nodes, each class where the aggregate put it.
 
@@ -138,15 +139,22 @@ def _disaggregate(
         if len(placed) < gang.need:
             placer.unplace(placed)
             placer.try_gang(gang, Policy.PACK, extras=False)
-    return _topped_up(problem, placer)
+    return _topped_up(problem, placer, weights)
 
 
-def _topped_up(problem: Problem, placer: Placer) -> Placer:
-    """Fill what room is left with the gangs that have no pod placed yet (gang-greedy)."""
+def _topped_up(problem: Problem, placer: Placer, weights: ObjectiveWeights) -> Placer:
+    """Fill what room is left with the gangs that have no pod placed yet (gang-greedy),
+    unless that lowers the objective: with overuse or opening priced above value, the
+    room a solver left empty may be empty on purpose."""
     of_pod = problem.class_of_pod()
-    placed_gangs = {problem.classes[of_pod[pod]].gang for pod in placer.placed}
+    before = set(placer.placed)
+    placed_gangs = {problem.classes[of_pod[pod]].gang for pod in before}
     rest = [g for g in problem.schedulable_gangs() if g.index not in placed_gangs]
+    worth = sum(evaluate(problem, placer.placed, weights).values())
     allocate_gangs(problem, placer, rest, Policy.PACK)
+    added = [pod for pod in placer.placed if pod not in before]
+    if added and sum(evaluate(problem, placer.placed, weights).values()) < worth:
+        placer.unplace(added)
     return placer
 
 
@@ -198,7 +206,9 @@ def _node_class_stage(search: _Search, shapes: Shapes, share: float) -> None:
         search.bounds.append(result.report.bound)
         search.admitted = decode_admitted(agg, result.solution)
         counts = decode_counts(agg, result.solution)
-        search.solved.append(_disaggregate(problem, agg, counts, search.admitted))
+        search.solved.append(
+            _disaggregate(problem, agg, counts, search.admitted, search.config.weights)
+        )
 
 
 def _node_stage(search: _Search, shapes: Shapes, only: set[int] | None) -> None:
@@ -217,7 +227,7 @@ def _node_stage(search: _Search, shapes: Shapes, only: set[int] | None) -> None:
             search.proven = result.optimal
             search.solved.insert(0, placer)
         else:
-            search.solved.append(_topped_up(problem, placer))
+            search.solved.append(_topped_up(problem, placer, search.config.weights))
 
 
 def solve(state: ClusterState, config: SolverConfig | None = None) -> Decision:

@@ -14,6 +14,7 @@ admission fast). The same constraint families serve both:
 - capacity per bin and resource; queue capability (hard).
 - ``opened[bin]``: empty nodes of the bin that receive pods (packing terms).
 - ``short[q]``: queue q's shortfall below its deserved share (fairness term).
+- ``over[q]``: queue q's excess above its deserved share (overuse term, when priced).
 
 Models reach tens of thousands of variables, so constraints are written straight into
 the model's proto from flat arrays: building through expression objects cost more than
@@ -151,6 +152,7 @@ class Encoding:
     admitted: dict[int, int] = field(default_factory=dict)  # shape -> variable index
     opened: dict[int, int] = field(default_factory=dict)  # bin -> variable index
     short: dict[int, int] = field(default_factory=dict)  # queue -> variable index
+    over: dict[int, int] = field(default_factory=dict)  # queue -> variable index
     class_span: dict[int, tuple[int, int]] = field(default_factory=dict)  # [start, end)
 
     def shape_span(self, s: int) -> list[int]:
@@ -311,6 +313,25 @@ def add_fairness_shortfall(enc: Encoding, coef: Coefficients) -> None:
         _linear(enc, [short, *members.tolist()], [1, *shares.tolist()], target, INF)
 
 
+def add_overuse_excess(enc: Encoding, coef: Coefficients) -> None:
+    """over[q] >= held + gained - deserved: only priced when the overuse weight is set, so
+    the default (work-conserving) model carries no extra variables."""
+    if not coef.excess:
+        return
+    queue_of_pair = _queue_of_pair(enc)
+    share = np.array([sc.pod_share for sc in enc.shapes.classes], dtype=np.int64)
+    for q in enc.problem.queues:
+        base = int(coef.held[q.index] - coef.deserved[q.index])
+        members = np.flatnonzero(queue_of_pair == q.index)
+        if base <= 0 and not len(members):
+            continue
+        shares = share[enc.pairs.cls[members]] if len(members) else np.zeros(0, np.int64)
+        high = max(0, base) + int((shares * enc.pairs.cap[members]).sum())
+        over = _new_var(enc, max(0, base), high, f"over[{q.name}]")
+        enc.over[q.index] = over
+        _linear(enc, [over, *members.tolist()], [1, *(-shares).tolist()], base, INF)
+
+
 def set_objective(enc: Encoding, coef: Coefficients) -> None:
     """Maximise: CP-SAT minimises, so coefficients are negated with scaling factor -1."""
     price = np.array([sc.pod_price for sc in enc.shapes.classes], dtype=np.int64)
@@ -322,6 +343,9 @@ def set_objective(enc: Encoding, coef: Coefficients) -> None:
     for var in enc.short.values():
         variables.append(var)
         prices.append(coef.shortfall)
+    for var in enc.over.values():
+        variables.append(var)
+        prices.append(coef.excess)
     for b, var in enc.opened.items():
         variables.append(var)
         prices.append(coef.node_opened + (coef.gpu_node_opened if enc.bins[b].gpu else 0))
@@ -341,6 +365,7 @@ def encode(
     add_capability(enc)
     add_opened_nodes(enc, by_bin)
     add_fairness_shortfall(enc, coef)
+    add_overuse_excess(enc, coef)
     set_objective(enc, coef)
     return enc
 

@@ -10,7 +10,9 @@ Terms (quantities in share units, weights from ``ObjectiveWeights``):
   gang that stays below minMember earn nothing: they hold resources and do no work.
 - ``priority``: per newly admitted gang, its priority rank times the value of its
   minMember pods — a higher class outweighs a lower one of similar size.
+- ``gang_start``: per newly admitted gang, one average node's share.
 - ``fairness``: minus each queue's shortfall of its dominant resource below deserved.
+- ``overuse``: minus each queue's excess of its dominant resource above deserved.
 - ``packing``: minus the share of nodes opened (empty before, used after).
 - ``gpu_nodes``: minus the share of GPU nodes opened.
 """
@@ -32,8 +34,10 @@ class Coefficients:
     """What one unit of each model quantity adds to the objective, weights applied."""
 
     pod: IntArray  # per pod class, per pod placed
-    admitted: IntArray  # per gang, when it reaches minMember this cycle
+    admitted: IntArray  # per gang, when it reaches minMember this cycle (priority)
+    started: int  # per gang reaching minMember this cycle, whatever its priority
     shortfall: int  # per share unit a queue falls short (negative)
+    excess: int  # per share unit a queue ends above its deserved share (negative)
     node_opened: int  # per node opened (negative)
     gpu_node_opened: int  # per GPU node opened, on top of node_opened (negative)
     deserved: IntArray  # per queue, share units of its dominant resource
@@ -75,7 +79,9 @@ def _coefficients(problem: Problem, w: ObjectiveWeights) -> Coefficients:
     return Coefficients(
         pod=w.value * values,
         admitted=admitted,
+        started=w.gang_start * (SHARE_SCALE // nodes),
         shortfall=-w.fairness,
+        excess=-w.overuse,
         node_opened=-w.packing * (SHARE_SCALE // nodes),
         gpu_node_opened=-w.gpu_node_open * (SHARE_SCALE // gpu_nodes),
         deserved=deserved,
@@ -106,11 +112,14 @@ def evaluate(
         queue_of_class, weights=coef.pod_share * counted, minlength=len(problem.queues)
     ).astype(np.int64)
     shortfall = np.maximum(0, coef.deserved - coef.held - gained)
+    excess = np.maximum(0, coef.held + gained - coef.deserved)
     opened = problem.empty & (new_on > 0)
     return {
         "value": int(coef.pod @ counted),
         "priority": int(coef.admitted @ newly.astype(np.int64)),
+        "gang_start": coef.started * int(newly.sum()),
         "fairness": coef.shortfall * int(shortfall.sum()),
+        "overuse": coef.excess * int(excess.sum()),
         "packing": coef.node_opened * int(opened.sum()),
         "gpu_nodes": coef.gpu_node_opened * int((opened & problem.gpu_node).sum()),
     }

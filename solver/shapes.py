@@ -95,7 +95,7 @@ def group(problem: Problem, coef: Coefficients) -> Shapes:
                 need=first.need,
                 running=first.running,
                 queue=first.queue,
-                admit_price=int(coef.admitted[first.index]),
+                admit_price=int(coef.admitted[first.index]) + coef.started,
             )
         )
     return Shapes(shapes, classes)

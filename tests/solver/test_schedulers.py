@@ -114,6 +114,73 @@ def test_a_queue_asking_less_than_its_share_gets_all_it_asks_and_the_rest_flows(
     assert per_queue == {"a": 2, "b": 6}
 
 
+def queue_at_share_and_a_gang_that_does_not_fit(a_running: int) -> ClusterState:
+    """8 one-core slots, queues a and b weighted 1:1 (4 cores deserved each, as both ask
+    for more). a runs ``a_running`` one-core pods and has 4 more pending; b waits with a
+    gang of 7 that the free cores cannot hold while a runs anything."""
+    running = [
+        pod(f"ra{i}").req(cpu=1).gang(f"ra{i}").on(f"n{i // 2}").build() for i in range(a_running)
+    ]
+    pending_a = [p for i in range(4) for p in pods_of(f"a{i}", 1, cpu=1)]
+    return state(
+        nodes=[node(f"n{i}").cap(cpu=2, memory="8Gi") for i in range(4)],
+        pods=running + pending_a + pods_of("b", 7, cpu=1),
+        gangs=[
+            *[gang(f"ra{i}", 1).queue("a") for i in range(a_running)],
+            *[gang(f"a{i}", 1).queue("a").created(i) for i in range(4)],
+            gang("b", 7).queue("b").created(10),
+        ],
+        queues=[queue("a", 1), queue("b", 1)],
+    )
+
+
+def with_overuse(config: SolverConfig, overuse: int) -> SolverConfig:
+    weights = config.weights.model_copy(update={"overuse": overuse})
+    return config.model_copy(update={"weights": weights})
+
+
+@pytest.mark.parametrize("config", [FAST, CLASSES_ONLY], ids=["node-level", "node-classes"])
+@pytest.mark.parametrize(("overuse", "placed"), [(0, 4), (50, 4), (150, 0)])
+def test_overuse_above_value_keeps_a_queue_at_its_share(
+    config: SolverConfig, overuse: int, placed: int
+) -> None:
+    # a holds its 4 deserved cores. Each further core earns value 100 and costs `overuse`:
+    # below 100 a still takes the idle cores (work-conserving), above it they stay free.
+    s = queue_at_share_and_a_gang_that_does_not_fit(a_running=4)
+    d = solve(s, config=with_overuse(config, overuse))
+    assert sum(placed_per_gang(s, d).values()) == placed
+    assert d.objective == sum(d.terms.values())
+    assert d.terms["overuse"] == (0 if placed == 0 else -overuse * placed * 10_000_000 // 8)
+
+
+def test_overuse_lets_a_queue_below_its_share_fill_up_to_it_and_no_further() -> None:
+    s = queue_at_share_and_a_gang_that_does_not_fit(a_running=2)
+    d = solve(s, config=with_overuse(FAST, 150))
+    assert sum(placed_per_gang(s, d).values()) == 2
+    assert d.status is SolveStatus.OPTIMAL
+    assert d.stages[0].objective == d.objective == sum(d.terms.values())
+
+
+@pytest.mark.parametrize(("gang_start", "admitted"), [(0, {"big"}), (150, {"s1", "s2"})])
+def test_gang_start_prefers_two_small_gangs_to_one_large(
+    gang_start: int, admitted: set[str]
+) -> None:
+    # Three one-core nodes: the 3-pod gang earns 3 pods' value, the two 1-pod gangs 2.
+    # A gang start is worth one average node (one pod here) per 100: at 150 the two small
+    # gangs earn 2 + 3 = 5 against 3 + 1.5. Fairness off: one queue, so it only counts
+    # room left empty.
+    s = state(
+        nodes=[node(f"n{i}").cap(cpu=1, memory="8Gi") for i in range(3)],
+        pods=pods_of("big", 3, cpu=1) + pods_of("s1", 1, cpu=1) + pods_of("s2", 1, cpu=1),
+        gangs=[gang("big", 3).created(0), gang("s1", 1).created(1), gang("s2", 1).created(2)],
+    )
+    weights = FAST.weights.model_copy(update={"gang_start": gang_start, "fairness": 0})
+    d = solve(s, config=FAST.model_copy(update={"weights": weights}))
+    assert set(d.admitted) == admitted
+    assert d.terms["gang_start"] == gang_start * len(admitted) * (10_000_000 // 3)
+    assert d.stages[0].objective == d.objective == sum(d.terms.values())
+
+
 @pytest.mark.parametrize("scheduler", ["gang-greedy", "cpsat"])
 def test_capability_is_a_hard_cap_even_with_idle_nodes(scheduler: str) -> None:
     s = state(
@@ -314,6 +381,16 @@ def small_clusters(draw: st.DrawFn) -> ClusterState:
 
 
 PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Weights under which leaving room empty can pay (overuse and node opening above value)
+# and gang count counts.
+RESTRAINED = with_overuse(FAST, 150).model_copy(
+    update={
+        "weights": with_overuse(FAST, 150).weights.model_copy(
+            update={"packing": 60, "gang_start": 50}
+        )
+    }
+)
+WEIGHTINGS = pytest.mark.parametrize("config", [FAST, RESTRAINED], ids=["defaults", "restrained"])
 
 
 @PROPERTY
@@ -324,34 +401,39 @@ def test_validator_accepts_every_gang_aware_decision(s: ClusterState) -> None:
         assert check(s, d) == [], (scheduler, d)
 
 
+@WEIGHTINGS
 @PROPERTY
-@given(small_clusters())
-def test_proven_optimum_is_never_below_gang_greedy(s: ClusterState) -> None:
-    exact = schedule(s, "cpsat", FAST)
-    baseline = schedule(s, "gang-greedy", FAST)
+@given(s=small_clusters())
+def test_proven_optimum_is_never_below_gang_greedy(s: ClusterState, config: SolverConfig) -> None:
+    exact = schedule(s, "cpsat", config)
+    baseline = schedule(s, "gang-greedy", config)
     assert exact.objective is not None and baseline.objective is not None
     assert exact.objective >= baseline.objective
     if exact.status is SolveStatus.OPTIMAL:
         assert exact.bound == exact.objective
 
 
+@WEIGHTINGS
 @PROPERTY
-@given(small_clusters())
-def test_node_class_path_is_valid_and_bounded(s: ClusterState) -> None:
-    d = schedule(s, "cpsat", CLASSES_ONLY)
+@given(s=small_clusters())
+def test_node_class_path_is_valid_and_bounded(s: ClusterState, config: SolverConfig) -> None:
+    d = schedule(s, "cpsat", config.model_copy(update={"max_node_level_pairs": 0}))
     assert check(s, d) == []
-    exact = schedule(s, "cpsat", FAST)
+    exact = schedule(s, "cpsat", config)
     if d.bound is not None and exact.status is SolveStatus.OPTIMAL:
         assert exact.objective is not None
         assert d.bound >= exact.objective
 
 
+@WEIGHTINGS
 @PROPERTY
-@given(small_clusters())
-def test_score_of_a_decision_is_the_objective_it_reports(s: ClusterState) -> None:
+@given(s=small_clusters())
+def test_score_of_a_decision_is_the_objective_it_reports(
+    s: ClusterState, config: SolverConfig
+) -> None:
     for scheduler in SCHEDULERS:
-        d = schedule(s, scheduler, FAST)
-        assert score(s, d, FAST.weights) == d.terms
+        d = schedule(s, scheduler, config)
+        assert score(s, d, config.weights) == d.terms
 
 
 def test_score_prices_a_partial_gang_at_nothing_but_its_cost() -> None:
