@@ -3,7 +3,7 @@
     gangsat-bench tune SCENARIO [--trials N] [--timeout S] [--jobs N] [--seed N]
                        [--storage URL] [--study NAME] [--out DIR] [--holdout SCENARIO]
                        [--max-fairness-error F] [--tolerance R] [--fairness-tolerance F]
-                       [--time-limit S] [--draws K]
+                       [--time-limit S] [--draws K] [--holdout-draws H]
 
 Each trial is one simulator run of SCENARIO (``adapter.sim``) with cpsat and a candidate
 ``ObjectiveWeights``; it scores three objectives, all read from ``adapter.sim.measures``:
@@ -16,7 +16,9 @@ Each trial is one simulator run of SCENARIO (``adapter.sim``) with cpsat and a c
 A trial that leaves a job unfinished is pruned (kept in the study, off the front): such
 weights refuse work rather than trade one objective for another.
 
-``value`` stays at 100: the weights are relative, so one of them is the unit.
+``value`` stays at 100: the weights are relative, so one of them is the unit. A weight
+that cannot change a decision on the scenario is not searched (``priority`` when every
+job has one priority) and stays at its default.
 With ``--draws K`` each trial averages K seeded variants of the scenario (for a trace,
 K draws of jobs to queues): share error on one draw is mostly the history of that draw,
 and weights tuned to one draw do not carry over (measured on philly).
@@ -41,8 +43,11 @@ within ``--max-fairness-error``, the highest utilisation, then the lowest mean J
 none is within the budget, the lowest share error). If none qualifies, the defaults
 stand. The recommended weights and the defaults are then both run on a HELD-OUT
 workload — for a trace scenario the next slice of jobs with other queue draws (other
-jobs, other queues), else ``--holdout`` — in K draws none of which a trial saw, so a
-gain is not an artefact of tuning on the test data. Written to DIR:
+jobs, other queues), else ``--holdout`` — in H draws (default 6) none of which a trial
+saw, so a gain is not an artefact of tuning on the test data; the runs are spread over
+``--jobs`` processes. The verdict: a win on some objective beyond two standard errors of
+the paired per-draw differences, and no objective worse than the stated budget
+(``--tolerance``, ``--fairness-tolerance``) on the means. Written to DIR:
 ``<study>-pareto.png``, ``<study>.md``, ``<study>.json``, ``<study>-settings.yaml`` (an
 ``adapter.settings`` file) and ``<study>-configmap.yaml``.
 """
@@ -56,6 +61,7 @@ import multiprocessing
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,9 +92,12 @@ DIRECTIONS: tuple[StudyDirection, ...] = (
     StudyDirection.MINIMIZE,
 )
 # Searched weights and their ranges; ``value`` (100) is the unit the others are read in.
-SPACE: dict[str, tuple[int, int, bool]] = {  # name -> (low, high, log scale)
+Space = dict[str, tuple[int, int, bool]]  # name -> (low, high, log scale)
+SPACE: Space = {
     "fairness": (1, 3000, True),
+    "overuse": (0, 400, False),
     "priority": (0, 1000, False),
+    "gang_start": (0, 200, False),
     "packing": (0, 50, False),
     "gpu_node_open": (0, 50, False),
 }
@@ -123,6 +132,7 @@ class TuneSettings:
     fairness_tolerance: float = 0.002  # absolute worsening of share error within budget
     time_limit_s: float | None = None
     draws: int = 1  # each trial runs this many seeded variants of the scenario
+    holdout_draws: int = 6  # the held-out check runs this many unseen variants
 
 
 @dataclass(frozen=True)
@@ -166,14 +176,39 @@ def score(run: SimRun) -> Score:
     )
 
 
+def run_one(workload: Workload, weights: ObjectiveWeights, time_limit_s: float | None) -> Score:
+    config = SolverConfig(weights=weights)
+    if time_limit_s is not None:
+        config = config.model_copy(update={"time_limit_s": time_limit_s})
+    return score(simulate(workload, LoopSettings(scheduler="cpsat", solver=config)))
+
+
 def evaluate(
     workloads: Sequence[Workload], weights: ObjectiveWeights, time_limit_s: float | None
 ) -> Score:
     """The weights' score averaged over the workloads (the draws of one scenario)."""
-    config = SolverConfig(weights=weights)
-    if time_limit_s is not None:
-        config = config.model_copy(update={"time_limit_s": time_limit_s})
-    scores = [score(simulate(w, LoopSettings(scheduler="cpsat", solver=config))) for w in workloads]
+    return averaged([run_one(w, weights, time_limit_s) for w in workloads])
+
+
+def evaluate_many(
+    workloads: Sequence[Workload],
+    candidates: Sequence[ObjectiveWeights],
+    time_limit_s: float | None,
+    jobs: int,
+) -> list[Score]:
+    """Each candidate over the same workloads, the runs spread over ``jobs`` processes."""
+    if jobs <= 1:
+        return [evaluate(workloads, w, time_limit_s) for w in candidates]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        futures = [
+            [pool.submit(run_one, workload, w, time_limit_s) for workload in workloads]
+            for w in candidates
+        ]
+        return [averaged([f.result() for f in runs]) for runs in futures]
+
+
+def averaged(scores: Sequence[Score]) -> Score:
     n = len(scores)
     return Score(
         utilisation=sum(s.utilisation for s in scores) / n,
@@ -206,10 +241,18 @@ def materialise_all(scenarios: Sequence[Scenario]) -> list[Workload]:
         raise TuneError(str(e)) from None
 
 
-def suggest(trial: optuna.Trial) -> ObjectiveWeights:
+def searched(workloads: Sequence[Workload]) -> Space:
+    """The weights that can change a decision on these workloads: ``priority`` only
+    prices differences in priority, so with one priority level it stays at its default
+    rather than spend trials on a dimension that cannot matter."""
+    levels = {job.priority for w in workloads for job in w.jobs}
+    return {k: v for k, v in SPACE.items() if k != "priority" or len(levels) > 1}
+
+
+def suggest(trial: optuna.Trial, space: Space) -> ObjectiveWeights:
     picked = {
         name: trial.suggest_int(name, low, high, log=log)
-        for name, (low, high, log) in SPACE.items()
+        for name, (low, high, log) in space.items()
     }
     return ObjectiveWeights(**picked)
 
@@ -244,6 +287,7 @@ def _worker(
     """One process of the study: trials until ``target`` are complete or time is up."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     workloads = materialise_all(draws(load_scenario(settings.scenario), 0, settings.draws))
+    space = searched(workloads)
     study = optuna.load_study(
         study_name=study_name,
         storage=open_storage(url),
@@ -251,7 +295,7 @@ def _worker(
     )
 
     def objective(trial: optuna.Trial) -> tuple[float, float, float]:
-        weights = suggest(trial)
+        weights = suggest(trial, space)
         result = evaluate(workloads, weights, settings.time_limit_s)
         trial.set_user_attr("worker", index)
         trial.set_user_attr("finished", result.finished)
@@ -296,6 +340,7 @@ def run_study(settings: TuneSettings, console: Console) -> tuple[optuna.Study, s
     """Create or resume the study and add ``settings.trials`` trials; returns it and its URL."""
     scenario = _load(settings.scenario)
     _holdout_workloads(settings)  # a bad held-out scenario must fail now, not after the study
+    space = searched(materialise_all(draws(scenario, 0, settings.draws)))
     study_name = settings.study or f"gangsat-{scenario.name}"
     url = storage_url(settings, study_name)
     settings.out.mkdir(parents=True, exist_ok=True)
@@ -311,7 +356,7 @@ def run_study(settings: TuneSettings, console: Console) -> tuple[optuna.Study, s
     if not study.trials:
         defaults = ObjectiveWeights()
         study.enqueue_trial(
-            {name: getattr(defaults, name) for name in SPACE},
+            {name: getattr(defaults, name) for name in space},
             user_attrs={DEFAULTS_ATTR: True},
         )
         target += 1  # the defaults are a reference point, not one of the trials asked for
@@ -361,10 +406,14 @@ def _load(source: str) -> Scenario:
 
 
 def _gains(trial: FrozenTrial, defaults: FrozenTrial) -> list[tuple[float, float]] | None:
-    """Per objective, the paired mean gain over the defaults (positive = better) and its
+    return paired_gains(trial.user_attrs.get(PER_DRAW_ATTR), defaults.user_attrs.get(PER_DRAW_ATTR))
+
+
+def paired_gains(
+    mine: Sequence[Sequence[float]] | None, base: Sequence[Sequence[float]] | None
+) -> list[tuple[float, float]] | None:
+    """Per objective, the paired mean gain over the base (positive = better) and its
     standard error over the draws; None without per-draw values for both."""
-    mine = trial.user_attrs.get(PER_DRAW_ATTR)
-    base = defaults.user_attrs.get(PER_DRAW_ATTR)
     if not mine or not base or len(mine) != len(base):
         return None
     out = []
@@ -429,8 +478,8 @@ def holdout_scenario(settings: TuneSettings) -> tuple[Scenario, str]:
 def _holdout_workloads(settings: TuneSettings) -> tuple[list[Workload], str]:
     """The held-out scenario in as many draws as a trial, none of them a tuning draw."""
     held, text = holdout_scenario(settings)
-    # Draws settings.draws .. 2 * settings.draws - 1: the trials used 0 .. settings.draws - 1.
-    variants = draws(held, settings.draws, settings.draws)
+    # From draw settings.draws on: the trials used 0 .. settings.draws - 1.
+    variants = draws(held, settings.draws, settings.holdout_draws)
     try:
         workloads = materialise_all(variants)
     except TuneError as e:
@@ -441,30 +490,65 @@ def _holdout_workloads(settings: TuneSettings) -> tuple[list[Workload], str]:
 
 
 def verdict(defaults: Score, recommended: Score, settings: TuneSettings) -> str:
-    """Does the recommendation win on one objective without losing beyond the budget?"""
+    """Does the recommendation win on one objective without losing beyond the budget?
+
+    A win must also exceed the draw-to-draw noise: with several held-out draws, the paired
+    gain must be over NOISE_Z standard errors of the per-draw differences. A loss is
+    judged on the means against the stated budget."""
+    gains = paired_gains(recommended.per_draw, defaults.per_draw)
+    names = ("utilisation", "share error", "mean JCT")
+    limits = (
+        defaults.utilisation * settings.tolerance,
+        settings.fairness_tolerance,
+        defaults.mean_jct_s * settings.tolerance,
+    )
     better = []
     worse = []
-    if recommended.utilisation > defaults.utilisation:
-        better.append("utilisation")
-    elif recommended.utilisation < defaults.utilisation * (1 - settings.tolerance):
-        worse.append("utilisation")
-    if recommended.share_error < defaults.share_error:
-        better.append("share error")
-    elif recommended.share_error > defaults.share_error + settings.fairness_tolerance:
-        worse.append("share error")
-    if recommended.mean_jct_s < defaults.mean_jct_s:
-        better.append("mean JCT")
-    elif recommended.mean_jct_s > defaults.mean_jct_s * (1 + settings.tolerance):
-        worse.append("mean JCT")
+    for k, (name, sign, limit) in enumerate(zip(names, SIGNS, limits, strict=True)):
+        gain = sign * (recommended.values()[k] - defaults.values()[k])
+        noise = NOISE_Z * gains[k][1] if gains else 0.0
+        if gain > 0 and gain > noise:
+            better.append(name)
+        elif gain < -limit:
+            worse.append(name)
     budget = (
         f"budget: utilisation and mean JCT within {settings.tolerance:.0%}, share error "
         f"within {settings.fairness_tolerance:.1%} points"
     )
+    if gains and len(recommended.per_draw) > 1:
+        budget += f"; a win must exceed {NOISE_Z:g} standard errors over the draws"
     if better and not worse:
         return f"recommended beats the defaults on {', '.join(better)} ({budget})"
     if worse:
         return f"recommended is worse than the defaults on {', '.join(worse)} ({budget})"
     return f"recommended does not beat the defaults on any objective ({budget})"
+
+
+def paired_rows(defaults: Score, recommended: Score) -> list[list[str]]:
+    """Recommended minus defaults, draw by draw, and the mean with its standard error."""
+    gains = paired_gains(recommended.per_draw, defaults.per_draw)
+    if gains is None:
+        return []
+
+    def fmt(k: int, delta: float) -> str:
+        if k == 2:
+            return f"{delta / 3600:+.3f} h"
+        return f"{delta * 100:+.2f} pt"
+
+    rows = [
+        [f"draw {i}", *(fmt(k, r[k] - d[k]) for k in range(3))]
+        for i, (d, r) in enumerate(zip(defaults.per_draw, recommended.per_draw, strict=True))
+    ]
+    rows.append(
+        [
+            "mean ± s.e.",
+            *(
+                f"{fmt(k, SIGNS[k] * mean)} ± {fmt(k, se)[1:]}"
+                for k, (mean, se) in enumerate(gains)
+            ),
+        ]
+    )
+    return rows
 
 
 def settings_snippet(weights: ObjectiveWeights) -> str:
@@ -505,7 +589,7 @@ def front_rows(result: TuneResult) -> list[list[str]]:
                 f"{t.values[0]:.2%}",
                 f"{t.values[1]:.2%}",
                 report.duration(t.values[2]),
-                *[str(t.params[k]) for k in SPACE],
+                *[str(t.params.get(k, "-")) for k in SPACE],
                 ", ".join(mark),
             ]
         )
@@ -514,6 +598,7 @@ def front_rows(result: TuneResult) -> list[list[str]]:
 
 FRONT_HEADERS = ("trial", "utilisation", "share error", "mean JCT", *SPACE, "")
 SCORE_HEADERS = ("weights", "utilisation", "share error", "mean JCT", "finished")
+PAIRED_HEADERS = ("", "utilisation", "share error", "mean JCT")
 
 
 def plot_front(study: optuna.Study, result: TuneResult, path: Path) -> Path:
@@ -580,6 +665,21 @@ def markdown(result: TuneResult, settings: TuneSettings, snippet: str) -> str:
             [False, True, True, True, True],
         ),
         "",
+        *(
+            [
+                "Recommended minus defaults, draw by draw (pt = percentage points; for share "
+                "error and JCT, negative is better):",
+                "",
+                report.md_table(
+                    PAIRED_HEADERS,
+                    paired_rows(result.holdout["defaults"], result.holdout["recommended"]),
+                    [False, True, True, True],
+                ),
+                "",
+            ]
+            if len(result.holdout["defaults"].per_draw) > 1
+            else []
+        ),
         f"**{result.verdict}**",
         "",
         "## Settings (paste into the ConfigMap's `gangsat.yaml`)",
@@ -608,10 +708,13 @@ def finish(study: optuna.Study, settings: TuneSettings, console: Console) -> Tun
     )
     workloads, result.holdout_source = _holdout_workloads(settings)
     console.print(f"held out: {result.holdout_source}")
-    result.holdout = {
-        "defaults": evaluate(workloads, ObjectiveWeights(), settings.time_limit_s),
-        "recommended": evaluate(workloads, weights_of(result.recommended), settings.time_limit_s),
-    }
+    held = evaluate_many(
+        workloads,
+        [ObjectiveWeights(), weights_of(result.recommended)],
+        settings.time_limit_s,
+        settings.jobs,
+    )
+    result.holdout = dict(zip(("defaults", "recommended"), held, strict=True))
     result.verdict = verdict(result.holdout["defaults"], result.holdout["recommended"], settings)
     snippet = settings_snippet(weights_of(result.recommended))
     stem = settings.out / result.study
@@ -656,6 +759,14 @@ def finish(study: optuna.Study, settings: TuneSettings, console: Console) -> Tun
     for k, v in result.holdout.items():
         held_table.add_row(*_score_row(k, v))
     console.print(held_table)
+    rows = paired_rows(result.holdout["defaults"], result.holdout["recommended"])
+    if len(rows) > 2:
+        paired = Table(title="recommended minus defaults, per held-out draw")
+        for h in PAIRED_HEADERS:
+            paired.add_column(h, justify="right")
+        for row in rows:
+            paired.add_row(*row)
+        console.print(paired)
     console.print(result.verdict)
     console.print("settings:\n" + snippet)
     return result
@@ -690,6 +801,12 @@ def parse_args(argv: Sequence[str] | None) -> TuneSettings:
     p.add_argument("--fairness-tolerance", type=non_negative, default=0.002)
     p.add_argument("--time-limit", type=positive, default=None, help="CP-SAT s per cycle")
     p.add_argument(
+        "--holdout-draws",
+        type=at_least_one,
+        default=6,
+        help="unseen variants the held-out check runs (default 6)",
+    )
+    p.add_argument(
         "--draws",
         type=at_least_one,
         default=1,
@@ -711,6 +828,7 @@ def parse_args(argv: Sequence[str] | None) -> TuneSettings:
         fairness_tolerance=a.fairness_tolerance,
         time_limit_s=a.time_limit,
         draws=a.draws,
+        holdout_draws=a.holdout_draws,
     )
 
 

@@ -28,10 +28,13 @@ from benchmarks.tune import (
     _worker,
     draws,
     evaluate,
+    evaluate_many,
     holdout_scenario,
     open_storage,
+    paired_rows,
     recommend,
     run_study,
+    searched,
     tune,
     verdict,
 )
@@ -105,7 +108,8 @@ def test_a_study_yields_a_front_a_recommendation_and_files_that_load(tmp_path: P
     # The defaults are trial 0, with exactly the default weights.
     assert result.defaults is not None and result.defaults.number == 0
     defaults = ObjectiveWeights()
-    assert result.defaults.params == {k: getattr(defaults, k) for k in SPACE}
+    # Every tiny job has priority 0: priority cannot change a decision, so it is not searched.
+    assert result.defaults.params == {k: getattr(defaults, k) for k in SPACE if k != "priority"}
     stem = tmp_path / "out" / "gangsat-tiny"
     loaded = Settings.load(Path(f"{stem}-settings.yaml"))
     assert loaded.solver.weights == ObjectiveWeights(**result.recommended.params)
@@ -189,6 +193,43 @@ def test_verdict_needs_a_win_and_no_loss_beyond_the_budget(tmp_path: Path) -> No
     assert "does not beat" in verdict(base, base, s)
 
 
+def _score(per_draw: list[tuple[float, float, float]]) -> Score:
+    mean = [sum(d[k] for d in per_draw) / len(per_draw) for k in range(3)]
+    return Score(mean[0], mean[1], mean[2], 10, 10, tuple(per_draw))
+
+
+def test_a_held_out_win_must_exceed_the_draw_to_draw_noise(tmp_path: Path) -> None:
+    s = settings(tmp_path)
+    base = _score([(0.90, 0.020, 1000.0), (0.92, 0.020, 1000.0), (0.91, 0.020, 1000.0)])
+    # JCT 10 s better on every draw: a win; utilisation and share error equal.
+    steady = _score([(0.90, 0.020, 990.0), (0.92, 0.020, 990.0), (0.91, 0.020, 990.0)])
+    assert "beats the defaults on mean JCT" in verdict(base, steady, s)
+    # The same mean gain, -40, +20, -10 s draw by draw: within the noise, no win.
+    noisy = _score([(0.90, 0.020, 960.0), (0.92, 0.020, 1020.0), (0.91, 0.020, 990.0)])
+    assert "does not beat" in verdict(base, noisy, s)
+    rows = paired_rows(base, steady)
+    assert [r[0] for r in rows] == ["draw 0", "draw 1", "draw 2", "mean ± s.e."]
+    assert rows[-1][3] == "-0.003 h ± 0.000 h"
+
+
+def test_only_weights_that_can_change_a_decision_are_searched(tmp_path: Path) -> None:
+    one_level = [materialise(load_scenario(tiny(tmp_path)))]
+    assert "priority" not in searched(one_level)
+    mixed = json.loads(json.dumps(TINY))
+    mixed["jobs"][0]["priority"] = 5
+    path = tmp_path / "mixed.json"
+    path.write_text(json.dumps(mixed))
+    assert set(searched([materialise(load_scenario(str(path)))])) == set(SPACE)
+
+
+def test_held_out_runs_spread_over_processes_score_as_in_one(tmp_path: Path) -> None:
+    workloads = [materialise(s) for s in draws(load_scenario(tiny(tmp_path)), 0, 2)]
+    candidates = [ObjectiveWeights(), ObjectiveWeights(gang_start=150)]
+    assert evaluate_many(workloads, candidates, 0.5, jobs=2) == evaluate_many(
+        workloads, candidates, 0.5, jobs=1
+    )
+
+
 def test_the_philly_holdout_is_the_next_slice_with_another_queue_draw(tmp_path: Path) -> None:
     held, text = holdout_scenario(TuneSettings(scenario="philly", out=tmp_path))
     trace = load_scenario("philly").trace
@@ -197,7 +238,9 @@ def test_the_philly_holdout_is_the_next_slice_with_another_queue_draw(tmp_path: 
     assert held.trace.jobs == trace.jobs
     assert "next slice" in text
     # Its draws are none of the trials': with 2 draws per trial, seeds base+2 and base+3.
-    _, label = _holdout_workloads(TuneSettings(scenario="philly", out=tmp_path, draws=2))
+    _, label = _holdout_workloads(
+        TuneSettings(scenario="philly", out=tmp_path, draws=2, holdout_draws=2)
+    )
     assert label.endswith(f"queue draw seed(s) {trace.seed + 2}, {trace.seed + 3}")
 
 
