@@ -9,7 +9,8 @@ scheduler starts. The objective weights live in ``solver.weights``: the snippet
     cycleSeconds: 1.0
     solver:
       time_limit_s: 1.0
-      weights: {value: 100, fairness: 300, priority: 400, packing: 5, gpu_node_open: 10}
+      weights: {value: 100, fairness: 300, overuse: 0, priority: 400, gang_start: 0,
+                packing: 5, gpu_node_open: 10}
 """
 
 from __future__ import annotations
