@@ -37,8 +37,9 @@ on other machines, their trials count too.
 
 The default weights are the study's first trial, so the Pareto front is read against
 them. The recommendation rule: a Pareto-optimal trial qualifies only if, draw by draw
-against the defaults, it is better on some objective and worse on none by more than two
-standard errors of the paired differences (one draw: any difference); among those
+against the defaults, it is better on some objective by more than two standard errors of
+the paired differences (one draw: any gain) and worse on none beyond the budget
+(``--tolerance``, ``--fairness-tolerance``) — the held-out verdict's own test; among those
 within ``--max-fairness-error``, the highest utilisation, then the lowest mean JCT (if
 none is within the budget, the lowest share error). If none qualifies, the defaults
 stand. The recommended weights and the defaults are then both run on a HELD-OUT
@@ -86,6 +87,7 @@ from benchmarks.suite import at_least_one, non_negative, positive
 from solver.config import ObjectiveWeights, SolverConfig
 
 OBJECTIVES = ("utilisation", "share_error", "mean_jct_s")
+OBJECTIVE_NAMES = ("utilisation", "share error", "mean JCT")
 DIRECTIONS: tuple[StudyDirection, ...] = (
     StudyDirection.MAXIMIZE,
     StudyDirection.MINIMIZE,
@@ -117,6 +119,14 @@ class TuneError(ValueError):
 
 
 @dataclass(frozen=True)
+class Budget:
+    """How much worse than the defaults an objective may get while another improves."""
+
+    tolerance: float = 0.01  # relative, utilisation and mean JCT
+    fairness_tolerance: float = 0.002  # absolute, share error
+
+
+@dataclass(frozen=True)
 class TuneSettings:
     scenario: str
     trials: int = 30
@@ -133,6 +143,9 @@ class TuneSettings:
     time_limit_s: float | None = None
     draws: int = 1  # each trial runs this many seeded variants of the scenario
     holdout_draws: int = 6  # the held-out check runs this many unseen variants
+
+    def budget(self) -> Budget:
+        return Budget(self.tolerance, self.fairness_tolerance)
 
 
 @dataclass(frozen=True)
@@ -429,20 +442,41 @@ def paired_gains(
     return out
 
 
-def beats(trial: FrozenTrial, defaults: FrozenTrial) -> bool:
-    """Better than the defaults on some objective, and worse on none, beyond the noise."""
+def compare(
+    mine: Sequence[float],
+    base: Sequence[float],
+    gains: Sequence[tuple[float, float]] | None,
+    budget: Budget,
+) -> tuple[list[str], list[str]]:
+    """The objectives ``mine`` wins on (beyond NOISE_Z standard errors of the paired
+    per-draw gains, when there are several draws) and those it loses beyond the budget."""
+    limits = (base[0] * budget.tolerance, budget.fairness_tolerance, base[2] * budget.tolerance)
+    better, worse = [], []
+    for k, name in enumerate(OBJECTIVE_NAMES):
+        gain = SIGNS[k] * (mine[k] - base[k])
+        noise = NOISE_Z * gains[k][1] if gains else 0.0
+        if gain > 0 and gain > noise:
+            better.append(name)
+        elif gain < -limits[k]:
+            worse.append(name)
+    return better, worse
+
+
+def beats(trial: FrozenTrial, defaults: FrozenTrial, budget: Budget) -> bool:
+    """The held-out verdict's test, on the tuning draws: a win beyond the noise and no
+    loss beyond the budget."""
     gains = _gains(trial, defaults)
     if gains is None:
         return False
-    better = any(mean > NOISE_Z * se and mean > 0 for mean, se in gains)
-    worse = any(mean < -NOISE_Z * se and mean < 0 for mean, se in gains)
-    return better and not worse
+    better, worse = compare(trial.values, defaults.values, gains, budget)
+    return bool(better) and not worse
 
 
 def recommend(
     front: Sequence[FrozenTrial],
     max_fairness_error: float,
     defaults: FrozenTrial | None = None,
+    budget: Budget | None = None,
 ) -> FrozenTrial:
     """Best utilisation within the share-error budget, then lowest JCT; else the fairest.
 
@@ -451,7 +485,8 @@ def recommend(
     """
     pool = list(front)
     if defaults is not None:
-        pool = [t for t in front if t.number != defaults.number and beats(t, defaults)]
+        budget = budget or Budget()
+        pool = [t for t in front if t.number != defaults.number and beats(t, defaults, budget)]
         if not pool:
             return defaults
     within = [t for t in pool if t.values[1] <= max_fairness_error]
@@ -496,21 +531,7 @@ def verdict(defaults: Score, recommended: Score, settings: TuneSettings) -> str:
     gain must be over NOISE_Z standard errors of the per-draw differences. A loss is
     judged on the means against the stated budget."""
     gains = paired_gains(recommended.per_draw, defaults.per_draw)
-    names = ("utilisation", "share error", "mean JCT")
-    limits = (
-        defaults.utilisation * settings.tolerance,
-        settings.fairness_tolerance,
-        defaults.mean_jct_s * settings.tolerance,
-    )
-    better = []
-    worse = []
-    for k, (name, sign, limit) in enumerate(zip(names, SIGNS, limits, strict=True)):
-        gain = sign * (recommended.values()[k] - defaults.values()[k])
-        noise = NOISE_Z * gains[k][1] if gains else 0.0
-        if gain > 0 and gain > noise:
-            better.append(name)
-        elif gain < -limit:
-            worse.append(name)
+    better, worse = compare(recommended.values(), defaults.values(), gains, settings.budget())
     budget = (
         f"budget: utilisation and mean JCT within {settings.tolerance:.0%}, share error "
         f"within {settings.fairness_tolerance:.1%} points"
@@ -703,7 +724,7 @@ def finish(study: optuna.Study, settings: TuneSettings, console: Console) -> Tun
         study=study.study_name,
         trials=len(done),
         front=front,
-        recommended=recommend(front, settings.max_fairness_error, defaults),
+        recommended=recommend(front, settings.max_fairness_error, defaults, settings.budget()),
         defaults=defaults,
     )
     workloads, result.holdout_source = _holdout_workloads(settings)

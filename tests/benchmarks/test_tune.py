@@ -21,6 +21,7 @@ from benchmarks.tune import (
     DONE,
     PER_DRAW_ATTR,
     SPACE,
+    Budget,
     Score,
     TuneError,
     TuneSettings,
@@ -305,5 +306,9 @@ def test_only_gains_beyond_the_draw_to_draw_noise_are_recommended() -> None:
     # +2 points of utilisation, but 1 point more share error on every draw: a loss.
     trade = _measured(3, [[0.92, 0.030, 100.0], [0.94, 0.040, 110.0], [0.93, 0.035, 105.0]])
     assert recommend([steady, noisy, trade], 0.05, defaults).number == 1
+    # +1 point of utilisation on every draw for 0.5% longer JCTs, within the 1% budget.
+    within = _measured(4, [[0.91, 0.020, 100.5], [0.93, 0.030, 110.55], [0.92, 0.025, 105.5]])
+    assert recommend([within], 0.05, defaults).number == 4
+    assert recommend([within], 0.05, defaults, Budget(tolerance=0.001)).number == 0
     # Nothing beats the defaults beyond the noise: they stand.
     assert recommend([noisy, trade], 0.05, defaults).number == 0
