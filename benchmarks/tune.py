@@ -170,6 +170,7 @@ class TuneResult:
     defaults: FrozenTrial | None
     holdout: dict[str, Score] = field(default_factory=dict)  # "defaults"/"recommended"
     holdout_source: str = ""
+    paired: list[list[str]] = field(default_factory=list)  # per held-out draw, then mean
     verdict: str = ""
     paths: list[Path] = field(default_factory=list)
 
@@ -693,12 +694,12 @@ def markdown(result: TuneResult, settings: TuneSettings, snippet: str) -> str:
                 "",
                 report.md_table(
                     PAIRED_HEADERS,
-                    paired_rows(result.holdout["defaults"], result.holdout["recommended"]),
+                    result.paired,
                     [False, True, True, True],
                 ),
                 "",
             ]
-            if len(result.holdout["defaults"].per_draw) > 1
+            if len(result.paired) > 2
             else []
         ),
         f"**{result.verdict}**",
@@ -736,6 +737,7 @@ def finish(study: optuna.Study, settings: TuneSettings, console: Console) -> Tun
         settings.jobs,
     )
     result.holdout = dict(zip(("defaults", "recommended"), held, strict=True))
+    result.paired = paired_rows(result.holdout["defaults"], result.holdout["recommended"])
     result.verdict = verdict(result.holdout["defaults"], result.holdout["recommended"], settings)
     snippet = settings_snippet(weights_of(result.recommended))
     stem = settings.out / result.study
@@ -780,12 +782,11 @@ def finish(study: optuna.Study, settings: TuneSettings, console: Console) -> Tun
     for k, v in result.holdout.items():
         held_table.add_row(*_score_row(k, v))
     console.print(held_table)
-    rows = paired_rows(result.holdout["defaults"], result.holdout["recommended"])
-    if len(rows) > 2:
+    if len(result.paired) > 2:  # more than one draw: a row each, then the mean
         paired = Table(title="recommended minus defaults, per held-out draw")
         for h in PAIRED_HEADERS:
             paired.add_column(h, justify="right")
-        for row in rows:
+        for row in result.paired:
             paired.add_row(*row)
         console.print(paired)
     console.print(result.verdict)

@@ -121,7 +121,11 @@ def test_a_study_yields_a_front_a_recommendation_and_files_that_load(tmp_path: P
     assert report["recommended"]["number"] == result.recommended.number
     assert {"defaults", "recommended"} <= set(report["holdout"])
     assert Path(f"{stem}-pareto.png").read_bytes().startswith(PNG_SIGNATURE)
-    assert "## Pareto front" in Path(f"{stem}.md").read_text()
+    text = Path(f"{stem}.md").read_text()
+    assert "## Pareto front" in text
+    # Six held-out draws by default: a row each, then the mean with its standard error.
+    assert len(report["holdout"]["defaults"]["per_draw"]) == 6
+    assert "Recommended minus defaults" in text and "| mean ± s.e. |" in text
 
 
 def test_a_resumed_study_continues_where_it_stopped(tmp_path: Path) -> None:
