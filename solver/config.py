@@ -100,8 +100,9 @@ class SolverConfig(BaseModel):
     deterministic: bool = Field(
         default=False,
         description=(
-            "reproducible decisions: CP-SAT's workers interleave and the time limit is "
-            "counted in deterministic time (roughly seconds, but independent of load)"
+            "reproducible decisions: CP-SAT's workers interleave and the time limit, for "
+            "each solve and for choosing which stages run, is counted in deterministic "
+            "time (roughly seconds, but independent of load; wall time is capped at 10x)"
         ),
     )
     relative_gap_limit: float = Field(

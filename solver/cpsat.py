@@ -43,6 +43,9 @@ from solver.shapes import Shapes, group
 
 MIN_STAGE_S = 0.05
 DECODE_RESERVE = 0.08  # share of the time limit kept for decoding
+# Deterministic solves stop on deterministic time; the wall clock only guards against a
+# machine so slow or loaded that the cycle would stall (then reproducibility is lost).
+DETERMINISTIC_WALL_FACTOR = 10.0
 
 
 class _FirstSolution(cp_model.CpSolverSolutionCallback):
@@ -60,12 +63,15 @@ class StageResult:
     report: StageReport
     solution: Sequence[int] | None  # variable values; None when nothing was found
     optimal: bool
+    deterministic_s: float  # CP-SAT's own load-independent measure of the work done
 
 
 def _run(enc: Encoding, name: str, time_limit_s: float, config: SolverConfig) -> StageResult:
     solver = cp_model.CpSolver()
     params = solver.parameters
     params.max_time_in_seconds = max(MIN_STAGE_S, time_limit_s)
+    if config.deterministic:
+        params.max_time_in_seconds *= DETERMINISTIC_WALL_FACTOR
     params.num_workers = config.workers()
     params.random_seed = config.seed
     params.relative_gap_limit = config.relative_gap_limit
@@ -93,7 +99,9 @@ def _run(enc: Encoding, name: str, time_limit_s: float, config: SolverConfig) ->
         first_solution_s=callback.first_s,
     )
     solution = list(solver.response_proto.solution) if found else None
-    return StageResult(report, solution, status == cp_model.OPTIMAL)
+    return StageResult(
+        report, solution, status == cp_model.OPTIMAL, solver.response_proto.deterministic_time
+    )
 
 
 def _placer_from_counts(
@@ -173,11 +181,24 @@ class _Search:
     proven: bool = False
     admitted: set[int] | None = None  # gangs the node-class stage admitted
     scores: dict[int, int] = field(default_factory=dict)  # id(candidate) -> objective
+    deterministic_s: float = 0.0  # spent by the solves so far, in deterministic time
 
     def remaining(self) -> float:
+        """Time left for solving: wall time, or with ``deterministic`` the solves'
+        deterministic time, so that which stages run does not depend on the load either."""
         # Decoding and explaining the decision come after the last solve: keep a reserve.
         reserve = DECODE_RESERVE * self.config.time_limit_s
-        return self.config.time_limit_s - reserve - (time.perf_counter() - self.started)
+        if self.config.deterministic:
+            used = self.deterministic_s
+        else:
+            used = time.perf_counter() - self.started
+        return self.config.time_limit_s - reserve - used
+
+    def run(self, enc: Encoding, name: str, time_limit_s: float) -> StageResult:
+        result = _run(enc, name, time_limit_s, self.config)
+        self.stages.append(result.report)
+        self.deterministic_s += result.deterministic_s
+        return result
 
     def score(self, placer: Placer) -> int:
         # Candidates are not changed once made: score each once.
@@ -200,8 +221,7 @@ def _node_class_stage(search: _Search, shapes: Shapes, share: float) -> None:
     classes = class_bins(problem)
     agg = encode(problem, shapes, classes, search.coef, pair_capacity(problem, shapes, classes))
     hint(agg, search.baseline.placed, search.coef)
-    result = _run(agg, "node-classes", search.remaining() * share, search.config)
-    search.stages.append(result.report)
+    result = search.run(agg, "node-classes", search.remaining() * share)
     if result.solution is not None and result.report.bound is not None:
         search.bounds.append(result.report.bound)
         search.admitted = decode_admitted(agg, result.solution)
@@ -218,8 +238,7 @@ def _node_stage(search: _Search, shapes: Shapes, only: set[int] | None) -> None:
     enc = encode(problem, shapes, nodes, search.coef, pair_capacity(problem, shapes, nodes, only))
     hint(enc, search.best_so_far().placed, search.coef)
     name = "node-level" if only is None else "node-level-admitted"
-    result = _run(enc, name, search.remaining(), search.config)
-    search.stages.append(result.report)
+    result = search.run(enc, name, search.remaining())
     if result.solution is not None and result.report.bound is not None:
         placer = _placer_from_counts(problem, enc, decode_counts(enc, result.solution))
         if only is None:

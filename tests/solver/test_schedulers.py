@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import solver.cpsat
 from solver.config import SolverConfig
 from solver.model import ClusterState, Decision, SolveStatus
 from solver.objective import score
@@ -339,6 +342,30 @@ def test_identical_gangs_are_admitted_oldest_first_across_a_shape() -> None:
 def test_same_seed_same_decision() -> None:
     s = two_queues(1, 2, 8, 8, gang_size=2)
     assert solve(s).placements == solve(s).placements
+
+
+def test_deterministic_decisions_do_not_depend_on_the_wall_clock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Nodes of four sizes: no node classes to aggregate, one node-level stage decides.
+    s = state(
+        nodes=[node(f"n{i}").cap(cpu=2 + i, memory="16Gi") for i in range(4)],
+        pods=[p for g in range(6) for p in pods_of(f"g{g}", 2, cpu=1 + g % 3)],
+        gangs=[gang(f"g{g}", 2).queue("ab"[g % 2]).created(g) for g in range(6)],
+        queues=[queue("a", 1), queue("b", 2)],
+    )
+    config = SolverConfig(time_limit_s=0.5, deterministic=True)
+    calm = solve(s, config=config)
+    assert [x.name for x in calm.stages] == ["node-level"]
+    # A machine so loaded that each reading of the clock is a second after the last.
+    ticks = itertools.count()
+    monkeypatch.setattr(solver.cpsat, "time", SimpleNamespace(perf_counter=lambda: next(ticks)))
+    loaded = solve(s, config=config)
+    assert loaded.placements == calm.placements
+    assert [x.name for x in loaded.stages] == ["node-level"]
+    # Counted in wall time, the same clock leaves no time to solve: the greedy fallback.
+    wall = solve(s, config=config.model_copy(update={"deterministic": False}))
+    assert wall.stages == () and wall.status is SolveStatus.FALLBACK
 
 
 # -- properties ---------------------------------------------------------------------------
