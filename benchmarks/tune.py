@@ -6,7 +6,9 @@
                        [--time-limit S] [--draws K] [--holdout-draws H]
 
 Each trial is one simulator run of SCENARIO (``adapter.sim``) with cpsat and a candidate
-``ObjectiveWeights``; it scores three objectives, all read from ``adapter.sim.measures``:
+``ObjectiveWeights``, the solver in deterministic mode (the same weights and draw score
+the same on any machine, under any load); it scores three objectives, all read from
+``adapter.sim.measures``:
 
 - utilisation (maximise): the fair resource's allocated share while some queue waits
   (whole-run utilisation hardly moves when every job finishes anyway);
@@ -191,7 +193,9 @@ def score(run: SimRun) -> Score:
 
 
 def run_one(workload: Workload, weights: ObjectiveWeights, time_limit_s: float | None) -> Score:
-    config = SolverConfig(weights=weights)
+    # Deterministic time: a trial's score depends on the weights and the draw alone, not on
+    # how loaded this machine is or how fast another machine sharing the study is.
+    config = SolverConfig(weights=weights, deterministic=True)
     if time_limit_s is not None:
         config = config.model_copy(update={"time_limit_s": time_limit_s})
     return score(simulate(workload, LoopSettings(scheduler="cpsat", solver=config)))
