@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import optuna
@@ -198,9 +199,10 @@ def test_verdict_needs_a_win_and_no_loss_beyond_the_budget(tmp_path: Path) -> No
     assert "does not beat" in verdict(base, base, s)
 
 
-def _score(per_draw: list[tuple[float, float, float]]) -> Score:
+def _score(per_draw: Sequence[Sequence[float]]) -> Score:
+    """The per-draw values and their means, as a Score of 10 jobs per draw, all finished."""
     mean = [sum(d[k] for d in per_draw) / len(per_draw) for k in range(3)]
-    return Score(mean[0], mean[1], mean[2], 10, 10, tuple(per_draw))
+    return Score(mean[0], mean[1], mean[2], 10, 10, tuple((d[0], d[1], d[2]) for d in per_draw))
 
 
 def test_a_held_out_win_must_exceed_the_draw_to_draw_noise(tmp_path: Path) -> None:
@@ -295,8 +297,7 @@ def test_a_trial_averages_its_draws(tmp_path: Path) -> None:
 
 
 def _measured(number: int, per_draw: list[list[float]]) -> optuna.trial.FrozenTrial:
-    mean = [sum(d[k] for d in per_draw) / len(per_draw) for k in range(3)]
-    t = _trial(number, *mean)
+    t = _trial(number, *_score(per_draw).values())
     t.set_user_attr(PER_DRAW_ATTR, per_draw)
     return t
 

@@ -137,9 +137,8 @@ def queue_at_share_and_a_gang_that_does_not_fit(a_running: int) -> ClusterState:
     )
 
 
-def with_overuse(config: SolverConfig, overuse: int) -> SolverConfig:
-    weights = config.weights.model_copy(update={"overuse": overuse})
-    return config.model_copy(update={"weights": weights})
+def with_weights(config: SolverConfig, **weights: int) -> SolverConfig:
+    return config.model_copy(update={"weights": config.weights.model_copy(update=weights)})
 
 
 @pytest.mark.parametrize("config", [FAST, CLASSES_ONLY], ids=["node-level", "node-classes"])
@@ -150,7 +149,7 @@ def test_overuse_above_value_keeps_a_queue_at_its_share(
     # a holds its 4 deserved cores. Each further core earns value 100 and costs `overuse`:
     # below 100 a still takes the idle cores (work-conserving), above it they stay free.
     s = queue_at_share_and_a_gang_that_does_not_fit(a_running=4)
-    d = solve(s, config=with_overuse(config, overuse))
+    d = solve(s, config=with_weights(config, overuse=overuse))
     assert sum(placed_per_gang(s, d).values()) == placed
     assert d.objective == sum(d.terms.values())
     assert d.terms["overuse"] == (0 if placed == 0 else -overuse * placed * 10_000_000 // 8)
@@ -158,7 +157,7 @@ def test_overuse_above_value_keeps_a_queue_at_its_share(
 
 def test_overuse_lets_a_queue_below_its_share_fill_up_to_it_and_no_further() -> None:
     s = queue_at_share_and_a_gang_that_does_not_fit(a_running=2)
-    d = solve(s, config=with_overuse(FAST, 150))
+    d = solve(s, config=with_weights(FAST, overuse=150))
     assert sum(placed_per_gang(s, d).values()) == 2
     assert d.status is SolveStatus.OPTIMAL
     assert d.stages[0].objective == d.objective == sum(d.terms.values())
@@ -177,8 +176,7 @@ def test_gang_start_prefers_two_small_gangs_to_one_large(
         pods=pods_of("big", 3, cpu=1) + pods_of("s1", 1, cpu=1) + pods_of("s2", 1, cpu=1),
         gangs=[gang("big", 3).created(0), gang("s1", 1).created(1), gang("s2", 1).created(2)],
     )
-    weights = FAST.weights.model_copy(update={"gang_start": gang_start, "fairness": 0})
-    d = solve(s, config=FAST.model_copy(update={"weights": weights}))
+    d = solve(s, config=with_weights(FAST, gang_start=gang_start, fairness=0))
     assert set(d.admitted) == admitted
     assert d.terms["gang_start"] == gang_start * len(admitted) * (10_000_000 // 3)
     assert d.stages[0].objective == d.objective == sum(d.terms.values())
@@ -410,13 +408,7 @@ def small_clusters(draw: st.DrawFn) -> ClusterState:
 PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # Weights under which leaving room empty can pay (overuse and node opening above value)
 # and gang count counts.
-RESTRAINED = with_overuse(FAST, 150).model_copy(
-    update={
-        "weights": with_overuse(FAST, 150).weights.model_copy(
-            update={"packing": 60, "gang_start": 50}
-        )
-    }
-)
+RESTRAINED = with_weights(FAST, overuse=150, packing=60, gang_start=50)
 WEIGHTINGS = pytest.mark.parametrize("config", [FAST, RESTRAINED], ids=["defaults", "restrained"])
 
 
