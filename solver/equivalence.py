@@ -1,0 +1,73 @@
+"""Node equivalence: which nodes this cycle's pending pods cannot tell apart.
+
+On a real cluster every node is unique by its labels alone (kubelets set a distinct
+``kubernetes.io/hostname``; clouds add instance ids), so grouping nodes by everything
+they carry leaves one node per class, and the aggregated model, which scales by having
+few classes, never runs. What matters for a cycle is narrower:
+
+- a label matters only if some pending pod's selector or required affinity reads its key
+  (``read_label_keys``); a node is seen through those keys, its taints and its cordon
+  (``node_view``), and predicates run once per distinct view;
+- two nodes with the same allocatable on which every pending pod class has the same
+  feasibility are interchangeable for the aggregated model (``node_classes``), whatever
+  else they carry.
+
+Free capacity is not part of the key: a class's bin sums the free capacity of its
+nodes and caps each pod class by what fits node by node (``encode.pair_capacity``), a
+relaxation, so the aggregated model's bound stays valid for the real problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from solver.arrays import BoolArray, IntArray
+from solver.model import Node, Pod, TaintEffect
+
+
+def read_label_keys(pods: Iterable[Pod]) -> frozenset[str]:
+    """Node label keys that any of ``pods`` reads: selectors and required affinity."""
+    keys: set[str] = set()
+    for pod in pods:
+        keys.update(pod.node_selector)
+        for term in pod.affinity:
+            keys.update(req.key for req in term.match_expressions)
+    return frozenset(keys)
+
+
+def node_view(node: Node, keys: Sequence[str]) -> tuple[object, ...]:
+    """What the placement predicates can read of ``node`` given the label ``keys`` read.
+
+    PreferNoSchedule taints are left out: they are preferences, never a predicate.
+    """
+    taints = tuple(t for t in node.taints if t.effect != TaintEffect.PREFER_NO_SCHEDULE)
+    labels = node.labels
+    return (tuple(labels.get(k) for k in keys), taints, node.unschedulable)
+
+
+def node_classes(allocatable: IntArray, feasible: Sequence[BoolArray]) -> list[list[int]]:
+    """Nodes grouped by allocatable and by the feasibility of every pending pod class.
+
+    ``feasible`` holds one boolean per node for each distinct placement of a pending
+    pod. Classes are listed by their first node, nodes in index order.
+    """
+    count = allocatable.shape[0]
+    if count == 0:
+        return []
+    signature = (
+        np.stack([np.asarray(f, dtype=np.int64) for f in feasible], axis=1)
+        if feasible
+        else np.zeros((count, 0), dtype=np.int64)
+    )
+    rows = np.concatenate([allocatable, signature], axis=1)
+    _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    groups: list[list[int]] = [[] for _ in range(len(first))]
+    for i, k in enumerate(rank[inverse].tolist()):
+        groups[k].append(i)
+    return groups
