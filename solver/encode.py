@@ -30,9 +30,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.sat.python import cp_model
 
+from solver.arrays import IntArray
 from solver.model import PODS
 from solver.objective import Coefficients
-from solver.problem import IntArray, Problem
+from solver.problem import Problem
 from solver.shapes import Shape, ShapeClass, Shapes, split
 
 INF = np.iinfo(np.int64).max

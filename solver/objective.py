@@ -24,9 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from solver.arrays import IntArray
 from solver.config import SHARE_SCALE, ObjectiveWeights
 from solver.model import ClusterState, Decision
-from solver.problem import IntArray, Problem, prepare, share_units
+from solver.problem import Problem, prepare, share_units
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,10 @@ from enum import StrEnum
 import numpy as np
 import numpy.typing as npt
 
+from solver.arrays import BoolArray, IntArray
 from solver.model import PODS
 from solver.predicates import TOO_MANY_PODS
-from solver.problem import BoolArray, GangInfo, IntArray, PodClass, Problem, placement_reasons
+from solver.problem import GangInfo, PodClass, Problem, placement_reasons
 
 MAX_SCORED_SPECS = 32
 FloatArray = npt.NDArray[np.float64]

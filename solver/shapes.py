@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from solver.arrays import BoolArray, IntArray
 from solver.baselines import gang_order_key
 from solver.objective import Coefficients
-from solver.problem import BoolArray, IntArray, Problem
+from solver.problem import Problem
 
 
 @dataclass(frozen=True)
