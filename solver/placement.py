@@ -80,13 +80,29 @@ class Placer:
 
     # -- placing -----------------------------------------------------------------------
     def place(self, cls: PodClass, node: int) -> str:
-        pod = cls.pods[self.next_pod[cls.index]]
-        self.next_pod[cls.index] += 1
-        self.free[node] -= cls.demand
-        self.queue_room[self.problem.gangs[cls.gang].queue] -= cls.demand
-        self.placed[pod] = node
+        return self.place_on(cls, node, 1)[0]
+
+    def place_on(self, cls: PodClass, node: int, count: int) -> list[str]:
+        """``count`` pods of the class on ``node`` at once; the caller has checked room."""
+        start = self.next_pod[cls.index]
+        pods = list(cls.pods[start : start + count])
+        self.next_pod[cls.index] = start + len(pods)
+        total = cls.demand * len(pods)
+        self.free[node] -= total
+        self.queue_room[self.problem.gangs[cls.gang].queue] -= total
+        self.placed.update(dict.fromkeys(pods, node))
         self._rescore(node)
-        return pod
+        return pods
+
+    def room_for(self, cls: PodClass, node: int) -> int:
+        """How many more pods of the class fit on ``node`` and in the queue's capability."""
+        free = self.free[node]
+        asked = cls.demand > 0
+        fit = int((free[asked] // cls.demand[asked]).min()) if asked.any() else cls.count
+        if self.respect_capability:
+            room = self.queue_room[self.problem.gangs[cls.gang].queue]
+            fit = min(fit, int((room[asked] // cls.demand[asked]).min()) if asked.any() else fit)
+        return max(0, fit)
 
     def place_class(
         self, cls: PodClass, limit: int, policy: Policy, allowed: BoolArray | None = None
@@ -102,14 +118,13 @@ class Placer:
             node = int(np.argmax(view))
             if view[node] == -np.inf:
                 break
-            pods.append(self.place(cls, node))
+            # Packing, a node only gains score as it fills: it stays the best node until
+            # it is full, so its share is placed at once (the same decision, pod by pod).
+            batch = min(limit - len(pods), self.room_for(cls, node)) if policy is Policy.PACK else 1
+            pods += self.place_on(cls, node, max(1, batch))
             if allowed is not None:
                 view[node] = scores[node]
         return pods
-
-    def place_on(self, cls: PodClass, node: int, count: int) -> list[str]:
-        """Exactly where a solver said; the caller has checked capacity."""
-        return [self.place(cls, node) for _ in range(count)]
 
     def _node_score(self, cls: PodClass, node: int, policy: Policy) -> float:
         """One node's score: plain Python, as numpy's per-call cost dwarfs 3-4 resources."""

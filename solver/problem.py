@@ -218,11 +218,22 @@ def prepare(state: ClusterState) -> Problem:
     invalid: dict[str, str] = {}
     members: dict[str, list[Pod]] = defaultdict(list)
 
+    raw_by_requests: dict[tuple[tuple[str, int], ...], IntArray] = {}
+
+    def raw_demand(pod: Pod) -> IntArray:
+        key = pod.requests.key()
+        if key not in raw_by_requests:
+            raw_by_requests[key] = _vector(pod.demand(), r_index)
+        return raw_by_requests[key]
+
+    def demand_of(pod: Pod) -> IntArray:
+        return _demand(raw_demand(pod), units)
+
     for pod in state.pods:
         if pod.node_name is not None:
             node_i = n_index.get(pod.node_name)
             if node_i is not None:
-                raw_free[node_i] -= _vector(pod.demand(), r_index)
+                raw_free[node_i] -= raw_demand(pod)
                 empty[node_i] = False
         if pod.gang is not None and pod.gang not in gangs_by_name:
             if pod.node_name is None:
@@ -281,6 +292,8 @@ def prepare(state: ClusterState) -> Problem:
     gangs: list[GangInfo] = []
     classes: list[PodClass] = []
     spec_ids: dict[tuple[object, ...], int] = {}
+    # Thousands of gangs share a handful of pod specs: convert each spec once.
+    per_spec: dict[tuple[object, ...], tuple[IntArray, IntArray]] = {}
     used = np.zeros((len(queue_names), len(resources)), dtype=np.int64)
     pending_demand = np.zeros_like(used)
 
@@ -294,7 +307,7 @@ def prepare(state: ClusterState) -> Problem:
                 invalid[gang.name] = f"queue {gang.queue!r} not found"
             continue
         for pod in bound:
-            used[q] += _demand(_vector(pod.demand(), r_index), units)
+            used[q] += demand_of(pod)
         if not pending:
             continue
         if len(pods) < gang.min_member:
@@ -314,11 +327,13 @@ def prepare(state: ClusterState) -> Problem:
         by_spec: dict[tuple[object, ...], list[Pod]] = defaultdict(list)
         for pod in pending:
             by_spec[pod.spec_key()].append(pod)
-        for same in by_spec.values():
+        for spec_key, same in by_spec.items():
             exemplar = same[0]
-            demand = _demand(_vector(exemplar.demand(), r_index), units)
+            if spec_key not in per_spec:
+                demand = _demand(_vector(exemplar.demand(), r_index), units)
+                per_spec[spec_key] = (demand, share_units(demand, totals))
+            demand, share = per_spec[spec_key]
             feasible = feasible_nodes(exemplar)
-            share = share_units(demand, totals)
             classes.append(
                 PodClass(
                     index=len(classes),
@@ -329,7 +344,7 @@ def prepare(state: ClusterState) -> Problem:
                     feasible=feasible,
                     share=share,
                     value=max(1, int(share.max()) if len(share) else 1),
-                    spec=spec_ids.setdefault(exemplar.spec_key(), len(spec_ids)),
+                    spec=spec_ids.setdefault(spec_key, len(spec_ids)),
                 )
             )
             info.classes.append(classes[-1].index)
