@@ -252,7 +252,9 @@ def prepare(state: ClusterState) -> Problem:
             )
         members[pod.gang_name()].append(pod)
 
-    free = _capacity(raw_free, units)
+    # A node can hold more than its allocatable (it shrank, or a device plugin restarted);
+    # it then has no room for that resource, and still has room for the others.
+    free = np.maximum(_capacity(raw_free, units), 0)
     queue_names = sorted(queues_by_name)
     if DEFAULT_QUEUE not in queues_by_name and any(
         g.queue == DEFAULT_QUEUE for g in gangs_by_name.values()

@@ -326,6 +326,33 @@ def test_class_model_bound_is_never_below_the_decision() -> None:
     assert d.bound >= d.objective
 
 
+@pytest.mark.parametrize("config", [FAST, CLASSES_ONLY], ids=["node-level", "node-classes"])
+def test_a_node_holding_more_than_its_allocatable_lends_nothing_to_its_class(
+    config: SolverConfig,
+) -> None:
+    # n0 runs 6 GPUs of its 4 (its device plugin came back with fewer): it has no GPU
+    # room, but its cpu is free. n1 has 4 GPUs free. The gang of four 1-GPU pods fits on
+    # n1 alone; the cpu-only pod may use n0. A class summing n0's -2 GPUs with n1's 4
+    # would see 2 and reject the gang.
+    s = state(
+        nodes=[
+            node(f"n{i}").cap(cpu=8, gpu=4).label({"kubernetes.io/hostname": f"n{i}"})
+            for i in range(2)
+        ],
+        pods=[
+            pod("old").req(cpu=1, gpu=6).on("n0"),
+            *pods_of("train", 4, cpu=1, gpu=1),
+            pod("web").req(cpu=6).gang("web"),
+        ],
+        gangs=[gang("train", 4), gang("web")],
+    )
+    d = solve(s, config=config)
+    assert sorted(d.admitted) == ["train", "web"]
+    assert {d.placements[f"train-{i}"] for i in range(4)} == {"n1"}
+    assert d.placements["web"] == "n0"
+    assert d.bound is not None and d.objective is not None and d.bound >= d.objective
+
+
 def test_identical_gangs_are_admitted_oldest_first_across_a_shape() -> None:
     pods = [p for name in ("g3", "g1", "g2") for p in pods_of(name, 2, cpu=1)]
     s = state(
@@ -371,20 +398,28 @@ def test_deterministic_decisions_do_not_depend_on_the_wall_clock(
 
 @st.composite
 def small_clusters(draw: st.DrawFn) -> ClusterState:
+    """Tiny clusters shaped like real ones: unique hostnames, a tainted pool, pods already
+    running (at times more than a node's allocatable, as after a device plugin restart)."""
     n_nodes = draw(st.integers(1, 4))
-    nodes = [
-        node(f"n{i}")
-        .cap(
-            cpu=draw(st.integers(1, 6)),
-            memory="16Gi",
-            gpu=draw(st.sampled_from([0, 0, 2, 4])),
-            pods=draw(st.integers(1, 6)),
+    nodes, pods, gangs = [], [], []
+    for i in range(n_nodes):
+        b = (
+            node(f"n{i}")
+            .cap(
+                cpu=draw(st.integers(1, 6)),
+                memory="16Gi",
+                gpu=draw(st.sampled_from([0, 0, 2, 4])),
+                pods=draw(st.integers(1, 6)),
+            )
+            .label({"zone": draw(st.sampled_from(["x", "y"])), "kubernetes.io/hostname": f"n{i}"})
         )
-        .label(zone=draw(st.sampled_from(["x", "y"])))
-        for i in range(n_nodes)
-    ]
+        if draw(st.booleans()) and draw(st.booleans()):
+            b = b.taint("dedicated", "team", "NoSchedule")
+        nodes.append(b)
+        for j in range(draw(st.integers(0, 2))):
+            running = pod(f"run-{i}-{j}").req(cpu=draw(st.integers(1, 3)))
+            pods.append(running.req(gpu=draw(st.sampled_from([0, 0, 1, 3]))).on(f"n{i}"))
     queues = [queue(f"q{i}", draw(st.integers(1, 4))) for i in range(draw(st.integers(1, 3)))]
-    pods, gangs = [], []
     for g in range(draw(st.integers(1, 6))):
         size = draw(st.integers(1, 4))
         name = f"g{g}"
@@ -397,10 +432,13 @@ def small_clusters(draw: st.DrawFn) -> ClusterState:
         cpu = draw(st.integers(1, 3))
         gpu = draw(st.sampled_from([0, 0, 1, 2]))
         zone = draw(st.sampled_from([None, "x", "y"]))
+        tolerates = draw(st.booleans())
         for i in range(size):
             b = pod(f"{name}-{i}").req(cpu=cpu, gpu=gpu).gang(name).created(g)
             if zone:
                 b = b.selector(zone=zone)
+            if tolerates:
+                b = b.tolerate("dedicated", "Exists")
             pods.append(b)
     return state(nodes=nodes, pods=pods, gangs=gangs, queues=queues)
 
@@ -442,6 +480,36 @@ def test_node_class_path_is_valid_and_bounded(s: ClusterState, config: SolverCon
     if d.bound is not None and exact.status is SolveStatus.OPTIMAL:
         assert exact.objective is not None
         assert d.bound >= exact.objective
+
+
+def with_unread_labels(s: ClusterState) -> ClusterState:
+    """Every node labelled as kubelets and clouds label them; no pending pod reads these."""
+    nodes = tuple(
+        n.model_copy(
+            update={
+                "labels": {
+                    **n.labels,
+                    "kubernetes.io/os": "linux",
+                    "node.kubernetes.io/instance-type": f"m5.{i}xlarge",
+                    "topology.kubernetes.io/zone": f"zone-{i % 3}",
+                    "example.com/instance-id": f"i-{i:08x}",
+                }
+            }
+        )
+        for i, n in enumerate(s.nodes)
+    )
+    return s.model_copy(update={"nodes": nodes})
+
+
+@WEIGHTINGS
+@PROPERTY
+@given(s=small_clusters())
+def test_labels_no_pending_pod_reads_change_nothing(s: ClusterState, config: SolverConfig) -> None:
+    for path in (config, config.model_copy(update={"max_node_level_pairs": 0})):
+        plain = schedule(s, "cpsat", path)
+        labelled = schedule(with_unread_labels(s), "cpsat", path)
+        assert labelled.placements == plain.placements
+        assert labelled.objective == plain.objective and labelled.bound == plain.bound
 
 
 @WEIGHTINGS
