@@ -27,6 +27,10 @@ Generators:
 * :func:`scheduler_perf` — the Kubernetes ``scheduler_perf`` ``GangScheduling`` shape
   (``test/integration/scheduler_perf/gangscheduling``): empty 4-core nodes, tiny pods.
 * :func:`seed_deadlock` — two gangs that each need the whole 6-slot cluster.
+* :func:`realistic` — a production-shaped EKS cluster (``adapter.sim.realistic``): nodes
+  labelled as kubelets and the cloud label them, DaemonSets, running gangs, cordons,
+  taints, and a backlog of ML / Spark / MPI gangs with selectors, affinity, tolerations.
+* :func:`realistic_perf` — the scheduler_perf gang shapes on those real-shaped CPU nodes.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+from adapter.sim import realistic as real
 from solver.model import (
     DEFAULT_QUEUE,
     ClusterState,
@@ -361,3 +366,43 @@ def seed_deadlock() -> ClusterState:
     return ClusterState(
         nodes=nodes, pods=pods, gangs=gangs, queues=(Queue(name=DEFAULT_QUEUE, weight=1),)
     )
+
+
+def realistic(seed: int = 0, nodes: int = 200, gangs: int = 300) -> ClusterState:
+    """A production-shaped cluster: ``adapter.sim.realistic.cluster(seed, nodes, gangs)``.
+
+    Every choice is documented in ``adapter.sim.realistic``; in short:
+
+    * Nodes: 40% GPU (p4d.24xlarge / g5.12xlarge / p3.8xlarge pools, weights 1:3:2), the
+      rest CPU (m5.2xlarge, m5.4xlarge, c5.9xlarge spot, r5.8xlarge, m6g.8xlarge arm64, and
+      a dedicated r5.8xlarge pool for ``data-eng``, weights 1:4:3:2:1:1), spread over three
+      zones of ``us-east-1``; each node unique by its ``kubernetes.io/hostname`` label, with
+      allocatable as the EKS kubelet reports it (below capacity), GPU and dedicated pools
+      tainted, ~1% cordoned.
+    * Bound: DaemonSet pods on every node (gangs of one); running gangs on a third of the
+      nodes, each filled to 30..100% of its GPUs or cores.
+    * Pending: ``gangs`` gangs from four weighted queues (training, single-GPU, Spark, MPI
+      and single-pod jobs, 20% elastic) with node selectors, required node affinity and
+      tolerations as users write them; every gang fits the empty cluster, and together
+      they ask for about 1.3-2x the free GPUs and cores.
+    """
+    return real.cluster(seed, nodes, gangs)
+
+
+def realistic_perf(
+    seed: int = 0,
+    nodes: int = 5000,
+    gangs_of_3: int = 1000,
+    gangs_of_size: Sequence[tuple[int, int]] = (),
+) -> ClusterState:
+    """:func:`scheduler_perf`'s gangs on real-shaped nodes: ``adapter.sim.realistic.perf_gangs``.
+
+    The same workload as :func:`scheduler_perf` (gangs of 3 pods of 100m / 100 MiB, then
+    ``count`` gangs of ``size`` per ``gangs_of_size`` pair, ``min_member`` = size, queue
+    ``default``), on ``nodes`` CPU nodes of the realistic pools (labelled, allocatable
+    below capacity, the dedicated pool tainted, ~1% cordoned) with their DaemonSet pods
+    bound and nothing else running. Names are namespaced (``default/gang-00000``,
+    ``default/test-gang-scheduling-0``). The seed draws the node names, cordons and
+    DaemonSet pod names only.
+    """
+    return real.perf_gangs(seed, nodes, gangs_of_3, gangs_of_size)

@@ -50,6 +50,10 @@ INSTANCES: dict[str, Callable[[int], ClusterState]] = {
     "perf": lambda seed: instances.scheduler_perf(),
     "perf-15k": lambda seed: instances.scheduler_perf(5000, 5000),
     "deadlock": lambda seed: instances.seed_deadlock(),
+    "real-40": lambda seed: instances.realistic(seed, 40, 60),
+    "real-200": lambda seed: instances.realistic(seed, 200, 300),
+    "real-1000": lambda seed: instances.realistic(seed, 1000, 1500),
+    "real-perf-5000": lambda seed: instances.realistic_perf(seed, 5000, 3000, ((9, 1000),)),
 }
 """Named instances; the scheduler_perf and deadlock ones ignore the seed."""
 
