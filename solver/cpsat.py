@@ -66,9 +66,14 @@ class StageResult:
     deterministic_s: float  # CP-SAT's own load-independent measure of the work done
 
 
-def _run(enc: Encoding, name: str, time_limit_s: float, config: SolverConfig) -> StageResult:
+def _run(
+    enc: Encoding, name: str, time_limit_s: float, config: SolverConfig, presolve: bool = True
+) -> StageResult:
     solver = cp_model.CpSolver()
     params = solver.parameters
+    # Measured on real-shaped node-class models (8,000 variables): presolve took 0.35 s and
+    # found little; without it the LP-guided search proved the optimum in 0.45 s.
+    params.cp_model_presolve = presolve
     params.max_time_in_seconds = max(MIN_STAGE_S, time_limit_s)
     if config.deterministic:
         params.max_time_in_seconds *= DETERMINISTIC_WALL_FACTOR
@@ -122,31 +127,43 @@ def _disaggregate(
     admitted: set[int],
     weights: ObjectiveWeights,
 ) -> Placer:
-    """Place the admitted gangs on real nodes, each class where the aggregate put it.
+    """Place the aggregate's counts on real nodes, each node class on its own.
 
-    Hardest gangs first (priority, then size); a gang that no longer fits its node
-    classes is tried anywhere, then rolled back. What room is left is topped up.
+    Classes hold disjoint nodes, so each is a bin-packing problem of its own: its pods go
+    largest first, each on the fullest node it fits (best-fit decreasing), which is where
+    the gang-by-gang order lost room to fragmentation. A gang the packing leaves below
+    minMember is withdrawn and tried anywhere; what room is left is topped up.
     """
     placer = Placer(problem)
-    in_bin = {}
-    for b, bin_ in enumerate(enc.bins):
+    items: dict[int, list[tuple[int, int]]] = {}
+    for c, where in per_class.items():
+        for b, count in where:
+            items.setdefault(b, []).append((c, count))
+    for b, bin_items in sorted(items.items()):
+        bin_ = enc.bins[b]
         mask = np.zeros(len(problem.nodes), dtype=np.bool_)
         mask[list(bin_.nodes)] = True
-        in_bin[b] = mask
+        alloc = np.maximum(bin_.node_allocatable, 1)
+        bin_items.sort(
+            key=lambda it: (-float((problem.classes[it[0]].demand / alloc).max()), it[0])
+        )
+        for c, count in bin_items:
+            placer.place_class(problem.classes[c], count, Policy.PACK, mask)
 
     def difficulty(g: int) -> tuple[int, int, str]:
         gang = problem.gangs[g]
         return (-gang.rank, -sum(problem.classes[c].count for c in gang.classes), gang.name)
 
-    for g in sorted(admitted, key=difficulty):
-        gang = problem.gangs[g]
-        placed: list[str] = []
-        for c in gang.classes:
-            for b, count in per_class.get(c, []):
-                placed += placer.place_class(problem.classes[c], count, Policy.PACK, in_bin[b])
-        if len(placed) < gang.need:
-            placer.unplace(placed)
-            placer.try_gang(gang, Policy.PACK, extras=False)
+    short = [
+        g
+        for g in sorted(admitted, key=difficulty)
+        if not problem.gangs[g].reaches(sum(placer.next_pod[c] for c in problem.gangs[g].classes))
+    ]
+    for g in short:
+        classes = problem.gangs[g].classes
+        placer.unplace([p for c in classes for p in problem.classes[c].pods[: placer.next_pod[c]]])
+    for g in short:
+        placer.try_gang(problem.gangs[g], Policy.PACK, extras=False)
     return _topped_up(problem, placer, weights)
 
 
@@ -194,8 +211,10 @@ class _Search:
             used = time.perf_counter() - self.started
         return self.config.time_limit_s - reserve - used
 
-    def run(self, enc: Encoding, name: str, time_limit_s: float) -> StageResult:
-        result = _run(enc, name, time_limit_s, self.config)
+    def run(
+        self, enc: Encoding, name: str, time_limit_s: float, presolve: bool = True
+    ) -> StageResult:
+        result = _run(enc, name, time_limit_s, self.config, presolve)
         self.stages.append(result.report)
         self.deterministic_s += result.deterministic_s
         return result
@@ -220,8 +239,10 @@ def _node_class_stage(search: _Search, shapes: Shapes, share: float) -> None:
     problem = search.problem
     classes = class_bins(problem)
     agg = encode(problem, shapes, classes, search.coef, pair_capacity(problem, shapes, classes))
-    hint(agg, search.baseline.placed, search.coef)
-    result = search.run(agg, "node-classes", search.remaining() * share)
+    # No hint: the greedy decision, followed first, held the search near it (real-shaped
+    # 200-node models: 18% gap after 0.6 s hinted, proven optimal in 0.45 s unhinted). The
+    # baseline stays a candidate, so nothing is lost when this stage finds nothing.
+    result = search.run(agg, "node-classes", search.remaining() * share, presolve=False)
     if result.solution is not None and result.report.bound is not None:
         search.bounds.append(result.report.bound)
         search.admitted = decode_admitted(agg, result.solution)

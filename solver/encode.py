@@ -11,7 +11,8 @@ admission fast). The same constraint families serve both:
   boolean for a lone gang). Pods placed >= need x admitted; per class, pods placed <=
   pods per gang x admitted — so no pod is placed for a gang that is not admitted, and
   members beyond minMember are elastic.
-- capacity per bin and resource; queue capability (hard).
+- capacity per bin and resource, and for a class of nodes the same rounded to large pod
+  sizes (big pods need room on one node); queue capability (hard).
 - ``opened[bin]``: empty nodes of the bin that receive pods (packing terms).
 - ``short[q]``: queue q's shortfall below its deserved share (fairness term).
 - ``over[q]``: queue q's excess above its deserved share (overuse term, when priced).
@@ -255,6 +256,37 @@ def add_capacity(enc: Encoding, by_bin: Mapping[int, IntArray]) -> None:
             _linear(enc, members.tolist(), coeffs[:, r].tolist(), -INF, int(enc.bins[b].free[r]))
 
 
+def add_rounded_capacity(enc: Encoding, by_bin: Mapping[int, IntArray]) -> None:
+    """Per class of nodes, per resource and large pod size u: sum of floor(demand / u) over
+    the pods placed <= sum over the nodes of floor(free / u).
+
+    Valid for any placement, since on one node the pods' floor(demand / u) add up to at
+    most floor(free / u). Summed capacity alone lets a class take more big pods than any
+    node has room for (ten 8-GPU pods on ten nodes with 6 GPUs free each); this is
+    what the disaggregation then failed to place. Sizes below 1/16 of a node's allocatable
+    fragment little and are left to the plain capacity constraint.
+    """
+    demand = _demand_matrix(enc)
+    free = enc.problem.free
+    for b, members in by_bin.items():
+        bin_ = enc.bins[b]
+        if len(bin_.nodes) < 2:
+            continue  # one node: the plain capacity constraint is exact
+        coeffs = demand[enc.pairs.cls[members]]
+        rows = free[list(bin_.nodes)]
+        for r in np.flatnonzero(coeffs.any(axis=0)):
+            big = int(bin_.node_allocatable[r]) // 16
+            for u in np.unique(coeffs[:, r]):
+                if u <= max(big, 1):
+                    continue
+                rounded = coeffs[:, r] // u
+                rhs = int((rows[:, r] // u).sum())
+                if rhs * u == int(bin_.free[r]) and (rounded * u == coeffs[:, r]).all():
+                    continue  # nothing rounds: the capacity constraint says the same
+                keep = rounded > 0
+                _linear(enc, members[keep].tolist(), rounded[keep].tolist(), -INF, rhs)
+
+
 def add_capability(enc: Encoding) -> None:
     demand = _demand_matrix(enc)
     queue_of_pair = _queue_of_pair(enc)
@@ -363,6 +395,7 @@ def encode(
     by_bin = _by_bin(enc)
     add_gang_all_or_nothing(enc)
     add_capacity(enc, by_bin)
+    add_rounded_capacity(enc, by_bin)
     add_capability(enc)
     add_opened_nodes(enc, by_bin)
     add_fairness_shortfall(enc, coef)
