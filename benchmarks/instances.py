@@ -377,7 +377,8 @@ def realistic(seed: int = 0, nodes: int = 200, gangs: int = 300) -> ClusterState
       rest CPU (m5.2xlarge, m5.4xlarge, c5.9xlarge spot, r5.8xlarge, m6g.8xlarge arm64, and
       a dedicated r5.8xlarge pool for ``data-eng``, weights 1:4:3:2:1:1), spread over three
       zones of ``us-east-1``; each node unique by its ``kubernetes.io/hostname`` label, with
-      allocatable as the EKS kubelet reports it (below capacity), GPU and dedicated pools
+      allocatable as the EKS kubelet reports it (below capacity; memory and
+      ephemeral-storage jitter a little from node to node), GPU and dedicated pools
       tainted, ~1% cordoned.
     * Bound: DaemonSet pods on every node (gangs of one); running gangs on a third of the
       nodes, each filled to 30..100% of its GPUs or cores.

@@ -16,10 +16,11 @@ import pytest
 from adapter.sim import realistic
 from benchmarks import instances
 from benchmarks import solver as bench
-from solver.model import CPU, GPU, MEMORY, PODS, ClusterState, Node, Pod
+from solver.model import CPU, EPHEMERAL_STORAGE, GPU, MEMORY, PODS, ClusterState, Node, Pod
 from solver.predicates import placement_reason, untolerated_taint
 
 GIB = 2**30
+MIB = 2**20
 REQUIRED_LABELS = {
     "kubernetes.io/hostname",
     "kubernetes.io/os",
@@ -134,6 +135,47 @@ def test_allocatable_below_the_instance_capacity(
         assert node.allocatable[GPU] == t.gpus
         assert node.allocatable["ephemeral-storage"] < t.disk_gib * GIB
     assert {n.allocatable[PODS] for n in state.nodes} >= {58, 234}
+
+
+@pytest.mark.parametrize("which", ["default", "big", "perf"])
+def test_capacity_jitters_per_node_within_a_type(
+    which: str, request: pytest.FixtureRequest
+) -> None:
+    """Nodes of one type differ a little in memory and ephemeral-storage, never in cpu,
+    GPUs or pod slots; memory in whole KiB, as the kubelet reports it."""
+    state: ClusterState = request.getfixturevalue(which)
+    by_pool: dict[str, list[Node]] = defaultdict(list)
+    for node in state.nodes:
+        by_pool[node.labels["eks.amazonaws.com/nodegroup"]].append(node)
+    assert any(len(pool) >= 10 for pool in by_pool.values())
+    for name, pool in by_pool.items():
+        t = realistic.INSTANCE_TYPES[pool[0].labels["node.kubernetes.io/instance-type"]]
+        nominal = realistic.kubelet_allocatable(t)
+        for resource in (CPU, GPU, PODS):
+            assert {n.allocatable[resource] for n in pool} == {nominal[resource]}, name
+        memory = [n.allocatable[MEMORY] for n in pool]
+        disk = [n.allocatable[EPHEMERAL_STORAGE] for n in pool]
+        assert all(m % 1024 == 0 for m in memory), name
+        assert nominal[MEMORY] - 64 * MIB < min(memory) <= max(memory) <= nominal[MEMORY]
+        assert nominal[EPHEMERAL_STORAGE] - 512 * MIB < min(disk)
+        assert max(disk) <= nominal[EPHEMERAL_STORAGE]
+        if len(pool) >= 10:
+            assert max(memory) - min(memory) < 64 * MIB, name
+            assert len(set(memory)) > 1 and len(set(disk)) > 1, name
+
+
+def test_kubelet_allocatable_of_a_short_node() -> None:
+    t = realistic.INSTANCE_TYPES["m5.4xlarge"]
+    nominal = realistic.kubelet_allocatable(t)
+    assert realistic.kubelet_allocatable(t) is nominal  # shared while exact
+    short = realistic.kubelet_allocatable(t, 3 * MIB + 4096, 200 * MIB)
+    assert nominal[MEMORY] - short[MEMORY] == 3 * MIB + 4096
+    assert 0.9 * 200 * MIB <= nominal[EPHEMERAL_STORAGE] - short[EPHEMERAL_STORAGE] <= 200 * MIB
+    assert {r: short[r] for r in (CPU, GPU, PODS)} == {r: nominal[r] for r in (CPU, GPU, PODS)}
+    with pytest.raises(ValueError):
+        realistic.kubelet_allocatable(t, 1000)
+    with pytest.raises(ValueError):
+        realistic.kubelet_allocatable(t, 0, -1024)
 
 
 def test_gpu_nodes_tainted_and_gpu_pods_tolerate_them(big: ClusterState) -> None:
