@@ -116,11 +116,23 @@ class SolverConfig(BaseModel):
             "above it, admission is decided on node classes and placed by disaggregation"
         ),
     )
+    max_exact_class_pairs: int = Field(
+        default=2_000,
+        ge=0,
+        description=(
+            "largest node-class model (pod-class x node-class pairs) searched whole after "
+            "the LP-guided search; larger ones are only searched around the LP optimum"
+        ),
+    )
     aggregate_time_share: float = Field(
-        default=0.35,
+        default=0.6,
         gt=0,
         lt=1,
-        description="share of the time limit the node-class stage may use when both run",
+        description=(
+            "share of the time left that the node-class stage may use when a node-level "
+            "stage follows (real-shaped clusters: the class stage decides, the node-level "
+            "one repairs small clusters)"
+        ),
     )
 
     def workers(self) -> int:

@@ -1,11 +1,14 @@
 """solve(state, config) -> Decision: the CP-SAT scheduler.
 
 Stages, all within one time limit:
-1. Prepare the problem and run gang-greedy: the baseline, and a complete hint.
+1. Prepare the problem; gang-greedy runs beside the solves (a thread: the solvers release
+   the GIL): the baseline, a candidate, and a complete hint for the node-level stage.
 2. Where nodes fall into fewer classes than there are nodes, solve the aggregated model
-   (bins = classes of identical nodes): small, so fast; a relaxation, so its bound holds
-   for the real problem; it decides which gangs to admit. Its counts per node class guide
-   a placer onto real nodes (disaggregation).
+   (bins = classes of nodes this cycle's pending pods cannot tell apart, ``equivalence``):
+   a relaxation, so its bound holds for the real problem. Its LP relaxation (HiGHS) comes
+   first: a bound, and a guide that fixes what it leaves at zero, so CP-SAT searches a
+   model small enough for the cycle (``relaxation``); small models are then searched
+   whole. The counts per node class are packed onto real nodes (disaggregation).
 3. If the node-level model (all gangs, else the admitted ones) is small enough, solve it,
    hinted with the best decision so far: exact, with the solver's own bound.
 4. Every candidate is scored by the same solver-free objective and the best is returned,
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,11 +38,13 @@ from solver.encode import (
     hint,
     node_bins,
     pair_capacity,
+    restrict,
 )
 from solver.model import ClusterState, Decision, SolveStatus, StageReport
 from solver.objective import Coefficients, coefficients, evaluate
 from solver.placement import Placer, Policy
 from solver.problem import Problem, prepare
+from solver.relaxation import LpSolution, solve_lp
 from solver.shapes import Shapes, group
 
 MIN_STAGE_S = 0.05
@@ -191,7 +197,7 @@ class _Search:
     config: SolverConfig
     coef: Coefficients
     started: float
-    baseline: Placer
+    baseline_job: Future[Placer]  # gang-greedy, computed beside the solves (see solve)
     stages: list[StageReport] = field(default_factory=list)
     solved: list[Placer] = field(default_factory=list)  # candidates from a solver
     bounds: list[int] = field(default_factory=list)
@@ -226,30 +232,92 @@ class _Search:
             self.scores[id(placer)] = sum(terms.values())
         return self.scores[id(placer)]
 
+    @property
+    def baseline(self) -> Placer:
+        return self.baseline_job.result()
+
     def best_so_far(self) -> Placer:
         # Solver candidates first: on a tie, max keeps the first.
         return max([*self.solved, self.baseline], key=self.score)
 
-    def settled(self) -> bool:
+    def settled(self, wait_for_baseline: bool = True) -> bool:
         """A candidate already meets a proven bound: nothing left to gain."""
-        return bool(self.bounds) and self.score(self.best_so_far()) >= min(self.bounds)
+        if not self.bounds:
+            return False
+        candidates = [*self.solved, self.baseline] if wait_for_baseline else self.solved
+        return bool(candidates) and max(map(self.score, candidates)) >= min(self.bounds)
+
+
+def _lp_stage(search: _Search, enc: Encoding, time_limit_s: float) -> LpSolution | None:
+    started = time.perf_counter()
+    lp = solve_lp(enc.rows, time_limit_s)
+    variables, constraints = enc.size()
+    search.stages.append(
+        StageReport(
+            name="node-classes-lp",
+            variables=variables,
+            constraints=constraints,
+            status="OPTIMAL" if lp is not None else "UNKNOWN",
+            objective=None,
+            bound=lp.bound if lp is not None else None,
+            wall_s=time.perf_counter() - started,
+        )
+    )
+    if lp is not None:
+        search.bounds.append(lp.bound)
+    return lp
+
+
+def _use_class_solution(search: _Search, enc: Encoding, result: StageResult) -> None:
+    assert result.solution is not None
+    admitted = decode_admitted(enc, result.solution)
+    counts = decode_counts(enc, result.solution)
+    placer = _disaggregate(search.problem, enc, counts, admitted, search.config.weights)
+    if search.admitted is None or all(
+        search.score(placer) >= search.score(p) for p in search.solved
+    ):
+        search.admitted = admitted
+    search.solved.append(placer)
 
 
 def _node_class_stage(search: _Search, shapes: Shapes, share: float) -> None:
+    """Admission on classes of nodes: the LP relaxation bounds it and guides a restricted
+    search; small models are then also searched whole."""
     problem = search.problem
-    classes = class_bins(problem)
-    agg = encode(problem, shapes, classes, search.coef, pair_capacity(problem, shapes, classes))
+    config = search.config
+    deadline = search.remaining() * (1 - share)  # what this stage leaves to the next
+
+    def left() -> float:
+        return search.remaining() - deadline
+
+    def encoded() -> Encoding:
+        classes = class_bins(problem)
+        return encode(
+            problem, shapes, classes, search.coef, pair_capacity(problem, shapes, classes)
+        )
+
+    agg = encoded()
+    lp = _lp_stage(search, agg, left())
+    if lp is not None:
+        restrict(agg, lp.values)
+        exact_next = len(agg.pairs) <= config.max_exact_class_pairs
+        result = search.run(
+            agg, "node-classes-lp-guided", left() * (0.5 if exact_next else 1.0), presolve=True
+        )
+        # Its bound holds for the restricted model only: the LP's is the stage's bound.
+        search.stages[-1] = search.stages[-1].model_copy(update={"bound": None})
+        if result.solution is not None:
+            _use_class_solution(search, agg, result)
+    too_big = len(agg.pairs) > config.max_exact_class_pairs
+    if search.settled(wait_for_baseline=False) or too_big or left() < MIN_STAGE_S:
+        return
     # No hint: the greedy decision, followed first, held the search near it (real-shaped
-    # 200-node models: 18% gap after 0.6 s hinted, proven optimal in 0.45 s unhinted). The
-    # baseline stays a candidate, so nothing is lost when this stage finds nothing.
-    result = search.run(agg, "node-classes", search.remaining() * share, presolve=False)
+    # 200-node models: 18% gap after 0.6 s hinted, proven optimal in 0.45 s unhinted).
+    whole = encoded() if lp is not None else agg
+    result = search.run(whole, "node-classes", left(), presolve=False)
     if result.solution is not None and result.report.bound is not None:
         search.bounds.append(result.report.bound)
-        search.admitted = decode_admitted(agg, result.solution)
-        counts = decode_counts(agg, result.solution)
-        search.solved.append(
-            _disaggregate(problem, agg, counts, search.admitted, search.config.weights)
-        )
+        _use_class_solution(search, whole, result)
 
 
 def _node_stage(search: _Search, shapes: Shapes, only: set[int] | None) -> None:
@@ -274,17 +342,30 @@ def solve(state: ClusterState, config: SolverConfig | None = None) -> Decision:
     started = time.perf_counter()
     config = config or SolverConfig()
     problem = prepare(state)
-    baseline = Placer(problem)
-    allocate_gangs(problem, baseline)
     if not problem.schedulable_gangs():
         return decision_from_placements(
             problem,
-            baseline,
+            _gang_greedy(problem),
             config,
             scheduler="cpsat",
             status=SolveStatus.NOTHING_TO_DO,
             wall_s=time.perf_counter() - started,
         )
+    # The baseline is pure Python while LP and CP-SAT solves run in C++ without the GIL:
+    # computed in a thread, it costs the cycle nothing on a machine with a second core.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gang-greedy") as pool:
+        return _solve(problem, config, started, pool.submit(_gang_greedy, problem))
+
+
+def _gang_greedy(problem: Problem) -> Placer:
+    placer = Placer(problem)
+    allocate_gangs(problem, placer)
+    return placer
+
+
+def _solve(
+    problem: Problem, config: SolverConfig, started: float, baseline: Future[Placer]
+) -> Decision:
     coef = coefficients(problem, config.weights)
     search = _Search(problem, config, coef, started, baseline)
     shapes = group(problem, coef)
@@ -308,7 +389,7 @@ def solve(state: ClusterState, config: SolverConfig | None = None) -> Decision:
         _node_stage(search, shapes, only)
 
     best = search.best_so_far()
-    if best is baseline:
+    if best is search.baseline:
         status = SolveStatus.FALLBACK
     elif (search.proven or search.settled()) and search.score(best) >= min(search.bounds):
         status = SolveStatus.OPTIMAL

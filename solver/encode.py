@@ -35,9 +35,11 @@ from solver.arrays import IntArray
 from solver.model import PODS
 from solver.objective import Coefficients
 from solver.problem import Problem
+from solver.relaxation import FloatArray, LinearRows
 from solver.shapes import Shape, ShapeClass, Shapes, split
 
 INF = np.iinfo(np.int64).max
+RESTRICT_ZERO = 1e-6  # an LP value below this is zero (HiGHS' feasibility tolerance is 1e-7)
 
 
 def max_fit(cls: ShapeClass, free: IntArray) -> IntArray:
@@ -53,7 +55,7 @@ class Bin:
     name: str
     nodes: tuple[int, ...]
     free: IntArray  # summed over the bin's nodes
-    node_allocatable: IntArray  # of one node (a bin's nodes share it)
+    node_allocatable: IntArray  # the largest of the bin's nodes (they are within ~1%)
     empty_nodes: int
     used_free: IntArray  # free capacity on the bin's non-empty nodes
     gpu: bool
@@ -86,7 +88,9 @@ def class_bins(problem: Problem) -> list[Bin]:
                 name=f"class{k}({problem.nodes[members[0]].name}+{len(members) - 1})",
                 nodes=tuple(members),
                 free=problem.free[rows].sum(axis=0),
-                node_allocatable=problem.allocatable[members[0]],
+                # Nodes of a class differ by up to ~1% (equivalence.allocatable_bucket):
+                # the largest keeps the node-opening constraint a relaxation.
+                node_allocatable=problem.allocatable[rows].max(axis=0),
                 empty_nodes=int(problem.empty[rows].sum()),
                 used_free=problem.free[used].sum(axis=0) if len(used) else zero,
                 gpu=bool(problem.gpu_node[members[0]]),
@@ -156,6 +160,7 @@ class Encoding:
     short: dict[int, int] = field(default_factory=dict)  # queue -> variable index
     over: dict[int, int] = field(default_factory=dict)  # queue -> variable index
     class_span: dict[int, tuple[int, int]] = field(default_factory=dict)  # [start, end)
+    rows: LinearRows = field(default_factory=LinearRows)  # the same model, for the LP
 
     def shape_span(self, s: int) -> list[int]:
         spans = [self.class_span[c] for c in self.shapes.shapes[s].classes if c in self.class_span]
@@ -170,6 +175,7 @@ def _new_var(enc: Encoding, low: int, high: int, name: str) -> int:
     var = enc.model.proto.variables.add()
     var.domain.extend([low, high])
     var.name = name
+    enc.rows.add_var(low, high)
     return len(enc.model.proto.variables) - 1
 
 
@@ -184,6 +190,7 @@ def _linear(
     ct.linear.vars.extend(variables)
     ct.linear.coeffs.extend(coeffs)
     ct.linear.domain.extend([max(low, -INF), min(high, INF)])
+    enc.rows.add_row(variables, coeffs, low, high)
 
 
 def _runs(keys: IntArray) -> list[tuple[int, int]]:
@@ -382,6 +389,7 @@ def set_objective(enc: Encoding, coef: Coefficients) -> None:
     for b, var in enc.opened.items():
         variables.append(var)
         prices.append(coef.node_opened + (coef.gpu_node_opened if enc.bins[b].gpu else 0))
+    enc.rows.maximise(variables, prices)
     objective = enc.model.proto.objective
     objective.vars.extend(variables)
     objective.coeffs.extend(-p for p in prices)
@@ -402,6 +410,21 @@ def encode(
     add_overuse_excess(enc, coef)
     set_objective(enc, coef)
     return enc
+
+
+def restrict(enc: Encoding, guide: FloatArray) -> int:
+    """Fix to zero every count and admission the ``guide`` (an LP optimum) leaves at zero.
+
+    What remains is a neighbourhood of the guide: small enough to search within a cycle,
+    never infeasible (placing nothing is still allowed), but no longer a relaxation of the
+    real problem, so its bound is not reported. Returns how many variables were fixed.
+    """
+    values = np.asarray(guide, dtype=np.float64)
+    fixed = [p for p in range(len(enc.pairs)) if values[p] < RESTRICT_ZERO]
+    fixed += [v for v in enc.admitted.values() if values[v] < RESTRICT_ZERO]
+    for v in fixed:
+        _linear(enc, [v], [1], 0, 0)
+    return len(fixed)
 
 
 def hint(enc: Encoding, placements: Mapping[str, int], coef: Coefficients) -> None:

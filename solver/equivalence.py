@@ -8,9 +8,9 @@ few classes, never runs. What matters for a cycle is narrower:
 - a label matters only if some pending pod's selector or required affinity reads its key
   (``read_label_keys``); a node is seen through those keys, its taints and its cordon
   (``node_view``), and predicates run once per distinct view;
-- two nodes with the same allocatable on which every pending pod class has the same
-  feasibility are interchangeable for the aggregated model (``node_classes``), whatever
-  else they carry.
+- two nodes with (nearly: ``allocatable_bucket``) the same allocatable on which every
+  pending pod class has the same feasibility are interchangeable for the aggregated model
+  (``node_classes``), whatever else they carry.
 
 Free capacity is not part of the key: a class's bin sums the free capacity of its
 nodes and caps each pod class by what fits node by node (``encode.pair_capacity``), a
@@ -47,8 +47,26 @@ def node_view(node: Node, keys: Sequence[str]) -> tuple[object, ...]:
     return (tuple(labels.get(k) for k in keys), taints, node.unschedulable)
 
 
+ALLOCATABLE_STEP = 1.01  # nodes within about 1% of each other's allocatable may share a class
+
+
+def allocatable_bucket(allocatable: IntArray) -> IntArray:
+    """Allocatable on a geometric grid of ~1% steps, per resource (0 stays its own).
+
+    Nodes of one instance type report slightly different memory (the kernel's reservation
+    differs from boot to boot) and storage: keyed exactly, each would be its own class.
+    Grouping them is sound because a class's bin sums its nodes' real free capacity and
+    caps each pod spec by what fits node by node; only the node-opening relaxation reads
+    a per-node allocatable, and it takes the largest in the class.
+    """
+    values = np.maximum(allocatable, 0).astype(np.float64)
+    buckets = np.floor(np.log(np.maximum(values, 1.0)) / np.log(ALLOCATABLE_STEP))
+    keyed: IntArray = np.where(values > 0, buckets.astype(np.int64) + 1, 0)
+    return keyed
+
+
 def node_classes(allocatable: IntArray, feasible: Sequence[BoolArray]) -> list[list[int]]:
-    """Nodes grouped by allocatable and by the feasibility of every pending pod class.
+    """Nodes grouped by allocatable bucket and by the feasibility of every pending pod class.
 
     ``feasible`` holds one boolean per node for each distinct placement of a pending
     pod. Classes are listed by their first node, nodes in index order.
@@ -61,7 +79,7 @@ def node_classes(allocatable: IntArray, feasible: Sequence[BoolArray]) -> list[l
         if feasible
         else np.zeros((count, 0), dtype=np.int64)
     )
-    rows = np.concatenate([allocatable, signature], axis=1)
+    rows = np.concatenate([allocatable_bucket(allocatable), signature], axis=1)
     _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
     order = np.argsort(first, kind="stable")

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from enum import StrEnum
+from functools import cached_property
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator, model_validator
@@ -78,8 +79,13 @@ class Resources(RootModel[dict[str, int]]):
     def nonzero(self) -> dict[str, int]:
         return {name: q for name, q in self.root.items() if q}
 
-    def key(self) -> tuple[tuple[str, int], ...]:
+    @cached_property
+    def _key(self) -> tuple[tuple[str, int], ...]:
         return tuple(sorted((name, q) for name, q in self.root.items() if q))
+
+    def key(self) -> tuple[tuple[str, int], ...]:
+        # Read once per pod per cycle by every grouping; frozen, so computed once.
+        return self._key
 
     def __hash__(self) -> int:
         return hash(self.key())

@@ -19,6 +19,7 @@ from solver.predicates import TOO_MANY_PODS
 from solver.problem import GangInfo, PodClass, Problem, placement_reasons
 
 MAX_SCORED_SPECS = 32
+SCALAR_RESCORE = 4  # up to this many changed nodes are rescored one by one
 FloatArray = npt.NDArray[np.float64]
 
 
@@ -36,36 +37,63 @@ class Placer:
         self.placed: dict[str, int] = {}  # pod -> node index
         self.next_pod = [0] * len(problem.classes)
         self._explained: dict[tuple[object, ...], str] = {}
-        self._scored: dict[tuple[int, Policy], tuple[PodClass, FloatArray]] = {}
+        self._scored: dict[tuple[int, Policy], tuple[PodClass, FloatArray, int]] = {}
+        self._changed: list[int] = []  # nodes whose room changed, in order (see _scores)
         alloc = problem.allocatable.astype(np.float64)
         self._inv_alloc = np.divide(1.0, alloc, out=np.zeros_like(alloc), where=alloc > 0)
 
     # -- scoring -----------------------------------------------------------------------
-    def _fits(self, cls: PodClass) -> BoolArray:
-        fits: BoolArray = cls.feasible & (self.free >= cls.demand).all(axis=1)
-        return fits
+    def _score_rows(self, cls: PodClass, policy: Policy, rows: IntArray | slice) -> FloatArray:
+        """Scores of ``rows`` of the nodes, -inf where the class does not fit."""
+        used = cls.demand > 0
+        free = self.free[rows]
+        left = (free[:, used] - cls.demand[used]) * self._inv_alloc[rows][:, used]
+        score = left.mean(axis=1)
+        if policy is Policy.PACK:
+            score = -score
+        fits = cls.feasible[rows] & (free >= cls.demand).all(axis=1)
+        scored: FloatArray = np.where(fits, score, -np.inf)
+        return scored
 
     def _scores(self, cls: PodClass, policy: Policy) -> FloatArray:
         """Score per node, -inf where the class does not fit. Shared: do not modify.
 
-        Cached per pod spec and kept current by ``_rescore`` as pods come and go, so
-        thousands of gangs of a few specs cost a few full passes, not one each.
+        Cached per pod spec; nodes whose room changed since a spec was last read are
+        rescored then, together, so thousands of gangs of a few hundred specs cost a few
+        vectorised passes, not a Python loop over every spec on every placement.
         """
         key = (cls.spec, policy)
-        if key not in self._scored:
+        entry = self._scored.get(key)
+        if entry is None:
             if len(self._scored) >= MAX_SCORED_SPECS:
                 del self._scored[next(iter(self._scored))]
-            used = cls.demand > 0
-            left = (self.free[:, used] - cls.demand[used]) * self._inv_alloc[:, used]
-            score = left.mean(axis=1)
-            if policy is Policy.PACK:
-                score = -score
-            self._scored[key] = (cls, np.where(self._fits(cls), score, -np.inf))
-        return self._scored[key][1]
+            scores = self._score_rows(cls, policy, slice(None))
+        else:
+            _, scores, seen = entry
+            if seen + SCALAR_RESCORE >= len(self._changed):
+                # A node or two: numpy's per-call cost dwarfs 3-5 resources.
+                for node in self._changed[seen:]:
+                    scores[node] = self._node_score(cls, node, policy)
+            else:
+                rows = np.unique(np.array(self._changed[seen:], dtype=np.int64))
+                scores[rows] = self._score_rows(cls, policy, rows)
+        self._scored[key] = (cls, scores, len(self._changed))
+        return scores
+
+    def _node_score(self, cls: PodClass, node: int, policy: Policy) -> float:
+        if not cls.feasible[node]:
+            return -np.inf
+        free = self.free[node].tolist()
+        demand = cls.demand.tolist()
+        if any(f < d for f, d in zip(free, demand, strict=True)):
+            return -np.inf
+        inv = self._inv_alloc[node].tolist()
+        left = [(f - d) * i for f, d, i in zip(free, demand, inv, strict=True) if d > 0]
+        score = float(sum(left) / len(left))
+        return -score if policy is Policy.PACK else score
 
     def _rescore(self, node: int) -> None:
-        for (_, policy), (cls, scores) in self._scored.items():
-            scores[node] = self._node_score(cls, node, policy)
+        self._changed.append(node)
 
     def best_node(self, cls: PodClass, policy: Policy = Policy.SPREAD) -> int | None:
         scores = self._scores(cls, policy)
@@ -122,22 +150,10 @@ class Placer:
             # it is full, so its share is placed at once (the same decision, pod by pod).
             batch = min(limit - len(pods), self.room_for(cls, node)) if policy is Policy.PACK else 1
             pods += self.place_on(cls, node, max(1, batch))
+            scores = self._scores(cls, policy)  # the node's new score
             if allowed is not None:
                 view[node] = scores[node]
         return pods
-
-    def _node_score(self, cls: PodClass, node: int, policy: Policy) -> float:
-        """One node's score: plain Python, as numpy's per-call cost dwarfs 3-4 resources."""
-        if not cls.feasible[node]:
-            return -np.inf
-        free = self.free[node].tolist()
-        demand = cls.demand.tolist()
-        if any(f < d for f, d in zip(free, demand, strict=True)):
-            return -np.inf
-        inv = self._inv_alloc[node].tolist()
-        left = [(f - d) * i for f, d, i in zip(free, demand, inv, strict=True) if d > 0]
-        score = float(sum(left) / len(left))
-        return -score if policy is Policy.PACK else score
 
     def unplace(self, pods: list[str]) -> None:
         """Roll back the last pods placed, newest first."""
@@ -199,21 +215,38 @@ class Placer:
         return cached
 
     def _explain(self, gang: GangInfo) -> str:
+        """Counts what would fit node by node, without placing: explaining a thousand
+        pending gangs must not cost a placement pass each."""
         queue = self.problem.queues[gang.queue]
         total = gang.bound + sum(self.problem.classes[c].count for c in gang.classes)
-        probe = self.copy()
+        free = self.free.copy()
+        room = self.queue_room[gang.queue].copy()
         fit = sum(self.next_pod[c] for c in gang.classes)  # placed by this decision
         reasons: Counter[str] = Counter()
         capped: list[str] = []
         for c in gang.classes:
             cls = self.problem.classes[c]
-            fit += len(probe.place_class(cls, cls.count, Policy.PACK))
-            if probe.next_pod[c] < cls.count:
-                if not probe.queue_allows(cls):
-                    room = probe.queue_room[gang.queue]
-                    capped = [self.problem.resources[r] for r in np.flatnonzero(room < cls.demand)]
+            want = cls.count - self.next_pod[c]
+            asked = cls.demand > 0
+            per_node = np.where(
+                cls.feasible, (np.maximum(free[:, asked], 0) // cls.demand[asked]).min(axis=1), 0
+            )
+            by_queue = int((room[asked] // cls.demand[asked]).min())
+            if not self.respect_capability:
+                by_queue = want
+            placed = min(want, int(per_node.sum()), max(by_queue, 0))
+            fit += placed
+            # Take the pods from the first nodes with room, so a later class sees less.
+            take = np.minimum(per_node, np.maximum(placed - (np.cumsum(per_node) - per_node), 0))
+            free -= take[:, None] * cls.demand
+            room -= placed * cls.demand
+            if placed < want:
+                if by_queue < min(want, int(per_node.sum())):
+                    capped = [
+                        self.problem.resources[r] for r in np.flatnonzero(room < cls.demand)
+                    ]
                 else:
-                    reasons = probe._node_reasons(cls)
+                    reasons = self._node_reasons(cls, free)
                 break
         head = f"{gang.bound + fit}/{total} pods fit (minMember {gang.min_member})"
         if capped:
@@ -225,26 +258,13 @@ class Placer:
             return f"{head}: {parts}"
         return f"{head}: fits, but the objective preferred other gangs (priority, fairness, value)"
 
-    def _node_reasons(self, cls: PodClass) -> Counter[str]:
+    def _node_reasons(self, cls: PodClass, free: IntArray) -> Counter[str]:
         """Kubernetes counts every reason a node fails, so one node may count twice."""
         reasons = placement_reasons(self.problem, cls)
-        short = self.free[cls.feasible] < cls.demand
+        short = free[cls.feasible] < cls.demand
         for r in np.flatnonzero(short.any(axis=0)):
             name = self.problem.resources[r]
             reasons[TOO_MANY_PODS if name == PODS else f"Insufficient {name}"] += int(
                 short[:, r].sum()
             )
         return reasons
-
-    def copy(self) -> Placer:
-        clone = Placer.__new__(Placer)
-        clone.problem = self.problem
-        clone.free = self.free.copy()
-        clone.respect_capability = self.respect_capability
-        clone.queue_room = [r.copy() for r in self.queue_room]
-        clone.placed = dict(self.placed)
-        clone.next_pod = list(self.next_pod)
-        clone._explained = {}
-        clone._scored = {}
-        clone._inv_alloc = self._inv_alloc
-        return clone

@@ -239,18 +239,17 @@ def prepare(state: ClusterState) -> Problem:
             if pod.node_name is None:
                 waiting[pod.name] = f"PodGroup {pod.gang!r} not found"
             continue
-        if pod.gang is None:
-            gangs_by_name.setdefault(
-                pod.gang_name(),
-                Gang(
-                    name=pod.gang_name(),
-                    min_member=1,
-                    queue=DEFAULT_QUEUE,
-                    priority=pod.priority,
-                    created_s=pod.created_s,
-                ),
+        name = pod.gang_name()
+        if pod.gang is None and name not in gangs_by_name:
+            # Valid by construction; DaemonSet pods alone make thousands of these.
+            gangs_by_name[name] = Gang.model_construct(
+                name=name,
+                min_member=1,
+                queue=DEFAULT_QUEUE,
+                priority=pod.priority,
+                created_s=pod.created_s,
             )
-        members[pod.gang_name()].append(pod)
+        members[name].append(pod)
 
     # A node can hold more than its allocatable (it shrank, or a device plugin restarted);
     # it then has no room for that resource, and still has room for the others.
@@ -440,6 +439,15 @@ def _queue_infos(
 
 def placement_reasons(problem: Problem, cls: PodClass) -> Counter[str]:
     """Per reason, how many nodes the class's placement predicates reject."""
+    key = ("placement_reasons", cls.exemplar.placement_key())
+    cached = problem.memo.get(key)
+    if not isinstance(cached, Counter):
+        cached = _placement_reasons(problem, cls)
+        problem.memo[key] = cached
+    return Counter(cached)
+
+
+def _placement_reasons(problem: Problem, cls: PodClass) -> Counter[str]:
     reasons: Counter[str] = Counter()
     rejected = np.bincount(problem.node_key_index[~cls.feasible], minlength=len(problem.key_nodes))
     for k in np.flatnonzero(rejected):

@@ -166,6 +166,21 @@ def test_labels_and_taints_nobody_reads_never_split_a_class() -> None:
     assert sorted(prepare(s).node_classes) == [[0, 1, 2, 4, 5], [3]]
 
 
+def test_nodes_a_few_mib_apart_share_a_class_and_a_bigger_type_does_not() -> None:
+    s = state(
+        nodes=[
+            node("a").cap(cpu=16, memory="62Gi"),
+            node("b").cap(cpu=16, memory=f"{62 * 1024 - 37}Mi"),
+            node("c").cap(cpu=16, memory=f"{62 * 1024 - 12}Mi"),
+            node("d").cap(cpu=16, memory="56Gi"),
+            node("e").cap(cpu=15, memory="62Gi"),
+        ],
+        pods=[pod("p").req(cpu=1)],
+    )
+    problem = prepare(s)
+    assert sorted(problem.node_classes) == [[0, 1, 2], [3], [4]]
+
+
 def test_a_cordoned_node_is_its_own_class() -> None:
     s = state(
         nodes=[node("a").cap(cpu=4), node("b").cap(cpu=4).cordon(), node("c").cap(cpu=4)],
