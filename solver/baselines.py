@@ -67,8 +67,12 @@ def allocate_gangs(
     placer: Placer,
     gangs: Sequence[GangInfo] | None = None,
     policy: Policy = Policy.SPREAD,
+    stop: Callable[[], bool] | None = None,
 ) -> None:
-    """kube-batch's allocate loop over ``gangs`` (default: all), one attempt per gang."""
+    """kube-batch's allocate loop over ``gangs`` (default: all), one attempt per gang.
+
+    ``stop`` is asked before each gang: a loop stopped early has placed whole gangs only.
+    """
     pending: dict[int, list[GangInfo]] = {}
     for gang in sorted(
         gangs if gangs is not None else problem.schedulable_gangs(), key=gang_order_key
@@ -84,7 +88,7 @@ def allocate_gangs(
 
     # Recomputed only for the queue that just got pods: the most underserved queue next.
     share = {q: weighted_share(q) for q in pending}
-    while pending:
+    while pending and not (stop is not None and stop()):
         queue = min(pending, key=lambda q: (share[q], problem.queues[q].name))
         gang = pending[queue].pop(0)
         if not pending[queue]:

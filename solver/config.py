@@ -109,11 +109,12 @@ class SolverConfig(BaseModel):
         default=0.001, ge=0, description="stop a CP-SAT call once this close to its bound"
     )
     max_node_level_pairs: int = Field(
-        default=60_000,
+        default=5_000,
         ge=0,
         description=(
             "largest node-level model (feasible pod-class x node pairs) handed to CP-SAT; "
-            "above it, admission is decided on node classes and placed by disaggregation"
+            "above it, admission is decided on node classes and placed by disaggregation "
+            "(real-shaped 200-node models, 15,000-17,000 pairs, found nothing in 0.15-0.4 s)"
         ),
     )
     max_exact_class_pairs: int = Field(

@@ -17,6 +17,7 @@ Stages, all within one time limit:
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -27,7 +28,7 @@ from ortools.sat.python import cp_model
 
 from solver.baselines import allocate_gangs
 from solver.config import ObjectiveWeights, SolverConfig
-from solver.decode import decision_from_placements
+from solver.decode import decision_from_placements, relative_gap
 from solver.encode import (
     Encoding,
     class_bins,
@@ -38,10 +39,12 @@ from solver.encode import (
     hint,
     node_bins,
     pair_capacity,
-    restrict,
+    restricted,
+    solution_of,
 )
 from solver.model import ClusterState, Decision, SolveStatus, StageReport
 from solver.objective import Coefficients, coefficients, evaluate
+from solver.packing import pack
 from solver.placement import Placer, Policy
 from solver.problem import Problem, prepare
 from solver.relaxation import LpSolution, solve_lp
@@ -49,6 +52,16 @@ from solver.shapes import Shapes, group
 
 MIN_STAGE_S = 0.05
 DECODE_RESERVE = 0.08  # share of the time limit kept for decoding
+# The wide (RINS) neighbourhood is searched on node-class models up to this many times
+# max_exact_class_pairs: above, real-shaped 1,000-node models found nothing in 0.5 s.
+RINS_PAIRS = 2
+RINS_ROUNDS = 3
+# An LP bound is exact to HiGHS' tolerance and rounded up past it: a decision this close
+# is optimal.
+OPTIMAL_GAP = 1e-6
+GUIDED_FLOOR = 0.15  # of the time limit: the LP-guided search runs at least this long
+PACK_SHARE = 0.1  # of the time limit, at most, to pack one candidate's node classes exactly
+PACK_BIN_S = 0.03  # for one class: measured 2-15 ms where a packing exists
 # Deterministic solves stop on deterministic time; the wall clock only guards against a
 # machine so slow or loaded that the cycle would stall (then reproducibility is lost).
 DETERMINISTIC_WALL_FACTOR = 10.0
@@ -132,19 +145,22 @@ def _disaggregate(
     per_class: dict[int, list[tuple[int, int]]],
     admitted: set[int],
     weights: ObjectiveWeights,
+    pack_budget_s: float = 0.0,
 ) -> Placer:
     """Place the aggregate's counts on real nodes, each node class on its own.
 
-    Classes hold disjoint nodes, so each is a bin-packing problem of its own: its pods go
-    largest first, each on the fullest node it fits (best-fit decreasing), which is where
-    the gang-by-gang order lost room to fragmentation. A gang the packing leaves below
-    minMember is withdrawn and tried anywhere; what room is left is topped up.
+    Classes hold disjoint nodes, so each is a packing problem of its own: its pods go
+    largest first, each on the fullest node it fits (best-fit decreasing); where that
+    leaves pods out, the class is packed exactly (``packing``) within ``pack_budget_s``
+    in all. A gang left below minMember is withdrawn and tried anywhere; what room is left
+    is topped up.
     """
     placer = Placer(problem)
     items: dict[int, list[tuple[int, int]]] = {}
     for c, where in per_class.items():
         for b, count in where:
             items.setdefault(b, []).append((c, count))
+    deadline = time.perf_counter() + pack_budget_s
     for b, bin_items in sorted(items.items()):
         bin_ = enc.bins[b]
         mask = np.zeros(len(problem.nodes), dtype=np.bool_)
@@ -153,18 +169,62 @@ def _disaggregate(
         bin_items.sort(
             key=lambda it: (-float((problem.classes[it[0]].demand / alloc).max()), it[0])
         )
-        for c, count in bin_items:
-            placer.place_class(problem.classes[c], count, Policy.PACK, mask)
+        # A class whose feasible nodes all lie in the bin needs no mask (a full pass each).
+        spans: dict[int, bool] = {}
+        for c, _ in bin_items:
+            spec = problem.classes[c].spec
+            if spec not in spans:
+                spans[spec] = not (problem.classes[c].feasible & ~mask).any()
+        placed = [
+            placer.place_class(
+                problem.classes[c],
+                count,
+                Policy.PACK,
+                None if spans[problem.classes[c].spec] else mask,
+            )
+            for c, count in bin_items
+        ]
+        if sum(map(len, placed)) == sum(n for _, n in bin_items) or len(bin_.nodes) < 2:
+            continue
+        left = min(deadline - time.perf_counter(), PACK_BIN_S)
+        if left <= 0:
+            continue
+        nodes = list(bin_.nodes)
+        placer.unplace([pod for pods in placed for pod in pods])
+        packed = pack(
+            placer.free[nodes],
+            [problem.classes[c].demand for c, _ in bin_items],
+            [n for _, n in bin_items],
+            [
+                problem.classes[c].value * (1 + problem.gangs[problem.classes[c].gang].rank)
+                for c, _ in bin_items
+            ],
+            left,
+        )
+        if packed is None or sum(map(sum, (p.values() for p in packed))) <= sum(map(len, placed)):
+            # No better packing found in time: the greedy one stands.
+            for (c, _), pods in zip(bin_items, placed, strict=True):
+                only = None if spans[problem.classes[c].spec] else mask
+                placer.place_class(problem.classes[c], len(pods), Policy.PACK, only)
+            continue
+        for (c, _), on_nodes in zip(bin_items, packed, strict=True):
+            for n, count in sorted(on_nodes.items()):
+                placer.place_on(problem.classes[c], nodes[n], count)
 
     def difficulty(g: int) -> tuple[int, int, str]:
         gang = problem.gangs[g]
         return (-gang.rank, -sum(problem.classes[c].count for c in gang.classes), gang.name)
 
-    short = [
-        g
-        for g in sorted(admitted, key=difficulty)
-        if not problem.gangs[g].reaches(sum(placer.next_pod[c] for c in problem.gangs[g].classes))
-    ]
+    def reached(g: int) -> bool:
+        return problem.gangs[g].reaches(sum(placer.next_pod[c] for c in problem.gangs[g].classes))
+
+    short = [g for g in sorted(admitted, key=difficulty) if not reached(g)]
+    # The pods a class could not hold may fit elsewhere: a 53-pod gang short of 7 keeps
+    # its 46 if the 7 find room; only a gang still short is withdrawn whole.
+    for g in short:
+        for c in problem.gangs[g].classes:
+            placer.place_class(problem.classes[c], problem.classes[c].count, Policy.PACK)
+    short = [g for g in short if not reached(g)]
     for g in short:
         classes = problem.gangs[g].classes
         placer.unplace([p for c in classes for p in problem.classes[c].pods[: placer.next_pod[c]]])
@@ -201,7 +261,6 @@ class _Search:
     stages: list[StageReport] = field(default_factory=list)
     solved: list[Placer] = field(default_factory=list)  # candidates from a solver
     bounds: list[int] = field(default_factory=list)
-    proven: bool = False
     admitted: set[int] | None = None  # gangs the node-class stage admitted
     scores: dict[int, int] = field(default_factory=dict)  # id(candidate) -> objective
     deterministic_s: float = 0.0  # spent by the solves so far, in deterministic time
@@ -235,6 +294,10 @@ class _Search:
     @property
     def baseline(self) -> Placer:
         return self.baseline_job.result()
+
+    def finished_baseline(self) -> list[Placer]:
+        """The baseline if it is done, without waiting for it."""
+        return [self.baseline] if self.baseline_job.done() else []
 
     def best_so_far(self) -> Placer:
         # Solver candidates first: on a tie, max keeps the first.
@@ -272,7 +335,9 @@ def _use_class_solution(search: _Search, enc: Encoding, result: StageResult) -> 
     assert result.solution is not None
     admitted = decode_admitted(enc, result.solution)
     counts = decode_counts(enc, result.solution)
-    placer = _disaggregate(search.problem, enc, counts, admitted, search.config.weights)
+    config = search.config
+    budget = min(PACK_SHARE * config.time_limit_s, max(MIN_STAGE_S, search.remaining()))
+    placer = _disaggregate(search.problem, enc, counts, admitted, config.weights, budget)
     if search.admitted is None or all(
         search.score(placer) >= search.score(p) for p in search.solved
     ):
@@ -290,34 +355,55 @@ def _node_class_stage(search: _Search, shapes: Shapes, share: float) -> None:
     def left() -> float:
         return search.remaining() - deadline
 
-    def encoded() -> Encoding:
-        classes = class_bins(problem)
-        return encode(
-            problem, shapes, classes, search.coef, pair_capacity(problem, shapes, classes)
-        )
-
-    agg = encoded()
+    bins = class_bins(problem)
+    agg = encode(problem, shapes, bins, search.coef, pair_capacity(problem, shapes, bins))
     lp = _lp_stage(search, agg, left())
-    if lp is not None:
-        restrict(agg, lp.values)
-        exact_next = len(agg.pairs) <= config.max_exact_class_pairs
-        result = search.run(
-            agg, "node-classes-lp-guided", left() * (0.5 if exact_next else 1.0), presolve=True
-        )
-        # Its bound holds for the restricted model only: the LP's is the stage's bound.
-        search.stages[-1] = search.stages[-1].model_copy(update={"bound": None})
-        if result.solution is not None:
-            _use_class_solution(search, agg, result)
-    too_big = len(agg.pairs) > config.max_exact_class_pairs
+    size = len(agg.pairs)
+    if lp is not None and size > RINS_PAIRS * config.max_exact_class_pairs:
+        # Large: only what the LP uses is searched (real-shaped 1,000 nodes: 0.3% from the
+        # LP bound in 0.5 s, where wider neighbourhoods found nothing).
+        # Its model is small: it gets a floor even when preparing took the cycle's time.
+        floor = GUIDED_FLOOR * config.time_limit_s
+        narrow = restricted(agg, lp.values)
+        _search_classes(search, narrow, "node-classes-lp-guided", max(left(), floor))
+    elif lp is not None:
+        # What the LP uses first; then what the LP or the best decision so far uses,
+        # again around each better decision (RINS as a large-neighbourhood search): the
+        # LP's support alone lost up to 16% on real-shaped 200-node clusters.
+        _search_classes(search, restricted(agg, lp.values), "node-classes-lp-guided", left() / 3)
+        incumbent: Placer | None = None
+        for _ in range(RINS_ROUNDS):
+            candidates = [*search.solved, *search.finished_baseline()]
+            if left() < MIN_STAGE_S or not candidates:
+                break
+            best = max(candidates, key=search.score)
+            if incumbent is not None and search.score(best) <= search.score(incumbent):
+                break  # the last neighbourhood held nothing better
+            incumbent = best
+            values = solution_of(agg, incumbent.placed, search.coef)
+            wide = restricted(agg, lp.values, values)
+            if _search_classes(search, wide, "node-classes-rins", left() * 0.6):
+                break  # its optimum is known: searching around it again finds the same
+    too_big = size > config.max_exact_class_pairs
     if search.settled(wait_for_baseline=False) or too_big or left() < MIN_STAGE_S:
         return
     # No hint: the greedy decision, followed first, held the search near it (real-shaped
     # 200-node models: 18% gap after 0.6 s hinted, proven optimal in 0.45 s unhinted).
-    whole = encoded() if lp is not None else agg
-    result = search.run(whole, "node-classes", left(), presolve=False)
+    result = search.run(agg, "node-classes", left(), presolve=False)
     if result.solution is not None and result.report.bound is not None:
         search.bounds.append(result.report.bound)
-        _use_class_solution(search, whole, result)
+        _use_class_solution(search, agg, result)
+
+
+def _search_classes(search: _Search, enc: Encoding, name: str, time_limit_s: float) -> bool:
+    """A restricted node-class model: its solution is a candidate, its bound is not one.
+
+    Returns whether the restricted model was solved to optimality."""
+    result = search.run(enc, name, time_limit_s, presolve=True)
+    search.stages[-1] = search.stages[-1].model_copy(update={"bound": None})
+    if result.solution is not None:
+        _use_class_solution(search, enc, result)
+    return result.optimal
 
 
 def _node_stage(search: _Search, shapes: Shapes, only: set[int] | None) -> None:
@@ -332,7 +418,6 @@ def _node_stage(search: _Search, shapes: Shapes, only: set[int] | None) -> None:
         placer = _placer_from_counts(problem, enc, decode_counts(enc, result.solution))
         if only is None:
             search.bounds.append(result.report.bound)
-            search.proven = result.optimal
             search.solved.insert(0, placer)
         else:
             search.solved.append(_topped_up(problem, placer, search.config.weights))
@@ -353,18 +438,30 @@ def solve(state: ClusterState, config: SolverConfig | None = None) -> Decision:
         )
     # The baseline is pure Python while LP and CP-SAT solves run in C++ without the GIL:
     # computed in a thread, it costs the cycle nothing on a machine with a second core.
+    # When the solves used the time and found a decision, the baseline stops at its next
+    # gang (a prefix of gang-greedy's decision: whole gangs only); deterministic solves
+    # always wait for all of it, so that the decision does not depend on the load.
+    stop = threading.Event()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gang-greedy") as pool:
-        return _solve(problem, config, started, pool.submit(_gang_greedy, problem))
+        job = pool.submit(_gang_greedy, problem, stop)
+        try:
+            return _solve(problem, config, started, job, stop)
+        finally:
+            stop.set()
 
 
-def _gang_greedy(problem: Problem) -> Placer:
+def _gang_greedy(problem: Problem, stop: threading.Event | None = None) -> Placer:
     placer = Placer(problem)
-    allocate_gangs(problem, placer)
+    allocate_gangs(problem, placer, stop=stop.is_set if stop is not None else None)
     return placer
 
 
 def _solve(
-    problem: Problem, config: SolverConfig, started: float, baseline: Future[Placer]
+    problem: Problem,
+    config: SolverConfig,
+    started: float,
+    baseline: Future[Placer],
+    stop_baseline: threading.Event,
 ) -> Decision:
     coef = coefficients(problem, config.weights)
     search = _Search(problem, config, coef, started, baseline)
@@ -388,11 +485,14 @@ def _solve(
     ):
         _node_stage(search, shapes, only)
 
+    if search.solved and search.remaining() <= 0 and not config.deterministic:
+        stop_baseline.set()
     best = search.best_so_far()
-    if best is search.baseline:
+    gap = relative_gap(search.score(best), min(search.bounds)) if search.bounds else None
+    if gap is not None and gap <= OPTIMAL_GAP:
+        status = SolveStatus.OPTIMAL  # whoever found it, nothing scores more
+    elif best is search.baseline:
         status = SolveStatus.FALLBACK
-    elif (search.proven or search.settled()) and search.score(best) >= min(search.bounds):
-        status = SolveStatus.OPTIMAL
     else:
         status = SolveStatus.FEASIBLE
     return decision_from_placements(

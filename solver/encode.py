@@ -26,7 +26,7 @@ constraints has one ``add_*`` function; prices come from ``objective.coefficient
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -412,23 +412,39 @@ def encode(
     return enc
 
 
-def restrict(enc: Encoding, guide: FloatArray) -> int:
-    """Fix to zero every count and admission the ``guide`` (an LP optimum) leaves at zero.
+def restricted(enc: Encoding, guide: FloatArray, incumbent: IntArray | None = None) -> Encoding:
+    """A copy of the model with what the ``guide`` (an LP optimum) and the ``incumbent``
+    both leave at zero fixed to zero.
 
-    What remains is a neighbourhood of the guide: small enough to search within a cycle,
-    never infeasible (placing nothing is still allowed), but no longer a relaxation of the
-    real problem, so its bound is not reported. Returns how many variables were fixed.
+    Without an incumbent, every count and admission the LP leaves at zero. With one (a
+    decision found so far), those the incumbent leaves at zero too (RINS): a neighbourhood
+    that contains the incumbent and the LP's support. Either is never infeasible (placing
+    nothing is still allowed) and no longer a relaxation of the real problem, so its bound
+    is not reported.
     """
-    values = np.asarray(guide, dtype=np.float64)
-    fixed = [p for p in range(len(enc.pairs)) if values[p] < RESTRICT_ZERO]
-    fixed += [v for v in enc.admitted.values() if values[v] < RESTRICT_ZERO]
+    zero = np.asarray(guide, dtype=np.float64) < RESTRICT_ZERO
+    if incumbent is not None:
+        zero &= incumbent == 0
+    fixed = [p for p in range(len(enc.pairs)) if zero[p]]
+    fixed += [v for v in enc.admitted.values() if zero[v]]
+    copy = replace(enc, model=enc.model.clone(), rows=LinearRows())
+    variables = copy.model.proto.variables
     for v in fixed:
-        _linear(enc, [v], [1], 0, 0)
-    return len(fixed)
+        # Counts and admissions all range from 0: an upper bound of 0 fixes them.
+        variables[v].domain[1] = 0
+    return copy
 
 
 def hint(enc: Encoding, placements: Mapping[str, int], coef: Coefficients) -> None:
-    """A complete hint from a decision (pod -> node index): every variable gets a value.
+    """A complete hint from a decision (pod -> node index): every variable gets a value."""
+    values = solution_of(enc, placements, coef)
+    proto_hint = enc.model.proto.solution_hint
+    proto_hint.vars.extend(range(len(values)))
+    proto_hint.values.extend(values.tolist())
+
+
+def solution_of(enc: Encoding, placements: Mapping[str, int], coef: Coefficients) -> IntArray:
+    """A decision (pod -> node index) as values of the model's variables.
 
     Pods of gangs that stay below minMember are left out: they would make it infeasible.
     """
@@ -468,9 +484,7 @@ def hint(enc: Encoding, placements: Mapping[str, int], coef: Coefficients) -> No
         values[var] = len(opened.get(b, ()))
     for q, var in enc.short.items():
         values[var] = max(0, int(coef.deserved[q] - coef.held[q] - gained[q]))
-    proto_hint = enc.model.proto.solution_hint
-    proto_hint.vars.extend(range(len(values)))
-    proto_hint.values.extend(values.tolist())
+    return values
 
 
 def _admitted_count(enc: Encoding, shape: Shape, solution: Sequence[int]) -> int:
