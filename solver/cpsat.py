@@ -59,7 +59,8 @@ RINS_ROUNDS = 3
 # An LP bound is exact to HiGHS' tolerance and rounded up past it: a decision this close
 # is optimal.
 OPTIMAL_GAP = 1e-6
-GUIDED_FLOOR = 0.15  # of the time limit: the LP-guided search runs at least this long
+GUIDED_FLOOR = 0.15
+BASELINE_STOP_GAP = 0.05  # of the time limit: the LP-guided search runs at least this long
 PACK_SHARE = 0.1  # of the time limit, at most, to pack one candidate's node classes exactly
 PACK_BIN_S = 0.03  # for one class: measured 2-15 ms where a packing exists
 # Deterministic solves stop on deterministic time; the wall clock only guards against a
@@ -450,6 +451,20 @@ def solve(state: ClusterState, config: SolverConfig | None = None) -> Decision:
             stop.set()
 
 
+def _baseline_cannot_matter(search: _Search) -> bool:
+    """Time is up and a solver's decision is within BASELINE_STOP_GAP of a bound: the
+    baseline could add little, so it need not be waited for. Deterministic solves always
+    wait (the decision must not depend on the load), and so does a solve without such a
+    decision (the baseline is then the guarantee)."""
+    if search.config.deterministic or search.remaining() > 0 or not search.bounds:
+        return False
+    if not search.solved:
+        return False
+    best = max(map(search.score, search.solved))
+    gap = relative_gap(best, min(search.bounds))
+    return gap is not None and gap <= BASELINE_STOP_GAP
+
+
 def _gang_greedy(problem: Problem, stop: threading.Event | None = None) -> Placer:
     placer = Placer(problem)
     allocate_gangs(problem, placer, stop=stop.is_set if stop is not None else None)
@@ -485,7 +500,7 @@ def _solve(
     ):
         _node_stage(search, shapes, only)
 
-    if search.solved and search.remaining() <= 0 and not config.deterministic:
+    if _baseline_cannot_matter(search):
         stop_baseline.set()
     best = search.best_so_far()
     gap = relative_gap(search.score(best), min(search.bounds)) if search.bounds else None
