@@ -476,7 +476,8 @@ def test_proven_optimum_is_never_below_gang_greedy(s: ClusterState, config: Solv
     assert exact.objective is not None and baseline.objective is not None
     assert exact.objective >= baseline.objective
     if exact.status is SolveStatus.OPTIMAL:
-        assert exact.bound == exact.objective
+        # Proven: by CP-SAT exactly, or by the LP to within its tolerance.
+        assert exact.gap is not None and exact.gap <= 1e-6
 
 
 @WEIGHTINGS
