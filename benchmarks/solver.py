@@ -6,7 +6,8 @@
 Per instance the build time and ``prepare()`` time are printed; per scheduler one row:
 pending pods, model size (sum of ``StageReport.variables``), time to first solution
 (earliest ``first_solution_s`` over the stages), objective, bound, gap, wall time
-(measured here, around the call), placed pods, admitted gangs, status, and the ratio
+(measured here, around the call), placed pods, admitted gangs, status, the stage that
+produced the decision (``Decision.decided_by``), and the ratio
 of the objective to gang-greedy's objective on the same instance (only when
 gang-greedy's is positive: against a negative one a better objective reads as a ratio
 below 1) and the difference from it (always).
@@ -83,6 +84,7 @@ class Row:
     placed: int = 0
     admitted: int = 0
     status: str = ""
+    decided_by: str = ""
     vs_baseline: float | None = None
     minus_baseline: int | None = None
     error: str | None = None
@@ -112,6 +114,7 @@ def decision_row(
         placed=len(decision.placements),
         admitted=len(decision.admitted),
         status=str(decision.status),
+        decided_by=decision.decided_by,
     )
 
 
@@ -189,6 +192,7 @@ def results_table(rows: Sequence[Row], time_limit: float) -> Table:
         "placed",
         "admitted",
         "status",
+        "decided by",
         f"vs {BASELINE}",
         f"- {BASELINE}",
     )
@@ -208,6 +212,7 @@ def results_table(rows: Sequence[Row], time_limit: float) -> Table:
             _num(r.placed),
             _num(r.admitted),
             r.status if r.error is None else f"ERROR: {r.error}",
+            r.decided_by or "-",
             "-" if r.vs_baseline is None else f"{r.vs_baseline:.3f}",
             "-" if r.minus_baseline is None else f"{r.minus_baseline:+,}",
         )

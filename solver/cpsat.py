@@ -264,6 +264,7 @@ class _Search:
     bounds: list[int] = field(default_factory=list)
     admitted: set[int] | None = None  # gangs the node-class stage admitted
     scores: dict[int, int] = field(default_factory=dict)  # id(candidate) -> objective
+    origin: dict[int, str] = field(default_factory=dict)  # id(candidate) -> stage
     deterministic_s: float = 0.0  # spent by the solves so far, in deterministic time
 
     def remaining(self) -> float:
@@ -344,6 +345,7 @@ def _use_class_solution(search: _Search, enc: Encoding, result: StageResult) -> 
     ):
         search.admitted = admitted
     search.solved.append(placer)
+    search.origin[id(placer)] = result.report.name
 
 
 def _node_class_stage(search: _Search, shapes: Shapes, share: float) -> None:
@@ -421,7 +423,9 @@ def _node_stage(search: _Search, shapes: Shapes, only: set[int] | None) -> None:
             search.bounds.append(result.report.bound)
             search.solved.insert(0, placer)
         else:
-            search.solved.append(_topped_up(problem, placer, search.config.weights))
+            placer = _topped_up(problem, placer, search.config.weights)
+            search.solved.append(placer)
+        search.origin[id(placer)] = name
 
 
 def solve(state: ClusterState, config: SolverConfig | None = None) -> Decision:
@@ -519,4 +523,5 @@ def _solve(
         bound=min(search.bounds) if search.bounds else None,
         stages=search.stages,
         wall_s=time.perf_counter() - started,
+        decided_by=search.origin.get(id(best), "gang-greedy"),
     )

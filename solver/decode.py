@@ -40,6 +40,7 @@ def decision_from_placements(
     bound: int | None = None,
     stages: Sequence[StageReport] = (),
     wall_s: float = 0.0,
+    decided_by: str = "",
 ) -> Decision:
     """``placer`` holds the decision's placements and the free capacity they leave."""
     placements = placer.placed
@@ -66,4 +67,5 @@ def decision_from_placements(
         gap=relative_gap(objective, bound),
         wall_s=wall_s,
         stages=tuple(stages),
+        decided_by=decided_by or scheduler,
     )

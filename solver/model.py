@@ -301,3 +301,6 @@ class Decision(_Frozen):
     gap: float | None = None
     wall_s: float = 0.0
     stages: tuple[StageReport, ...] = ()
+    decided_by: str = Field(
+        default="", description="the stage whose candidate was returned, or the scheduler"
+    )

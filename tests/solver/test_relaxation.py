@@ -1,0 +1,83 @@
+"""The LP relaxation, the neighbourhoods it guides, and exact packing of a node class."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from solver.config import SolverConfig
+from solver.encode import Encoding, class_bins, encode, pair_capacity, restricted, solution_of
+from solver.objective import Coefficients, coefficients
+from solver.packing import pack
+from solver.problem import prepare
+from solver.relaxation import LinearRows, solve_lp
+from solver.shapes import group
+from tests.builders import gang, node, pods_of, queue, state
+
+
+def test_lp_optimum_is_rounded_up_into_a_bound() -> None:
+    # max x + y, x + 2y <= 4, 0 <= x <= 3: the optimum x = 3, y = 0.5 scores 3.5.
+    rows = LinearRows()
+    rows.add_var(0, 3)
+    rows.add_var(0, 10)
+    rows.add_row([0, 1], [1, 2], -(2**63) + 1, 4)
+    rows.maximise([0, 1], [1, 1])
+    lp = solve_lp(rows, 1.0)
+    assert lp is not None
+    assert lp.bound == 4
+    assert np.allclose(lp.values, [3.0, 0.5])
+
+
+def test_an_infeasible_lp_gives_no_bound() -> None:
+    rows = LinearRows()
+    rows.add_var(0, 1)
+    rows.add_row([0], [1], 2, 5)  # x >= 2, but x <= 1
+    rows.maximise([0], [1])
+    assert solve_lp(rows, 1.0) is None
+
+
+def _class_model() -> tuple[Coefficients, Encoding]:
+    # Two identical 4-core nodes; gangs of 2 one-core pods in two queues.
+    s = state(
+        nodes=[node(f"n{i}").cap(cpu=4, memory="8Gi") for i in range(2)],
+        pods=[*pods_of("a", 2, cpu=1), *pods_of("b", 2, cpu=1), *pods_of("c", 6, cpu=1)],
+        gangs=[gang("a", 2).queue("q1"), gang("b", 2).queue("q2"), gang("c", 6).queue("q2")],
+        queues=[queue("q1"), queue("q2")],
+    )
+    problem = prepare(s)
+    coef = coefficients(problem, SolverConfig().weights)
+    shapes = group(problem, coef)
+    bins = class_bins(problem)
+    return coef, encode(problem, shapes, bins, coef, pair_capacity(problem, shapes, bins))
+
+
+def test_restriction_fixes_what_the_guide_and_the_incumbent_leave_at_zero() -> None:
+    coef, enc = _class_model()
+    guide = np.zeros(len(enc.model.proto.variables))
+    narrow = restricted(enc, guide)
+    pairs = range(len(enc.pairs))
+    assert all(list(narrow.model.proto.variables[p].domain) == [0, 0] for p in pairs)
+    # The original model is untouched: the restriction works on a copy.
+    assert all(enc.model.proto.variables[p].domain[1] > 0 for p in pairs)
+    # An incumbent's counts stay free, and only they.
+    values = solution_of(enc, {"a-0": 0, "a-1": 0}, coef)
+    wide = restricted(enc, guide, values)
+    free = [p for p in pairs if wide.model.proto.variables[p].domain[1] > 0]
+    assert free and all(values[p] > 0 for p in free)
+    assert sum(values[p] for p in free) == 2
+
+
+def test_pack_places_everything_a_greedy_order_would_not() -> None:
+    # Two nodes of 4 cpu x 4 GiB; pods (3, 1) and (1, 3): only one of each per node fits.
+    free = np.array([[4, 4], [4, 4]])
+    result = pack(free, [np.array([3, 1]), np.array([1, 3])], [2, 2], [1, 1], 1.0)
+    assert result is not None
+    assert [sum(r.values()) for r in result] == [2, 2]
+    for n in range(2):
+        assert result[0].get(n) == 1 and result[1].get(n) == 1
+
+
+def test_pack_keeps_the_most_valuable_when_not_everything_fits() -> None:
+    free = np.array([[4, 4]])
+    result = pack(free, [np.array([3, 3]), np.array([2, 2])], [1, 2], [10, 1], 1.0)
+    assert result is not None
+    assert result[0] == {0: 1} and result[1] == {}
