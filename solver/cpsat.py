@@ -59,7 +59,9 @@ RINS_ROUNDS = 3
 # An LP bound is exact to HiGHS' tolerance and rounded up past it: a decision this close
 # is optimal.
 OPTIMAL_GAP = 1e-6
-GUIDED_FLOOR = 0.15
+# Of the time limit: the LP, and the LP-guided search, run at least this long even when
+# preparing took the cycle's time (a 1,000-node narrow model's first solution: 0.1-0.3 s).
+GUIDED_FLOOR = 0.35
 BASELINE_STOP_GAP = 0.05  # of the time limit: the LP-guided search runs at least this long
 PACK_SHARE = 0.1  # of the time limit, at most, to pack one candidate's node classes exactly
 PACK_BIN_S = 0.03  # for one class: measured 2-15 ms where a packing exists
@@ -360,20 +362,22 @@ def _node_class_stage(search: _Search, shapes: Shapes, share: float) -> None:
 
     bins = class_bins(problem)
     agg = encode(problem, shapes, bins, search.coef, pair_capacity(problem, shapes, bins))
-    lp = _lp_stage(search, agg, left())
+    # The LP decides what every later search looks at: it gets a floor of its own.
+    lp = _lp_stage(search, agg, max(left(), GUIDED_FLOOR * config.time_limit_s))
     size = len(agg.pairs)
     if lp is not None and size > RINS_PAIRS * config.max_exact_class_pairs:
         # Large: only what the LP uses is searched (real-shaped 1,000 nodes: 0.3% from the
         # LP bound in 0.5 s, where wider neighbourhoods found nothing).
         # Its model is small: it gets a floor even when preparing took the cycle's time.
         floor = GUIDED_FLOOR * config.time_limit_s
-        narrow = restricted(agg, lp.values)
+        narrow = restricted(agg, search.coef, lp.values)
         _search_classes(search, narrow, "node-classes-lp-guided", max(left(), floor))
     elif lp is not None:
         # What the LP uses first; then what the LP or the best decision so far uses,
         # again around each better decision (RINS as a large-neighbourhood search): the
         # LP's support alone lost up to 16% on real-shaped 200-node clusters.
-        _search_classes(search, restricted(agg, lp.values), "node-classes-lp-guided", left() / 3)
+        narrow = restricted(agg, search.coef, lp.values)
+        _search_classes(search, narrow, "node-classes-lp-guided", left() / 3)
         incumbent: Placer | None = None
         for _ in range(RINS_ROUNDS):
             candidates = [*search.solved, *search.finished_baseline()]
@@ -384,7 +388,7 @@ def _node_class_stage(search: _Search, shapes: Shapes, share: float) -> None:
                 break  # the last neighbourhood held nothing better
             incumbent = best
             values = solution_of(agg, incumbent.placed, search.coef)
-            wide = restricted(agg, lp.values, values)
+            wide = restricted(agg, search.coef, lp.values, values)
             if _search_classes(search, wide, "node-classes-rins", left() * 0.6):
                 break  # its optimum is known: searching around it again finds the same
     too_big = size > config.max_exact_class_pairs
@@ -456,17 +460,19 @@ def solve(state: ClusterState, config: SolverConfig | None = None) -> Decision:
 
 
 def _baseline_cannot_matter(search: _Search) -> bool:
-    """Time is up and a solver's decision is within BASELINE_STOP_GAP of a bound: the
-    baseline could add little, so it need not be waited for. Deterministic solves always
-    wait (the decision must not depend on the load), and so does a solve without such a
-    decision (the baseline is then the guarantee)."""
-    if search.config.deterministic or search.remaining() > 0 or not search.bounds:
+    """A solver's decision is optimal, or time is up and it is within BASELINE_STOP_GAP of
+    a bound: the baseline could add nothing, or little, so it need not be waited for.
+    Deterministic solves wait unless the decision is optimal (the decision must not
+    depend on the load), and so does a solve without such a decision (the baseline is
+    then the guarantee)."""
+    if not search.bounds or not search.solved:
         return False
-    if not search.solved:
+    gap = relative_gap(max(map(search.score, search.solved)), min(search.bounds))
+    if gap is None:
         return False
-    best = max(map(search.score, search.solved))
-    gap = relative_gap(best, min(search.bounds))
-    return gap is not None and gap <= BASELINE_STOP_GAP
+    if gap <= OPTIMAL_GAP:
+        return True  # nothing can score more, and a solver's candidate wins a tie
+    return not search.config.deterministic and search.remaining() <= 0 and gap <= BASELINE_STOP_GAP
 
 
 def _gang_greedy(problem: Problem, stop: threading.Event | None = None) -> Placer:

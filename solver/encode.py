@@ -26,7 +26,7 @@ constraints has one ``add_*`` function; prices come from ``objective.coefficient
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -412,27 +412,23 @@ def encode(
     return enc
 
 
-def restricted(enc: Encoding, guide: FloatArray, incumbent: IntArray | None = None) -> Encoding:
-    """A copy of the model with what the ``guide`` (an LP optimum) and the ``incumbent``
-    both leave at zero fixed to zero.
+def restricted(
+    enc: Encoding, coef: Coefficients, guide: FloatArray, incumbent: IntArray | None = None
+) -> Encoding:
+    """The model over only the counts the ``guide`` (an LP optimum) or the ``incumbent``
+    uses: the rest are fixed at zero by leaving them out.
 
-    Without an incumbent, every count and admission the LP leaves at zero. With one (a
-    decision found so far), those the incumbent leaves at zero too (RINS): a neighbourhood
-    that contains the incumbent and the LP's support. Either is never infeasible (placing
-    nothing is still allowed) and no longer a relaxation of the real problem, so its bound
-    is not reported.
+    Without an incumbent, the LP's support alone. With one (a decision found so far),
+    its counts too (RINS): a neighbourhood that contains the incumbent. Either is never
+    infeasible (placing nothing is still allowed) and no longer a relaxation of the real
+    problem, so its bound is not reported. Built small rather than fixed in a copy: on
+    1,000 real-shaped nodes, presolving 11,000 fixed variables away took the cycle.
     """
-    zero = np.asarray(guide, dtype=np.float64) < RESTRICT_ZERO
+    used = np.asarray(guide[: len(enc.pairs)], dtype=np.float64) >= RESTRICT_ZERO
     if incumbent is not None:
-        zero &= incumbent == 0
-    fixed = [p for p in range(len(enc.pairs)) if zero[p]]
-    fixed += [v for v in enc.admitted.values() if zero[v]]
-    copy = replace(enc, model=enc.model.clone(), rows=LinearRows())
-    variables = copy.model.proto.variables
-    for v in fixed:
-        # Counts and admissions all range from 0: an upper bound of 0 fixes them.
-        variables[v].domain[1] = 0
-    return copy
+        used |= incumbent[: len(enc.pairs)] > 0
+    pairs = Pairs(enc.pairs.cls[used], enc.pairs.bin[used], enc.pairs.cap[used])
+    return encode(enc.problem, enc.shapes, enc.bins, coef, pairs)
 
 
 def hint(enc: Encoding, placements: Mapping[str, int], coef: Coefficients) -> None:

@@ -50,20 +50,22 @@ def _class_model() -> tuple[Coefficients, Encoding]:
     return coef, encode(problem, shapes, bins, coef, pair_capacity(problem, shapes, bins))
 
 
-def test_restriction_fixes_what_the_guide_and_the_incumbent_leave_at_zero() -> None:
+def test_restriction_keeps_only_what_the_guide_or_the_incumbent_uses() -> None:
     coef, enc = _class_model()
     guide = np.zeros(len(enc.model.proto.variables))
-    narrow = restricted(enc, guide)
-    pairs = range(len(enc.pairs))
-    assert all(list(narrow.model.proto.variables[p].domain) == [0, 0] for p in pairs)
-    # The original model is untouched: the restriction works on a copy.
-    assert all(enc.model.proto.variables[p].domain[1] > 0 for p in pairs)
-    # An incumbent's counts stay free, and only they.
+    assert len(restricted(enc, coef, guide).pairs) == 0  # the LP places nothing
+    guide[0] = 0.5
+    narrow = restricted(enc, coef, guide)
+    assert len(narrow.pairs) == 1
+    assert (narrow.pairs.cls[0], narrow.pairs.bin[0]) == (enc.pairs.cls[0], enc.pairs.bin[0])
+    # An incumbent's counts are kept too, and nothing else.
     values = solution_of(enc, {"a-0": 0, "a-1": 0}, coef)
-    wide = restricted(enc, guide, values)
-    free = [p for p in pairs if wide.model.proto.variables[p].domain[1] > 0]
-    assert free and all(values[p] > 0 for p in free)
-    assert sum(values[p] for p in free) == 2
+    wide = restricted(enc, coef, np.zeros(len(guide)), values)
+    used = {
+        (int(enc.pairs.cls[p]), int(enc.pairs.bin[p]))
+        for p in np.flatnonzero(values[: len(enc.pairs)])
+    }
+    assert used and set(zip(wide.pairs.cls.tolist(), wide.pairs.bin.tolist(), strict=True)) == used
 
 
 def test_pack_places_everything_a_greedy_order_would_not() -> None:
