@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.sat.python import cp_model
 
+from solver.arrays import BoolArray
 from solver.baselines import allocate_gangs
 from solver.config import ObjectiveWeights, SolverConfig
 from solver.decode import decision_from_placements, relative_gap
@@ -169,8 +170,14 @@ def _disaggregate(
         mask = np.zeros(len(problem.nodes), dtype=np.bool_)
         mask[list(bin_.nodes)] = True
         alloc = np.maximum(bin_.node_allocatable, 1)
+        # Largest first; equal specs of one queue adjacent, so they are placed in one pass.
         bin_items.sort(
-            key=lambda it: (-float((problem.classes[it[0]].demand / alloc).max()), it[0])
+            key=lambda it: (
+                -float((problem.classes[it[0]].demand / alloc).max()),
+                problem.classes[it[0]].spec,
+                problem.gangs[problem.classes[it[0]].gang].queue,
+                it[0],
+            )
         )
         # A class whose feasible nodes all lie in the bin needs no mask (a full pass each).
         spans: dict[int, bool] = {}
@@ -178,15 +185,7 @@ def _disaggregate(
             spec = problem.classes[c].spec
             if spec not in spans:
                 spans[spec] = not (problem.classes[c].feasible & ~mask).any()
-        placed = [
-            placer.place_class(
-                problem.classes[c],
-                count,
-                Policy.PACK,
-                None if spans[problem.classes[c].spec] else mask,
-            )
-            for c, count in bin_items
-        ]
+        placed = _place_items(placer, bin_items, mask, spans)
         if sum(map(len, placed)) == sum(n for _, n in bin_items) or len(bin_.nodes) < 2:
             continue
         left = min(deadline - time.perf_counter(), PACK_BIN_S)
@@ -236,6 +235,28 @@ def _disaggregate(
     return _topped_up(problem, placer, weights)
 
 
+def _place_items(
+    placer: Placer, items: list[tuple[int, int]], mask: BoolArray, spans: dict[int, bool]
+) -> list[list[str]]:
+    """Each (pod class, count) in order; runs of one spec and queue in one pass."""
+    problem = placer.problem
+    placed: list[list[str]] = []
+    start = 0
+    while start < len(items):
+        first = problem.classes[items[start][0]]
+        key = (first.spec, problem.gangs[first.gang].queue)
+        end = start + 1
+        while end < len(items):
+            other = problem.classes[items[end][0]]
+            if (other.spec, problem.gangs[other.gang].queue) != key:
+                break
+            end += 1
+        run = [(problem.classes[c], count) for c, count in items[start:end]]
+        placed += placer.place_alike(run, Policy.PACK, None if spans[first.spec] else mask)
+        start = end
+    return placed
+
+
 def _topped_up(problem: Problem, placer: Placer, weights: ObjectiveWeights) -> Placer:
     """Fill what room is left with the gangs that have no pod placed yet (gang-greedy),
     unless that lowers the objective: with overuse or opening priced above value, the
@@ -260,7 +281,9 @@ class _Search:
     config: SolverConfig
     coef: Coefficients
     started: float
-    baseline_job: Future[Placer]  # gang-greedy, computed beside the solves (see solve)
+    pool: ThreadPoolExecutor  # runs the baseline beside the CP-SAT solves
+    stop_baseline: threading.Event
+    baseline_job: Future[Placer] | None = None  # gang-greedy, once started
     stages: list[StageReport] = field(default_factory=list)
     solved: list[Placer] = field(default_factory=list)  # candidates from a solver
     bounds: list[int] = field(default_factory=list)
@@ -283,6 +306,7 @@ class _Search:
     def run(
         self, enc: Encoding, name: str, time_limit_s: float, presolve: bool = True
     ) -> StageResult:
+        self.start_baseline()
         result = _run(enc, name, time_limit_s, self.config, presolve)
         self.stages.append(result.report)
         self.deterministic_s += result.deterministic_s
@@ -295,13 +319,22 @@ class _Search:
             self.scores[id(placer)] = sum(terms.values())
         return self.scores[id(placer)]
 
+    def start_baseline(self) -> None:
+        """Gang-greedy is pure Python; CP-SAT solves release the GIL. Started as the first
+        solve starts, it runs on the second core instead of slowing the Python stages."""
+        if self.baseline_job is None:
+            self.baseline_job = self.pool.submit(_gang_greedy, self.problem, self.stop_baseline)
+
     @property
     def baseline(self) -> Placer:
+        self.start_baseline()
+        assert self.baseline_job is not None
         return self.baseline_job.result()
 
     def finished_baseline(self) -> list[Placer]:
         """The baseline if it is done, without waiting for it."""
-        return [self.baseline] if self.baseline_job.done() else []
+        job = self.baseline_job
+        return [job.result()] if job is not None and job.done() else []
 
     def best_so_far(self) -> Placer:
         # Solver candidates first: on a tie, max keeps the first.
@@ -445,16 +478,13 @@ def solve(state: ClusterState, config: SolverConfig | None = None) -> Decision:
             status=SolveStatus.NOTHING_TO_DO,
             wall_s=time.perf_counter() - started,
         )
-    # The baseline is pure Python while LP and CP-SAT solves run in C++ without the GIL:
-    # computed in a thread, it costs the cycle nothing on a machine with a second core.
-    # When the solves used the time and found a decision, the baseline stops at its next
-    # gang (a prefix of gang-greedy's decision: whole gangs only); deterministic solves
-    # always wait for all of it, so that the decision does not depend on the load.
+    # The baseline runs in a thread beside the CP-SAT solves (_Search.start_baseline).
+    # When a solver's decision makes it moot, it stops at its next gang (a prefix of
+    # gang-greedy's decision: whole gangs only); see _baseline_cannot_matter.
     stop = threading.Event()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gang-greedy") as pool:
-        job = pool.submit(_gang_greedy, problem, stop)
         try:
-            return _solve(problem, config, started, job, stop)
+            return _solve(problem, config, started, pool, stop)
         finally:
             stop.set()
 
@@ -485,11 +515,11 @@ def _solve(
     problem: Problem,
     config: SolverConfig,
     started: float,
-    baseline: Future[Placer],
+    pool: ThreadPoolExecutor,
     stop_baseline: threading.Event,
 ) -> Decision:
     coef = coefficients(problem, config.weights)
-    search = _Search(problem, config, coef, started, baseline)
+    search = _Search(problem, config, coef, started, pool, stop_baseline)
     shapes = group(problem, coef)
 
     limit = config.max_node_level_pairs
@@ -503,10 +533,10 @@ def _solve(
     if pairs_estimate > limit and search.admitted is not None:
         only = {s.index for s in shapes.shapes if set(s.gangs) & search.admitted}
     if (
-        not search.settled()
-        and (pairs_estimate <= limit or only is not None)
+        (pairs_estimate <= limit or only is not None)
         and search.remaining() > MIN_STAGE_S
         and feasible_pair_estimate(shapes, only) <= limit
+        and not search.settled(wait_for_baseline=False)
     ):
         _node_stage(search, shapes, only)
 

@@ -8,6 +8,7 @@ a (nodes x resources) array, so filtering and scoring a pod is one vectorised pa
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from enum import StrEnum
 
 import numpy as np
@@ -136,24 +137,47 @@ class Placer:
         self, cls: PodClass, limit: int, policy: Policy, allowed: BoolArray | None = None
     ) -> list[str]:
         """Up to ``limit`` pods of the class (on ``allowed`` nodes only, if given)."""
-        pods: list[str] = []
-        limit = min(limit, cls.count - self.next_pod[cls.index])
-        if limit <= 0:
-            return pods
-        scores = self._scores(cls, policy)
+        return self.place_alike([(cls, limit)], policy, allowed)[0]
+
+    def place_alike(
+        self,
+        wanted: Sequence[tuple[PodClass, int]],
+        policy: Policy,
+        allowed: BoolArray | None = None,
+    ) -> list[list[str]]:
+        """``place_class`` for each (class, limit) in turn, for classes of one spec and one
+        queue (thousands of identical gangs): the same decision, in one pass of the nodes.
+        """
+        placed: list[list[str]] = [[] for _ in wanted]
+        todo = [
+            (i, cls, min(limit, cls.count - self.next_pod[cls.index]))
+            for i, (cls, limit) in enumerate(wanted)
+        ]
+        todo = [item for item in todo if item[2] > 0]
+        if not todo:
+            return placed
+        first = todo[0][1]
+        scores = self._scores(first, policy)
         view = scores if allowed is None else np.where(allowed, scores, -np.inf)
-        while len(pods) < limit and self.queue_allows(cls):
+        k = 0
+        while k < len(todo) and self.queue_allows(first):
             node = int(np.argmax(view))
             if view[node] == -np.inf:
                 break
             # Packing, a node only gains score as it fills: it stays the best node until
-            # it is full, so its share is placed at once (the same decision, pod by pod).
-            batch = min(limit - len(pods), self.room_for(cls, node)) if policy is Policy.PACK else 1
-            pods += self.place_on(cls, node, max(1, batch))
-            scores = self._scores(cls, policy)  # the node's new score
+            # it is full, so its room is filled at once (the same decision, pod by pod).
+            room = max(1, self.room_for(first, node)) if policy is Policy.PACK else 1
+            while room > 0 and k < len(todo):
+                i, cls, limit = todo[k]
+                take = min(limit - len(placed[i]), room)
+                placed[i] += self.place_on(cls, node, take)
+                room -= take
+                if len(placed[i]) >= limit:
+                    k += 1
+            scores = self._scores(first, policy)  # the node's new score
             if allowed is not None:
                 view[node] = scores[node]
-        return pods
+        return placed
 
     def unplace(self, pods: list[str]) -> None:
         """Roll back the last pods placed, newest first."""
@@ -242,9 +266,7 @@ class Placer:
             room -= placed * cls.demand
             if placed < want:
                 if by_queue < min(want, int(per_node.sum())):
-                    capped = [
-                        self.problem.resources[r] for r in np.flatnonzero(room < cls.demand)
-                    ]
+                    capped = [self.problem.resources[r] for r in np.flatnonzero(room < cls.demand)]
                 else:
                     reasons = self._node_reasons(cls, free)
                 break
