@@ -10,7 +10,8 @@ Kubernetes ("96", "500m", "512Gi"). Format, with defaults:
       "settings": {"cycle_s": 10, "bind_latency_s": 0, "deadlock_after_s": 300,
                    "horizon_s": null, "bind_failure_rate": 0, "seed": 0},
       "nodes":  [{"name": "gpu", "count": 4, "allocatable": {"cpu": "96", ...},
-                  "labels": {...}, "taints": [...]}],            # named gpu-0 .. gpu-3
+                  "labels": {...}, "taints": [...]}],            # named gpu-0 .. gpu-3,
+                  # labelled as kubelets label them (hostname, os, arch, zone, region)
       "queues": [{"name": "research", "weight": 3}],
       "jobs":   [{"name": "train", "count": 10, "queue": "research",
                   "submit_s": 0, "submit_every_s": 30, "duration_s": 600,
@@ -42,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from adapter.errors import validation_lines
 from adapter.quantity import Quantity, QuantityError
 from adapter.quantity import resources as parse_resources
+from adapter.sim.realistic import kubelet_labels
 from solver.fairness import fair_resource
 from solver.model import DEFAULT_QUEUE, Gang, Node, Pod, Queue, Taint, Toleration
 
@@ -210,7 +212,7 @@ def materialise(scenario: Scenario) -> Workload:
             Node(
                 name=f"{group.name}-{i}",
                 allocatable=parse_resources(group.allocatable),
-                labels=group.labels,
+                labels={**kubelet_labels(f"{group.name}-{i}", i), **group.labels},
                 taints=group.taints,
             )
             for group in scenario.nodes

@@ -58,6 +58,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 
 from adapter.quantity import QuantityError, parse
+from adapter.sim.realistic import kubelet_labels
 from adapter.sim.scenario import Job, PhillyTrace, ScenarioError, job_from
 from solver.model import CPU, DEFAULT_MAX_PODS, GPU, MEMORY, PODS, Node, Queue, Resources
 from solver.predicates import insufficient
@@ -195,7 +196,11 @@ def philly_nodes(count: int) -> list[Node]:
                 Node(
                     name=f"{prefix}-{i}",
                     allocatable=allocatable,
-                    labels={GPU_TYPE_LABEL: shape.gpu_type, SOURCE_LABEL: PAI_SOURCE},
+                    labels={
+                        **kubelet_labels(f"{prefix}-{i}", i),
+                        GPU_TYPE_LABEL: shape.gpu_type,
+                        SOURCE_LABEL: PAI_SOURCE,
+                    },
                 )
             )
     return nodes

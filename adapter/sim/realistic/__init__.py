@@ -107,7 +107,12 @@ from adapter.sim.realistic.catalog import (
     Team,
     res,
 )
-from adapter.sim.realistic.nodes import cloud_nodes, daemonset_pods, kubelet_allocatable
+from adapter.sim.realistic.nodes import (
+    cloud_nodes,
+    daemonset_pods,
+    kubelet_allocatable,
+    kubelet_labels,
+)
 from adapter.sim.realistic.workloads import pending_gangs, running_gangs, team_queues
 from solver.model import DEFAULT_QUEUE, ClusterState, Gang, Pod, Queue
 
@@ -150,6 +155,7 @@ __all__ = [
     "cluster",
     "daemonset_pods",
     "kubelet_allocatable",
+    "kubelet_labels",
     "pending_gangs",
     "perf_gangs",
     "running_gangs",

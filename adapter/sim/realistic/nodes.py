@@ -71,6 +71,26 @@ def _split(total: int, pools: Sequence[Pool]) -> list[int]:
     return counts
 
 
+def kubelet_labels(
+    name: str, index: int, arch: str = "amd64", region: str = "us-east-1"
+) -> dict[str, str]:
+    """What every kubelet and cloud node controller label a node with: a unique hostname,
+    os and arch, and a zone (round-robin over three by ``index``) and region. Simulator
+    scenarios give their nodes these, so that no figure comes from unlabelled nodes."""
+    zone = f"{region}{'abc'[index % 3]}"
+    return {
+        HOSTNAME: name,
+        "kubernetes.io/os": "linux",
+        ARCH: arch,
+        "beta.kubernetes.io/os": "linux",
+        "beta.kubernetes.io/arch": arch,
+        ZONE: zone,
+        REGION: region,
+        "failure-domain.beta.kubernetes.io/zone": zone,
+        "failure-domain.beta.kubernetes.io/region": region,
+    }
+
+
 def _labels(t: InstanceType, pool: Pool, zone: str, region: str) -> dict[str, str]:
     labels = {
         "kubernetes.io/os": "linux", ARCH: t.arch, INSTANCE_TYPE: t.name,

@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 import pytest
 
 from adapter.sim import realistic
+from adapter.sim.scenario import load_scenario, materialise
 from benchmarks import instances
 from benchmarks import solver as bench
 from solver.model import CPU, EPHEMERAL_STORAGE, GPU, MEMORY, PODS, ClusterState, Node, Pod
@@ -381,3 +382,12 @@ def test_benchmark_instances_wrap_the_generator() -> None:
     state = bench.INSTANCES["real-40"](0)
     assert len(state.nodes) == 40
     assert len({p.gang for p in state.pending_pods()}) == 60
+
+
+@pytest.mark.parametrize("name", ["philly", "scheduler-perf-gangs", "contention", "seed-deadlock"])
+def test_every_packaged_scenario_labels_its_nodes_as_kubelets_do(name: str) -> None:
+    nodes = materialise(load_scenario(name)).nodes
+    hostnames = [n.labels["kubernetes.io/hostname"] for n in nodes]
+    assert hostnames == [n.name for n in nodes]  # unique, as the node names are
+    assert {n.labels["kubernetes.io/os"] for n in nodes} == {"linux"}
+    assert len({n.labels["topology.kubernetes.io/zone"] for n in nodes}) == min(3, len(nodes))
