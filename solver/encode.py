@@ -162,9 +162,11 @@ class Encoding:
     class_span: dict[int, tuple[int, int]] = field(default_factory=dict)  # [start, end)
     rows: LinearRows = field(default_factory=LinearRows)  # the same model, for the LP
 
+    def shape_spans(self, s: int) -> list[tuple[int, int]]:
+        return [self.class_span[c] for c in self.shapes.shapes[s].classes if c in self.class_span]
+
     def shape_span(self, s: int) -> list[int]:
-        spans = [self.class_span[c] for c in self.shapes.shapes[s].classes if c in self.class_span]
-        return [v for start, end in spans for v in range(start, end)]
+        return [v for start, end in self.shape_spans(s) for v in range(start, end)]
 
     def size(self) -> tuple[int, int]:
         proto = self.model.proto
@@ -216,7 +218,11 @@ def build_variables(
         if not shape.running:
             name = problem.gangs[shape.gangs[0]].name
             label = name if shape.size == 1 else f"{name}+{shape.size - 1} alike"
-            enc.admitted[s] = _new_var(enc, 0, shape.size, f"admitted[{label}]")
+            # No more gangs than the room there is for need pods each: without this the
+            # LP admits part of a gang that fits nowhere, at a part of its (large) price.
+            room = sum(int(pairs.cap[a:b].sum()) for a, b in enc.shape_spans(s))
+            most = min(shape.size, room // shape.need) if shape.need else shape.size
+            enc.admitted[s] = _new_var(enc, 0, most, f"admitted[{label}]")
     for b in sorted({int(b) for b in pairs.bin}):
         if bins[b].empty_nodes:
             enc.opened[b] = _new_var(enc, 0, bins[b].empty_nodes, f"opened[{bins[b].name}]")
