@@ -187,6 +187,13 @@ class Pod(_Frozen):
     tolerations: tuple[Toleration, ...] = ()
     node_name: str | None = Field(default=None, description="set when already bound")
     created_s: float = 0.0
+    daemon: bool = Field(
+        default=False,
+        description=(
+            "a DaemonSet's pod: one runs on every node, so a node holding only these "
+            "counts as empty for packing"
+        ),
+    )
 
     def demand(self) -> dict[str, int]:
         """Requests plus the pod slot every pod takes."""

@@ -113,7 +113,7 @@ class Problem:
     nodes: list[Node]
     allocatable: IntArray  # (nodes, resources)
     free: IntArray  # (nodes, resources): allocatable minus bound pods
-    empty: BoolArray  # no pod bound on the node
+    empty: BoolArray  # no pod bound on the node but DaemonSet pods
     gpu_node: BoolArray
     totals: IntArray  # per resource, over schedulable nodes
     queues: list[QueueInfo]
@@ -234,7 +234,8 @@ def prepare(state: ClusterState) -> Problem:
             node_i = n_index.get(pod.node_name)
             if node_i is not None:
                 raw_free[node_i] -= raw_demand(pod)
-                empty[node_i] = False
+                # Every node runs DaemonSet pods: only other pods make a node used.
+                empty[node_i] &= pod.daemon
         if pod.gang is not None and pod.gang not in gangs_by_name:
             if pod.node_name is None:
                 waiting[pod.name] = f"PodGroup {pod.gang!r} not found"

@@ -239,6 +239,10 @@ def _pod(
         ),
         node_name=spec.get("nodeName") or None,
         created_s=created_s,
+        daemon=any(
+            isinstance(ref, dict) and ref.get("kind") == "DaemonSet"
+            for ref in metadata.get("ownerReferences") or []
+        ),
     )
 
 

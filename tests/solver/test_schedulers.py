@@ -325,6 +325,26 @@ def test_packing_prefers_used_nodes_and_keeps_gpu_nodes_whole() -> None:
     assert d.placements == {"web-0": "cpu-used", "web-1": "cpu-used"}
 
 
+@pytest.mark.parametrize("config", [FAST, CLASSES_ONLY], ids=["node-level", "node-classes"])
+def test_a_node_running_only_daemonset_pods_counts_as_empty_for_packing(
+    config: SolverConfig,
+) -> None:
+    # Every node runs DaemonSet pods; "cpu-used" also runs a job's pod. Packing fills it
+    # rather than opening a node that runs nothing but its DaemonSets.
+    nodes = [node(f"cpu-{i}").cap(cpu=8, memory="32Gi") for i in range(3)]
+    daemons = [pod(f"ds-{i}").req(cpu="100m").on(f"cpu-{i}").build() for i in range(3)]
+    daemons = [p.model_copy(update={"daemon": True}) for p in daemons]
+    s = state(
+        nodes=nodes,
+        pods=[*daemons, pod("running").req(cpu=1).gang("r").on("cpu-1"), *pods_of("web", 2, cpu=1)],
+        gangs=[gang("r", 1), gang("web", 2)],
+    )
+    assert prepare(s).empty.tolist() == [True, False, True]
+    d = solve(s, config=config)
+    assert d.placements == {"web-0": "cpu-1", "web-1": "cpu-1"}
+    assert d.terms["packing"] == 0  # no node opened
+
+
 def test_class_model_bound_is_never_below_the_decision() -> None:
     d = solve(two_queues(1, 3, 8, 8, gang_size=2), config=CLASSES_ONLY)
     assert [x.name for x in d.stages][:2] == ["node-classes-lp", "node-classes-lp-guided"]

@@ -169,5 +169,6 @@ def daemonset_pods(rng: random.Random, nodes: Sequence[Node]) -> list[Pod]:
                 name = f"kube-system/{ds}-{head[x // len(tail)]}{tail[x % len(tail)]}"
             taken.add(name)
             pods.append(Pod(name=name, namespace="kube-system", requests=res(cpu, memory),
-                            priority=priority, tolerations=(TOLERATE_ALL,), node_name=node.name))
+                            priority=priority, tolerations=(TOLERATE_ALL,), node_name=node.name,
+                            daemon=True))
     return pods

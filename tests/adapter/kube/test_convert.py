@@ -200,6 +200,20 @@ def test_which_pods_count() -> None:
     assert finding.name == "team/ghost" and "unknown node vanished" in finding.message
 
 
+def test_a_daemonset_pod_is_marked_so_its_node_still_counts_as_empty() -> None:
+    daemon = pod("node-exporter-x", scheduler="default-scheduler", node_name="n1")
+    daemon["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "node-exporter", "uid": "u"}
+    ]
+    job = pod("job-0", scheduler="default-scheduler", node_name="n1")
+    job["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "job", "uid": "v"}
+    ]
+    pods = {p.name: p for p in convert([node("n1"), daemon, job]).state.pods}
+    assert pods["team/node-exporter-x"].daemon is True
+    assert pods["team/job-0"].daemon is False
+
+
 def test_a_node_not_ready_or_cordoned_takes_no_new_pods() -> None:
     not_ready = node("sick", status=None)
     not_ready["status"] = {
