@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -63,6 +63,7 @@ OPTIMAL_GAP = 1e-6
 # Of the time limit: the LP, and the LP-guided search, run at least this long even when
 # preparing took the cycle's time (a 1,000-node narrow model's first solution: 0.1-0.3 s).
 GUIDED_FLOOR = 0.35
+GUIDED_SHARE = 0.6  # of the node-level stage's time, for its LP-guided searches
 BASELINE_STOP_GAP = 0.05  # of the time limit: the LP-guided search runs at least this long
 PACK_SHARE = 0.1  # of the time limit, at most, to pack one candidate's node classes exactly
 PACK_BIN_S = 0.03  # for one class: measured 2-15 ms where a packing exists
@@ -358,13 +359,13 @@ class _Search:
         return bool(candidates) and max(map(self.score, candidates)) >= min(self.bounds)
 
 
-def _lp_stage(search: _Search, enc: Encoding, time_limit_s: float) -> LpSolution | None:
+def _lp_stage(search: _Search, enc: Encoding, time_limit_s: float, name: str) -> LpSolution | None:
     started = time.perf_counter()
     lp = solve_lp(enc.rows, time_limit_s)
     variables, constraints = enc.size()
     search.stages.append(
         StageReport(
-            name="node-classes-lp",
+            name=name,
             variables=variables,
             constraints=constraints,
             status="OPTIMAL" if lp is not None else "UNKNOWN",
@@ -405,37 +406,9 @@ def _node_class_stage(search: _Search, shapes: Shapes, share: float) -> None:
 
     bins = class_bins(problem)
     agg = encode(problem, shapes, bins, search.coef, pair_capacity(problem, shapes, bins))
-    # The LP decides what every later search looks at: it gets a floor of its own.
-    lp = _lp_stage(search, agg, max(left(), GUIDED_FLOOR * config.time_limit_s))
+    large = len(agg.pairs) > RINS_PAIRS * config.max_exact_class_pairs
+    _guided_search(search, agg, "node-classes", left, large)
     size = len(agg.pairs)
-    if lp is not None and size > RINS_PAIRS * config.max_exact_class_pairs:
-        # Large: only what the LP uses is searched (real-shaped 1,000 nodes: 0.3% from the
-        # LP bound in 0.5 s, where wider neighbourhoods found nothing).
-        # Its model is small: it gets a floor even when preparing took the cycle's time.
-        floor = GUIDED_FLOOR * config.time_limit_s
-        narrow = restricted(agg, search.coef, lp.values)
-        # Two workers: one worker's first solution of a 1,000-node narrow model took
-        # 0.1-0.3 s, two workers' 0.06-0.08 s; here time is short and the first counts.
-        _search_classes(search, narrow, "node-classes-lp-guided", max(left(), floor), 2)
-    elif lp is not None:
-        # What the LP uses first; then what the LP or the best decision so far uses,
-        # again around each better decision (RINS as a large-neighbourhood search): the
-        # LP's support alone lost up to 16% on real-shaped 200-node clusters.
-        narrow = restricted(agg, search.coef, lp.values)
-        _search_classes(search, narrow, "node-classes-lp-guided", left() / 3)
-        incumbent: Placer | None = None
-        for _ in range(RINS_ROUNDS):
-            candidates = [*search.solved, *search.finished_baseline()]
-            if left() < MIN_STAGE_S or not candidates:
-                break
-            best = max(candidates, key=search.score)
-            if incumbent is not None and search.score(best) <= search.score(incumbent):
-                break  # the last neighbourhood held nothing better
-            incumbent = best
-            values = solution_of(agg, incumbent.placed, search.coef)
-            wide = restricted(agg, search.coef, lp.values, values)
-            if _search_classes(search, wide, "node-classes-rins", left() * 0.6):
-                break  # its optimum is known: searching around it again finds the same
     too_big = size > config.max_exact_class_pairs
     if search.settled(wait_for_baseline=False) or too_big or left() < MIN_STAGE_S:
         return
@@ -445,6 +418,47 @@ def _node_class_stage(search: _Search, shapes: Shapes, share: float) -> None:
     if result.solution is not None and result.report.bound is not None:
         search.bounds.append(result.report.bound)
         _use_class_solution(search, agg, result)
+
+
+def _guided_search(
+    search: _Search, enc: Encoding, prefix: str, left: Callable[[], float], large: bool
+) -> None:
+    """The model's LP relaxation bounds it and guides restricted searches (``restricted``).
+
+    Large models: only what the LP uses is searched (real-shaped 1,000 nodes: 0.3% from
+    the LP bound in 0.5 s, where wider neighbourhoods found nothing). Others: what the LP
+    uses first, then what the LP or the best decision so far uses, again around each
+    better decision (RINS as a large-neighbourhood search): the LP's support alone lost
+    up to 16% on real-shaped 200-node clusters.
+    """
+    # Large models' LP and first search get a floor even when preparing took the cycle's
+    # time: without it, 1,000-node cycles fell back to greedy.
+    floor = GUIDED_FLOOR * search.config.time_limit_s if large else 0.0
+    if max(left(), floor) < MIN_STAGE_S:
+        return
+    lp = _lp_stage(search, enc, max(left(), floor), f"{prefix}-lp")
+    if lp is None:
+        return
+    narrow = restricted(enc, search.coef, lp.values)
+    if large:
+        # Two workers: one worker's first solution of a 1,000-node narrow model took
+        # 0.1-0.3 s, two workers' 0.06-0.08 s; here time is short and the first counts.
+        _search_classes(search, narrow, f"{prefix}-lp-guided", max(left(), floor), 2)
+        return
+    _search_classes(search, narrow, f"{prefix}-lp-guided", left() / 3)
+    incumbent: Placer | None = None
+    for _ in range(RINS_ROUNDS):
+        candidates = [*search.solved, *search.finished_baseline()]
+        if left() < MIN_STAGE_S or not candidates:
+            break
+        best = max(candidates, key=search.score)
+        if incumbent is not None and search.score(best) <= search.score(incumbent):
+            break  # the last neighbourhood held nothing better
+        incumbent = best
+        values = solution_of(enc, incumbent.placed, search.coef)
+        wide = restricted(enc, search.coef, lp.values, values)
+        if _search_classes(search, wide, f"{prefix}-rins", left() * 0.6):
+            break  # its optimum is known: searching around it again finds the same
 
 
 def _search_classes(
@@ -461,10 +475,23 @@ def _search_classes(
 
 
 def _node_stage(search: _Search, shapes: Shapes, only: set[int] | None) -> None:
-    """The exact model over every shape, or over ``only`` (then topped up greedily)."""
+    """The exact model over every shape, or over ``only`` (then topped up greedily).
+
+    Over every shape, its LP guides restricted searches first, as on node classes: the
+    whole model's search from a hint improved little within a cycle (real-shaped 40-node
+    clusters: 2-13% from the bound)."""
     problem = search.problem
     nodes = node_bins(problem)
     enc = encode(problem, shapes, nodes, search.coef, pair_capacity(problem, shapes, nodes, only))
+    if only is None:
+        deadline = search.remaining() * (1 - GUIDED_SHARE)
+
+        def left() -> float:
+            return search.remaining() - deadline
+
+        _guided_search(search, enc, "node-level", left, large=False)
+        if search.settled(wait_for_baseline=False) or search.remaining() < MIN_STAGE_S:
+            return
     hint(enc, search.best_so_far().placed, search.coef)
     name = "node-level" if only is None else "node-level-admitted"
     result = search.run(enc, name, search.remaining())
