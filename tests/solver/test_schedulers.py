@@ -11,6 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import solver.cpsat
+import solver.disaggregate
+import solver.search
 from solver.config import SolverConfig
 from solver.model import ClusterState, Decision, SolveStatus
 from solver.objective import score
@@ -413,7 +415,9 @@ def test_deterministic_decisions_do_not_depend_on_the_wall_clock(
     assert stages[0] == "node-level-lp" and "node-classes-lp" not in stages
     # A machine so loaded that each reading of the clock is a second after the last.
     ticks = itertools.count()
-    monkeypatch.setattr(solver.cpsat, "time", SimpleNamespace(perf_counter=lambda: next(ticks)))
+    clock = SimpleNamespace(perf_counter=lambda: next(ticks))
+    for module in (solver.cpsat, solver.search, solver.disaggregate):
+        monkeypatch.setattr(module, "time", clock)
     loaded = solve(s, config=config)
     assert loaded.placements == calm.placements
     assert [x.name for x in loaded.stages] == stages

@@ -1,0 +1,161 @@
+"""From a node-class decision to real nodes: counts per (pod class, class of nodes) ->
+pods on nodes, losing as little of what the aggregate won as the nodes allow.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from solver.arrays import BoolArray
+from solver.baselines import allocate_gangs
+from solver.config import ObjectiveWeights
+from solver.encode import Encoding
+from solver.objective import evaluate
+from solver.packing import pack
+from solver.placement import Placer, Policy
+from solver.problem import Problem
+
+PACK_BIN_S = 0.03  # for one class: measured 2-15 ms where a packing exists
+
+
+def placer_from_counts(
+    problem: Problem, enc: Encoding, per_pod_class: dict[int, list[tuple[int, int]]]
+) -> Placer:
+    """Node-level counts -> placements, exactly where the solver put them."""
+    placer = Placer(problem)
+    for c, where in sorted(per_pod_class.items()):
+        for b, count in where:
+            placer.place_on(problem.classes[c], enc.bins[b].nodes[0], count)
+    return placer
+
+
+def disaggregate(
+    problem: Problem,
+    enc: Encoding,
+    per_class: dict[int, list[tuple[int, int]]],
+    admitted: set[int],
+    weights: ObjectiveWeights,
+    pack_budget_s: float = 0.0,
+) -> Placer:
+    """Place the aggregate's counts on real nodes, each node class on its own.
+
+    Classes hold disjoint nodes, so each is a packing problem of its own: its pods go
+    largest first, each on the fullest node it fits (best-fit decreasing); where that
+    leaves pods out, the class is packed exactly (``packing``) within ``pack_budget_s``
+    in all. A gang left below minMember is withdrawn and tried anywhere; what room is left
+    is topped up.
+    """
+    placer = Placer(problem)
+    items: dict[int, list[tuple[int, int]]] = {}
+    for c, where in per_class.items():
+        for b, count in where:
+            items.setdefault(b, []).append((c, count))
+    deadline = time.perf_counter() + pack_budget_s
+    for b, bin_items in sorted(items.items()):
+        bin_ = enc.bins[b]
+        mask = np.zeros(len(problem.nodes), dtype=np.bool_)
+        mask[list(bin_.nodes)] = True
+        alloc = np.maximum(bin_.node_allocatable, 1)
+        # Largest first; equal specs of one queue adjacent, so they are placed in one pass.
+        bin_items.sort(
+            key=lambda it: (
+                -float((problem.classes[it[0]].demand / alloc).max()),
+                problem.classes[it[0]].spec,
+                problem.gangs[problem.classes[it[0]].gang].queue,
+                it[0],
+            )
+        )
+        # A class whose feasible nodes all lie in the bin needs no mask (a full pass each).
+        spans: dict[int, bool] = {}
+        for c, _ in bin_items:
+            spec = problem.classes[c].spec
+            if spec not in spans:
+                spans[spec] = not (problem.classes[c].feasible & ~mask).any()
+        placed = _place_items(placer, bin_items, mask, spans)
+        if sum(map(len, placed)) == sum(n for _, n in bin_items) or len(bin_.nodes) < 2:
+            continue
+        left = min(deadline - time.perf_counter(), PACK_BIN_S)
+        if left <= 0:
+            continue
+        nodes = list(bin_.nodes)
+        placer.unplace([pod for pods in placed for pod in pods])
+        packed = pack(
+            placer.free[nodes],
+            [problem.classes[c].demand for c, _ in bin_items],
+            [n for _, n in bin_items],
+            [
+                problem.classes[c].value * (1 + problem.gangs[problem.classes[c].gang].rank)
+                for c, _ in bin_items
+            ],
+            left,
+        )
+        if packed is None or sum(map(sum, (p.values() for p in packed))) <= sum(map(len, placed)):
+            # No better packing found in time: the greedy one stands.
+            for (c, _), pods in zip(bin_items, placed, strict=True):
+                only = None if spans[problem.classes[c].spec] else mask
+                placer.place_class(problem.classes[c], len(pods), Policy.PACK, only)
+            continue
+        for (c, _), on_nodes in zip(bin_items, packed, strict=True):
+            for n, count in sorted(on_nodes.items()):
+                placer.place_on(problem.classes[c], nodes[n], count)
+
+    def difficulty(g: int) -> tuple[int, int, str]:
+        gang = problem.gangs[g]
+        return (-gang.rank, -sum(problem.classes[c].count for c in gang.classes), gang.name)
+
+    def reached(g: int) -> bool:
+        return problem.gangs[g].reaches(sum(placer.next_pod[c] for c in problem.gangs[g].classes))
+
+    short = [g for g in sorted(admitted, key=difficulty) if not reached(g)]
+    # The pods a class could not hold may fit elsewhere: a 53-pod gang short of 7 keeps
+    # its 46 if the 7 find room; only a gang still short is withdrawn whole.
+    for g in short:
+        for c in problem.gangs[g].classes:
+            placer.place_class(problem.classes[c], problem.classes[c].count, Policy.PACK)
+    short = [g for g in short if not reached(g)]
+    for g in short:
+        classes = problem.gangs[g].classes
+        placer.unplace([p for c in classes for p in problem.classes[c].pods[: placer.next_pod[c]]])
+    for g in short:
+        placer.try_gang(problem.gangs[g], Policy.PACK, extras=False)
+    return topped_up(problem, placer, weights)
+
+
+def _place_items(
+    placer: Placer, items: list[tuple[int, int]], mask: BoolArray, spans: dict[int, bool]
+) -> list[list[str]]:
+    """Each (pod class, count) in order; runs of one spec and queue in one pass."""
+    problem = placer.problem
+    placed: list[list[str]] = []
+    start = 0
+    while start < len(items):
+        first = problem.classes[items[start][0]]
+        key = (first.spec, problem.gangs[first.gang].queue)
+        end = start + 1
+        while end < len(items):
+            other = problem.classes[items[end][0]]
+            if (other.spec, problem.gangs[other.gang].queue) != key:
+                break
+            end += 1
+        run = [(problem.classes[c], count) for c, count in items[start:end]]
+        placed += placer.place_alike(run, Policy.PACK, None if spans[first.spec] else mask)
+        start = end
+    return placed
+
+
+def topped_up(problem: Problem, placer: Placer, weights: ObjectiveWeights) -> Placer:
+    """Fill what room is left with the gangs that have no pod placed yet (gang-greedy),
+    unless that lowers the objective: with overuse or opening priced above value, the
+    room a solver left empty may be empty on purpose."""
+    of_pod = problem.class_of_pod()
+    before = set(placer.placed)
+    placed_gangs = {problem.classes[of_pod[pod]].gang for pod in before}
+    rest = [g for g in problem.schedulable_gangs() if g.index not in placed_gangs]
+    worth = sum(evaluate(problem, placer.placed, weights).values())
+    allocate_gangs(problem, placer, rest, Policy.PACK)
+    added = [pod for pod in placer.placed if pod not in before]
+    if added and sum(evaluate(problem, placer.placed, weights).values()) < worth:
+        placer.unplace(added)
+    return placer

@@ -1,0 +1,182 @@
+"""What the stages of one CP-SAT solve share: the clock, the candidates and bounds, the
+gang-greedy baseline beside them, and the one place CP-SAT is called with its parameters.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from solver.baselines import allocate_gangs
+from solver.config import SolverConfig
+from solver.encode import Encoding
+from solver.model import StageReport
+from solver.objective import Coefficients, evaluate
+from solver.placement import Placer
+from solver.problem import Problem
+
+MIN_STAGE_S = 0.05
+DECODE_RESERVE = 0.08  # share of the time limit kept for decoding
+# Deterministic solves stop on deterministic time; the wall clock only guards against a
+# machine so slow or loaded that the cycle would stall (then reproducibility is lost).
+DETERMINISTIC_WALL_FACTOR = 10.0
+
+
+class _FirstSolution(cp_model.CpSolverSolutionCallback):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first_s: float | None = None
+
+    def on_solution_callback(self) -> None:
+        if self.first_s is None:
+            self.first_s = self.wall_time
+
+
+@dataclass
+class StageResult:
+    report: StageReport
+    solution: Sequence[int] | None  # variable values; None when nothing was found
+    optimal: bool
+    deterministic_s: float  # CP-SAT's own load-independent measure of the work done
+
+
+def run_cpsat(
+    enc: Encoding,
+    name: str,
+    time_limit_s: float,
+    config: SolverConfig,
+    presolve: bool = True,
+    min_workers: int = 1,
+) -> StageResult:
+    solver = cp_model.CpSolver()
+    params = solver.parameters
+    # Measured on real-shaped node-class models (8,000 variables): presolve took 0.35 s and
+    # found little; without it the LP-guided search proved the optimum in 0.45 s.
+    params.cp_model_presolve = presolve
+    params.max_time_in_seconds = max(MIN_STAGE_S, time_limit_s)
+    if config.deterministic:
+        params.max_time_in_seconds *= DETERMINISTIC_WALL_FACTOR
+    params.num_workers = max(config.workers(), min_workers)
+    params.random_seed = config.seed
+    params.relative_gap_limit = config.relative_gap_limit
+    # Measured on the benchmark instances: symmetry detection and probing took seconds
+    # of presolve on models that must be solved in one; the search does better without.
+    params.symmetry_level = 0
+    params.linearization_level = config.linearization_level
+    params.cp_model_probing_level = 0
+    if config.deterministic:
+        params.interleave_search = True
+        params.max_deterministic_time = max(MIN_STAGE_S, time_limit_s)
+    callback = _FirstSolution()
+    started = time.perf_counter()
+    status = solver.solve(enc.model, callback)
+    found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    variables, constraints = enc.size()
+    report = StageReport(
+        name=name,
+        variables=variables,
+        constraints=constraints,
+        status=solver.status_name(status),
+        objective=round(solver.objective_value) if found else None,
+        bound=int(np.floor(solver.best_objective_bound + 1e-6)) if found else None,
+        wall_s=time.perf_counter() - started,
+        first_solution_s=callback.first_s,
+    )
+    solution = list(solver.response_proto.solution) if found else None
+    return StageResult(
+        report, solution, status == cp_model.OPTIMAL, solver.response_proto.deterministic_time
+    )
+
+
+@dataclass
+class Search:
+    """What the stages of one solve share: candidates, bounds, and the clock."""
+
+    problem: Problem
+    config: SolverConfig
+    coef: Coefficients
+    started: float
+    pool: ThreadPoolExecutor  # runs the baseline beside the CP-SAT solves
+    stop_baseline: threading.Event
+    baseline_job: Future[Placer] | None = None  # gang-greedy, once started
+    stages: list[StageReport] = field(default_factory=list)
+    solved: list[Placer] = field(default_factory=list)  # candidates from a solver
+    bounds: list[int] = field(default_factory=list)
+    admitted: set[int] | None = None  # gangs the node-class stage admitted
+    scores: dict[int, int] = field(default_factory=dict)  # id(candidate) -> objective
+    origin: dict[int, str] = field(default_factory=dict)  # id(candidate) -> stage
+    deterministic_s: float = 0.0  # spent by the solves so far, in deterministic time
+
+    def remaining(self) -> float:
+        """Time left for solving: wall time, or with ``deterministic`` the solves'
+        deterministic time, so that which stages run does not depend on the load either."""
+        # Decoding and explaining the decision come after the last solve: keep a reserve.
+        reserve = DECODE_RESERVE * self.config.time_limit_s
+        if self.config.deterministic:
+            used = self.deterministic_s
+        else:
+            used = time.perf_counter() - self.started
+        return self.config.time_limit_s - reserve - used
+
+    def run(
+        self,
+        enc: Encoding,
+        name: str,
+        time_limit_s: float,
+        presolve: bool = True,
+        min_workers: int = 1,
+    ) -> StageResult:
+        self.start_baseline()
+        result = run_cpsat(enc, name, time_limit_s, self.config, presolve, min_workers)
+        self.stages.append(result.report)
+        self.deterministic_s += result.deterministic_s
+        return result
+
+    def score(self, placer: Placer) -> int:
+        # Candidates are not changed once made: score each once.
+        if id(placer) not in self.scores:
+            terms = evaluate(self.problem, placer.placed, self.config.weights)
+            self.scores[id(placer)] = sum(terms.values())
+        return self.scores[id(placer)]
+
+    def start_baseline(self) -> None:
+        """Gang-greedy is pure Python; CP-SAT solves release the GIL. Started as the first
+        solve starts, it runs on the second core instead of slowing the Python stages."""
+        if self.baseline_job is None:
+            self.baseline_job = self.pool.submit(
+                gang_greedy_placer, self.problem, self.stop_baseline
+            )
+
+    @property
+    def baseline(self) -> Placer:
+        self.start_baseline()
+        assert self.baseline_job is not None
+        return self.baseline_job.result()
+
+    def finished_baseline(self) -> list[Placer]:
+        """The baseline if it is done, without waiting for it."""
+        job = self.baseline_job
+        return [job.result()] if job is not None and job.done() else []
+
+    def best_so_far(self) -> Placer:
+        # Solver candidates first: on a tie, max keeps the first.
+        return max([*self.solved, self.baseline], key=self.score)
+
+    def settled(self, wait_for_baseline: bool = True) -> bool:
+        """A candidate already meets a proven bound: nothing left to gain."""
+        if not self.bounds:
+            return False
+        candidates = [*self.solved, self.baseline] if wait_for_baseline else self.solved
+        return bool(candidates) and max(map(self.score, candidates)) >= min(self.bounds)
+
+
+def gang_greedy_placer(problem: Problem, stop: threading.Event | None = None) -> Placer:
+    placer = Placer(problem)
+    allocate_gangs(problem, placer, stop=stop.is_set if stop is not None else None)
+    return placer
