@@ -30,15 +30,11 @@ from solver.disaggregate import disaggregate, placer_from_counts, topped_up
 from solver.encode import (
     Encoding,
     class_bins,
-    decode_admitted,
-    decode_counts,
     encode,
     feasible_pair_estimate,
-    hint,
     node_bins,
     pair_capacity,
     restricted,
-    solution_of,
 )
 from solver.model import ClusterState, Decision, SolveStatus, StageReport
 from solver.objective import coefficients
@@ -47,6 +43,7 @@ from solver.problem import Problem, prepare
 from solver.relaxation import LpSolution, solve_lp
 from solver.search import MIN_STAGE_S, Search, StageResult, gang_greedy_placer
 from solver.shapes import Shapes, group
+from solver.solution import decode_admitted, decode_counts, hint, solution_of
 
 # The wide (RINS) neighbourhood is searched on node-class models up to this many times
 # max_exact_class_pairs: above, real-shaped 1,000-node models found nothing in 0.5 s.

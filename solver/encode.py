@@ -1,16 +1,17 @@
 """A prepared problem -> a CP-SAT model over *counts*, never one boolean per pod and node.
 
 The model places gang shapes (``solver.shapes``: identical gangs merged, exactly) into
-*bins*. A bin is one node (the node-level model, which is exact) or a class of identical
-nodes (the aggregated model, a relaxation that gives an upper bound and decides
-admission fast). The same constraint families serve both:
+*bins*. A bin is one node (the node-level model, which is exact) or a class of nodes the
+pending pods cannot tell apart (the aggregated model, a relaxation that gives an upper
+bound and decides admission fast). The same constraint families serve both:
 
 - ``n[pod@bin]``: how many pods of a shape class go to the bin; exists only where the
   class's predicates admit the bin and at least one pod fits there.
 - ``admitted[shape]``: how many of the shape's gangs reach minMember this cycle (a
-  boolean for a lone gang). Pods placed >= need x admitted; per class, pods placed <=
-  pods per gang x admitted — so no pod is placed for a gang that is not admitted, and
-  members beyond minMember are elastic.
+  boolean for a lone gang), at most the room their pods have divided by need. Pods
+  placed >= need x admitted; per class, pods placed <= pods per gang x admitted — so no
+  pod is placed for a gang that is not admitted, and members beyond minMember are
+  elastic.
 - capacity per bin and resource, and for a class of nodes the same rounded to large pod
   sizes (big pods need room on one node); queue capability (hard).
 - ``opened[bin]``: empty nodes of the bin that receive pods (packing terms).
@@ -21,6 +22,8 @@ Models reach tens of thousands of variables, so constraints are written straight
 the model's proto from flat arrays: building through expression objects cost more than
 solving. ``build_variables`` is the one place variables are made; each family of
 constraints has one ``add_*`` function; prices come from ``objective.coefficients``.
+The same rows are recorded for the LP relaxation (``relaxation.LinearRows``), and
+``restricted`` builds the smaller models searched around an LP optimum.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from solver.model import PODS
 from solver.objective import Coefficients
 from solver.problem import Problem
 from solver.relaxation import FloatArray, LinearRows
-from solver.shapes import Shape, ShapeClass, Shapes, split
+from solver.shapes import ShapeClass, Shapes
 
 INF = np.iinfo(np.int64).max
 RESTRICT_ZERO = 1e-6  # an LP value below this is zero (HiGHS' feasibility tolerance is 1e-7)
@@ -302,10 +305,10 @@ def add_rounded_capacity(enc: Encoding, by_bin: Mapping[int, IntArray]) -> None:
 
 def add_capability(enc: Encoding) -> None:
     demand = _demand_matrix(enc)
-    queue_of_pair = _queue_of_pair(enc)
+    pair_queue = queue_of_pair(enc)
     for q in enc.problem.queues:
         capped = np.flatnonzero(q.capability >= 0)
-        members = np.flatnonzero(queue_of_pair == q.index)
+        members = np.flatnonzero(pair_queue == q.index)
         if not len(capped) or not len(members):
             continue
         coeffs = demand[enc.pairs.cls[members]]
@@ -338,7 +341,7 @@ def add_opened_nodes(enc: Encoding, by_bin: Mapping[int, IntArray]) -> None:
             )
 
 
-def _queue_of_pair(enc: Encoding) -> IntArray:
+def queue_of_pair(enc: Encoding) -> IntArray:
     shape_queue = np.array([s.queue for s in enc.shapes.shapes], dtype=np.int64)
     class_shape = np.array([sc.shape for sc in enc.shapes.classes], dtype=np.int64)
     queues: IntArray = shape_queue[class_shape[enc.pairs.cls]] if len(enc.pairs) else enc.pairs.cls
@@ -346,13 +349,13 @@ def _queue_of_pair(enc: Encoding) -> IntArray:
 
 
 def add_fairness_shortfall(enc: Encoding, coef: Coefficients) -> None:
-    queue_of_pair = _queue_of_pair(enc)
+    pair_queue = queue_of_pair(enc)
     share = np.array([sc.pod_share for sc in enc.shapes.classes], dtype=np.int64)
     for q in enc.problem.queues:
         target = int(coef.deserved[q.index] - coef.held[q.index])
         if target <= 0:
             continue
-        members = np.flatnonzero(queue_of_pair == q.index)
+        members = np.flatnonzero(pair_queue == q.index)
         short = _new_var(enc, 0, target, f"short[{q.name}]")
         enc.short[q.index] = short
         shares = share[enc.pairs.cls[members]] if len(members) else np.zeros(0, np.int64)
@@ -364,11 +367,11 @@ def add_overuse_excess(enc: Encoding, coef: Coefficients) -> None:
     the default (work-conserving) model carries no extra variables."""
     if not coef.excess:
         return
-    queue_of_pair = _queue_of_pair(enc)
+    pair_queue = queue_of_pair(enc)
     share = np.array([sc.pod_share for sc in enc.shapes.classes], dtype=np.int64)
     for q in enc.problem.queues:
         base = int(coef.held[q.index] - coef.deserved[q.index])
-        members = np.flatnonzero(queue_of_pair == q.index)
+        members = np.flatnonzero(pair_queue == q.index)
         if base <= 0 and not len(members):
             continue
         shares = share[enc.pairs.cls[members]] if len(members) else np.zeros(0, np.int64)
@@ -435,84 +438,3 @@ def restricted(
         used |= incumbent[: len(enc.pairs)] > 0
     pairs = Pairs(enc.pairs.cls[used], enc.pairs.bin[used], enc.pairs.cap[used])
     return encode(enc.problem, enc.shapes, enc.bins, coef, pairs)
-
-
-def hint(enc: Encoding, placements: Mapping[str, int], coef: Coefficients) -> None:
-    """A complete hint from a decision (pod -> node index): every variable gets a value."""
-    values = solution_of(enc, placements, coef)
-    proto_hint = enc.model.proto.solution_hint
-    proto_hint.vars.extend(range(len(values)))
-    proto_hint.values.extend(values.tolist())
-
-
-def solution_of(enc: Encoding, placements: Mapping[str, int], coef: Coefficients) -> IntArray:
-    """A decision (pod -> node index) as values of the model's variables.
-
-    Pods of gangs that stay below minMember are left out: they would make it infeasible.
-    """
-    problem = enc.problem
-    of_pod = problem.class_of_pod()
-    placed = np.zeros(len(problem.gangs), dtype=np.int64)
-    for pod in placements:
-        placed[problem.classes[of_pod[pod]].gang] += 1
-    reached = {g.index for g in problem.gangs if g.reaches(int(placed[g.index]))}
-    shape_class_of = {m: sc.index for sc in enc.shapes.classes for m in sc.members}
-    bin_of_node = {n: b for b, bin_ in enumerate(enc.bins) for n in bin_.nodes}
-    index = {
-        (int(c), int(b)): p
-        for p, (c, b) in enumerate(zip(enc.pairs.cls, enc.pairs.bin, strict=True))
-    }
-    values = np.zeros(len(enc.model.proto.variables), dtype=np.int64)
-    opened: dict[int, set[int]] = {}
-    for pod, node in placements.items():
-        pod_class = problem.classes[of_pod[pod]]
-        if pod_class.gang not in reached:
-            continue
-        p = index.get((shape_class_of[pod_class.index], bin_of_node.get(node, -1)))
-        if p is not None and values[p] < enc.pairs.cap[p]:
-            values[p] += 1
-            if problem.empty[node]:
-                opened.setdefault(bin_of_node[node], set()).add(node)
-    for s, var in enc.admitted.items():
-        values[var] = sum(1 for g in enc.shapes.shapes[s].gangs if g in reached)
-    queue_of_pair = _queue_of_pair(enc)
-    share = np.array([sc.pod_share for sc in enc.shapes.classes], dtype=np.int64)
-    gained = np.bincount(
-        queue_of_pair,
-        weights=share[enc.pairs.cls] * values[: len(enc.pairs)],
-        minlength=len(problem.queues),
-    )
-    for b, var in enc.opened.items():
-        values[var] = len(opened.get(b, ()))
-    for q, var in enc.short.items():
-        values[var] = max(0, int(coef.deserved[q] - coef.held[q] - gained[q]))
-    return values
-
-
-def _admitted_count(enc: Encoding, shape: Shape, solution: Sequence[int]) -> int:
-    """How many of the shape's gangs the solution admits (all of them, if running)."""
-    var = enc.admitted.get(shape.index)
-    return int(solution[var]) if var is not None else shape.size
-
-
-def decode_counts(enc: Encoding, solution: Sequence[int]) -> dict[int, list[tuple[int, int]]]:
-    """A solution -> per pod class of the admitted gangs, (bin, count) to place."""
-    values = np.asarray(solution[: len(enc.pairs)], dtype=np.int64)
-    counts: dict[int, dict[int, int]] = {}
-    for p in np.flatnonzero(values):
-        counts.setdefault(int(enc.pairs.cls[p]), {})[int(enc.pairs.bin[p])] = int(values[p])
-    per_pod_class: dict[int, list[tuple[int, int]]] = {}
-    for shape in enc.shapes.shapes:
-        admitted = _admitted_count(enc, shape, solution)
-        per_pod_class.update(split(enc.shapes, shape, admitted, counts))
-    return per_pod_class
-
-
-def decode_admitted(enc: Encoding, solution: Sequence[int]) -> set[int]:
-    """The gangs a solution admits: the oldest ``admitted[shape]`` of each shape."""
-    chosen: set[int] = set()
-    for shape in enc.shapes.shapes:
-        if not any(c in enc.class_span for c in shape.classes):
-            continue
-        chosen.update(shape.gangs[: _admitted_count(enc, shape, solution)])
-    return chosen

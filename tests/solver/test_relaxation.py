@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from solver.config import SolverConfig
-from solver.encode import Encoding, class_bins, encode, pair_capacity, restricted, solution_of
+from solver.encode import Encoding, class_bins, encode, pair_capacity, restricted
 from solver.objective import Coefficients, coefficients
 from solver.packing import pack
 from solver.problem import prepare
 from solver.relaxation import LinearRows, solve_lp
 from solver.shapes import group
+from solver.solution import solution_of
 from tests.builders import gang, node, pods_of, queue, state
 
 

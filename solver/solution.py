@@ -1,0 +1,96 @@
+"""Between a model's variables and a decision: a decision as values of the variables
+(``solution_of``, ``hint``), and a solution as counts of pods per bin and admitted gangs
+(``decode_counts``, ``decode_admitted``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from solver.arrays import IntArray
+from solver.encode import Encoding, queue_of_pair
+from solver.objective import Coefficients
+from solver.shapes import Shape, split
+
+
+def hint(enc: Encoding, placements: Mapping[str, int], coef: Coefficients) -> None:
+    """A complete hint from a decision (pod -> node index): every variable gets a value."""
+    values = solution_of(enc, placements, coef)
+    proto_hint = enc.model.proto.solution_hint
+    proto_hint.vars.extend(range(len(values)))
+    proto_hint.values.extend(values.tolist())
+
+
+def solution_of(enc: Encoding, placements: Mapping[str, int], coef: Coefficients) -> IntArray:
+    """A decision (pod -> node index) as values of the model's variables.
+
+    Pods of gangs that stay below minMember are left out: they would make it infeasible.
+    """
+    problem = enc.problem
+    of_pod = problem.class_of_pod()
+    placed = np.zeros(len(problem.gangs), dtype=np.int64)
+    for pod in placements:
+        placed[problem.classes[of_pod[pod]].gang] += 1
+    reached = {g.index for g in problem.gangs if g.reaches(int(placed[g.index]))}
+    shape_class_of = {m: sc.index for sc in enc.shapes.classes for m in sc.members}
+    bin_of_node = {n: b for b, bin_ in enumerate(enc.bins) for n in bin_.nodes}
+    index = {
+        (int(c), int(b)): p
+        for p, (c, b) in enumerate(zip(enc.pairs.cls, enc.pairs.bin, strict=True))
+    }
+    values = np.zeros(len(enc.model.proto.variables), dtype=np.int64)
+    opened: dict[int, set[int]] = {}
+    for pod, node in placements.items():
+        pod_class = problem.classes[of_pod[pod]]
+        if pod_class.gang not in reached:
+            continue
+        p = index.get((shape_class_of[pod_class.index], bin_of_node.get(node, -1)))
+        if p is not None and values[p] < enc.pairs.cap[p]:
+            values[p] += 1
+            if problem.empty[node]:
+                opened.setdefault(bin_of_node[node], set()).add(node)
+    for s, var in enc.admitted.items():
+        values[var] = sum(1 for g in enc.shapes.shapes[s].gangs if g in reached)
+    pair_queue = queue_of_pair(enc)
+    share = np.array([sc.pod_share for sc in enc.shapes.classes], dtype=np.int64)
+    gained = np.bincount(
+        pair_queue,
+        weights=share[enc.pairs.cls] * values[: len(enc.pairs)],
+        minlength=len(problem.queues),
+    )
+    for b, var in enc.opened.items():
+        values[var] = len(opened.get(b, ()))
+    for q, var in enc.short.items():
+        values[var] = max(0, int(coef.deserved[q] - coef.held[q] - gained[q]))
+    return values
+
+
+def _admitted_count(enc: Encoding, shape: Shape, solution: Sequence[int]) -> int:
+    """How many of the shape's gangs the solution admits (all of them, if running)."""
+    var = enc.admitted.get(shape.index)
+    return int(solution[var]) if var is not None else shape.size
+
+
+def decode_counts(enc: Encoding, solution: Sequence[int]) -> dict[int, list[tuple[int, int]]]:
+    """A solution -> per pod class of the admitted gangs, (bin, count) to place."""
+    values = np.asarray(solution[: len(enc.pairs)], dtype=np.int64)
+    counts: dict[int, dict[int, int]] = {}
+    for p in np.flatnonzero(values):
+        counts.setdefault(int(enc.pairs.cls[p]), {})[int(enc.pairs.bin[p])] = int(values[p])
+    per_pod_class: dict[int, list[tuple[int, int]]] = {}
+    for shape in enc.shapes.shapes:
+        admitted = _admitted_count(enc, shape, solution)
+        per_pod_class.update(split(enc.shapes, shape, admitted, counts))
+    return per_pod_class
+
+
+def decode_admitted(enc: Encoding, solution: Sequence[int]) -> set[int]:
+    """The gangs a solution admits: the oldest ``admitted[shape]`` of each shape."""
+    chosen: set[int] = set()
+    for shape in enc.shapes.shapes:
+        if not any(c in enc.class_span for c in shape.classes):
+            continue
+        chosen.update(shape.gangs[: _admitted_count(enc, shape, solution)])
+    return chosen
