@@ -15,7 +15,7 @@ from solver.encode import Encoding
 from solver.objective import evaluate
 from solver.packing import pack
 from solver.placement import Placer, Policy
-from solver.problem import Problem
+from solver.problem import GangInfo, Problem
 
 PACK_BIN_S = 0.03  # for one class: measured 2-15 ms where a packing exists
 
@@ -153,9 +153,29 @@ def topped_up(problem: Problem, placer: Placer, weights: ObjectiveWeights) -> Pl
     before = set(placer.placed)
     placed_gangs = {problem.classes[of_pod[pod]].gang for pod in before}
     rest = [g for g in problem.schedulable_gangs() if g.index not in placed_gangs]
+    fits: dict[int, int] = {}
+    rest = [g for g in rest if _may_fit(placer, g, fits)]
     worth = sum(evaluate(problem, placer.placed, weights).values())
     allocate_gangs(problem, placer, rest, Policy.PACK)
     added = [pod for pod in placer.placed if pod not in before]
     if added and sum(evaluate(problem, placer.placed, weights).values()) < worth:
         placer.unplace(added)
     return placer
+
+
+def _may_fit(placer: Placer, gang: GangInfo, fits: dict[int, int]) -> bool:
+    """Whether the room left could hold the gang's need, node by node, class by class: a
+    necessary condition, so a full cluster's hundreds of waiting gangs are not each placed
+    and rolled back. ``fits`` caches, per pod spec, how many fit in the room left."""
+    problem = placer.problem
+    fit = 0
+    for c in gang.classes:
+        cls = problem.classes[c]
+        if cls.spec not in fits:
+            asked = cls.demand > 0
+            per_node = (np.maximum(placer.free[:, asked], 0) // cls.demand[asked]).min(axis=1)
+            fits[cls.spec] = int(per_node[cls.feasible].sum())
+        fit += min(cls.count, fits[cls.spec])
+        if fit >= gang.need:
+            return True
+    return fit >= gang.need and fit > 0
