@@ -29,6 +29,10 @@ MIB = 2**20
 DEFAULT_QUEUE = "default"
 DEFAULT_MAX_PODS = 110
 IMPLICIT_GANG_PREFIX = "pod:"
+# A real API server accepts `cpu: "1e30"`. Above this (a million cores, ~900 TiB) no
+# machine has it, and sums over thousands of nodes would leave 64-bit integers: such an
+# object is refused where it enters, with a finding, instead of failing every cycle.
+MAX_QUANTITY = 10**15
 
 
 class _Frozen(BaseModel):
@@ -48,6 +52,11 @@ class Resources(RootModel[dict[str, int]]):
         for name, quantity in value.items():
             if quantity < 0:
                 raise ValueError(f"resource {name!r} is negative ({quantity})")
+            if quantity > MAX_QUANTITY:
+                raise ValueError(
+                    f"resource {name!r} is {quantity:.3g}, above the largest any machine "
+                    f"has ({MAX_QUANTITY:.0e}; cpu in millicores, memory in bytes)"
+                )
         return value
 
     @classmethod

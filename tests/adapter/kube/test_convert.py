@@ -12,7 +12,9 @@ from typer.testing import CliRunner
 
 from adapter.cli import app
 from adapter.kube.convert import convert
+from solver.config import SolverConfig
 from solver.model import Decision
+from solver.schedulers import schedule
 
 ROOT = Path(__file__).resolve().parents[3]
 SEED = ROOT / "examples" / "kube-batch-seed.yaml"
@@ -198,6 +200,20 @@ def test_which_pods_count() -> None:
     assert names == {"team/ours", "team/theirs-bound"}
     [finding] = c.findings
     assert finding.name == "team/ghost" and "unknown node vanished" in finding.message
+
+
+@pytest.mark.parametrize("cpu", ["1e30", "999999999999Ti"])
+def test_a_pod_asking_more_than_any_machine_has_is_a_finding_and_the_rest_is_scheduled(
+    cpu: str,
+) -> None:
+    objects = [node("n1"), pod("huge", cpu=cpu), pod("ok")]
+    c = convert(objects)
+    [finding] = c.findings
+    assert (finding.kind, finding.name) == ("Pod", "team/huge")
+    assert "above the largest any machine has" in finding.message
+    assert {p.name for p in c.state.pods} == {"team/ok"}
+    decision = schedule(c.state, "cpsat", SolverConfig(time_limit_s=1.0))
+    assert decision.placements == {"team/ok": "n1"}
 
 
 def test_a_daemonset_pod_is_marked_so_its_node_still_counts_as_empty() -> None:
