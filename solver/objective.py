@@ -77,14 +77,21 @@ def _coefficients(problem: Problem, w: ObjectiveWeights) -> Coefficients:
     )
     nodes = max(1, problem.schedulable_node_count())
     gpu_nodes = max(1, int(problem.gpu_node.sum()))
+    pod = w.value * values
+    # Packing chooses where, never whether: opening a node (and a GPU node) costs less
+    # than the cheapest pod is worth, so a pod that fits is never left pending to keep a
+    # node empty (a 10m pod on a cluster of empty nodes was, at the default weights).
+    cap = max(0, int(pod.min()) - 1) if len(pod) else 0
+    node_opened = min(w.packing * (SHARE_SCALE // nodes), cap)
+    gpu_node_opened = min(w.gpu_node_open * (SHARE_SCALE // gpu_nodes), cap - node_opened)
     return Coefficients(
-        pod=w.value * values,
+        pod=pod,
         admitted=admitted,
         started=w.gang_start * (SHARE_SCALE // nodes),
         shortfall=-w.fairness,
         excess=-w.overuse,
-        node_opened=-w.packing * (SHARE_SCALE // nodes),
-        gpu_node_opened=-w.gpu_node_open * (SHARE_SCALE // gpu_nodes),
+        node_opened=-node_opened,
+        gpu_node_opened=-gpu_node_opened,
         deserved=deserved,
         held=held,
         pod_share=pod_share,

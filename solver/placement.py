@@ -154,8 +154,8 @@ class Placer:
             for i, (cls, limit) in enumerate(wanted)
         ]
         todo = [item for item in todo if item[2] > 0]
-        if not todo:
-            return placed
+        if not todo or not len(self.free):
+            return placed  # nothing to place, or no node to place it on
         first = todo[0][1]
         scores = self._scores(first, policy)
         view = scores if allowed is None else np.where(allowed, scores, -np.inf)
@@ -271,6 +271,8 @@ class Placer:
                     reasons = self._node_reasons(cls, free)
                 break
         head = f"{gang.bound + fit}/{total} pods fit (minMember {gang.min_member})"
+        if not len(self.free):
+            return f"{head}: 0/0 nodes are available"
         if capped:
             return f"{head}: queue {queue.name!r} at capability ({', '.join(capped)})"
         if reasons:

@@ -347,6 +347,25 @@ def test_a_node_running_only_daemonset_pods_counts_as_empty_for_packing(
     assert d.terms["packing"] == 0  # no node opened
 
 
+@pytest.mark.parametrize("scheduler", ["cpsat", "gang-greedy"])
+def test_a_pod_that_fits_is_placed_even_if_it_opens_a_node(scheduler: str) -> None:
+    # Tiny and BestEffort pods are worth less than the default price of opening a node;
+    # packing may choose where they go, never whether.
+    s = state(
+        nodes=[node(f"n{i}").cap(cpu=4, memory="8Gi") for i in range(3)],
+        pods=[pod("tiny").req(cpu="10m"), pod("best-effort")],
+    )
+    d = solve(s, scheduler)
+    assert set(d.placements) == {"tiny", "best-effort"}
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_no_nodes_is_a_reason_not_a_crash(scheduler: str) -> None:
+    d = schedule(state(pods=[pod("p").req(cpu=1)]), scheduler, FAST)
+    assert d.placements == {}
+    assert d.unschedulable["pod:p"].endswith("0/0 nodes are available")
+
+
 def test_class_model_bound_is_never_below_the_decision() -> None:
     d = solve(two_queues(1, 3, 8, 8, gang_size=2), config=CLASSES_ONLY)
     assert [x.name for x in d.stages][:2] == ["node-classes-lp", "node-classes-lp-guided"]
