@@ -64,7 +64,10 @@ class ObjectiveWeights(BaseModel):
     packing: int = Field(
         default=5,
         ge=0,
-        description="per share unit of nodes opened (empty before, used after): fill used nodes",
+        description=(
+            "per share unit of nodes opened (empty before, used after; DaemonSet pods do "
+            "not count): fill used nodes; capped below the cheapest pod's value"
+        ),
     )
     gpu_node_open: int = Field(
         default=10,
