@@ -109,7 +109,7 @@ class _Gangs:
         return self.queue.get(gang, DEFAULT_QUEUE)  # pods without a gang: default queue
 
 
-POD_FINDINGS = frozenset({"unknown-pod", "already-bound", "unknown-node", "predicate"})
+POD_FINDINGS = frozenset({"unknown-pod", "already-bound", "gated", "unknown-node", "predicate"})
 GANG_FINDINGS = frozenset({"invalid-gang", "partial-gang"})
 
 

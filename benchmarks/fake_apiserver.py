@@ -1445,6 +1445,13 @@ class FakeApiServer:
                 f'already assigned to node "{spec["nodeName"]}"',
                 details={"name": name, "kind": binding_res},
             )
+        if spec.get("schedulingGates"):
+            # As kube-apiserver: a pod with scheduling gates cannot be bound.
+            raise FakeApiError(
+                400,
+                f'Binding "{name}" is invalid: pod has scheduling gates',
+                details={"name": name, "kind": "Binding"},
+            )
         if meta.get("uid") and meta["uid"] != current["metadata"].get("uid"):
             raise FakeApiError(
                 409,

@@ -196,6 +196,13 @@ class Pod(_Frozen):
     tolerations: tuple[Toleration, ...] = ()
     node_name: str | None = Field(default=None, description="set when already bound")
     created_s: float = 0.0
+    gates: tuple[str, ...] = Field(
+        default=(),
+        description=(
+            "spec.schedulingGates: a gated pod is not scheduled until a controller "
+            "removes them, and its gang waits for it"
+        ),
+    )
     daemon: bool = Field(
         default=False,
         description=(

@@ -302,7 +302,10 @@ def prepare(state: ClusterState) -> Problem:
     for gang in sorted(gangs_by_name.values(), key=lambda g: g.name):
         pods = members.get(gang.name, [])
         bound = [p for p in pods if p.node_name is not None]
-        pending = sorted((p for p in pods if p.node_name is None), key=_pod_order)
+        gated = [p for p in pods if p.node_name is None and p.gates]
+        pending = sorted((p for p in pods if p.node_name is None and not p.gates), key=_pod_order)
+        for pod in gated:
+            waiting[pod.name] = f"scheduling gates: {', '.join(pod.gates)}"
         q = q_index.get(gang.queue)
         if q is None:
             if pending:
@@ -315,6 +318,15 @@ def prepare(state: ClusterState) -> Problem:
         if len(pods) < gang.min_member:
             invalid[gang.name] = (
                 f"NotEnoughTasks: {len(pods)} pod(s) exist, minMember is {gang.min_member}"
+            )
+            continue
+        if len(bound) + len(pending) < gang.min_member:
+            # Binding what is not gated would leave the gang short of minMember: it waits,
+            # untouched, until a controller (Kueue, a job operator) lifts the gates.
+            gates = sorted({g for p in gated for g in p.gates})
+            invalid[gang.name] = (
+                f"SchedulingGated: {len(gated)} pod(s) wait for scheduling gates "
+                f"({', '.join(gates)}); minMember {gang.min_member} needs them"
             )
             continue
         info = GangInfo(

@@ -12,7 +12,8 @@ decision is ``solver.objective.score``: it must price exactly as the model does.
 
 What counts as a new placement for each check:
 
-* a placement naming an unknown pod, or a pod already bound, is reported and then ignored;
+* a placement naming an unknown pod, a pod already bound or a gated pod is reported and
+  then ignored;
 * the gang check (all-or-nothing) and the queue capability check count every placement
   of a known pending pod, whatever its node, because that is what the decision claims;
 * the node capacity check counts the placements on nodes that exist.
@@ -32,6 +33,7 @@ from solver.predicates import insufficient, placement_reason
 ViolationKind = Literal[
     "unknown-pod",
     "already-bound",
+    "gated",
     "unknown-node",
     "predicate",
     "capacity",
@@ -116,6 +118,18 @@ def check(state: ClusterState, decision: Decision) -> list[Violation]:
                     message=(
                         f"pod {pod_name!r} is already bound to {pod.node_name!r}; "
                         f"it cannot also be bound to {node_name!r}"
+                    ),
+                )
+            )
+            continue
+        if pod.gates:
+            out.append(
+                Violation(
+                    kind="gated",
+                    subject=pod_name,
+                    message=(
+                        f"pod {pod_name!r} has scheduling gates ({', '.join(pod.gates)}): "
+                        "the API server refuses to bind it"
                     ),
                 )
             )

@@ -239,6 +239,11 @@ def _pod(
         ),
         node_name=spec.get("nodeName") or None,
         created_s=created_s,
+        gates=tuple(
+            str(g.get("name") or "")
+            for g in spec.get("schedulingGates") or []
+            if isinstance(g, dict)
+        ),
         daemon=any(
             isinstance(ref, dict) and ref.get("kind") == "DaemonSet"
             for ref in metadata.get("ownerReferences") or []

@@ -366,6 +366,35 @@ def test_no_nodes_is_a_reason_not_a_crash(scheduler: str) -> None:
     assert d.unschedulable["pod:p"].endswith("0/0 nodes are available")
 
 
+@pytest.mark.parametrize("scheduler", ["cpsat", "gang-greedy", "greedy"])
+def test_a_gang_waiting_for_a_gated_pod_is_left_untouched_until_the_gate_lifts(
+    scheduler: str,
+) -> None:
+    gated = pod("job-2").req(cpu=1).gang("job").build().model_copy(update={"gates": ("kueue",)})
+    s = state(
+        nodes=[node("n0").cap(cpu=8, memory="8Gi")],
+        pods=[*pods_of("job", 2, cpu=1), gated, pod("other").req(cpu=1)],
+        gangs=[gang("job", 3), gang("other")],
+    )
+    waiting = schedule(s, scheduler, FAST)
+    assert check(s, waiting) == []
+    assert set(waiting.placements) == {"other"}  # none of the gang, gated or not
+    assert waiting.waiting_pods["job-2"] == "scheduling gates: kueue"
+    if scheduler != "greedy":
+        assert waiting.unschedulable["job"].startswith("SchedulingGated: 1 pod(s)")
+    lifted = s.model_copy(
+        update={"pods": tuple(p.model_copy(update={"gates": ()}) for p in s.pods)}
+    )
+    assert {"job-0", "job-1", "job-2"} <= set(schedule(lifted, scheduler, FAST).placements)
+
+
+def test_the_validator_refuses_to_bind_a_gated_pod() -> None:
+    gated = pod("p").req(cpu=1).build().model_copy(update={"gates": ("g",)})
+    s = state(nodes=[node("n0").cap(cpu=2)], pods=[gated])
+    decision = Decision(scheduler="x", placements={"p": "n0"}, status=SolveStatus.GREEDY)
+    assert [v.kind for v in check(s, decision)] == ["gated"]
+
+
 def test_class_model_bound_is_never_below_the_decision() -> None:
     d = solve(two_queues(1, 3, 8, 8, gang_size=2), config=CLASSES_ONLY)
     assert [x.name for x in d.stages][:2] == ["node-classes-lp", "node-classes-lp-guided"]

@@ -216,6 +216,14 @@ def test_a_pod_asking_more_than_any_machine_has_is_a_finding_and_the_rest_is_sch
     assert decision.placements == {"team/ok": "n1"}
 
 
+def test_scheduling_gates_are_read() -> None:
+    gated = pod("gated")
+    gated["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    pods = {p.name: p for p in convert([node("n1"), gated, pod("free")]).state.pods}
+    assert pods["team/gated"].gates == ("kueue.x-k8s.io/admission",)
+    assert pods["team/free"].gates == ()
+
+
 def test_a_daemonset_pod_is_marked_so_its_node_still_counts_as_empty() -> None:
     daemon = pod("node-exporter-x", scheduler="default-scheduler", node_name="n1")
     daemon["metadata"]["ownerReferences"] = [

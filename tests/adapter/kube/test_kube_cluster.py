@@ -116,6 +116,31 @@ def test_a_gang_that_does_not_fit_binds_nothing_and_says_why(
     assert len(events(server, "FailedScheduling")) == 3
 
 
+def test_a_gang_with_a_gated_pod_waits_untouched_and_is_bound_once_the_gate_lifts(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    pods = gang_pods("g", 3)
+    pods[2]["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    apply(server, [node("n1", "8"), podgroup("g", 3), *pods])
+    seen(cluster, server)
+
+    result = run_cycle(cluster, FAST)
+
+    # No bind is attempted, so nothing is rolled back and no pod is deleted.
+    assert binds(server) == [] and result.evicted == [] and result.rolled_back == {}
+    assert all(server.get("", "pods", "default", f"g-{i}") is not None for i in range(3))
+    assert cluster.writer.flush()
+    [condition] = podgroup_status(server, "g")["conditions"]
+    assert "SchedulingGated" in condition["message"]
+
+    lifted = server.get("", "pods", "default", "g-2")
+    assert lifted is not None
+    server.put({**lifted, "spec": {**lifted["spec"], "schedulingGates": []}})
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert set(bound_pods(server)) == {"default/g-0", "default/g-1", "default/g-2"}
+
+
 # --- failures in the middle of a gang -------------------------------------------------------
 
 
@@ -185,8 +210,9 @@ def test_a_404_in_the_middle_of_a_gang_leaves_no_partial_gang(
     server.hooks.append(delete_last)
     result = run_cycle(cluster, FAST)
 
-    assert "default/g-2" in result.failed_binds
-    assert "NotFound" in result.failed_binds["default/g-2"]
+    # The server answers 404, or the watch has already told the binder the pod is gone
+    # (a race the test does not control): either way the gang is rolled back whole.
+    assert result.failure_reasons.get("default/g-2") in ("NotFound", "NotBindable")
     assert set(result.rolled_back) == {"default/g"}
     assert bound_pods(server) == {}
 
