@@ -16,7 +16,7 @@ scheduler starts. The objective weights live in ``solver.weights``: the snippet
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -32,14 +32,14 @@ class SettingsError(ValueError):
 class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
-    scheduler_names: tuple[str, ...] = Field(
+    scheduler_names: tuple[Annotated[str, Field(min_length=1)], ...] = Field(
         default=("gangsat",),
         alias="schedulerNames",
         min_length=1,
         description="pods whose spec.schedulerName is one of these are ours",
     )
     scheduler: Literal["cpsat", "gang-greedy", "greedy"] = "cpsat"
-    cycle_s: float = Field(default=1.0, gt=0, alias="cycleSeconds")
+    cycle_s: float = Field(default=1.0, gt=0, le=86_400, allow_inf_nan=False, alias="cycleSeconds")
     solver: SolverConfig = Field(default_factory=SolverConfig)
 
     @classmethod

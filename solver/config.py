@@ -15,6 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 SHARE_SCALE = 10_000_000
 WEIGHT_UNIT = 100
+# Terms are weight x share units (up to SHARE_SCALE per resource, times priority ranks and
+# gang sizes): weights up to this keep every objective far inside 64-bit integers.
+MAX_WEIGHT = 100_000
+MAX_SEED = 2**31 - 1  # CP-SAT's random seed is a 32-bit integer
+MAX_TIME_LIMIT_S = 3600.0
 
 
 class ObjectiveWeights(BaseModel):
@@ -25,11 +30,13 @@ class ObjectiveWeights(BaseModel):
     value: int = Field(
         default=100,
         ge=0,
+        le=MAX_WEIGHT,
         description="per share unit of each placed pod's dominant resource: utilisation",
     )
     fairness: int = Field(
         default=300,
         ge=0,
+        le=MAX_WEIGHT,
         description=(
             "per share unit a queue's dominant resource falls short of its deserved share "
             "(weighted water-filling, capped by demand and capability)"
@@ -38,6 +45,7 @@ class ObjectiveWeights(BaseModel):
     overuse: int = Field(
         default=0,
         ge=0,
+        le=MAX_WEIGHT,
         description=(
             "per share unit a queue's dominant resource ends the cycle above its deserved "
             "share: 0 is work-conserving; above value (100) a queue at its share leaves "
@@ -48,6 +56,7 @@ class ObjectiveWeights(BaseModel):
     priority: int = Field(
         default=400,
         ge=0,
+        le=MAX_WEIGHT,
         description=(
             "per admitted gang and priority rank above the lowest, in whole clusters: "
             "at >= 200 a higher priority gang always goes first"
@@ -56,6 +65,7 @@ class ObjectiveWeights(BaseModel):
     gang_start: int = Field(
         default=0,
         ge=0,
+        le=MAX_WEIGHT,
         description=(
             "per gang started, in average nodes' shares: favours starting many small gangs "
             "over few large ones (shorter mean waits; large gangs wait longer)"
@@ -64,6 +74,7 @@ class ObjectiveWeights(BaseModel):
     packing: int = Field(
         default=5,
         ge=0,
+        le=MAX_WEIGHT,
         description=(
             "per share unit of nodes opened (empty before, used after; DaemonSet pods do "
             "not count): fill used nodes; capped below the cheapest pod's value"
@@ -72,6 +83,7 @@ class ObjectiveWeights(BaseModel):
     gpu_node_open: int = Field(
         default=10,
         ge=0,
+        le=MAX_WEIGHT,
         description="per share unit of GPU nodes opened: keep whole GPU nodes free",
     )
 
@@ -80,7 +92,13 @@ class SolverConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     weights: ObjectiveWeights = Field(default_factory=ObjectiveWeights)
-    time_limit_s: float = Field(default=1.0, gt=0, description="wall time for all CP-SAT calls")
+    time_limit_s: float = Field(
+        default=1.0,
+        gt=0,
+        le=MAX_TIME_LIMIT_S,
+        allow_inf_nan=False,
+        description="wall time for all CP-SAT calls",
+    )
     num_workers: int = Field(
         default=1,
         ge=0,
@@ -99,7 +117,9 @@ class SolverConfig(BaseModel):
             "models (0.0-0.3% gaps at 0.8 s on 1,000 nodes, vs 1-25% at the default 1)"
         ),
     )
-    seed: int = Field(default=0, description="CP-SAT random seed: same seed, same decision")
+    seed: int = Field(
+        default=0, ge=0, le=MAX_SEED, description="CP-SAT random seed: same seed, same decision"
+    )
     deterministic: bool = Field(
         default=False,
         description=(
@@ -109,7 +129,10 @@ class SolverConfig(BaseModel):
         ),
     )
     relative_gap_limit: float = Field(
-        default=0.001, ge=0, description="stop a CP-SAT call once this close to its bound"
+        default=0.001,
+        ge=0,
+        allow_inf_nan=False,
+        description="stop a CP-SAT call once this close to its bound",
     )
     max_node_level_pairs: int = Field(
         default=5_000,

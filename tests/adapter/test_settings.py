@@ -45,6 +45,12 @@ def test_a_partial_file_overrides_only_what_it_names(tmp_path: Path) -> None:
         ("scheduler: fifo\n", "scheduler: Input should be"),
         ("surprise: 1\n", "surprise: Extra inputs are not permitted"),
         ("solver: [1, 2\n", "not YAML"),
+        # Values that validated once and then broke every cycle (issue 13).
+        ("solver:\n  seed: 2147483648\n", "solver.seed: Input should be less than"),
+        ("solver:\n  weights:\n    value: 1000000000000\n", "solver.weights.value"),
+        ("cycleSeconds: .inf\n", "cycleSeconds: Input should be"),
+        ("solver:\n  time_limit_s: .inf\n", "solver.time_limit_s: Input should be"),
+        ("schedulerNames: ['']\n", "schedulerNames[0]: String should have at least 1"),
     ],
 )
 def test_bad_settings_name_the_field(text: str, fragment: str) -> None:
