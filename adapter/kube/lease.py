@@ -90,6 +90,8 @@ class LeaseElector:
         while not self._stop.is_set():
             try:
                 self.try_acquire_or_renew()
+            except ApiException as e:
+                log.warning("%s", self.explain(e))
             except Exception as e:  # the API server may be unreachable for a while
                 log.warning("lease %s/%s: %s", self.namespace, self.name, e)
             leading = self.is_leader()
@@ -101,6 +103,22 @@ class LeaseElector:
                 return
             led = leading
             self._stop.wait(self.retry_period_s)
+
+    def explain(self, e: ApiException) -> str:
+        """What a failed lease call means and what to do, in one line."""
+        where = f"lease {self.namespace}/{self.name}"
+        if e.status == 404:
+            return (
+                f"{where}: namespace {self.namespace!r} not found (404): apply deploy/ "
+                f"(it creates it), create it (kubectl create namespace {self.namespace}), "
+                "pass --lease-namespace, or run one replica with --no-leader-elect"
+            )
+        if e.status == 403:
+            return (
+                f"{where}: forbidden (403): this identity may not get/create/update "
+                "leases there; apply deploy/'s RBAC or pass --no-leader-elect"
+            )
+        return f"{where}: {e.status} {e.reason}"
 
     def try_acquire_or_renew(self) -> bool:
         """One attempt; True if this replica holds the lease afterwards."""

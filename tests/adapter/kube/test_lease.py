@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from adapter.kube.lease import LeaseElector
 from benchmarks.fake_apiserver import FakeApiServer
@@ -107,3 +108,20 @@ def test_release_on_shutdown_hands_over_at_once(server: FakeApiServer) -> None:
 def test_nonsense_timings_are_refused(server: FakeApiServer) -> None:
     with pytest.raises(ValueError, match="renew deadline"):
         LeaseElector(server.client(), "ns", "l", "me", lease_duration_s=5, renew_deadline_s=10)
+
+
+@pytest.mark.parametrize(
+    ("status", "fragments"),
+    [
+        (404, ("namespace 'gangsat-system' not found", "--lease-namespace", "--no-leader-elect")),
+        (403, ("forbidden", "RBAC")),
+        (500, ("500",)),
+    ],
+)
+def test_a_failed_lease_call_says_why_and_what_to_do(
+    server: FakeApiServer, status: int, fragments: tuple[str, ...]
+) -> None:
+    message = elector(server, "a", Clock()).explain(ApiException(status=status, reason="x"))
+    assert message.startswith("lease gangsat-system/gangsat: ")
+    for fragment in fragments:
+        assert fragment in message
