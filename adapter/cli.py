@@ -354,8 +354,14 @@ def run(
             )
         )
     try:
-        config = make_config(time_limit_s=time_limit)
+        # A settings file is honoured in simulation too: its solver parameters and weights
+        # are what a cluster would run with (--time-limit still overrides).
+        base = Settings.load(settings_file).solver if settings_file is not None else None
+        given = base.model_dump() if base is not None else {}
+        config = make_config(**{**given, "time_limit_s": time_limit or given.get("time_limit_s")})
         workload = materialise(load_scenario(scenario))
+    except SettingsError as e:
+        _fail(str(e).splitlines())
     except BadInput as e:
         _fail(e.lines)
     except ScenarioError as e:

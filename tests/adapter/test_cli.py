@@ -207,3 +207,18 @@ def test_version() -> None:
     result = invoke("version")
     assert result.exit_code == 0
     assert result.stdout.startswith("gangsat ")
+
+
+def test_a_simulated_run_honours_its_settings_file_and_refuses_a_bad_one(
+    tmp_path: Path,
+) -> None:
+    assert_bad_input(invoke("run", "--settings", str(tmp_path / "absent.yaml")), "cannot read")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("solver:\n  weights:\n    fairness: -1\n")
+    assert_bad_input(invoke("run", "--settings", str(bad)), "solver.weights.fairness")
+    good = tmp_path / "good.yaml"
+    good.write_text("solver:\n  time_limit_s: 0.5\n")
+    out = tmp_path / "out.json"
+    result = invoke("run", "--settings", str(good), "--scheduler", "cpsat", "--json", str(out))
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())
