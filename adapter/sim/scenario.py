@@ -52,11 +52,20 @@ SCENARIOS_DIR = "scenarios"
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # No infinities or NaN anywhere: a run of infinite length never ends.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+# Bounds that keep a scenario a run that ends on this machine: counts and durations far
+# past any cluster or trace gangsat replays, and a cycle no shorter than a millisecond.
+MAX_COUNT = 100_000
+MAX_SECONDS = 10**9
 
 
 class SimSettings(_Frozen):
-    cycle_s: float = Field(default=10.0, gt=0, description="virtual seconds between cycles")
+    cycle_s: float = Field(
+        default=10.0, ge=0.001, le=MAX_SECONDS, description="virtual seconds between cycles"
+    )
     bind_latency_s: float = Field(
         default=0.0, ge=0, description="a bound pod starts this long after its bind"
     )
@@ -66,16 +75,21 @@ class SimSettings(_Frozen):
         description="stuck this long (partial gangs hold resources, no job runs, no change): "
         "deadlock",
     )
-    horizon_s: float | None = Field(default=None, gt=0, description="stop at this time")
+    horizon_s: float | None = Field(
+        default=None, gt=0, le=MAX_SECONDS, description="stop at this time"
+    )
     bind_failure_rate: float = Field(
-        default=0.0, ge=0, lt=1, description="fault injection: share of binds refused"
+        default=0.0,
+        ge=0,
+        le=0.9,
+        description="fault injection: share of binds refused (at most 0.9, so gangs still bind)",
     )
     seed: int = 0
 
 
 class NodeGroup(_Frozen):
     name: str = Field(min_length=1)
-    count: int = Field(default=1, ge=1)
+    count: int = Field(default=1, ge=1, le=MAX_COUNT)
     allocatable: dict[str, Quantity]
     labels: dict[str, str] = Field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
@@ -83,12 +97,12 @@ class NodeGroup(_Frozen):
 
 class JobGroup(_Frozen):
     name: str = Field(min_length=1)
-    count: int = Field(default=1, ge=1)
+    count: int = Field(default=1, ge=1, le=MAX_COUNT)
     queue: str = DEFAULT_QUEUE
-    submit_s: float = Field(default=0.0, ge=0)
-    submit_every_s: float = Field(default=0.0, ge=0)
-    duration_s: float = Field(gt=0)
-    replicas: int = Field(ge=1)
+    submit_s: float = Field(default=0.0, ge=0, le=MAX_SECONDS)
+    submit_every_s: float = Field(default=0.0, ge=0, le=MAX_SECONDS)
+    duration_s: float = Field(gt=0, le=MAX_SECONDS)
+    replicas: int = Field(ge=1, le=MAX_COUNT)
     min_member: int | None = Field(default=None, ge=1, description="default: replicas")
     pod_interval_s: float = Field(
         default=0.0, ge=0, description="the job controller creates pod k at submit + k * this"

@@ -222,3 +222,21 @@ def test_a_simulated_run_honours_its_settings_file_and_refuses_a_bad_one(
     result = invoke("run", "--settings", str(good), "--scheduler", "cpsat", "--json", str(out))
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text())
+
+
+@pytest.mark.parametrize(
+    ("scenario", "fragment"),
+    [
+        ('"settings": {"cycle_s": 1e-308}', "settings.cycle_s: Input should be greater"),
+        ('"settings": {"bind_failure_rate": 0.999}', "settings.bind_failure_rate"),
+        ('"jobs": [{"name": "j", "duration_s": Infinity, "replicas": 1}]', "finite number"),
+        ('"jobs": [{"name": "j", "count": 1000000000, "duration_s": 1, "replicas": 1}]', "count"),
+    ],
+)
+def test_a_scenario_that_would_never_end_is_refused(
+    tmp_path: Path, scenario: str, fragment: str
+) -> None:
+    # Each once ran out of memory, overflowed or never finished (issue 13).
+    path = tmp_path / "s.json"
+    path.write_text('{"name": "x", ' + scenario + "}")
+    assert_bad_input(invoke("run", "--scenario", str(path)), fragment)
