@@ -360,21 +360,36 @@ def convert(
     gangs: dict[str, Gang] = {}
     queues: dict[str, Queue] = {}
     pods: dict[str, Pod] = {}
+
+    def keep(kind: str, table: dict[str, Any], name: str, value: Any) -> None:
+        # An API server keeps names unique; a manifest file may not: say so, last wins.
+        if name in table:
+            findings.append(
+                Finding(kind=kind, name=name, message="duplicate name: the later object is used")
+            )
+        table[name] = value
+
     for o in items:
         kind = o.get("kind")
         group = _group(str(o.get("apiVersion") or ""))
         if kind == "Node":
             node = attempt("Node", o, lambda o=o: _node(o))
             if node is not None:
-                nodes[node.name] = node
+                keep("Node", nodes, node.name, node)
         elif kind == "PodGroup" and group in PODGROUP_GROUPS:
             gang = attempt("PodGroup", o, lambda o=o: _podgroup(o, priorities))
             if gang is not None:
-                gangs[gang.name] = gang
+                keep("PodGroup", gangs, gang.name, gang)
         elif kind == "Queue" and group in QUEUE_GROUPS:
             queue = attempt("Queue", o, lambda o=o: _queue(o))
             if queue is not None:
-                queues[queue.name] = queue
+                keep("Queue", queues, queue.name, queue)
+        elif kind in ("PodGroup", "Queue"):
+            raw = o.get("metadata")
+            meta: Obj = raw if isinstance(raw, dict) else {}
+            known = ", ".join(sorted(PODGROUP_GROUPS if kind == "PodGroup" else QUEUE_GROUPS))
+            message = f"apiVersion {o.get('apiVersion')!r} is not a dialect gangsat reads ({known})"
+            findings.append(Finding(kind=str(kind), name=str(meta.get("name")), message=message))
 
     for index, o in enumerate(items):
         kind = o.get("kind")
@@ -407,7 +422,7 @@ def convert(
                     )
                 )
                 continue
-            pods[pod.name] = pod
+            keep("Pod", pods, pod.name, pod)
         elif kind == "Job" and _group(str(o.get("apiVersion") or "")) == "batch":
             for pod in (
                 attempt(

@@ -309,3 +309,19 @@ def test_a_memo_reuses_unchanged_objects_and_rereads_changed_ones() -> None:
     [p4] = convert([objects[0], overlaid], memo=memo).state.pods
     assert p4.node_name == "n1"
     assert not any(key[1] == "u-bad" for key in memo)
+
+
+def test_duplicate_names_in_manifests_are_findings_and_the_later_object_is_used() -> None:
+    c = convert([node("n1", cpu="4"), node("n1", cpu="8"), pod("p", cpu="1"), pod("p", cpu="2")])
+    assert sorted((f.kind, f.name) for f in c.findings) == [("Node", "n1"), ("Pod", "team/p")]
+    assert all("duplicate name" in f.message for f in c.findings)
+    assert [n.allocatable["cpu"] for n in c.state.nodes] == [8000]
+    assert [p.requests["cpu"] for p in c.state.pods] == [2000]
+
+
+def test_a_podgroup_of_an_unknown_api_group_is_a_finding_not_silence() -> None:
+    c = convert([node("n1"), podgroup("scheduling.example.io/v1", "g", {"minMember": 2})])
+    [finding] = c.findings
+    assert (finding.kind, finding.name) == ("PodGroup", "g")
+    assert "'scheduling.example.io/v1' is not a dialect gangsat reads" in finding.message
+    assert c.state.gangs == ()
