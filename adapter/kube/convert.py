@@ -49,6 +49,7 @@ from solver.model import (
     Toleration,
 )
 
+MAX_JOB_PODS = 20_000  # pods of one Job: a finding above, not minutes of conversion
 PODGROUP_GROUPS = frozenset(
     {
         "scheduling.sigs.dev",
@@ -458,6 +459,9 @@ def _job_pods(
     namespace, name = _meta(job)
     spec = job.get("spec") or {}
     parallelism = _int_field(spec.get("parallelism"), "spec.parallelism", 0, default=1)
+    if parallelism > MAX_JOB_PODS:
+        # Each would be a pod to convert and place before the cycle's time limit starts.
+        raise _Bad(f"spec.parallelism {parallelism} is above {MAX_JOB_PODS:,} pods a Job")
     template = spec.get("template") or {}
     pod_spec = template.get("spec") or {}
     if pod_spec.get("schedulerName", "default-scheduler") not in scheduler_names:

@@ -325,3 +325,25 @@ def test_a_podgroup_of_an_unknown_api_group_is_a_finding_not_silence() -> None:
     assert (finding.kind, finding.name) == ("PodGroup", "g")
     assert "'scheduling.example.io/v1' is not a dialect gangsat reads" in finding.message
     assert c.state.gangs == ()
+
+
+def test_a_job_of_absurd_parallelism_is_a_finding_not_minutes_of_work() -> None:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "huge", "namespace": "team"},
+        "spec": {
+            "parallelism": 10**7,
+            "template": {
+                "spec": {
+                    "schedulerName": "gangsat",
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+                }
+            },
+        },
+    }
+    c = convert([node("n1"), job, pod("ok")])
+    [finding] = c.findings
+    assert (finding.kind, finding.name) == ("Job", "team/huge")
+    assert "above 20,000 pods" in finding.message
+    assert [p.name for p in c.state.pods] == ["team/ok"]
