@@ -94,6 +94,8 @@ def parse_state(text: str, source: str) -> ClusterState:
         raise BadInput(
             [f"{source}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}"]
         ) from None
+    except RecursionError:
+        raise BadInput([f"{source}: nested too deeply to be a state file"]) from None
     try:
         return ClusterState.model_validate_json(text)
     except ValidationError as e:

@@ -36,7 +36,8 @@ MAX_QUANTITY = 10**15
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # NaN and infinities order nothing and sum to nothing: refused where they enter.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class Resources(RootModel[dict[str, int]]):

@@ -240,3 +240,17 @@ def test_a_scenario_that_would_never_end_is_refused(
     path = tmp_path / "s.json"
     path.write_text('{"name": "x", ' + scenario + "}")
     assert_bad_input(invoke("run", "--scenario", str(path)), fragment)
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ('{"pods": [{"name": "p", "created_s": NaN}]}', "created_s: Input should be a finite"),
+        ('{"gangs": [{"name": "g", "min_member": 1, "created_s": Infinity}]}', "finite"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ],
+)
+def test_solve_refuses_what_no_state_holds(tmp_path: Path, body: str, fragment: str) -> None:
+    path = tmp_path / "state.json"
+    path.write_text(body)
+    assert_bad_input(invoke("solve", str(path)), fragment)
