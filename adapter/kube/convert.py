@@ -301,6 +301,17 @@ def _memo_key(kind: str, o: Obj, priorities: tuple[Any, ...]) -> tuple[Any, ...]
     return (kind, uid, version, priorities)
 
 
+def _shape_problem(obj: Mapping[str, Any]) -> str | None:
+    """What makes an object unreadable as any Kubernetes object, or None."""
+    for key in ("metadata", "spec", "status"):
+        value = obj.get(key)
+        if value is not None and not isinstance(value, Mapping):
+            return f"malformed: {key} must be a mapping, got {type(value).__name__}"
+    if not isinstance(obj.get("kind", ""), str):
+        return "malformed: kind must be a string"
+    return None
+
+
 def convert(
     objects: Iterable[Obj],
     scheduler_names: Collection[str] = ("gangsat",),
@@ -312,7 +323,18 @@ def convert(
     that have not changed since: on a big cluster most of them."""
     findings: list[Finding] = []
     fresh: Memo = {}
-    items = [o for o in objects if isinstance(o, Mapping)]
+    items = []
+    for o in objects:
+        if not isinstance(o, Mapping):
+            continue
+        problem = _shape_problem(o)
+        if problem is None:
+            items.append(o)
+            continue
+        raw = o.get("metadata")
+        name = raw.get("name") if isinstance(raw, Mapping) else None
+        label = str(name) if name else "(unnamed)"
+        findings.append(Finding(kind=str(o.get("kind")), name=label, message=problem))
     priorities: dict[str, int] = {}
     default_priority = 0
     for o in items:

@@ -347,3 +347,18 @@ def test_a_job_of_absurd_parallelism_is_a_finding_not_minutes_of_work() -> None:
     assert (finding.kind, finding.name) == ("Job", "team/huge")
     assert "above 20,000 pods" in finding.message
     assert [p.name for p in c.state.pods] == ["team/ok"]
+
+
+def test_objects_of_the_wrong_shape_are_findings_and_the_rest_is_read() -> None:
+    bad_meta = {**pod("a"), "metadata": ["a", "b"]}
+    bad_spec = {**pod("b"), "spec": "hello"}
+    bad_status = {**node("n2"), "status": "Running"}
+    c = convert([node("n1"), bad_meta, bad_spec, bad_status, pod("ok")])
+    assert sorted((f.kind, f.name) for f in c.findings) == [
+        ("Node", "n2"),
+        ("Pod", "(unnamed)"),
+        ("Pod", "b"),
+    ]
+    assert all(f.message.startswith("malformed: ") for f in c.findings)
+    assert [p.name for p in c.state.pods] == ["team/ok"]
+    assert [n.name for n in c.state.nodes] == ["n1"]
