@@ -11,6 +11,7 @@ extended resource (``nvidia.com/gpu``) in its own count.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from enum import StrEnum
@@ -33,6 +34,10 @@ IMPLICIT_GANG_PREFIX = "pod:"
 # machine has it, and sums over thousands of nodes would leave 64-bit integers: such an
 # object is refused where it enters, with a finding, instead of failing every cycle.
 MAX_QUANTITY = 10**15
+# A Kubernetes resource name: an optional DNS-subdomain prefix, then a name part.
+RESOURCE_NAME = re.compile(
+    r"([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+)
 
 
 class _Frozen(BaseModel):
@@ -51,6 +56,8 @@ class Resources(RootModel[dict[str, int]]):
         # Zeros are kept: a capability of 0 cpu is a cap, and a node's 0 pod slots are not
         # the kubelet default.
         for name, quantity in value.items():
+            if not RESOURCE_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not a resource name (e.g. cpu, nvidia.com/gpu)")
             if quantity < 0:
                 raise ValueError(f"resource {name!r} is negative ({quantity})")
             if quantity > MAX_QUANTITY:

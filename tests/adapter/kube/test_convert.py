@@ -362,3 +362,13 @@ def test_objects_of_the_wrong_shape_are_findings_and_the_rest_is_read() -> None:
     assert all(f.message.startswith("malformed: ") for f in c.findings)
     assert [p.name for p in c.state.pods] == ["team/ok"]
     assert [n.name for n in c.state.nodes] == ["n1"]
+
+
+@pytest.mark.parametrize("resource", ["cpu ", "", "two words"])
+def test_a_request_for_a_resource_no_node_can_name_is_a_finding(resource: str) -> None:
+    odd = pod("odd")
+    odd["spec"]["containers"][0]["resources"]["requests"] = {resource: "1"}
+    c = convert([node("n1"), odd, pod("ok")])
+    [finding] = c.findings
+    assert finding.name == "team/odd" and "is not a resource name" in finding.message
+    assert [p.name for p in c.state.pods] == ["team/ok"]
