@@ -165,11 +165,13 @@ def simulate(
     decided_at_version = -1
     last_bind_s = 0.0  # when a cycle last bound or evicted anything
     while True:
-        while (t := cluster.next_event_time()) is not None and t <= tick:
+        # Nothing past the horizon happens: a tick may jump beyond it.
+        until = tick if sim.horizon_s is None else min(tick, sim.horizon_s)
+        while (t := cluster.next_event_time()) is not None and t <= until:
             cluster.step()
             if cluster.next_event_time() != cluster.now:
                 record()  # once per instant: a thousand arrivals at t=0 are one change
-        cluster.advance(tick)
+        cluster.advance(until)
         if sim.horizon_s is not None and tick > sim.horizon_s:
             run.stopped = f"horizon {sim.horizon_s:g} s reached"
             break

@@ -185,8 +185,8 @@ def test_gang_schedulers_on_the_seed_deadlock_waste_nothing(scheduler: str) -> N
 def contention() -> Scenario:
     """4 nodes of 1 GPU; queues a (weight 1) and b (weight 3), 20 one-GPU jobs each, all
     submitted at 0, 100 s long. Rounds run 0..100, 100..200, ...; the horizon (350 s) stops
-    the run at 400 after 4 rounds, when at most 16 of a queue's 20 jobs have run, so both
-    queues are backlogged throughout. Deserved: 4 GPUs by weight 1:3 = 1 and 3 GPUs."""
+    the run at 350, in the 4th round, when at most 16 of a queue's 20 jobs have run, so
+    both queues are backlogged throughout. Deserved: 4 GPUs by weight 1:3 = 1 and 3 GPUs."""
     return Scenario(
         name="contention",
         settings=SimSettings(cycle_s=10, horizon_s=350),
@@ -206,18 +206,18 @@ def test_weighted_shares_under_contention(scheduler: str) -> None:
     run = simulate(materialise(contention()), loop(scheduler))
     summary = summarise(run)
     assert run.stopped.startswith("horizon")
-    assert summary.end_s == 400.0
+    assert summary.end_s == 350.0  # nothing past the horizon is counted
     assert summary.fair_resource == GPU
-    assert summary.backlogged_s == 400.0 and summary.all_backlogged_s == 400.0
+    assert summary.backlogged_s == 350.0 and summary.all_backlogged_s == 350.0
     a, b = summary.queues["a"], summary.queues["b"]
     assert (a.weight_share, b.weight_share) == (0.25, 0.75)
-    assert (a.backlogged_s, b.backlogged_s) == (400.0, 400.0)
+    assert (a.backlogged_s, b.backlogged_s) == (350.0, 350.0)
     assert a.deserved == pytest.approx(0.25) and b.deserved == pytest.approx(0.75)
     # Both gang schedulers give a 1 GPU and b 3 in every round: exactly the deserved share.
     assert a.share == pytest.approx(0.25) and b.share == pytest.approx(0.75)
     assert summary.max_share_error is not None and summary.max_share_error < 1e-9
     assert summary.jain_index == pytest.approx(1.0)
-    assert summary.finished_jobs == 16  # 4 rounds of 4 GPUs
+    assert summary.finished_jobs == 12  # 3 rounds of 4 GPUs done; the 4th runs at 350
 
 
 def test_greedy_ignores_queue_weights_under_contention() -> None:

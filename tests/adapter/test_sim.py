@@ -275,6 +275,16 @@ def test_bind_latency_delays_the_start_by_exactly_the_latency(scheduler: str) ->
     assert times(late) == {"j": (17.0, 67.0)}
 
 
+def test_nothing_after_the_horizon_happens() -> None:
+    # Cycles every 50 s: bound at 50, it would finish at 100, the first tick after the
+    # horizon at 55. Events up to that tick used to be processed, and counted.
+    job = JobGroup(name="j", submit_s=3, duration_s=50, replicas=2, requests={"cpu": "1"})
+    s = scenario(job, nodes=cpu_nodes(2, "1"), horizon_s=55, cycle_s=50)
+    run = simulate(materialise(s), loop("gang-greedy"))
+    assert times(run) == {"j": (50.0, None)}
+    assert run.stopped.startswith("horizon 55")
+
+
 @pytest.mark.parametrize("scheduler", GANG_AWARE)
 def test_a_job_starts_once_min_member_pods_are_bound(scheduler: str) -> None:
     # 3 replicas, minMember 2, one pod created every 20 s (at 0, 20, 40); cycles every
