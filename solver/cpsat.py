@@ -110,9 +110,10 @@ def _node_class_stage(search: Search, shapes: Shapes, share: float) -> None:
 
     bins = class_bins(problem)
     agg = encode(problem, shapes, bins, search.coef, pair_capacity(problem, shapes, bins))
-    large = len(agg.pairs) > RINS_PAIRS * config.max_exact_class_pairs
-    _guided_search(search, agg, "node-classes", left, large)
     size = len(agg.pairs)
+    _guided_search(
+        search, agg, "node-classes", left, size > RINS_PAIRS * config.max_exact_class_pairs
+    )
     too_big = size > config.max_exact_class_pairs
     if search.settled(wait_for_baseline=False) or too_big or left() < MIN_STAGE_S:
         return
@@ -152,7 +153,10 @@ def _guided_search(
     _search_classes(search, narrow, f"{prefix}-lp-guided", left() / 3)
     incumbent: Placer | None = None
     for _ in range(RINS_ROUNDS):
-        candidates = [*search.solved, *search.finished_baseline()]
+        # Deterministic solves wait for the baseline: whether it has finished by now
+        # depends on the load, and the incumbent must not.
+        baseline = [search.baseline] if search.config.deterministic else search.finished_baseline()
+        candidates = [*search.solved, *baseline]
         if left() < MIN_STAGE_S or not candidates:
             break
         best = max(candidates, key=search.score)
