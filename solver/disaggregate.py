@@ -15,7 +15,7 @@ from solver.encode import Encoding
 from solver.objective import evaluate
 from solver.packing import pack
 from solver.placement import Placer, Policy
-from solver.problem import GangInfo, Problem
+from solver.problem import GangInfo, Problem, fit_per_node
 
 PACK_BIN_S = 0.03  # for one class: measured 2-15 ms where a packing exists
 
@@ -172,9 +172,7 @@ def _may_fit(placer: Placer, gang: GangInfo, fits: dict[int, int]) -> bool:
     for c in gang.classes:
         cls = problem.classes[c]
         if cls.spec not in fits:
-            asked = cls.demand > 0
-            per_node = (np.maximum(placer.free[:, asked], 0) // cls.demand[asked]).min(axis=1)
-            fits[cls.spec] = int(per_node[cls.feasible].sum())
+            fits[cls.spec] = int(fit_per_node(cls.demand, placer.free)[cls.feasible].sum())
         fit += min(cls.count, fits[cls.spec])
         if fit >= gang.need:
             return True

@@ -37,20 +37,12 @@ from ortools.sat.python import cp_model
 from solver.arrays import IntArray
 from solver.model import PODS
 from solver.objective import Coefficients
-from solver.problem import Problem
+from solver.problem import Problem, fit_per_node
 from solver.relaxation import FloatArray, LinearRows
-from solver.shapes import ShapeClass, Shapes
+from solver.shapes import Shapes
 
 INF = np.iinfo(np.int64).max
 RESTRICT_ZERO = 1e-6  # an LP value below this is zero (HiGHS' feasibility tolerance is 1e-7)
-
-
-def max_fit(cls: ShapeClass, free: IntArray) -> IntArray:
-    """Per node (rows of ``free``): how many pods of the class's spec fit on their own."""
-    asked = cls.demand > 0
-    per_resource = np.floor_divide(np.maximum(free[:, asked], 0), cls.demand[asked])
-    fit: IntArray = per_resource.min(axis=1)
-    return fit
 
 
 @dataclass(frozen=True)
@@ -134,7 +126,7 @@ def pair_capacity(
         if only is not None and sc.shape not in only:
             continue
         if sc.spec not in per_spec:
-            per_node = np.where(sc.feasible, max_fit(sc, problem.free), 0)
+            per_node = np.where(sc.feasible, fit_per_node(sc.demand, problem.free), 0)
             per_spec[sc.spec] = np.bincount(
                 bin_of_node, weights=per_node, minlength=len(bins)
             ).astype(np.int64)

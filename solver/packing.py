@@ -17,6 +17,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from solver.arrays import IntArray
+from solver.problem import fit_per_node
 
 
 def pack(
@@ -32,16 +33,13 @@ def pack(
     nothing within the limit (placing nothing is always feasible, so only on timeout).
     """
     model = cp_model.CpModel()
-    nodes = free.shape[0]
     free = np.maximum(free, 0)
     variables: list[dict[int, cp_model.IntVar]] = []
     load: dict[tuple[int, int], list[tuple[cp_model.IntVar, int]]] = {}
     objective = []
     for i, (demand, count, value) in enumerate(zip(demands, counts, values, strict=True)):
         asked = np.flatnonzero(demand > 0)
-        fits = (
-            (free[:, asked] // demand[asked]).min(axis=1) if len(asked) else np.full(nodes, count)
-        )
+        fits = fit_per_node(demand, free)
         per_node: dict[int, cp_model.IntVar] = {}
         for n in np.flatnonzero(fits > 0).tolist():
             var = model.new_int_var(0, min(count, int(fits[n])), f"x{i}@{n}")

@@ -17,7 +17,7 @@ import numpy.typing as npt
 from solver.arrays import BoolArray, IntArray
 from solver.model import PODS
 from solver.predicates import TOO_MANY_PODS
-from solver.problem import GangInfo, PodClass, Problem, placement_reasons
+from solver.problem import GangInfo, PodClass, Problem, fit_per_node, placement_reasons
 
 MAX_SCORED_SPECS = 32
 SCALAR_RESCORE = 4  # up to this many changed nodes are rescored one by one
@@ -125,13 +125,10 @@ class Placer:
 
     def room_for(self, cls: PodClass, node: int) -> int:
         """How many more pods of the class fit on ``node`` and in the queue's capability."""
-        free = self.free[node]
-        asked = cls.demand > 0
-        fit = int((free[asked] // cls.demand[asked]).min()) if asked.any() else cls.count
+        rows = [self.free[node]]
         if self.respect_capability:
-            room = self.queue_room[self.problem.gangs[cls.gang].queue]
-            fit = min(fit, int((room[asked] // cls.demand[asked]).min()) if asked.any() else fit)
-        return max(0, fit)
+            rows.append(self.queue_room[self.problem.gangs[cls.gang].queue])
+        return int(fit_per_node(cls.demand, np.stack(rows)).min())
 
     def place_class(
         self, cls: PodClass, limit: int, policy: Policy, allowed: BoolArray | None = None
@@ -251,14 +248,11 @@ class Placer:
         for c in gang.classes:
             cls = self.problem.classes[c]
             want = cls.count - self.next_pod[c]
-            asked = cls.demand > 0
-            per_node = np.where(
-                cls.feasible, (np.maximum(free[:, asked], 0) // cls.demand[asked]).min(axis=1), 0
-            )
-            by_queue = int((room[asked] // cls.demand[asked]).min())
+            per_node = np.where(cls.feasible, fit_per_node(cls.demand, free), 0)
+            by_queue = int(fit_per_node(cls.demand, room[None])[0])
             if not self.respect_capability:
                 by_queue = want
-            placed = min(want, int(per_node.sum()), max(by_queue, 0))
+            placed = min(want, int(per_node.sum()), by_queue)
             fit += placed
             # Take the pods from the first nodes with room, so a later class sees less.
             take = np.minimum(per_node, np.maximum(placed - (np.cumsum(per_node) - per_node), 0))

@@ -400,6 +400,19 @@ def prepare(state: ClusterState) -> Problem:
     )
 
 
+NO_LIMIT_FIT = 2**31  # pods "fitting" where nothing is asked: large, and safe to sum
+
+
+def fit_per_node(demand: IntArray, free: IntArray) -> IntArray:
+    """Per row of ``free`` (a node, or a queue's room): how many pods asking ``demand`` fit
+    there on their own; 0 where the room is short or negative."""
+    asked = demand > 0
+    if not asked.any():
+        return np.full(len(free), NO_LIMIT_FIT, dtype=np.int64)
+    fit: IntArray = (np.maximum(free[:, asked], 0) // demand[asked]).min(axis=1)
+    return fit
+
+
 def share_units(quantity: IntArray, totals: IntArray) -> IntArray:
     """Quantities as share units: a resource's cluster total is SHARE_SCALE units."""
     safe = np.where(totals > 0, totals, 1)
