@@ -89,7 +89,9 @@ def _use_class_solution(search: Search, enc: Encoding, result: StageResult) -> N
     counts = decode_counts(enc, result.solution)
     config = search.config
     budget = min(PACK_SHARE * config.time_limit_s, max(MIN_STAGE_S, search.remaining()))
-    placer = disaggregate(search.problem, enc, counts, admitted, config.weights, budget)
+    placer = disaggregate(
+        search.problem, enc, counts, admitted, config.weights, budget, config.deterministic
+    )
     if search.admitted is None or all(
         search.score(placer) >= search.score(p) for p in search.solved
     ):

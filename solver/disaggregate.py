@@ -38,14 +38,16 @@ def disaggregate(
     admitted: set[int],
     weights: ObjectiveWeights,
     pack_budget_s: float = 0.0,
+    deterministic: bool = False,
 ) -> Placer:
     """Place the aggregate's counts on real nodes, each node class on its own.
 
     Classes hold disjoint nodes, so each is a packing problem of its own: its pods go
     largest first, each on the fullest node it fits (best-fit decreasing); where that
     leaves pods out, the class is packed exactly (``packing``) within ``pack_budget_s``
-    in all. A gang left below minMember is withdrawn and tried anywhere; what room is left
-    is topped up.
+    in all (``deterministic``: counted as each packing's limit, not on the wall clock, so
+    the decision does not depend on the load). A gang left below minMember is withdrawn and
+    tried anywhere; what room is left is topped up.
     """
     placer = Placer(problem)
     items: dict[int, list[tuple[int, int]]] = {}
@@ -53,6 +55,7 @@ def disaggregate(
         for b, count in where:
             items.setdefault(b, []).append((c, count))
     deadline = time.perf_counter() + pack_budget_s
+    budget_left = pack_budget_s  # deterministic: what the packings may still be given
     for b, bin_items in sorted(items.items()):
         bin_ = enc.bins[b]
         mask = np.zeros(len(problem.nodes), dtype=np.bool_)
@@ -76,7 +79,11 @@ def disaggregate(
         placed = _place_items(placer, bin_items, mask, spans)
         if sum(map(len, placed)) == sum(n for _, n in bin_items) or len(bin_.nodes) < 2:
             continue
-        left = min(deadline - time.perf_counter(), PACK_BIN_S)
+        if deterministic:
+            left = min(budget_left, PACK_BIN_S)
+            budget_left -= left
+        else:
+            left = min(deadline - time.perf_counter(), PACK_BIN_S)
         if left <= 0:
             continue
         nodes = list(bin_.nodes)
@@ -90,6 +97,7 @@ def disaggregate(
                 for c, _ in bin_items
             ],
             left,
+            deterministic,
         )
         if packed is None or sum(map(sum, (p.values() for p in packed))) <= sum(map(len, placed)):
             # No better packing found in time: the greedy one stands.

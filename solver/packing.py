@@ -26,11 +26,13 @@ def pack(
     counts: Sequence[int],
     values: Sequence[int],
     time_limit_s: float,
+    deterministic: bool = False,
 ) -> list[dict[int, int]] | None:
     """Per item (demand, count), how many go on each node (row of ``free``), or None.
 
     Maximises the value placed (all of it when the counts fit); None when CP-SAT found
     nothing within the limit (placing nothing is always feasible, so only on timeout).
+    ``deterministic``: the limit counts CP-SAT's deterministic time, not the wall's.
     """
     model = cp_model.CpModel()
     free = np.maximum(free, 0)
@@ -55,8 +57,14 @@ def pack(
             model.add(sum(c * v for v, c in terms) <= int(free[n, r]))
     model.maximize(sum(objective))
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.005, time_limit_s)
+    limit = max(0.005, time_limit_s)
+    solver.parameters.max_time_in_seconds = limit
     solver.parameters.num_workers = 1
+    if deterministic:
+        # The limit in CP-SAT's deterministic time, so the packing does not depend on the
+        # load; the wall clock only guards, as for the cycle's own solves.
+        solver.parameters.max_deterministic_time = limit
+        solver.parameters.max_time_in_seconds = limit * 10
     status = solver.solve(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None

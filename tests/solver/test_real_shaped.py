@@ -7,12 +7,8 @@ exactly what gang-greedy decided. These instances carry every such label.
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
 import pytest
 
-import solver.search
 from adapter.sim import realistic
 from benchmarks import instances
 from solver.config import SolverConfig
@@ -57,20 +53,3 @@ def test_real_shaped_clusters_are_decided_above_gang_greedy(
     # Measured 1.39x (40 nodes) and 1.28x (200 nodes) at seed 0.
     cpsat, greedy = compare(realistic.cluster(0, nodes, gangs))
     assert cpsat >= ratio * greedy
-
-
-def test_a_slow_baseline_does_not_change_a_deterministic_decision(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # The baseline thread's progress depends on the load; a deterministic decision must
-    # not (the RINS incumbent once took the baseline only if it had finished).
-    s = realistic.cluster(1, 40, 60)
-    calm = schedule(s, "cpsat", CONFIG)
-    original = solver.search.gang_greedy_placer
-
-    def slow(*args: Any, **kwargs: Any) -> Any:
-        time.sleep(0.5)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(solver.search, "gang_greedy_placer", slow)
-    assert schedule(s, "cpsat", CONFIG).placements == calm.placements
