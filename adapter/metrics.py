@@ -110,6 +110,13 @@ class LoopMetrics:
             ["queue"],
             registry=r,
         )
+        self.remembered = Gauge(
+            "gangsat_remembered_objects",
+            "Entries of each memory the scheduler keeps between cycles (cache, memo, "
+            "statuses and Events written); each follows the live cluster.",
+            ["memory"],
+            registry=r,
+        )
         self.solver_gap = Gauge(
             "gangsat_solver_gap_ratio",
             "Relative gap of the last CP-SAT decision to its own bound.",

@@ -127,6 +127,15 @@ class ClusterCache:
         with self._lock:
             return {"assumed": len(self._assumed), "deleting": len(self._deleted)}
 
+    def sizes(self) -> dict[str, int]:
+        """How much this cache remembers, by memory (objects, and gangsat's writes in flight)."""
+        with self._lock:
+            return {
+                "objects": sum(len(store) for store in self._objects.values()),
+                "assumed": len(self._assumed),
+                "deleting": len(self._deleted),
+            }
+
     def assumed(self) -> dict[str, str]:
         with self._lock:
             return dict(self._assumed)

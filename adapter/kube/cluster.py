@@ -85,6 +85,17 @@ class KubeCluster:
         self.writer.stop()
         self.binder.close()
 
+    def remembered(self) -> dict[str, int]:
+        """The size of every memory kept from one cycle to the next, by name. Each follows
+        the live cluster: what is deleted is forgotten (a long-running scheduler's memory
+        must not grow with the cluster's history)."""
+        return {
+            **self.cache.sizes(),
+            "conversion memo": len(self._memo),
+            **self.reporter.sizes(),
+            "queued writes": self.writer.queued(),
+        }
+
     def synced(self) -> bool:
         return self.cache.synced(self.resources)
 

@@ -29,6 +29,7 @@ from functools import partial
 from typing import Any, Literal
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from adapter.cluster import CycleReport, GangStatus
 from adapter.kube.cache import ClusterCache, Obj, key_of
@@ -121,6 +122,15 @@ class Reporter:
         self.recorder.forget({ObjectRef("Pod", *_split(p)) for p in report.bound})
         self._prune(podgroups)
 
+    def sizes(self) -> dict[str, int]:
+        with self._names_lock:
+            event_names = len(self._event_names)
+        return {
+            "statuses written": len(self._written),
+            "event topics": self.recorder.topics(),
+            "event names": event_names,
+        }
+
     def _submit(
         self, memory: str, sig: tuple[Any, ...], key: str, write: Callable[[], Any]
     ) -> None:
@@ -131,8 +141,16 @@ class Reporter:
         def tracked() -> None:
             try:
                 write()
-            except Exception:
+            except ApiException as e:
+                if e.status == 404:
+                    # Deleted since the cycle (under churn, a finished job every second):
+                    # nothing to write again, and the next prune forgets it.
+                    log.debug("not written, %s is gone", memory)
+                    return
                 self._failed.put((memory, sig))  # the loop thread owns ``_written``
+                raise
+            except Exception:
+                self._failed.put((memory, sig))
                 raise
 
         self.writer.submit(key, tracked)

@@ -16,7 +16,6 @@ service account) runs until stopped:
 
 from __future__ import annotations
 
-import gc
 import logging
 import math
 import os
@@ -31,6 +30,7 @@ from typing import cast
 from kubernetes import client, config
 
 from adapter.kube.cluster import KubeCluster
+from adapter.kube.heap import HeapKeeper
 from adapter.kube.lease import LeaseElector
 from adapter.loop import CycleResult, LoopSettings, run_cycle
 from adapter.metrics import LoopMetrics
@@ -108,19 +108,6 @@ class KubeOptions:
             self.identity = f"{socket.gethostname()}_{os.getpid()}"
 
 
-def _freeze_heap(collect: bool) -> None:
-    """Keep the garbage collector off the cache. The cache and the memoised snapshot
-    are hundreds of thousands of long-lived objects; every full collection walked them
-    all, and on a 3,000-pod first cycle that doubled the snapshot's time and slowed
-    binding by a seventh. Frozen objects are still freed by reference counting (the
-    cache's JSON dicts and frozen models hold no cycles); ``collect`` first sweeps what
-    is garbage now, when nothing is pending."""
-    if collect:
-        gc.unfreeze()
-        gc.collect()
-    gc.freeze()
-
-
 class KubeScheduler:
     def __init__(self, api: client.ApiClient, options: KubeOptions, settings: Settings) -> None:
         self.api = api
@@ -151,6 +138,7 @@ class KubeScheduler:
             bind_threads=options.bind_threads,
         )
         self.endpoint: Endpoint | None = None
+        self.heap = HeapKeeper()
 
     def leading(self) -> bool:
         return self.leading_for() > 0
@@ -202,7 +190,7 @@ class KubeScheduler:
         ).start()
         try:
             self.cluster.start(stop=self.stop_event)
-            _freeze_heap(collect=True)
+            self.heap.settle(quiet=True)
             if self.elector is not None:
                 self.elector.start()
             self._loop()
@@ -232,7 +220,7 @@ class KubeScheduler:
                     self.cycle()
                 except Exception:  # a bug must not stop scheduling; it is logged loudly
                     log.exception("cycle %d failed", self.cycles)
-                _freeze_heap(collect=quiet)
+                self.heap.settle(quiet=quiet)
                 if self.options.max_cycles is not None and self.cycles >= self.options.max_cycles:
                     return
             wait = self.settings.cycle_s - (time.monotonic() - started)
@@ -243,6 +231,8 @@ class KubeScheduler:
         result = run_cycle(self.cluster, settings, self.metrics)
         self.cycles += 1
         self.last = result
+        for memory, size in self.cluster.remembered().items():
+            self.metrics.remembered.labels(memory).set(size)
         state = self.cluster.last_state
         if state is not None:
             resource = fair_resource(state.nodes)

@@ -207,6 +207,10 @@ class EventRecorder:
         self._sent[topic] = _Sent(key, body, 1, self.clock())
         return EventAction("create", key, body)
 
+    def topics(self) -> int:
+        """Topics remembered (one per object, Event type and reason)."""
+        return len(self._sent)
+
     def forget(self, refs: set[ObjectRef]) -> None:
         """Drop the memory of Events about objects that are gone (deleted or bound)."""
         self._sent = {k: v for k, v in self._sent.items() if k[0] not in refs}

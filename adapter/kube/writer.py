@@ -47,6 +47,11 @@ class Writer:
             self._queue[key] = write
             self._cond.notify_all()
 
+    def queued(self) -> int:
+        """Writes waiting to be sent."""
+        with self._cond:
+            return len(self._queue)
+
     def flush(self, timeout_s: float = 10.0) -> bool:
         """Wait until every submitted write was attempted (tests, shutdown)."""
         deadline = time.monotonic() + timeout_s

@@ -1,0 +1,56 @@
+"""When the garbage collector runs in a long-lived scheduler.
+
+The cache and the memoised snapshot are hundreds of thousands of long-lived objects.
+Every full collection walked them all: on a 3,000-pod first cycle that doubled the
+snapshot's time and slowed binding by a seventh. ``gc.freeze`` moves them out of the
+collector's sight, and frozen objects are still freed by reference counting.
+
+What freezing must not catch is garbage. A cycle leaves reference cycles behind (a
+CP-SAT model and its variables refer to each other; their C++ protos are megabytes);
+frozen, they were never collected, and under steady arrivals — never a quiet cycle —
+memory grew by tens of MB a minute. So after every cycle the unfrozen
+objects, the cycle's own, are collected *before* the freeze (cheap: the frozen heap is
+not walked). Objects frozen earlier that become cyclic garbage later are rare, but they
+exist; the whole heap is unfrozen and collected now and then: when nothing is pending
+(a quiet moment), else at most one full collection per ``FULL_EVERY`` times the last one
+took, and at least ``MIN_FULL_INTERVAL_S`` apart, so it costs about 1% of the time.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+FULL_EVERY = 100
+MIN_FULL_INTERVAL_S = 60.0
+
+
+@dataclass
+class HeapKeeper:
+    clock: Callable[[], float] = time.monotonic
+    full_collections: int = 0
+    young_collections: int = 0
+    _last_full_at: float = field(default=-float("inf"), init=False)
+    _last_full_s: float = field(default=0.0, init=False)
+
+    def full_due(self) -> bool:
+        wait = max(MIN_FULL_INTERVAL_S, FULL_EVERY * self._last_full_s)
+        return self.clock() - self._last_full_at >= wait
+
+    def settle(self, quiet: bool = False) -> int:
+        """Collect what the last cycle left behind, then freeze what lives on; the number
+        of unreachable objects found."""
+        if quiet or self.full_due():
+            started = self.clock()
+            gc.unfreeze()
+            found = gc.collect()
+            self._last_full_at = self.clock()
+            self._last_full_s = self._last_full_at - started
+            self.full_collections += 1
+        else:
+            found = gc.collect()
+            self.young_collections += 1
+        gc.freeze()
+        return found

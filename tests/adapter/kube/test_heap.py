@@ -1,0 +1,66 @@
+"""The collector after each cycle: the cycle's cyclic garbage is collected before the
+heap is frozen, and garbage hidden in the frozen heap by a full collection now and then."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from adapter.kube.heap import MIN_FULL_INTERVAL_S, HeapKeeper
+
+
+class Cyclic:
+    """Garbage only the cycle collector can free (it refers to itself)."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+@pytest.fixture(autouse=True)
+def thawed() -> Iterator[None]:
+    yield
+    gc.unfreeze()
+
+
+def test_a_cycles_garbage_is_collected_not_frozen() -> None:
+    now = [0.0]
+    keeper = HeapKeeper(clock=lambda: now[0])
+    keeper.settle(quiet=True)
+    garbage = Cyclic()
+    ref = weakref.ref(garbage)
+    del garbage
+    now[0] = 1.0
+    keeper.settle()
+    assert keeper.young_collections == 1
+    assert ref() is None
+
+
+def test_frozen_objects_that_become_garbage_are_collected_by_the_next_full_collection() -> None:
+    now = [0.0]
+    keeper = HeapKeeper(clock=lambda: now[0])
+    holder = [Cyclic()]
+    ref = weakref.ref(holder[0])
+    keeper.settle()  # the first one is full, then everything alive is frozen
+    holder.clear()
+    now[0] = 1.0
+    keeper.settle()
+    assert ref() is not None  # frozen: the young collection does not see it
+    now[0] = MIN_FULL_INTERVAL_S + 1.0
+    keeper.settle()
+    assert ref() is None
+    assert keeper.full_collections == 2
+
+
+def test_a_quiet_cycle_collects_everything_at_once() -> None:
+    now = [0.0]
+    keeper = HeapKeeper(clock=lambda: now[0])
+    holder = [Cyclic()]
+    ref = weakref.ref(holder[0])
+    keeper.settle()
+    holder.clear()
+    now[0] = 1.0
+    keeper.settle(quiet=True)
+    assert ref() is None
