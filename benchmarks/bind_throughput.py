@@ -174,7 +174,9 @@ def remove_namespace(api: client.ApiClient, namespace: str, timeout_s: float = 1
         time.sleep(0.5)
 
 
-def create_nodes(api: client.ApiClient, count: int, threads: int) -> None:
+def create_nodes(
+    api: client.ApiClient, count: int, threads: int, cpu: str = "4", memory: str = "32Gi"
+) -> None:
     core = client.CoreV1Api(api)
 
     def make(i: int) -> None:
@@ -183,8 +185,8 @@ def create_nodes(api: client.ApiClient, count: int, threads: int) -> None:
             "kind": "Node",
             "metadata": {"name": f"bench-node-{i}", "labels": {"gangsat-bench": "yes"}},
             "status": {
-                "allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"},
-                "capacity": {"cpu": "4", "memory": "32Gi", "pods": "110"},
+                "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
+                "capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
             },
         }
         try:

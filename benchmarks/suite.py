@@ -4,6 +4,8 @@
                   [--out bench-out] [--time-limit S] [--seed N] [--workers N] [--quick]
     gangsat-bench tune SCENARIO ...     (weight tuning: see benchmarks.tune)
     gangsat-bench bind-throughput ...   (binding vs a trivial binder: benchmarks.bind_throughput)
+    gangsat-bench footprint ...         (memory by cluster size: benchmarks.footprint)
+    gangsat-bench churn ...             (memory under arriving, finishing gangs: benchmarks.churn)
 
 Flow: each scenario (a packaged name or a file, ``adapter.sim.scenario.load_scenario``)
 is materialised once and replayed by every scheduler through the real scheduling loop
@@ -397,6 +399,14 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
         from benchmarks import bind_throughput  # the Kubernetes client loads only for this
 
         return bind_throughput.main(given[1:], console)
+    if given[:1] == ["footprint"]:
+        from benchmarks import footprint
+
+        return footprint.main(given[1:], console)
+    if given[:1] == ["churn"]:
+        from benchmarks import churn
+
+        return churn.main(given[1:], console)
     args = parse_args(given)
     if console is None:
         # Piped output (CI logs, tee) gets wide tables instead of 80-column wrapping.
