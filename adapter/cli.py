@@ -189,6 +189,8 @@ def solve(
             conversion = convert(read_objects(manifests), scheduler_name or ("gangsat",))
             for finding in conversion.findings:
                 typer.echo(f"gangsat: warning: {finding}", err=True)
+            for note in conversion.ignored:
+                typer.echo(f"gangsat: note: {note}", err=True)
             state = conversion.state
         else:
             assert state_file is not None

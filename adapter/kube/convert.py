@@ -25,6 +25,7 @@ unapplied manifest can be asked "what would gangsat do".
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -80,10 +81,16 @@ class Finding(BaseModel):
         return f"{self.kind} {self.name}: {self.message}"
 
 
+READ_KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Job")
+
+
 @dataclass
 class Conversion:
     state: ClusterState
     findings: list[Finding] = field(default_factory=list)
+    # What was left alone on purpose, one line per kind or scheduler: not a problem of
+    # the object (no Event), but a manifest's reader wants to know (`gangsat solve`).
+    ignored: list[str] = field(default_factory=list)
 
 
 class _Bad(ValueError):
@@ -379,6 +386,8 @@ def convert(
             findings.append(Finding(kind=kind, name=label, message=f"malformed: {e!r}"))
         return None
 
+    unread: Counter[str] = Counter()  # kinds gangsat does not read
+    others: Counter[str] = Counter()  # pending pods by another scheduler's name
     nodes: dict[str, Node] = {}
     gangs: dict[str, Gang] = {}
     queues: dict[str, Queue] = {}
@@ -413,6 +422,8 @@ def convert(
             known = ", ".join(sorted(PODGROUP_GROUPS if kind == "PodGroup" else QUEUE_GROUPS))
             message = f"apiVersion {o.get('apiVersion')!r} is not a dialect gangsat reads ({known})"
             findings.append(Finding(kind=str(kind), name=str(meta.get("name")), message=message))
+        elif kind not in READ_KINDS:
+            unread[str(kind)] += 1
 
     for index, o in enumerate(items):
         kind = o.get("kind")
@@ -421,8 +432,10 @@ def convert(
                 continue
             spec = o.get("spec") or {}
             bound = bool(spec.get("nodeName"))
-            if not bound and spec.get("schedulerName", "default-scheduler") not in scheduler_names:
-                continue  # another scheduler's pending pod
+            scheduler = spec.get("schedulerName", "default-scheduler")
+            if not bound and scheduler not in scheduler_names:
+                others[str(scheduler)] += 1
+                continue
 
             pod = attempt(
                 "Pod",
@@ -468,7 +481,18 @@ def convert(
         gangs=tuple(gangs.values()),
         queues=tuple(queues.values()),
     )
-    return Conversion(state, findings)
+    ours = ", ".join(sorted(scheduler_names))
+    ignored = [
+        f"{count} pending pod(s) with schedulerName {name!r} left to that scheduler "
+        f"(gangsat schedules {ours})"
+        for name, count in sorted(others.items())
+    ]
+    ignored += [
+        f"{count} {kind} object(s) not read: gangsat reads {', '.join(READ_KINDS[:-1])} "
+        f"and batch Jobs (a {kind}'s pods count once they exist)"
+        for kind, count in sorted(unread.items())
+    ]
+    return Conversion(state, findings, ignored)
 
 
 def _job_pods(

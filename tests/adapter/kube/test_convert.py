@@ -268,6 +268,36 @@ def test_solve_manifests_warns_about_what_it_cannot_read(tmp_path: Path) -> None
     assert Decision.model_validate_json(result.stdout).admitted == ("default/mygroup",)
 
 
+def test_solve_manifests_notes_what_it_leaves_alone(tmp_path: Path) -> None:
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "team"},
+        "spec": {"replicas": 3},
+    }
+    others = [pod(f"other-{i}", scheduler="default-scheduler") for i in range(2)]
+    objects = [*seed_objects(), deployment, *others]
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    result = CliRunner().invoke(app, ["solve", "--manifests", str(path)])
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.stderr.splitlines() if line.startswith("gangsat: note:")]
+    assert len(notes) == 2, result.stderr
+    assert "2 pending pod(s) with schedulerName 'default-scheduler'" in notes[0]
+    assert "1 Deployment object(s) not read" in notes[1]
+    decision = Decision.model_validate_json(result.stdout)
+    assert decision.admitted == ("default/mygroup",)
+    assert not any("other-" in p for p in decision.placements)
+
+
+def test_a_clusters_other_pods_are_noted_not_findings() -> None:
+    # In a cluster they are the normal case: no Event may be written about them.
+    c = convert([node("n1"), pod("mine"), pod("theirs", scheduler="default-scheduler")])
+    assert c.findings == []
+    assert [p.name for p in c.state.pods] == ["team/mine"]
+    assert len(c.ignored) == 1
+
+
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
