@@ -21,13 +21,25 @@ GangPhase = Literal["Pending", "Running"]
 class ClusterError(Exception):
     """A refused or failed cluster operation (conflict, vanished object, API error)."""
 
-    def __init__(self, reason: str, message: str, uncertain: bool = False) -> None:
+    def __init__(
+        self,
+        reason: str,
+        message: str,
+        uncertain: bool = False,
+        retry_elsewhere: bool = False,
+        bound_to: str | None = None,
+    ) -> None:
         super().__init__(f"{reason}: {message}")
         self.reason = reason
         self.message = message
         # A bind whose outcome is unknown (timed out, then the pod could not be read):
         # it may have landed, so a gang rolled back must evict it too.
         self.uncertain = uncertain
+        # The pod is still pending and another node may take it (its node vanished, or
+        # refused it): the loop tries once more before it deletes any of the gang.
+        self.retry_elsewhere = retry_elsewhere
+        # Someone else bound the pod, to this node: it is a running member of its gang.
+        self.bound_to = bound_to
 
 
 class GangStatus(BaseModel):

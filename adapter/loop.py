@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from adapter.cluster import Cluster, ClusterError, CycleReport, GangStatus
 from adapter.metrics import LoopMetrics
+from adapter.repair import place_again
 from solver.config import SolverConfig
 from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState, Decision
 from solver.schedulers import SCHEDULERS
@@ -59,6 +60,8 @@ class CycleResult:
     failure_reasons: dict[str, str] = field(default_factory=dict)  # pod -> ClusterError.reason
     rolled_back: dict[str, str] = field(default_factory=dict)  # gang -> why
     evicted: list[str] = field(default_factory=list)  # pods bound, then evicted in rollback
+    eviction_causes: dict[str, str] = field(default_factory=dict)  # pod -> ClusterError.reason
+    repaired: dict[str, str] = field(default_factory=dict)  # pod -> node, bound at a 2nd try
     stranded: dict[str, str] = field(default_factory=dict)  # pod -> eviction failure
     rejected: dict[str, str] = field(default_factory=dict)  # gang -> validator finding
     violations: list[Violation] = field(default_factory=list)
@@ -142,11 +145,17 @@ def _rejected_gangs(
 
 
 def _bind(
-    cluster: Cluster, gangs: _Gangs, decision: Decision, result: CycleResult, atomic: bool
+    cluster: Cluster,
+    gangs: _Gangs,
+    decision: Decision,
+    result: CycleResult,
+    atomic: bool,
+    config: SolverConfig,
 ) -> None:
     """Bind every placement of the gangs not rejected in one batch (a backend may send
-    them concurrently: binding is where a scheduler meets the API server's limit), then
-    evict again what this cycle bound of each gang left short of minMember."""
+    them concurrently: binding is where a scheduler meets the API server's limit); give
+    members that failed for a reason another node may cure a second chance; then evict
+    what this cycle bound of each gang still short of minMember — the last resort."""
     placements = [
         (pod, node)
         for pod, node in sorted(
@@ -156,30 +165,61 @@ def _bind(
     ]
     failures = cluster.bind(placements)
     done_by_gang: dict[str, list[str]] = defaultdict(list)
-    failed_by_gang: dict[str, list[str]] = defaultdict(list)
     for pod, node in placements:
-        gang = gangs.gang(pod)
         if pod in failures:
             result.failed_binds[pod] = str(failures[pod])
             result.failure_reasons[pod] = failures[pod].reason
-            failed_by_gang[gang].append(pod)
         else:
             result.bound[pod] = node
-            done_by_gang[gang].append(pod)
+            done_by_gang[gangs.gang(pod)].append(pod)
     if not atomic:
         return
+
+    def members(gang: str) -> int:
+        # Bound before, bound now, or bound meanwhile by someone else: all hold room.
+        elsewhere = sum(1 for p, e in failures.items() if e.bound_to and gangs.gang(p) == gang)
+        return gangs.held.get(gang, 0) + len(done_by_gang.get(gang, [])) + elsewhere
+
+    def short() -> dict[str, list[str]]:
+        failed: dict[str, list[str]] = defaultdict(list)
+        for pod, error in failures.items():
+            if not error.bound_to:
+                failed[gangs.gang(pod)].append(pod)
+        return {g: f for g, f in failed.items() if members(g) < gangs.need.get(g, 1)}
+
+    again = [p for f in short().values() for p in f if failures[p].retry_elsewhere]
+    if again:
+        repaired, refused = place_again(cluster, again, config)
+        for pod, node in repaired.items():
+            del failures[pod]
+            result.bound[pod] = node
+            result.repaired[pod] = node
+            done_by_gang[gangs.gang(pod)].append(pod)
+        failures.update(refused)
+        for pod, error in refused.items():
+            result.failed_binds[pod] = str(error)
+            result.failure_reasons[pod] = error.reason
     to_evict: list[str] = []
-    for gang, failed in failed_by_gang.items():
+    for gang, failed in short().items():
         done = done_by_gang.get(gang, [])
-        if gangs.held.get(gang, 0) + len(done) >= gangs.need.get(gang, 1):
-            continue  # enough members landed; the rest waits for a later cycle
         maybe = [pod for pod in failed if failures[pod].uncertain]
+        cause = failures[failed[0]]
         result.rolled_back[gang] = (
-            f"bind of {failed[0]} failed ({result.failed_binds[failed[0]]}); "
+            f"bind of {failed[0]} failed ({cause}); "
             f"{len(done) + len(maybe)} pod(s) bound this cycle were evicted"
         )
         for pod in done:
             del result.bound[pod]
+            result.repaired.pop(pod, None)
+        for pod in done + maybe:
+            result.eviction_causes[pod] = cause.reason
+        if done or maybe:
+            log.warning(
+                "gang %s is short of minMember: deleting %d pod(s) bound this cycle (%s)",
+                gang,
+                len(done) + len(maybe),
+                cause,
+            )
         to_evict += done + maybe
     if not to_evict:
         return
@@ -267,7 +307,7 @@ def run_cycle(
         for gang, why in result.rejected.items():
             log.error("not binding gang %s: the decision breaks a hard rule: %s", gang, why)
         bind_started = time.perf_counter()
-        _bind(cluster, gangs, decision, result, atomic)
+        _bind(cluster, gangs, decision, result, atomic, settings.solver)
         result.bind_s = time.perf_counter() - bind_started
     result.statuses = _statuses(state, gangs, result)
     report_started = time.perf_counter()

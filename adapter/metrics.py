@@ -110,6 +110,18 @@ class LoopMetrics:
             ["queue"],
             registry=r,
         )
+        self.rollback_deletions = Counter(
+            "gangsat_rollback_deletions_total",
+            "Pods deleted again because their gang could not reach minMember this cycle "
+            "(the last resort), by the failure that caused it.",
+            ["cause"],
+            registry=r,
+        )
+        self.second_chance_binds = Counter(
+            "gangsat_second_chance_binds_total",
+            "Pods bound at a second try on another node, after their first bind failed.",
+            registry=r,
+        )
         self.remembered = Gauge(
             "gangsat_remembered_objects",
             "Entries of each memory the scheduler keeps between cycles (cache, memo, "
@@ -139,6 +151,9 @@ class LoopMetrics:
             self.bind_failures.labels(why).inc()
         self.solve_status.labels(result.scheduler, str(result.decision.status)).inc()
         self.binds.labels("rolled_back").inc(len(result.evicted))
+        for pod in result.evicted:
+            self.rollback_deletions.labels(result.eviction_causes.get(pod, "unknown")).inc()
+        self.second_chance_binds.inc(len(result.repaired))
         self.gang_rollbacks.inc(len(result.rolled_back))
         self.rejected_gangs.inc(len(result.rejected))
         self.stranded_pods.inc(len(result.stranded))

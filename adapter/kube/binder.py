@@ -118,7 +118,7 @@ class Binder:
             try:
                 uid = self.cache.assume(pod, node)
             except Unbindable as e:
-                failures[pod] = ClusterError("NotBindable", f"{pod}: {e}")
+                failures[pod] = ClusterError("NotBindable", f"{pod}: {e}", bound_to=e.bound_to)
                 continue
             self._uids[pod] = uid
             futures.append((pod, self._pool.submit(self._bind_one, pod, node, uid)))
@@ -147,7 +147,7 @@ class Binder:
                 error = ClusterError("NotLeader", "lost the lease before binding")
                 break
             if not self.cache.node_exists(node):
-                error = ClusterError("NodeGone", f"node {node} was deleted")
+                error = ClusterError("NodeGone", f"node {node} was deleted", retry_elsewhere=True)
                 break
             delay = self.backoff_s * 2**attempt
             try:
@@ -165,7 +165,7 @@ class Binder:
                 return None
             except ApiException as e:
                 if e.status == 409:
-                    return self._settle(pod, node, _api_error(e))
+                    return self._settle(pod, node, _api_error(e), uid)
                 error = _api_error(e)
                 if e.status not in RETRYABLE:
                     break
@@ -179,9 +179,9 @@ class Binder:
             if time.monotonic() + delay > deadline:
                 break
             time.sleep(delay)
-        return self._settle(pod, node, error) if ambiguous else error
+        return self._settle(pod, node, error, uid) if ambiguous else error
 
-    def _settle(self, pod: str, node: str, error: ClusterError) -> ClusterError | None:
+    def _settle(self, pod: str, node: str, error: ClusterError, uid: str) -> ClusterError | None:
         """Read the pod to learn where an ambiguous or conflicting bind left it."""
         namespace, name = _split(pod)
         try:
@@ -204,6 +204,10 @@ class Binder:
         bound = (current.get("spec") or {}).get("nodeName")
         if bound == node:
             return None  # our own earlier attempt landed
+        if bound and (not uid or (current.get("metadata") or {}).get("uid") == uid):
+            return ClusterError(
+                error.reason, f"{pod} was bound to {bound} by another binder", bound_to=bound
+            )
         return error
 
     def delete(self, pods: Sequence[str], reason: str) -> dict[str, ClusterError]:

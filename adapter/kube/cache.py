@@ -26,6 +26,10 @@ Obj = dict[str, Any]
 class Unbindable(Exception):
     """A pod that cannot be bound now (gone, bound, or a bind already in flight)."""
 
+    def __init__(self, message: str, bound_to: str | None = None) -> None:
+        super().__init__(message)
+        self.bound_to = bound_to  # bound since the snapshot, by someone else
+
 
 def key_of(obj: Obj) -> str:
     meta = obj.get("metadata") or {}
@@ -109,7 +113,7 @@ class ClusterCache:
                 raise Unbindable("pod no longer exists")
             bound = (pod.get("spec") or {}).get("nodeName")
             if bound:
-                raise Unbindable(f"pod is already bound to {bound}")
+                raise Unbindable(f"pod is already bound to {bound}", bound_to=str(bound))
             if key in self._assumed:
                 raise Unbindable(f"a bind to {self._assumed[key]} is already in flight")
             self._assumed[key] = node
@@ -201,6 +205,17 @@ def _leaving(pod: Obj) -> Obj | None:
 
 
 def _typed(resource: Resource, obj: Obj) -> Obj:
+    """The object as the cache keeps it: typed, and without what gangsat never reads but
+    a real API server sends with every object — ``managedFields`` (often the largest
+    part of a pod) and a node's ``status.images`` (every image it holds, tens of KB on
+    a busy node). As client-go's informers strip them, for the same reason: memory."""
     if "kind" not in obj or "apiVersion" not in obj:
         obj = {**obj, "kind": resource.kind, "apiVersion": resource.api_version}
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        meta = {k: v for k, v in meta.items() if k != "managedFields"}
+        obj = {**obj, "metadata": meta}
+    status = obj.get("status")
+    if resource == NODES and isinstance(status, dict) and "images" in status:
+        obj = {**obj, "status": {k: v for k, v in status.items() if k != "images"}}
     return obj

@@ -125,17 +125,25 @@ class SimulatedCluster:
         if current is None:
             raise ClusterError("NotFound", f"pod {pod} does not exist")
         if current.node_name is not None:
-            raise ClusterError("Conflict", f"pod {pod} is already bound to {current.node_name}")
+            raise ClusterError(
+                "Conflict",
+                f"pod {pod} is already bound to {current.node_name}",
+                bound_to=current.node_name,
+            )
         if node not in self.nodes:
-            raise ClusterError("NotFound", f"node {node} does not exist")
+            raise ClusterError("NotFound", f"node {node} does not exist", retry_elsewhere=True)
         if self.bind_failure_rate and self._rng.random() < self.bind_failure_rate:
             self.version += 1  # a refused bind is worth retrying next cycle
-            raise ClusterError("Conflict", f"binding {pod} to {node}: injected fault")
+            raise ClusterError(
+                "Conflict", f"binding {pod} to {node}: injected fault", retry_elsewhere=True
+            )
         demand = current.demand()
         free = self.free[node]
         short = insufficient(demand, free)
         if short:
-            raise ClusterError("OutOfResources", f"{pod} on {node}: {', '.join(short)}")
+            raise ClusterError(
+                "OutOfResources", f"{pod} on {node}: {', '.join(short)}", retry_elsewhere=True
+            )
         for r, q in demand.items():
             free[r] -= q
         self.pods[pod] = current.model_copy(update={"node_name": node})

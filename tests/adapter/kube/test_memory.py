@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from adapter.kube.cluster import KubeCluster
+from adapter.kube.resources import NODES
 from adapter.loop import LoopSettings, run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
 from solver.config import SolverConfig
@@ -94,3 +95,26 @@ def test_memory_during_a_round_holds_what_is_live(
     assert live["conversion memo"] >= 3
     assert live["statuses written"] >= 1  # the PodGroup's Pending status
     assert live["event topics"] >= 2 and live["event names"] >= 2  # FailedScheduling
+
+
+def test_the_cache_keeps_no_managed_fields_or_node_images(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    managed = [{"manager": "kubectl", "operation": "Apply", "fieldsV1": {"f:spec": {}}}]
+    busy = node("n1", cpu="4")
+    busy["metadata"]["managedFields"] = managed
+    busy["status"]["images"] = [
+        {"names": [f"registry/img-{i}:v1"], "sizeBytes": i} for i in range(50)
+    ]
+    [pod] = gang_pods("solo", 1)
+    pod["metadata"]["managedFields"] = managed
+    apply(server, [busy, podgroup("solo", 1), pod])
+    seen(cluster, server)
+    kept_node = cluster.cache.get(NODES, "n1")
+    kept_pod = cluster.cache.pod("default/solo-0")
+    assert kept_node is not None and kept_pod is not None
+    assert "managedFields" not in kept_node["metadata"] and "images" not in kept_node["status"]
+    assert "managedFields" not in kept_pod["metadata"]
+    assert kept_node["status"]["allocatable"]["cpu"] == "4"  # what gangsat reads stays
+    result = run_cycle(cluster, FAST)
+    assert result.bound == {"default/solo-0": "n1"}

@@ -1,0 +1,48 @@
+"""A second chance for a gang whose bind failed part-way, before any of it is deleted.
+
+Deleting the pods a cycle bound is how a gang that cannot reach minMember gives its
+room back, but it is final for a pod no controller recreates. So when a member failed
+for a reason another node may cure (its node vanished, or refused it) the loop first
+places those members once more, on a fresh snapshot that already holds this cycle's
+binds, with the gang-aware greedy placer (fast, and the decision is validated like any
+other); only what is still short afterwards is rolled back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+
+from adapter.cluster import Cluster, ClusterError
+from solver.baselines import gang_greedy
+from solver.config import SolverConfig
+from solver.validate import check
+
+log = logging.getLogger(__name__)
+
+
+def place_again(
+    cluster: Cluster, pods: Collection[str], config: SolverConfig
+) -> tuple[dict[str, str], dict[str, ClusterError]]:
+    """Bind ``pods`` (pending members of short gangs) elsewhere if their gangs can still
+    reach minMember; the pods bound (pod -> node) and the binds that failed again."""
+    try:
+        state = cluster.snapshot()
+    except ClusterError as e:
+        log.warning("no second chance for %d pod(s): %s", len(pods), e)
+        return {}, {}
+    wanted = set(pods)
+    # Only these pods are placed; every bound pod still holds its room.
+    state = state.model_copy(
+        update={"pods": tuple(p for p in state.pods if p.node_name is not None or p.name in wanted)}
+    )
+    decision = gang_greedy(state, config)
+    violations = check(state, decision)
+    if violations:
+        log.error("second chance refused by the validator: %s", violations[0])
+        return {}, {}
+    placements = sorted((p, n) for p, n in decision.placements.items() if p in wanted)
+    if not placements:
+        return {}, {}
+    failures = cluster.bind(placements)
+    return {p: n for p, n in placements if p not in failures}, failures
