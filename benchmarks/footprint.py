@@ -1,7 +1,7 @@
 """What memory gangsat needs for a cluster of a given size: RSS per node, per pod and gang.
 
     gangsat-bench footprint [--kubeconfig PATH] [--gang-size 4]
-                            [--sizes 0x0,1000x0,1000x2500,4000x0,4000x10000]
+                            [--sizes 1000x500,1000x2500,4000x2500,4000x10000]
 
 Each size ``NODESxGANGS`` is measured on a fresh fake API server (or, with
 ``--kubeconfig``, on a cluster that must hold nothing of ours): that many nodes as a
@@ -11,7 +11,8 @@ them already bound (running jobs) and half pending. gangsat (the real ``KubeSche
 process of its own) starts, binds every pending pod, runs on for ``--settle-s``; its
 resident memory (``VmRSS``) is sampled throughout. Printed: the peak and settled RSS of
 each size, and the cost per node and per pod (with its share of a PodGroup) fitted by
-least squares over the sizes — the figures ``deploy/``'s requests and limits are sized
+least squares over the sizes (each with gangs to decide, so the solver's libraries are
+loaded in every one) — the figures ``deploy/``'s requests and limits are sized
 from. The fake server answers at once; a real one is slower, which changes timings, not
 what gangsat holds.
 """
@@ -117,6 +118,10 @@ def node_manifest(i: int) -> dict[str, Any]:
                 "kubeletVersion": "v1.30.0-eks-036c24b",
                 "architecture": "amd64",
                 "operatingSystem": "linux",
+                "bootID": f"b00t-{i:08x}",
+                "machineID": f"ec2{i:029x}",
+                "systemUUID": f"ec2{i:05x}-0000-0000-0000-000000000000",
+                "kubeProxyVersion": "",
             },
             "images": [
                 {"names": [f"registry.example/team/image-{k}:v{k}"], "sizeBytes": 10**8 + k}
@@ -265,7 +270,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--kubeconfig", type=Path, help="a real cluster (default: the fake)")
     parser.add_argument(
         "--sizes",
-        default="0x0,1000x0,1000x2500,4000x0,4000x10000",
+        default="1000x500,1000x2500,4000x2500,4000x10000",
         help="NODESxGANGS, comma-separated",
     )
     parser.add_argument("--gang-size", type=at_least_one, default=4)
