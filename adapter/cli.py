@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import sys
 from importlib import metadata
@@ -41,6 +42,7 @@ from adapter.cluster import ClusterError
 from adapter.errors import message, validation_lines
 from adapter.kube.convert import convert
 from adapter.kube.run import KubeOptions, KubeScheduler, api_client, in_cluster, pod_namespace
+from adapter.kube.source import ClusterSource, SourceError, cluster_source
 from adapter.loop import LoopSettings
 from adapter.runlog import ABOUT, GLOSSARY, RunLog, summary_table
 from adapter.settings import Settings, SettingsError
@@ -254,17 +256,19 @@ def version() -> None:
 
 
 ScenarioOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--scenario",
-        help="A packaged scenario (" + ", ".join(scenario_names()) + ") or a scenario file.",
+        help="A packaged scenario (" + ", ".join(scenario_names()) + ") or a scenario file; "
+        "always a simulation, never a cluster.",
+        show_default=DEFAULT_SCENARIO,
     ),
 ]
 
 
 @app.command()
 def run(
-    scenario: ScenarioOption = DEFAULT_SCENARIO,
+    scenario: ScenarioOption = None,
     scheduler: Annotated[
         list[str] | None,
         typer.Option(
@@ -287,11 +291,19 @@ def run(
         Path | None,
         typer.Option(
             help="Schedule this cluster's pods (spec.schedulerName in the settings' "
-            "schedulerNames) instead of simulating. Inside a pod the service account is "
-            "used without this.",
+            "schedulerNames) instead of simulating; so does a KUBECONFIG variable.",
             rich_help_panel="Real cluster",
         ),
     ] = None,
+    in_cluster_flag: Annotated[
+        bool,
+        typer.Option(
+            "--in-cluster",
+            help="Schedule the cluster this pod runs in, with its service account (the "
+            "Deployment passes it; a service account alone never makes gangsat schedule).",
+            rich_help_panel="Real cluster",
+        ),
+    ] = False,
     settings_file: Annotated[
         Path | None,
         typer.Option(
@@ -340,13 +352,20 @@ def run(
     nodes and two jobs of 6 pods that each need all 6 running. Each cycle's decisions
     and the jobs' lives are logged; a summary compares the schedulers.
 
-    With `--kubeconfig` (or inside a pod), gangsat is that cluster's gang scheduler until
-    stopped.
+    With `--kubeconfig`, a KUBECONFIG variable, or `--in-cluster`, gangsat is that
+    cluster's gang scheduler until stopped.
     """
-    if kubeconfig is not None or in_cluster():
+    try:
+        source = cluster_source(
+            kubeconfig, in_cluster_flag, scenario is not None, os.environ, in_cluster()
+        )
+    except SourceError as e:
+        _fail([str(e)])
+    if source is not None:
+        typer.echo(f"gangsat: scheduling {source.description}", err=True)
         raise typer.Exit(
             _run_kube(
-                kubeconfig,
+                source,
                 settings_file,
                 metrics_port,
                 leader_elect,
@@ -363,7 +382,7 @@ def run(
         base = Settings.load(settings_file).solver if settings_file is not None else None
         given = base.model_dump() if base is not None else {}
         config = make_config(**{**given, "time_limit_s": time_limit or given.get("time_limit_s")})
-        workload = materialise(load_scenario(scenario))
+        workload = materialise(load_scenario(scenario or DEFAULT_SCENARIO))
     except SettingsError as e:
         _fail(str(e).splitlines())
     except BadInput as e:
@@ -410,7 +429,7 @@ def run(
 
 
 def _run_kube(
-    kubeconfig: Path | None,
+    source: ClusterSource,
     settings_file: Path | None,
     metrics_port: int,
     leader_elect: bool,
@@ -433,7 +452,7 @@ def _run_kube(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
-        api = api_client(kubeconfig)
+        api = api_client(source.kubeconfig, in_cluster=source.in_cluster)
     except Exception as e:  # the client's loaders raise their own exception types
         _fail([f"cannot load the cluster's client configuration: {e}"])
     options = KubeOptions(

@@ -49,8 +49,11 @@ def in_cluster() -> bool:
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and (SERVICE_ACCOUNT / "token").exists()
 
 
-def api_client(kubeconfig: Path | None, pool_size: int = 48) -> client.ApiClient:
-    """A client from a kubeconfig file, or from the pod's service account without one.
+def api_client(
+    kubeconfig: Path | None, pool_size: int = 48, in_cluster: bool = False
+) -> client.ApiClient:
+    """A client from a kubeconfig file; or from the pod's service account (``in_cluster``);
+    or else as kubectl finds one (``KUBECONFIG``, merged, then ``~/.kube/config``).
 
     The pool holds a connection per watch, per bind thread and per writer; the client's
     default (5 per CPU) would open and drop a connection for most binds."""
@@ -61,9 +64,17 @@ def api_client(kubeconfig: Path | None, pool_size: int = 48) -> client.ApiClient
     if kubeconfig is not None:
         load = cast(Callable[..., None], config.load_kube_config)
         load(config_file=str(kubeconfig), client_configuration=configuration)
-    else:
+    elif in_cluster:
         load = cast(Callable[..., None], config.load_incluster_config)
         load(client_configuration=configuration)
+    else:
+        # Read now: the client reads the variable once, when it is imported. It merges
+        # a list of files as kubectl does.
+        load = cast(Callable[..., None], config.load_kube_config)
+        load(
+            config_file=os.environ.get("KUBECONFIG") or "~/.kube/config",
+            client_configuration=configuration,
+        )
     return client.ApiClient(configuration)
 
 

@@ -574,6 +574,8 @@ def test_deployment_runs_gangsat_with_two_replicas_and_leader_election() -> None
     assert args[0] == "run"
     assert "--no-leader-elect" not in args, "two replicas need leader election"
     assert "--kubeconfig" not in args, "in a pod gangsat uses its service account"
+    assert "--in-cluster" in args, "a service account alone never makes gangsat schedule"
+    assert d["spec"]["template"]["spec"]["priorityClassName"] == "system-cluster-critical"
     template = d["spec"]["template"]
     assert selects(d["spec"]["selector"]["matchLabels"], template["metadata"]["labels"])
     # Two replicas on different nodes where possible.

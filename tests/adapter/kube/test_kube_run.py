@@ -204,10 +204,62 @@ def test_in_cluster_the_service_account_configures_the_client(
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
     assert run.in_cluster()
     assert run.pod_namespace() == "batch-system"
-    api = run.api_client(None)
+    api = run.api_client(None, in_cluster=True)
     configuration = api.configuration
     assert configuration.host == "https://10.96.0.1:443"
     assert configuration.ssl_ca_cert == str(account / "ca.crt")
     headers: dict[str, str] = {}
     api.update_params_for_auth(headers, [], ["BearerToken"], "/api", "GET", None)
     assert headers["authorization"].lower() == "bearer secret-token"  # the scheme is case-blind
+
+
+# --- which cluster, if any: only one asked for ---------------------------------------------
+
+
+def test_a_scenario_inside_a_pod_simulates_and_never_schedules_the_cluster(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from adapter import cli
+
+    monkeypatch.setattr(cli, "in_cluster", lambda: True)  # a pod with a service account
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+
+    def no_cluster(*_: object, **__: object) -> int:
+        raise AssertionError("a simulation must not talk to a cluster")
+
+    monkeypatch.setattr(cli, "_run_kube", no_cluster)
+    result = CliRunner().invoke(app, ["run", "--scenario", "seed-deadlock", "-s", "gang-greedy"])
+    assert result.exit_code == 0, result.output
+    assert "Summary: seed-deadlock" in result.stdout
+
+
+def test_kubeconfig_from_the_environment_schedules_that_cluster(
+    server: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    apply(server, manifests(EXAMPLES / "kube-batch-seed.yaml"))
+    monkeypatch.setenv("KUBECONFIG", str(server.write_kubeconfig(tmp_path / "kubeconfig")))
+    result = CliRunner().invoke(
+        app, ["run", "--no-leader-elect", "--cycles", "1", "--metrics-port", "0"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "scheduling the cluster of KUBECONFIG=" in result.stderr
+    assert set(bound_pods(server)) == {f"default/myjob-{i}" for i in range(3)}
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--scenario", "philly", "--kubeconfig", "k"], "--scenario simulates"),
+        (["--in-cluster", "--kubeconfig", "k"], "not both"),
+        (["--in-cluster"], "not inside a pod"),
+    ],
+)
+def test_contradictory_or_impossible_modes_are_refused(
+    args: list[str], fragment: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from adapter import cli
+
+    monkeypatch.setattr(cli, "in_cluster", lambda: False)
+    result = CliRunner().invoke(app, ["run", *args])
+    assert result.exit_code == 2
+    assert fragment in result.stderr
