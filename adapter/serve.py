@@ -1,10 +1,12 @@
 """The scheduler's HTTP endpoint: ``/metrics`` for Prometheus, ``/healthz`` and ``/readyz``
 for the kubelet's probes.
 
-Liveness says the process serves; readiness says the scheduler can do its job (it has a
-fresh snapshot, and it leads when leader election is on) — the caller decides, through the
-``ready`` callable, and its reason is returned so ``kubectl describe`` shows why a pod is
-not ready. The server runs on a daemon thread and never touches the scheduling loop.
+Liveness says the scheduler is not wedged, readiness that it can do its job (it has a
+fresh snapshot, and it leads when leader election is on): the caller decides both,
+through the ``alive`` and ``ready`` callables (the Kubernetes backend: its watches have
+listed and its loop went round lately), and the reason is returned so ``kubectl
+describe`` shows why a probe failed. The server runs on a daemon thread and never
+touches the scheduling loop.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class Endpoint:
         ready: Readiness,
         host: str = "0.0.0.0",
         port: int = 8080,
+        alive: Readiness | None = None,
     ) -> None:
         endpoint = self
 
@@ -35,13 +38,12 @@ class Endpoint:
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
                     self._send(200, generate_latest(endpoint.registry), CONTENT_TYPE_LATEST)
-                elif path == "/healthz":
-                    self._send(200, b"ok\n")
-                elif path == "/readyz":
+                elif path in ("/healthz", "/readyz"):
+                    check = endpoint.alive if path == "/healthz" else endpoint.ready
                     try:
-                        ok, why = endpoint.ready()
-                    except Exception as e:  # a broken check is "not ready", not a 500 loop
-                        ok, why = False, f"readiness check failed: {type(e).__name__}: {e}"
+                        ok, why = check()
+                    except Exception as e:  # a broken check says so, not a 500 loop
+                        ok, why = False, f"check failed: {type(e).__name__}: {e}"
                     self._send(
                         200 if ok else 503, (why or ("ok" if ok else "not ready")).encode() + b"\n"
                     )
@@ -60,6 +62,7 @@ class Endpoint:
 
         self.registry = registry
         self.ready = ready
+        self.alive: Readiness = alive or (lambda: (True, "ok"))
         self._server = ThreadingHTTPServer((host, port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)

@@ -150,6 +150,7 @@ class KubeScheduler:
         )
         self.endpoint: Endpoint | None = None
         self.heap = HeapKeeper()
+        self._beat: float | None = None  # monotonic time the loop last went round
 
     def leading(self) -> bool:
         return self.leading_for() > 0
@@ -166,6 +167,21 @@ class KubeScheduler:
         if self.elector.is_leader():
             return True, "scheduling (leader)"
         return True, f"standing by (leader: {self.elector.holder() or 'none'})"
+
+    def stall_s(self) -> float:
+        """How long the loop may go without a round before it counts as wedged: a cycle
+        may take its time limit and then bind for a while."""
+        return max(120.0, 4 * (self.settings.solver.time_limit_s + self.settings.cycle_s))
+
+    def alive(self) -> tuple[bool, str]:
+        """The liveness probe: failing until every watch has listed (the startup probe
+        waits for that), and again when the loop has not gone round for ``stall_s``."""
+        if self._beat is None:
+            return False, "starting: waiting for the initial list of every watched resource"
+        quiet = time.monotonic() - self._beat
+        if quiet > self.stall_s():
+            return False, f"wedged: the scheduling loop has not gone round for {quiet:.0f} s"
+        return True, "ok"
 
     def _lost(self) -> None:
         self.lost_lease = True
@@ -197,7 +213,11 @@ class KubeScheduler:
     def run(self) -> int:
         """Schedule until stopped; the process's exit status."""
         self.endpoint = Endpoint(
-            self.metrics.registry, self.ready, self.options.metrics_host, self.options.metrics_port
+            self.metrics.registry,
+            self.ready,
+            self.options.metrics_host,
+            self.options.metrics_port,
+            alive=self.alive,
         ).start()
         try:
             self.cluster.start(stop=self.stop_event)
@@ -219,7 +239,7 @@ class KubeScheduler:
         seen_version = -1
         last_cycle = 0.0
         while not self.stop_event.is_set():
-            started = time.monotonic()
+            started = self._beat = time.monotonic()
             changed = self.reload_settings()
             self.metrics.leader.set(1 if self.leading() else 0)
             due = started - last_cycle >= self.options.resync_s

@@ -71,3 +71,14 @@ def test_a_failing_readiness_check_is_not_ready(
     code, text = get(endpoint, "/readyz")
     assert code == 503 and "RuntimeError: cache gone" in text
     assert get(endpoint, "/healthz")[0] == 200
+
+
+def test_healthz_says_what_the_liveness_check_says(
+    served: tuple[Endpoint, LoopMetrics, Ready],
+) -> None:
+    endpoint, _, _ = served
+    endpoint.alive = lambda: (False, "wedged: the scheduling loop has not gone round for 300 s")
+    assert get(endpoint, "/healthz") == (
+        503,
+        "wedged: the scheduling loop has not gone round for 300 s\n",
+    )

@@ -263,3 +263,25 @@ def test_contradictory_or_impossible_modes_are_refused(
     result = CliRunner().invoke(app, ["run", *args])
     assert result.exit_code == 2
     assert fragment in result.stderr
+
+
+def test_liveness_waits_for_the_first_lists_and_fails_when_the_loop_is_wedged(
+    server: FakeApiServer,
+) -> None:
+    options = KubeOptions(leader_elect=False, metrics_port=0, metrics_host="127.0.0.1")
+    scheduler = KubeScheduler(server.client(), options, Settings())
+    ok, why = scheduler.alive()
+    assert not ok and why.startswith("starting")
+    runner = threading.Thread(target=scheduler.run, daemon=True)
+    runner.start()
+    try:
+        wait_until(lambda: scheduler.alive()[0], what="alive once the loop runs")
+    finally:
+        scheduler.stop_event.set()
+        runner.join(timeout=10)
+    # The loop no longer goes round (here: stopped; in life: a call that never returns).
+    # Within stall_s it is still alive; past it the kubelet is told to restart it.
+    assert scheduler.alive()[0]
+    scheduler._beat = time.monotonic() - scheduler.stall_s() - 1
+    ok, why = scheduler.alive()
+    assert not ok and why.startswith("wedged")
