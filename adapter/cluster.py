@@ -53,6 +53,7 @@ class GangStatus(BaseModel):
     min_member: int
     reason: str | None = None  # e.g. NotEnoughResources, BindFailed
     message: str = ""
+    queue: str = "default"
 
 
 class CycleReport(BaseModel):

@@ -245,7 +245,13 @@ def _statuses(state: ClusterState, gangs: _Gangs, result: CycleResult) -> list[G
         bound = held.get(gang.name, 0)
         if bound >= gang.min_member:
             statuses.append(
-                GangStatus(gang=gang.name, phase="Running", bound=bound, min_member=gang.min_member)
+                GangStatus(
+                    gang=gang.name,
+                    phase="Running",
+                    bound=bound,
+                    min_member=gang.min_member,
+                    queue=gang.queue,
+                )
             )
             continue
         failed = sorted(p for p in result.failed_binds if gangs.gang(p) == gang.name)
@@ -270,6 +276,7 @@ def _statuses(state: ClusterState, gangs: _Gangs, result: CycleResult) -> list[G
                 min_member=gang.min_member,
                 reason=reason,
                 message=message,
+                queue=gang.queue,
             )
         )
     return statuses

@@ -37,6 +37,7 @@ from adapter.metrics import LoopMetrics
 from adapter.serve import Endpoint
 from adapter.settings import Settings, SettingsError
 from solver.fairness import fair_resource, queue_shares
+from solver.model import ClusterState
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +152,7 @@ class KubeScheduler:
         self.endpoint: Endpoint | None = None
         self.heap = HeapKeeper()
         self._beat: float | None = None  # monotonic time the loop last went round
+        self._waited: set[str] = set()  # live gangs whose admission wait was observed
 
     def leading(self) -> bool:
         return self.leading_for() > 0
@@ -257,6 +259,19 @@ class KubeScheduler:
             wait = self.settings.cycle_s - (time.monotonic() - started)
             self.stop_event.wait(max(0.0, wait))
 
+    def _observe_waits(self, state: ClusterState, result: CycleResult) -> None:
+        """Creation-to-admission time of each gang admitted for the first time (a
+        running gang that grows is not admitted again)."""
+        gangs = {g.name: g for g in state.gangs}
+        now = time.time()
+        for name in result.admitted():
+            gang = gangs.get(name)
+            if gang is None or name in self._waited or gang.created_s <= 0:
+                continue
+            self._waited.add(name)
+            self.metrics.gang_wait.labels(gang.queue).observe(max(0.0, now - gang.created_s))
+        self._waited &= gangs.keys()  # a memory of live gangs only
+
     def cycle(self) -> CycleResult:
         settings = LoopSettings(scheduler=self.settings.scheduler, solver=self.settings.solver)
         result = run_cycle(self.cluster, settings, self.metrics)
@@ -266,6 +281,7 @@ class KubeScheduler:
             self.metrics.remembered.labels(memory).set(size)
         state = self.cluster.last_state
         if state is not None:
+            self._observe_waits(state, result)
             resource = fair_resource(state.nodes)
             self.metrics.observe_queues(queue_shares(state, resource), resource)
         if result.error:

@@ -82,3 +82,11 @@ def test_healthz_says_what_the_liveness_check_says(
         503,
         "wedged: the scheduling loop has not gone round for 300 s\n",
     )
+
+
+def test_build_info_and_no_created_series(served: tuple[Endpoint, LoopMetrics, Ready]) -> None:
+    endpoint, metrics, _ = served
+    metrics.observe(CycleResult(scheduler="cpsat", pending_pods=1, total_s=0.1))
+    _, text = get(endpoint, "/metrics")
+    assert 'gangsat_build_info{version="' in text
+    assert "_created" not in text

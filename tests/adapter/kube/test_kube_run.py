@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from adapter.cli import app
+from adapter.kube.resources import PODS
 from adapter.kube.run import KubeOptions, KubeScheduler
 from adapter.settings import Settings
 from benchmarks.fake_apiserver import FakeApiServer
@@ -82,7 +83,8 @@ def test_two_replicas_one_leader_no_pod_bound_twice(server: FakeApiServer) -> No
         )
         assert metric("gangsat_queue_deserved", {"queue": "default", "resource": "cpu"}) == 18
         assert metric("gangsat_queue_share_ratio", {"queue": "default"}) == 1.0
-        assert metric("gangsat_gangs", {"state": "Running", "reason": ""}) == 6
+        running = {"state": "Running", "reason": "", "queue": "default"}
+        assert metric("gangsat_gangs", running) == 6
 
         # The leader goes away (a rolling update): it releases the lease, the other
         # replica takes over and schedules what arrives next.
@@ -285,3 +287,27 @@ def test_liveness_waits_for_the_first_lists_and_fails_when_the_loop_is_wedged(
     scheduler._beat = time.monotonic() - scheduler.stall_s() - 1
     ok, why = scheduler.alive()
     assert not ok and why.startswith("wedged")
+
+
+def test_each_gang_admission_wait_is_observed_once_by_queue(server: FakeApiServer) -> None:
+    apply(server, manifests(EXAMPLES / "kube-batch-seed.yaml"))
+    options = KubeOptions(leader_elect=False, metrics_port=0, metrics_host="127.0.0.1")
+    scheduler = KubeScheduler(server.client(), options, Settings())
+    scheduler.cluster.start(sync_timeout_s=10)
+    try:
+        wait_until(lambda: len(scheduler.cluster.cache.of(PODS)) == 3, what="the seed's pods")
+        first = scheduler.cycle()
+        assert first.admitted() == ["default/mygroup"]
+        registry = scheduler.metrics.registry
+        count = registry.get_sample_value("gangsat_gang_wait_seconds_count", {"queue": "myqueue"})
+        assert count == 1
+        running = registry.get_sample_value(
+            "gangsat_gangs", {"state": "Running", "reason": "", "queue": "myqueue"}
+        )
+        assert running == 1
+        wait_until(lambda: len(bound_pods(server)) == 3, what="binds seen")
+        scheduler.cycle()
+        again = registry.get_sample_value("gangsat_gang_wait_seconds_count", {"queue": "myqueue"})
+        assert again == 1  # not observed a second time
+    finally:
+        scheduler.cluster.stop()
