@@ -64,6 +64,9 @@ app = typer.Typer(
 )
 
 EXIT_BAD_INPUT = 2
+LogLevel = Literal["debug", "info", "warning", "error"]
+# Kubernetes components take booleans as --flag=false; typer's are --flag/--no-flag.
+BOOLEAN_FLAGS = ("--leader-elect",)
 EXIT_NO_CLUSTER = 3  # the API server cannot be reached, or its watches never listed
 DEFAULT_SCENARIO = "seed-deadlock"
 RUN_ORDER = ("greedy", "gang-greedy", "cpsat")
@@ -255,6 +258,25 @@ def version() -> None:
         typer.echo("gangsat (not installed)")
 
 
+def _version_option(given: bool) -> None:
+    if given:
+        version()
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_version_option, help="Print the version."
+        ),
+    ] = False,
+) -> None:
+    """gangsat: a Kubernetes gang scheduler whose every cycle is an exact CP-SAT
+    optimisation. Gangs run all-or-nothing; queues share the cluster by weight."""
+
+
 ScenarioOption = Annotated[
     str | None,
     typer.Option(
@@ -336,6 +358,10 @@ def run(
     lease_name: Annotated[
         str, typer.Option(help="Name of the Lease.", rich_help_panel="Real cluster")
     ] = "gangsat",
+    log_level: Annotated[
+        LogLevel,
+        typer.Option(help="Least severe log records shown.", rich_help_panel="Real cluster"),
+    ] = "info",
     cycles: Annotated[
         int | None,
         typer.Option(
@@ -366,6 +392,7 @@ def run(
         raise typer.Exit(
             _run_kube(
                 source,
+                log_level,
                 settings_file,
                 metrics_port,
                 leader_elect,
@@ -430,6 +457,7 @@ def run(
 
 def _run_kube(
     source: ClusterSource,
+    log_level: LogLevel,
     settings_file: Path | None,
     metrics_port: int,
     leader_elect: bool,
@@ -449,7 +477,7 @@ def _run_kube(
     except BadInput as e:
         _fail(e.lines)
     logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
         api = api_client(source.kubeconfig, in_cluster=source.in_cluster)
@@ -480,8 +508,21 @@ def _run_kube(
         return 0
 
 
-def main() -> None:  # pragma: no cover - `python -m adapter.cli`
-    app()
+def kube_style(argv: list[str]) -> list[str]:
+    """``--leader-elect=false`` as kube-scheduler takes it, in typer's spelling."""
+    out = []
+    for arg in argv:
+        name, eq, value = arg.partition("=")
+        if eq and name in BOOLEAN_FLAGS and value.lower() in ("true", "false"):
+            out.append(name if value.lower() == "true" else f"--no-{name[2:]}")
+        else:
+            out.append(arg)
+    return out
+
+
+def main() -> None:
+    """The `gangsat` command."""
+    app(args=kube_style(sys.argv[1:]), prog_name="gangsat")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -311,3 +311,31 @@ def test_each_gang_admission_wait_is_observed_once_by_queue(server: FakeApiServe
         assert again == 1  # not observed a second time
     finally:
         scheduler.cluster.stop()
+
+
+def test_leader_elect_false_as_kubernetes_components_take_it(
+    server: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from adapter import cli
+
+    apply(server, manifests(EXAMPLES / "kube-batch-seed.yaml"))
+    kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+    argv = ["gangsat", "run", "--kubeconfig", str(kubeconfig), "--leader-elect=false"]
+    argv += ["--cycles", "1", "--metrics-port", "0", "--log-level", "debug"]
+    monkeypatch.setattr(cli.sys, "argv", argv)
+    with pytest.raises(SystemExit) as ended:
+        cli.main()
+    assert ended.value.code == 0
+    assert set(bound_pods(server)) == {f"default/myjob-{i}" for i in range(3)}
+    assert not any(r.resource == "leases" for r in server.requests)  # no election
+    assert cli.kube_style(["--leader-elect=true", "--leader-elect=False", "x=false"]) == [
+        "--leader-elect",
+        "--no-leader-elect",
+        "x=false",
+    ]
+
+
+def test_version_flag() -> None:
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout.startswith("gangsat ")
