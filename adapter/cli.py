@@ -25,9 +25,7 @@ reached or its watches never list.
 from __future__ import annotations
 
 import json
-import logging
 import os
-import signal
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -38,10 +36,10 @@ import yaml
 from pydantic import ValidationError
 from rich.console import Console
 
-from adapter.cluster import ClusterError
 from adapter.errors import message, validation_lines
 from adapter.kube.convert import convert
-from adapter.kube.run import KubeOptions, KubeScheduler, api_client, in_cluster, pod_namespace
+from adapter.kube.launch import LaunchError, launch
+from adapter.kube.run import KubeOptions, in_cluster, pod_namespace
 from adapter.kube.source import ClusterSource, SourceError, cluster_source
 from adapter.loop import LoopSettings
 from adapter.runlog import ABOUT, GLOSSARY, RunLog, summary_table
@@ -67,7 +65,6 @@ EXIT_BAD_INPUT = 2
 LogLevel = Literal["debug", "info", "warning", "error"]
 # Kubernetes components take booleans as --flag=false; typer's are --flag/--no-flag.
 BOOLEAN_FLAGS = ("--leader-elect",)
-EXIT_NO_CLUSTER = 3  # the API server cannot be reached, or its watches never listed
 DEFAULT_SCENARIO = "seed-deadlock"
 RUN_ORDER = ("greedy", "gang-greedy", "cpsat")
 DETAIL_MAX_JOBS = 30
@@ -476,13 +473,6 @@ def _run_kube(
         _fail(str(e).splitlines())
     except BadInput as e:
         _fail(e.lines)
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    try:
-        api = api_client(source.kubeconfig, in_cluster=source.in_cluster)
-    except Exception as e:  # the client's loaders raise their own exception types
-        _fail([f"cannot load the cluster's client configuration: {e}"])
     options = KubeOptions(
         settings_path=settings_file,
         metrics_port=metrics_port,
@@ -494,18 +484,9 @@ def _run_kube(
         time_limit_s=limit,
     )
     try:
-        scheduler_ = KubeScheduler(api, options, settings)
-    except Exception as e:  # discovery failed: the API server is unreachable or refuses us
-        typer.echo(f"gangsat: cannot reach the Kubernetes API: {type(e).__name__}: {e}", err=True)
-        return EXIT_NO_CLUSTER
-    signal.signal(signal.SIGTERM, lambda *_: scheduler_.stop_event.set())
-    try:
-        return scheduler_.run()
-    except ClusterError as e:
-        typer.echo(f"gangsat: {e}", err=True)
-        return EXIT_NO_CLUSTER
-    except KeyboardInterrupt:
-        return 0
+        return launch(source, settings, options, log_level)
+    except LaunchError as e:
+        _fail([str(e)])
 
 
 def kube_style(argv: list[str]) -> list[str]:

@@ -1,0 +1,43 @@
+"""Starting gangsat as a cluster's scheduler: logging, client, scheduler, signals, exit status."""
+
+from __future__ import annotations
+
+import logging
+import signal
+
+import typer
+
+from adapter.cluster import ClusterError
+from adapter.kube.run import KubeOptions, KubeScheduler, api_client
+from adapter.kube.source import ClusterSource
+from adapter.settings import Settings
+
+EXIT_NO_CLUSTER = 3  # the API server cannot be reached, or its watches never listed
+
+
+class LaunchError(Exception):
+    """The client configuration cannot be loaded: the user must fix it."""
+
+
+def launch(source: ClusterSource, settings: Settings, options: KubeOptions, log_level: str) -> int:
+    """Schedule the cluster of ``source`` until stopped (SIGTERM); the exit status."""
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        api = api_client(source.kubeconfig, in_cluster=source.in_cluster)
+    except Exception as e:  # the client's loaders raise their own exception types
+        raise LaunchError(f"cannot load the cluster's client configuration: {e}") from e
+    try:
+        scheduler = KubeScheduler(api, options, settings)
+    except Exception as e:  # discovery failed: the API server is unreachable or refuses us
+        typer.echo(f"gangsat: cannot reach the Kubernetes API: {type(e).__name__}: {e}", err=True)
+        return EXIT_NO_CLUSTER
+    signal.signal(signal.SIGTERM, lambda *_: scheduler.stop_event.set())
+    try:
+        return scheduler.run()
+    except ClusterError as e:
+        typer.echo(f"gangsat: {e}", err=True)
+        return EXIT_NO_CLUSTER
+    except KeyboardInterrupt:
+        return 0
