@@ -18,7 +18,7 @@ WORKDIR /src
 RUN python -m venv /opt/gangsat
 
 # Sources only (see .dockerignore): the package data (scenarios, traces) is under adapter/.
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY solver/ solver/
 COPY adapter/ adapter/
 COPY benchmarks/ benchmarks/
