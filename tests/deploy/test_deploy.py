@@ -139,7 +139,7 @@ def render_combination(components: tuple[str, ...]) -> tuple[Obj, ...]:
         kustomization = {
             "apiVersion": "kustomize.config.k8s.io/v1beta1",
             "kind": "Kustomization",
-            "resources": [rel("deploy/base")],
+            "resources": [rel("deploy/crds"), rel("deploy/base")],
             "components": [rel(c) for c in components],
         }
         (Path(scratch) / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
@@ -309,8 +309,9 @@ def test_every_combination_of_components_renders_valid_objects(
     assert base <= {(k, n) for k, _, n in keys}
 
 
-def test_the_default_install_is_the_base() -> None:
-    assert render("deploy") == render("deploy/base")
+def test_the_default_install_is_the_crds_and_the_base() -> None:
+    together = sorted(map(repr, [*render("deploy/crds"), *render("deploy/base")]))
+    assert sorted(map(repr, render("deploy"))) == together
     assert render("deploy/overlays/all") == render_combination(COMPONENTS)
 
 
@@ -319,7 +320,7 @@ def test_the_validators_do_refuse_mistakes() -> None:
     deployment = copy.deepcopy(one(render("deploy/base"), "Deployment"))
     deployment["spec"]["replica"] = 2  # a typo the API server would refuse
     assert validation_errors(deployment)
-    queue = copy.deepcopy(one(render("deploy/base"), "Queue", "default"))
+    queue = copy.deepcopy(example_queue())
     queue["spec"]["wieght"] = 2  # the API server would prune it silently
     assert validation_errors(queue)
 
@@ -355,11 +356,11 @@ def test_crds_are_the_dialects_gangsat_watches() -> None:
         ("scheduling.volcano.sh", "Queue"),
         ("scheduling.x-k8s.io", "PodGroup"),
     } == set(crds())
-    # The base ships gangsat's own dialect; the components the others.
-    base = {
-        (c["spec"]["group"]) for c in of_kind(render("deploy/base"), "CustomResourceDefinition")
-    }
-    assert base == {"scheduling.sigs.dev"}
+    # The install ships gangsat's own dialect, the components the others; the base none,
+    # so that uninstalling it (kubectl delete -k deploy/base) keeps every PodGroup and Queue.
+    ours = {(c["spec"]["group"]) for c in of_kind(render("deploy"), "CustomResourceDefinition")}
+    assert ours == {"scheduling.sigs.dev"}
+    assert of_kind(render("deploy/base"), "CustomResourceDefinition") == []
 
 
 def test_crd_short_names_do_not_collide() -> None:
@@ -801,8 +802,20 @@ def test_bindings_give_the_roles_to_the_pods_service_account() -> None:
     assert rb["subjects"] == [subject]
 
 
-def test_the_default_queue_exists() -> None:
-    queue = one(base(), "Queue", "default")
+def example_queue() -> Obj:
+    [queue] = yaml.safe_load_all((ROOT / "deploy/examples/queue-default.yaml").read_text())
+    return dict(queue)
+
+
+def test_the_install_holds_no_custom_object_that_would_race_its_crd() -> None:
+    # kubectl apply -k deploy/ on a fresh cluster: a Queue next to the CRD that defines
+    # it fails ("no matches for kind Queue") until the CRD is established.
+    kinds = {o["kind"] for o in render("deploy")}
+    assert not kinds & {"Queue", "PodGroup"}, kinds
+
+
+def test_the_example_default_queue_is_valid() -> None:
+    queue = example_queue()
     assert queue["apiVersion"] == "scheduling.sigs.dev/v1alpha2"
     assert queue["spec"]["weight"] == 1
     assert "namespace" not in queue["metadata"]
