@@ -824,20 +824,40 @@ def test_the_example_default_queue_is_valid() -> None:
 # --- optional components ------------------------------------------------------------------
 
 
-def test_servicemonitor_scrapes_the_metrics_service() -> None:
-    objects = render("deploy/overlays/monitoring")
+def monitored(objects: Iterable[Obj]) -> tuple[Obj, Obj]:
+    """The ServiceMonitor and the Service it scrapes, checked to be one pair."""
     monitor = one(objects, "ServiceMonitor", "gangsat")
-    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     service = one(objects, "Service", "gangsat-metrics")
     assert selects(monitor["spec"]["selector"]["matchLabels"], service["metadata"]["labels"])
-    assert service["metadata"]["namespace"] in monitor["spec"]["namespaceSelector"]["matchNames"]
+    # Without a namespaceSelector, Prometheus looks in the ServiceMonitor's own namespace.
+    where = monitor["spec"].get("namespaceSelector", {}).get("matchNames")
+    assert (where or [monitor["metadata"]["namespace"]]) == [service["metadata"]["namespace"]]
+    return monitor, service
+
+
+def test_servicemonitor_follows_an_overlays_namespace(tmp_path: Path) -> None:
+    overlay = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "namespace": "platform-scheduling",
+        "resources": [os.path.relpath(ROOT / "deploy/overlays/monitoring", tmp_path)],
+    }
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
+    monitor, service = monitored(_kustomize(tmp_path))
+    assert service["metadata"]["namespace"] == "platform-scheduling"
+
+
+def test_servicemonitor_scrapes_the_metrics_service() -> None:
+    objects = render("deploy/overlays/monitoring")
+    monitor, service = monitored(objects)
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     port_names = {p["name"] for p in service["spec"]["ports"]}
     assert monitor["spec"]["endpoints"]
     for endpoint in monitor["spec"]["endpoints"]:
         assert endpoint["port"] in port_names
         assert endpoint.get("path", "/metrics") == "/metrics"
         assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout", "scheme"}
-    assert set(monitor["spec"]) == {"selector", "namespaceSelector", "endpoints"}
+    assert set(monitor["spec"]) == {"selector", "endpoints"}
 
 
 # --- the Grafana dashboard ----------------------------------------------------------------
