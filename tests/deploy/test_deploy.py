@@ -843,7 +843,7 @@ def test_servicemonitor_follows_an_overlays_namespace(tmp_path: Path) -> None:
         "resources": [os.path.relpath(ROOT / "deploy/overlays/monitoring", tmp_path)],
     }
     (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
-    monitor, service = monitored(_kustomize(tmp_path))
+    _, service = monitored(_kustomize(tmp_path))
     assert service["metadata"]["namespace"] == "platform-scheduling"
 
 
