@@ -49,7 +49,7 @@ class KubeCluster:
         self.reflectors = [Reflector(api, r, self.cache) for r in self.resources]
         self.binder = Binder(api, self.cache, fence=fence, threads=bind_threads)
         self.writer = Writer(rate_per_s=writes_per_s)
-        self.reporter = Reporter(api, self.cache, self.writer, recorder)
+        self.reporter = Reporter(api, self.cache, self.writer, recorder, resources=self.resources)
         self.findings: list[Finding] = []
         self.last_state: ClusterState | None = None
         self._memo: Memo = {}

@@ -74,6 +74,7 @@ class Reporter:
         writer: Writer,
         recorder: EventRecorder | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        resources: Sequence[Resource] = (),
     ) -> None:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
@@ -81,6 +82,9 @@ class Reporter:
         self.writer = writer
         self.recorder = recorder or EventRecorder()
         self.now = now
+        # Resources served without a status subresource (Volcano's CRDs as they ship):
+        # their status is patched on the object itself.
+        self._inline_status = {r for r in resources if not r.status_subresource}
         self._written: dict[str, tuple[Any, ...]] = {}  # object key -> status signature
         self._event_names: dict[Any, tuple[str, str]] = {}  # event key -> (namespace, name)
         self._names_lock = threading.Lock()  # the writer thread adds, the loop prunes
@@ -214,7 +218,11 @@ class Reporter:
                 f"podgroup {status.gang}",
                 sig,
                 f"status {resource.plural}.{resource.group} {status.gang}",
-                lambda: self.custom.patch_namespaced_custom_object_status(
+                lambda: (
+                    self.custom.patch_namespaced_custom_object
+                    if resource in self._inline_status
+                    else self.custom.patch_namespaced_custom_object_status
+                )(
                     resource.group,
                     resource.version,
                     namespace,
@@ -317,7 +325,12 @@ class Reporter:
                 )
 
     def _patch_queue(self, resource: Resource, name: str, status: dict[str, int]) -> None:
-        self.custom.patch_cluster_custom_object_status(
+        patch = (
+            self.custom.patch_cluster_custom_object
+            if resource in self._inline_status
+            else self.custom.patch_cluster_custom_object_status
+        )
+        patch(
             resource.group,
             resource.version,
             resource.plural,

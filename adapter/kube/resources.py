@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kubernetes import client
@@ -27,6 +27,9 @@ class Resource:
     plural: str
     kind: str
     namespaced: bool
+    # Whether the cluster serves ``plural/status``: Volcano's CRDs ship without it, so
+    # their status is written with the object. Learnt at discovery; not part of identity.
+    status_subresource: bool = field(default=True, compare=False)
 
     @property
     def api_version(self) -> str:
@@ -82,8 +85,14 @@ DIALECTS: tuple[Resource, ...] = (
 def served(
     dialects: Iterable[Resource], plurals: dict[tuple[str, str], set[str]]
 ) -> list[Resource]:
-    """The dialect resources the API server serves, given its (group, version) -> plurals."""
-    return [r for r in dialects if r.plural in plurals.get((r.group, r.version), set())]
+    """The dialect resources the API server serves, given its (group, version) -> resource
+    names (``podgroups``, ``podgroups/status``, ...), each knowing its status subresource."""
+    found = []
+    for r in dialects:
+        names = plurals.get((r.group, r.version), set())
+        if r.plural in names:
+            found.append(replace(r, status_subresource=f"{r.plural}/status" in names))
+    return found
 
 
 def discover(api: client.ApiClient) -> list[Resource]:

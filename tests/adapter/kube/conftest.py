@@ -16,7 +16,15 @@ from benchmarks.fake_apiserver import FakeApiServer
 def server() -> Iterator[FakeApiServer]:
     fake = FakeApiServer(bookmark_interval_s=0.2)
     for r in DIALECTS:
-        fake.add_resource(r.group, r.version, r.plural, r.kind, namespaced=r.namespaced)
+        # As the CRDs ship upstream: Volcano's have no status subresource.
+        fake.add_resource(
+            r.group,
+            r.version,
+            r.plural,
+            r.kind,
+            namespaced=r.namespaced,
+            status_subresource=r.group != "scheduling.volcano.sh",
+        )
     with fake:
         yield fake
 

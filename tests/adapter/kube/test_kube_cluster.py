@@ -425,10 +425,15 @@ def test_discovery_watches_only_the_dialect_collections_the_cluster_serves() -> 
     # kube-batch's PodGroup without its Queue, and Volcano whole; no scheduler-plugins.
     fake.add_resource(SIGS, "v1alpha2", PODGROUPS, "PodGroup", namespaced=True)
     for r in DIALECTS:
-        if r.group == "scheduling.volcano.sh":
-            fake.add_resource(r.group, r.version, r.plural, r.kind, namespaced=r.namespaced)
+        if r.group == "scheduling.volcano.sh":  # as it ships: no status subresource
+            fake.add_resource(
+                r.group, r.version, r.plural, r.kind, r.namespaced, status_subresource=False
+            )
     with fake:
-        found = {(r.group, r.plural) for r in discover(fake.client())}
+        resources = discover(fake.client())
+    found = {(r.group, r.plural) for r in resources}
+    inline = {(r.group, r.plural) for r in resources if not r.status_subresource}
+    assert inline == {("scheduling.volcano.sh", PODGROUPS), ("scheduling.volcano.sh", "queues")}
     assert found == {
         ("", "nodes"),
         ("", "pods"),
