@@ -34,6 +34,7 @@ from kubernetes.client.exceptions import ApiException
 from adapter.cluster import CycleReport, GangStatus
 from adapter.kube.cache import ClusterCache, Obj, key_of
 from adapter.kube.convert import Finding
+from adapter.kube.enqueue import VOLCANO_GROUP, to_enqueue
 from adapter.kube.resources import DIALECTS, NODES, PODS, Resource, done, read_json
 from adapter.kube.status import (
     COSCHEDULING_GROUP,
@@ -111,6 +112,8 @@ class Reporter:
         live = [s for s in report.statuses if s.bound or s.gang in with_pods]
         for status in live:
             self._gang(status, podgroups.get(status.gang), pending_of.get(status.gang, []))
+        if state is not None:
+            self._enqueue(podgroups, state, with_pods)
         for pod, node in report.bound.items():
             self._event(
                 self._pod_ref(pod),
@@ -196,6 +199,43 @@ class Reporter:
                     found.setdefault(key_of(obj), (resource, obj))
         return found
 
+    def _enqueue(
+        self, podgroups: dict[str, tuple[Resource, Obj]], state: ClusterState, with_pods: set[str]
+    ) -> None:
+        """Volcano PodGroups without pods that now fit: Pending -> Inqueue, so that
+        Volcano's job controller creates their pods (``adapter.kube.enqueue``)."""
+        volcano = [(k, obj) for k, (r, obj) in podgroups.items() if r.group == VOLCANO_GROUP]
+        for key in to_enqueue(volcano, state, with_pods):
+            resource, _ = podgroups[key]
+            namespace, name = _split(key)
+            sig = ("Inqueue",)
+            if self._written.get(f"podgroup {key}") == sig:
+                continue
+            self._submit(
+                f"podgroup {key}",
+                sig,
+                f"status {resource.plural}.{resource.group} {key}",
+                partial(self._patch_podgroup, resource, namespace, name, {"phase": "Inqueue"}),
+            )
+
+    def _patch_podgroup(
+        self, resource: Resource, namespace: str, name: str, status: dict[str, Any]
+    ) -> None:
+        patch = (
+            self.custom.patch_namespaced_custom_object
+            if resource in self._inline_status
+            else self.custom.patch_namespaced_custom_object_status
+        )
+        patch(
+            resource.group,
+            resource.version,
+            namespace,
+            resource.plural,
+            name,
+            {"status": status},
+            _content_type=MERGE_PATCH,
+        )
+
     def _gang(
         self, status: GangStatus, podgroup: tuple[Resource, Obj] | None, pending: list[str]
     ) -> None:
@@ -218,19 +258,7 @@ class Reporter:
                 f"podgroup {status.gang}",
                 sig,
                 f"status {resource.plural}.{resource.group} {status.gang}",
-                lambda: (
-                    self.custom.patch_namespaced_custom_object
-                    if resource in self._inline_status
-                    else self.custom.patch_namespaced_custom_object_status
-                )(
-                    resource.group,
-                    resource.version,
-                    namespace,
-                    resource.plural,
-                    name,
-                    {"status": body},
-                    _content_type=MERGE_PATCH,
-                ),
+                partial(self._patch_podgroup, resource, namespace, name, body),
             )
         if status.phase == "Pending" and status.reason not in (None, "Waiting"):
             message = (

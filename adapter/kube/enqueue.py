@@ -1,0 +1,77 @@
+"""Volcano's Inqueue phase, which its job controller waits for before it creates pods.
+
+Volcano's job controller creates a Job's pods only once the Job's PodGroup has left
+Pending; Volcano's scheduler moves it to Inqueue (its `enqueue` action) when the gang's
+``spec.minResources`` fit. Under gangsat nothing else does, so a Volcano Job would never
+get a pod. Here a Volcano PodGroup with no pods yet, still Pending, is moved to Inqueue
+when its minResources fit in what the schedulable nodes have free, less what PodGroups
+already Inqueue without pods claim (their pods are on the way) — Volcano's admission
+without its overcommit factor. A PodGroup without minResources is admitted at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from adapter.quantity import QuantityError, parse
+from solver.model import ClusterState
+
+VOLCANO_GROUP = "scheduling.volcano.sh"
+Obj = Mapping[str, Any]
+
+
+def min_resources(podgroup: Obj) -> dict[str, int] | None:
+    """``spec.minResources`` in the solver's units; None when unreadable (not admitted)."""
+    spec = podgroup.get("spec")
+    raw = spec.get("minResources") if isinstance(spec, Mapping) else None
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        return None
+    try:
+        return {str(k): parse(str(k), str(v)) for k, v in raw.items()}
+    except QuantityError:
+        return None
+
+
+def free_room(state: ClusterState) -> dict[str, int]:
+    """What the schedulable nodes have free, summed by resource."""
+    used: dict[str, dict[str, int]] = {}
+    for pod in state.bound_pods():
+        held = used.setdefault(str(pod.node_name), {})
+        for r, q in pod.requests.items():
+            held[r] = held.get(r, 0) + q
+    room: dict[str, int] = {}
+    for node in state.nodes:
+        if node.unschedulable:
+            continue
+        for r, q in node.allocatable.items():
+            room[r] = room.get(r, 0) + max(0, q - used.get(node.name, {}).get(r, 0))
+    return room
+
+
+def to_enqueue(
+    podgroups: Iterable[tuple[str, Obj]], state: ClusterState, with_pods: set[str]
+) -> list[str]:
+    """The keys of the Volcano PodGroups (key, object) to move from Pending to Inqueue."""
+    room = free_room(state)
+    waiting: list[tuple[str, str, dict[str, int]]] = []  # (created, key, minResources)
+    for key, obj in podgroups:
+        if key in with_pods:
+            continue
+        phase = (obj.get("status") or {}).get("phase") or "Pending"
+        need = min_resources(obj)
+        if phase == "Inqueue" and need:
+            for r, q in need.items():  # claimed by pods on their way
+                room[r] = room.get(r, 0) - q
+        elif phase == "Pending" and need is not None:
+            created = str((obj.get("metadata") or {}).get("creationTimestamp") or "")
+            waiting.append((created, key, need))
+    admitted = []
+    for _, key, need in sorted(waiting, key=lambda w: (w[0], w[1])):  # oldest first
+        if all(room.get(r, 0) >= q for r, q in need.items()):
+            for r, q in need.items():
+                room[r] -= q
+            admitted.append(key)
+    return admitted
