@@ -355,6 +355,15 @@ def run(
     lease_name: Annotated[
         str, typer.Option(help="Name of the Lease.", rich_help_panel="Real cluster")
     ] = "gangsat",
+    scheduler_names: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--scheduler-name",
+            help="Schedule the pending pods naming this spec.schedulerName (repeatable; "
+            "overrides the settings' schedulerNames).",
+            rich_help_panel="Real cluster",
+        ),
+    ] = None,
     log_level: Annotated[
         LogLevel,
         typer.Option(help="Least severe log records shown.", rich_help_panel="Real cluster"),
@@ -390,6 +399,7 @@ def run(
             _run_kube(
                 source,
                 log_level,
+                scheduler_names,
                 settings_file,
                 metrics_port,
                 leader_elect,
@@ -455,6 +465,7 @@ def run(
 def _run_kube(
     source: ClusterSource,
     log_level: LogLevel,
+    scheduler_names: list[str] | None,
     settings_file: Path | None,
     metrics_port: int,
     leader_elect: bool,
@@ -468,6 +479,8 @@ def _run_kube(
         settings = Settings.load(settings_file) if settings_file is not None else Settings()
         if scheduler and (len(scheduler) != 1 or scheduler[0] not in SCHEDULERS):
             raise BadInput([f"--scheduler: give one of {', '.join(SCHEDULERS)}"])
+        if scheduler_names and not all(n.strip() for n in scheduler_names):
+            raise BadInput(["--scheduler-name: a scheduler name cannot be empty"])
         limit = make_config(time_limit_s=time_limit).time_limit_s if time_limit else None
     except SettingsError as e:
         _fail(str(e).splitlines())
@@ -482,6 +495,7 @@ def _run_kube(
         max_cycles=cycles,
         scheduler=scheduler[0] if scheduler else None,
         time_limit_s=limit,
+        scheduler_names=tuple(scheduler_names) if scheduler_names else None,
     )
     try:
         return launch(source, settings, options, log_level)

@@ -104,9 +104,12 @@ class KubeOptions:
     # Command-line flags win over the settings file, on every reload too.
     scheduler: str | None = None
     time_limit_s: float | None = None
+    scheduler_names: tuple[str, ...] | None = None
 
     def applied(self, settings: Settings) -> Settings:
         update: dict[str, object] = {}
+        if self.scheduler_names:
+            update["scheduler_names"] = self.scheduler_names
         if self.scheduler is not None:
             update["scheduler"] = self.scheduler
         if self.time_limit_s is not None:
@@ -145,7 +148,7 @@ class KubeScheduler:
             )
         self.cluster = KubeCluster(
             api,
-            settings.scheduler_names,
+            self.settings.scheduler_names,
             fence=self.leading_for,
             bind_threads=options.bind_threads,
         )
@@ -208,7 +211,7 @@ class KubeScheduler:
             log.error("settings not reloaded, keeping the previous ones: %s", e)
             return False
         self.settings = self.options.applied(settings)
-        self.cluster.scheduler_names = settings.scheduler_names
+        self.cluster.scheduler_names = self.settings.scheduler_names
         log.info("settings reloaded from %s", self.options.settings_path)
         return True
 

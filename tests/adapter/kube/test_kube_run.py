@@ -339,3 +339,23 @@ def test_version_flag() -> None:
     result = CliRunner().invoke(app, ["--version"])
     assert result.exit_code == 0
     assert result.stdout.startswith("gangsat ")
+
+
+def test_scheduler_name_on_run_picks_whose_pods_are_scheduled(
+    server: FakeApiServer, tmp_path: Path
+) -> None:
+    objects = manifests(EXAMPLES / "kube-batch-seed.yaml")
+    for obj in objects:
+        if obj.get("kind") == "Job":
+            obj["spec"]["template"]["spec"]["schedulerName"] = "batch-team"
+    apply(server, objects)
+    kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+    run = ["run", "--kubeconfig", kubeconfig, "--no-leader-elect", "--cycles", "1"]
+    run += ["--metrics-port", "0"]
+    empty = CliRunner().invoke(app, [*run, "--scheduler-name", ""])
+    assert empty.exit_code == 2 and "cannot be empty" in empty.stderr
+    assert CliRunner().invoke(app, run).exit_code == 0
+    assert bound_pods(server) == {}  # not ours by default
+    result = CliRunner().invoke(app, [*run, "--scheduler-name", "batch-team"])
+    assert result.exit_code == 0, result.output
+    assert set(bound_pods(server)) == {f"default/myjob-{i}" for i in range(3)}
