@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn
 
 import typer
-import yaml
 from pydantic import ValidationError
 from rich.console import Console
 
-from adapter.errors import message, validation_lines
+from adapter.errors import message
+from adapter.inputs import BadInput, read_objects, read_state
 from adapter.kube.convert import convert
 from adapter.kube.launch import LaunchError, launch
 from adapter.kube.run import KubeOptions, in_cluster, pod_namespace
@@ -71,14 +71,6 @@ DETAIL_MAX_JOBS = 30
 CONFIG_OPTION = {"time_limit_s": "--time-limit", "seed": "--seed", "num_workers": "--workers"}
 
 
-class BadInput(Exception):
-    """Input the user must fix; each line is printed to stderr as is."""
-
-    def __init__(self, lines: list[str]) -> None:
-        super().__init__("\n".join(lines))
-        self.lines = lines
-
-
 def _fail(lines: list[str]) -> NoReturn:
     for line in lines:
         typer.echo(f"gangsat: {line}", err=True)
@@ -86,36 +78,6 @@ def _fail(lines: list[str]) -> NoReturn:
 
 
 # --- reading a state --------------------------------------------------------------------
-
-
-def parse_state(text: str, source: str) -> ClusterState:
-    """A ``ClusterState`` from JSON text; ``BadInput`` naming every bad field otherwise."""
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise BadInput(
-            [f"{source}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}"]
-        ) from None
-    except RecursionError:
-        raise BadInput([f"{source}: nested too deeply to be a state file"]) from None
-    try:
-        return ClusterState.model_validate_json(text)
-    except ValidationError as e:
-        raise BadInput(validation_lines(source, e, raw)) from None
-
-
-def read_state(path: Path) -> ClusterState:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInput([f"{path}: no such file"]) from None
-    except IsADirectoryError:
-        raise BadInput([f"{path}: is a directory, not a state JSON file"]) from None
-    except UnicodeDecodeError as e:
-        raise BadInput([f"{path}: not UTF-8 text ({e.reason} at byte {e.start})"]) from None
-    except OSError as e:
-        raise BadInput([f"{path}: cannot read: {e.strerror or e}"]) from None
-    return parse_state(text, str(path))
 
 
 def make_config(**given: Any) -> SolverConfig:
@@ -201,34 +163,6 @@ def solve(
         _fail(e.lines)
     decision = schedule(state, scheduler, config)
     typer.echo(decision.model_dump_json(indent=2))
-
-
-# libyaml's loader parses a 1,000-node manifest about 5x faster than the pure-Python one;
-# both are safe loaders and build the same objects.
-SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def read_objects(path: Path) -> list[Any]:
-    """Every object of a YAML or JSON file: documents, and the items of any `List`."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInput([f"{path}: no such file"]) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise BadInput([f"{path}: cannot read: {e}"]) from None
-    try:
-        documents = list(yaml.load_all(text, Loader=SAFE_LOADER))
-    except yaml.YAMLError as e:
-        raise BadInput([f"{path}: not YAML or JSON: {e}"]) from None
-    objects: list[Any] = []
-    for doc in documents:
-        if isinstance(doc, dict) and isinstance(doc.get("items"), list):
-            objects += doc["items"]
-        elif isinstance(doc, list):
-            objects += doc
-        elif doc is not None:
-            objects.append(doc)
-    return objects
 
 
 @app.command()

@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapter.cli import BadInput, parse_state
+from adapter.inputs import BadInput, parse_state
 from solver.config import SolverConfig
 from solver.schedulers import SCHEDULERS
 from solver.validate import check

@@ -1,0 +1,82 @@
+"""Reading what a user gives the command line: state files and Kubernetes manifests.
+
+Each problem becomes a ``BadInput`` line naming the file (and field), never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from adapter.errors import validation_lines
+from solver.model import ClusterState
+
+
+class BadInput(Exception):
+    """Input the user must fix; each line is printed to stderr as is."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = lines
+
+
+def parse_state(text: str, source: str) -> ClusterState:
+    """A ``ClusterState`` from JSON text; ``BadInput`` naming every bad field otherwise."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise BadInput(
+            [f"{source}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}"]
+        ) from None
+    except RecursionError:
+        raise BadInput([f"{source}: nested too deeply to be a state file"]) from None
+    try:
+        return ClusterState.model_validate_json(text)
+    except ValidationError as e:
+        raise BadInput(validation_lines(source, e, raw)) from None
+
+
+def read_state(path: Path) -> ClusterState:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput([f"{path}: no such file"]) from None
+    except IsADirectoryError:
+        raise BadInput([f"{path}: is a directory, not a state JSON file"]) from None
+    except UnicodeDecodeError as e:
+        raise BadInput([f"{path}: not UTF-8 text ({e.reason} at byte {e.start})"]) from None
+    except OSError as e:
+        raise BadInput([f"{path}: cannot read: {e.strerror or e}"]) from None
+    return parse_state(text, str(path))
+
+
+# libyaml's loader parses a 1,000-node manifest about 5x faster than the pure-Python one;
+# both are safe loaders and build the same objects.
+SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def read_objects(path: Path) -> list[Any]:
+    """Every object of a YAML or JSON file: documents, and the items of any `List`."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput([f"{path}: no such file"]) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput([f"{path}: cannot read: {e}"]) from None
+    try:
+        documents = list(yaml.load_all(text, Loader=SAFE_LOADER))
+    except yaml.YAMLError as e:
+        raise BadInput([f"{path}: not YAML or JSON: {e}"]) from None
+    objects: list[Any] = []
+    for doc in documents:
+        if isinstance(doc, dict) and isinstance(doc.get("items"), list):
+            objects += doc["items"]
+        elif isinstance(doc, list):
+            objects += doc
+        elif doc is not None:
+            objects.append(doc)
+    return objects
