@@ -302,6 +302,12 @@ def run(
         LogLevel,
         typer.Option(help="Least severe log records shown.", rich_help_panel="Real cluster"),
     ] = "info",
+    log_format: Annotated[
+        Literal["text", "json"],
+        typer.Option(
+            help="Log lines as text, or one JSON object each.", rich_help_panel="Real cluster"
+        ),
+    ] = "text",
     cycles: Annotated[
         int | None,
         typer.Option(
@@ -332,7 +338,7 @@ def run(
         raise typer.Exit(
             _run_kube(
                 source,
-                log_level,
+                (log_level, log_format),
                 scheduler_names,
                 settings_file,
                 metrics_port,
@@ -398,7 +404,7 @@ def run(
 
 def _run_kube(
     source: ClusterSource,
-    log_level: LogLevel,
+    logs: tuple[LogLevel, Literal["text", "json"]],
     scheduler_names: list[str] | None,
     settings_file: Path | None,
     metrics_port: int,
@@ -432,7 +438,7 @@ def _run_kube(
         scheduler_names=tuple(scheduler_names) if scheduler_names else None,
     )
     try:
-        return launch(source, settings, options, log_level)
+        return launch(source, settings, options, *logs)
     except LaunchError as e:
         _fail([str(e)])
 

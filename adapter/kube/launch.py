@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 import signal
+from typing import TextIO
 
 import typer
+from pythonjsonlogger.json import JsonFormatter
 
 from adapter.cluster import ClusterError
 from adapter.kube.run import KubeOptions, KubeScheduler, api_client
@@ -19,11 +21,31 @@ class LaunchError(Exception):
     """The client configuration cannot be loaded: the user must fix it."""
 
 
-def launch(source: ClusterSource, settings: Settings, options: KubeOptions, log_level: str) -> int:
+def log_handler(log_format: str) -> logging.StreamHandler[TextIO]:
+    """Records to stderr as text lines, or as one JSON object a line (for log pipelines
+    that parse fields: ``ts``, ``level``, ``logger``, ``message``)."""
+    handler: logging.StreamHandler[TextIO] = logging.StreamHandler()
+    if log_format == "json":
+        handler.setFormatter(
+            JsonFormatter(
+                "%(asctime)s %(levelname)s %(name)s %(message)s",
+                rename_fields={"asctime": "ts", "levelname": "level", "name": "logger"},
+            )
+        )
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    return handler
+
+
+def launch(
+    source: ClusterSource,
+    settings: Settings,
+    options: KubeOptions,
+    log_level: str,
+    log_format: str = "text",
+) -> int:
     """Schedule the cluster of ``source`` until stopped (SIGTERM); the exit status."""
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=log_level.upper(), handlers=[log_handler(log_format)])
     try:
         api = api_client(source.kubeconfig, in_cluster=source.in_cluster)
     except Exception as e:  # the client's loaders raise their own exception types

@@ -322,7 +322,7 @@ def test_leader_elect_false_as_kubernetes_components_take_it(
     kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
     argv = ["gangsat", "run", "--kubeconfig", str(kubeconfig), "--leader-elect=false"]
     argv += ["--cycles", "1", "--metrics-port", "0", "--log-level", "debug"]
-    monkeypatch.setattr(cli.sys, "argv", argv)
+    monkeypatch.setattr("sys.argv", argv)
     with pytest.raises(SystemExit) as ended:
         cli.main()
     assert ended.value.code == 0
@@ -359,3 +359,26 @@ def test_scheduler_name_on_run_picks_whose_pods_are_scheduled(
     result = CliRunner().invoke(app, [*run, "--scheduler-name", "batch-team"])
     assert result.exit_code == 0, result.output
     assert set(bound_pods(server)) == {f"default/myjob-{i}" for i in range(3)}
+
+
+def test_json_logs_are_one_object_a_line_with_named_fields() -> None:
+    import io
+    import json
+    import logging
+
+    from adapter.kube.launch import log_handler
+
+    handler = log_handler("json")
+    stream = io.StringIO()
+    handler.setStream(stream)
+    record = logging.LogRecord(
+        "adapter.kube.run", logging.INFO, "run.py", 1, "cycle %d", (3,), None
+    )
+    handler.handle(record)
+    line = json.loads(stream.getvalue())
+    assert line["level"] == "INFO" and line["logger"] == "adapter.kube.run"
+    assert line["message"] == "cycle 3" and line["ts"]
+    text = log_handler("text")
+    text.setStream(stream := io.StringIO())
+    text.handle(record)
+    assert stream.getvalue().rstrip().endswith("INFO adapter.kube.run: cycle 3")
