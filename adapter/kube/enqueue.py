@@ -16,6 +16,7 @@ from typing import Any
 
 from adapter.quantity import QuantityError, parse
 from solver.model import ClusterState
+from solver.predicates import insufficient
 
 VOLCANO_GROUP = "scheduling.volcano.sh"
 Obj = Mapping[str, Any]
@@ -40,7 +41,7 @@ def free_room(state: ClusterState) -> dict[str, int]:
     used: dict[str, dict[str, int]] = {}
     for pod in state.bound_pods():
         held = used.setdefault(str(pod.node_name), {})
-        for r, q in pod.requests.items():
+        for r, q in pod.demand().items():  # with its pod slot, as every fit counts it
             held[r] = held.get(r, 0) + q
     room: dict[str, int] = {}
     for node in state.nodes:
@@ -70,7 +71,7 @@ def to_enqueue(
             waiting.append((created, key, need))
     admitted = []
     for _, key, need in sorted(waiting, key=lambda w: (w[0], w[1])):  # oldest first
-        if all(room.get(r, 0) >= q for r, q in need.items()):
+        if not insufficient(need, room):
             for r, q in need.items():
                 room[r] -= q
             admitted.append(key)

@@ -215,26 +215,8 @@ class Reporter:
                 f"podgroup {key}",
                 sig,
                 f"status {resource.plural}.{resource.group} {key}",
-                partial(self._patch_podgroup, resource, namespace, name, {"phase": "Inqueue"}),
+                partial(self._patch_status, resource, namespace, name, {"phase": "Inqueue"}),
             )
-
-    def _patch_podgroup(
-        self, resource: Resource, namespace: str, name: str, status: dict[str, Any]
-    ) -> None:
-        patch = (
-            self.custom.patch_namespaced_custom_object
-            if resource in self._inline_status
-            else self.custom.patch_namespaced_custom_object_status
-        )
-        patch(
-            resource.group,
-            resource.version,
-            namespace,
-            resource.plural,
-            name,
-            {"status": status},
-            _content_type=MERGE_PATCH,
-        )
 
     def _gang(
         self, status: GangStatus, podgroup: tuple[Resource, Obj] | None, pending: list[str]
@@ -258,7 +240,7 @@ class Reporter:
                 f"podgroup {status.gang}",
                 sig,
                 f"status {resource.plural}.{resource.group} {status.gang}",
-                partial(self._patch_podgroup, resource, namespace, name, body),
+                partial(self._patch_status, resource, namespace, name, body),
             )
         if status.phase == "Pending" and status.reason not in (None, "Waiting"):
             message = (
@@ -349,23 +331,31 @@ class Reporter:
                     f"queue {resource.group} {name}",
                     sig,
                     f"status queues.{resource.group} {name}",
-                    partial(self._patch_queue, resource, name, body),
+                    partial(self._patch_status, resource, None, name, body),
                 )
 
-    def _patch_queue(self, resource: Resource, name: str, status: dict[str, int]) -> None:
-        patch = (
-            self.custom.patch_cluster_custom_object
-            if resource in self._inline_status
-            else self.custom.patch_cluster_custom_object_status
+    def _patch_status(
+        self, resource: Resource, namespace: str | None, name: str, status: dict[str, Any]
+    ) -> None:
+        """Merge-patch ``status`` into a PodGroup (``namespace``) or Queue (None): through
+        the status subresource, or on the object where the CRD has none."""
+        body = {"status": status}
+        where = (resource.group, resource.version)
+        inline = resource in self._inline_status
+        if namespace is None:
+            cluster_patch = (
+                self.custom.patch_cluster_custom_object
+                if inline
+                else self.custom.patch_cluster_custom_object_status
+            )
+            cluster_patch(*where, resource.plural, name, body, _content_type=MERGE_PATCH)
+            return
+        namespaced_patch = (
+            self.custom.patch_namespaced_custom_object
+            if inline
+            else self.custom.patch_namespaced_custom_object_status
         )
-        patch(
-            resource.group,
-            resource.version,
-            resource.plural,
-            name,
-            {"status": status},
-            _content_type=MERGE_PATCH,
-        )
+        namespaced_patch(*where, namespace, resource.plural, name, body, _content_type=MERGE_PATCH)
 
     # --- Events -------------------------------------------------------------------------------
 
