@@ -191,12 +191,16 @@ def pod_manifest(gang: str, index: int, queue_cpu: str) -> dict[str, Any]:
     }
 
 
-def create_gang(api: client.ApiClient, churn: Churn, name: str, rng: random.Random) -> None:
-    size = rng.randint(1, 8)
-    queue = rng.choice(list(QUEUES))
-    cpu = rng.choice(CPU_CHOICES)
-    with churn.lock:
-        churn.gangs[name] = Gang(name=name, size=size, created=time.monotonic())
+def post_gang(
+    api: client.ApiClient,
+    name: str,
+    size: int,
+    queue: str,
+    cpu: str,
+    bound_to: Sequence[str] = (),
+) -> None:
+    """A PodGroup of ``size`` (minMember) and its pods; pod ``i`` already bound to
+    ``bound_to[i]`` when given (a job that runs)."""
     body = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "PodGroup",
@@ -210,8 +214,20 @@ def create_gang(api: client.ApiClient, churn: Churn, name: str, rng: random.Rand
         )
     )
     for i in range(size):
-        pod = client.V1Pod.model_validate(pod_manifest(name, i, cpu))
+        manifest = pod_manifest(name, i, cpu)
+        if bound_to:
+            manifest["spec"]["nodeName"] = bound_to[i]
+        pod = client.V1Pod.model_validate(manifest)
         done(core.create_namespaced_pod(NAMESPACE, pod, _preload_content=False))
+
+
+def create_gang(api: client.ApiClient, churn: Churn, name: str, rng: random.Random) -> None:
+    size = rng.randint(1, 8)
+    queue = rng.choice(list(QUEUES))
+    cpu = rng.choice(CPU_CHOICES)
+    with churn.lock:
+        churn.gangs[name] = Gang(name=name, size=size, created=time.monotonic())
+    post_gang(api, name, size, queue, cpu)
 
 
 def delete_gang(api: client.ApiClient, gang: Gang) -> None:

@@ -37,12 +37,10 @@ from adapter.kube.resources import done, read_json
 from adapter.kube.run import api_client
 from benchmarks.bind_throughput import ensure_namespace, fake_server
 from benchmarks.churn import (
-    GROUP,
     NAMESPACE,
-    VERSION,
     create_queues,
     install_crds,
-    pod_manifest,
+    post_gang,
     rss_mb,
     run_gangsat,
 )
@@ -167,7 +165,7 @@ def populate(api: client.ApiClient, nodes: int, gangs: int, size: int) -> None:
     install_crds(api)
     create_queues(api)
     ensure_namespace(api, NAMESPACE)
-    custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    core = client.CoreV1Api(api)
     names = [node_manifest(i)["metadata"]["name"] for i in range(nodes)]
 
     def make_node(i: int) -> None:
@@ -179,27 +177,9 @@ def populate(api: client.ApiClient, nodes: int, gangs: int, size: int) -> None:
             done(core.create_namespaced_pod(NAMESPACE, body, _preload_content=False))
 
     def make(g: int) -> None:
-        name = f"job-{g}"
-        body = {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "PodGroup",
-            "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {"minMember": size, "queue": "churn-a"},
-        }
-        done(
-            custom.create_namespaced_custom_object(
-                GROUP, VERSION, NAMESPACE, "podgroups", body, _preload_content=False
-            )
-        )
-        for i in range(size):
-            pod = pod_manifest(name, i, "250m")
-            if g % 2 == 1 and nodes:
-                pod["spec"]["nodeName"] = names[(g * size + i) % nodes]
-            done(
-                core.create_namespaced_pod(
-                    NAMESPACE, client.V1Pod.model_validate(pod), _preload_content=False
-                )
-            )
+        running = g % 2 == 1 and nodes > 0  # every other gang is already bound
+        bound_to = [names[(g * size + i) % nodes] for i in range(size)] if running else []
+        post_gang(api, f"job-{g}", size, "churn-a", "250m", bound_to)
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(make_node, range(nodes)))
