@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn
 
@@ -42,6 +41,7 @@ from adapter.kube.launch import LaunchError, launch
 from adapter.kube.run import KubeOptions, in_cluster, pod_namespace
 from adapter.kube.source import ClusterSource, SourceError, cluster_source
 from adapter.loop import LoopSettings
+from adapter.metrics import installed_version
 from adapter.runlog import ABOUT, GLOSSARY, RunLog, summary_table
 from adapter.settings import Settings, SettingsError
 from adapter.sim.measures import summarise
@@ -183,10 +183,7 @@ def schema(
 @app.command()
 def version() -> None:
     """Print gangsat's version."""
-    try:
-        typer.echo(f"gangsat {metadata.version('gangsat')}")
-    except metadata.PackageNotFoundError:
-        typer.echo("gangsat (not installed)")
+    typer.echo(f"gangsat {installed_version() or '(not installed)'}")
 
 
 def _version_option(given: bool) -> None:

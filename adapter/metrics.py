@@ -109,7 +109,7 @@ class LoopMetrics:
             registry=r,
         )
         self.build_info = Info("gangsat_build", "The running gangsat's version.", registry=r)
-        self.build_info.info({"version": _version()})
+        self.build_info.info({"version": installed_version() or "unknown"})
         self.leader = Gauge(
             "gangsat_leader",
             "1 while this replica holds the leader lease (or runs without election).",
@@ -201,8 +201,9 @@ class LoopMetrics:
             self.queue_share.labels(queue).set(s.share)
 
 
-def _version() -> str:
+def installed_version() -> str | None:
+    """gangsat's version as installed, or None when run from a source tree."""
     try:
         return metadata.version("gangsat")
     except metadata.PackageNotFoundError:
-        return "unknown"
+        return None
