@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -175,17 +175,22 @@ def _bind(
     if not atomic:
         return
 
-    def members(gang: str) -> int:
-        # Bound before, bound now, or bound meanwhile by someone else: all hold room.
-        elsewhere = sum(1 for p, e in failures.items() if e.bound_to and gangs.gang(p) == gang)
-        return gangs.held.get(gang, 0) + len(done_by_gang.get(gang, [])) + elsewhere
-
     def short() -> dict[str, list[str]]:
+        """Gangs still below minMember, with their members that failed. One pass over
+        the failures: a lost lease fails every bind of a large cycle."""
         failed: dict[str, list[str]] = defaultdict(list)
+        elsewhere: Counter[str] = Counter()  # bound meanwhile by someone else: members
         for pod, error in failures.items():
-            if not error.bound_to:
+            if error.bound_to:
+                elsewhere[gangs.gang(pod)] += 1
+            else:
                 failed[gangs.gang(pod)].append(pod)
-        return {g: f for g, f in failed.items() if members(g) < gangs.need.get(g, 1)}
+        return {
+            g: f
+            for g, f in failed.items()
+            if gangs.held.get(g, 0) + len(done_by_gang.get(g, [])) + elsewhere[g]
+            < gangs.need.get(g, 1)
+        }
 
     again = [p for f in short().values() for p in f if failures[p].retry_elsewhere]
     if again:
