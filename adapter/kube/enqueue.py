@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from adapter.quantity import QuantityError, parse
+from adapter.quantity import resources
 from solver.model import ClusterState
 from solver.predicates import insufficient
 
@@ -31,8 +31,8 @@ def min_resources(podgroup: Obj) -> dict[str, int] | None:
     if not isinstance(raw, Mapping):
         return None
     try:
-        return {str(k): parse(str(k), str(v)) for k, v in raw.items()}
-    except QuantityError:
+        return dict(resources({str(k): v for k, v in raw.items()}).root)
+    except ValueError:  # an unparseable quantity or an invalid resource name
         return None
 
 
