@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from adapter.kube.convert import GROUP_ANNOTATIONS, GROUP_LABEL
+from adapter.kube.dialects import without_group
 from adapter.kube.resources import NODES, PODS, Resource
 
 Obj = dict[str, Any]
@@ -196,12 +196,7 @@ def _leaving(pod: Obj) -> Obj | None:
     no member of its gang any more, and if it was never bound it is not to be scheduled."""
     if not (pod.get("spec") or {}).get("nodeName"):
         return None
-    meta = dict(pod.get("metadata") or {})
-    meta["annotations"] = {
-        k: v for k, v in (meta.get("annotations") or {}).items() if k not in GROUP_ANNOTATIONS
-    }
-    meta["labels"] = {k: v for k, v in (meta.get("labels") or {}).items() if k != GROUP_LABEL}
-    return {**pod, "metadata": meta}
+    return dict(without_group(pod))
 
 
 def _typed(resource: Resource, obj: Obj) -> Obj:

@@ -5,14 +5,7 @@ models: decoding thousands of pods into models costs more than the cycle). Outpu
 the snapshot plus *findings*: each object that could not be used, and why, so the loop
 can report it as a condition or Event instead of failing the cycle.
 
-Dialects, all read at once (a cluster may run any mix):
-- kube-batch ``scheduling.sigs.dev`` / ``scheduling.incubator.k8s.io`` (the seed's, and
-  gangsat's default) and Volcano ``scheduling.volcano.sh``: PodGroup ``spec.minMember``,
-  ``spec.queue``, ``spec.priorityClassName``; Queue ``spec.weight``, ``spec.capability``;
-  pods join with the annotation ``scheduling.k8s.io/group-name`` (Volcano also
-  ``scheduling.volcano.sh/group-name``).
-- scheduler-plugins ``scheduling.x-k8s.io``: PodGroup ``spec.minMember``; pods join with
-  the label ``scheduling.x-k8s.io/pod-group``; no queues (the ``default`` queue).
+Dialects: ``adapter.kube.dialects``.
 
 Names: pods and PodGroups are namespaced, so their names in the snapshot are
 ``namespace/name``; nodes and queues are cluster-scoped. A pod without a group is a gang
@@ -24,19 +17,26 @@ unapplied manifest can be asked "what would gangsat do".
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from adapter.errors import validation_lines
-from adapter.quantity import QuantityError, parse
+from adapter.kube import dialects
+from adapter.kube.dialects import PODGROUP_GROUPS, QUEUE_GROUPS, group_of
+from adapter.kube.fields import (
+    BadObject,
+    Obj,
+    api_group,
+    created_s,
+    int_field,
+    meta,
+    quantities,
+)
 from solver.model import (
-    DEFAULT_QUEUE,
     PODS,
     ClusterState,
     Gang,
@@ -51,21 +51,7 @@ from solver.model import (
 )
 
 MAX_JOB_PODS = 20_000  # pods of one Job: a finding above, not minutes of conversion
-PODGROUP_GROUPS = frozenset(
-    {
-        "scheduling.sigs.dev",
-        "scheduling.incubator.k8s.io",
-        "scheduling.volcano.sh",
-        "scheduling.x-k8s.io",
-    }
-)
-QUEUE_GROUPS = frozenset(
-    {"scheduling.sigs.dev", "scheduling.incubator.k8s.io", "scheduling.volcano.sh"}
-)
-GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
-GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
-Obj = Mapping[str, Any]
 
 
 class Finding(BaseModel):
@@ -93,62 +79,16 @@ class Conversion:
     ignored: list[str] = field(default_factory=list)
 
 
-class _Bad(ValueError):
-    """One object is unusable; the message says which field and why."""
-
-
-def _group(api_version: str) -> str:
-    return api_version.split("/", 1)[0] if "/" in api_version else ""
-
-
-def _meta(obj: Obj) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
-    name = meta.get("name")
-    if not isinstance(name, str) or not name:
-        raise _Bad("metadata.name is missing")
-    namespace = meta.get("namespace") or "default"
-    return str(namespace), name
-
-
-def _created_s(obj: Obj) -> float:
-    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
-    if not isinstance(stamp, str):
-        return 0.0
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
-
-
-def _quantities(values: Any, where: str) -> dict[str, int]:
-    if values is None:
-        return {}
-    if not isinstance(values, Mapping):
-        raise _Bad(f"{where} must be a map of quantities")
-    try:
-        return {str(name): parse(str(name), q) for name, q in values.items()}
-    except QuantityError as e:
-        raise _Bad(f"{where}: {e}") from None
-
-
-def _int_field(value: Any, where: str, low: int, default: int | None = None) -> int:
-    if value is None and default is not None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise _Bad(f"{where} must be an integer >= {low}, got {json.dumps(value)}")
-    return value
-
-
 # --- objects -----------------------------------------------------------------------------
 
 
 def _node(obj: Obj) -> Node:
-    _, name = _meta(obj)
+    _, name = meta(obj)
     status = obj.get("status") or {}
     spec = obj.get("spec") or {}
     allocatable = status.get("allocatable") or status.get("capacity")
     if not allocatable:
-        raise _Bad("status.allocatable is missing")
+        raise BadObject("status.allocatable is missing")
     conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
     not_ready = "Ready" in conditions and conditions["Ready"] != "True"
     taints = tuple(
@@ -157,7 +97,7 @@ def _node(obj: Obj) -> Node:
     )
     return Node(
         name=name,
-        allocatable=Resources(_quantities(allocatable, "status.allocatable")),
+        allocatable=Resources(quantities(allocatable, "status.allocatable")),
         labels=(obj.get("metadata") or {}).get("labels") or {},
         taints=taints,
         unschedulable=bool(spec.get("unschedulable")) or not_ready,
@@ -173,7 +113,7 @@ def _requests(spec: Obj) -> dict[str, int]:
 
     def of(container: Obj, where: str) -> dict[str, int]:
         resources = container.get("resources") or {}
-        return _quantities(resources.get("requests") or resources.get("limits"), where)
+        return quantities(resources.get("requests") or resources.get("limits"), where)
 
     total: dict[str, int] = {}
     for i, c in enumerate(spec.get("containers") or []):
@@ -182,7 +122,7 @@ def _requests(spec: Obj) -> dict[str, int]:
     for i, c in enumerate(spec.get("initContainers") or []):
         for r, q in of(c, f"spec.initContainers[{i}].resources").items():
             total[r] = max(total.get(r, 0), q)
-    for r, q in _quantities(spec.get("overhead"), "spec.overhead").items():
+    for r, q in quantities(spec.get("overhead"), "spec.overhead").items():
         total[r] = total.get(r, 0) + q
     total.pop(PODS, None)
     return total
@@ -205,26 +145,16 @@ def _affinity(spec: Obj) -> tuple[NodeSelectorTerm, ...]:
     )
 
 
-def group_of(metadata: Obj) -> str | None:
-    """The PodGroup a pod names, in any dialect (without its namespace)."""
-    annotations = metadata.get("annotations") or {}
-    for key in GROUP_ANNOTATIONS:
-        if annotations.get(key):
-            return str(annotations[key])
-    label = (metadata.get("labels") or {}).get(GROUP_LABEL)
-    return str(label) if label else None
-
-
 def _pod(
     namespace: str,
     name: str,
     metadata: Obj,
     spec: Obj,
-    created_s: float,
+    created: float,
     priorities: Mapping[str, int],
     default_priority: int,
 ) -> Pod:
-    group = group_of(metadata)
+    group = group_of({"metadata": metadata, "spec": spec})
     priority = spec.get("priority")
     if not isinstance(priority, int):
         priority = priorities.get(spec.get("priorityClassName") or "", default_priority)
@@ -246,7 +176,7 @@ def _pod(
             for t in spec.get("tolerations") or []
         ),
         node_name=spec.get("nodeName") or None,
-        created_s=created_s,
+        created_s=created,
         gates=tuple(
             str(g.get("name") or "")
             for g in spec.get("schedulingGates") or []
@@ -256,35 +186,6 @@ def _pod(
             isinstance(ref, dict) and ref.get("kind") == "DaemonSet"
             for ref in metadata.get("ownerReferences") or []
         ),
-    )
-
-
-def _podgroup(obj: Obj, priorities: Mapping[str, int]) -> Gang:
-    namespace, name = _meta(obj)
-    spec = obj.get("spec") or {}
-    min_member = _int_field(spec.get("minMember"), "spec.minMember", 1, default=1)
-    queue = spec.get("queue") or DEFAULT_QUEUE
-    if not isinstance(queue, str):
-        raise _Bad(f"spec.queue must be a name, got {json.dumps(queue)}")
-    priority_class = spec.get("priorityClassName") or ""
-    return Gang(
-        name=f"{namespace}/{name}",
-        min_member=min_member,
-        queue=queue,
-        priority=priorities.get(priority_class, 0),
-        created_s=_created_s(obj),
-    )
-
-
-def _queue(obj: Obj) -> Queue:
-    _, name = _meta(obj)
-    spec = obj.get("spec") or {}
-    weight = _int_field(spec.get("weight"), "spec.weight", 1, default=1)
-    capability = spec.get("capability")
-    return Queue(
-        name=name,
-        weight=weight,
-        capability=Resources(_quantities(capability, "spec.capability")) if capability else None,
     )
 
 
@@ -298,13 +199,13 @@ def _memo_key(kind: str, o: Obj, priorities: tuple[Any, ...]) -> tuple[Any, ...]
     """What a converted object depends on: an API object's uid and resourceVersion, and
     for a pod also the node and group the cache may overlay (an assumed bind, a pod being
     deleted). Objects without both (a manifest file) are not memoised."""
-    meta = o.get("metadata") or {}
-    uid, version = meta.get("uid"), meta.get("resourceVersion")
+    metadata = o.get("metadata") or {}
+    uid, version = metadata.get("uid"), metadata.get("resourceVersion")
     if not uid or not version:
         return None
     if kind == "Pod":
         node = (o.get("spec") or {}).get("nodeName")
-        return (kind, uid, version, node, group_of(meta), priorities)
+        return (kind, uid, version, node, group_of(o), priorities)
     return (kind, uid, version, priorities)
 
 
@@ -369,15 +270,15 @@ def convert(
         return value
 
     def _build(kind: str, o: Obj, build: Any) -> Any:
-        meta = o.get("metadata") or {}
+        metadata = o.get("metadata") or {}
         label = (
-            f"{meta.get('namespace')}/{meta.get('name')}"
-            if meta.get("namespace")
-            else str(meta.get("name"))
+            f"{metadata.get('namespace')}/{metadata.get('name')}"
+            if metadata.get("namespace")
+            else str(metadata.get("name"))
         )
         try:
             return build()
-        except _Bad as e:
+        except BadObject as e:
             findings.append(Finding(kind=kind, name=label, message=str(e)))
         except ValidationError as e:
             lines = validation_lines(label, e, None)
@@ -403,25 +304,27 @@ def convert(
 
     for o in items:
         kind = o.get("kind")
-        group = _group(str(o.get("apiVersion") or ""))
+        group = api_group(str(o.get("apiVersion") or ""))
         if kind == "Node":
             node = attempt("Node", o, lambda o=o: _node(o))
             if node is not None:
                 keep("Node", nodes, node.name, node)
         elif kind == "PodGroup" and group in PODGROUP_GROUPS:
-            gang = attempt("PodGroup", o, lambda o=o: _podgroup(o, priorities))
+            gang = attempt("PodGroup", o, lambda o=o: dialects.podgroup(o, priorities))
             if gang is not None:
                 keep("PodGroup", gangs, gang.name, gang)
         elif kind == "Queue" and group in QUEUE_GROUPS:
-            queue = attempt("Queue", o, lambda o=o: _queue(o))
+            queue = attempt("Queue", o, lambda o=o: dialects.queue(o))
             if queue is not None:
                 keep("Queue", queues, queue.name, queue)
         elif kind in ("PodGroup", "Queue"):
             raw = o.get("metadata")
-            meta: Obj = raw if isinstance(raw, dict) else {}
+            metadata: Obj = raw if isinstance(raw, dict) else {}
             known = ", ".join(sorted(PODGROUP_GROUPS if kind == "PodGroup" else QUEUE_GROUPS))
             message = f"apiVersion {o.get('apiVersion')!r} is not a dialect gangsat reads ({known})"
-            findings.append(Finding(kind=str(kind), name=str(meta.get("name")), message=message))
+            findings.append(
+                Finding(kind=str(kind), name=str(metadata.get("name")), message=message)
+            )
         elif kind not in READ_KINDS:
             unread[str(kind)] += 1
 
@@ -441,10 +344,10 @@ def convert(
                 "Pod",
                 o,
                 lambda o=o, spec=spec, index=index: _pod(
-                    *_meta(o),
+                    *meta(o),
                     o.get("metadata") or {},
                     spec,
-                    _created_s(o) or float(index),
+                    created_s(o) or float(index),
                     priorities,
                     default_priority,
                 ),
@@ -459,7 +362,7 @@ def convert(
                 )
                 continue
             keep("Pod", pods, pod.name, pod)
-        elif kind == "Job" and _group(str(o.get("apiVersion") or "")) == "batch":
+        elif kind == "Job" and api_group(str(o.get("apiVersion") or "")) == "batch":
             for pod in (
                 attempt(
                     "Job",
@@ -502,17 +405,17 @@ def _job_pods(
     default_priority: int,
     index: int,
 ) -> list[Pod]:
-    namespace, name = _meta(job)
+    namespace, name = meta(job)
     spec = job.get("spec") or {}
-    parallelism = _int_field(spec.get("parallelism"), "spec.parallelism", 0, default=1)
+    parallelism = int_field(spec.get("parallelism"), "spec.parallelism", 0, default=1)
     if parallelism > MAX_JOB_PODS:
         # Each would be a pod to convert and place before the cycle's time limit starts.
-        raise _Bad(f"spec.parallelism {parallelism} is above {MAX_JOB_PODS:,} pods a Job")
+        raise BadObject(f"spec.parallelism {parallelism} is above {MAX_JOB_PODS:,} pods a Job")
     template = spec.get("template") or {}
     pod_spec = template.get("spec") or {}
     if pod_spec.get("schedulerName", "default-scheduler") not in scheduler_names:
         return []
-    created = _created_s(job) or float(index)
+    created = created_s(job) or float(index)
     return [
         _pod(
             namespace,

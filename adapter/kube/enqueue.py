@@ -18,7 +18,6 @@ from adapter.quantity import resources
 from solver.model import ClusterState
 from solver.predicates import insufficient
 
-VOLCANO_GROUP = "scheduling.volcano.sh"
 Obj = Mapping[str, Any]
 
 

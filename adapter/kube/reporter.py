@@ -34,15 +34,16 @@ from kubernetes.client.exceptions import ApiException
 from adapter.cluster import CycleReport, GangStatus
 from adapter.kube.cache import ClusterCache, Obj, key_of
 from adapter.kube.convert import Finding
-from adapter.kube.enqueue import VOLCANO_GROUP, to_enqueue
+from adapter.kube.dialects import COSCHEDULING_GROUP, VOLCANO_GROUP
+from adapter.kube.enqueue import to_enqueue
 from adapter.kube.resources import DIALECTS, NODES, PODS, Resource, done, read_json
 from adapter.kube.status import (
-    COSCHEDULING_GROUP,
     EventAction,
     EventRecorder,
     ObjectRef,
     pod_unschedulable,
     podgroup_status,
+    unschedulable_message,
 )
 from adapter.kube.writer import Writer
 from solver.model import IMPLICIT_GANG_PREFIX, ClusterState
@@ -229,7 +230,7 @@ class Reporter:
         if podgroup is None:
             return  # deleted since the snapshot
         resource, obj = podgroup
-        body = podgroup_status(status, resource.group, self.now())
+        body = podgroup_status(status, resource.api_version, self.now(), obj.get("status"))
         namespace, name = _split(status.gang)
         sig = _signature(body)
         if sig not in (
@@ -243,14 +244,7 @@ class Reporter:
                 partial(self._patch_status, resource, namespace, name, body),
             )
         if status.phase == "Pending" and status.reason not in (None, "Waiting"):
-            message = (
-                body["conditions"][0]["message"]
-                if "conditions" in body
-                else (
-                    f"{status.min_member - status.bound}/{status.min_member} tasks in gang "
-                    f"unschedulable: {status.message}"
-                )
-            )
+            message = unschedulable_message(status)
             uid = str((obj.get("metadata") or {}).get("uid") or "")
             ref = ObjectRef("PodGroup", namespace, name, resource.api_version, uid)
             self._event(ref, "Warning", "Unschedulable", message)
@@ -337,25 +331,28 @@ class Reporter:
     def _patch_status(
         self, resource: Resource, namespace: str | None, name: str, status: dict[str, Any]
     ) -> None:
-        """Merge-patch ``status`` into a PodGroup (``namespace``) or Queue (None): through
-        the status subresource, or on the object where the CRD has none."""
+        """Patch ``status`` into a PodGroup (``namespace``) or Queue (None): through the
+        status subresource, or on the object where the CRD has none. A built-in resource
+        (the Workload API's PodGroup) takes a strategic merge patch, which merges its
+        conditions by type: a ``DisruptionTarget`` someone else set stays."""
         body = {"status": status}
         where = (resource.group, resource.version)
         inline = resource in self._inline_status
+        kind = MERGE_PATCH if resource.custom else STRATEGIC_MERGE_PATCH
         if namespace is None:
             cluster_patch = (
                 self.custom.patch_cluster_custom_object
                 if inline
                 else self.custom.patch_cluster_custom_object_status
             )
-            cluster_patch(*where, resource.plural, name, body, _content_type=MERGE_PATCH)
+            cluster_patch(*where, resource.plural, name, body, _content_type=kind)
             return
         namespaced_patch = (
             self.custom.patch_namespaced_custom_object
             if inline
             else self.custom.patch_namespaced_custom_object_status
         )
-        namespaced_patch(*where, namespace, resource.plural, name, body, _content_type=MERGE_PATCH)
+        namespaced_patch(*where, namespace, resource.plural, name, body, _content_type=kind)
 
     # --- Events -------------------------------------------------------------------------------
 

@@ -7,6 +7,9 @@ thousands of pods into client models costs more than the scheduling cycle.
 
 Dialects are discovered at start-up from the API server's group list: gangsat watches
 the PodGroup and Queue collections of every dialect the cluster serves, and only those.
+Where a server serves one collection in several versions (the upstream Workload API's
+PodGroups, v1alpha3 in 1.37 and v1alpha2 in 1.36, may both be on), the newest is watched:
+the versions are views of the same objects.
 """
 
 from __future__ import annotations
@@ -46,11 +49,13 @@ class Resource:
         """A list (or, with ``watch=True``, a watch) of every object, all namespaces;
         returns the raw urllib3 response."""
         query = {k: v for k, v in query.items() if v is not None}
-        if self.custom:
+        call = _BUILTIN_LISTS.get((self.group, self.plural))
+        if call is None:
+            # CRDs, and built-in alpha APIs the client has no typed call for (or one for
+            # another version): the generic path serves any group/version/plural.
             return client.CustomObjectsApi(api).list_cluster_custom_object(
                 self.group, self.version, self.plural, _preload_content=False, **query
             )
-        call = _BUILTIN_LISTS[(self.group, self.plural)]
         return call(api)(_preload_content=False, **query)
 
 
@@ -79,6 +84,10 @@ DIALECTS: tuple[Resource, ...] = (
     Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", namespaced=True),
     Resource("scheduling.volcano.sh", "v1beta1", "queues", "Queue", namespaced=False),
     Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", namespaced=True),
+    # The upstream Workload API, built in behind the GenericWorkload feature gate: 1.37
+    # serves v1alpha3, 1.36 v1alpha2.
+    Resource("scheduling.k8s.io", "v1alpha3", "podgroups", "PodGroup", namespaced=True),
+    Resource("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup", namespaced=True),
 )
 
 
@@ -86,11 +95,14 @@ def served(
     dialects: Iterable[Resource], plurals: dict[tuple[str, str], set[str]]
 ) -> list[Resource]:
     """The dialect resources the API server serves, given its (group, version) -> resource
-    names (``podgroups``, ``podgroups/status``, ...), each knowing its status subresource."""
+    names (``podgroups``, ``podgroups/status``, ...), each knowing its status subresource;
+    one version of each collection, the first listed (newest)."""
     found = []
+    collections = set()
     for r in dialects:
         names = plurals.get((r.group, r.version), set())
-        if r.plural in names:
+        if r.plural in names and (r.group, r.plural) not in collections:
+            collections.add((r.group, r.plural))
             found.append(replace(r, status_subresource=f"{r.plural}/status" in names))
     return found
 

@@ -5,7 +5,10 @@ pod condition and the Event policy are testable without an API server:
 
 - ``podgroup_status``: the PodGroup ``status`` patch in the PodGroup's own dialect
   (kube-batch and Volcano: phase, running count, an ``Unschedulable`` condition with the
-  solver's reason; Coscheduling: phase and running count, it has no conditions).
+  solver's reason; Coscheduling: phase and running count, it has no conditions; the
+  Workload API: only its ``PodGroupScheduled`` condition, ``PodGroupInitiallyScheduled``
+  from v1alpha3 on, which stays True once set). A condition keeps its
+  ``lastTransitionTime`` while its status does not change, as conditions are meant to.
 - ``pod_unschedulable``: the pod condition ``PodScheduled=False, reason=Unschedulable``
   users and tools already read.
 - ``EventRecorder``: Events deduplicated and rate-limited, so a big cluster's API server
@@ -17,34 +20,56 @@ pod condition and the Event policy are testable without an API server:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from adapter.cluster import GangStatus
+from adapter.kube.dialects import (
+    COSCHEDULING_GROUP,
+    KUBE_BATCH_GROUPS,
+    VOLCANO_GROUP,
+    WORKLOAD_GROUP,
+)
+from adapter.kube.fields import api_group
 
 COMPONENT = "gangsat"
 CLUSTER_EVENTS_NAMESPACE = "default"  # where Events about cluster-scoped objects go
-KUBE_BATCH_GROUPS = frozenset(
-    {"scheduling.sigs.dev", "scheduling.incubator.k8s.io", "scheduling.volcano.sh"}
-)
-COSCHEDULING_GROUP = "scheduling.x-k8s.io"
+# The Workload API's condition; v1alpha3 renamed it and made True final.
+WORKLOAD_CONDITIONS = {"v1alpha2": "PodGroupScheduled", "v1alpha3": "PodGroupInitiallyScheduled"}
 
 
 def _stamp(now: datetime) -> str:
     return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def podgroup_status(status: GangStatus, group: str, now: datetime) -> dict[str, Any]:
-    """The ``status`` of a PodGroup of API group ``group`` after a cycle."""
+def podgroup_status(
+    status: GangStatus,
+    api_version: str,
+    now: datetime,
+    current: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``status`` of a PodGroup of ``api_version`` after a cycle; ``current`` is the
+    status it has now (its conditions' transition times are kept where nothing flips)."""
+    group = api_group(api_version)
+    if group == WORKLOAD_GROUP:
+        version = api_version.rpartition("/")[2]
+        body = {"conditions": [_workload_condition(status, version, now, current or {})]}
+    else:
+        body = _phase_status(status, group, now)
+    _keep_transition_times(body, current or {})
+    return body
+
+
+def _phase_status(status: GangStatus, group: str, now: datetime) -> dict[str, Any]:
     body: dict[str, Any] = {"phase": status.phase, "running": status.bound}
     if group == COSCHEDULING_GROUP:
         # Coscheduling's phases: a gang with some pods bound is Scheduling, not Pending.
         if status.phase == "Pending" and status.bound > 0:
             body["phase"] = "Scheduling"
         return body
-    if group not in KUBE_BATCH_GROUPS:
+    if group not in KUBE_BATCH_GROUPS | {VOLCANO_GROUP}:
         raise ValueError(f"no PodGroup dialect for API group {group!r}")
     if status.phase == "Pending":
         body["conditions"] = [
@@ -53,7 +78,7 @@ def podgroup_status(status: GangStatus, group: str, now: datetime) -> dict[str, 
                 "status": "True",
                 "lastTransitionTime": _stamp(now),
                 "reason": _condition_reason(status),
-                "message": _message(status),
+                "message": unschedulable_message(status),
             }
         ]
     else:
@@ -69,6 +94,46 @@ def podgroup_status(status: GangStatus, group: str, now: datetime) -> dict[str, 
     return body
 
 
+def _workload_condition(
+    status: GangStatus, version: str, now: datetime, current: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The Workload API's scheduled condition (a ``metav1.Condition``: its reason is a
+    CamelCase word; the upstream reasons are ``Unschedulable`` and ``SchedulerError``)."""
+    kind = WORKLOAD_CONDITIONS.get(version)
+    if kind is None:
+        raise ValueError(f"no Workload API PodGroup condition known for {version!r}")
+    if version != "v1alpha2":
+        for c in current.get("conditions") or []:
+            if isinstance(c, Mapping) and c.get("type") == kind and c.get("status") == "True":
+                return dict(c)  # final once True: later evictions do not revert it
+    if status.phase != "Pending":
+        reason, state = "Scheduled", "True"
+        message = f"{status.bound}/{status.min_member} pods bound"
+    else:
+        state, message = "False", unschedulable_message(status)
+        failed = status.reason in ("SchedulerError", "InvalidDecision")
+        reason = "SchedulerError" if failed else "Unschedulable"
+    return {
+        "type": kind,
+        "status": state,
+        "lastTransitionTime": _stamp(now),
+        "reason": reason,
+        "message": message,
+    }
+
+
+def _keep_transition_times(body: dict[str, Any], current: Mapping[str, Any]) -> None:
+    before = {
+        (c.get("type"), c.get("status")): c.get("lastTransitionTime")
+        for c in current.get("conditions") or []
+        if isinstance(c, Mapping)
+    }
+    for c in body.get("conditions") or []:
+        kept = before.get((c["type"], c["status"]))
+        if kept:
+            c["lastTransitionTime"] = kept
+
+
 def _condition_reason(status: GangStatus) -> str:
     # The reasons kube-batch and Volcano users filter on; gangsat's own for the rest.
     if status.reason in (None, "Waiting", "NotEnoughResources"):
@@ -76,7 +141,8 @@ def _condition_reason(status: GangStatus) -> str:
     return status.reason
 
 
-def _message(status: GangStatus) -> str:
+def unschedulable_message(status: GangStatus) -> str:
+    """How kube-batch words a waiting gang, then the solver's reason."""
     waiting = status.min_member - status.bound
     head = f"{waiting}/{status.min_member} tasks in gang unschedulable"
     return f"{head}: {status.message}" if status.message else head

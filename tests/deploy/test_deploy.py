@@ -39,7 +39,8 @@ from prometheus_client.registry import CollectorRegistry
 from typer.testing import CliRunner
 
 from adapter.cli import app
-from adapter.kube.convert import GROUP_ANNOTATIONS, GROUP_LABEL, convert, group_of
+from adapter.kube.convert import convert
+from adapter.kube.dialects import GROUP_ANNOTATIONS, GROUP_LABEL, group_of
 from adapter.kube.resources import DIALECTS, NODES, PODS, PRIORITY_CLASSES
 from adapter.kube.run import KubeOptions
 from adapter.metrics import LoopMetrics
@@ -171,6 +172,8 @@ def load_examples(name: str) -> list[Obj]:
 
 
 EXAMPLE_FILES = sorted(p.name for p in EXAMPLES.glob("*.yaml"))
+# Examples of an alpha API, valid only where it is served (the Workload API's v1alpha2).
+EXAMPLE_VERSIONS = {"workload-api.yaml": ("1.36.0",)}
 
 
 # --- validation ---------------------------------------------------------------------------
@@ -247,8 +250,9 @@ def _builtin_check(canonical: str, version: str) -> str | None:
     return None
 
 
-def validation_errors(obj: Obj) -> list[str]:
-    """Why ``obj`` would be refused (or silently changed) by an API server with our CRDs."""
+def validation_errors(obj: Obj, versions: tuple[str, ...] = K8S_VERSIONS) -> list[str]:
+    """Why ``obj`` would be refused (or silently changed) by an API server with our CRDs,
+    of each Kubernetes version in ``versions``."""
     group = group_of_api(obj["apiVersion"])
     if (group, obj["kind"]) in NO_SCHEMA:
         return []
@@ -257,16 +261,16 @@ def validation_errors(obj: Obj) -> list[str]:
     canonical = json.dumps(obj, sort_keys=True)
     return [
         f"Kubernetes {v}: {error}"
-        for v in K8S_VERSIONS
+        for v in versions
         if (error := _builtin_check(canonical, v)) is not None
     ]
 
 
-def assert_valid(objects: Iterable[Obj]) -> None:
+def assert_valid(objects: Iterable[Obj], versions: tuple[str, ...] = K8S_VERSIONS) -> None:
     problems = [
         f"{o['kind']} {o['metadata'].get('name')}: {e}"
         for o in objects
-        for e in validation_errors(o)
+        for e in validation_errors(o, versions)
     ]
     assert not problems, "\n".join(problems)
 
@@ -530,7 +534,7 @@ def test_podgroup_status_takes_what_gangsat_writes() -> None:
             GangStatus(gang="team/g", phase="Running", min_member=3, bound=3),
         ):
             obj = _podgroup(api_version, minMember=3)
-            obj["status"] = podgroup_status(status, group_of_api(api_version), now)
+            obj["status"] = podgroup_status(status, api_version, now)
             assert custom_errors(obj) == [], (api_version, obj["status"])
     for api_version in QUEUE_VERSIONS:
         obj = _queue(api_version, weight=1)
@@ -1079,36 +1083,66 @@ def test_examples_are_valid_objects(name: str) -> None:
     objects = load_examples(name)
     assert objects
     assert not of_kind(objects, "Node"), "examples carry no Nodes"
-    assert_valid(objects)
+    assert_valid(objects, EXAMPLE_VERSIONS.get(name, K8S_VERSIONS))
     scheduler_names = set(settings().scheduler_names)
     for job in of_kind(objects, "Job"):
         pod_spec = job["spec"]["template"]["spec"]
         assert pod_spec["schedulerName"] in scheduler_names
-        assert group_of(job["spec"]["template"]["metadata"]) is not None, "joins no PodGroup"
+        assert group_of(job["spec"]["template"]) is not None, "joins no PodGroup"
+
+
+def _at(obj: Obj, path: tuple[str, ...]) -> Any:
+    for key in path:
+        obj = obj[key]
+    return obj
 
 
 @pytest.mark.parametrize(
-    ("name", "group", "key"),
+    ("name", "group", "join", "minimum"),
     [
-        ("kube-batch-seed.yaml", "scheduling.sigs.dev", ("annotations", GROUP_ANNOTATIONS[0])),
-        ("volcano.yaml", "scheduling.volcano.sh", ("annotations", GROUP_ANNOTATIONS[1])),
-        ("coscheduling.yaml", "scheduling.x-k8s.io", ("labels", GROUP_LABEL)),
+        (
+            "kube-batch-seed.yaml",
+            "scheduling.sigs.dev",
+            ("metadata", "annotations", GROUP_ANNOTATIONS[0]),
+            ("minMember",),
+        ),
+        (
+            "volcano.yaml",
+            "scheduling.volcano.sh",
+            ("metadata", "annotations", GROUP_ANNOTATIONS[1]),
+            ("minMember",),
+        ),
+        (
+            "coscheduling.yaml",
+            "scheduling.x-k8s.io",
+            ("metadata", "labels", GROUP_LABEL),
+            ("minMember",),
+        ),
+        (
+            "workload-api.yaml",
+            "scheduling.k8s.io",
+            ("spec", "schedulingGroup", "podGroupName"),
+            ("schedulingPolicy", "gang", "minCount"),
+        ),
     ],
 )
 def test_each_dialect_example_joins_its_gang_its_own_way(
-    name: str, group: str, key: tuple[str, str], tmp_path: Path
+    name: str,
+    group: str,
+    join: tuple[str, ...],
+    minimum: tuple[str, ...],
+    tmp_path: Path,
 ) -> None:
     objects = load_examples(name)
     (podgroup,) = of_kind(objects, "PodGroup")
     assert group_of_api(podgroup["apiVersion"]) == group
     (job,) = of_kind(objects, "Job")
-    where, field = key
-    assert job["spec"]["template"]["metadata"][where][field] == podgroup["metadata"]["name"]
+    assert _at(job["spec"]["template"], join) == podgroup["metadata"]["name"]
     for queue in of_kind(objects, "Queue"):
         assert group_of_api(queue["apiVersion"]) == group
         assert podgroup["spec"].get("queue") == queue["metadata"]["name"]
     (members,) = gang_pods(objects).values()
-    assert len(members) == job["spec"]["parallelism"] >= podgroup["spec"]["minMember"]
+    assert len(members) == job["spec"]["parallelism"] >= _at(podgroup["spec"], minimum)
 
     # Enough room: the whole gang is placed.
     nodes = [cpu_node(f"node-{i}", cpu) for i, cpu in enumerate(SMALL_NODES)]

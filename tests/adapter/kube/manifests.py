@@ -9,6 +9,13 @@ from typing import Any
 
 import yaml
 
+from adapter.kube.dialects import (
+    COSCHEDULING_GROUP,
+    GROUP_ANNOTATIONS,
+    GROUP_LABEL,
+    QUEUE_ANNOTATION,
+    WORKLOAD_GROUP,
+)
 from adapter.kube.resources import DIALECTS
 from benchmarks.fake_apiserver import FakeApiServer
 
@@ -37,39 +44,52 @@ def node(name: str, cpu: str = "2", memory: str = "4Gi", **extra: str) -> dict[s
 def podgroup(
     name: str, min_member: Any, queue: str | None = None, group: str = "scheduling.sigs.dev"
 ) -> dict[str, Any]:
-    version = next(r.version for r in DIALECTS if r.group == group)
-    spec: dict[str, Any] = {"minMember": min_member}
-    if queue is not None:
-        spec["queue"] = queue
+    """A PodGroup in the dialect of API group ``group`` (its first version gangsat reads)."""
+    version = next(r.version for r in DIALECTS if r.group == group and r.kind == "PodGroup")
+    metadata: dict[str, Any] = {"name": name, "namespace": "default"}
+    spec: dict[str, Any]
+    if group == WORKLOAD_GROUP:
+        spec = {"schedulingPolicy": {"gang": {"minCount": min_member}}}
+        if queue is not None:
+            metadata["annotations"] = {QUEUE_ANNOTATION: queue}
+    else:
+        spec = {"minMember": min_member}
+        if queue is not None:
+            spec["queue"] = queue
     return {
         "apiVersion": f"{group}/{version}",
         "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": metadata,
         "spec": spec,
     }
 
 
 def gang_pods(
-    group: str, n: int, cpu: str = "1", memory: str = "1Gi", scheduler: str = "gangsat"
+    group: str,
+    n: int,
+    cpu: str = "1",
+    memory: str = "1Gi",
+    scheduler: str = "gangsat",
+    dialect: str = "scheduling.sigs.dev",
 ) -> list[dict[str, Any]]:
-    return [
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": f"{group}-{i}",
-                "namespace": "default",
-                "annotations": {"scheduling.k8s.io/group-name": group},
-            },
-            "spec": {
-                "schedulerName": scheduler,
-                "containers": [
-                    {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
-                ],
-            },
+    """``n`` pods of PodGroup ``group``, joining it as the ``dialect`` API group's pods do."""
+    pods = []
+    for i in range(n):
+        metadata: dict[str, Any] = {"name": f"{group}-{i}", "namespace": "default"}
+        spec: dict[str, Any] = {
+            "schedulerName": scheduler,
+            "containers": [
+                {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+            ],
         }
-        for i in range(n)
-    ]
+        if dialect == WORKLOAD_GROUP:
+            spec["schedulingGroup"] = {"podGroupName": group}
+        elif dialect == COSCHEDULING_GROUP:
+            metadata["labels"] = {GROUP_LABEL: group}
+        else:
+            metadata["annotations"] = {GROUP_ANNOTATIONS[0]: group}
+        pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec})
+    return pods
 
 
 def apply(server: FakeApiServer, objects: list[dict[str, Any]]) -> None:

@@ -77,6 +77,46 @@ def podgroup(api: str, name: str, spec: dict[str, Any], namespace: str = "team")
     }
 
 
+def test_the_workload_api_podgroups_are_read_in_their_own_shape() -> None:
+    api = "scheduling.k8s.io/v1alpha2"
+    objects = [
+        node("n1"),
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "high"},
+            "value": 50,
+        },
+        podgroup(api, "gang", {"schedulingPolicy": {"gang": {"minCount": 2}}, "priority": 7}),
+        podgroup(api, "basic", {"schedulingPolicy": {"basic": {}}, "priorityClassName": "high"}),
+        podgroup(api, "bad", {"schedulingPolicy": {"gang": {"minCount": 0}}}),
+        podgroup(api, "none", {}),
+        *(pod(f"gang-{i}") for i in range(2)),
+        pod("basic-0"),
+    ]
+    queued = podgroup(api, "queued", {"schedulingPolicy": {"gang": {"minCount": 1}}})
+    queued["metadata"]["annotations"] = {"scheduling.sigs.dev/queue-name": "research"}
+    objects.append(queued)
+    for p in objects:
+        if p["kind"] == "Pod":
+            p["spec"]["schedulingGroup"] = {"podGroupName": p["metadata"]["name"].split("-")[0]}
+    c = convert(objects)
+    gangs = {g.name: g for g in c.state.gangs}
+    assert (gangs["team/gang"].min_member, gangs["team/gang"].priority) == (2, 7)
+    # basic: each pod on its own; priority from the class when the field is not filled.
+    assert (gangs["team/basic"].min_member, gangs["team/basic"].priority) == (1, 50)
+    assert gangs["team/queued"].queue == "research" and gangs["team/gang"].queue == "default"
+    assert {p.name: p.gang for p in c.state.pods} == {
+        "team/gang-0": "team/gang",
+        "team/gang-1": "team/gang",
+        "team/basic-0": "team/basic",
+    }
+    found = {f.name: f.message for f in c.findings}
+    assert set(found) == {"team/bad", "team/none"}
+    assert "spec.schedulingPolicy.gang.minCount must be an integer >= 1" in found["team/bad"]
+    assert "spec.schedulingPolicy must set gang or basic" in found["team/none"]
+
+
 def test_the_seed_manifests_become_one_gang_of_three() -> None:
     c = convert(seed_objects())
     assert c.findings == []

@@ -62,11 +62,7 @@ def exercise(server: FakeApiServer) -> None:
             )
     for i, r in enumerate(d for d in DIALECTS if d.kind == "PodGroup"):
         name = f"fits{i}"
-        pods = gang_pods(name, 1, cpu="100m")
-        if r.group == "scheduling.x-k8s.io":
-            for p in pods:
-                p["metadata"]["annotations"] = {}
-                p["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": name}
+        pods = gang_pods(name, 1, cpu="100m", dialect=r.group)
         objects += [podgroup(name, 1, group=r.group), *pods]
     objects += [podgroup("huge", 2), *gang_pods("huge", 2, cpu="64")]  # never fits
     objects += [podgroup("flaky", 2), *gang_pods("flaky", 2, cpu="100m")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -26,9 +27,11 @@ PENDING = GangStatus(
 RUNNING = GangStatus(gang="team/train", phase="Running", bound=5, min_member=5)
 
 
-@pytest.mark.parametrize("group", ["scheduling.sigs.dev", "scheduling.volcano.sh"])
-def test_kube_batch_and_volcano_get_an_unschedulable_condition(group: str) -> None:
-    body = podgroup_status(PENDING, group, NOW)
+@pytest.mark.parametrize(
+    "api_version", ["scheduling.sigs.dev/v1alpha2", "scheduling.volcano.sh/v1beta1"]
+)
+def test_kube_batch_and_volcano_get_an_unschedulable_condition(api_version: str) -> None:
+    body = podgroup_status(PENDING, api_version, NOW)
     assert body["phase"] == "Pending" and body["running"] == 0
     [condition] = body["conditions"]
     assert condition == {
@@ -43,30 +46,72 @@ def test_kube_batch_and_volcano_get_an_unschedulable_condition(group: str) -> No
 
 
 def test_a_running_gang_is_scheduled() -> None:
-    body = podgroup_status(RUNNING, "scheduling.sigs.dev", NOW)
+    body = podgroup_status(RUNNING, "scheduling.sigs.dev/v1alpha2", NOW)
     assert body["phase"] == "Running" and body["running"] == 5
     assert [c["type"] for c in body["conditions"]] == ["Scheduled"]
 
 
 def test_a_failed_bind_keeps_its_own_reason() -> None:
     failed = PENDING.model_copy(update={"reason": "BindFailed", "bound": 2, "message": "x"})
-    [condition] = podgroup_status(failed, "scheduling.volcano.sh", NOW)["conditions"]
+    [condition] = podgroup_status(failed, "scheduling.volcano.sh/v1beta1", NOW)["conditions"]
     assert condition["reason"] == "BindFailed"
     assert condition["message"] == "3/5 tasks in gang unschedulable: x"
 
 
 def test_coscheduling_has_phases_but_no_conditions() -> None:
-    assert podgroup_status(PENDING, "scheduling.x-k8s.io", NOW) == {
+    assert podgroup_status(PENDING, "scheduling.x-k8s.io/v1alpha1", NOW) == {
         "phase": "Pending",
         "running": 0,
     }
     partly = PENDING.model_copy(update={"bound": 2})
-    assert podgroup_status(partly, "scheduling.x-k8s.io", NOW)["phase"] == "Scheduling"
+    assert podgroup_status(partly, "scheduling.x-k8s.io/v1alpha1", NOW)["phase"] == "Scheduling"
 
 
 def test_an_unknown_dialect_is_refused() -> None:
     with pytest.raises(ValueError, match=r"example\.com"):
-        podgroup_status(PENDING, "example.com", NOW)
+        podgroup_status(PENDING, "example.com/v1", NOW)
+
+
+CONDITION_REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")  # metav1.Condition
+
+
+def test_the_workload_api_gets_its_scheduled_condition_only() -> None:
+    body = podgroup_status(PENDING, "scheduling.k8s.io/v1alpha2", NOW)
+    [condition] = body["conditions"]
+    assert set(body) == {"conditions"}  # the API has no phase or running count
+    assert condition["type"] == "PodGroupScheduled" and condition["status"] == "False"
+    assert condition["reason"] == "Unschedulable"
+    assert condition["message"].startswith("5/5 tasks in gang unschedulable: 3/5 pods fit")
+    [running] = podgroup_status(RUNNING, "scheduling.k8s.io/v1alpha2", NOW)["conditions"]
+    assert (running["status"], running["reason"]) == ("True", "Scheduled")
+    broken = PENDING.model_copy(update={"reason": "SchedulerError", "message": "boom"})
+    [error] = podgroup_status(broken, "scheduling.k8s.io/v1alpha2", NOW)["conditions"]
+    assert error["reason"] == "SchedulerError"
+    for c in (condition, running, error):
+        assert CONDITION_REASON.match(c["reason"]), c["reason"]
+
+
+def test_a_condition_keeps_its_transition_time_until_its_status_flips() -> None:
+    earlier = "2026-11-30T11:00:00Z"
+    for api_version in ("scheduling.k8s.io/v1alpha2", "scheduling.sigs.dev/v1alpha2"):
+        first = podgroup_status(PENDING, api_version, NOW)
+        first["conditions"][0]["lastTransitionTime"] = earlier
+        fewer = PENDING.model_copy(update={"message": "4/5 pods fit"})
+        [again] = podgroup_status(fewer, api_version, NOW, first)["conditions"]
+        assert again["lastTransitionTime"] == earlier and "4/5 pods fit" in again["message"]
+        [flipped] = podgroup_status(RUNNING, api_version, NOW, first)["conditions"]
+        assert flipped["lastTransitionTime"] == "2026-11-30T12:00:00Z"
+
+
+def test_v1alpha3s_initially_scheduled_stays_true() -> None:
+    api_version = "scheduling.k8s.io/v1alpha3"
+    [pending] = podgroup_status(PENDING, api_version, NOW)["conditions"]
+    assert (pending["type"], pending["status"]) == ("PodGroupInitiallyScheduled", "False")
+    scheduled = podgroup_status(RUNNING, api_version, NOW)
+    # The gang lost pods later: upstream, the condition never goes back to False.
+    assert podgroup_status(PENDING, api_version, NOW, scheduled) == scheduled
+    with pytest.raises(ValueError, match="v9"):
+        podgroup_status(PENDING, "scheduling.k8s.io/v9", NOW)
 
 
 def test_pod_condition() -> None:

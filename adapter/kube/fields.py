@@ -1,0 +1,63 @@
+"""Reading the fields of one API object, as a real API server stores them.
+
+Every reader raises ``BadObject`` with the field and the reason, so that one unusable
+object becomes a finding (an Event, a line in ``gangsat solve``), never a failed cycle.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from adapter.quantity import QuantityError, parse
+
+Obj = Mapping[str, Any]
+
+
+class BadObject(ValueError):
+    """One object is unusable; the message says which field and why."""
+
+
+def api_group(api_version: str) -> str:
+    return api_version.split("/", 1)[0] if "/" in api_version else ""
+
+
+def meta(obj: Obj) -> tuple[str, str]:
+    """(namespace, name); a manifest's object without a namespace is in ``default``."""
+    metadata = obj.get("metadata") or {}
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        raise BadObject("metadata.name is missing")
+    namespace = metadata.get("namespace") or "default"
+    return str(namespace), name
+
+
+def created_s(obj: Obj) -> float:
+    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
+    if not isinstance(stamp, str):
+        return 0.0
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def quantities(values: Any, where: str) -> dict[str, int]:
+    if values is None:
+        return {}
+    if not isinstance(values, Mapping):
+        raise BadObject(f"{where} must be a map of quantities")
+    try:
+        return {str(name): parse(str(name), q) for name, q in values.items()}
+    except QuantityError as e:
+        raise BadObject(f"{where}: {e}") from None
+
+
+def int_field(value: Any, where: str, low: int, default: int | None = None) -> int:
+    if value is None and default is not None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise BadObject(f"{where} must be an integer >= {low}, got {json.dumps(value)}")
+    return value

@@ -1,0 +1,132 @@
+"""The upstream Workload API (KEP-4671) as gangsat's fourth dialect, against a fake API
+server serving it as a kube-apiserver 1.36 does with ``GenericWorkload`` on: built-in
+``scheduling.k8s.io/v1alpha2`` PodGroups with a status subresource, pods joining with
+``spec.schedulingGroup``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from adapter.kube.cluster import KubeCluster
+from adapter.kube.dialects import WORKLOAD_GROUP, group_of, without_group
+from adapter.kube.resources import DIALECTS, served
+from adapter.loop import LoopSettings, run_cycle
+from benchmarks.fake_apiserver import FakeApiServer
+from solver.config import SolverConfig
+from tests.adapter.kube.manifests import apply, bound_pods, gang_pods, node, podgroup
+from tests.adapter.kube.test_kube_cluster import events, seen
+
+FAST = LoopSettings(scheduler="cpsat", solver=SolverConfig(time_limit_s=2.0, deterministic=True))
+V1ALPHA2 = f"{WORKLOAD_GROUP}/v1alpha2"
+
+
+@pytest.fixture
+def server_136() -> Iterator[FakeApiServer]:
+    fake = FakeApiServer(bookmark_interval_s=0.2)
+    fake.add_resource(WORKLOAD_GROUP, "v1alpha2", "podgroups", "PodGroup", namespaced=True)
+    with fake:
+        yield fake
+
+
+@pytest.fixture
+def cluster_136(server_136: FakeApiServer) -> Iterator[KubeCluster]:
+    kube = KubeCluster(server_136.client(), writes_per_s=1000.0).start(sync_timeout_s=10)
+    try:
+        yield kube
+    finally:
+        kube.stop()
+
+
+def workload_group(name: str, min_count: int, **extra: Any) -> dict[str, Any]:
+    group = podgroup(name, min_count, group=WORKLOAD_GROUP)
+    group["apiVersion"] = V1ALPHA2
+    group.update(extra)
+    return group
+
+
+def conditions(server: FakeApiServer, name: str) -> dict[str, dict[str, Any]]:
+    obj = server.get(WORKLOAD_GROUP, "podgroups", "default", name)
+    assert obj is not None
+    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+def test_a_workload_gang_is_bound_whole_and_its_condition_written(
+    server_136: FakeApiServer, cluster_136: KubeCluster
+) -> None:
+    other = {
+        "type": "DisruptionTarget",
+        "status": "False",
+        "reason": "Other",
+        "message": "set by another component",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    apply(
+        server_136,
+        [
+            node("n1", cpu="4"),
+            node("n2", cpu="4"),
+            workload_group("train", 3, status={"conditions": [other]}),
+            *gang_pods("train", 3, cpu="2", dialect=WORKLOAD_GROUP),
+            # Needs 3 x 3 cpu on 2 nodes of 4: never fits, and no pod of it may bind.
+            workload_group("big", 3),
+            *gang_pods("big", 3, cpu="3", dialect=WORKLOAD_GROUP),
+        ],
+    )
+    watched = [r for r in cluster_136.resources if r.group == WORKLOAD_GROUP]
+    assert [r.version for r in watched if r.plural == "podgroups"] == ["v1alpha2"]
+    seen(cluster_136, server_136)
+    result = run_cycle(cluster_136, FAST)
+    assert result.admitted() == ["default/train"]
+    assert set(bound_pods(server_136)) == {f"default/train-{i}" for i in range(3)}
+    assert cluster_136.writer.flush()
+
+    train = conditions(server_136, "train")
+    assert train["PodGroupScheduled"]["status"] == "True"
+    assert train["PodGroupScheduled"]["reason"] == "Scheduled"
+    assert train["DisruptionTarget"] == other, "a strategic merge keeps others' conditions"
+    big = conditions(server_136, "big")["PodGroupScheduled"]
+    assert (big["status"], big["reason"]) == ("False", "Unschedulable")
+    assert big["message"].startswith("3/3 tasks in gang unschedulable")
+    assert any(
+        e["involvedObject"]["name"] == "big" and e["involvedObject"]["apiVersion"] == V1ALPHA2
+        for e in events(server_136, "Unschedulable")
+    )
+    # Patched through the status subresource, never on the object.
+    patches = [r for r in server_136.requests if r.verb == "patch" and r.resource == "podgroups"]
+    assert patches and all(r.subresource == "status" for r in patches)
+
+
+def test_a_basic_policy_group_places_its_pods_one_by_one(
+    server_136: FakeApiServer, cluster_136: KubeCluster
+) -> None:
+    basic = workload_group("web", 1)
+    basic["spec"]["schedulingPolicy"] = {"basic": {}}
+    apply(
+        server_136,
+        [node("n1", cpu="4"), basic, *gang_pods("web", 3, cpu="2", dialect=WORKLOAD_GROUP)],
+    )
+    seen(cluster_136, server_136)
+    run_cycle(cluster_136, FAST)
+    assert len(bound_pods(server_136)) == 2  # what fits, as the default scheduler would
+
+
+def test_the_newest_served_version_of_a_collection_is_watched_once() -> None:
+    workload = [r for r in DIALECTS if r.group == WORKLOAD_GROUP]
+    both = {
+        (WORKLOAD_GROUP, v): {"podgroups", "podgroups/status"} for v in ("v1alpha2", "v1alpha3")
+    }
+    [chosen] = served(workload, both)
+    assert chosen.version == "v1alpha3" and chosen.status_subresource
+    [old] = served(workload, {(WORKLOAD_GROUP, "v1alpha2"): {"podgroups"}})
+    assert old.version == "v1alpha2" and not old.status_subresource
+
+
+@pytest.mark.parametrize("dialect", sorted({r.group for r in DIALECTS if r.kind == "PodGroup"}))
+def test_a_pod_leaving_its_group_is_no_member_in_any_dialect(dialect: str) -> None:
+    """A pod being deleted still holds its node but no longer counts for its gang."""
+    [pod] = gang_pods("g", 1, dialect=dialect)
+    assert group_of(pod) == "g"
+    assert group_of(without_group(pod)) is None
