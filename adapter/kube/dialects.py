@@ -9,8 +9,8 @@ A cluster may run any mix; every dialect becomes the same domain ``Gang`` and ``
   ``scheduling.volcano.sh/group-name``).
 - scheduler-plugins ``scheduling.x-k8s.io``: PodGroup ``spec.minMember``; pods join with
   the label ``scheduling.x-k8s.io/pod-group``; no queues (the ``default`` queue).
-- the upstream Workload API ``scheduling.k8s.io`` (KEP-4671, alpha: v1alpha2 in 1.36,
-  v1alpha3 in 1.37): PodGroup ``spec.schedulingPolicy`` ``gang.minCount`` (``basic``:
+- the upstream Workload API ``scheduling.k8s.io`` (KEP-4671: v1alpha2 in 1.36, v1beta1
+  and v1alpha3 in 1.37): PodGroup ``spec.schedulingPolicy`` ``gang.minCount`` (``basic``:
   each pod on its own, a gang of one), ``spec.priority`` / ``spec.priorityClassName``;
   pods join with ``spec.schedulingGroup.podGroupName``. The API has no queues (left to
   batch schedulers by design): the PodGroup's annotation ``scheduling.sigs.dev/queue-name``

@@ -8,7 +8,7 @@ thousands of pods into client models costs more than the scheduling cycle.
 Dialects are discovered at start-up from the API server's group list: gangsat watches
 the PodGroup and Queue collections of every dialect the cluster serves, and only those.
 Where a server serves one collection in several versions (the upstream Workload API's
-PodGroups, v1alpha3 in 1.37 and v1alpha2 in 1.36, may both be on), the newest is watched:
+PodGroups: v1beta1 and v1alpha3 in 1.37, v1alpha2 in 1.36), the newest is watched:
 the versions are views of the same objects.
 """
 
@@ -85,7 +85,8 @@ DIALECTS: tuple[Resource, ...] = (
     Resource("scheduling.volcano.sh", "v1beta1", "queues", "Queue", namespaced=False),
     Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", namespaced=True),
     # The upstream Workload API, built in behind the GenericWorkload feature gate: 1.37
-    # serves v1alpha3, 1.36 v1alpha2.
+    # serves v1beta1 and v1alpha3, 1.36 v1alpha2.
+    Resource("scheduling.k8s.io", "v1beta1", "podgroups", "PodGroup", namespaced=True),
     Resource("scheduling.k8s.io", "v1alpha3", "podgroups", "PodGroup", namespaced=True),
     Resource("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup", namespaced=True),
 )

@@ -37,7 +37,11 @@ from adapter.kube.fields import api_group
 COMPONENT = "gangsat"
 CLUSTER_EVENTS_NAMESPACE = "default"  # where Events about cluster-scoped objects go
 # The Workload API's condition; v1alpha3 renamed it and made True final.
-WORKLOAD_CONDITIONS = {"v1alpha2": "PodGroupScheduled", "v1alpha3": "PodGroupInitiallyScheduled"}
+WORKLOAD_CONDITIONS = {
+    "v1alpha2": "PodGroupScheduled",
+    "v1alpha3": "PodGroupInitiallyScheduled",
+    "v1beta1": "PodGroupInitiallyScheduled",
+}
 
 
 def _stamp(now: datetime) -> str:

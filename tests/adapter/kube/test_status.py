@@ -103,8 +103,8 @@ def test_a_condition_keeps_its_transition_time_until_its_status_flips() -> None:
         assert flipped["lastTransitionTime"] == "2026-11-30T12:00:00Z"
 
 
-def test_v1alpha3s_initially_scheduled_stays_true() -> None:
-    api_version = "scheduling.k8s.io/v1alpha3"
+@pytest.mark.parametrize("api_version", ["scheduling.k8s.io/v1alpha3", "scheduling.k8s.io/v1beta1"])
+def test_from_v1alpha3_on_initially_scheduled_stays_true(api_version: str) -> None:
     [pending] = podgroup_status(PENDING, api_version, NOW)["conditions"]
     assert (pending["type"], pending["status"]) == ("PodGroupInitiallyScheduled", "False")
     scheduled = podgroup_status(RUNNING, api_version, NOW)

@@ -115,11 +115,11 @@ def test_a_basic_policy_group_places_its_pods_one_by_one(
 
 def test_the_newest_served_version_of_a_collection_is_watched_once() -> None:
     workload = [r for r in DIALECTS if r.group == WORKLOAD_GROUP]
-    both = {
-        (WORKLOAD_GROUP, v): {"podgroups", "podgroups/status"} for v in ("v1alpha2", "v1alpha3")
+    all_137 = {
+        (WORKLOAD_GROUP, v): {"podgroups", "podgroups/status"} for v in ("v1alpha3", "v1beta1")
     }
-    [chosen] = served(workload, both)
-    assert chosen.version == "v1alpha3" and chosen.status_subresource
+    [chosen] = served(workload, all_137)
+    assert chosen.version == "v1beta1" and chosen.status_subresource
     [old] = served(workload, {(WORKLOAD_GROUP, "v1alpha2"): {"podgroups"}})
     assert old.version == "v1alpha2" and not old.status_subresource
 
