@@ -412,17 +412,10 @@ def _run_kube(
     scheduler: list[str] | None,
     time_limit: float | None,
 ) -> int:
-    try:
-        settings = Settings.load(settings_file) if settings_file is not None else Settings()
-        if scheduler and (len(scheduler) != 1 or scheduler[0] not in SCHEDULERS):
-            raise BadInput([f"--scheduler: give one of {', '.join(SCHEDULERS)}"])
-        if scheduler_names and not all(n.strip() for n in scheduler_names):
-            raise BadInput(["--scheduler-name: a scheduler name cannot be empty"])
-        limit = make_config(time_limit_s=time_limit).time_limit_s if time_limit else None
-    except SettingsError as e:
-        _fail(str(e).splitlines())
-    except BadInput as e:
-        _fail(e.lines)
+    if scheduler and len(scheduler) != 1:
+        _fail([f"--scheduler: a cluster is scheduled by one of {', '.join(SCHEDULERS)}"])
+    if scheduler_names and not all(n.strip() for n in scheduler_names):
+        _fail(["--scheduler-name: a scheduler name cannot be empty"])
     options = KubeOptions(
         settings_path=settings_file,
         metrics_port=metrics_port,
@@ -431,9 +424,14 @@ def _run_kube(
         lease_name=lease_name,
         max_cycles=cycles,
         scheduler=scheduler[0] if scheduler else None,
-        time_limit_s=limit,
+        time_limit_s=time_limit,
         scheduler_names=tuple(scheduler_names) if scheduler_names else None,
     )
+    try:
+        settings = Settings.load(settings_file) if settings_file is not None else Settings()
+        options.applied(settings)  # the flags are checked as the settings file is
+    except SettingsError as e:
+        _fail(str(e).splitlines())
     try:
         return launch(source, settings, options, *logs)
     except LaunchError as e:

@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import cast
 
 from kubernetes import client, config
+from pydantic import ValidationError
 
+from adapter.errors import message
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.heap import HeapKeeper
 from adapter.kube.lease import LeaseElector
@@ -86,6 +88,14 @@ def pod_namespace(default: str = "gangsat-system") -> str:
         return os.environ.get("POD_NAMESPACE", default)
 
 
+# Settings fields the command line overrides, by the flag that does it.
+OVERRIDE_FLAGS = {
+    "scheduler_names": "--scheduler-name",
+    "scheduler": "--scheduler",
+    "solver": "--time-limit",
+}
+
+
 @dataclass
 class KubeOptions:
     settings_path: Path | None = None
@@ -107,16 +117,26 @@ class KubeOptions:
     scheduler_names: tuple[str, ...] | None = None
 
     def applied(self, settings: Settings) -> Settings:
+        """``settings`` with the flags' overrides, validated as the file is: a bad flag is
+        a ``SettingsError`` naming the flag, never a value the loop trips over later."""
         update: dict[str, object] = {}
         if self.scheduler_names:
             update["scheduler_names"] = self.scheduler_names
         if self.scheduler is not None:
             update["scheduler"] = self.scheduler
         if self.time_limit_s is not None:
-            update["solver"] = settings.solver.model_copy(
-                update={"time_limit_s": self.time_limit_s}
-            )
-        return settings.model_copy(update=update) if update else settings
+            update["solver"] = {**settings.solver.model_dump(), "time_limit_s": self.time_limit_s}
+        if not update:
+            return settings
+        try:
+            return Settings.model_validate({**settings.model_dump(), **update})
+        except ValidationError as e:
+            raise SettingsError(
+                "\n".join(
+                    f"{OVERRIDE_FLAGS.get(str(err['loc'][0]), err['loc'][0])}: {message(err)}"
+                    for err in e.errors(include_url=False)
+                )
+            ) from None
 
     def __post_init__(self) -> None:
         if not self.identity:
@@ -210,7 +230,11 @@ class KubeScheduler:
         except SettingsError as e:
             log.error("settings not reloaded, keeping the previous ones: %s", e)
             return False
-        self.settings = self.options.applied(settings)
+        try:
+            self.settings = self.options.applied(settings)
+        except SettingsError as e:
+            log.error("settings not reloaded, keeping the previous ones: %s", e)
+            return False
         self.cluster.scheduler_names = self.settings.scheduler_names
         log.info("settings reloaded from %s", self.options.settings_path)
         return True

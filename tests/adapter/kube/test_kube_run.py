@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from adapter.cli import app
 from adapter.kube.resources import PODS
 from adapter.kube.run import KubeOptions, KubeScheduler
-from adapter.settings import Settings
+from adapter.settings import Settings, SettingsError
 from benchmarks.fake_apiserver import FakeApiServer
 from tests.adapter.kube.manifests import (
     EXAMPLES,
@@ -171,6 +171,38 @@ def test_gangsat_run_refuses_a_bad_settings_file(server: FakeApiServer, tmp_path
     )
     assert result.exit_code == 2
     assert "cycleSeconds" in result.output
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--time-limit", "-1"], "--time-limit: "),
+        (["--time-limit", "nan"], "--time-limit: "),
+        (["--scheduler", "fastest"], "--scheduler: "),
+        (["--scheduler", "cpsat", "--scheduler", "greedy"], "--scheduler: "),
+        (["--scheduler-name", " "], "--scheduler-name: "),
+    ],
+)
+def test_gangsat_run_refuses_a_bad_flag_by_name_before_it_starts(
+    server: FakeApiServer, tmp_path: Path, flags: list[str], named: str
+) -> None:
+    kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+    result = CliRunner().invoke(app, ["run", "--kubeconfig", str(kubeconfig), *flags])
+    assert result.exit_code == 2, result.output
+    assert f"gangsat: {named}" in result.output
+    assert not [r for r in server.requests if r.resource], "no request to the cluster"
+
+
+def test_flags_override_the_settings_validated_as_the_file_is() -> None:
+    settings = Settings.from_yaml("scheduler: greedy\nsolver:\n  time_limit_s: 3\n")
+    options = KubeOptions(scheduler="gang-greedy", time_limit_s=0.5, scheduler_names=("a", "b"))
+    merged = options.applied(settings)
+    assert (merged.scheduler, merged.solver.time_limit_s) == ("gang-greedy", 0.5)
+    assert merged.scheduler_names == ("a", "b")
+    assert merged.solver.model_copy(update={"time_limit_s": 3.0}) == settings.solver
+    with pytest.raises(SettingsError, match="--time-limit: "):
+        KubeOptions(time_limit_s=0.0).applied(settings)
+    assert KubeOptions().applied(settings) is settings
 
 
 def test_gangsat_run_says_when_the_api_server_is_unreachable(tmp_path: Path) -> None:
