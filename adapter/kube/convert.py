@@ -26,7 +26,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from adapter.errors import validation_lines
 from adapter.kube import dialects
-from adapter.kube.dialects import PODGROUP_GROUPS, QUEUE_GROUPS, group_of
+from adapter.kube.dialects import (
+    PODGROUP_GROUPS,
+    QUEUE_GROUPS,
+    WORKLOAD_GROUP,
+    group_of,
+    workload_template,
+)
 from adapter.kube.fields import (
     BadObject,
     Obj,
@@ -67,7 +73,7 @@ class Finding(BaseModel):
         return f"{self.kind} {self.name}: {self.message}"
 
 
-READ_KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Job")
+READ_KINDS = ("Node", "Pod", "PodGroup", "Queue", "Workload", "PriorityClass", "Job")
 
 
 @dataclass
@@ -293,6 +299,7 @@ def convert(
     gangs: dict[str, Gang] = {}
     queues: dict[str, Queue] = {}
     pods: dict[str, Pod] = {}
+    templates: dict[str, Gang] = {}  # 1.35 Workloads' pod groups
 
     def keep(kind: str, table: dict[str, Any], name: str, value: Any) -> None:
         # An API server keeps names unique; a manifest file may not: say so, last wins.
@@ -313,6 +320,9 @@ def convert(
             gang = attempt("PodGroup", o, lambda o=o: dialects.podgroup(o, priorities))
             if gang is not None:
                 keep("PodGroup", gangs, gang.name, gang)
+        elif kind == "Workload" and group == WORKLOAD_GROUP:
+            read = attempt("Workload", o, lambda o=o: dialects.workload_templates(o))
+            templates.update(read or {})
         elif kind == "Queue" and group in QUEUE_GROUPS:
             queue = attempt("Queue", o, lambda o=o: dialects.queue(o))
             if queue is not None:
@@ -375,6 +385,7 @@ def convert(
             ):
                 pods[pod.name] = pod
 
+    _workload_instances(templates, pods.values(), gangs)
     if memo is not None:
         memo.clear()
         memo.update(fresh)
@@ -396,6 +407,24 @@ def convert(
         for kind, count in sorted(unread.items())
     ]
     return Conversion(state, findings, ignored)
+
+
+def _workload_instances(
+    templates: Mapping[str, Gang], pods: Iterable[Pod], gangs: dict[str, Gang]
+) -> None:
+    """The gangs pods name through a 1.35 Workload: one per (pod group, replica key), of
+    the pod group's policy, at its pods' highest priority (the Workload carries none).
+    A pod naming a Workload or pod group that does not exist waits, as for a PodGroup."""
+    members: dict[str, list[Pod]] = {}
+    for pod in pods:
+        if pod.gang is not None and pod.gang not in gangs:
+            template = workload_template(pod.gang)
+            if template is not None and template in templates:
+                members.setdefault(pod.gang, []).append(pod)
+    for name, its_pods in members.items():
+        of = templates[workload_template(name) or ""]
+        priority = max(p.priority for p in its_pods)
+        gangs[name] = of.model_copy(update={"name": name, "priority": priority})
 
 
 def _job_pods(

@@ -15,6 +15,11 @@ A cluster may run any mix; every dialect becomes the same domain ``Gang`` and ``
   pods join with ``spec.schedulingGroup.podGroupName``. The API has no queues (left to
   batch schedulers by design): the PodGroup's annotation ``scheduling.sigs.dev/queue-name``
   names one of gangsat's Queues, else the ``default`` queue.
+  1.35's v1alpha1 had no PodGroup objects: a ``Workload`` lists ``spec.podGroups[]``
+  (``name``, ``policy`` gang/basic) and pods point at one with ``spec.workloadRef``
+  (``name``, ``podGroup``, ``podGroupReplicaKey``). Each (workload, pod group, replica
+  key) the pods name is one gang, ``<workload>/<podGroup>[/<replicaKey>]``; it has no
+  status to write (the API has none), so only its pods are told why they wait.
 """
 
 from __future__ import annotations
@@ -48,9 +53,24 @@ def group_of(pod: Obj) -> str | None:
     label = (metadata.get("labels") or {}).get(GROUP_LABEL)
     if label:
         return str(label)
-    joined = (pod.get("spec") or {}).get("schedulingGroup")
+    spec = pod.get("spec") or {}
+    joined = spec.get("schedulingGroup")
     name = joined.get("podGroupName") if isinstance(joined, Mapping) else None
-    return str(name) if name else None
+    if name:
+        return str(name)
+    ref = spec.get("workloadRef")
+    if isinstance(ref, Mapping) and ref.get("name") and ref.get("podGroup"):
+        parts = (ref["name"], ref["podGroup"], ref.get("podGroupReplicaKey"))
+        return "/".join(str(part) for part in parts if part)
+    return None
+
+
+def workload_template(gang: str) -> str | None:
+    """For a gang a pod names through ``spec.workloadRef`` (``namespace/workload/podGroup
+    [/replicaKey]``), the Workload pod group it is an instance of; else None. No other
+    dialect's name has a second slash: object names cannot contain one."""
+    parts = gang.split("/")
+    return "/".join(parts[:3]) if len(parts) >= 3 else None
 
 
 def without_group(pod: Obj) -> Obj:
@@ -62,7 +82,8 @@ def without_group(pod: Obj) -> Obj:
     metadata["labels"] = {
         k: v for k, v in (metadata.get("labels") or {}).items() if k != GROUP_LABEL
     }
-    spec = {k: v for k, v in (pod.get("spec") or {}).items() if k != "schedulingGroup"}
+    joins = ("schedulingGroup", "workloadRef")
+    spec = {k: v for k, v in (pod.get("spec") or {}).items() if k not in joins}
     return {**pod, "metadata": metadata, "spec": spec}
 
 
@@ -87,17 +108,19 @@ def podgroup(obj: Obj, priorities: Mapping[str, int]) -> Gang:
     )
 
 
-def _workload_podgroup(obj: Obj, spec: Obj, priorities: Mapping[str, int]) -> tuple[int, Any, int]:
-    policy = spec.get("schedulingPolicy")
+def _min_count(policy: Any, where: str) -> int:
     if not isinstance(policy, Mapping) or not ("gang" in policy or "basic" in policy):
-        raise BadObject("spec.schedulingPolicy must set gang or basic")
+        raise BadObject(f"{where} must set gang or basic")
     gang = policy.get("gang")
     if gang is None:
-        min_member = 1  # basic: each pod is scheduled on its own
-    elif isinstance(gang, Mapping):
-        min_member = int_field(gang.get("minCount"), "spec.schedulingPolicy.gang.minCount", 1)
-    else:
-        raise BadObject("spec.schedulingPolicy.gang must be a mapping")
+        return 1  # basic: each pod is scheduled on its own
+    if not isinstance(gang, Mapping):
+        raise BadObject(f"{where}.gang must be a mapping")
+    return int_field(gang.get("minCount"), f"{where}.gang.minCount", 1)
+
+
+def _workload_podgroup(obj: Obj, spec: Obj, priorities: Mapping[str, int]) -> tuple[int, Any, int]:
+    min_member = _min_count(spec.get("schedulingPolicy"), "spec.schedulingPolicy")
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
     queue = annotations.get(QUEUE_ANNOTATION) or DEFAULT_QUEUE
     priority = spec.get("priority")
@@ -105,6 +128,29 @@ def _workload_podgroup(obj: Obj, spec: Obj, priorities: Mapping[str, int]) -> tu
         # The admission controller fills it in from the class; a manifest may not have.
         priority = priorities.get(spec.get("priorityClassName") or "", 0)
     return min_member, queue, priority
+
+
+def workload_templates(obj: Obj) -> dict[str, Gang]:
+    """A 1.35 (v1alpha1) Workload's pod groups, ``namespace/workload/podGroup`` -> the
+    gang each of its instances is (named by the pods that join it)."""
+    namespace, name = meta(obj)
+    groups = (obj.get("spec") or {}).get("podGroups")
+    if not isinstance(groups, list) or not groups:
+        raise BadObject("spec.podGroups must list the Workload's pod groups")
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    templates = {}
+    for i, group in enumerate(groups):
+        where = f"spec.podGroups[{i}]"
+        if not isinstance(group, Mapping) or not group.get("name"):
+            raise BadObject(f"{where}.name is missing")
+        key = f"{namespace}/{name}/{group['name']}"
+        templates[key] = Gang(
+            name=key,
+            min_member=_min_count(group.get("policy"), f"{where}.policy"),
+            queue=str(annotations.get(QUEUE_ANNOTATION) or DEFAULT_QUEUE),
+            created_s=created_s(obj),
+        )
+    return templates
 
 
 def queue(obj: Obj) -> Queue:

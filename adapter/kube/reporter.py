@@ -34,7 +34,7 @@ from kubernetes.client.exceptions import ApiException
 from adapter.cluster import CycleReport, GangStatus
 from adapter.kube.cache import ClusterCache, Obj, key_of
 from adapter.kube.convert import Finding
-from adapter.kube.dialects import COSCHEDULING_GROUP, VOLCANO_GROUP
+from adapter.kube.dialects import COSCHEDULING_GROUP, VOLCANO_GROUP, workload_template
 from adapter.kube.enqueue import to_enqueue
 from adapter.kube.resources import DIALECTS, NODES, PODS, Resource, done, read_json
 from adapter.kube.status import (
@@ -228,7 +228,12 @@ class Reporter:
                 self._pod_waiting(pod, status.message or "waiting for resources")
             return
         if podgroup is None:
-            return  # deleted since the snapshot
+            # Deleted since the snapshot, or a 1.35 Workload's pod group, which has no
+            # object of its own: its pods are still told why they wait.
+            if workload_template(status.gang) is not None and self._unschedulable(status):
+                for pod in pending:
+                    self._pod_waiting(pod, unschedulable_message(status))
+            return
         resource, obj = podgroup
         body = podgroup_status(status, resource.api_version, self.now(), obj.get("status"))
         namespace, name = _split(status.gang)
@@ -243,13 +248,18 @@ class Reporter:
                 f"status {resource.plural}.{resource.group} {status.gang}",
                 partial(self._patch_status, resource, namespace, name, body),
             )
-        if status.phase == "Pending" and status.reason not in (None, "Waiting"):
+        if self._unschedulable(status):
             message = unschedulable_message(status)
             uid = str((obj.get("metadata") or {}).get("uid") or "")
             ref = ObjectRef("PodGroup", namespace, name, resource.api_version, uid)
             self._event(ref, "Warning", "Unschedulable", message)
             for pod in pending:
                 self._pod_waiting(pod, message)
+
+    @staticmethod
+    def _unschedulable(status: GangStatus) -> bool:
+        """Whether a gang's users are told it waits (not when it was not considered)."""
+        return status.phase == "Pending" and status.reason not in (None, "Waiting")
 
     def _pod_ref(self, pod: str) -> ObjectRef:
         namespace, name = _split(pod)

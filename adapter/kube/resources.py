@@ -89,6 +89,8 @@ DIALECTS: tuple[Resource, ...] = (
     Resource("scheduling.k8s.io", "v1beta1", "podgroups", "PodGroup", namespaced=True),
     Resource("scheduling.k8s.io", "v1alpha3", "podgroups", "PodGroup", namespaced=True),
     Resource("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup", namespaced=True),
+    # 1.35: no PodGroup objects; Workloads list their pod groups (no status).
+    Resource("scheduling.k8s.io", "v1alpha1", "workloads", "Workload", namespaced=True),
 )
 
 

@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 
 from adapter.kube.cluster import KubeCluster
+from adapter.kube.convert import convert
 from adapter.kube.dialects import WORKLOAD_GROUP, group_of, without_group
 from adapter.kube.resources import DIALECTS, served
 from adapter.loop import LoopSettings, run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
 from solver.config import SolverConfig
+from solver.schedulers import schedule
 from tests.adapter.kube.manifests import apply, bound_pods, gang_pods, node, podgroup
 from tests.adapter.kube.test_kube_cluster import events, seen
 
@@ -130,3 +132,98 @@ def test_a_pod_leaving_its_group_is_no_member_in_any_dialect(dialect: str) -> No
     [pod] = gang_pods("g", 1, dialect=dialect)
     assert group_of(pod) == "g"
     assert group_of(without_group(pod)) is None
+
+
+# --- 1.35: v1alpha1 Workloads, pods pointing at one of its pod groups ---------------------
+
+
+def workload_135(name: str, groups: dict[str, int | None]) -> dict[str, Any]:
+    """A v1alpha1 Workload; a pod group of minCount None has the basic policy."""
+    return {
+        "apiVersion": f"{WORKLOAD_GROUP}/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "podGroups": [
+                {
+                    "name": group,
+                    "policy": {"basic": {}} if n is None else {"gang": {"minCount": n}},
+                }
+                for group, n in groups.items()
+            ]
+        },
+    }
+
+
+def referring_pods(
+    workload: str, group: str, n: int, cpu: str, replica: str = ""
+) -> list[dict[str, Any]]:
+    pods = gang_pods(f"{workload}-{group}{replica}", n, cpu=cpu, dialect="none")
+    for p in pods:
+        del p["metadata"]["annotations"]
+        ref = {"name": workload, "podGroup": group}
+        if replica:
+            ref["podGroupReplicaKey"] = replica
+        p["spec"]["workloadRef"] = ref
+    return pods
+
+
+def test_135_workload_pod_groups_are_gangs_one_per_replica_key() -> None:
+    objects = [
+        node("n1", cpu="8", memory="16Gi"),
+        workload_135("train", {"workers": 2, "loader": None}),
+        *referring_pods("train", "workers", 2, "1", replica="a"),
+        *referring_pods("train", "workers", 2, "1", replica="b"),
+        *referring_pods("train", "loader", 1, "1"),
+        *referring_pods("train", "nosuch", 1, "1"),
+        {**workload_135("empty", {}), "spec": {"podGroups": []}},
+    ]
+    c = convert(objects)
+    gangs = {g.name: g.min_member for g in c.state.gangs}
+    assert gangs == {
+        "default/train/workers/a": 2,
+        "default/train/workers/b": 2,
+        "default/train/loader": 1,
+    }
+    assert [(f.kind, f.name) for f in c.findings] == [("Workload", "default/empty")]
+    decision = schedule(c.state, "cpsat", SolverConfig(time_limit_s=2.0))
+    assert "default/train-nosuch-0" in decision.waiting_pods  # its pod group is not there
+    assert len(decision.placements) == 5
+
+
+@pytest.fixture
+def server_135() -> Iterator[FakeApiServer]:
+    fake = FakeApiServer(bookmark_interval_s=0.2)
+    fake.add_resource(WORKLOAD_GROUP, "v1alpha1", "workloads", "Workload", namespaced=True)
+    with fake:
+        yield fake
+
+
+def test_135_a_workload_gang_binds_whole_and_its_pods_say_why_they_wait(
+    server_135: FakeApiServer,
+) -> None:
+    apply(
+        server_135,
+        [
+            node("n1", cpu="4"),
+            workload_135("job", {"workers": 2, "huge": 2}),
+            *referring_pods("job", "workers", 2, "1"),
+            *referring_pods("job", "huge", 2, "3"),  # 2 x 3 cpu on a node of 4 - 2
+        ],
+    )
+    cluster = KubeCluster(server_135.client(), writes_per_s=1000.0).start(sync_timeout_s=10)
+    try:
+        seen(cluster, server_135)
+        result = run_cycle(cluster, FAST)
+        assert result.admitted() == ["default/job/workers"]
+        assert set(bound_pods(server_135)) == {"default/job-workers-0", "default/job-workers-1"}
+        assert cluster.writer.flush()
+    finally:
+        cluster.stop()
+    waiting = {e["involvedObject"]["name"] for e in events(server_135, "FailedScheduling")}
+    assert waiting == {"job-huge-0", "job-huge-1"}
+    pod = server_135.get("", "pods", "default", "job-huge-0")
+    assert pod is not None
+    [condition] = pod["status"]["conditions"]
+    assert (condition["type"], condition["reason"]) == ("PodScheduled", "Unschedulable")
+    assert not [r for r in server_135.requests if r.verb == "patch" and r.group == WORKLOAD_GROUP]
