@@ -41,7 +41,13 @@ from solver.objective import coefficients
 from solver.placement import Placer
 from solver.problem import Problem, prepare
 from solver.relaxation import LpSolution, solve_lp
-from solver.search import MIN_STAGE_S, Search, StageResult, gang_greedy_placer
+from solver.search import (
+    MIN_STAGE_S,
+    OPTIMAL_GAP,
+    Search,
+    StageResult,
+    gang_greedy_placer,
+)
 from solver.shapes import Shapes, group
 from solver.solution import decode_admitted, decode_counts, hint, solution_of
 
@@ -49,9 +55,6 @@ from solver.solution import decode_admitted, decode_counts, hint, solution_of
 # max_exact_class_pairs: above, real-shaped 1,000-node models found nothing in 0.5 s.
 RINS_PAIRS = 2
 RINS_ROUNDS = 3
-# An LP bound is exact to HiGHS' tolerance and rounded up past it: a decision this close
-# is optimal.
-OPTIMAL_GAP = 1e-6
 # Of the time limit: a large model's LP, and its LP-guided search, run at least this long
 # even when preparing took the cycle's time (a 1,000-node narrow model's first solution
 # took 0.1-0.3 s).
@@ -155,6 +158,8 @@ def _guided_search(
     _search_classes(search, narrow, f"{prefix}-lp-guided", left() / 3)
     incumbent: Placer | None = None
     for _ in range(RINS_ROUNDS):
+        if search.settled(wait_for_baseline=False):
+            break  # at the LP's bound: no neighbourhood holds more (an easy cycle ends here)
         # Deterministic solves wait for the baseline: whether it has finished by now
         # depends on the load, and the incumbent must not.
         baseline = [search.baseline] if search.config.deterministic else search.finished_baseline()

@@ -15,6 +15,7 @@ from ortools.sat.python import cp_model
 
 from solver.baselines import allocate_gangs
 from solver.config import SolverConfig
+from solver.decode import relative_gap
 from solver.encode import Encoding
 from solver.model import StageReport
 from solver.objective import Coefficients, evaluate
@@ -22,6 +23,9 @@ from solver.placement import Placer
 from solver.problem import Problem
 
 MIN_STAGE_S = 0.05
+# An LP bound is exact to HiGHS' tolerance and rounded up past it: a decision this close
+# is optimal.
+OPTIMAL_GAP = 1e-6
 DECODE_RESERVE = 0.08  # share of the time limit kept for decoding
 # Deterministic solves stop on deterministic time; the wall clock only guards against a
 # machine so slow or loaded that the cycle would stall (then reproducibility is lost).
@@ -169,11 +173,15 @@ class Search:
         return max([*self.solved, self.baseline], key=self.score)
 
     def settled(self, wait_for_baseline: bool = True) -> bool:
-        """A candidate already meets a proven bound: nothing left to gain."""
+        """A candidate already meets a proven bound (to the LP's tolerance): nothing left
+        to gain."""
         if not self.bounds:
             return False
         candidates = [*self.solved, self.baseline] if wait_for_baseline else self.solved
-        return bool(candidates) and max(map(self.score, candidates)) >= min(self.bounds)
+        if not candidates:
+            return False
+        gap = relative_gap(max(map(self.score, candidates)), min(self.bounds))
+        return gap is not None and gap <= OPTIMAL_GAP
 
 
 def gang_greedy_placer(problem: Problem, stop: threading.Event | None = None) -> Placer:
