@@ -51,7 +51,6 @@ import random
 import re
 import signal
 import socket
-import sys
 import threading
 import time
 import uuid
@@ -2333,6 +2332,3 @@ def main(argv: list[str] | None = None) -> int:
         server.stop()
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
