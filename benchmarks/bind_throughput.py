@@ -45,16 +45,19 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
+from adapter.kube.binder import post_binding
 from adapter.kube.reflector import lines
 from adapter.kube.resources import done, raw, read_json
 from adapter.kube.run import KubeOptions, KubeScheduler, api_client
 from adapter.settings import Settings
+from adapter.sim.realistic.nodes import kubelet_labels
 from benchmarks.suite import at_least_one, non_negative, positive
 
 PODGROUP = ("scheduling.sigs.dev", "v1alpha2", "podgroups")
@@ -180,10 +183,15 @@ def create_nodes(
     core = client.CoreV1Api(api)
 
     def make(i: int) -> None:
+        name = f"bench-node-{i}"
         body = {
             "apiVersion": "v1",
             "kind": "Node",
-            "metadata": {"name": f"bench-node-{i}", "labels": {"gangsat-bench": "yes"}},
+            # Labelled as kubelets and clouds label nodes: a unique hostname on each.
+            "metadata": {
+                "name": name,
+                "labels": {**kubelet_labels(name, i), "gangsat-bench": "yes"},
+            },
             "status": {
                 "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
                 "capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
@@ -324,12 +332,18 @@ def trivial_binder(
         )["items"]
     ]
 
+    timeout = urllib3.Timeout(connect=5.0, read=30.0)
+
     def bind(name: str, node: str) -> None:
-        body = client.V1Binding(
-            metadata=client.V1ObjectMeta(name=name, namespace=namespace),
-            target=client.V1ObjectReference(kind="Node", name=node, api_version="v1"),
-        )
-        done(core.create_namespaced_pod_binding(name, namespace, body, _preload_content=False))
+        # The same lean request gangsat's binder sends: the ceiling is the server's, not
+        # the generated client's.
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace},
+            "target": {"kind": "Node", "name": node, "apiVersion": "v1"},
+        }
+        post_binding(api, namespace, name, json.dumps(body).encode(), timeout)
 
     work = [
         (p["metadata"]["name"], node)
