@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,45 @@ def test_two_replicas_one_leader_no_pod_bound_twice(server: FakeApiServer) -> No
             s.stop_event.set()
         for t in threads:
             t.join(timeout=10)
+
+
+def test_a_standby_that_takes_over_binds_in_its_first_cycle(server: FakeApiServer) -> None:
+    """A standby replica keeps its caches warm: once the dead leader's lease expires, the
+    work that waited for a leader is bound by the new leader's first cycle."""
+    apply(server, [node("n1", cpu="16", memory="64Gi")])
+    server.put(
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "gangsat", "namespace": "gangsat-system"},
+            "spec": {
+                "holderIdentity": "a-replica-that-died",
+                "leaseDurationSeconds": 3,
+                "renewTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            },
+        }
+    )
+    standby = replica(server, "standby")
+    thread = start(standby)
+    try:
+        wait_until(lambda: standby.cluster.synced(), what="the standby's caches")
+        apply(server, [podgroup("waiting", 3), *gang_pods("waiting", 3)])
+        cache = standby.cluster.cache
+        wait_until(
+            lambda: all(cache.get(PODS, f"default/waiting-{i}") for i in range(3)),
+            what="the standby sees the gang",
+        )
+        assert not standby.leading() and standby.cycles == 0
+        acquired = wait_until(
+            lambda: time.monotonic() if standby.leading() else None, timeout_s=10
+        )
+        wait_until(lambda: len(bound_pods(server)) == 3, what="the gang bound")
+        taken = time.monotonic() - acquired
+        assert standby.cycles == 1, "bound by the first cycle after taking over"
+        assert taken < QUICK.cycle_s + QUICK.solver.time_limit_s + 1.0
+    finally:
+        standby.stop_event.set()
+        thread.join(timeout=10)
 
 
 def test_losing_the_lease_ends_the_run_with_a_failure_status(server: FakeApiServer) -> None:
