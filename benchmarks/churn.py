@@ -168,13 +168,15 @@ def create_queues(api: client.ApiClient) -> None:
                 raise
 
 
-def pod_manifest(gang: str, index: int, queue_cpu: str) -> dict[str, Any]:
+def pod_manifest(
+    gang: str, index: int, queue_cpu: str, namespace: str = NAMESPACE
+) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "name": f"{gang}-{index}",
-            "namespace": NAMESPACE,
+            "namespace": namespace,
             "labels": {"app": "churn"},
             "annotations": {"scheduling.k8s.io/group-name": gang},
         },
@@ -198,27 +200,28 @@ def post_gang(
     queue: str,
     cpu: str,
     bound_to: Sequence[str] = (),
+    namespace: str = NAMESPACE,
 ) -> None:
     """A PodGroup of ``size`` (minMember) and its pods; pod ``i`` already bound to
     ``bound_to[i]`` when given (a job that runs)."""
     body = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": NAMESPACE},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {"minMember": size, "queue": queue},
     }
     custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
     done(
         custom.create_namespaced_custom_object(
-            GROUP, VERSION, NAMESPACE, "podgroups", body, _preload_content=False
+            GROUP, VERSION, namespace, "podgroups", body, _preload_content=False
         )
     )
     for i in range(size):
-        manifest = pod_manifest(name, i, cpu)
+        manifest = pod_manifest(name, i, cpu, namespace)
         if bound_to:
             manifest["spec"]["nodeName"] = bound_to[i]
         pod = client.V1Pod.model_validate(manifest)
-        done(core.create_namespaced_pod(NAMESPACE, pod, _preload_content=False))
+        done(core.create_namespaced_pod(namespace, pod, _preload_content=False))
 
 
 def create_gang(api: client.ApiClient, churn: Churn, name: str, rng: random.Random) -> None:

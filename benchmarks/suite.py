@@ -6,6 +6,7 @@
     gangsat-bench bind-throughput ...   (binding vs a trivial binder: benchmarks.bind_throughput)
     gangsat-bench footprint ...         (memory by cluster size: benchmarks.footprint)
     gangsat-bench churn ...             (memory under arriving, finishing gangs: benchmarks.churn)
+    gangsat-bench restart ...           (start-up to first bind at 5,000 nodes: benchmarks.restart)
 
 Flow: each scenario (a packaged name or a file, ``adapter.sim.scenario.load_scenario``)
 is materialised once and replayed by every scheduler through the real scheduling loop
@@ -403,6 +404,10 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
         from benchmarks import footprint
 
         return footprint.main(given[1:], console)
+    if given[:1] == ["restart"]:
+        from benchmarks import restart
+
+        return restart.main(given[1:], console)
     if given[:1] == ["churn"]:
         from benchmarks import churn
 
