@@ -2,6 +2,6 @@
 
 import sys
 
-from benchmarks.fake_apiserver import main
+from benchmarks.fake_apiserver.cli import main
 
 sys.exit(main())
