@@ -20,7 +20,11 @@ runs its real code paths against it:
   is set only by a binding; updates that change nothing neither bump the version nor
   emit an event; a write to a resource with a status subresource ignores ``status``;
   a watch with selectors sees an object that stops matching as DELETED (carrying its
-  previous state) and one that starts matching as ADDED, as the watch cache does.
+  previous state) and one that starts matching as ADDED, as the watch cache does;
+- what requests cost the machine, if asked: ``latency_s`` sleeps in every non-watch
+  request, and ``cpu_ms_per_request`` (``--cpu-ms``) burns that much CPU in it, outside
+  the GIL, so it takes a core from the scheduler as a real apiserver and etcd on the
+  same machine would.
 
 What it deliberately does not fake, because nothing in gangsat depends on it: auth
 (no TLS, no tokens, no RBAC), schema validation beyond object names, server-side apply
@@ -30,7 +34,9 @@ objects at once), namespace existence checks on create, ``managedFields``, conve
 between versions beyond rewriting ``apiVersion``, shared storage between core and
 ``events.k8s.io`` events, streaming lists (``sendInitialEvents``), list
 ``resourceVersion`` semantics (a list is always served at the current version), and
-strategic merge patch beyond the merge keys in ``patches.SMP_MERGE_KEYS``. Watch history is kept
+strategic merge patch beyond the merge keys in ``patches.SMP_MERGE_KEYS``. Nor does it
+model how a real server's cost varies with the request (a large list or a busy watch
+costs more than a get): every non-watch request costs the same. Watch history is kept
 per resource, like the apiserver's watch cache, so a busy resource does not expire
 another's versions.
 
@@ -42,7 +48,8 @@ The package, from the bottom up (a module imports only modules listed before it)
 ``objects`` (JSON objects, resources, errors), ``selectors``, ``patches``, ``watch``
 (events and watchers), ``storage`` (the shared state), ``registry`` (built-ins, CRDs,
 discovery), ``admission``, ``writes``, ``reads``, ``faults``, ``api`` (what the handler
-serves), ``routing`` and ``handler`` (HTTP), ``server`` (``FakeApiServer``), ``cli``.
+serves), ``costs`` (latency, CPU), ``routing`` and ``handler`` (HTTP), ``server``
+(``FakeApiServer``), ``cli``.
 """
 
 from benchmarks.fake_apiserver.api import RequestRecord

@@ -1,5 +1,6 @@
 """Everything the HTTP handler calls on the fake, as one type: the store's writes, reads
-and injected faults, the request hooks and records, the latency, and the open connections."""
+and injected faults, the request hooks and records, what a request costs (latency, CPU),
+and the open connections."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ class _Api(_Writes, _Reads, _Faults):
 
     bookmark_interval_s: float
     latency_s: float
+    cpu_ms_per_request: float
     hooks: list[Callable[[str, str], None]]
     requests: list[RequestRecord]
     _connections: set[socket.socket]

@@ -23,6 +23,13 @@ def main(argv: list[str] | None = None) -> int:
         "--latency-ms", type=float, default=0.0, help="sleep this long in every non-watch request"
     )
     parser.add_argument(
+        "--cpu-ms",
+        type=float,
+        default=0.0,
+        help="burn this much CPU in every non-watch request, on any core, as a real API "
+        "server's handler and etcd write would",
+    )
+    parser.add_argument(
         "--history", type=int, default=10_000, help="watch events retained per resource"
     )
     parser.add_argument("--bookmark-interval-s", type=float, default=1.0)
@@ -33,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         history=args.history,
         bookmark_interval_s=args.bookmark_interval_s,
         latency_s=args.latency_ms / 1000.0,
+        cpu_ms_per_request=args.cpu_ms,
     )
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())

@@ -1,6 +1,6 @@
 """The HTTP side: a threading server whose handler parses a request, records it, runs the
-hooks, injected failures and latency, then answers from the fake (JSON objects, Kubernetes
-Status errors, chunked watch streams)."""
+hooks, injected failures and the request's costs (costs.py), then answers from the fake
+(JSON objects, Kubernetes Status errors, chunked watch streams)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from benchmarks.fake_apiserver.api import RequestRecord, _Api
+from benchmarks.fake_apiserver.costs import charge
 from benchmarks.fake_apiserver.objects import (
     TYPE_KEYS,
     FakeApiError,
@@ -142,8 +143,8 @@ class _Handler(BaseHTTPRequestHandler):
             injected = fake._injected(method, path)
             if injected is not None:
                 raise injected
-            if verb != "watch" and fake.latency_s > 0:
-                time.sleep(fake.latency_s)
+            if verb != "watch":
+                charge(fake.latency_s, fake.cpu_ms_per_request)
             body: Any = None
             if body_bytes:
                 try:

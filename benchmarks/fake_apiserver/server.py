@@ -35,6 +35,9 @@ class FakeApiServer(_Api):
     ``start()``. Stored objects are never mutated in place: every write stores a new dict.
     That lets reads, lists and watch events serialise them outside the lock, and lets
     watch history hold the previous state of an object without copying it.
+
+    Every non-watch request sleeps ``latency_s`` and burns ``cpu_ms_per_request``
+    milliseconds of CPU (see costs.py), in its own thread and outside the lock.
     """
 
     def __init__(
@@ -44,12 +47,14 @@ class FakeApiServer(_Api):
         history: int = 10_000,
         bookmark_interval_s: float = 1.0,
         latency_s: float = 0.0,
+        cpu_ms_per_request: float = 0.0,
     ) -> None:
         self.history = history
         self.bookmark_interval_s = bookmark_interval_s
         self.latency_s = latency_s
+        self.cpu_ms_per_request = cpu_ms_per_request
         # Called as hook(method, path without query) in the request's thread, before
-        # fail() injection and latency; an exception in a hook answers 500.
+        # fail() injection and the request's costs; an exception in a hook answers 500.
         self.hooks = []
         self.requests = []  # every request, failed ones included
         # One lock for every write and every watch registration: that is what makes the

@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from benchmarks.fake_apiserver import FakeApiError, FakeApiServer, RequestRecord
+from benchmarks.fake_apiserver.costs import burn_cpu
 
 NS = "default"
 
@@ -702,7 +703,7 @@ def test_command_line_runs_in_the_foreground(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "config"
     proc = subprocess.Popen(
         [sys.executable, "-m", "benchmarks.fake_apiserver", "--port", "0",
-         "--kubeconfig-out", str(kubeconfig), "--latency-ms", "1"],
+         "--kubeconfig-out", str(kubeconfig), "--latency-ms", "1", "--cpu-ms", "1"],
         stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
     try:
         assert proc.stdout is not None
@@ -714,3 +715,55 @@ def test_command_line_runs_in_the_foreground(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         assert proc.wait(timeout=5) == 0
+
+
+# --- request costs -----------------------------------------------------------------
+
+
+def test_cpu_cost_is_burnt_in_every_non_watch_request() -> None:
+    with FakeApiServer(cpu_ms_per_request=20) as fake, fake.client() as api_client:
+        core: Any = client.CoreV1Api(api_client)
+        before = time.process_time()  # the fake's handler threads are this process's
+        core.list_node()
+        core.create_node(node("n1"))
+        core.read_node("n1")
+        with urllib.request.urlopen(f"{fake.url}/version", timeout=10) as response:
+            assert json.loads(response.read())["major"] == "1"
+        spent = time.process_time() - before
+    assert spent >= 4 * 0.015
+
+
+def test_a_watch_costs_no_cpu() -> None:
+    with FakeApiServer(cpu_ms_per_request=3000) as fake:
+        before = time.process_time()
+        url = f"{fake.url}/api/v1/pods?watch=true&timeoutSeconds=0.2"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            response.read()  # the initial ADDED events (none), then the end of the stream
+        spent = time.process_time() - before
+    assert spent < 1.0
+
+
+def test_the_cpu_burn_lets_go_of_the_gil() -> None:
+    """Another thread runs Python all through a burn: the burn takes a core of its own, as a
+    separate API server would, rather than taking turns with the fake's threads. The switch
+    interval is raised so that a burn holding the GIL would hold it to its end."""
+    done = threading.Event()
+
+    def burn() -> None:
+        burn_cpu(0.3)
+        done.set()
+
+    burner = threading.Thread(target=burn)
+    rounds = 0
+    interval = sys.getswitchinterval()
+    before = time.process_time()
+    sys.setswitchinterval(5.0)
+    try:
+        burner.start()
+        while not done.wait(0.001):
+            rounds += 1
+        burner.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert time.process_time() - before >= 0.3
+    assert rounds >= 20
