@@ -451,6 +451,12 @@ def summarise(samples: list[Sample], churn: Churn, console: Console) -> None:
             f"{len(bound)}/{len(churn.gangs)} gangs bound, {churn.deleted} deleted; "
             f"creation-to-bound p50 {statistics.median(latencies):.2f} s, p99 {p99:.2f} s"
         )
+        # The steady state: what was bound per second against what arrived per second.
+        pods = sum(g.size for g in bound)
+        console.print(
+            f"sustained: {len(bound) / last:.2f} gangs/s, {pods / last:.1f} pods/s bound "
+            f"({len(churn.gangs) / last:.2f} gangs/s arrived)"
+        )
     if churn.errors:
         console.print(f"{len(churn.errors)} driver error(s), first: {churn.errors[0]}")
 
