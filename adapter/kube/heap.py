@@ -39,6 +39,13 @@ class HeapKeeper:
         wait = max(MIN_FULL_INTERVAL_S, FULL_EVERY * self._last_full_s)
         return self.clock() - self._last_full_at >= wait
 
+    def freeze(self) -> None:
+        """At start-up: the heap is imports and the initial lists, with next to no
+        garbage; frozen as it is, so the first cycle is not slowed by walking it (a full
+        collection here cost 0.1-0.15 s of a 3,000-pod start before the first bind).
+        The first ``settle`` collects fully (``full_due`` from the start)."""
+        gc.freeze()
+
     def settle(self, quiet: bool = False) -> int:
         """Collect what the last cycle left behind, then freeze what lives on; the number
         of unreachable objects found."""

@@ -250,7 +250,7 @@ class KubeScheduler:
         ).start()
         try:
             self.cluster.start(stop=self.stop_event)
-            self.heap.settle(quiet=True)
+            self.heap.freeze()
             if self.elector is not None:
                 self.elector.start()
             self._loop()
