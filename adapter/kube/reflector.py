@@ -17,11 +17,10 @@ import logging
 import random
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
-from kubernetes.watch import watch as client_watch
 
 from adapter.kube.cache import ClusterCache
 from adapter.kube.resources import Resource
@@ -163,10 +162,21 @@ class Reflector:
             self.resource_version = str(version)
 
 
-def lines(response: Any) -> Iterator[str]:
-    """The lines of a streamed response, as the client's own watch splits them."""
-    split: Callable[[Any], Iterator[str]] = client_watch.iter_resp_lines
-    return split(response)
+def lines(response: Any) -> Iterator[bytes]:
+    """The lines of a streamed response (one watch event each), as bytes (``json.loads``
+    reads them as they are).
+
+    Not the client's own splitter: it copies the rest of its buffer after every line,
+    so a chunk of N events (an API server flushes a watcher's backlog in one) costs
+    O(N^2) bytes copied — the events of 3,000 binds read in bursts cost the scheduler
+    more CPU than the binds. Here each chunk is split once."""
+    pending = b""
+    for segment in response.stream(amt=None, decode_content=False):
+        data = segment if isinstance(segment, bytes) else str(segment).encode("utf-8")
+        if pending:
+            data = pending + data
+        *complete, pending = data.split(b"\n")
+        yield from complete
 
 
 def _abort(response: Any) -> None:

@@ -1,0 +1,51 @@
+"""Splitting a watch stream into events: chunks as an API server sends them, bursts and
+events cut anywhere."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adapter.kube.reflector import lines
+
+
+class Stream:
+    def __init__(self, chunks: list[Any]) -> None:
+        self.chunks = chunks
+
+    def stream(self, amt: Any = None, decode_content: bool = False) -> Iterator[Any]:
+        yield from self.chunks
+
+
+def events(n: int) -> list[bytes]:
+    return [
+        json.dumps({"type": "MODIFIED", "object": {"metadata": {"name": f"pod-{i}"}}}).encode()
+        for i in range(n)
+    ]
+
+
+def test_a_burst_in_one_chunk_and_events_cut_across_chunks() -> None:
+    sent = events(5)
+    body = b"\n".join(sent) + b"\n"
+    chunks = [body[:7], body[7:40], body[40:], b""]
+    assert list(lines(Stream(chunks))) == sent
+    assert list(lines(Stream([body]))) == sent
+
+
+def test_text_segments_empty_lines_and_a_cut_off_tail() -> None:
+    got = list(lines(Stream(['{"a": 1}\n', b"\n", b'{"b": 2}\n{"c"'])))
+    assert [json.loads(x) for x in got if x] == [{"a": 1}, {"b": 2}]
+
+
+@given(st.integers(1, 40), st.lists(st.integers(0, 4000), max_size=12))
+def test_any_cuts_give_back_every_event_in_order(n: int, cuts: list[int]) -> None:
+    sent = events(n)
+    body = b"\n".join(sent) + b"\n"
+    edges = sorted({0, len(body), *(c % (len(body) + 1) for c in cuts)})
+    chunks = [body[a:b] for a, b in itertools.pairwise(edges)]
+    assert list(lines(Stream(chunks))) == sent
