@@ -109,6 +109,38 @@ def run_gangsat(
     reports.put(None)
 
 
+class GangsatProcess:
+    """gangsat (``run_gangsat``) in a spawned process of its own, so that its memory and
+    CPU are its own and it shares no interpreter with the benchmark driving it."""
+
+    def __init__(self, kubeconfig: Path, trace_every_s: float = 0.0, warmup_s: float = 0.0):
+        context = multiprocessing.get_context("spawn")
+        self.stop_event = context.Event()
+        self.reports: Any = context.Queue()
+        self.process = context.Process(
+            target=run_gangsat,
+            args=(str(kubeconfig), trace_every_s, warmup_s, self.stop_event, self.reports),
+            daemon=True,
+        )
+
+    def start(self) -> GangsatProcess:
+        self.process.start()
+        return self
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid or 0
+
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.process.join(timeout=60)
+        if self.process.is_alive():
+            self.process.kill()
+
+
 # --- the churn ---------------------------------------------------------------------------------
 
 
@@ -366,17 +398,9 @@ def run(args: argparse.Namespace, kubeconfig: Path, console: Console) -> list[Sa
     create_queues(api)
     ensure_namespace(api, NAMESPACE)
     create_nodes(api, args.nodes, 8, cpu=str(args.node_cpu), memory="64Gi")
-    context = multiprocessing.get_context("spawn")
-    stop_gangsat = context.Event()
-    reports: Any = context.Queue()
     duration = args.minutes * 60
     trace_every = 60.0 if args.tracemalloc else 0.0
-    process = context.Process(
-        target=run_gangsat,
-        args=(str(kubeconfig), trace_every, min(120.0, duration / 4), stop_gangsat, reports),
-        daemon=True,
-    )
-    process.start()
+    gangsat = GangsatProcess(kubeconfig, trace_every, min(120.0, duration / 4)).start()
     churn = Churn()
     stop = threading.Event()
     driver = threading.Thread(target=drive, args=(api, churn, args, stop), daemon=True)
@@ -386,13 +410,14 @@ def run(args: argparse.Namespace, kubeconfig: Path, console: Console) -> list[Sa
     console.print(f"churn for {args.minutes:g} min at {args.rate:g} gangs/s ...")
     next_minute = 60.0
     while (elapsed := time.monotonic() - started) < duration:
-        if not process.is_alive():
-            console.print(f"gangsat exited early (exit code {process.exitcode}); churn stopped")
+        if not gangsat.alive():
+            code = gangsat.process.exitcode
+            console.print(f"gangsat exited early (exit code {code}); churn stopped")
             break
         samples.append(
             Sample(
                 elapsed_s=elapsed,
-                rss_mb=rss_mb(process.pid or 0),
+                rss_mb=rss_mb(gangsat.pid),
                 live=churn.live(),
                 bound=len(churn.bound()),
             )
@@ -404,8 +429,8 @@ def run(args: argparse.Namespace, kubeconfig: Path, console: Console) -> list[Sa
                 f"{last.live} live gangs, {last.bound} bound"
             )
             next_minute += 60.0
-        while not reports.empty():
-            report = reports.get()
+        while not gangsat.reports.empty():
+            report = gangsat.reports.get()
             if report is not None:
                 console.print(f"  growth since warm-up, at {report[0] / 60:.1f} min:")
                 for site in report[1]:
@@ -413,10 +438,7 @@ def run(args: argparse.Namespace, kubeconfig: Path, console: Console) -> list[Sa
         time.sleep(args.sample_s)
     stop.set()
     driver.join(timeout=30)
-    stop_gangsat.set()
-    process.join(timeout=60)
-    if process.is_alive():
-        process.kill()
+    gangsat.stop()
     if samples:
         summarise(samples, churn, console)
     return samples

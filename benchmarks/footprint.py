@@ -20,7 +20,6 @@ what gangsat holds.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,11 +37,11 @@ from adapter.kube.run import api_client
 from benchmarks.bind_throughput import ensure_namespace, fake_server
 from benchmarks.churn import (
     NAMESPACE,
+    GangsatProcess,
     create_queues,
     install_crds,
     post_gang,
     rss_mb,
-    run_gangsat,
 )
 from benchmarks.suite import at_least_one, positive
 
@@ -198,19 +197,14 @@ def pending(api: client.ApiClient) -> int:
 def measure(kubeconfig: Path, nodes: int, gangs: int, args: argparse.Namespace) -> Footprint:
     api = api_client(kubeconfig)
     populate(api, nodes, gangs, args.gang_size)
-    context = multiprocessing.get_context("spawn")
-    stop = context.Event()
-    reports: Any = context.Queue()
-    process = context.Process(
-        target=run_gangsat, args=(str(kubeconfig), 0.0, 0.0, stop, reports), daemon=True
-    )
+    gangsat = GangsatProcess(kubeconfig)
     started = time.monotonic()
-    process.start()
+    gangsat.start()
     peak, samples = 0.0, []
     deadline = started + args.timeout_s
     settled_at: float | None = None
-    while time.monotonic() < deadline and process.is_alive():
-        rss = rss_mb(process.pid or 0)
+    while time.monotonic() < deadline and gangsat.alive():
+        rss = rss_mb(gangsat.pid)
         peak = max(peak, rss)
         if settled_at is None and (nodes == 0 or pending(api) == 0):
             settled_at = time.monotonic()
@@ -219,10 +213,7 @@ def measure(kubeconfig: Path, nodes: int, gangs: int, args: argparse.Namespace) 
             if time.monotonic() - settled_at >= args.settle_s:
                 break
         time.sleep(0.5)
-    stop.set()
-    process.join(timeout=60)
-    if process.is_alive():
-        process.kill()
+    gangsat.stop()
     if settled_at is None:
         raise RuntimeError(f"{nodes}x{gangs}: pods still pending after {args.timeout_s:.0f} s")
     return Footprint(

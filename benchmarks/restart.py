@@ -22,14 +22,12 @@ object, so a real cluster's lists take longer (figures labelled "fake").
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import statistics
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from kubernetes import client
 from rich.console import Console
@@ -38,7 +36,7 @@ from rich.table import Table
 from adapter.kube.resources import done, read_json
 from adapter.kube.run import api_client
 from benchmarks.bind_throughput import BoundWatcher, ensure_namespace, fake_server
-from benchmarks.churn import NAMESPACE, create_queues, install_crds, post_gang, run_gangsat
+from benchmarks.churn import NAMESPACE, GangsatProcess, create_queues, install_crds, post_gang
 from benchmarks.footprint import DAEMONS_PER_NODE, daemon_pod, node_manifest
 from benchmarks.suite import at_least_one, positive
 
@@ -104,22 +102,14 @@ def bound_now(api: client.ApiClient, namespace: str) -> int:
 def start_once(kubeconfig: Path, pending: int, timeout_s: float) -> Start:
     first = BoundWatcher(kubeconfig, JOBS, 1)
     every = BoundWatcher(kubeconfig, JOBS, pending)
-    context = multiprocessing.get_context("spawn")
-    stop = context.Event()
-    reports: Any = context.Queue()
-    process = context.Process(
-        target=run_gangsat, args=(str(kubeconfig), 0.0, 0.0, stop, reports), daemon=True
-    )
+    gangsat = GangsatProcess(kubeconfig)
     started = time.time()
-    process.start()
+    gangsat.start()
     try:
         first_at = first.wait(timeout_s)
         all_at = every.wait(timeout_s)
     finally:
-        stop.set()
-        process.join(timeout=60)
-        if process.is_alive():
-            process.kill()
+        gangsat.stop()
     return Start(first_at - started, all_at - started, pending)
 
 
