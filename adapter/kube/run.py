@@ -249,7 +249,8 @@ class KubeScheduler:
             alive=self.alive,
         ).start()
         try:
-            self.cluster.start(stop=self.stop_event)
+            with self.heap.loading():
+                self.cluster.start(stop=self.stop_event)
             self.heap.freeze()
             if self.elector is not None:
                 self.elector.start()

@@ -78,3 +78,14 @@ def test_start_up_freezes_without_a_walk_and_the_first_settle_collects_fully() -
     now[0] = 1.0
     keeper.settle()  # after the first cycle
     assert keeper.full_collections == 1 and ref() is None
+
+
+def test_no_automatic_collection_while_the_initial_lists_load() -> None:
+    keeper = HeapKeeper()
+    assert gc.isenabled()
+    with keeper.loading():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), keeper.loading():
+        raise RuntimeError("a failed start")
+    assert gc.isenabled()  # a start that fails leaves the collector on
