@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import queue
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -139,6 +140,7 @@ class Binder:
         self.retry_budget_s = retry_budget_s
         self.backoff_s = backoff_s
         self._uids: dict[str, str] = {}  # pod -> UID it was bound with, this batch
+        self.threads = threads
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bind")
 
     def close(self) -> None:
@@ -152,7 +154,23 @@ class Binder:
                 for p, _ in placements
             }
         failures: dict[str, ClusterError] = {}
-        futures = []
+        # A few workers take binds from a queue as they are assumed, in order: a future
+        # per bind cost the loop more CPU than assuming and sending the bind did.
+        work: queue.SimpleQueue[tuple[str, str, str] | None] = queue.SimpleQueue()
+        answers: dict[str, ClusterError | None] = {}
+
+        def worker() -> None:
+            while (item := work.get()) is not None:
+                pod, node, uid = item
+                try:
+                    answers[pod] = self._bind_one(pod, node, uid)
+                except Exception as e:  # a bug in one bind must not lose the others
+                    # Requests' own failures are answered inside _bind_one: this one
+                    # came before the request was sent, so the pod is still pending.
+                    log.exception("bind of %s failed", pod)
+                    answers[pod] = ClusterError(type(e).__name__, str(e))
+
+        workers = [self._pool.submit(worker) for _ in range(min(self.threads, len(placements)))]
         for pod, node in placements:
             try:
                 uid = self.cache.assume(pod, node)
@@ -160,9 +178,12 @@ class Binder:
                 failures[pod] = ClusterError("NotBindable", f"{pod}: {e}", bound_to=e.bound_to)
                 continue
             self._uids[pod] = uid
-            futures.append((pod, self._pool.submit(self._bind_one, pod, node, uid)))
-        for pod, future in futures:
-            error = future.result()
+            work.put((pod, node, uid))
+        for _ in workers:
+            work.put(None)
+        for future in workers:
+            future.result()
+        for pod, error in answers.items():
             if error is not None:
                 if not error.uncertain:
                     self.cache.forget(pod)
