@@ -25,12 +25,17 @@ FAST = LoopSettings(scheduler="cpsat", solver=SolverConfig(time_limit_s=2.0, det
 V1ALPHA2 = f"{WORKLOAD_GROUP}/v1alpha2"
 
 
-@pytest.fixture
-def server_136() -> Iterator[FakeApiServer]:
+def serving(version: str, plural: str, kind: str) -> Iterator[FakeApiServer]:
+    """A fake API server serving the Workload API as one Kubernetes release does."""
     fake = FakeApiServer(bookmark_interval_s=0.2)
-    fake.add_resource(WORKLOAD_GROUP, "v1alpha2", "podgroups", "PodGroup", namespaced=True)
+    fake.add_resource(WORKLOAD_GROUP, version, plural, kind, namespaced=True)
     with fake:
         yield fake
+
+
+@pytest.fixture
+def server_136() -> Iterator[FakeApiServer]:
+    yield from serving("v1alpha2", "podgroups", "PodGroup")
 
 
 @pytest.fixture
@@ -193,10 +198,7 @@ def test_135_workload_pod_groups_are_gangs_one_per_replica_key() -> None:
 
 @pytest.fixture
 def server_135() -> Iterator[FakeApiServer]:
-    fake = FakeApiServer(bookmark_interval_s=0.2)
-    fake.add_resource(WORKLOAD_GROUP, "v1alpha1", "workloads", "Workload", namespaced=True)
-    with fake:
-        yield fake
+    yield from serving("v1alpha1", "workloads", "Workload")
 
 
 def test_135_a_workload_gang_binds_whole_and_its_pods_say_why_they_wait(
