@@ -20,7 +20,9 @@ runs its real code paths against it:
   is set only by a binding; updates that change nothing neither bump the version nor
   emit an event; a write to a resource with a status subresource ignores ``status``;
   a watch with selectors sees an object that stops matching as DELETED (carrying its
-  previous state) and one that starts matching as ADDED, as the watch cache does;
+  previous state) and one that starts matching as ADDED, as the watch cache does, and
+  an event is serialised once for all the watches that send it as it is, as the watch
+  cache's caching objects do;
 - what requests cost the machine, if asked: ``latency_s`` sleeps in every non-watch
   request, and ``cpu_ms_per_request`` (``--cpu-ms``) burns that much CPU in it, outside
   the GIL, so it takes a core from the scheduler as a real apiserver and etcd on the

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from benchmarks.fake_apiserver.objects import Obj, _dumps, _Resource
 from benchmarks.fake_apiserver.selectors import _Selector
@@ -21,6 +21,9 @@ class _Event:
     rv: int
     obj: Obj
     prev: Obj | None  # the state before a MODIFIED, so selector watches see transitions
+    # The event as sent, by apiVersion: encoded once for every watcher that sends it
+    # unchanged, as a real apiserver's watch cache serialises an event once per encoding.
+    encoded: dict[str, bytes] = field(default_factory=dict, compare=False)
 
 
 class _Watcher:
@@ -64,9 +67,15 @@ class _Watcher:
             obj = None
         if obj is None:
             return b""
+        plain = obj is ev.obj and kind == ev.type
+        if plain and self.api_version in ev.encoded:
+            return ev.encoded[self.api_version]
         if obj.get("apiVersion") != self.api_version:
             obj = {**obj, "apiVersion": self.api_version}
-        return _dumps({"type": kind, "object": obj}) + b"\n"
+        data = _dumps({"type": kind, "object": obj}) + b"\n"
+        if plain:
+            ev.encoded[self.api_version] = data
+        return data
 
 
 def _shutdown(conn: socket.socket) -> None:

@@ -767,3 +767,20 @@ def test_the_cpu_burn_lets_go_of_the_gil() -> None:
         sys.setswitchinterval(interval)
     assert time.process_time() - before >= 0.3
     assert rounds >= 20
+
+
+def test_an_event_is_serialised_once_for_every_watch_that_sends_it_unchanged() -> None:
+    from benchmarks.fake_apiserver.objects import _Resource
+    from benchmarks.fake_apiserver.selectors import _Selector
+    from benchmarks.fake_apiserver.watch import _Event, _Watcher
+
+    pods = _Resource("", ["v1"], "pods", "Pod", True, True, ("po",), "pod", "PodList", {})
+    labelled = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "labels": {"x": "1"}}}
+    event = _Event("MODIFIED", 7, labelled, {**labelled, "metadata": {"name": "a"}})
+    everyone = [_Watcher(pods, None, _Selector(), "v1", None) for _ in range(3)]
+    sent = {w.encode(event) for w in everyone}
+    assert len(sent) == 1 and list(event.encoded) == ["v1"]  # one encoding, shared
+    # A watch with a selector sees the transition as its own event: not the shared bytes.
+    selective = _Watcher(pods, None, _Selector(labels=(("=", "x", "1"),)), "v1", None)
+    added = json.loads(selective.encode(event))
+    assert added["type"] == "ADDED" and sent != {selective.encode(event)}
