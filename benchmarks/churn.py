@@ -28,13 +28,10 @@ from __future__ import annotations
 import argparse
 import heapq
 import json
-import logging
-import multiprocessing
 import random
 import statistics
 import threading
 import time
-import tracemalloc
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -49,13 +46,12 @@ from rich.table import Table
 
 from adapter.kube.reflector import lines
 from adapter.kube.resources import done, raw, read_json
-from adapter.kube.run import KubeOptions, KubeScheduler, api_client
-from adapter.settings import Settings
+from adapter.kube.run import api_client
 from benchmarks.bind_throughput import create_nodes, ensure_namespace, fake_server
+from benchmarks.gangsat_process import SCHEDULER, GangsatProcess
 from benchmarks.suite import at_least_one, positive
 
 GROUP, VERSION = "scheduling.sigs.dev", "v1alpha2"
-SCHEDULER = "gangsat-churn"
 NAMESPACE = "gangsat-churn"
 QUEUES = {"churn-a": 1, "churn-b": 2, "churn-c": 3}
 CRDS = Path(__file__).resolve().parent.parent / "deploy" / "crds"
@@ -63,82 +59,6 @@ CPU_CHOICES = ("250m", "500m", "1", "2")
 
 
 # --- gangsat, in its own process ---------------------------------------------------------------
-
-
-def _top_growth(base: tracemalloc.Snapshot, now: tracemalloc.Snapshot, count: int) -> list[str]:
-    stats = now.compare_to(base, "traceback")
-    out = []
-    for stat in stats[:count]:
-        frames = [f"{f.filename.rsplit('/', 2)[-1]}:{f.lineno}" for f in stat.traceback[-4:]]
-        size, count_diff = stat.size_diff / 1e6, stat.count_diff
-        out.append(f"{size:+8.2f} MB {count_diff:+8d} objs  {' < '.join(frames)}")
-    return out
-
-
-def run_gangsat(
-    kubeconfig: str, trace_every_s: float, warmup_s: float, stop: Any, reports: Any
-) -> None:
-    """The scheduler until ``stop`` is set; with tracing, sends (elapsed, top growth
-    sites) every ``trace_every_s`` after a baseline taken at ``warmup_s``."""
-    logging.basicConfig(level=logging.WARNING, format="gangsat: %(levelname)s %(message)s")
-    settings = Settings.model_validate(
-        {"schedulerNames": [SCHEDULER], "cycleSeconds": 0.2, "solver": {"time_limit_s": 1.0}}
-    )
-    options = KubeOptions(leader_elect=False, metrics_port=0, metrics_host="127.0.0.1")
-    scheduler = KubeScheduler(api_client(Path(kubeconfig)), options, settings)
-    if trace_every_s > 0:
-        # Only now: the client's API modules, imported on first use, are slow to import
-        # under tracing (minutes for the core API's annotations).
-        tracemalloc.start(8)
-    runner = threading.Thread(target=scheduler.run, daemon=True)
-    runner.start()
-    started = time.monotonic()
-    base: tracemalloc.Snapshot | None = None
-    next_trace = started + warmup_s
-    while not stop.wait(1.0):
-        if trace_every_s <= 0 or time.monotonic() < next_trace:
-            continue
-        snapshot = tracemalloc.take_snapshot()
-        if base is None:
-            base = snapshot
-        else:
-            reports.put((time.monotonic() - started, _top_growth(base, snapshot, 6)))
-        next_trace += trace_every_s
-    scheduler.stop_event.set()
-    runner.join(timeout=30)
-    reports.put(None)
-
-
-class GangsatProcess:
-    """gangsat (``run_gangsat``) in a spawned process of its own, so that its memory and
-    CPU are its own and it shares no interpreter with the benchmark driving it."""
-
-    def __init__(self, kubeconfig: Path, trace_every_s: float = 0.0, warmup_s: float = 0.0):
-        context = multiprocessing.get_context("spawn")
-        self.stop_event = context.Event()
-        self.reports: Any = context.Queue()
-        self.process = context.Process(
-            target=run_gangsat,
-            args=(str(kubeconfig), trace_every_s, warmup_s, self.stop_event, self.reports),
-            daemon=True,
-        )
-
-    def start(self) -> GangsatProcess:
-        self.process.start()
-        return self
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid or 0
-
-    def alive(self) -> bool:
-        return self.process.is_alive()
-
-    def stop(self) -> None:
-        self.stop_event.set()
-        self.process.join(timeout=60)
-        if self.process.is_alive():
-            self.process.kill()
 
 
 # --- the churn ---------------------------------------------------------------------------------

@@ -37,12 +37,12 @@ from adapter.kube.run import api_client
 from benchmarks.bind_throughput import ensure_namespace, fake_server
 from benchmarks.churn import (
     NAMESPACE,
-    GangsatProcess,
     create_queues,
     install_crds,
     post_gang,
     rss_mb,
 )
+from benchmarks.gangsat_process import GangsatProcess
 from benchmarks.suite import at_least_one, positive
 
 

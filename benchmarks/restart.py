@@ -36,8 +36,9 @@ from rich.table import Table
 from adapter.kube.resources import done, read_json
 from adapter.kube.run import api_client
 from benchmarks.bind_throughput import BoundWatcher, ensure_namespace, fake_server
-from benchmarks.churn import NAMESPACE, GangsatProcess, create_queues, install_crds, post_gang
+from benchmarks.churn import NAMESPACE, create_queues, install_crds, post_gang
 from benchmarks.footprint import DAEMONS_PER_NODE, daemon_pod, node_manifest
+from benchmarks.gangsat_process import GangsatProcess
 from benchmarks.suite import at_least_one, positive
 
 JOBS = "gangsat-restart"  # the pending gangs' namespace: its pods are all gangsat's to bind
