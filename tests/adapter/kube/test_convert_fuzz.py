@@ -32,11 +32,20 @@ quantity = st.sampled_from(["1", "2", "500m", "1Gi", "1e30", "-1", "x", 3, 2.5, 
 
 @st.composite
 def objects(draw: st.DrawFn) -> dict[str, Any]:
-    kind = draw(st.sampled_from(["Node", "Pod", "PodGroup", "Queue", "Job", "Other"]))
+    kind = draw(st.sampled_from(["Node", "Pod", "PodGroup", "Queue", "Workload", "Job", "Other"]))
     name = draw(st.sampled_from(["a", "b", "n1", "g", ""]))
     obj: dict[str, Any] = {
         "apiVersion": draw(
-            st.sampled_from(["v1", "batch/v1", "scheduling.x-k8s.io/v1alpha1", "x/v1"])
+            st.sampled_from(
+                [
+                    "v1",
+                    "batch/v1",
+                    "scheduling.x-k8s.io/v1alpha1",
+                    "scheduling.k8s.io/v1alpha2",  # the Workload API's PodGroups
+                    "scheduling.k8s.io/v1alpha1",  # 1.35's Workloads
+                    "x/v1",
+                ]
+            )
         ),
         "kind": kind,
         "metadata": draw(
@@ -84,6 +93,19 @@ def objects(draw: st.DrawFn) -> dict[str, Any]:
             "nodeSelector": draw(st.one_of(st.none(), values)),
             "tolerations": draw(st.one_of(st.none(), values)),
             "priority": draw(scalars),
+            # The Workload API's ways of joining a group, well-formed or not.
+            "schedulingGroup": draw(
+                st.one_of(st.none(), st.fixed_dictionaries({"podGroupName": scalars}), values)
+            ),
+            "workloadRef": draw(
+                st.one_of(
+                    st.none(),
+                    st.fixed_dictionaries(
+                        {"name": scalars, "podGroup": scalars, "podGroupReplicaKey": scalars}
+                    ),
+                    values,
+                )
+            ),
         }
         if kind == "Job":
             spec = {
@@ -91,10 +113,18 @@ def objects(draw: st.DrawFn) -> dict[str, Any]:
                 "template": {"spec": spec},
             }
         obj["spec"] = draw(st.one_of(st.just(spec), values))
+    elif kind == "Workload":
+        group = st.fixed_dictionaries(
+            {"name": scalars, "policy": st.one_of(values, st.just({"gang": {"minCount": 2}}))}
+        )
+        obj["spec"] = draw(st.one_of(st.fixed_dictionaries({"podGroups": st.lists(group)}), values))
     else:
+        gang = st.one_of(values, st.just({"minCount": 2}))
+        policy = st.one_of(st.just({"basic": {}}), st.fixed_dictionaries({"gang": gang}))
         obj["spec"] = draw(
             st.one_of(
                 st.fixed_dictionaries({"minMember": scalars, "queue": scalars, "weight": scalars}),
+                st.fixed_dictionaries({"schedulingPolicy": policy, "priority": scalars}),
                 values,
             )
         )
