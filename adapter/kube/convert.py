@@ -75,6 +75,9 @@ class Finding(BaseModel):
 
 
 READ_KINDS = ("Node", "Pod", "PodGroup", "Queue", "Workload", "PriorityClass", "Job")
+READ_TEXT = (
+    "Node, Pod, PodGroup, Queue, PriorityClass, scheduling.k8s.io Workloads and batch Jobs"
+)
 
 
 @dataclass
@@ -352,6 +355,9 @@ def convert(
             )
         elif kind not in READ_KINDS:
             unread[str(kind)] += 1
+        elif kind == "Workload" or (kind == "Job" and group != "batch"):
+            # A kind gangsat reads, of another API group (Kueue's Workloads): not read.
+            unread[f"{kind} ({o.get('apiVersion')})"] += 1
 
     for index, o in enumerate(items):
         kind = o.get("kind")
@@ -417,8 +423,8 @@ def convert(
         for name, count in sorted(others.items())
     ]
     ignored += [
-        f"{count} {kind} object(s) not read: gangsat reads {', '.join(READ_KINDS[:-1])} "
-        f"and batch Jobs (a {kind}'s pods count once they exist)"
+        f"{count} {kind} object(s) not read: gangsat reads {READ_TEXT} "
+        f"(their pods count once they exist)"
         for kind, count in sorted(unread.items())
     ]
     return Conversion(state, findings, ignored)

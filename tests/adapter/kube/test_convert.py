@@ -442,3 +442,17 @@ def test_a_request_for_a_resource_no_node_can_name_is_a_finding(resource: str) -
     [finding] = c.findings
     assert finding.name == "team/odd" and "is not a resource name" in finding.message
     assert [p.name for p in c.state.pods] == ["team/ok"]
+
+
+def test_a_kind_gangsat_reads_of_another_api_group_is_noted_as_not_read() -> None:
+    kueue = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {"name": "job-train", "namespace": "team"},
+        "spec": {"queueName": "team-queue", "podSets": []},
+    }
+    c = convert([node("n1"), kueue])
+    assert c.findings == [] and c.state.gangs == ()
+    [note] = c.ignored
+    assert note.startswith("1 Workload (kueue.x-k8s.io/v1beta1) object(s) not read")
+    assert "scheduling.k8s.io Workloads" in note
