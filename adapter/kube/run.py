@@ -226,13 +226,8 @@ class KubeScheduler:
             return False
         self._settings_mtime = mtime
         try:
-            settings = Settings.load(self.options.settings_path)
-        except SettingsError as e:
-            log.error("settings not reloaded, keeping the previous ones: %s", e)
-            return False
-        try:
-            self.settings = self.options.applied(settings)
-        except SettingsError as e:
+            self.settings = self.options.applied(Settings.load(self.options.settings_path))
+        except SettingsError as e:  # the file, or the flags merged into it
             log.error("settings not reloaded, keeping the previous ones: %s", e)
             return False
         self.cluster.scheduler_names = self.settings.scheduler_names
