@@ -64,7 +64,7 @@ from adapter.kube.resources import done, raw, read_json
 from adapter.kube.run import KubeOptions, KubeScheduler, api_client
 from adapter.settings import Settings
 from adapter.sim.realistic.nodes import kubelet_labels
-from benchmarks.suite import at_least_one, non_negative, positive
+from benchmarks.suite import at_least_one, non_negative, pairs, positive
 
 PODGROUP = ("scheduling.sigs.dev", "v1alpha2", "podgroups")
 TRIVIAL = "trivial-binder"
@@ -468,12 +468,9 @@ def gangsat(
 
 
 def _shapes(text: str) -> list[tuple[int, int]]:
-    shapes = []
-    for part in text.split(","):
-        count, _, size = part.strip().partition("x")
-        if not (count.isdigit() and size.isdigit() and int(count) > 0 and int(size) > 0):
-            raise argparse.ArgumentTypeError(f"{part!r} is not COUNTxSIZE (e.g. 9x1000)")
-        shapes.append((int(count), int(size)))
+    shapes = pairs(text)
+    if not all(count > 0 and size > 0 for count, size in shapes):
+        raise argparse.ArgumentTypeError(f"{text!r}: COUNTxSIZE of at least 1 each (e.g. 9x1000)")
     return shapes
 
 

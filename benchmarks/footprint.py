@@ -43,7 +43,7 @@ from benchmarks.churn import (
     rss_mb,
 )
 from benchmarks.gangsat_process import GangsatProcess
-from benchmarks.suite import at_least_one, positive
+from benchmarks.suite import at_least_one, pairs, positive
 
 
 @dataclass
@@ -54,11 +54,6 @@ class Footprint:
     peak_mb: float
     settled_mb: float
     seconds: float
-
-
-def parse_size(text: str) -> tuple[int, int]:
-    nodes, _, gangs = text.partition("x")
-    return int(nodes), int(gangs)
 
 
 DAEMONS_PER_NODE = 2  # kube-proxy and a CNI agent, say: bound, another scheduler's
@@ -241,6 +236,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--kubeconfig", type=Path, help="a real cluster (default: the fake)")
     parser.add_argument(
         "--sizes",
+        type=pairs,
         default="1000x500,1000x2500,4000x2500,4000x10000",
         help="NODESxGANGS, comma-separated",
     )
@@ -248,10 +244,6 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--settle-s", type=positive, default=10.0)
     parser.add_argument("--timeout-s", type=positive, default=600.0)
     args = parser.parse_args(list(argv))
-    try:
-        args.sizes = [parse_size(s) for s in args.sizes.split(",")]
-    except ValueError:
-        parser.error("--sizes: NODESxGANGS, comma-separated (e.g. 1000x2500)")
     if len(args.sizes) < 3:
         parser.error("--sizes: at least three sizes, to fit a cost per node and per pod")
     return args

@@ -336,6 +336,17 @@ def at_least_one(text: str) -> int:
     return value
 
 
+def pairs(text: str) -> list[tuple[int, int]]:
+    """argparse type: comma-separated AxB pairs of whole numbers (``1000x500,4000x2500``)."""
+    out = []
+    for part in text.split(","):
+        a, x, b = (side.strip() for side in part.partition("x"))
+        if not (x and a.isdigit() and b.isdigit()):
+            raise argparse.ArgumentTypeError(f"{part!r} is not AxB (e.g. 1000x500)")
+        out.append((int(a), int(b)))
+    return out
+
+
 def _workers(text: str) -> int:
     value = int(text)
     if value < 0:

@@ -8,6 +8,7 @@ deadlocks, both gang schedulers run both jobs whole.
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 from pathlib import Path
@@ -142,3 +143,10 @@ def test_quick_shortens_trace_scenarios_only() -> None:
     settings = suite.SuiteSettings(quick=True)
     assert settings.solver().time_limit_s == suite.QUICK_TIME_LIMIT_S
     assert suite.SuiteSettings(quick=True, time_limit_s=2.0).solver().time_limit_s == 2.0
+
+
+def test_pairs_read_comma_separated_sizes_and_refuse_anything_else() -> None:
+    assert suite.pairs("1000x500, 4000 x 2500") == [(1000, 500), (4000, 2500)]
+    for bad in ("1000", "1000x", "ax5", "-1x5", "1.5x2", "1000x500,"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            suite.pairs(bad)
