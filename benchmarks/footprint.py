@@ -154,8 +154,9 @@ def daemon_pod(node: str, index: int) -> dict[str, Any]:
     }
 
 
-def populate(api: client.ApiClient, nodes: int, gangs: int, size: int) -> None:
-    """Nodes with their daemons, and gangs of which every other one is already bound."""
+def populate_nodes(api: client.ApiClient, nodes: int) -> list[str]:
+    """gangsat's CRDs and queues, and nodes as a cloud's kubelet reports them, each with
+    its DaemonSet pods bound; the node names."""
     install_crds(api)
     create_queues(api)
     ensure_namespace(api, NAMESPACE)
@@ -170,13 +171,21 @@ def populate(api: client.ApiClient, nodes: int, gangs: int, size: int) -> None:
             body = client.V1Pod.model_validate(daemon_pod(names[i], d))
             done(core.create_namespaced_pod(NAMESPACE, body, _preload_content=False))
 
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(make_node, range(nodes)))
+    return names
+
+
+def populate(api: client.ApiClient, nodes: int, gangs: int, size: int) -> None:
+    """Nodes with their daemons, and gangs of which every other one is already bound."""
+    names = populate_nodes(api, nodes)
+
     def make(g: int) -> None:
         running = g % 2 == 1 and nodes > 0  # every other gang is already bound
         bound_to = [names[(g * size + i) % nodes] for i in range(size)] if running else []
         post_gang(api, f"job-{g}", size, "churn-a", "250m", bound_to)
 
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(make_node, range(nodes)))
         list(pool.map(make, range(gangs)))
 
 

@@ -36,8 +36,8 @@ from rich.table import Table
 from adapter.kube.resources import done, read_json
 from adapter.kube.run import api_client
 from benchmarks.bind_throughput import BoundWatcher, ensure_namespace, fake_server
-from benchmarks.churn import NAMESPACE, create_queues, install_crds, post_gang
-from benchmarks.footprint import DAEMONS_PER_NODE, daemon_pod, node_manifest
+from benchmarks.churn import post_gang
+from benchmarks.footprint import DAEMONS_PER_NODE, populate_nodes
 from benchmarks.gangsat_process import GangsatProcess
 from benchmarks.suite import at_least_one, positive
 
@@ -55,23 +55,6 @@ class Start:
     def pods_per_s(self) -> float:
         bind_s = self.all_bound_s - self.first_bind_s
         return self.pending / bind_s if bind_s > 0 else 0.0
-
-
-def populate_nodes(api: client.ApiClient, nodes: int) -> None:
-    install_crds(api)
-    create_queues(api)
-    ensure_namespace(api, NAMESPACE)
-    core = client.CoreV1Api(api)
-
-    def make(i: int) -> None:
-        manifest = node_manifest(i)
-        done(core.create_node(client.V1Node.model_validate(manifest), _preload_content=False))
-        for d in range(DAEMONS_PER_NODE):
-            body = client.V1Pod.model_validate(daemon_pod(manifest["metadata"]["name"], d))
-            done(core.create_namespaced_pod(NAMESPACE, body, _preload_content=False))
-
-    with ThreadPoolExecutor(THREADS) as pool:
-        list(pool.map(make, range(nodes)))
 
 
 def populate_gangs(api: client.ApiClient, gangs: int, size: int) -> None:
