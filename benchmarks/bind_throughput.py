@@ -58,7 +58,7 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
-from adapter.kube.binder import post_binding
+from adapter.kube.binder import binding_body, post_binding
 from adapter.kube.reflector import lines
 from adapter.kube.resources import done, raw, read_json
 from adapter.kube.run import KubeOptions, KubeScheduler, api_client
@@ -401,13 +401,7 @@ def trivial_binder(
     def bind(name: str, node: str) -> None:
         # The same lean request gangsat's binder sends: the ceiling is the server's, not
         # the generated client's.
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace},
-            "target": {"kind": "Node", "name": node, "apiVersion": "v1"},
-        }
-        post_binding(api, namespace, name, json.dumps(body).encode(), timeout)
+        post_binding(api, namespace, name, binding_body(namespace, name, node), timeout)
 
     work = [
         (p["metadata"]["name"], node)

@@ -77,6 +77,20 @@ def _api_error(e: ApiException) -> ClusterError:
     return ClusterError(reason, message)
 
 
+def binding_body(namespace: str, name: str, node: str, uid: str = "") -> bytes:
+    """The JSON of a Binding of pod ``namespace/name`` to ``node``."""
+    metadata = {"name": name, "namespace": namespace}
+    if uid:
+        # The UID makes the API server refuse the bind if the pod was replaced by a
+        # namesake since the snapshot (it may ask for more than the node has).
+        metadata["uid"] = uid
+    target = {"kind": "Node", "name": node, "apiVersion": "v1"}
+    return json.dumps(
+        {"apiVersion": "v1", "kind": "Binding", "metadata": metadata, "target": target},
+        separators=(",", ":"),
+    ).encode()
+
+
 def post_binding(
     api: client.ApiClient, namespace: str, name: str, body: bytes, timeout: urllib3.Timeout
 ) -> None:
@@ -192,16 +206,7 @@ class Binder:
 
     def _bind_one(self, pod: str, node: str, uid: str) -> ClusterError | None:
         namespace, name = _split(pod)
-        metadata = {"name": name, "namespace": namespace}
-        if uid:
-            # The UID makes the API server refuse the bind if the pod was replaced by a
-            # namesake since the snapshot (it may ask for more than the node has).
-            metadata["uid"] = uid
-        target = {"kind": "Node", "name": node, "apiVersion": "v1"}
-        body = json.dumps(
-            {"apiVersion": "v1", "kind": "Binding", "metadata": metadata, "target": target},
-            separators=(",", ":"),
-        ).encode()
+        body = binding_body(namespace, name, node, uid)
         deadline = time.monotonic() + self.retry_budget_s
         ambiguous = False  # an attempt may have landed although it did not say so
         attempt = 0
