@@ -163,9 +163,9 @@ def workload_135(name: str, groups: dict[str, int | None]) -> dict[str, Any]:
 def referring_pods(
     workload: str, group: str, n: int, cpu: str, replica: str = ""
 ) -> list[dict[str, Any]]:
-    pods = gang_pods(f"{workload}-{group}{replica}", n, cpu=cpu, dialect="none")
+    pods = gang_pods(f"{workload}-{group}{replica}", n, cpu=cpu, dialect=WORKLOAD_GROUP)
     for p in pods:
-        del p["metadata"]["annotations"]
+        del p["spec"]["schedulingGroup"]  # 1.35 pods point at the Workload instead
         ref = {"name": workload, "podGroup": group}
         if replica:
             ref["podGroupReplicaKey"] = replica
