@@ -145,6 +145,8 @@ def test_a_standby_that_takes_over_binds_in_its_first_cycle(server: FakeApiServe
         assert not standby.leading() and standby.cycles == 0
         wait_until(standby.leading, timeout_s=10, what="the lease taken over")
         wait_until(lambda: len(bound_pods(server)) == 3, what="the gang bound")
+        # The binds land on the server before the cycle that made them returns.
+        wait_until(lambda: bool(bound_by_cycle), what="the first cycle's result")
         assert bound_by_cycle[0] == 3, "bound by the first cycle after taking over"
     finally:
         standby.stop_event.set()
