@@ -55,10 +55,12 @@ from solver.solution import decode_admitted, decode_counts, hint, solution_of
 # max_exact_class_pairs: above, real-shaped 1,000-node models found nothing in 0.5 s.
 RINS_PAIRS = 2
 RINS_ROUNDS = 3
-# Of the time limit: a large model's LP, and its LP-guided search, run at least this long
-# even when preparing took the cycle's time (a 1,000-node narrow model's first solution
-# took 0.1-0.3 s).
-GUIDED_FLOOR = 0.35
+# Of the time limit: a large model's LP, and its LP-guided dive, run at least this long
+# even when preparing took the cycle's time. HiGHS took 0.2-0.35 s on real-shaped
+# 1,000-node models; the dive's first solution, which ends it, came at 0.12-0.16 s
+# beside a busy baseline.
+LP_FLOOR = 0.35
+DIVE_FLOOR = 0.25
 GUIDED_SHARE = 0.6  # of the node-level stage's time, for its LP-guided searches
 # A solver's decision this close to a bound, with the time used: the baseline need not
 # be waited for (it could add at most this much).
@@ -141,21 +143,20 @@ def _guided_search(
     better decision (RINS as a large-neighbourhood search): the LP's support alone lost
     up to 16% on real-shaped 200-node clusters.
     """
-    # Large models' LP and first search get a floor even when preparing took the cycle's
-    # time: without it, 1,000-node cycles fell back to greedy.
-    floor = GUIDED_FLOOR * search.config.time_limit_s if large else 0.0
-    if max(left(), floor) < MIN_STAGE_S:
-        return
+    # The LP and the first search get a floor even when preparing took the cycle's time:
+    # without it, 1,000-node cycles fell back to greedy, and so did 5,000-node ones whose
+    # (tiny) model would have been solved in 10 ms.
+    limit = search.config.time_limit_s
+    floor = LP_FLOOR * limit if large else MIN_STAGE_S
     lp = _lp_stage(search, enc, max(left(), floor), f"{prefix}-lp")
     if lp is None:
         return
     narrow = restricted(enc, search.coef, lp.values)
     if large:
-        # Two workers: one worker's first solution of a 1,000-node narrow model took
-        # 0.1-0.3 s, two workers' 0.06-0.08 s; here time is short and the first counts.
-        _search_classes(search, narrow, f"{prefix}-lp-guided", max(left(), floor), 2)
+        dive_s = max(left(), DIVE_FLOOR * limit)
+        _search_classes(search, narrow, f"{prefix}-lp-guided", dive_s, lp_dive=True)
         return
-    _search_classes(search, narrow, f"{prefix}-lp-guided", left() / 3)
+    _search_classes(search, narrow, f"{prefix}-lp-guided", max(left() / 3, MIN_STAGE_S))
     incumbent: Placer | None = None
     for _ in range(RINS_ROUNDS):
         if search.settled(wait_for_baseline=False):
@@ -177,12 +178,12 @@ def _guided_search(
 
 
 def _search_classes(
-    search: Search, enc: Encoding, name: str, time_limit_s: float, min_workers: int = 1
+    search: Search, enc: Encoding, name: str, time_limit_s: float, lp_dive: bool = False
 ) -> bool:
     """A restricted node-class model: its solution is a candidate, its bound is not one.
 
     Returns whether the restricted model was solved to optimality."""
-    result = search.run(enc, name, time_limit_s, presolve=True, min_workers=min_workers)
+    result = search.run(enc, name, time_limit_s, presolve=not lp_dive, lp_dive=lp_dive)
     search.stages[-1] = search.stages[-1].model_copy(update={"bound": None})
     if result.solution is not None:
         _use_class_solution(search, enc, result)

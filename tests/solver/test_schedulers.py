@@ -407,6 +407,17 @@ def test_class_model_bound_is_never_below_the_decision() -> None:
         assert stage.bound is None or stage.bound >= d.objective, stage
 
 
+def test_a_cycle_whose_preparation_took_its_time_limit_still_solves_its_small_model() -> None:
+    """Preparing counts inside the time limit; when it used all of it (a 5,000-node
+    snapshot on a loaded machine), a model solved in milliseconds is still solved:
+    falling back to greedy there gave up 22% of the objective."""
+    out_of_time = SolverConfig(time_limit_s=1e-6, max_node_level_pairs=0)
+    d = solve(two_queues(1, 3, 8, 8, gang_size=2), config=out_of_time)
+    assert d.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE), d.stages
+    assert d.decided_by.startswith("node-classes"), d.decided_by
+    assert d.bound is not None
+
+
 @pytest.mark.parametrize("config", [FAST, CLASSES_ONLY], ids=["node-level", "node-classes"])
 def test_a_node_holding_more_than_its_allocatable_lends_nothing_to_its_class(
     config: SolverConfig,
