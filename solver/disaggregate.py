@@ -43,11 +43,14 @@ def disaggregate(
     """Place the aggregate's counts on real nodes, each node class on its own.
 
     Classes hold disjoint nodes, so each is a packing problem of its own: its pods go
-    largest first, each on the fullest node it fits (best-fit decreasing); where that
-    leaves pods out, the class is packed exactly (``packing``) within ``pack_budget_s``
-    in all (``deterministic``: counted as each packing's limit, not on the wall clock, so
-    the decision does not depend on the load). A gang left below minMember is withdrawn and
-    tried anywhere; what room is left is topped up.
+    by gang priority, then largest first, each on the fullest node it fits (best-fit
+    decreasing), so what the nodes cannot hold of counts the class could (summed
+    capacity mixes one node's spare cpu with another's spare memory) costs the gangs
+    that matter least. Where that leaves pods out, the class is packed exactly
+    (``packing``) within ``pack_budget_s`` in all (``deterministic``: counted as each
+    packing's limit, not on the wall clock, so the decision does not depend on the load).
+    A gang left below minMember is withdrawn and tried anywhere; what room is left is
+    topped up.
     """
     placer = Placer(problem)
     items: dict[int, list[tuple[int, int]]] = {}
@@ -61,9 +64,12 @@ def disaggregate(
         mask = np.zeros(len(problem.nodes), dtype=np.bool_)
         mask[list(bin_.nodes)] = True
         alloc = np.maximum(bin_.node_allocatable, 1)
-        # Largest first; equal specs of one queue adjacent, so they are placed in one pass.
+        # Priority first (real-shaped 200- and 1,000-node clusters, 5 seeds each: 2.0% of
+        # the aggregate's objective lost here on average, 2.8% largest-first), then largest
+        # first; equal specs of one queue adjacent, so they are placed in one pass.
         bin_items.sort(
             key=lambda it: (
+                -problem.gangs[problem.classes[it[0]].gang].rank,
                 -float((problem.classes[it[0]].demand / alloc).max()),
                 problem.classes[it[0]].spec,
                 problem.gangs[problem.classes[it[0]].gang].queue,
