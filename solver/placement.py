@@ -38,6 +38,10 @@ class Placer:
         self.placed: dict[str, int] = {}  # pod -> node index
         self.next_pod = [0] * len(problem.classes)
         self._explained: dict[tuple[object, ...], str] = {}
+        # Per (pod spec, pods placed): fits per node in the room left, and why nodes
+        # fail once it is all taken (see _explain).
+        self._fit_of_spec: dict[tuple[int, int], IntArray] = {}
+        self._reasons_of_spec: dict[tuple[int, int], Counter[str]] = {}
         self._scored: dict[tuple[int, Policy], tuple[PodClass, FloatArray, int]] = {}
         self._changed: list[int] = []  # nodes whose room changed, in order (see _scores)
         alloc = problem.allocatable.astype(np.float64)
@@ -240,7 +244,7 @@ class Placer:
         pending gangs must not cost a placement pass each."""
         queue = self.problem.queues[gang.queue]
         total = gang.bound + sum(self.problem.classes[c].count for c in gang.classes)
-        free = self.free.copy()
+        free = self.free  # copied once a class takes room from it
         room = self.queue_room[gang.queue].copy()
         fit = sum(self.next_pod[c] for c in gang.classes)  # placed by this decision
         reasons: Counter[str] = Counter()
@@ -248,22 +252,27 @@ class Placer:
         for c in gang.classes:
             cls = self.problem.classes[c]
             want = cls.count - self.next_pod[c]
-            per_node = np.where(cls.feasible, fit_per_node(cls.demand, free), 0)
+            per_node = self._fits(cls) if free is self.free else self._fits(cls, free)
+            room_there = int(per_node.sum())
             by_queue = int(fit_per_node(cls.demand, room[None])[0])
             if not self.respect_capability:
                 by_queue = want
-            placed = min(want, int(per_node.sum()), by_queue)
+            placed = min(want, room_there, by_queue)
             fit += placed
-            # Take the pods from the first nodes with room, so a later class sees less.
-            take = np.minimum(per_node, np.maximum(placed - (np.cumsum(per_node) - per_node), 0))
-            free -= take[:, None] * cls.demand
-            room -= placed * cls.demand
             if placed < want:
-                if by_queue < min(want, int(per_node.sum())):
+                if by_queue < min(want, room_there):
+                    room -= placed * cls.demand
                     capped = [self.problem.resources[r] for r in np.flatnonzero(room < cls.demand)]
+                elif free is self.free and placed == room_there:
+                    # Every node's room taken: what fails there is the same for every gang
+                    # of this spec (explaining a thousand pending gangs must stay cheap).
+                    reasons = self._full_reasons(cls)
                 else:
-                    reasons = self._node_reasons(cls, free)
+                    reasons = self._node_reasons(cls, self._taken(cls, free, per_node, placed))
                 break
+            # Take the pods from the first nodes with room, so a later class sees less.
+            free = self._taken(cls, free, per_node, placed)
+            room -= placed * cls.demand
         head = f"{gang.bound + fit}/{total} pods fit (minMember {gang.min_member})"
         if not len(self.free):
             return f"{head}: 0/0 nodes are available"
@@ -275,6 +284,32 @@ class Placer:
             )
             return f"{head}: {parts}"
         return f"{head}: fits, but the objective preferred other gangs (priority, fairness, value)"
+
+    def _fits(self, cls: PodClass, free: IntArray | None = None) -> IntArray:
+        """Pods of the class that fit per node in ``free`` (default: the room left, cached
+        per spec while the decision does not change)."""
+        if free is not None:
+            return np.where(cls.feasible, fit_per_node(cls.demand, free), 0)
+        key = (cls.spec, len(self.placed))
+        cached = self._fit_of_spec.get(key)
+        if cached is None:
+            cached = self._fit_of_spec[key] = self._fits(cls, self.free)
+        return cached
+
+    def _taken(self, cls: PodClass, free: IntArray, per_node: IntArray, count: int) -> IntArray:
+        """``free`` (a copy) less ``count`` pods of the class on the first nodes with room."""
+        take = np.minimum(per_node, np.maximum(count - (np.cumsum(per_node) - per_node), 0))
+        left: IntArray = free - take[:, None] * cls.demand
+        return left
+
+    def _full_reasons(self, cls: PodClass) -> Counter[str]:
+        key = (cls.spec, len(self.placed))
+        cached = self._reasons_of_spec.get(key)
+        if cached is None:
+            per_node = self._fits(cls)
+            taken = self._taken(cls, self.free, per_node, int(per_node.sum()))
+            cached = self._reasons_of_spec[key] = self._node_reasons(cls, taken)
+        return Counter(cached)
 
     def _node_reasons(self, cls: PodClass, free: IntArray) -> Counter[str]:
         """Kubernetes counts every reason a node fails, so one node may count twice."""

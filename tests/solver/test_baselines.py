@@ -68,3 +68,4 @@ def test_gangs_alike_to_one_that_did_not_fit_are_not_tried(monkeypatch: pytest.M
     d = schedule(s, "gang-greedy", CONFIG)
     assert set(d.admitted) == {"small", "last"}
     assert attempts == ["small", "big0", "last"]
+
