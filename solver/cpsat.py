@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from solver.config import SolverConfig
 from solver.decode import decision_from_placements, relative_gap
-from solver.disaggregate import disaggregate, placer_from_counts, topped_up
+from solver.disaggregate import disaggregate, placer_from_counts, repacked_bins, topped_up
 from solver.encode import (
     Encoding,
     class_bins,
@@ -66,6 +66,7 @@ GUIDED_SHARE = 0.6  # of the node-level stage's time, for its LP-guided searches
 # be waited for (it could add at most this much).
 BASELINE_STOP_GAP = 0.05
 PACK_SHARE = 0.1  # of the time limit, at most, to pack one candidate's node classes exactly
+REPACK_ROUNDS = 2
 
 
 def _lp_stage(search: Search, enc: Encoding, time_limit_s: float, name: str) -> LpSolution | None:
@@ -88,7 +89,10 @@ def _lp_stage(search: Search, enc: Encoding, time_limit_s: float, name: str) -> 
     return lp
 
 
-def _use_class_solution(search: Search, enc: Encoding, result: StageResult) -> None:
+def _use_class_solution(
+    search: Search, enc: Encoding, result: StageResult
+) -> tuple[Placer, dict[int, list[tuple[int, int]]]]:
+    """The solution disaggregated, as a candidate; returned with the counts it came from."""
     assert result.solution is not None
     admitted = decode_admitted(enc, result.solution)
     counts = decode_counts(enc, result.solution)
@@ -103,6 +107,7 @@ def _use_class_solution(search: Search, enc: Encoding, result: StageResult) -> N
         search.admitted = admitted
     search.solved.append(placer)
     search.origin[id(placer)] = result.report.name
+    return placer, counts
 
 
 def _node_class_stage(search: Search, shapes: Shapes, share: float) -> None:
@@ -154,9 +159,12 @@ def _guided_search(
     narrow = restricted(enc, search.coef, lp.values)
     if large:
         dive_s = max(left(), DIVE_FLOOR * limit)
-        _search_classes(search, narrow, f"{prefix}-lp-guided", dive_s, lp_dive=True)
+        _search_classes(
+            search, narrow, f"{prefix}-lp-guided", dive_s, lp_worker=True, first_only=True
+        )
         return
-    _search_classes(search, narrow, f"{prefix}-lp-guided", max(left() / 3, MIN_STAGE_S))
+    first_s = max(left() / 3, MIN_STAGE_S)
+    _search_classes(search, narrow, f"{prefix}-lp-guided", first_s, lp_worker=True, repack=left)
     incumbent: Placer | None = None
     for _ in range(RINS_ROUNDS):
         if search.settled(wait_for_baseline=False):
@@ -178,16 +186,51 @@ def _guided_search(
 
 
 def _search_classes(
-    search: Search, enc: Encoding, name: str, time_limit_s: float, lp_dive: bool = False
+    search: Search,
+    enc: Encoding,
+    name: str,
+    time_limit_s: float,
+    lp_worker: bool = False,
+    first_only: bool = False,
+    repack: Callable[[], float] | None = None,
 ) -> bool:
     """A restricted node-class model: its solution is a candidate, its bound is not one.
+    With ``repack`` (time left), what its nodes could not hold is re-decided (``_repack``).
+    ``lp_worker``, ``first_only``: see ``search.run_cpsat``.
 
     Returns whether the restricted model was solved to optimality."""
-    result = search.run(enc, name, time_limit_s, presolve=not lp_dive, lp_dive=lp_dive)
+    result = search.run(
+        enc, name, time_limit_s, not lp_worker, lp_worker=lp_worker, first_only=first_only
+    )
     search.stages[-1] = search.stages[-1].model_copy(update={"bound": None})
     if result.solution is not None:
-        _use_class_solution(search, enc, result)
+        placer, counts = _use_class_solution(search, enc, result)
+        if repack is not None:
+            _repack(search, enc, counts, placer, name, repack)
     return result.optimal
+
+
+def _repack(
+    search: Search,
+    enc: Encoding,
+    counts: dict[int, list[tuple[int, int]]],
+    placer: Placer,
+    name: str,
+    left: Callable[[], float],
+) -> None:
+    """Up to REPACK_ROUNDS times: each class's capacity less what its nodes could not
+    hold of the last counts (``repacked_bins``), the same pairs dived again, disaggregated
+    again; every result is a candidate, scored like the rest."""
+    for _ in range(REPACK_ROUNDS):
+        bins = repacked_bins(search.problem, enc, counts, placer)
+        if bins is None or left() < MIN_STAGE_S:
+            return
+        enc = encode(search.problem, enc.shapes, bins, search.coef, enc.pairs)
+        result = search.run(enc, f"{name}-repacked", left() / 2, False, lp_worker=True)
+        search.stages[-1] = search.stages[-1].model_copy(update={"bound": None})
+        if result.solution is None:
+            return
+        placer, counts = _use_class_solution(search, enc, result)
 
 
 def _node_stage(search: Search, shapes: Shapes, only: set[int] | None) -> None:

@@ -56,17 +56,19 @@ def run_cpsat(
     time_limit_s: float,
     config: SolverConfig,
     presolve: bool = True,
-    lp_dive: bool = False,
+    lp_worker: bool = False,
+    first_only: bool = False,
 ) -> StageResult:
-    """``lp_dive``: one worker, CP-SAT's ``max_lp`` subsolver whatever the config asks,
-    stopped at its first solution.
+    """``lp_worker``: one worker, CP-SAT's ``max_lp`` subsolver, whatever the config asks;
+    ``first_only``: stopped at its first solution.
 
     Measured on LP-guided node-class models of real-shaped 1,000-node clusters (1,300
-    variables, 6 seeds, a busy Python thread beside it as the baseline is): its first
-    solution came at 0.12-0.16 s and was 0.3-1.1% from the LP bound on every seed, and
-    nothing better followed within 0.3 s; two default workers found nothing on half of
-    the seeds in 0.3 s, one worker at linearization 2 without that subsolver's settings
-    nothing on four of six.
+    variables, 6 seeds, a busy Python thread beside it as the baseline is): that worker's
+    first solution came at 0.12-0.16 s and was 0.3-1.1% from the LP bound on every seed,
+    and nothing better followed within 0.3 s; two default workers found nothing on half
+    of the seeds in 0.3 s, one worker at linearization 2 without that subsolver's
+    settings nothing on four of six (and the default worker, on 200 nodes, nothing on
+    some seeds within a cycle's third).
     """
     solver = cp_model.CpSolver()
     params = solver.parameters
@@ -76,10 +78,10 @@ def run_cpsat(
     params.max_time_in_seconds = max(MIN_STAGE_S, time_limit_s)
     if config.deterministic:
         params.max_time_in_seconds *= DETERMINISTIC_WALL_FACTOR
-    params.num_workers = 1 if lp_dive else config.workers()
-    if lp_dive:
+    params.num_workers = 1 if lp_worker else config.workers()
+    if lp_worker:
         params.subsolvers.append("max_lp")
-        params.stop_after_first_solution = True
+    params.stop_after_first_solution = first_only
     params.random_seed = config.seed
     params.relative_gap_limit = config.relative_gap_limit
     # Measured on the benchmark instances: symmetry detection and probing took seconds
@@ -147,14 +149,18 @@ class Search:
         name: str,
         time_limit_s: float,
         presolve: bool = True,
-        lp_dive: bool = False,
+        lp_worker: bool = False,
+        first_only: bool = False,
     ) -> StageResult:
-        # A dive ends within a fraction of a second and is followed by the disaggregation,
-        # pure Python: a baseline started beside it would share the GIL with that, not run
-        # on the second core. It starts at the end, if it can still matter.
-        if not lp_dive:
+        # A search stopped at its first solution ends within a fraction of a second and
+        # is followed by the disaggregation, pure Python: a baseline started beside it
+        # would share the GIL with that, not run on the second core. It starts at the
+        # end, if it can still matter.
+        if not first_only:
             self.start_baseline()
-        result = run_cpsat(enc, name, time_limit_s, self.config, presolve, lp_dive)
+        result = run_cpsat(
+            enc, name, time_limit_s, self.config, presolve, lp_worker, first_only
+        )
         self.stages.append(result.report)
         self.deterministic_s += result.deterministic_s
         return result

@@ -3,39 +3,71 @@
 from __future__ import annotations
 
 from solver.config import SolverConfig
-from solver.disaggregate import disaggregate
-from solver.encode import class_bins, encode, pair_capacity
+from solver.disaggregate import disaggregate, repacked_bins
+from solver.encode import Encoding, class_bins, encode, pair_capacity
+from solver.model import ClusterState
 from solver.objective import coefficients
-from solver.problem import prepare
+from solver.problem import Problem, prepare
 from solver.shapes import group
 from tests.builders import gang, node, pod, state
 
+WEIGHTS = SolverConfig().weights
 
-def test_counts_a_class_cannot_hold_cost_the_lower_priority_gang() -> None:
-    """Two nodes of 4 cpu, one class. Counts that fit the class's summed 8 cpu but not its
-    nodes: the high-priority gang's two 2.5-cpu pods need both nodes, and then the
-    low-priority 3-cpu pod fits on neither. Placing the largest pod first would keep it
-    and withdraw the gang that matters more."""
-    s = state(
+
+def two_nodes_one_class(low_cpu: str) -> ClusterState:
+    """Two nodes of 4 cpu (one class); a high-priority gang of two 2.5-cpu pods, and a
+    low-priority pod of ``low_cpu``."""
+    return state(
         nodes=[
             node(f"n{i}").cap(cpu=4, memory="8Gi").label({"kubernetes.io/hostname": f"n{i}"})
             for i in range(2)
         ],
         pods=[
             *(pod(f"high-{i}").req(cpu="2500m").gang("high") for i in range(2)),
-            pod("low-0").req(cpu=3).gang("low"),
+            pod("low-0").req(cpu=low_cpu).gang("low"),
         ],
         gangs=[gang("high", 2).priority(1000), gang("low", 1)],
     )
-    weights = SolverConfig().weights
-    problem = prepare(s)
-    assert len(problem.node_classes) == 1
-    coef = coefficients(problem, weights)
+
+
+def class_encoding(problem: Problem) -> Encoding:
+    coef = coefficients(problem, WEIGHTS)
     shapes = group(problem, coef)
     bins = class_bins(problem)
-    enc = encode(problem, shapes, bins, coef, pair_capacity(problem, shapes, bins))
+    return encode(problem, shapes, bins, coef, pair_capacity(problem, shapes, bins))
+
+
+def test_counts_a_class_cannot_hold_cost_the_lower_priority_gang() -> None:
+    """Counts that fit the class's summed 8 cpu but not its nodes: the high-priority
+    gang's two 2.5-cpu pods need both nodes, and then the low-priority 3-cpu pod fits on
+    neither. Placing the largest pod first would keep it and withdraw the gang that
+    matters more."""
+    problem = prepare(two_nodes_one_class("3"))
+    assert len(problem.node_classes) == 1
+    enc = class_encoding(problem)
     counts = {cls.index: [(0, cls.count)] for cls in problem.classes}
-    admitted = {g.index for g in problem.gangs}
-    placer = disaggregate(problem, enc, counts, admitted, weights)
+    placer = disaggregate(problem, enc, counts, {g.index for g in problem.gangs}, WEIGHTS)
     assert sorted(placer.placed) == ["high-0", "high-1"]
     assert {placer.placed["high-0"], placer.placed["high-1"]} == {0, 1}
+
+
+def test_a_class_is_repacked_with_what_its_nodes_could_not_hold_taken_out() -> None:
+    problem = prepare(two_nodes_one_class("3"))
+    enc = class_encoding(problem)
+    counts = {cls.index: [(0, cls.count)] for cls in problem.classes}
+    placer = disaggregate(problem, enc, counts, {g.index for g in problem.gangs}, WEIGHTS)
+    bins = repacked_bins(problem, enc, counts, placer)
+    assert bins is not None
+    cpu = problem.r("cpu")
+    assert enc.bins[0].free[cpu] == 8000
+    assert bins[0].free[cpu] == 5000  # the 3-cpu pod left out
+    assert bins[0].nodes == enc.bins[0].nodes
+
+
+def test_counts_that_all_found_a_node_need_no_repacking() -> None:
+    problem = prepare(two_nodes_one_class("1500m"))
+    enc = class_encoding(problem)
+    counts = {cls.index: [(0, cls.count)] for cls in problem.classes}
+    placer = disaggregate(problem, enc, counts, {g.index for g in problem.gangs}, WEIGHTS)
+    assert len(placer.placed) == 3
+    assert repacked_bins(problem, enc, counts, placer) is None
