@@ -176,6 +176,25 @@ def _new_var(enc: Encoding, low: int, high: int, name: str) -> int:
     return len(enc.model.proto.variables) - 1
 
 
+def _new_count_vars(enc: Encoding) -> None:
+    """``n[pod@bin]`` for every pair, as variables 0..len(pairs)-1, in one loop that reads
+    plain lists: a 1,000-node class model has 13,000 of them, and building them one call
+    each took 0.18 s of a one-second cycle."""
+    problem, pairs = enc.problem, enc.pairs
+    classes = pairs.cls.tolist()
+    caps = pairs.cap.tolist()
+    bin_names = [b.name for b in enc.bins]
+    pod_of = {
+        c: problem.classes[enc.shapes.classes[c].members[0]].pods[0] for c in set(classes)
+    }
+    variables = enc.model.proto.variables
+    for c, b, cap in zip(classes, pairs.bin.tolist(), caps, strict=True):
+        var = variables.add()
+        var.domain.extend((0, cap))
+        var.name = f"n[{pod_of[c]}@{bin_names[b]}]"
+    enc.rows.add_vars([0] * len(caps), caps)
+
+
 def _linear(
     enc: Encoding,
     variables: Sequence[int],
@@ -202,10 +221,7 @@ def build_variables(
     problem: Problem, shapes: Shapes, bins: Sequence[Bin], pairs: Pairs
 ) -> Encoding:
     enc = Encoding(problem=problem, shapes=shapes, bins=bins, pairs=pairs)
-    for p in range(len(pairs)):
-        sc = shapes.classes[int(pairs.cls[p])]
-        pod = problem.classes[sc.members[0]].pods[0]
-        _new_var(enc, 0, int(pairs.cap[p]), f"n[{pod}@{bins[int(pairs.bin[p])].name}]")
+    _new_count_vars(enc)
     for s, e in _runs(pairs.cls):
         enc.class_span[int(pairs.cls[s])] = (s, e)
     for s in sorted({shapes.classes[c].shape for c in enc.class_span}):

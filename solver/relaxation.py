@@ -44,6 +44,10 @@ class LinearRows:
         self.low.append(low)
         self.high.append(high)
 
+    def add_vars(self, low: Sequence[int], high: Sequence[int]) -> None:
+        self.low.extend(low)
+        self.high.extend(high)
+
     def add_row(self, variables: Sequence[int], coeffs: Sequence[int], low: int, high: int) -> None:
         self.row_vars.append(variables)
         self.row_coeffs.append(coeffs)
