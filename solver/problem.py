@@ -229,6 +229,11 @@ def prepare(state: ClusterState) -> Problem:
     def demand_of(pod: Pod) -> IntArray:
         return _demand(raw_demand(pod), units)
 
+    # Bound pods of no gang (DaemonSets: one per node and kind) only hold room in the
+    # default queue: summed here rather than each made a gang of one (5,000 nodes: 15,000
+    # such gangs took 0.3 s of a one-second cycle).
+    held_outside_gangs = np.zeros(len(resources), dtype=np.int64)
+    outside_gangs = False
     for pod in state.pods:
         if pod.node_name is not None:
             node_i = n_index.get(pod.node_name)
@@ -242,7 +247,11 @@ def prepare(state: ClusterState) -> Problem:
             continue
         name = pod.gang_name()
         if pod.gang is None and name not in gangs_by_name:
-            # Valid by construction; DaemonSet pods alone make thousands of these.
+            if pod.node_name is not None:
+                held_outside_gangs += demand_of(pod)
+                outside_gangs = True
+                continue
+            # Valid by construction.
             gangs_by_name[name] = Gang.model_construct(
                 name=name,
                 min_member=1,
@@ -256,8 +265,8 @@ def prepare(state: ClusterState) -> Problem:
     # it then has no room for that resource, and still has room for the others.
     free = np.maximum(_capacity(raw_free, units), 0)
     queue_names = sorted(queues_by_name)
-    if DEFAULT_QUEUE not in queues_by_name and any(
-        g.queue == DEFAULT_QUEUE for g in gangs_by_name.values()
+    if DEFAULT_QUEUE not in queues_by_name and (
+        outside_gangs or any(g.queue == DEFAULT_QUEUE for g in gangs_by_name.values())
     ):
         queue_names.append(DEFAULT_QUEUE)
         queues_by_name[DEFAULT_QUEUE] = Queue(name=DEFAULT_QUEUE, weight=1)
@@ -297,6 +306,8 @@ def prepare(state: ClusterState) -> Problem:
     # Thousands of gangs share a handful of pod specs: convert each spec once.
     per_spec: dict[tuple[object, ...], tuple[IntArray, IntArray]] = {}
     used = np.zeros((len(queue_names), len(resources)), dtype=np.int64)
+    if outside_gangs:
+        used[q_index[DEFAULT_QUEUE]] += held_outside_gangs
     pending_demand = np.zeros_like(used)
 
     for gang in sorted(gangs_by_name.values(), key=lambda g: g.name):

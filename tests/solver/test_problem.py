@@ -134,6 +134,30 @@ def test_pod_without_gang_is_a_gang_of_one_in_default_queue() -> None:
     assert [q.name for q in problem.queues] == ["other", DEFAULT_QUEUE]
 
 
+def test_bound_pods_of_no_gang_are_held_by_the_default_queue() -> None:
+    """DaemonSet pods and other bound pods of no gang: no gang each, but what they hold
+    counts against the default queue, which then exists even if nobody declared it."""
+    s = state(
+        nodes=[node("n1").cap(cpu=4, memory="8Gi"), node("n2").cap(cpu=4, memory="8Gi")],
+        pods=[
+            pod("ds-n1").req(cpu="100m", memory="64Mi").on("n1"),
+            pod("ds-n2").req(cpu="100m", memory="64Mi").on("n2"),
+            pod("web").req(cpu=1).on("n1"),
+            *pods_of("train", 2, cpu=1),
+        ],
+        gangs=[gang("train", 2).queue("other")],
+        queues=[queue("other", weight=2)],
+    )
+    problem = prepare(s)
+    assert [g.name for g in problem.gangs] == ["train"]
+    assert [q.name for q in problem.queues] == ["other", DEFAULT_QUEUE]
+    held = problem.queues[1].used
+    assert held[problem.r(CPU)] == 1200
+    assert held[problem.r(PODS)] == 3
+    assert not problem.queues[0].used.any()
+    assert problem.free[0, problem.r(CPU)] == 2900
+
+
 def _zoned_nodes() -> list[object]:
     return [
         node("a1").cap(cpu=4).label(zone="a", host="a1"),
