@@ -183,10 +183,6 @@ class Node(_Frozen):
             return {**value.root, PODS: DEFAULT_MAX_PODS}
         return value
 
-    def predicate_key(self) -> tuple[object, ...]:
-        """What node predicates read: nodes with equal keys accept the same pod specs."""
-        return (tuple(sorted(self.labels.items())), self.taints, self.unschedulable)
-
     def __hash__(self) -> int:
         return hash(self.name)
 
