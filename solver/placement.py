@@ -17,7 +17,14 @@ import numpy.typing as npt
 from solver.arrays import BoolArray, IntArray
 from solver.model import PODS
 from solver.predicates import TOO_MANY_PODS
-from solver.problem import GangInfo, PodClass, Problem, fit_per_node, placement_reasons
+from solver.problem import (
+    NO_LIMIT_FIT,
+    GangInfo,
+    PodClass,
+    Problem,
+    fit_per_node,
+    placement_reasons,
+)
 
 MAX_SCORED_SPECS = 32
 SCALAR_RESCORE = 4  # up to this many changed nodes are rescored one by one
@@ -129,10 +136,13 @@ class Placer:
 
     def room_for(self, cls: PodClass, node: int) -> int:
         """How many more pods of the class fit on ``node`` and in the queue's capability."""
-        rows = [self.free[node]]
+        # Plain ints: called once per node filled, numpy's per-call cost dwarfed the work.
+        demand = cls.demand.tolist()
+        fit = _fit(self.free[node].tolist(), demand)
         if self.respect_capability:
-            rows.append(self.queue_room[self.problem.gangs[cls.gang].queue])
-        return int(fit_per_node(cls.demand, np.stack(rows)).min())
+            room = self.queue_room[self.problem.gangs[cls.gang].queue].tolist()
+            fit = min(fit, _fit(room, demand))
+        return fit
 
     def place_class(
         self, cls: PodClass, limit: int, policy: Policy, allowed: BoolArray | None = None
@@ -321,3 +331,9 @@ class Placer:
                 short[:, r].sum()
             )
         return reasons
+
+
+def _fit(free: list[int], demand: list[int]) -> int:
+    """``fit_per_node`` for one row, in plain ints."""
+    fits = [max(f, 0) // d for f, d in zip(free, demand, strict=True) if d > 0]
+    return min(fits) if fits else NO_LIMIT_FIT
