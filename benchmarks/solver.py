@@ -1,7 +1,7 @@
 """Run every scheduler on benchmark instances and compare them in one table.
 
     python -m benchmarks.solver [--instances reference,large] [--time-limit 1.0]
-                                [--seed 0] [--json out.json]
+                                [--seed 0 | --seeds 0,1,2] [--runs 1] [--json out.json]
 
 Per instance the build time and ``prepare()`` time are printed; per scheduler one row:
 pending pods, model size (sum of ``StageReport.variables``), time to first solution
@@ -11,6 +11,11 @@ produced the decision (``Decision.decided_by``), and the ratio
 of the objective to gang-greedy's objective on the same instance (only when
 gang-greedy's is positive: against a negative one a better objective reads as a ratio
 below 1) and the difference from it (always).
+
+With several seeds or runs (each scheduler solving the same instance again: CP-SAT's
+wall-clock limits make runs differ), a summary follows: per instance and scheduler, the
+median and worst gap, the median and 99th-percentile (nearest rank) wall time, and the
+lowest and median ratio to gang-greedy.
 
 Schedulers come from ``solver.schedulers.SCHEDULERS`` (name -> ``callable(state,
 config) -> Decision``), imported when the benchmark runs. ``--seed`` seeds both the
@@ -26,6 +31,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
+import statistics
 import sys
 import time
 import traceback
@@ -88,6 +95,8 @@ class Row:
     vs_baseline: float | None = None
     minus_baseline: int | None = None
     error: str | None = None
+    seed: int = 0
+    run: int = 0
 
 
 def load_schedulers() -> dict[str, Scheduler]:
@@ -219,6 +228,50 @@ def results_table(rows: Sequence[Row], time_limit: float) -> Table:
     return table
 
 
+def _p99(values: Sequence[float]) -> float:
+    """Nearest rank: with fewer than 100 values, the worst."""
+    ordered = sorted(values)
+    return ordered[math.ceil(0.99 * len(ordered)) - 1]
+
+
+def summary_table(rows: Sequence[Row]) -> Table:
+    """Per instance and scheduler, over every seed and run."""
+    groups: dict[tuple[str, str], list[Row]] = {}
+    for row in rows:
+        if row.error is None:
+            groups.setdefault((row.instance, row.scheduler), []).append(row)
+    table = Table(title="Over seeds and runs")
+    columns = ("instance", "scheduler", "n", "gap median", "gap max", "wall median s")
+    for column in (*columns, "wall p99 s", f"vs {BASELINE} min", f"vs {BASELINE} median"):
+        table.add_column(column, justify="left" if column in ("instance", "scheduler") else "right")
+    for (instance, scheduler), group in groups.items():
+        gaps = [r.gap for r in group if r.gap is not None]
+        walls = [r.wall_s for r in group]
+        ratios = [r.vs_baseline for r in group if r.vs_baseline is not None]
+        table.add_row(
+            instance,
+            scheduler,
+            str(len(group)),
+            f"{statistics.median(gaps):.2%}" if gaps else "-",
+            f"{max(gaps):.2%}" if gaps else "-",
+            _secs(statistics.median(walls)),
+            _secs(_p99(walls)),
+            f"{min(ratios):.3f}" if ratios else "-",
+            f"{statistics.median(ratios):.3f}" if ratios else "-",
+        )
+    return table
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--seeds: {exc}") from exc
+    if not seeds or any(seed < 0 for seed in seeds):
+        raise argparse.ArgumentTypeError("--seeds: comma-separated seeds >= 0")
+    return seeds
+
+
 def _names(text: str, known: Sequence[str], what: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in known]
@@ -252,6 +305,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--seed", type=int, default=0, help="instance seed and CP-SAT seed (default 0)"
     )
     parser.add_argument(
+        "--seeds",
+        default=None,
+        help="comma-separated seeds, each as --seed would be (replaces --seed)",
+    )
+    parser.add_argument(
+        "--runs", type=int, default=1, help="solves of each instance per scheduler (default 1)"
+    )
+    parser.add_argument(
         "--workers",
         type=int,
         default=SolverConfig().num_workers,
@@ -274,8 +335,11 @@ def main(
         instance_names = _names(args.instances, list(INSTANCES), "instance")
         if args.time_limit <= 0:
             raise argparse.ArgumentTypeError("--time-limit must be positive")
+        if args.runs < 1:
+            raise argparse.ArgumentTypeError("--runs must be at least 1")
+        seeds = _seeds(args.seeds) if args.seeds is not None else [args.seed]
         config = SolverConfig(
-            time_limit_s=args.time_limit, seed=args.seed, num_workers=args.workers
+            time_limit_s=args.time_limit, seed=seeds[0], num_workers=args.workers
         )
         if schedulers is None:
             try:
@@ -292,9 +356,9 @@ def main(
 
     built: list[InstanceResult] = []
     rows: list[Row] = []
-    for name in instance_names:
+    for seed, name in ((seed, name) for seed in seeds for name in instance_names):
         start = time.perf_counter()
-        state = INSTANCES[name](args.seed)
+        state = INSTANCES[name](seed)
         build_s = time.perf_counter() - start
         start = time.perf_counter()
         prepare(state)
@@ -310,17 +374,24 @@ def main(
         )
         built.append(result)
         console.print(
-            f"{name}: {result.nodes:,} nodes, {result.pending_pods:,} pending pods, "
-            f"built in {build_s:.3f} s, prepare() {prepare_s:.3f} s"
+            f"{name} (seed {seed}): {result.nodes:,} nodes, {result.pending_pods:,} pending "
+            f"pods, built in {build_s:.3f} s, prepare() {prepare_s:.3f} s"
         )
-        rows.extend(run_instance(name, state, schedulers, config))
+        seeded = config.model_copy(update={"seed": seed})
+        for run in range(args.runs):
+            for row in run_instance(name, state, schedulers, seeded):
+                row.seed, row.run = seed, run
+                rows.append(row)
 
     console.print(instance_table(built))
     console.print(results_table(rows, args.time_limit))
+    if len(seeds) * args.runs > 1:
+        console.print(summary_table(rows))
     if args.json is not None:
         payload = {
             "time_limit_s": args.time_limit,
-            "seed": args.seed,
+            "seeds": seeds,
+            "runs": args.runs,
             "workers": config.workers(),
             "instances": [asdict(r) for r in built],
             "results": [asdict(r) for r in rows],

@@ -265,6 +265,43 @@ def test_benchmark_runner_with_fake_schedulers(tmp_path: Path) -> None:
     assert bench.main(["--instances", "nope"], {"x": broken}, Console(file=io.StringIO())) == 2
 
 
+def test_seeds_and_runs_are_summarised_per_instance_and_scheduler(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def counted(state: ClusterState, config: SolverConfig) -> Decision:
+        calls.append(config.seed)
+        gang = state.gangs[0].name
+        return Decision(
+            scheduler="counted",
+            placements={p.name: state.nodes[0].name for p in state.pods if p.gang == gang},
+            admitted=(gang,),
+            status=SolveStatus.FEASIBLE,
+            objective=100 + 10 * len(calls),
+            bound=200,
+            gap=0.5 - 0.05 * len(calls),
+        )
+
+    out = tmp_path / "out.json"
+    console = Console(record=True, width=250)
+    code = bench.main(
+        ["--instances", "deadlock", "--seeds", "4,7", "--runs", "2", "--json", str(out)],
+        schedulers={"counted": counted},
+        console=console,
+    )
+    assert code == 0
+    assert calls == [4, 4, 7, 7]  # each seed's instance solved twice, with that seed
+    payload = json.loads(out.read_text())
+    assert [(r["seed"], r["run"]) for r in payload["results"]] == [(4, 0), (4, 1), (7, 0), (7, 1)]
+    assert payload["seeds"] == [4, 7] and payload["runs"] == 2
+    text = console.export_text()
+    assert "Over seeds and runs" in text
+    summary = text[text.index("Over seeds and runs") :]
+    assert "45.00%" in summary  # the worst of 45, 40, 35, 30%
+    assert "37.50%" in summary  # their median
+    assert bench.main(["--seeds", "1,x"], {"x": counted}, Console(file=io.StringIO())) == 2
+    assert bench.main(["--runs", "0"], {"x": counted}, Console(file=io.StringIO())) == 2
+
+
 def test_no_ratio_against_a_negative_baseline() -> None:
     def fixed(objective: int) -> bench.Scheduler:
         def schedule(state: ClusterState, config: SolverConfig) -> Decision:
