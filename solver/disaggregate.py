@@ -156,11 +156,15 @@ def repacked_bins(
     bin_of_node = np.full(len(problem.nodes), -1, dtype=np.int64)
     for b, bin_ in enumerate(enc.bins):
         bin_of_node[list(bin_.nodes)] = b
+    count = len(placer.placed)
+    bins = bin_of_node[np.fromiter(placer.placed.values(), np.int64, count)]
+    classes = np.fromiter((of_pod[pod] for pod in placer.placed), np.int64, count)
+    demand = np.array([cls.demand for cls in problem.classes], dtype=np.int64).reshape(
+        len(problem.classes), len(problem.resources)
+    )
     placed = np.zeros((len(enc.bins), len(problem.resources)), dtype=np.int64)
-    for pod, node in placer.placed.items():
-        b = int(bin_of_node[node])
-        if b >= 0:
-            placed[b] += problem.classes[of_pod[pod]].demand
+    inside = bins >= 0
+    np.add.at(placed, bins[inside], demand[classes[inside]])
     asked = np.zeros_like(placed)
     for c, where in per_class.items():
         for b, count in where:

@@ -104,11 +104,11 @@ def evaluate(
     """Score a decision (pod -> node index) without a solver; the model's terms exactly."""
     coef = coefficients(problem, w)
     of_pod = problem.class_of_pod()
-    per_class = np.zeros(len(problem.classes), dtype=np.int64)
-    new_on = np.zeros(len(problem.nodes), dtype=np.int64)
-    for pod, node in placements.items():
-        per_class[of_pod[pod]] += 1
-        new_on[node] += 1
+    count = len(placements)
+    classes = np.fromiter((of_pod[pod] for pod in placements), np.int64, count)
+    per_class = np.bincount(classes, minlength=len(problem.classes)).astype(np.int64)
+    nodes = np.fromiter(placements.values(), np.int64, count)
+    new_on = np.bincount(nodes, minlength=len(problem.nodes))
     gang_of_class = np.array([cls.gang for cls in problem.classes], dtype=np.int64)
     per_gang = np.bincount(gang_of_class, weights=per_class, minlength=len(problem.gangs))
     need = np.array([g.need for g in problem.gangs], dtype=np.int64)

@@ -219,6 +219,7 @@ def prepare(state: ClusterState) -> Problem:
     members: dict[str, list[Pod]] = defaultdict(list)
 
     raw_by_requests: dict[tuple[tuple[str, int], ...], IntArray] = {}
+    demand_by_requests: dict[tuple[tuple[str, int], ...], IntArray] = {}
 
     def raw_demand(pod: Pod) -> IntArray:
         key = pod.requests.key()
@@ -227,7 +228,10 @@ def prepare(state: ClusterState) -> Problem:
         return raw_by_requests[key]
 
     def demand_of(pod: Pod) -> IntArray:
-        return _demand(raw_demand(pod), units)
+        key = pod.requests.key()
+        if key not in demand_by_requests:
+            demand_by_requests[key] = _demand(raw_demand(pod), units)
+        return demand_by_requests[key]
 
     # Bound pods of no gang (DaemonSets: one per node and kind) only hold room in the
     # default queue: summed here rather than each made a gang of one (5,000 nodes: 15,000
