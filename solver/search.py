@@ -27,6 +27,7 @@ MIN_STAGE_S = 0.05
 # is optimal.
 OPTIMAL_GAP = 1e-6
 DECODE_RESERVE = 0.08  # share of the time limit kept for decoding
+BASELINE_BESIDE_VARS = 100  # smallest model whose solve the baseline runs beside
 # Deterministic solves stop on deterministic time; the wall clock only guards against a
 # machine so slow or loaded that the cycle would stall (then reproducibility is lost).
 DETERMINISTIC_WALL_FACTOR = 10.0
@@ -152,11 +153,12 @@ class Search:
         lp_worker: bool = False,
         first_only: bool = False,
     ) -> StageResult:
-        # A search stopped at its first solution ends within a fraction of a second and
-        # is followed by the disaggregation, pure Python: a baseline started beside it
-        # would share the GIL with that, not run on the second core. It starts at the
-        # end, if it can still matter.
-        if not first_only:
+        # A search stopped at its first solution, or of a model this small, ends within
+        # a fraction of a second and is followed by the disaggregation, pure Python: a
+        # baseline started beside it would share the GIL with that, not run on the
+        # second core (5,000 nodes: disaggregating took 0.15-0.35 s beside it, 0.05-0.1 s
+        # alone). It starts at the end, if it can still matter.
+        if not first_only and len(enc.model.proto.variables) >= BASELINE_BESIDE_VARS:
             self.start_baseline()
         result = run_cpsat(
             enc, name, time_limit_s, self.config, presolve, lp_worker, first_only
