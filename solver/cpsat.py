@@ -123,12 +123,12 @@ def _node_class_stage(search: Search, shapes: Shapes, share: float) -> None:
         return search.remaining() - deadline
 
     bins = class_bins(problem)
-    agg = encode(problem, shapes, bins, search.coef, pair_capacity(problem, shapes, bins))
-    size = len(agg.pairs)
-    _guided_search(
-        search, agg, "node-classes", left, size > RINS_PAIRS * config.max_exact_class_pairs
-    )
-    too_big = size > config.max_exact_class_pairs
+    pairs = pair_capacity(problem, shapes, bins)
+    large = len(pairs) > RINS_PAIRS * config.max_exact_class_pairs
+    # A large model is only searched restricted: its own CP-SAT model is never built.
+    agg = encode(problem, shapes, bins, search.coef, pairs, lp_only=large)
+    _guided_search(search, agg, "node-classes", left, large)
+    too_big = len(pairs) > config.max_exact_class_pairs
     if search.settled(wait_for_baseline=False) or too_big or left() < MIN_STAGE_S:
         return
     # No hint: the greedy decision, followed first, held the search near it (real-shaped

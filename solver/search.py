@@ -158,7 +158,7 @@ class Search:
         # baseline started beside it would share the GIL with that, not run on the
         # second core (5,000 nodes: disaggregating took 0.15-0.35 s beside it, 0.05-0.1 s
         # alone). It starts at the end, if it can still matter.
-        if not first_only and len(enc.model.proto.variables) >= BASELINE_BESIDE_VARS:
+        if not first_only and enc.size()[0] >= BASELINE_BESIDE_VARS:
             self.start_baseline()
         result = run_cpsat(
             enc, name, time_limit_s, self.config, presolve, lp_worker, first_only

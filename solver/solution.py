@@ -40,7 +40,7 @@ def solution_of(enc: Encoding, placements: Mapping[str, int], coef: Coefficients
         (int(c), int(b)): p
         for p, (c, b) in enumerate(zip(enc.pairs.cls, enc.pairs.bin, strict=True))
     }
-    values = np.zeros(len(enc.model.proto.variables), dtype=np.int64)
+    values = np.zeros(enc.size()[0], dtype=np.int64)
     opened: dict[int, set[int]] = {}
     for pod, node in placements.items():
         pod_class = problem.classes[of_pod[pod]]

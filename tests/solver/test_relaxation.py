@@ -69,6 +69,22 @@ def test_restriction_keeps_only_what_the_guide_or_the_incumbent_uses() -> None:
     assert used and set(zip(wide.pairs.cls.tolist(), wide.pairs.bin.tolist(), strict=True)) == used
 
 
+def test_an_lp_only_encoding_has_the_rows_and_bound_but_no_cp_sat_model() -> None:
+    coef, enc = _class_model()
+    lean = encode(enc.problem, enc.shapes, enc.bins, coef, enc.pairs, lp_only=True)
+    assert len(lean.model.proto.variables) == 0 and len(lean.model.proto.constraints) == 0
+    assert lean.size() == enc.size() == (
+        len(enc.model.proto.variables),
+        len(enc.model.proto.constraints),
+    )
+    assert lean.rows == enc.rows
+    full_lp, lean_lp = solve_lp(enc.rows, 1.0), solve_lp(lean.rows, 1.0)
+    assert full_lp is not None and lean_lp is not None and full_lp.bound == lean_lp.bound
+    # What is searched is restricted from it, and that is a whole CP-SAT model again.
+    narrow = restricted(lean, coef, lean_lp.values)
+    assert len(narrow.model.proto.variables) == narrow.size()[0] > 0
+
+
 def test_pack_places_everything_a_greedy_order_would_not() -> None:
     # Two nodes of 4 cpu x 4 GiB; pods (3, 1) and (1, 3): only one of each per node fits.
     free = np.array([[4, 4], [4, 4]])
