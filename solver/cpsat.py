@@ -1,20 +1,23 @@
 """solve(state, config) -> Decision: the CP-SAT scheduler.
 
 Stages, all within one time limit (``search.Search`` holds what they share):
-1. Prepare the problem. Gang-greedy starts with the first CP-SAT solve, in a thread (the
-   solvers release the GIL): the baseline, a candidate, and a hint for the node level.
+1. Prepare the problem. Gang-greedy starts with the first CP-SAT solve that is neither
+   tiny nor a dive, in a thread (the solvers release the GIL): the baseline, a
+   candidate, and a hint for the node level.
 2. Where nodes fall into fewer classes than there are nodes, the aggregated model (bins =
    classes of nodes this cycle's pending pods cannot tell apart, ``equivalence``): a
    relaxation, so its bounds hold for the real problem. Its LP relaxation (HiGHS) comes
-   first: a bound, and a guide: CP-SAT searches the model restricted to what the LP uses,
-   then, on models of moderate size, to what the LP or the best decision so far uses
-   (RINS rounds); small models are also searched whole. Every candidate's counts are
-   packed onto real nodes (``disaggregate``).
+   first: a bound, and a guide: CP-SAT searches the model restricted to what the LP uses
+   (on large models a dive, stopped at its first solution; the model itself is then
+   encoded as LP rows only), then, on models of moderate size, to what the LP or the
+   best decision so far uses (RINS rounds); small models are also searched whole. Every
+   candidate's counts are packed onto real nodes (``disaggregate``); what a class's
+   nodes could not hold is re-decided (``_repack``).
 3. If the node-level model (all gangs, else the admitted ones) is small enough: the same
    LP-guided searches over nodes, then the whole model from the best decision so far.
 4. Every candidate is scored by the same solver-free objective and the best is returned,
-   so a decision is never below the greedy baseline (``_baseline_cannot_matter`` says
-   when the baseline may stop early).
+   so a decision is never below the greedy baseline, but where it could add little
+   (``_baseline_cannot_matter`` says when the baseline may stop early).
 """
 
 from __future__ import annotations
