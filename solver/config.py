@@ -97,7 +97,10 @@ class SolverConfig(BaseModel):
         gt=0,
         le=MAX_TIME_LIMIT_S,
         allow_inf_nan=False,
-        description="wall time for all CP-SAT calls",
+        description=(
+            "the cycle's time: preparing the snapshot, the solves and decoding; the LP "
+            "and first search of a model still run when preparing used it all"
+        ),
     )
     num_workers: int = Field(
         default=1,
