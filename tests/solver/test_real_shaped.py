@@ -74,43 +74,41 @@ def test_the_lp_guided_dive_of_a_large_class_model_decides_above_gang_greedy() -
     assert cpsat.objective > greedy.objective
 
 
+@pytest.fixture
+def baseline_starts(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Each start of gang-greedy beside a cpsat solve: whether it was already told to stop."""
+    started_stopped: list[bool] = []
+    original = solver.search.gang_greedy_placer
+
+    def recorded(problem: Problem, stop: threading.Event | None = None) -> Placer:
+        started_stopped.append(stop is not None and stop.is_set())
+        return original(problem, stop)
+
+    monkeypatch.setattr(solver.search, "gang_greedy_placer", recorded)
+    return started_stopped
+
+
 def test_a_decision_this_close_to_its_bound_does_not_wait_for_the_baseline(
-    monkeypatch: pytest.MonkeyPatch,
+    baseline_starts: list[bool],
 ) -> None:
     """5,000 real-shaped nodes, scheduler_perf gangs: the class model decides within 0.01%
     of its bound in milliseconds. Gang-greedy (0.4-0.8 s here) could add no more than
     that: it is neither run beside so small a model nor waited for at the end."""
-    started_stopped: list[bool] = []
-    original = solver.search.gang_greedy_placer
-
-    def recorded(problem: Problem, stop: threading.Event | None = None) -> Placer:
-        started_stopped.append(stop is not None and stop.is_set())
-        return original(problem, stop)
-
-    monkeypatch.setattr(solver.search, "gang_greedy_placer", recorded)
     s = instances.realistic_perf(0, 5000, 3000, ((9, 1000),))
     decision = schedule(s, "cpsat", SolverConfig())
     assert decision.gap is not None and decision.gap <= 0.001
     assert decision.decided_by.startswith("node-classes"), decision.decided_by
-    assert started_stopped == [True]  # started once, at the end, already told to stop
+    assert baseline_starts == [True]  # started once, at the end, already told to stop
 
 
 def test_a_baseline_that_never_ran_beside_a_dive_is_not_run_after_it(
-    monkeypatch: pytest.MonkeyPatch,
+    baseline_starts: list[bool],
 ) -> None:
     """A dive (here forced on a real-shaped 200-node cluster) does not start gang-greedy
     beside it. With the dive's decision within 5% of its bound, gang-greedy is not run
     after it either: it would have taken the cycle's time for at most that much."""
-    started_stopped: list[bool] = []
-    original = solver.search.gang_greedy_placer
-
-    def recorded(problem: Problem, stop: threading.Event | None = None) -> Placer:
-        started_stopped.append(stop is not None and stop.is_set())
-        return original(problem, stop)
-
-    monkeypatch.setattr(solver.search, "gang_greedy_placer", recorded)
     config = SolverConfig(max_exact_class_pairs=0, max_node_level_pairs=0)
     decision = schedule(realistic.cluster(1, 200, 300), "cpsat", config)
     assert decision.decided_by == "node-classes-lp-guided", decision.decided_by
     assert decision.gap is not None and decision.gap <= 0.05
-    assert started_stopped == [True]  # started once, at the end, already told to stop
+    assert baseline_starts == [True]  # started once, at the end, already told to stop
