@@ -204,9 +204,7 @@ def _search_classes(
     ``lp_worker``, ``first_only``: see ``search.run_cpsat``.
 
     Returns whether the restricted model was solved to optimality."""
-    result = search.run(
-        enc, name, time_limit_s, not lp_worker, lp_worker=lp_worker, first_only=first_only
-    )
+    result = search.run(enc, name, time_limit_s, lp_worker=lp_worker, first_only=first_only)
     search.stages[-1] = search.stages[-1].model_copy(update={"bound": None})
     if result.solution is not None:
         placer, counts = _use_class_solution(search, enc, result)
@@ -236,7 +234,7 @@ def _repack(
         if bins is None or left() < MIN_STAGE_S:
             return
         enc = encode(search.problem, enc.shapes, bins, search.coef, enc.pairs)
-        result = search.run(enc, f"{name}-repacked", left() / 2, False, lp_worker=True)
+        result = search.run(enc, f"{name}-repacked", left() / 2, lp_worker=True)
         search.stages[-1] = search.stages[-1].model_copy(update={"bound": None})
         if result.solution is None:
             return
