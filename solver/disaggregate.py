@@ -12,7 +12,7 @@ import numpy as np
 from solver.arrays import BoolArray
 from solver.baselines import allocate_gangs
 from solver.config import ObjectiveWeights
-from solver.encode import Bin, Encoding
+from solver.encode import Bin, Encoding, bin_index
 from solver.objective import evaluate
 from solver.packing import pack
 from solver.placement import Placer, Policy
@@ -153,11 +153,8 @@ def repacked_bins(
     the LP bound after two rounds). The bins are then no relaxation: not for bounds.
     """
     of_pod = problem.class_of_pod()
-    bin_of_node = np.full(len(problem.nodes), -1, dtype=np.int64)
-    for b, bin_ in enumerate(enc.bins):
-        bin_of_node[list(bin_.nodes)] = b
     count = len(placer.placed)
-    bins = bin_of_node[np.fromiter(placer.placed.values(), np.int64, count)]
+    bins = bin_index(problem, enc.bins)[np.fromiter(placer.placed.values(), np.int64, count)]
     classes = np.fromiter((of_pod[pod] for pod in placer.placed), np.int64, count)
     demand = np.array([cls.demand for cls in problem.classes], dtype=np.int64).reshape(
         len(problem.classes), len(problem.resources)

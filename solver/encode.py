@@ -111,13 +111,20 @@ def feasible_pair_estimate(shapes: Shapes, only: set[int] | None = None) -> int:
     return sum(int(sc.feasible.sum()) for sc in shapes.classes if only is None or sc.shape in only)
 
 
+def bin_index(problem: Problem, bins: Sequence[Bin]) -> IntArray:
+    """Per node, the index of the bin holding it; -1 for a node in none."""
+    index = np.full(len(problem.nodes), -1, dtype=np.int64)
+    for b, bin_ in enumerate(bins):
+        index[list(bin_.nodes)] = b
+    return index
+
+
 def pair_capacity(
     problem: Problem, shapes: Shapes, bins: Sequence[Bin], only: set[int] | None = None
 ) -> Pairs:
     """Pairs for every shape class (or those of the ``only`` shapes)."""
-    bin_of_node = np.zeros(len(problem.nodes), dtype=np.int64)
-    for b, bin_ in enumerate(bins):
-        bin_of_node[list(bin_.nodes)] = b
+    bin_of_node = bin_index(problem, bins)
+    inside = bin_of_node >= 0  # every node, for class and node bins
     per_spec: dict[int, IntArray] = {}  # pods of a spec that fit per bin, uncapped
     cls_idx: list[IntArray] = []
     bin_idx: list[IntArray] = []
@@ -128,7 +135,7 @@ def pair_capacity(
         if sc.spec not in per_spec:
             per_node = np.where(sc.feasible, fit_per_node(sc.demand, problem.free), 0)
             per_spec[sc.spec] = np.bincount(
-                bin_of_node, weights=per_node, minlength=len(bins)
+                bin_of_node[inside], weights=per_node[inside], minlength=len(bins)
             ).astype(np.int64)
         per_bin = np.minimum(per_spec[sc.spec], sc.count)
         where = np.flatnonzero(per_bin > 0)
