@@ -38,7 +38,16 @@ def test_bind_throughput_binds_every_pod_for_both_contenders_and_prints_the_rati
     assert "(fake API" in out  # the figures say they come from the fake
     found = re.search(r"gangsat / trivial binder, pods/s: x([\d.]+) median of 1 round", out)
     assert found is not None
-    assert abs(float(found.group(1)) - rows["gangsat"][1] / rows["trivial binder"][1]) < 0.05
+    assert_shown_ratio(float(found.group(1)), rows["gangsat"][1], rows["trivial binder"][1], 1)
     cpu = re.search(r"gangsat / trivial binder, CPU per bound pod: x([\d.]+)", out)
     assert cpu is not None
-    assert abs(float(cpu.group(1)) - rows["gangsat"][2] / rows["trivial binder"][2]) < 0.05
+    assert_shown_ratio(float(cpu.group(1)), rows["gangsat"][2], rows["trivial binder"][2], 0.01)
+
+
+def assert_shown_ratio(ratio: float, top: float, bottom: float, step: float) -> None:
+    """``ratio`` (printed to 0.01) is top / bottom, as far as the table's values, printed
+    to ``step``, let one tell: with 12 pods gangsat's start makes its CPU per pod ~20x the
+    trivial binder's 1.4 ms, and 0.005 ms of rounding there moves the ratio by 0.07."""
+    low = (top - step / 2) / (bottom + step / 2)
+    high = (top + step / 2) / (bottom - step / 2)
+    assert low - 0.005 <= ratio <= high + 0.005, (ratio, top, bottom)
