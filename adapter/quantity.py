@@ -47,3 +47,11 @@ def parse(name: str, value: Quantity) -> int:
 
 def resources(values: Mapping[str, Quantity]) -> Resources:
     return Resources({name: parse(name, value) for name, value in values.items()})
+
+
+def quantity(name: str, amount: int) -> str:
+    """The inverse of ``parse``: one amount in the solver's unit as Kubernetes writes it
+    (cpu in whole cores when it can be, else millicores; everything else whole units)."""
+    if name == CPU and amount % 1000:
+        return f"{amount}m"
+    return str(amount // 1000 if name == CPU else amount)

@@ -43,9 +43,11 @@ from adapter.kube.status import (
     ObjectRef,
     pod_unschedulable,
     podgroup_status,
+    queue_status,
     unschedulable_message,
 )
 from adapter.kube.writer import Writer
+from adapter.quantity import quantity
 from solver.model import IMPLICIT_GANG_PREFIX, ClusterState
 
 log = logging.getLogger(__name__)
@@ -68,6 +70,19 @@ def _signature(status: dict[str, Any]) -> tuple[Any, ...]:
     return (status.get("phase"), status.get("running"), conditions)
 
 
+def _allocated(state: ClusterState | None, gang_queue: dict[str, str]) -> dict[str, dict[str, str]]:
+    """Per queue, what its PodGroups' bound pods request, as quantities. Pods outside a
+    PodGroup (DaemonSets, other schedulers' pods) are no queue's."""
+    totals: dict[str, Counter[str]] = defaultdict(Counter)
+    for pod in state.bound_pods() if state is not None else ():
+        if pod.gang is not None:
+            totals[gang_queue.get(pod.gang, "default")].update(pod.demand())
+    return {
+        q: {name: quantity(name, amount) for name, amount in sorted(used.items()) if amount}
+        for q, used in totals.items()
+    }
+
+
 class Reporter:
     def __init__(
         self,
@@ -84,7 +99,7 @@ class Reporter:
         self.writer = writer
         self.recorder = recorder or EventRecorder()
         self.now = now
-        # Resources served without a status subresource (Volcano's CRDs as they ship):
+        # Resources served without a status subresource (Volcano's PodGroup as it ships):
         # their status is patched on the object itself.
         self._inline_status = {r for r in resources if not r.status_subresource}
         self._written: dict[str, tuple[Any, ...]] = {}  # object key -> status signature
@@ -126,7 +141,7 @@ class Reporter:
             self._pod_waiting(pod, why)
         for finding in findings:
             self._finding(finding)
-        self._queues(live, gang_queue)
+        self._queues(live, gang_queue, _allocated(state, gang_queue))
         self.recorder.forget({ObjectRef("Pod", *_split(p)) for p in report.bound})
         self._prune(podgroups)
 
@@ -313,7 +328,12 @@ class Reporter:
 
     # --- Queues -------------------------------------------------------------------------------
 
-    def _queues(self, statuses: Sequence[GangStatus], gang_queue: dict[str, str]) -> None:
+    def _queues(
+        self,
+        statuses: Sequence[GangStatus],
+        gang_queue: dict[str, str],
+        allocated: dict[str, dict[str, str]],
+    ) -> None:
         counts: dict[str, Counter[str]] = defaultdict(Counter)
         for s in statuses:
             if not s.gang.startswith(IMPLICIT_GANG_PREFIX):
@@ -324,9 +344,11 @@ class Reporter:
             for obj in self.cache.of(resource):
                 name = key_of(obj)
                 c = counts.get(name, Counter())
-                body = {"pending": c["pending"], "running": c["running"]}
+                body = queue_status(
+                    resource.group, c["pending"], c["running"], allocated.get(name, {})
+                )
                 current = obj.get("status") or {}
-                sig = ("Queue", body["pending"], body["running"])
+                sig = ("Queue", body["pending"], body["running"], str(body.get("allocated")))
                 if {k: current.get(k, 0) for k in body} == body or self._written.get(
                     f"queue {resource.group} {name}"
                 ) == sig:

@@ -66,6 +66,18 @@ def podgroup_status(
     return body
 
 
+def queue_status(
+    group: str, pending: int, running: int, allocated: Mapping[str, str]
+) -> dict[str, Any]:
+    """The ``status`` of a Queue of ``group``: its PodGroups pending and running, and for
+    Volcano's what its bound pods request (``allocated``; its CRD requires the field in
+    any status written, and Volcano's scheduler, which gangsat replaces, owns it)."""
+    body: dict[str, Any] = {"pending": pending, "running": running}
+    if group == VOLCANO_GROUP:
+        body["allocated"] = dict(allocated)
+    return body
+
+
 def _phase_status(status: GangStatus, group: str, now: datetime) -> dict[str, Any]:
     body: dict[str, Any] = {"phase": status.phase, "running": status.bound}
     if group == COSCHEDULING_GROUP:

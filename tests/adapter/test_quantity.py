@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapter.quantity import QuantityError, parse, resources
+from adapter.quantity import QuantityError, parse, quantity, resources
 
 
 @pytest.mark.parametrize(
@@ -45,3 +45,12 @@ def test_bad_quantities_name_the_resource(value: object, fragment: str) -> None:
 def test_resources_keeps_every_name() -> None:
     r = resources({"cpu": "250m", "memory": "1Mi", "nvidia.com/gpu": 0})
     assert r.root == {"cpu": 250, "memory": 2**20, "nvidia.com/gpu": 0}
+
+
+@pytest.mark.parametrize(
+    ("name", "amount", "written"),
+    [("cpu", 3000, "3"), ("cpu", 1500, "1500m"), ("cpu", 0, "0"), ("memory", 2**31, "2147483648")],
+)
+def test_quantity_writes_what_parse_reads_back(name: str, amount: int, written: str) -> None:
+    assert quantity(name, amount) == written
+    assert parse(name, written) == amount

@@ -46,6 +46,7 @@ from adapter.kube.run import KubeOptions
 from adapter.metrics import LoopMetrics
 from adapter.settings import Settings
 from solver.config import ObjectiveWeights
+from tests.adapter.kube.manifests import ships_inline_status
 
 Obj = dict[str, Any]
 
@@ -342,9 +343,10 @@ def test_crds_are_the_dialects_gangsat_watches() -> None:
         assert len(storage) == 1
         for v in spec["versions"]:
             assert v["served"]
-            # As upstream: Volcano's CRDs have no status subresource (gangsat patches the
-            # object), the others have one (gangsat patches it).
-            expected = {} if spec["group"] == "scheduling.volcano.sh" else {"status": {}}
+            # As upstream: Volcano's PodGroup has no status subresource (gangsat patches
+            # the object), the others have one (gangsat patches it).
+            inline = ships_inline_status(spec["group"], names["plural"])
+            expected = {} if inline else {"status": {}}
             assert v.get("subresources", {}) == expected, spec["group"]
             shipped.add(
                 (
@@ -522,7 +524,8 @@ def test_podgroup_status_takes_what_gangsat_writes() -> None:
     from datetime import UTC, datetime
 
     from adapter.cluster import GangStatus
-    from adapter.kube.status import podgroup_status
+    from adapter.kube.fields import api_group
+    from adapter.kube.status import podgroup_status, queue_status
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
     for api_version in PODGROUP_VERSIONS:
@@ -541,9 +544,14 @@ def test_podgroup_status_takes_what_gangsat_writes() -> None:
             obj["status"] = podgroup_status(status, api_version, now)
             assert custom_errors(obj) == [], (api_version, obj["status"])
     for api_version in QUEUE_VERSIONS:
-        obj = _queue(api_version, weight=1)
-        obj["status"] = {"pending": 2, "running": 1}
-        assert custom_errors(obj) == []
+        for allocated in ({}, {"cpu": "1500m", "memory": "4294967296", "pods": "3"}):
+            obj = _queue(api_version, weight=1)
+            obj["status"] = queue_status(api_group(api_version), 2, 1, allocated)
+            assert custom_errors(obj) == [], (api_version, obj["status"])
+    # Volcano's Queue, as upstream generates it, refuses a status without allocated.
+    obj = _queue("scheduling.volcano.sh/v1beta1", weight=1)
+    obj["status"] = {"pending": 2, "running": 1}
+    assert custom_errors(obj)
 
 
 # --- the base: Deployment, Service, PDB, settings -----------------------------------------
@@ -761,12 +769,13 @@ def test_cluster_role_is_what_the_adapter_uses() -> None:
         ("scheduling.k8s.io", "priorityclasses", "watch"),
     }
     # Every dialect resource gangsat watches: list/watch it, patch its status — on the
-    # object for Volcano's, whose CRDs ship without a status subresource; 1.35's Workloads
-    # have no status.
+    # object for Volcano's PodGroup, whose CRD ships without a status subresource; 1.35's
+    # Workloads have no status.
     for r in DIALECTS:
         expected |= {(r.group, r.plural, "list"), (r.group, r.plural, "watch")}
         if r.kind != "Workload":
-            status = r.plural if r.group == "scheduling.volcano.sh" else f"{r.plural}/status"
+            inline = ships_inline_status(r.group, r.plural)
+            status = r.plural if inline else f"{r.plural}/status"
             expected.add((r.group, status, "patch"))
     for r in (NODES, PODS, PRIORITY_CLASSES):
         assert (r.group, r.plural, "list") in expected

@@ -10,20 +10,21 @@ import pytest
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.resources import DIALECTS
 from benchmarks.fake_apiserver import FakeApiServer
+from tests.adapter.kube.manifests import ships_inline_status
 
 
 @pytest.fixture
 def server() -> Iterator[FakeApiServer]:
     fake = FakeApiServer(bookmark_interval_s=0.2)
     for r in DIALECTS:
-        # As the CRDs ship upstream: Volcano's have no status subresource.
+        # As the CRDs ship upstream: Volcano's PodGroup has no status subresource.
         fake.add_resource(
             r.group,
             r.version,
             r.plural,
             r.kind,
             namespaced=r.namespaced,
-            status_subresource=r.group != "scheduling.volcano.sh",
+            status_subresource=not ships_inline_status(r.group, r.plural),
         )
     with fake:
         yield fake

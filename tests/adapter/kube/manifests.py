@@ -22,6 +22,12 @@ from benchmarks.fake_apiserver import FakeApiServer
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
+def ships_inline_status(group: str, plural: str) -> bool:
+    """Whether a dialect's CRD ships upstream without a status subresource: only
+    Volcano's PodGroup (its Queue has one)."""
+    return (group, plural) == ("scheduling.volcano.sh", "podgroups")
+
+
 def wait_until(condition: Callable[[], Any], timeout_s: float = 5.0, what: str = "") -> Any:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -26,6 +26,7 @@ from tests.adapter.kube.manifests import (
     manifests,
     node,
     podgroup,
+    ships_inline_status,
     wait_until,
 )
 
@@ -427,13 +428,18 @@ def test_discovery_watches_only_the_dialect_collections_the_cluster_serves() -> 
     for r in DIALECTS:
         if r.group == "scheduling.volcano.sh":  # as it ships: no status subresource
             fake.add_resource(
-                r.group, r.version, r.plural, r.kind, r.namespaced, status_subresource=False
+                r.group,
+                r.version,
+                r.plural,
+                r.kind,
+                r.namespaced,
+                status_subresource=not ships_inline_status(r.group, r.plural),
             )
     with fake:
         resources = discover(fake.client())
     found = {(r.group, r.plural) for r in resources}
     inline = {(r.group, r.plural) for r in resources if not r.status_subresource}
-    assert inline == {("scheduling.volcano.sh", PODGROUPS), ("scheduling.volcano.sh", "queues")}
+    assert inline == {("scheduling.volcano.sh", PODGROUPS)}
     assert found == {
         ("", "nodes"),
         ("", "pods"),

@@ -63,3 +63,41 @@ def test_enqueued_podgroups_hold_their_room_until_their_pods_come(
         seen(cluster, server)
     assert podgroup_status(server, "first", VOLCANO).get("phase") == "Inqueue"
     assert podgroup_status(server, "second", VOLCANO).get("phase") in (None, "Pending")
+
+
+def test_a_volcano_queue_status_says_what_its_bound_pods_hold(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    # Volcano's Queue ships with a status subresource and requires status.allocated in
+    # any status written: gangsat writes it there, summed over the queue's bound pods
+    # only (another queue's gang and a pod without a PodGroup are not the queue's).
+    queue = {
+        "apiVersion": f"{VOLCANO}/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "research"},
+        "spec": {"weight": 1},
+    }
+    apply(server, [node("n1", cpu="16", memory="64Gi"), queue])
+    apply(server, [podgroup("train", 2, queue="research", group=VOLCANO)])
+    apply(server, gang_pods("train", 2, cpu="1500m", memory="1Gi", dialect=VOLCANO))
+    apply(server, [podgroup("other", 1, group=VOLCANO), *gang_pods("other", 1, dialect=VOLCANO)])
+    loner = gang_pods("loner", 1, cpu="3")[0]
+    loner["metadata"].pop("annotations")
+    loner["spec"]["nodeName"] = "n1"
+    apply(server, [loner])
+    seen(cluster, server)
+    result = run_cycle(cluster, FAST)
+    assert sorted(result.admitted()) == ["default/other", "default/train"]
+    assert cluster.writer.flush()
+    seen(cluster, server)
+    run_cycle(cluster, FAST)  # the binds are now in the snapshot the report reads
+    assert cluster.writer.flush()
+    stored = server.get(VOLCANO, "queues", None, "research")
+    assert stored is not None
+    assert stored["status"] == {
+        "pending": 0,
+        "running": 1,
+        "allocated": {"cpu": "3", "memory": str(2 * 2**30), "pods": "2"},
+    }
+    writes = [r for r in server.requests if r.resource == "queues" and r.verb == "patch"]
+    assert writes and all(r.subresource == "status" for r in writes)
