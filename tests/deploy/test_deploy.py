@@ -868,6 +868,23 @@ def test_servicemonitor_follows_an_overlays_namespace(tmp_path: Path) -> None:
     assert service["metadata"]["namespace"] == "platform-scheduling"
 
 
+def test_an_image_set_in_the_base_reaches_every_install_path(tmp_path: Path) -> None:
+    """What the README says to run (``kustomize edit set image`` in deploy/base) reaches
+    the default install and both overlays; done here as that edit writes it."""
+    deploy = tmp_path / "deploy"
+    shutil.copytree(ROOT / "deploy", deploy)
+    base = deploy / "base" / "kustomization.yaml"
+    kustomization = yaml.safe_load(base.read_text(encoding="utf-8"))
+    kustomization["images"] = [
+        {"name": "gangsat", "newName": "registry.example.com/platform/gangsat", "newTag": "9.9"}
+    ]
+    base.write_text(yaml.safe_dump(kustomization), encoding="utf-8")
+    for target in ("", "overlays/monitoring", "overlays/all"):
+        pods = one(_kustomize(deploy / target), "Deployment", "gangsat")["spec"]["template"]
+        images = {c["image"] for c in pods["spec"]["containers"]}
+        assert images == {"registry.example.com/platform/gangsat:9.9"}, target
+
+
 def test_servicemonitor_scrapes_the_metrics_service() -> None:
     objects = render("deploy/overlays/monitoring")
     monitor, service = monitored(objects)
