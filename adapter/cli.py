@@ -331,7 +331,6 @@ def run(
     except SourceError as e:
         _fail([str(e)])
     if source is not None:
-        typer.echo(f"gangsat: scheduling {source.description}", err=True)
         raise typer.Exit(
             _run_kube(
                 source,

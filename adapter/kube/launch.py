@@ -6,13 +6,15 @@ import logging
 import signal
 from typing import TextIO
 
-import typer
 from pythonjsonlogger.json import JsonFormatter
 
 from adapter.cluster import ClusterError
 from adapter.kube.run import KubeOptions, KubeScheduler, api_client
 from adapter.kube.source import ClusterSource
+from adapter.metrics import installed_version
 from adapter.settings import Settings
+
+logger = logging.getLogger("gangsat")
 
 EXIT_NO_CLUSTER = 3  # the API server cannot be reached, or its watches never listed
 
@@ -28,8 +30,9 @@ def log_handler(log_format: str) -> logging.StreamHandler[TextIO]:
     if log_format == "json":
         handler.setFormatter(
             JsonFormatter(
-                "%(asctime)s %(levelname)s %(name)s %(message)s",
-                rename_fields={"asctime": "ts", "levelname": "level", "name": "logger"},
+                "%(levelname)s %(name)s %(message)s",
+                rename_fields={"levelname": "level", "name": "logger"},
+                timestamp="ts",  # ISO 8601 in UTC, as log pipelines parse it
             )
         )
     else:
@@ -46,6 +49,8 @@ def launch(
 ) -> int:
     """Schedule the cluster of ``source`` until stopped (SIGTERM); the exit status."""
     logging.basicConfig(level=log_level.upper(), handlers=[log_handler(log_format)])
+    # Through logging, not print: with --log-format json every line must be an object.
+    logger.info("gangsat %s: scheduling %s", installed_version() or "?", source.description)
     try:
         api = api_client(source.kubeconfig, in_cluster=source.in_cluster)
     except Exception as e:  # the client's loaders raise their own exception types
@@ -53,13 +58,13 @@ def launch(
     try:
         scheduler = KubeScheduler(api, options, settings)
     except Exception as e:  # discovery failed: the API server is unreachable or refuses us
-        typer.echo(f"gangsat: cannot reach the Kubernetes API: {type(e).__name__}: {e}", err=True)
+        logger.error("cannot reach the Kubernetes API: %s: %s", type(e).__name__, e)
         return EXIT_NO_CLUSTER
     signal.signal(signal.SIGTERM, lambda *_: scheduler.stop_event.set())
     try:
         return scheduler.run()
     except ClusterError as e:
-        typer.echo(f"gangsat: {e}", err=True)
+        logger.error("%s", e)
         return EXIT_NO_CLUSTER
     except KeyboardInterrupt:
         return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import Counter
@@ -253,7 +254,9 @@ def test_flags_override_the_settings_validated_as_the_file_is() -> None:
     assert KubeOptions().applied(settings) is settings
 
 
-def test_gangsat_run_says_when_the_api_server_is_unreachable(tmp_path: Path) -> None:
+def test_gangsat_run_says_when_the_api_server_is_unreachable(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     server = FakeApiServer().start()
     kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
     server.stop()  # nothing listens there any more
@@ -261,7 +264,7 @@ def test_gangsat_run_says_when_the_api_server_is_unreachable(tmp_path: Path) -> 
         app, ["run", "--kubeconfig", str(kubeconfig), "--no-leader-elect", "--cycles", "1"]
     )
     assert result.exit_code == 3
-    assert "cannot reach the Kubernetes API" in result.output
+    assert "cannot reach the Kubernetes API" in caplog.text  # a log record: JSON if asked
 
 
 def test_in_cluster_the_service_account_configures_the_client(
@@ -316,15 +319,19 @@ def test_a_scenario_inside_a_pod_simulates_and_never_schedules_the_cluster(
 
 
 def test_kubeconfig_from_the_environment_schedules_that_cluster(
-    server: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: FakeApiServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="gangsat")
     apply(server, manifests(EXAMPLES / "kube-batch-seed.yaml"))
     monkeypatch.setenv("KUBECONFIG", str(server.write_kubeconfig(tmp_path / "kubeconfig")))
     result = CliRunner().invoke(
         app, ["run", "--no-leader-elect", "--cycles", "1", "--metrics-port", "0"]
     )
     assert result.exit_code == 0, result.output
-    assert "scheduling the cluster of KUBECONFIG=" in result.stderr
+    assert "scheduling the cluster of KUBECONFIG=" in caplog.text
     assert set(bound_pods(server)) == {f"default/myjob-{i}" for i in range(3)}
 
 
@@ -444,7 +451,7 @@ def test_scheduler_name_on_run_picks_whose_pods_are_scheduled(
 def test_json_logs_are_one_object_a_line_with_named_fields() -> None:
     import io
     import json
-    import logging
+    from datetime import datetime, timedelta
 
     from adapter.kube.launch import log_handler
 
@@ -457,7 +464,8 @@ def test_json_logs_are_one_object_a_line_with_named_fields() -> None:
     handler.handle(record)
     line = json.loads(stream.getvalue())
     assert line["level"] == "INFO" and line["logger"] == "adapter.kube.run"
-    assert line["message"] == "cycle 3" and line["ts"]
+    assert line["message"] == "cycle 3"
+    assert datetime.fromisoformat(line["ts"]).utcoffset() == timedelta(0)
     text = log_handler("text")
     text.setStream(stream := io.StringIO())
     text.handle(record)
