@@ -58,9 +58,18 @@ from adapter.sim.cluster import SimEvent, SimulatedCluster
 from adapter.sim.measures import RunSummary, summarise
 from adapter.sim.run import SimRun, simulate
 from adapter.sim.scenario import Scenario, ScenarioError, Workload, load_scenario, materialise
-from benchmarks import report
 from solver.config import SolverConfig
 from solver.schedulers import SCHEDULERS
+
+try:
+    from benchmarks import report
+except ModuleNotFoundError as missing:  # the image and a plain install leave the extra out
+    if missing.name not in ("matplotlib", "optuna"):
+        raise
+    raise SystemExit(
+        f"gangsat-bench needs the bench extra ({missing.name} is not installed): "
+        "pip install 'gangsat[bench]'"
+    ) from None
 
 DEFAULT_SCENARIOS = ("seed-deadlock", "contention", "philly", "scheduler-perf-gangs")
 DEFAULT_SCHEDULERS = ("cpsat", "gang-greedy", "greedy")

@@ -150,3 +150,15 @@ def test_pairs_read_comma_separated_sizes_and_refuse_anything_else() -> None:
     for bad in ("1000", "1000x", "ax5", "-1x5", "1.5x2", "1000x500,"):
         with pytest.raises(argparse.ArgumentTypeError):
             suite.pairs(bad)
+
+
+def test_without_the_bench_extra_gangsat_bench_says_what_to_install() -> None:
+    import subprocess
+    import sys
+
+    # matplotlib blocked as if not installed (the image leaves the bench extra out).
+    code = "import sys; sys.modules['matplotlib'] = None; from benchmarks.suite import main"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 1
+    assert "pip install 'gangsat[bench]'" in done.stderr
+    assert "Traceback" not in done.stderr
