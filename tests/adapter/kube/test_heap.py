@@ -66,18 +66,22 @@ def test_a_quiet_cycle_collects_everything_at_once() -> None:
     assert ref() is None
 
 
-def test_start_up_freezes_without_a_walk_and_the_first_settle_collects_fully() -> None:
-    now = [0.0]
-    keeper = HeapKeeper(clock=lambda: now[0])
-    start_up_garbage = Cyclic()
-    ref = weakref.ref(start_up_garbage)
-    del start_up_garbage
-    keeper.freeze()
-    assert ref() is not None and keeper.full_collections == 0  # frozen, not collected
-    assert gc.get_freeze_count() > 0
-    now[0] = 1.0
-    keeper.settle()  # after the first cycle
-    assert keeper.full_collections == 1 and ref() is None
+def test_start_up_freezes_without_a_walk_and_collects_it_when_quiet_or_due() -> None:
+    for quiet, at in ((True, 1.0), (False, MIN_FULL_INTERVAL_S)):
+        now = [0.0]
+        keeper = HeapKeeper(clock=lambda now=now: now[0])
+        start_up_garbage = Cyclic()
+        ref = weakref.ref(start_up_garbage)
+        del start_up_garbage
+        keeper.freeze()
+        assert ref() is not None and keeper.full_collections == 0  # frozen, not collected
+        assert gc.get_freeze_count() > 0
+        now[0] = 1.0
+        keeper.settle()  # after the first, busy cycle: no walk of the whole heap
+        assert keeper.full_collections == 0 and ref() is not None
+        now[0] = at
+        keeper.settle(quiet=quiet)
+        assert keeper.full_collections == 1 and ref() is None
 
 
 def test_no_automatic_collection_while_the_initial_lists_load() -> None:
