@@ -80,7 +80,9 @@ class LoopMetrics:
             registry=r,
         )
         self.pending_pods = Gauge(
-            "gangsat_pending_pods", "Pending pods in the last snapshot.", registry=r
+            "gangsat_pending_pods",
+            "Pods still pending after the last cycle (its snapshot's, less those it bound).",
+            registry=r,
         )
         self.bind_failures = Counter(
             "gangsat_bind_failures_total",
@@ -162,7 +164,7 @@ class LoopMetrics:
     def observe(self, result: CycleResult) -> None:
         self.cycle_duration.labels(result.scheduler).observe(result.total_s)
         self.cycles.labels(result.scheduler, "error" if result.error else "ok").inc()
-        self.pending_pods.set(result.pending_pods)
+        self.pending_pods.set(result.pending_pods - len(result.bound))
         self.gangs.clear()
         for status in result.statuses:
             self.gangs.labels(status.phase, status.reason or "", status.queue).inc()

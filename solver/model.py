@@ -282,6 +282,17 @@ class ClusterState(_Frozen):
     def bound_pods(self) -> list[Pod]:
         return [p for p in self.pods if p.node_name is not None]
 
+    def with_bindings(self, placements: Mapping[str, str]) -> ClusterState:
+        """This snapshot with ``placements`` (pod -> node) bound: what the cluster holds
+        once a decision's binds went through, before any watch has shown them."""
+        if not placements:
+            return self
+        pods = tuple(
+            p.model_copy(update={"node_name": placements[p.name]}) if p.name in placements else p
+            for p in self.pods
+        )
+        return self.model_copy(update={"pods": pods})
+
 
 class SolveStatus(StrEnum):
     OPTIMAL = "OPTIMAL"  # proven optimal (over the model that was solved)

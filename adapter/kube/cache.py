@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from adapter.kube.dialects import without_group
-from adapter.kube.resources import NODES, PODS, Resource
+from adapter.kube.resources import DIALECTS, NODES, PODS, Resource
 
 Obj = dict[str, Any]
 
@@ -70,15 +70,25 @@ class ClusterCache:
         key = key_of(obj)
         with self._lock:
             store = self._objects.setdefault(resource, {})
+            old = store.get(key)
             if event_type == "DELETED":
                 store.pop(key, None)
                 current = None
             else:
                 store[key] = obj
                 current = obj
+            # The echo of gangsat's own writes (a bind it assumed, a status it wrote) and
+            # status chatter it never reads change no decision: no new cycle for them.
+            changed = (
+                old is None
+                or current is None
+                or _read_view(resource, old, self._assumed.get(key) if resource == PODS else None)
+                != _read_view(resource, current)
+            )
             if resource == PODS:
                 self._settle(key, current)
-            self._touch()
+            if changed:
+                self._touch()
 
     def _settle(self, key: str, pod: Obj | None) -> None:
         """End assumptions the watch has caught up with."""
@@ -116,8 +126,9 @@ class ClusterCache:
                 raise Unbindable(f"pod is already bound to {bound}", bound_to=str(bound))
             if key in self._assumed:
                 raise Unbindable(f"a bind to {self._assumed[key]} is already in flight")
+            # No version bump: the bind is the cycle's own decision, and its snapshot
+            # already accounted for it; a follow-up cycle would only re-read that.
             self._assumed[key] = node
-            self._touch()
             return str((pod.get("metadata") or {}).get("uid") or "")
 
     def forget(self, key: str) -> None:
@@ -189,6 +200,27 @@ class ClusterCache:
     def get(self, resource: Resource, key: str) -> Obj | None:
         with self._lock:
             return self._objects.get(resource, {}).get(key)
+
+
+def _read_view(resource: Resource, obj: Obj, assumed_node: str | None = None) -> tuple[Any, ...]:
+    """What a snapshot can read of ``obj`` (``adapter.kube.convert``): everything but the
+    bookkeeping a write bumps (``resourceVersion``, ``generation``) and the status parts
+    no decision reads — a pod's status beyond its phase (conditions gangsat and kubelets
+    write), a PodGroup's or Queue's status (gangsat's own output). ``assumed_node`` is the
+    bind the snapshot already showed. A test holds convert to this."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta = {k: v for k, v in meta.items() if k not in ("resourceVersion", "generation")}
+    spec = obj.get("spec")
+    if assumed_node is not None and isinstance(spec, dict):
+        spec = {**spec, "nodeName": assumed_node}
+    status = obj.get("status")
+    if resource == PODS and isinstance(status, dict | None):
+        status = (status or {}).get("phase") or "Pending"  # as the API server defaults it
+    elif resource in DIALECTS:
+        status = None
+    rest = {k: v for k, v in obj.items() if k not in ("metadata", "spec", "status")}
+    return meta, spec, status, rest
 
 
 def _leaving(pod: Obj) -> Obj | None:

@@ -118,9 +118,10 @@ class Reporter:
         pending_of: dict[str, list[str]] = defaultdict(list)
         gang_queue: dict[str, str] = {}
         if state is not None:
+            # As the cycle left the cluster: no follow-up cycle re-reads its own binds.
+            state = state.with_bindings(report.bound)
             for waiting in state.pending_pods():
-                if waiting.name not in report.bound:
-                    pending_of[waiting.gang_name()].append(waiting.name)
+                pending_of[waiting.gang_name()].append(waiting.name)
             gang_queue = {g.name: g.queue for g in state.gangs}
         # A gang without a live pod has finished (its pods Succeeded or Failed) or has
         # no pods yet: it is not "unschedulable", and gangsat says nothing about it.

@@ -306,7 +306,9 @@ class KubeScheduler:
         if state is not None:
             self._observe_waits(state, result)
             resource = fair_resource(state.nodes)
-            self.metrics.observe_queues(queue_shares(state, resource), resource)
+            # As the cycle left the cluster: its binds cause no follow-up cycle.
+            after = state.with_bindings(result.bound)
+            self.metrics.observe_queues(queue_shares(after, resource), resource)
         if result.error:
             log.error("cycle %d: %s", self.cycles, result.error)
         elif result.bound or result.failed_binds or result.rolled_back:
