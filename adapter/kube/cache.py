@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from adapter.kube.dialects import without_group
+from adapter.kube.fields import FINISHED_PHASES
 from adapter.kube.resources import DIALECTS, NODES, PODS, Resource
 
 Obj = dict[str, Any]
@@ -205,8 +206,9 @@ class ClusterCache:
 def _read_view(resource: Resource, obj: Obj, assumed_node: str | None = None) -> tuple[Any, ...]:
     """What a snapshot can read of ``obj`` (``adapter.kube.convert``): everything but the
     bookkeeping a write bumps (``resourceVersion``, ``generation``) and the status parts
-    no decision reads — a pod's status beyond its phase (conditions gangsat and kubelets
-    write), a PodGroup's or Queue's status (gangsat's own output). ``assumed_node`` is the
+    no decision reads — a pod's status beyond whether it finished (its conditions, and
+    Running once a kubelet starts it), a PodGroup's or Queue's status (gangsat's own
+    output). ``assumed_node`` is the
     bind the snapshot already showed. A test holds convert to this."""
     meta = obj.get("metadata")
     if isinstance(meta, dict):
@@ -216,7 +218,7 @@ def _read_view(resource: Resource, obj: Obj, assumed_node: str | None = None) ->
         spec = {**spec, "nodeName": assumed_node}
     status = obj.get("status")
     if resource == PODS and isinstance(status, dict | None):
-        status = (status or {}).get("phase") or "Pending"  # as the API server defaults it
+        status = (status or {}).get("phase") in FINISHED_PHASES
     elif resource in DIALECTS:
         status = None
     rest = {k: v for k, v in obj.items() if k not in ("metadata", "spec", "status")}

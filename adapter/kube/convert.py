@@ -35,6 +35,7 @@ from adapter.kube.dialects import (
     workload_template,
 )
 from adapter.kube.fields import (
+    FINISHED_PHASES,
     BadObject,
     Obj,
     api_group,
@@ -58,7 +59,6 @@ from solver.model import (
 )
 
 MAX_JOB_PODS = 20_000  # pods of one Job: a finding above, not minutes of conversion
-FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 class Finding(BaseModel):

@@ -20,6 +20,9 @@ class BadObject(ValueError):
     """One object is unusable; the message says which field and why."""
 
 
+# A pod in these phases holds nothing and waits for nothing: no snapshot shows it.
+FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+
 def api_group(api_version: str) -> str:
     return api_version.split("/", 1)[0] if "/" in api_version else ""
 

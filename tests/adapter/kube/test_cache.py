@@ -96,6 +96,9 @@ def test_echoes_of_gangsats_own_writes_start_no_cycle() -> None:
     # A pod condition (gangsat's PodScheduled=False, a kubelet's Ready).
     condition = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
     assert not moves(PODS, PENDING, bumped(PENDING, _set(("status", "conditions"), condition)))
+    # A kubelet starting a bound pod.
+    bound = bumped(PENDING, _bind("n1"))
+    assert not moves(PODS, bound, bumped(bound, _set(("status", "phase"), "Running")))
 
 
 @pytest.mark.parametrize(
@@ -150,6 +153,10 @@ def test_convert_reads_nothing_the_cache_ignores() -> None:
     overlaid["spec"]["nodeName"] = "n1"
     confirmed = bumped(PENDING, _bind("n1"))
     assert convert([NODE, GROUP, QUEUE, overlaid]).state == convert(
+        [NODE, GROUP, QUEUE, confirmed]
+    ).state
+    started = bumped(confirmed, _set(("status", "phase"), "Running"))
+    assert convert([NODE, GROUP, QUEUE, started]).state == convert(
         [NODE, GROUP, QUEUE, confirmed]
     ).state
     status = {"phase": "Running", "running": 2, "conditions": [{"type": "Scheduled"}]}
