@@ -52,6 +52,9 @@ class KubeCluster:
         self.reporter = Reporter(api, self.cache, self.writer, recorder, resources=self.resources)
         self.findings: list[Finding] = []
         self.last_state: ClusterState | None = None
+        # As the last cycle left the cluster (its snapshot with its binds): what its
+        # report and metrics read, as no follow-up cycle re-reads gangsat's own binds.
+        self.state_after: ClusterState | None = None
         self._memo: Memo = {}
 
     def start(
@@ -101,7 +104,7 @@ class KubeCluster:
 
     @property
     def version(self) -> int:
-        """Changes with every watch event and every write gangsat makes."""
+        """Changes when what a snapshot reads changes (``ClusterCache``)."""
         return self.cache.version
 
     # --- the Cluster protocol ---------------------------------------------------------------
@@ -114,6 +117,7 @@ class KubeCluster:
         for finding in conversion.findings:
             log.debug("not used: %s", finding)
         self.last_state = conversion.state
+        self.state_after = None
         return conversion.state
 
     def bind(self, placements: Sequence[tuple[str, str]]) -> dict[str, ClusterError]:
@@ -124,7 +128,10 @@ class KubeCluster:
 
     def report(self, report: CycleReport) -> None:
         try:
-            self.reporter.report(report, self.last_state, self.findings)
+            self.state_after = (
+                self.last_state.with_bindings(report.bound) if self.last_state else None
+            )
+            self.reporter.report(report, self.state_after, self.findings)
         except Exception as e:  # reporting is best effort; it must never stop scheduling
             log.exception("reporting failed")
             raise ClusterError("ReportFailed", f"{type(e).__name__}: {e}") from e

@@ -110,6 +110,8 @@ class Reporter:
     def report(
         self, report: CycleReport, state: ClusterState | None, findings: Sequence[Finding]
     ) -> None:
+        """Write what a cycle found; ``state`` is the cluster as the cycle left it (its
+        snapshot with the cycle's binds)."""
         while not self._failed.empty():  # writes that failed: write them again
             memory, sig = self._failed.get()
             if self._written.get(memory) == sig:
@@ -117,9 +119,7 @@ class Reporter:
         podgroups = self._podgroups()
         pending_of: dict[str, list[str]] = defaultdict(list)
         gang_queue: dict[str, str] = {}
-        if state is not None:
-            # As the cycle left the cluster: no follow-up cycle re-reads its own binds.
-            state = state.with_bindings(report.bound)
+        if state is not None:  # as the cycle left it: its binds included
             for waiting in state.pending_pods():
                 pending_of[waiting.gang_name()].append(waiting.name)
             gang_queue = {g.name: g.queue for g in state.gangs}

@@ -307,7 +307,7 @@ class KubeScheduler:
             self._observe_waits(state, result)
             resource = fair_resource(state.nodes)
             # As the cycle left the cluster: its binds cause no follow-up cycle.
-            after = state.with_bindings(result.bound)
+            after = self.cluster.state_after or state.with_bindings(result.bound)
             self.metrics.observe_queues(queue_shares(after, resource), resource)
         if result.error:
             log.error("cycle %d: %s", self.cycles, result.error)
