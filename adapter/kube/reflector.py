@@ -12,7 +12,6 @@ models (0.5 s per 2,000 pods), asks for no bookmarks, and retries at a fixed 5 s
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import socket
@@ -23,7 +22,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from adapter.kube.cache import ClusterCache
-from adapter.kube.resources import Resource
+from adapter.kube.resources import Resource, decode
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +116,7 @@ class Reflector:
                 limit=None if first else LIST_PAGE,
                 _continue=token,
             )
-            page = json.loads(response.data)
+            page = decode(response.data)
             items.extend(page.get("items") or [])
             meta = page.get("metadata") or {}
             token = meta.get("continue") or None
@@ -141,7 +140,7 @@ class Reflector:
                 if self._stop.is_set():
                     return
                 if line:
-                    self._handle(json.loads(line))
+                    self._handle(decode(line))
         finally:
             self._response = None
             # A stream left part-read must not go back to the pool: close it.
@@ -163,7 +162,7 @@ class Reflector:
 
 
 def lines(response: Any) -> Iterator[bytes]:
-    """The lines of a streamed response (one watch event each), as bytes (``json.loads``
+    """The lines of a streamed response (one watch event each), as bytes (``decode``
     reads them as they are).
 
     Not the client's own splitter: it copies the rest of its buffer after every line,

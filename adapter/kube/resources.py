@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import orjson
 from kubernetes import client
 
 
@@ -136,11 +137,22 @@ def raw(response: object) -> Any:
     return response
 
 
+def decode(data: bytes | str) -> Any:
+    """One JSON document from the API server. orjson parses a pod in a third of the
+    stdlib's time, and every watched object goes through here; what it refuses that the
+    stdlib reads (NaN, a lone surrogate: no API server writes them, a fake might) is
+    read by the stdlib, so both accept the same documents."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
+
+
 def read_json(response: object) -> Any:
     """The JSON body of such a raw response, connection released."""
     r = raw(response)
     try:
-        return json.loads(r.data)
+        return decode(r.data)
     finally:
         r.release_conn()
 

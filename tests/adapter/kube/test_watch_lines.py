@@ -8,10 +8,12 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from adapter.kube.reflector import lines
+from adapter.kube.resources import decode
 
 
 class Stream:
@@ -49,3 +51,27 @@ def test_any_cuts_give_back_every_event_in_order(n: int, cuts: list[int]) -> Non
     edges = sorted({0, len(body), *(c % (len(body) + 1) for c in cuts)})
     chunks = [body[a:b] for a, b in itertools.pairwise(edges)]
     assert list(lines(Stream(chunks))) == sent
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        b'{"type": "MODIFIED", "object": {"kind": "Pod", "spec": {"priority": 7}}}',
+        b'{"metadata": {"name": "caf\\u00e9"}, "value": -2147483648, "x": 1.5e3}',
+        b'{"value": NaN}',  # the stdlib reads it; orjson does not
+        b'{"name": "\\ud800"}',  # a lone surrogate: likewise
+    ],
+)
+def test_decode_reads_what_the_stdlib_reads(document: bytes) -> None:
+    import math
+
+    decoded, expected = decode(document), json.loads(document)
+    if "NaN" in document.decode():
+        assert math.isnan(decoded["value"]) and math.isnan(expected["value"])
+    else:
+        assert decoded == expected
+
+
+def test_decode_refuses_what_is_not_json() -> None:
+    with pytest.raises(json.JSONDecodeError):
+        decode(b'{"type": "ADDED", "object": ')
