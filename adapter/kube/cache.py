@@ -208,8 +208,8 @@ def _read_view(resource: Resource, obj: Obj, assumed_node: str | None = None) ->
     bookkeeping a write bumps (``resourceVersion``, ``generation``) and the status parts
     no decision reads — a pod's status beyond whether it finished (its conditions, and
     Running once a kubelet starts it), a PodGroup's or Queue's status (gangsat's own
-    output). ``assumed_node`` is the
-    bind the snapshot already showed. A test holds convert to this."""
+    output). ``assumed_node`` is the bind the snapshot already showed. A test holds
+    convert to this view."""
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         meta = {k: v for k, v in meta.items() if k not in ("resourceVersion", "generation")}
