@@ -80,11 +80,12 @@ class ClusterCache:
                 current = obj
             # The echo of gangsat's own writes (a bind it assumed, a status it wrote) and
             # status chatter it never reads change no decision: no new cycle for them.
+            assumed = self._assumed.get(key) if resource == PODS else None
             changed = (
                 old is None
                 or current is None
-                or _read_view(resource, old, self._assumed.get(key) if resource == PODS else None)
-                != _read_view(resource, current)
+                or _read_view(resource, old, assumed)
+                != _read_view(resource, current, None if _node_of(current) else assumed)
             )
             if resource == PODS:
                 self._settle(key, current)
@@ -207,9 +208,9 @@ def _read_view(resource: Resource, obj: Obj, assumed_node: str | None = None) ->
     """What a snapshot can read of ``obj`` (``adapter.kube.convert``): everything but the
     bookkeeping a write bumps (``resourceVersion``, ``generation``) and the status parts
     no decision reads — a pod's status beyond whether it finished (its conditions, and
-    Running once a kubelet starts it), a PodGroup's or Queue's status (gangsat's own
-    output). ``assumed_node`` is the bind the snapshot already showed. A test holds
-    convert to this view."""
+    Running once a kubelet starts it), a node's beyond its room and readiness, a
+    PodGroup's or Queue's status (gangsat's own output). ``assumed_node`` is the bind
+    the snapshot already showed. A test holds convert to this view."""
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         meta = {k: v for k, v in meta.items() if k not in ("resourceVersion", "generation")}
@@ -219,10 +220,25 @@ def _read_view(resource: Resource, obj: Obj, assumed_node: str | None = None) ->
     status = obj.get("status")
     if resource == PODS and isinstance(status, dict | None):
         status = (status or {}).get("phase") in FINISHED_PHASES
+    elif resource == NODES and isinstance(status, dict):
+        # Room and readiness; not the heartbeat times a kubelet refreshes.
+        conditions = status.get("conditions")
+        status = (
+            status.get("allocatable"),
+            status.get("capacity"),
+            [(c.get("type"), c.get("status")) if isinstance(c, dict) else c for c in conditions]
+            if isinstance(conditions, list)
+            else conditions,
+        )
     elif resource in DIALECTS:
         status = None
     rest = {k: v for k, v in obj.items() if k not in ("metadata", "spec", "status")}
     return meta, spec, status, rest
+
+
+def _node_of(pod: Obj) -> Any:
+    spec = pod.get("spec")
+    return spec.get("nodeName") if isinstance(spec, dict) else None
 
 
 def _leaving(pod: Obj) -> Obj | None:

@@ -99,6 +99,10 @@ class KubeCluster:
             "queued writes": self.writer.queued(),
         }
 
+    def writes_to_redo(self) -> bool:
+        """Status writes failed since the last report, to be redone by the next."""
+        return self.reporter.failed_writes()
+
     def synced(self) -> bool:
         return self.cache.synced(self.resources)
 

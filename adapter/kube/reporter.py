@@ -76,7 +76,7 @@ def _allocated(state: ClusterState | None, gang_queue: dict[str, str]) -> dict[s
     totals: dict[str, Counter[str]] = defaultdict(Counter)
     for pod in state.bound_pods() if state is not None else ():
         if pod.gang is not None:
-            totals[gang_queue.get(pod.gang, "default")].update(pod.demand())
+            totals[gang_queue.get(pod.gang, "default")].update(pod.requests.nonzero())
     return {
         q: {name: quantity(name, amount) for name, amount in sorted(used.items()) if amount}
         for q, used in totals.items()
@@ -145,6 +145,9 @@ class Reporter:
         self._queues(live, gang_queue, _allocated(state, gang_queue))
         self.recorder.forget({ObjectRef("Pod", *_split(p)) for p in report.bound})
         self._prune(podgroups)
+
+    def failed_writes(self) -> bool:
+        return not self._failed.empty()
 
     def sizes(self) -> dict[str, int]:
         with self._names_lock:
@@ -345,10 +348,14 @@ class Reporter:
             for obj in self.cache.of(resource):
                 name = key_of(obj)
                 c = counts.get(name, Counter())
-                body = queue_status(
-                    resource.group, c["pending"], c["running"], allocated.get(name, {})
-                )
                 current = obj.get("status") or {}
+                body = queue_status(
+                    resource.group,
+                    c["pending"],
+                    c["running"],
+                    allocated.get(name, {}),
+                    current.get("allocated"),
+                )
                 sig = ("Queue", body["pending"], body["running"], str(body.get("allocated")))
                 if {k: current.get(k, 0) for k in body} == body or self._written.get(
                     f"queue {resource.group} {name}"

@@ -4,8 +4,9 @@
 service account) runs until stopped:
 
 - every ``cycleSeconds`` (from the settings file) one ``run_cycle`` on the
-  ``KubeCluster`` — skipped while nothing changed since the last cycle, except every
-  ``resync_s`` so statuses are re-asserted;
+  ``KubeCluster`` — skipped while nothing a snapshot reads changed since the last
+  cycle, except every ``resync_s`` so statuses are re-asserted, and every
+  ``write_retry_s`` while status writes that failed wait to be redone;
 - the settings file is re-read when it changes (a ConfigMap update); a bad file is
   logged and the previous settings stay;
 - with leader election, only the Lease holder runs cycles; followers keep their caches
@@ -109,6 +110,9 @@ class KubeOptions:
     renew_deadline_s: float = 10.0
     retry_period_s: float = 2.0
     resync_s: float = 30.0
+    # Status writes that failed are redone by a cycle's report; while some wait, a cycle
+    # runs this often even if nothing changed (no watch event announces a failed write).
+    write_retry_s: float = 2.0
     max_cycles: int | None = None  # stop after this many cycles (demos, tests)
     bind_threads: int = 16
     # Command-line flags win over the settings file, on every reload too.
@@ -268,8 +272,13 @@ class KubeScheduler:
             changed = self.reload_settings()
             self.metrics.leader.set(1 if self.leading() else 0)
             due = started - last_cycle >= self.options.resync_s
-            if self.leading() and (changed or due or self.cluster.version != seen_version):
-                quiet = self.cluster.version == seen_version
+            retry = (
+                self.cluster.writes_to_redo()
+                and started - last_cycle >= self.options.write_retry_s
+            )
+            moved = self.cluster.version != seen_version
+            if self.leading() and (changed or due or retry or moved):
+                quiet = not moved and not retry  # a retry is no quiet moment to collect
                 seen_version = self.cluster.version
                 last_cycle = started
                 try:

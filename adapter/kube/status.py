@@ -67,14 +67,21 @@ def podgroup_status(
 
 
 def queue_status(
-    group: str, pending: int, running: int, allocated: Mapping[str, str]
+    group: str,
+    pending: int,
+    running: int,
+    allocated: Mapping[str, str],
+    was_allocated: Any = None,
 ) -> dict[str, Any]:
     """The ``status`` of a Queue of ``group``: its PodGroups pending and running, and for
     Volcano's what its bound pods request (``allocated``; its CRD requires the field in
-    any status written, and Volcano's scheduler, which gangsat replaces, owns it)."""
+    any status written, and Volcano's scheduler, which gangsat replaces, owns it).
+    ``was_allocated`` is what the Queue says now: a merge patch merges maps, so a
+    resource the queue no longer holds is removed by name (null)."""
     body: dict[str, Any] = {"pending": pending, "running": running}
     if group == VOLCANO_GROUP:
-        body["allocated"] = dict(allocated)
+        gone = was_allocated.keys() - allocated.keys() if isinstance(was_allocated, dict) else ()
+        body["allocated"] = {**dict.fromkeys(sorted(gone)), **allocated}
     return body
 
 

@@ -80,6 +80,13 @@ QUEUE = stored(
      "spec": {"weight": 2}}
 )
 NODE = stored(node("n1"))
+NODE["status"]["conditions"] = [
+    {"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:00Z"}
+]
+
+
+def _heartbeat(o: Obj) -> None:
+    o["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T00:05:00Z"
 
 
 def test_echoes_of_gangsats_own_writes_start_no_cycle() -> None:
@@ -99,6 +106,11 @@ def test_echoes_of_gangsats_own_writes_start_no_cycle() -> None:
     # A kubelet starting a bound pod.
     bound = bumped(PENDING, _bind("n1"))
     assert not moves(PODS, bound, bumped(bound, _set(("status", "phase"), "Running")))
+    # A condition written on a pod whose bind gangsat assumed, before the bind's echo.
+    late = bumped(PENDING, _set(("status", "conditions"), condition))
+    assert not moves(PODS, PENDING, late, assumed="n1")
+    # A kubelet's heartbeat.
+    assert not moves(NODES, NODE, bumped(NODE, _heartbeat))
 
 
 @pytest.mark.parametrize(
@@ -115,6 +127,7 @@ def test_echoes_of_gangsats_own_writes_start_no_cycle() -> None:
         (NODES, NODE, _set(("spec", "unschedulable"), True), None),
         (NODES, NODE, _set(("status", "allocatable", "cpu"), "2"), None),
         (NODES, NODE, _set(("metadata", "labels"), {"zone": "b"}), None),
+        (NODES, NODE, _set(("status", "conditions"), [{"type": "Ready", "status": "False"}]), None),
     ],
 )
 def test_what_a_decision_reads_starts_a_cycle(
@@ -161,7 +174,7 @@ def test_convert_reads_nothing_the_cache_ignores() -> None:
     ).state
     status = {"phase": "Running", "running": 2, "conditions": [{"type": "Scheduled"}]}
     changed = [
-        NODE,
+        bumped(NODE, _heartbeat),
         bumped(GROUP, _set(("status",), status)),
         bumped(QUEUE, _set(("status",), {"running": 1, "allocated": {"cpu": "3"}})),
         bumped(PENDING, _set(("status", "conditions"), [{"type": "Ready", "status": "False"}])),

@@ -470,3 +470,28 @@ def test_json_logs_are_one_object_a_line_with_named_fields() -> None:
     text.setStream(stream := io.StringIO())
     text.handle(record)
     assert stream.getvalue().rstrip().endswith("INFO adapter.kube.run: cycle 3")
+
+
+def test_a_status_write_that_failed_is_redone_without_waiting_for_a_change(
+    server: FakeApiServer,
+) -> None:
+    # The PodGroup's status write fails once (503); nothing else changes afterwards (the
+    # echo of gangsat's own binds starts no cycle), yet the write is redone well before
+    # the 30 s resync.
+    apply(server, [node("n1", cpu="8"), podgroup("g", 2), *gang_pods("g", 2)])
+    server.fail("PATCH", r"/podgroups/g/status$", 503)
+    scheduler = replica(server, "a", leader_elect=False, write_retry_s=0.2)
+    thread = start(scheduler)
+    try:
+        wait_until(lambda: len(bound_pods(server)) == 2, what="the gang bound")
+
+        def phase() -> Any:
+            obj = server.get("scheduling.sigs.dev", "podgroups", "default", "g")
+            return ((obj or {}).get("status") or {}).get("phase")
+
+        wait_until(lambda: phase() == "Running", timeout_s=5, what="the status redone")
+        writes = [r for r in server.requests if r.path.endswith("/podgroups/g/status")]
+        assert len(writes) >= 2  # the one refused, and the one redone
+    finally:
+        scheduler.stop_event.set()
+        thread.join(timeout=10)
