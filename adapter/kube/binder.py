@@ -13,8 +13,9 @@ Answers, and what they mean:
 - 429: retried after the server's Retry-After; 5xx, a timeout or a dropped connection:
   retried with backoff — within a budget per bind, so a cycle ends. A 5xx or a timeout
   may follow a bind that landed: if the retries end in failure, the pod is read to learn
-  where it is, and if even that fails the failure is *uncertain* and a rolled-back gang
-  evicts the pod too.
+  where it is, and if even that fails the failure is *uncertain*: a rolled-back gang
+  evicts the pod too, and otherwise the pod stays assumed until the watch shows it
+  bound or gone, for at most ``DOUBT_TTL_S`` (then it is pending again, not lost).
 - the target node vanished from the watch before the bind: not sent (a real API server
   accepts a Binding to a node that does not exist; the pod would then never start).
 
@@ -199,7 +200,9 @@ class Binder:
             future.result()
         for pod, error in answers.items():
             if error is not None:
-                if not error.uncertain:
+                if error.uncertain:
+                    self.cache.doubt(pod, time.monotonic())
+                else:
                     self.cache.forget(pod)
                 failures[pod] = error
         return failures

@@ -22,6 +22,7 @@ from adapter.kube.fields import FINISHED_PHASES
 from adapter.kube.resources import DIALECTS, NODES, PODS, Resource
 
 Obj = dict[str, Any]
+DOUBT_TTL_S = 30.0
 
 
 class Unbindable(Exception):
@@ -44,6 +45,9 @@ class ClusterCache:
         self._objects: dict[Resource, dict[str, Obj]] = {}
         self._synced: set[Resource] = set()
         self._assumed: dict[str, str] = {}  # pod key -> node, bind sent or about to be
+        # Assumed binds whose outcome is unknown (no answer, the pod unreadable): pod key
+        # -> when the assumption lapses if no watch event has settled it by then.
+        self._doubted: dict[str, float] = {}
         self._deleted: dict[str, str] = {}  # pod key -> uid gangsat deleted
         self.version = 0  # bumped on every change, so a caller can tell nothing changed
 
@@ -96,7 +100,7 @@ class ClusterCache:
         """End assumptions the watch has caught up with."""
         uid = ((pod or {}).get("metadata") or {}).get("uid")
         if pod is None or ((pod.get("spec") or {}).get("nodeName")):
-            self._assumed.pop(key, None)
+            self._end_assumption(key)
         if pod is None or self._deleted.get(key) not in (None, uid):
             self._deleted.pop(key, None)  # gone, or a new pod of the same name
 
@@ -136,8 +140,31 @@ class ClusterCache:
     def forget(self, key: str) -> None:
         """A bind that failed: the pod is pending again."""
         with self._lock:
-            if self._assumed.pop(key, None) is not None:
+            if self._end_assumption(key) is not None:
                 self._touch()
+
+    def doubt(self, key: str, now: float, ttl_s: float = DOUBT_TTL_S) -> None:
+        """A bind whose outcome is unknown: assumed until the watch shows the pod bound
+        or gone, or ``ttl_s`` passed (then ``lapse`` makes it pending again: a bind that
+        had landed would have been shown by then, and a bind sent again to a pod that is
+        bound after all is answered 409 and settled)."""
+        with self._lock:
+            if key in self._assumed:
+                self._doubted[key] = now + ttl_s
+
+    def lapse(self, now: float) -> int:
+        """End the doubted assumptions whose time is up; how many ended."""
+        with self._lock:
+            due = [key for key, at in self._doubted.items() if at <= now]
+            for key in due:
+                self._end_assumption(key)
+            if due:
+                self._touch()
+            return len(due)
+
+    def _end_assumption(self, key: str) -> str | None:
+        self._doubted.pop(key, None)
+        return self._assumed.pop(key, None)
 
     def in_flight(self) -> dict[str, int]:
         """gangsat's own writes the watches have not shown yet, by kind."""
@@ -150,6 +177,7 @@ class ClusterCache:
             return {
                 "objects": sum(len(store) for store in self._objects.values()),
                 "assumed": len(self._assumed),
+                "doubted": len(self._doubted),
                 "deleting": len(self._deleted),
             }
 
@@ -164,7 +192,7 @@ class ClusterCache:
             current = self._objects.get(PODS, {}).get(key)
             if current is not None and (current.get("metadata") or {}).get("uid") == uid:
                 self._deleted[key] = uid
-            self._assumed.pop(key, None)
+            self._end_assumption(key)
             self._touch()
 
     def undelete(self, key: str) -> None:

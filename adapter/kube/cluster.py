@@ -99,6 +99,10 @@ class KubeCluster:
             "queued writes": self.writer.queued(),
         }
 
+    def lapse_doubts(self) -> int:
+        """Binds of unknown outcome the watch has not settled in time: pending again."""
+        return self.cache.lapse(time.monotonic())
+
     def writes_to_redo(self) -> bool:
         """Status writes failed since the last report, to be redone by the next."""
         return self.reporter.failed_writes()

@@ -276,6 +276,7 @@ class KubeScheduler:
                 self.cluster.writes_to_redo()
                 and started - last_cycle >= self.options.write_retry_s
             )
+            self.cluster.lapse_doubts()  # moves the version when one lapses
             moved = self.cluster.version != seen_version
             if self.leading() and (changed or due or retry or moved):
                 quiet = not moved and not retry  # a retry is no quiet moment to collect

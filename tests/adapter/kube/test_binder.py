@@ -57,3 +57,49 @@ def test_a_bug_in_one_bind_leaves_that_pod_pending_and_binds_the_rest(
     wait_until(lambda: "default/solo-1" not in cluster.cache.assumed())
     pending = {p.name for p in cluster.snapshot().pending_pods()}
     assert "default/solo-1" in pending
+
+
+def test_a_bind_of_unknown_outcome_stays_assumed_then_lapses_to_pending(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    import time
+
+    from adapter.kube.cache import DOUBT_TTL_S
+
+    apply(server, [node("n1", cpu="8"), *gang_pods("solo", 1, cpu="1")])
+    seen(cluster, server)
+    # Every bind answer is a 503 and the pod cannot be read back: did it land?
+    server.fail("POST", r"/pods/solo-0/binding$", 503, times=1000)
+    server.fail("GET", r"/pods/solo-0$", 503, times=1000)
+    cluster.binder.retry_budget_s, cluster.binder.backoff_s = 0.2, 0.01
+    failures = cluster.bind([("default/solo-0", "n1")])
+    assert failures["default/solo-0"].uncertain
+    # Still assumed (a bind that landed must not be sent elsewhere)...
+    assert cluster.cache.assumed() == {"default/solo-0": "n1"}
+    assert cluster.lapse_doubts() == 0
+    # ...until no watch event has shown it bound for DOUBT_TTL_S: then pending again,
+    # and a cycle is due (the version moved), rather than the pod waiting forever.
+    before = cluster.version
+    assert cluster.cache.lapse(time.monotonic() + DOUBT_TTL_S + 1) == 1
+    assert cluster.version != before and cluster.cache.assumed() == {}
+    assert "default/solo-0" in {p.name for p in cluster.snapshot().pending_pods()}
+
+
+def test_a_doubted_bind_the_watch_shows_landed_is_settled_not_lapsed(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    import time
+
+    apply(server, [node("n1", cpu="8"), *gang_pods("solo", 1, cpu="1")])
+    seen(cluster, server)
+    cluster.cache.assume("default/solo-0", "n1")
+    cluster.cache.doubt("default/solo-0", time.monotonic())
+    import urllib3
+
+    from adapter.kube.binder import binding_body, post_binding
+
+    body = binding_body("default", "solo-0", "n1")
+    post_binding(server.client(), "default", "solo-0", body, urllib3.Timeout(5.0))  # landed
+    wait_until(lambda: cluster.cache.assumed() == {}, what="the bind seen")
+    assert cluster.cache.sizes()["doubted"] == 0
+    assert cluster.cache.lapse(time.monotonic() + 3600) == 0
