@@ -14,7 +14,8 @@ gangsat runs in a process of its own (the real ``KubeScheduler``, no leader elec
 this process drives the churn and samples gangsat's resident memory (``VmRSS``) every
 ``--sample-s``. Printed: RSS, live gangs and bound gangs per minute, the growth of RSS
 over the second half of the run (target under 5% between minute 10 and 30 of a 30-minute
-run), creation-to-bound latency p50/p99, and with ``--tracemalloc`` the allocation sites
+run), creation-to-bound latency p50/p99 (gangs arrive once gangsat has run its first
+cycle: a steady state, start-up is ``restart``'s), and with ``--tracemalloc`` the allocation sites
 that grew most since the end of the warm-up, every minute (tracemalloc costs gangsat
 CPU and memory of its own: RSS figures of such a run are not comparable).
 
@@ -321,6 +322,11 @@ def run(args: argparse.Namespace, kubeconfig: Path, console: Console) -> list[Sa
     duration = args.minutes * 60
     trace_every = 60.0 if args.tracemalloc else 0.0
     gangsat = GangsatProcess(kubeconfig, trace_every, min(120.0, duration / 4)).start()
+    # Steady state: gangs arrive once start-up is over (``restart`` measures start-up);
+    # started together, the first seconds' gangs waited for the imports and set the p99.
+    if not gangsat.wait_ready(120.0):
+        gangsat.stop()
+        raise RuntimeError("gangsat did not run its first cycle within 120 s")
     churn = Churn()
     stop = threading.Event()
     driver = threading.Thread(target=drive, args=(api, churn, args, stop), daemon=True)

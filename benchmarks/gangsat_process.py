@@ -33,10 +33,11 @@ def _top_growth(base: tracemalloc.Snapshot, now: tracemalloc.Snapshot, count: in
 
 
 def run_gangsat(
-    kubeconfig: str, trace_every_s: float, warmup_s: float, stop: Any, reports: Any
+    kubeconfig: str, trace_every_s: float, warmup_s: float, stop: Any, reports: Any, ready: Any
 ) -> None:
-    """The scheduler until ``stop`` is set; with tracing, sends (elapsed, top growth
-    sites) every ``trace_every_s`` after a baseline taken at ``warmup_s``."""
+    """The scheduler until ``stop`` is set; ``ready`` is set once its first cycle ran;
+    with tracing, sends (elapsed, top growth sites) every ``trace_every_s`` after a
+    baseline taken at ``warmup_s``."""
     logging.basicConfig(level=logging.WARNING, format="gangsat: %(levelname)s %(message)s")
     settings = Settings.model_validate(
         {"schedulerNames": [SCHEDULER], "cycleSeconds": 0.2, "solver": {"time_limit_s": 1.0}}
@@ -49,6 +50,9 @@ def run_gangsat(
         tracemalloc.start(8)
     runner = threading.Thread(target=scheduler.run, daemon=True)
     runner.start()
+    while scheduler.cycles < 1 and runner.is_alive() and not stop.wait(0.05):
+        pass
+    ready.set()
     started = time.monotonic()
     base: tracemalloc.Snapshot | None = None
     next_trace = started + warmup_s
@@ -73,16 +77,28 @@ class GangsatProcess:
     def __init__(self, kubeconfig: Path, trace_every_s: float = 0.0, warmup_s: float = 0.0):
         context = multiprocessing.get_context("spawn")
         self.stop_event = context.Event()
+        self.ready_event = context.Event()
         self.reports: Any = context.Queue()
         self.process = context.Process(
             target=run_gangsat,
-            args=(str(kubeconfig), trace_every_s, warmup_s, self.stop_event, self.reports),
+            args=(
+                str(kubeconfig),
+                trace_every_s,
+                warmup_s,
+                self.stop_event,
+                self.reports,
+                self.ready_event,
+            ),
             daemon=True,
         )
 
     def start(self) -> GangsatProcess:
         self.process.start()
         return self
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        """Whether its first cycle ran within ``timeout_s`` (start-up is behind it)."""
+        return bool(self.ready_event.wait(timeout_s))
 
     @property
     def pid(self) -> int:
