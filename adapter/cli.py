@@ -37,7 +37,7 @@ from rich.console import Console
 from adapter.errors import message
 from adapter.inputs import BadInput, read_objects, read_state
 from adapter.kube.convert import convert
-from adapter.kube.launch import LaunchError, launch
+from adapter.kube.launch import launch
 from adapter.kube.run import KubeOptions, in_cluster, pod_namespace
 from adapter.kube.source import ClusterSource, SourceError, cluster_source
 from adapter.loop import LoopSettings
@@ -431,10 +431,7 @@ def _run_kube(
         options.applied(settings)  # the flags are checked as the settings file is
     except SettingsError as e:
         _fail(str(e).splitlines())
-    try:
-        return launch(source, settings, options, *logs)
-    except LaunchError as e:
-        _fail([str(e)])
+    return launch(source, settings, options, *logs)
 
 
 def kube_style(argv: list[str]) -> list[str]:

@@ -16,11 +16,8 @@ from adapter.settings import Settings
 
 logger = logging.getLogger("gangsat")
 
+EXIT_BAD_CONFIG = 2  # the client configuration cannot be loaded: the user must fix it
 EXIT_NO_CLUSTER = 3  # the API server cannot be reached, or its watches never listed
-
-
-class LaunchError(Exception):
-    """The client configuration cannot be loaded: the user must fix it."""
 
 
 def log_handler(log_format: str) -> logging.StreamHandler[TextIO]:
@@ -54,7 +51,9 @@ def launch(
     try:
         api = api_client(source.kubeconfig, in_cluster=source.in_cluster)
     except Exception as e:  # the client's loaders raise their own exception types
-        raise LaunchError(f"cannot load the cluster's client configuration: {e}") from e
+        # Logged, not printed: with --log-format json every line must be an object.
+        logger.error("cannot load the cluster's client configuration: %s", e)
+        return EXIT_BAD_CONFIG
     try:
         scheduler = KubeScheduler(api, options, settings)
     except Exception as e:  # discovery failed: the API server is unreachable or refuses us

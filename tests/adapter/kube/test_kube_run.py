@@ -495,3 +495,16 @@ def test_a_status_write_that_failed_is_redone_without_waiting_for_a_change(
     finally:
         scheduler.stop_event.set()
         thread.join(timeout=10)
+
+
+def test_a_kubeconfig_that_cannot_be_loaded_is_a_logged_error_and_exit_2(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    broken = tmp_path / "kubeconfig"
+    broken.write_text("apiVersion: v1\nkind: Config\nclusters: [}\n", encoding="utf-8")
+    result = CliRunner().invoke(
+        app, ["run", "--kubeconfig", str(broken), "--no-leader-elect", "--cycles", "1"]
+    )
+    assert result.exit_code == 2
+    # A log record (JSON under --log-format json), not a line printed beside the logs.
+    assert "cannot load the cluster's client configuration" in caplog.text
