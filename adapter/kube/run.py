@@ -267,15 +267,20 @@ class KubeScheduler:
     def _loop(self) -> None:
         seen_version = -1
         last_cycle = 0.0
+        retry_s = self.options.write_retry_s
         while not self.stop_event.is_set():
             started = self._beat = time.monotonic()
             changed = self.reload_settings()
             self.metrics.leader.set(1 if self.leading() else 0)
             due = started - last_cycle >= self.options.resync_s
-            retry = (
-                self.cluster.writes_to_redo()
-                and started - last_cycle >= self.options.write_retry_s
-            )
+            # Doubled while writes keep failing (a 403 or 422 does not heal in seconds),
+            # up to the resync; back to the start once none waits.
+            waiting = self.cluster.writes_to_redo()
+            retry = waiting and started - last_cycle >= retry_s
+            if not waiting:
+                retry_s = self.options.write_retry_s
+            elif retry:
+                retry_s = min(2 * retry_s, self.options.resync_s)
             self.cluster.lapse_doubts()  # moves the version when one lapses
             moved = self.cluster.version != seen_version
             if self.leading() and (changed or due or retry or moved):

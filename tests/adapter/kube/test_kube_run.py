@@ -508,3 +508,21 @@ def test_a_kubeconfig_that_cannot_be_loaded_is_a_logged_error_and_exit_2(
     assert result.exit_code == 2
     # A log record (JSON under --log-format json), not a line printed beside the logs.
     assert "cannot load the cluster's client configuration" in caplog.text
+
+
+def test_a_status_write_that_keeps_failing_is_retried_less_and_less_often(
+    server: FakeApiServer,
+) -> None:
+    apply(server, [node("n1", cpu="8"), podgroup("g", 2), *gang_pods("g", 2)])
+    server.fail("PATCH", r"/podgroups/g/status$", 403, times=10_000)  # RBAC: never heals
+    scheduler = replica(server, "a", leader_elect=False, write_retry_s=0.2)
+    thread = start(scheduler)
+    try:
+        wait_until(lambda: len(bound_pods(server)) == 2, what="the gang bound")
+        time.sleep(3.0)
+    finally:
+        scheduler.stop_event.set()
+        thread.join(timeout=10)
+    writes = [r for r in server.requests if r.path.endswith("/podgroups/g/status")]
+    # Retried (0.2 s, then 0.4, 0.8, 1.6 s apart), not every 0.2 s (about 15 in 3 s).
+    assert 2 <= len(writes) <= 8, len(writes)
