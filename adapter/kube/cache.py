@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from adapter.kube.dialects import without_group
-from adapter.kube.fields import FINISHED_PHASES
+from adapter.kube.fields import finished
 from adapter.kube.resources import DIALECTS, NODES, PODS, Resource
 
 Obj = dict[str, Any]
@@ -247,7 +247,7 @@ def _read_view(resource: Resource, obj: Obj, assumed_node: str | None = None) ->
         spec = {**spec, "nodeName": assumed_node}
     status = obj.get("status")
     if resource == PODS and isinstance(status, dict | None):
-        status = (status or {}).get("phase") in FINISHED_PHASES
+        status = finished(status)
     elif resource == NODES and isinstance(status, dict):
         # Room and readiness; not the heartbeat times a kubelet refreshes.
         conditions = status.get("conditions")
@@ -258,8 +258,8 @@ def _read_view(resource: Resource, obj: Obj, assumed_node: str | None = None) ->
             if isinstance(conditions, list)
             else conditions,
         )
-    elif resource in DIALECTS:
-        status = None
+    elif resource in DIALECTS and isinstance(status, dict | None):
+        status = None  # a status that is no mapping makes a finding: kept
     rest = {k: v for k, v in obj.items() if k not in ("metadata", "spec", "status")}
     return meta, spec, status, rest
 

@@ -35,11 +35,11 @@ from adapter.kube.dialects import (
     workload_template,
 )
 from adapter.kube.fields import (
-    FINISHED_PHASES,
     BadObject,
     Obj,
     api_group,
     created_s,
+    finished,
     int_field,
     meta,
     quantities,
@@ -362,7 +362,7 @@ def convert(
     for index, o in enumerate(items):
         kind = o.get("kind")
         if kind == "Pod":
-            if (o.get("status") or {}).get("phase") in FINISHED_PHASES:
+            if finished(o.get("status")):
                 continue
             spec = o.get("spec") or {}
             bound = bool(spec.get("nodeName"))

@@ -23,6 +23,13 @@ class BadObject(ValueError):
 # A pod in these phases holds nothing and waits for nothing: no snapshot shows it.
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 
+
+def finished(status: Any) -> bool:
+    """Whether a pod's ``status`` says it finished; a phase that is no string (no API
+    server stores one, a manifest file may) is not finished, and no crash."""
+    phase = status.get("phase") if isinstance(status, Mapping) else None
+    return isinstance(phase, str) and phase in FINISHED_PHASES
+
 def api_group(api_version: str) -> str:
     return api_version.split("/", 1)[0] if "/" in api_version else ""
 

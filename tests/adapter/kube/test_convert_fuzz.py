@@ -113,6 +113,8 @@ def objects(draw: st.DrawFn) -> dict[str, Any]:
                 "template": {"spec": spec},
             }
         obj["spec"] = draw(st.one_of(st.just(spec), values))
+        phase = st.one_of(st.sampled_from(["Pending", "Running", "Succeeded", "Failed"]), values)
+        obj["status"] = draw(st.one_of(st.none(), st.fixed_dictionaries({"phase": phase}), values))
     elif kind == "Workload":
         group = st.fixed_dictionaries(
             {"name": scalars, "policy": st.one_of(values, st.just({"gang": {"minCount": 2}}))}
