@@ -45,8 +45,8 @@ class Placer:
         self.placed: dict[str, int] = {}  # pod -> node index
         self.next_pod = [0] * len(problem.classes)
         self._explained: dict[tuple[object, ...], str] = {}
-        # Per (pod spec, pods placed): fits per node in the room left, and why nodes
-        # fail once it is all taken (see _explain).
+        # Per (pod spec, room changes so far): fits per node in the room left, and why
+        # nodes fail once it is all taken (see _explain).
         self._fit_of_spec: dict[tuple[int, int], IntArray] = {}
         self._reasons_of_spec: dict[tuple[int, int], Counter[str]] = {}
         self._scored: dict[tuple[int, Policy], tuple[PodClass, FloatArray, int]] = {}
@@ -106,6 +106,12 @@ class Placer:
 
     def _rescore(self, node: int) -> None:
         self._changed.append(node)
+
+    def _room_changes(self) -> int:
+        """How often some node's room changed: caches of what the room allows key on it
+        (a count of pods placed stays the same when one is taken back and another
+        placed)."""
+        return len(self._changed)
 
     def best_node(self, cls: PodClass, policy: Policy = Policy.SPREAD) -> int | None:
         scores = self._scores(cls, policy)
@@ -227,10 +233,10 @@ class Placer:
         """Why the gang does not fit in what is left, as a user reads it from Kubernetes.
 
         Gangs of one shape (same pod specs and counts, queue, minMember) share the answer
-        while nothing is placed in between: big clusters have many such gangs.
+        while no room changes in between: big clusters have many such gangs.
         """
         shape = (
-            len(self.placed),
+            self._room_changes(),
             gang.queue,
             gang.bound,
             gang.min_member,
@@ -300,7 +306,7 @@ class Placer:
         per spec while the decision does not change)."""
         if free is not None:
             return np.where(cls.feasible, fit_per_node(cls.demand, free), 0)
-        key = (cls.spec, len(self.placed))
+        key = (cls.spec, self._room_changes())
         cached = self._fit_of_spec.get(key)
         if cached is None:
             cached = self._fit_of_spec[key] = self._fits(cls, self.free)
@@ -313,7 +319,7 @@ class Placer:
         return left
 
     def _full_reasons(self, cls: PodClass) -> Counter[str]:
-        key = (cls.spec, len(self.placed))
+        key = (cls.spec, self._room_changes())
         cached = self._reasons_of_spec.get(key)
         if cached is None:
             per_node = self._fits(cls)

@@ -29,3 +29,27 @@ def test_explanations_shared_across_gangs_of_a_spec_are_each_gangs_own(s: Cluste
         for pod, node_name in decision.placements.items():
             fresh.place(problem.classes[of_pod[pod]], node_index[node_name])
         assert fresh.explain(gang) == decision.unschedulable[gang.name], gang.name
+
+
+def test_an_explanation_follows_the_room_not_the_count_of_pods_placed() -> None:
+    """A pod taken back and another placed leave as many pods placed but other room:
+    the explanation is worked out again, not served from before."""
+    from tests.builders import gang, node, pod, pods_of, state
+
+    s = state(
+        nodes=[node("big").cap(cpu=4), node("small").cap(cpu=1)],
+        pods=[pod("filler").req(cpu=3), pod("other").req(cpu=1), *pods_of("w", 2, cpu=2)],
+        gangs=[gang("w", 2)],
+    )
+    problem = prepare(s)
+    of_pod = problem.class_of_pod()
+    waiting = next(g for g in problem.gangs if g.name == "w")
+    filler, other = (problem.classes[of_pod[p]] for p in ("filler", "other"))
+    placer = Placer(problem)
+    placer.place(filler, 0)  # 1 cpu left on each node: no pod of w fits
+    crowded = placer.explain(waiting)
+    placer.unplace([filler.pods[0]])
+    placer.place(other, 1)  # one pod placed again, and big is empty
+    fresh = Placer(problem)
+    fresh.place(other, 1)
+    assert placer.explain(waiting) == fresh.explain(waiting) != crowded
