@@ -212,13 +212,27 @@ def _search_classes(
     ``lp_worker``, ``first_only``: see ``search.run_cpsat``.
 
     Returns whether the restricted model was solved to optimality."""
-    result = search.run(enc, name, time_limit_s, lp_worker=lp_worker, first_only=first_only)
-    search.stages[-1] = search.stages[-1].model_copy(update={"bound": None})
+    result = _run_restricted(search, enc, name, time_limit_s, lp_worker, first_only)
     if result.solution is not None:
         placer, counts = _use_class_solution(search, enc, result)
         if repack is not None:
             _repack(search, enc, counts, placer, result.report.objective, name, repack)
     return result.optimal
+
+
+def _run_restricted(
+    search: Search,
+    enc: Encoding,
+    name: str,
+    time_limit_s: float,
+    lp_worker: bool = False,
+    first_only: bool = False,
+) -> StageResult:
+    """A solve of a model that is no relaxation (restricted, or repacked): its stage
+    reports no bound, so no gap is ever measured against it."""
+    result = search.run(enc, name, time_limit_s, lp_worker=lp_worker, first_only=first_only)
+    search.stages[-1] = search.stages[-1].model_copy(update={"bound": None})
+    return result
 
 
 def _repack(
@@ -242,8 +256,7 @@ def _repack(
         if bins is None or left() < MIN_STAGE_S:
             return
         enc = encode(search.problem, enc.shapes, bins, search.coef, enc.pairs)
-        result = search.run(enc, f"{name}-repacked", left() / 2, lp_worker=True)
-        search.stages[-1] = search.stages[-1].model_copy(update={"bound": None})
+        result = _run_restricted(search, enc, f"{name}-repacked", left() / 2, lp_worker=True)
         if result.solution is None:
             return
         placer, counts = _use_class_solution(search, enc, result)

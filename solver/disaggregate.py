@@ -164,8 +164,8 @@ def repacked_bins(
     np.add.at(placed, bins[inside], demand[classes[inside]])
     asked = np.zeros_like(placed)
     for c, where in per_class.items():
-        for b, count in where:
-            asked[b] += problem.classes[c].demand * count
+        for b, pods in where:
+            asked[b] += problem.classes[c].demand * pods
     short = np.maximum(asked - placed, 0)
     if not short.any():
         return None
