@@ -99,7 +99,7 @@ class ClusterCache:
     def _settle(self, key: str, pod: Obj | None) -> None:
         """End assumptions the watch has caught up with."""
         uid = ((pod or {}).get("metadata") or {}).get("uid")
-        if pod is None or ((pod.get("spec") or {}).get("nodeName")):
+        if pod is None or _node_of(pod):
             self._end_assumption(key)
         if pod is None or self._deleted.get(key) not in (None, uid):
             self._deleted.pop(key, None)  # gone, or a new pod of the same name
@@ -127,7 +127,7 @@ class ClusterCache:
             pod = self._objects.get(PODS, {}).get(key)
             if pod is None or key in self._deleted:
                 raise Unbindable("pod no longer exists")
-            bound = (pod.get("spec") or {}).get("nodeName")
+            bound = _node_of(pod)
             if bound:
                 raise Unbindable(f"pod is already bound to {bound}", bound_to=str(bound))
             if key in self._assumed:
@@ -265,6 +265,7 @@ def _read_view(resource: Resource, obj: Obj, assumed_node: str | None = None) ->
 
 
 def _node_of(pod: Obj) -> Any:
+    """The node a pod is bound to, if any."""
     spec = pod.get("spec")
     return spec.get("nodeName") if isinstance(spec, dict) else None
 
@@ -272,7 +273,7 @@ def _node_of(pod: Obj) -> Any:
 def _leaving(pod: Obj) -> Obj | None:
     """A pod being deleted: until it is gone it still holds its node's capacity, but it is
     no member of its gang any more, and if it was never bound it is not to be scheduled."""
-    if not (pod.get("spec") or {}).get("nodeName"):
+    if not _node_of(pod):
         return None
     return dict(without_group(pod))
 

@@ -48,7 +48,7 @@ from adapter.kube.status import (
 )
 from adapter.kube.writer import Writer
 from adapter.quantity import quantity
-from solver.model import IMPLICIT_GANG_PREFIX, ClusterState
+from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def _allocated(state: ClusterState | None, gang_queue: dict[str, str]) -> dict[s
     totals: dict[str, Counter[str]] = defaultdict(Counter)
     for pod in state.bound_pods() if state is not None else ():
         if pod.gang is not None:
-            totals[gang_queue.get(pod.gang, "default")].update(pod.requests.nonzero())
+            totals[gang_queue.get(pod.gang, DEFAULT_QUEUE)].update(pod.requests.nonzero())
     return {
         q: {name: quantity(name, amount) for name, amount in sorted(used.items()) if amount}
         for q, used in totals.items()
@@ -341,7 +341,7 @@ class Reporter:
         counts: dict[str, Counter[str]] = defaultdict(Counter)
         for s in statuses:
             if not s.gang.startswith(IMPLICIT_GANG_PREFIX):
-                counts[gang_queue.get(s.gang, "default")][s.phase.lower()] += 1
+                counts[gang_queue.get(s.gang, DEFAULT_QUEUE)][s.phase.lower()] += 1
         for resource in DIALECTS:
             if resource.kind != "Queue" or resource.group == COSCHEDULING_GROUP:
                 continue
