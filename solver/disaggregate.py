@@ -19,6 +19,9 @@ from solver.placement import Placer, Policy
 from solver.problem import GangInfo, Problem, fit_per_node
 
 PACK_BIN_S = 0.03  # for one class: measured 2-15 ms where a packing exists
+# Largest exact packing tried (nodes x items): real-shaped 1,000-node classes of 65-67
+# nodes x 63-68 items found nothing in PACK_BIN_S, and building them cost as much again.
+PACK_MAX_PAIRS = 1_500
 
 
 def placer_from_counts(
@@ -84,7 +87,11 @@ def disaggregate(
             if spec not in spans:
                 spans[spec] = not (problem.classes[c].feasible & ~mask).any()
         placed = _place_items(placer, bin_items, mask, spans)
-        if sum(map(len, placed)) == sum(n for _, n in bin_items) or len(bin_.nodes) < 2:
+        if (
+            sum(map(len, placed)) == sum(n for _, n in bin_items)
+            or len(bin_.nodes) < 2
+            or len(bin_.nodes) * len(bin_items) > PACK_MAX_PAIRS
+        ):
             continue
         if deterministic:
             left = min(budget_left, PACK_BIN_S)

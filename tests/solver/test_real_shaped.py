@@ -10,15 +10,22 @@ from __future__ import annotations
 import threading
 
 import pytest
+from ortools.sat.python import cp_model
 
 import solver.search
 from adapter.sim import realistic
 from benchmarks import instances
 from solver.config import SolverConfig
+from solver.encode import class_bins, encode, pair_capacity, restricted
 from solver.model import ClusterState, SolveStatus
+from solver.objective import coefficients, evaluate
 from solver.placement import Placer
-from solver.problem import Problem
+from solver.problem import Problem, prepare
+from solver.relaxation import solve_lp
 from solver.schedulers import schedule
+from solver.search import gang_greedy_placer
+from solver.shapes import group
+from solver.solution import hint, solution_of
 from solver.validate import check
 
 # Deterministic: the stages' budgets count CP-SAT's deterministic time, not this
@@ -112,3 +119,26 @@ def test_a_baseline_that_never_ran_beside_a_dive_is_not_run_after_it(
     assert decision.decided_by == "node-classes-lp-guided", decision.decided_by
     assert decision.gap is not None and decision.gap <= 0.05
     assert baseline_starts == [True]  # started once, at the end, already told to stop
+
+
+def test_a_decision_is_a_feasible_hint_for_the_neighbourhood_around_it() -> None:
+    """RINS searches a restricted class model around the best decision so far, hinted
+    with it: the hint must satisfy that model (counts, gangs, opened nodes, fairness
+    shortfalls), so the search starts from the decision and cannot end below it."""
+    problem = prepare(instances.realistic(0, 40, 60))
+    config = SolverConfig()
+    coef = coefficients(problem, config.weights)
+    shapes = group(problem, coef)
+    bins = class_bins(problem)
+    enc = encode(problem, shapes, bins, coef, pair_capacity(problem, shapes, bins))
+    lp = solve_lp(enc.rows, 5.0)
+    assert lp is not None
+    incumbent = gang_greedy_placer(problem)
+    wide = restricted(enc, coef, lp.values, solution_of(enc, incumbent.placed, coef))
+    hint(wide, incumbent.placed, coef)
+    solver = cp_model.CpSolver()
+    solver.parameters.fix_variables_to_their_hinted_value = True
+    solver.parameters.num_workers = 1
+    assert solver.solve(wide.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    score = sum(evaluate(problem, incumbent.placed, config.weights).values())
+    assert round(solver.objective_value) == score

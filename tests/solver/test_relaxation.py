@@ -5,14 +5,22 @@ from __future__ import annotations
 import numpy as np
 
 from solver.config import SolverConfig
-from solver.encode import Encoding, class_bins, encode, pair_capacity, restricted
+from solver.encode import (
+    COARSE_ROUNDING,
+    ROUNDING,
+    Encoding,
+    class_bins,
+    encode,
+    pair_capacity,
+    restricted,
+)
 from solver.objective import Coefficients, coefficients
 from solver.packing import pack
 from solver.problem import prepare
 from solver.relaxation import LinearRows, solve_lp
 from solver.shapes import group
 from solver.solution import solution_of
-from tests.builders import gang, node, pods_of, queue, state
+from tests.builders import gang, node, pod, pods_of, queue, state
 
 
 def test_lp_optimum_is_rounded_up_into_a_bound() -> None:
@@ -100,3 +108,42 @@ def test_pack_keeps_the_most_valuable_when_not_everything_fits() -> None:
     result = pack(free, [np.array([3, 3]), np.array([2, 2])], [1, 2], [10, 1], 1.0)
     assert result is not None
     assert result[0] == {0: 1} and result[1] == {}
+
+
+def _fragmented_class(rounding: int) -> tuple[Encoding, int]:
+    """Two 64-core nodes with 5 cores free each (one class); 1-pod gangs of 3 and 3.5
+    cores, two of each. Node by node only one fits per node; summed, the 10 cores would
+    take three (3 + 3 + 3.5), and so would caps per spec (one per node each)."""
+    s = state(
+        nodes=[node(f"n{i}").cap(cpu=64, memory="256Gi") for i in range(2)],
+        pods=[
+            *(pod(f"run-{i}").req(cpu=59).on(f"n{i}") for i in range(2)),
+            *(pod(f"s{i}").req(cpu=3).gang(f"s{i}") for i in range(2)),
+            *(pod(f"m{i}").req(cpu="3500m").gang(f"m{i}") for i in range(2)),
+        ],
+        gangs=[*(gang(f"s{i}", 1) for i in range(2)), *(gang(f"m{i}", 1) for i in range(2))],
+    )
+    problem = prepare(s)
+    assert len(problem.node_classes) == 1
+    coef = coefficients(problem, SolverConfig().weights)
+    shapes = group(problem, coef)
+    bins = class_bins(problem)
+    pairs = pair_capacity(problem, shapes, bins)
+    return encode(problem, shapes, bins, coef, pairs, rounding=rounding), len(pairs)
+
+
+def _most_pods(enc: Encoding, pairs: int) -> int:
+    """The most pods the model's LP places (its objective replaced by the pod count)."""
+    enc.rows.maximise(list(range(pairs)), [1] * pairs)
+    lp = solve_lp(enc.rows, 1.0)
+    assert lp is not None
+    return round(float(lp.values[:pairs].sum()))
+
+
+def test_pods_of_a_32nd_of_a_node_are_held_to_what_fits_node_by_node() -> None:
+    """3 cores are 1/21 of these nodes: rounded capacity rows (at most floor(5 / 3) = 1
+    pod of 3 cores or more per node) hold the class to two pods, which its nodes can hold,
+    where summed capacity lets it promise three. At 1/16 (COARSE_ROUNDING) they are left
+    out, and the relaxation is weaker, though still valid."""
+    assert _most_pods(*_fragmented_class(ROUNDING)) == 2
+    assert _most_pods(*_fragmented_class(COARSE_ROUNDING)) == 3
