@@ -14,6 +14,7 @@ what gangsat is measured against, deadlocks included.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -239,6 +240,43 @@ def _bind(
             result.evicted.append(pod)
 
 
+def _bind_and_explain(
+    cluster: Cluster,
+    gangs: _Gangs,
+    decision: Decision,
+    result: CycleResult,
+    atomic: bool,
+    config: SolverConfig,
+) -> Decision:
+    """``_bind``, while the gangs the decision leaves waiting are explained: explanations
+    only feed the report, which follows the binds (1,000 real-shaped nodes: 0.05-0.12 s
+    no longer between the decision and the first bind). Returns the decision explained;
+    unexplained if explaining failed, which is logged and binds nothing less."""
+    if not decision.explanations_pending:
+        _bind(cluster, gangs, decision, result, atomic, config)
+        return decision
+    failed: list[BaseException] = []
+
+    def bind() -> None:
+        try:
+            _bind(cluster, gangs, decision, result, atomic, config)
+        except BaseException as e:  # re-raised in the cycle's own thread
+            failed.append(e)
+
+    binder = threading.Thread(target=bind, name="gangsat-bind", daemon=True)
+    binder.start()
+    explained = decision
+    try:
+        explained = decision.explained()
+    except Exception:
+        log.exception("could not explain why the gangs left waiting wait")
+    finally:
+        binder.join()
+    if failed:
+        raise failed[0]
+    return explained
+
+
 def _statuses(state: ClusterState, gangs: _Gangs, result: CycleResult) -> list[GangStatus]:
     held = dict(gangs.held)
     for pod in [*result.bound, *result.stranded]:
@@ -305,8 +343,10 @@ def run_cycle(
     result.pending_pods = len(state.pending_pods())
     gangs = _Gangs.of(state)
     atomic = settings.atomic()
+    # Explanations are worked out while the binds are in flight (_bind_and_explain).
+    config = settings.solver.model_copy(update={"defer_explanations": True})
     try:
-        decision = SCHEDULERS[settings.scheduler](state, settings.solver)
+        decision = SCHEDULERS[settings.scheduler](state, config)
     except Exception as e:  # a solver bug must not stop scheduling; it is logged loudly
         log.exception("scheduler %s failed", settings.scheduler)
         result.error = f"scheduler {settings.scheduler} failed: {type(e).__name__}: {e}"
@@ -319,7 +359,9 @@ def run_cycle(
         for gang, why in result.rejected.items():
             log.error("not binding gang %s: the decision breaks a hard rule: %s", gang, why)
         bind_started = time.perf_counter()
-        _bind(cluster, gangs, decision, result, atomic, settings.solver)
+        result.decision = _bind_and_explain(
+            cluster, gangs, decision, result, atomic, settings.solver
+        )
         result.bind_s = time.perf_counter() - bind_started
     result.statuses = _statuses(state, gangs, result)
     report_started = time.perf_counter()

@@ -131,6 +131,14 @@ class SolverConfig(BaseModel):
             "time (roughly seconds, but independent of load; wall time is capped at 10x)"
         ),
     )
+    defer_explanations: bool = Field(
+        default=False,
+        description=(
+            "leave why each gang not admitted waits to Decision.explained(), so that the "
+            "scheduling loop works it out while the decision's binds are in flight "
+            "(0.05-0.12 s on 1,000 real-shaped nodes)"
+        ),
+    )
     relative_gap_limit: float = Field(
         default=0.001,
         ge=0,

@@ -48,13 +48,16 @@ def decision_from_placements(
     objective = sum(terms.values())
     admitted = admitted_gangs(problem, placements)
     admitted_set = set(admitted)
+
+    def explain() -> dict[str, str]:
+        return {g.name: placer.explain(g) for g in problem.gangs if g.name not in admitted_set}
+
     unschedulable = dict(problem.invalid)
-    for gang in problem.gangs:
-        if gang.name not in admitted_set:
-            unschedulable[gang.name] = placer.explain(gang)
+    if not config.defer_explanations:
+        unschedulable.update(explain())
     if bound is not None:
         bound = max(bound, objective)  # a proven bound below a found solution is rounding
-    return Decision(
+    decision = Decision(
         scheduler=scheduler,
         placements={pod: problem.nodes[node].name for pod, node in sorted(placements.items())},
         admitted=tuple(admitted),
@@ -69,3 +72,7 @@ def decision_from_placements(
         stages=tuple(stages),
         decided_by=decided_by or scheduler,
     )
+    if config.defer_explanations:
+        # The placer is the decision's own: nothing changes its room after this.
+        decision._explain = explain
+    return decision

@@ -13,12 +13,20 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from enum import StrEnum
 from functools import cached_property
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    RootModel,
+    field_validator,
+    model_validator,
+)
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -342,3 +350,20 @@ class Decision(_Frozen):
     decided_by: str = Field(
         default="", description="the stage whose candidate was returned, or the scheduler"
     )
+    # Why each gang not admitted waits, still to be worked out (SolverConfig's
+    # defer_explanations): gang -> reason, merged into ``unschedulable`` by ``explained``.
+    _explain: Callable[[], dict[str, str]] | None = PrivateAttr(default=None)
+
+    def explained(self) -> Decision:
+        """This decision with every gang not admitted explained: itself, unless its
+        explanations were deferred."""
+        if self._explain is None:
+            return self
+        reasons = self._explain()
+        done = self.model_copy(update={"unschedulable": {**self.unschedulable, **reasons}})
+        done._explain = None
+        return done
+
+    @property
+    def explanations_pending(self) -> bool:
+        return self._explain is not None

@@ -6,6 +6,7 @@ validator rejects is not bound, and no cluster or solver failure escapes ``run_c
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
 
 import pytest
@@ -414,3 +415,79 @@ def test_pods_without_a_gang_count_against_the_default_queue_capability(
     assert set(result.rejected) == {"pod:solo-0", "pod:solo-1"}
     assert cluster.bind_calls == []
     assert result.admitted() == []
+
+
+def _one_fits_one_waits() -> ClusterState:
+    """n0 has 2 CPUs: gang fits (2 x 1 CPU) is placed; gang waits (3 x 1 CPU) cannot be."""
+    return state(
+        nodes=[node("n0").cap(cpu=2, memory="4Gi")],
+        pods=pods_of("fits", 2, cpu=1) + pods_of("waits", 3, cpu=1),
+        gangs=[gang("fits", 2).created(0), gang("waits", 3).created(1)],
+    )
+
+
+class _BindSignals(FakeCluster):
+    """Notes when the first bind arrives."""
+
+    def __init__(self, base: ClusterState) -> None:
+        super().__init__(base)
+        self.bind_arrived = threading.Event()
+
+    def bind(self, placements: Sequence[tuple[str, str]]) -> dict[str, ClusterError]:
+        self.bind_arrived.set()
+        return super().bind(placements)
+
+
+def test_the_gangs_left_waiting_are_explained_while_the_binds_go_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The scheduler is asked to defer its explanations, and they are worked out after
+    the binds were sent: an explanation that waits for the first bind gets it. Run one
+    after the other, it would wait in vain."""
+    cluster = _BindSignals(_one_fits_one_waits())
+    asked: list[bool] = []
+    waited: list[bool] = []
+
+    def deferring(s: ClusterState, config: SolverConfig) -> Decision:
+        asked.append(config.defer_explanations)
+        decision = SCHEDULERS["gang-greedy"](s, config)
+        explain = decision._explain
+        assert explain is not None
+
+        def after_the_binds() -> dict[str, str]:
+            waited.append(cluster.bind_arrived.wait(timeout=5))
+            return explain()
+
+        decision._explain = after_the_binds
+        return decision
+
+    monkeypatch.setitem(SCHEDULERS, "deferring", deferring)
+    result = run_cycle(cluster, LoopSettings(scheduler="deferring"))
+
+    assert asked == [True] and waited == [True]
+    assert result.bound == {"fits-0": "n0", "fits-1": "n0"}
+    assert result.decision is not None and not result.decision.explanations_pending
+    waits = status_of(result, "waits")
+    assert (waits.phase, waits.reason) == ("Pending", "NotEnoughResources")
+    assert waits.message == result.decision.unschedulable["waits"]
+    assert "cpu" in waits.message
+
+
+def test_an_explanation_that_fails_costs_no_bind(monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing(s: ClusterState, config: SolverConfig) -> Decision:
+        decision = SCHEDULERS["gang-greedy"](s, config)
+
+        def broken() -> dict[str, str]:
+            raise RuntimeError("explaining broke")
+
+        decision._explain = broken
+        return decision
+
+    monkeypatch.setitem(SCHEDULERS, "failing", failing)
+    cluster = FakeCluster(_one_fits_one_waits())
+    result = run_cycle(cluster, LoopSettings(scheduler="failing"))
+
+    assert result.error is None
+    assert result.bound == {"fits-0": "n0", "fits-1": "n0"}
+    assert status_of(result, "fits").phase == "Running"
+    assert status_of(result, "waits").phase == "Pending"

@@ -627,3 +627,24 @@ def test_score_prices_a_partial_gang_at_nothing_but_its_cost() -> None:
     assert greedy_terms["value"] == 0  # six pods placed, no gang complete
     assert gang_terms["value"] > 0
     assert sum(gang_terms.values()) > sum(greedy_terms.values())
+
+
+@pytest.mark.parametrize("scheduler", sorted(SCHEDULERS))
+def test_deferred_explanations_are_the_ones_given_at_once(scheduler: str) -> None:
+    """Deferred, a decision holds only what ``prepare`` found wrong (a missing queue)
+    until ``explained``; then the same reasons as a decision explained at once."""
+    s = state(
+        nodes=[node("n").cap(cpu=2, memory="8Gi")],
+        pods=[*pods_of("lost", 1, cpu=1), *pods_of("big", 3, cpu=1), *pods_of("ok", 2, cpu=1)],
+        gangs=[gang("lost", 1).queue("missing"), gang("big", 3), gang("ok", 2)],
+    )
+    at_once = schedule(s, scheduler, FAST)
+    deferred = schedule(s, scheduler, FAST.model_copy(update={"defer_explanations": True}))
+    assert not at_once.explanations_pending and deferred.explanations_pending
+    assert deferred.unschedulable == {"lost": "queue 'missing' not found"}
+    assert deferred.placements == at_once.placements
+    explained = deferred.explained()
+    assert explained.unschedulable == at_once.unschedulable
+    assert set(explained.unschedulable) == {"lost", "big", "ok"} - set(explained.admitted)
+    assert explained.unschedulable["lost"] == "queue 'missing' not found"
+    assert not explained.explanations_pending and explained.explained() is explained
