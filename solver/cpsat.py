@@ -197,10 +197,13 @@ def _guided_search(
         incumbent = best
         values = solution_of(enc, incumbent.placed, search.coef)
         wide = restricted(enc, search.coef, lp.values, values)
-        # The neighbourhood holds the incumbent: hinted, the search starts from it and can
-        # only improve on it. Unhinted, real-shaped 200-node models sometimes found
-        # nothing in its time, and the cycle fell back to greedy (a 29% gap).
-        hint(wide, incumbent.placed, search.coef)
+        if not search.solved:
+            # No solver candidate yet: the incumbent is the baseline. Hinted, the search
+            # starts from it; unhinted, real-shaped 200-node models sometimes found
+            # nothing in the time left, and the cycle fell back to greedy (a 29% gap).
+            # Not hinted otherwise: a hinted search ran longer for the same decisions
+            # (500 nodes at 20 gangs/s: creation-to-bound p99 1.36 s instead of 1.15 s).
+            hint(wide, incumbent.placed, search.coef)
         if _search_classes(search, wide, f"{prefix}-rins", left() * 0.6):
             break  # its optimum is known: searching around it again finds the same
 

@@ -438,12 +438,12 @@ class _BindSignals(FakeCluster):
         return super().bind(placements)
 
 
-def test_the_gangs_left_waiting_are_explained_while_the_binds_go_out(
+def test_the_gangs_left_waiting_are_explained_once_the_binds_are_sent(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The scheduler is asked to defer its explanations, and they are worked out after
-    the binds were sent: an explanation that waits for the first bind gets it. Run one
-    after the other, it would wait in vain."""
+    the binds were sent: an explanation that waits for the first bind has it. Worked
+    out first, it would wait in vain."""
     cluster = _BindSignals(_one_fits_one_waits())
     asked: list[bool] = []
     waited: list[bool] = []
