@@ -252,13 +252,16 @@ def _bind_and_explain(
     longer between the decision and the first bind). Not beside the binds: on 2 cores,
     where the API server shares them, explaining in a thread of its own slowed the binds
     as much (500 nodes, 20 gangs/s: creation-to-bound p99 +0.1 s). Returns the decision
-    explained; unexplained if explaining failed, which is logged and unbinds nothing."""
+    explained; if explaining failed, which is logged and unbinds nothing, each gang left
+    waiting says so."""
     _bind(cluster, gangs, decision, result, atomic, config)
     try:
         return decision.explained()
-    except Exception:
+    except Exception as e:  # a solver bug: the binds stand, the statuses say what is known
         log.exception("could not explain why the gangs left waiting wait")
-        return decision
+        why = f"not admitted this cycle; why could not be worked out: {type(e).__name__}: {e}"
+        admitted = set(decision.admitted)
+        return decision.with_reasons({g: why for g in gangs.need if g not in admitted})
 
 
 def _statuses(state: ClusterState, gangs: _Gangs, result: CycleResult) -> list[GangStatus]:

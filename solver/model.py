@@ -359,8 +359,12 @@ class Decision(_Frozen):
         explanations were deferred."""
         if self._explain is None:
             return self
-        reasons = self._explain()
-        done = self.model_copy(update={"unschedulable": {**self.unschedulable, **reasons}})
+        return self.with_reasons(self._explain())
+
+    def with_reasons(self, reasons: Mapping[str, str]) -> Decision:
+        """This decision with ``reasons`` (gang -> why it waits) added to ``unschedulable``
+        (where it has none yet) and nothing left to explain."""
+        done = self.model_copy(update={"unschedulable": {**reasons, **self.unschedulable}})
         done._explain = None
         return done
 

@@ -6,6 +6,7 @@ validator rejects is not bound, and no cluster or solver failure escapes ``run_c
 
 from __future__ import annotations
 
+import pickle
 import threading
 from collections.abc import Iterable, Sequence
 
@@ -490,4 +491,8 @@ def test_an_explanation_that_fails_costs_no_bind(monkeypatch: pytest.MonkeyPatch
     assert result.error is None
     assert result.bound == {"fits-0": "n0", "fits-1": "n0"}
     assert status_of(result, "fits").phase == "Running"
-    assert status_of(result, "waits").phase == "Pending"
+    waits = status_of(result, "waits")
+    assert waits.phase == "Pending"
+    assert "could not be worked out: RuntimeError: explaining broke" in waits.message
+    assert result.decision is not None and not result.decision.explanations_pending
+    pickle.dumps(result.decision)  # nothing of the solver's left in it
