@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+import solver.disaggregate
 from solver.config import SolverConfig
 from solver.disaggregate import disaggregate, repacked_bins
 from solver.encode import Encoding, class_bins, encode, pair_capacity
@@ -71,3 +74,28 @@ def test_counts_that_all_found_a_node_need_no_repacking() -> None:
     placer = disaggregate(problem, enc, counts, {g.index for g in problem.gangs}, WEIGHTS)
     assert len(placer.placed) == 3
     assert repacked_bins(problem, enc, counts, placer) is None
+
+
+def test_a_class_too_large_to_pack_exactly_keeps_the_greedy_packing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Above PACK_MAX_PAIRS (nodes x items) no exact packing is tried: at 1,000 nodes such
+    models found nothing within their time, and building them cost as much again."""
+    problem = prepare(two_nodes_one_class("3"))
+    enc = class_encoding(problem)
+    counts = {cls.index: [(0, cls.count)] for cls in problem.classes}
+    admitted = {g.index for g in problem.gangs}
+    calls: list[int] = []
+
+    def pack(free: object, demands: list[object], *rest: object) -> None:
+        calls.append(len(demands))
+        return None  # nothing found: the greedy packing stands
+
+    monkeypatch.setattr(solver.disaggregate, "pack", pack)
+    disaggregate(problem, enc, counts, admitted, WEIGHTS, pack_budget_s=1.0)
+    assert calls == [2]  # 2 nodes x 2 items: tried
+    monkeypatch.setattr(solver.disaggregate, "PACK_MAX_PAIRS", 3)
+    calls.clear()
+    placer = disaggregate(problem, enc, counts, admitted, WEIGHTS, pack_budget_s=1.0)
+    assert calls == []
+    assert sorted(placer.placed) == ["high-0", "high-1"]
