@@ -7,12 +7,11 @@ import pytest
 import solver.disaggregate
 from solver.config import SolverConfig
 from solver.disaggregate import disaggregate, repacked_bins
-from solver.encode import Encoding, class_bins, encode, pair_capacity
+from solver.encode import Encoding
 from solver.model import ClusterState
-from solver.objective import coefficients
 from solver.problem import Problem, prepare
-from solver.shapes import group
 from tests.builders import gang, node, pod, state
+from tests.solver.encodings import class_model
 
 WEIGHTS = SolverConfig().weights
 
@@ -34,10 +33,7 @@ def two_nodes_one_class(low_cpu: str) -> ClusterState:
 
 
 def class_encoding(problem: Problem) -> Encoding:
-    coef = coefficients(problem, WEIGHTS)
-    shapes = group(problem, coef)
-    bins = class_bins(problem)
-    return encode(problem, shapes, bins, coef, pair_capacity(problem, shapes, bins))
+    return class_model(problem)[1]
 
 
 def test_counts_a_class_cannot_hold_cost_the_lower_priority_gang() -> None:

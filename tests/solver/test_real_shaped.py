@@ -16,17 +16,17 @@ import solver.search
 from adapter.sim import realistic
 from benchmarks import instances
 from solver.config import SolverConfig
-from solver.encode import class_bins, encode, pair_capacity, restricted
+from solver.encode import restricted
 from solver.model import ClusterState, SolveStatus
-from solver.objective import coefficients, evaluate
+from solver.objective import evaluate
 from solver.placement import Placer
 from solver.problem import Problem, prepare
 from solver.relaxation import solve_lp
 from solver.schedulers import schedule
 from solver.search import gang_greedy_placer
-from solver.shapes import group
 from solver.solution import hint, solution_of
 from solver.validate import check
+from tests.solver.encodings import class_model
 
 # Deterministic: the stages' budgets count CP-SAT's deterministic time, not this
 # machine's load, so the figures below do not depend on what else the CI runs.
@@ -126,11 +126,7 @@ def test_a_decision_is_a_feasible_hint_for_the_neighbourhood_around_it() -> None
     with it: the hint must satisfy that model (counts, gangs, opened nodes, fairness
     shortfalls), so the search starts from the decision and cannot end below it."""
     problem = prepare(instances.realistic(0, 40, 60))
-    config = SolverConfig()
-    coef = coefficients(problem, config.weights)
-    shapes = group(problem, coef)
-    bins = class_bins(problem)
-    enc = encode(problem, shapes, bins, coef, pair_capacity(problem, shapes, bins))
+    coef, enc = class_model(problem)
     lp = solve_lp(enc.rows, 5.0)
     assert lp is not None
     incumbent = gang_greedy_placer(problem)
@@ -140,5 +136,5 @@ def test_a_decision_is_a_feasible_hint_for_the_neighbourhood_around_it() -> None
     solver.parameters.fix_variables_to_their_hinted_value = True
     solver.parameters.num_workers = 1
     assert solver.solve(wide.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-    score = sum(evaluate(problem, incumbent.placed, config.weights).values())
+    score = sum(evaluate(problem, incumbent.placed, SolverConfig().weights).values())
     assert round(solver.objective_value) == score

@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from solver.config import SolverConfig
 from solver.encode import (
     COARSE_ROUNDING,
     ROUNDING,
     Encoding,
-    class_bins,
     encode,
-    pair_capacity,
     restricted,
 )
-from solver.objective import Coefficients, coefficients
+from solver.objective import Coefficients
 from solver.packing import pack
 from solver.problem import prepare
 from solver.relaxation import LinearRows, solve_lp
-from solver.shapes import group
 from solver.solution import solution_of
 from tests.builders import gang, node, pod, pods_of, queue, state
+from tests.solver.encodings import class_model
 
 
 def test_lp_optimum_is_rounded_up_into_a_bound() -> None:
@@ -52,11 +49,7 @@ def _class_model() -> tuple[Coefficients, Encoding]:
         gangs=[gang("a", 2).queue("q1"), gang("b", 2).queue("q2"), gang("c", 6).queue("q2")],
         queues=[queue("q1"), queue("q2")],
     )
-    problem = prepare(s)
-    coef = coefficients(problem, SolverConfig().weights)
-    shapes = group(problem, coef)
-    bins = class_bins(problem)
-    return coef, encode(problem, shapes, bins, coef, pair_capacity(problem, shapes, bins))
+    return class_model(prepare(s))
 
 
 def test_restriction_keeps_only_what_the_guide_or_the_incumbent_uses() -> None:
@@ -125,11 +118,8 @@ def _fragmented_class(rounding: int) -> tuple[Encoding, int]:
     )
     problem = prepare(s)
     assert len(problem.node_classes) == 1
-    coef = coefficients(problem, SolverConfig().weights)
-    shapes = group(problem, coef)
-    bins = class_bins(problem)
-    pairs = pair_capacity(problem, shapes, bins)
-    return encode(problem, shapes, bins, coef, pairs, rounding=rounding), len(pairs)
+    _, enc = class_model(problem, rounding)
+    return enc, len(enc.pairs)
 
 
 def _most_pods(enc: Encoding, pairs: int) -> int:
