@@ -30,6 +30,7 @@ def finished(status: Any) -> bool:
     phase = status.get("phase") if isinstance(status, Mapping) else None
     return isinstance(phase, str) and phase in FINISHED_PHASES
 
+
 def api_group(api_version: str) -> str:
     return api_version.split("/", 1)[0] if "/" in api_version else ""
 
