@@ -86,6 +86,24 @@ class ObjectiveWeights(BaseModel):
         le=MAX_WEIGHT,
         description="per share unit of GPU nodes opened: keep whole GPU nodes free",
     )
+    disruption: int = Field(
+        default=100,
+        ge=0,
+        le=MAX_WEIGHT,
+        description=(
+            "per share unit of each evicted pod's dominant resource, on top of the value "
+            "it stops earning: at 100, an eviction must win twice what it takes"
+        ),
+    )
+    disruption_per_hour: int = Field(
+        default=10,
+        ge=0,
+        le=MAX_WEIGHT,
+        description=(
+            "per share unit of each evicted pod's dominant resource and hour it has run "
+            "(work lost): young jobs are evicted before old ones"
+        ),
+    )
 
 
 class SolverConfig(BaseModel):
@@ -138,6 +156,21 @@ class SolverConfig(BaseModel):
             "scheduling loop works it out once the decision's binds are sent, not before "
             "them (0.08-0.14 s on 1,000 real-shaped nodes)"
         ),
+    )
+    preemption: bool = Field(
+        default=False,
+        description=(
+            "let gangs left pending evict running gangs: of lower priority in their queue "
+            "(preempt), or of queues above their deserved share when theirs is below "
+            "(reclaim); victims are kept, shrunk to minMember or evicted whole"
+        ),
+    )
+    preemption_time_share: float = Field(
+        default=0.25,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
+        description="of the time limit, at most, for the preemption model after placement",
     )
     relative_gap_limit: float = Field(
         default=0.001,

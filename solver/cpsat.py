@@ -44,6 +44,7 @@ from solver.encode import (
 from solver.model import ClusterState, Decision, SolveStatus, StageReport
 from solver.objective import coefficients
 from solver.placement import Placer
+from solver.preemption import preempt
 from solver.problem import Problem, prepare
 from solver.relaxation import LpSolution, solve_lp
 from solver.search import (
@@ -411,6 +412,11 @@ def _solve(
         status = SolveStatus.FALLBACK
     else:
         status = SolveStatus.FEASIBLE
+    preemption = (
+        preempt(problem, best.placed, best.free, best.queue_room, coef, config)
+        if config.preemption
+        else None
+    )
     return decision_from_placements(
         problem,
         best,
@@ -421,4 +427,5 @@ def _solve(
         stages=search.stages,
         wall_s=time.perf_counter() - started,
         decided_by=search.origin.get(id(best), "gang-greedy"),
+        preemption=preemption,
     )

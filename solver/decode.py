@@ -13,6 +13,7 @@ from solver.config import SolverConfig
 from solver.model import Decision, SolveStatus, StageReport
 from solver.objective import evaluate
 from solver.placement import Placer
+from solver.preemption import Preemption
 from solver.problem import Problem
 
 
@@ -41,10 +42,15 @@ def decision_from_placements(
     stages: Sequence[StageReport] = (),
     wall_s: float = 0.0,
     decided_by: str = "",
+    preemption: Preemption | None = None,
 ) -> Decision:
-    """``placer`` holds the decision's placements and the free capacity they leave."""
+    """``placer`` holds the decision's placements and the free capacity they leave;
+    ``preemption``, what is evicted for which gangs left pending (its cost is the
+    ``disruption`` term; what the nominated gangs earn counts when they are bound)."""
     placements = placer.placed
     terms = evaluate(problem, placements, config.weights)
+    if preemption is not None and preemption.evictions:
+        terms["disruption"] = preemption.disruption
     objective = sum(terms.values())
     admitted = admitted_gangs(problem, placements)
     admitted_set = set(admitted)
@@ -71,6 +77,11 @@ def decision_from_placements(
         wall_s=wall_s,
         stages=tuple(stages),
         decided_by=decided_by or scheduler,
+        evictions=preemption.evictions if preemption else {},
+        nominated={
+            pod: problem.nodes[node].name
+            for pod, node in sorted((preemption.nominated if preemption else {}).items())
+        },
     )
     if config.defer_explanations:
         # The placer is the decision's own: nothing changes its room after this.

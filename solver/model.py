@@ -222,6 +222,17 @@ class Pod(_Frozen):
             "counts as empty for packing"
         ),
     )
+    may_preempt: bool = Field(
+        default=True,
+        description="false for spec.preemptionPolicy Never: its gang never evicts others",
+    )
+    started_s: float | None = Field(
+        default=None, description="when a bound pod started: its running work, if evicted"
+    )
+    terminating: bool = Field(
+        default=False,
+        description="evicted or deleted, still holding its node's room until it is gone",
+    )
 
     def demand(self) -> dict[str, int]:
         """Requests plus the pod slot every pod takes."""
@@ -250,6 +261,13 @@ class Gang(_Frozen):
     queue: str = DEFAULT_QUEUE
     priority: int = 0
     created_s: float = 0.0
+    preemptible: bool = Field(
+        default=True,
+        description=(
+            "false: never a victim of preemption or reclaim (annotation "
+            "gangsat.io/preemptible or volcano.sh/preemptable: \"false\")"
+        ),
+    )
 
 
 class Queue(_Frozen):
@@ -270,6 +288,7 @@ class ClusterState(_Frozen):
     pods: tuple[Pod, ...] = ()
     gangs: tuple[Gang, ...] = ()
     queues: tuple[Queue, ...] = ()
+    now_s: float = Field(default=0.0, description="the snapshot's clock: ages of running pods")
 
     @model_validator(mode="after")
     def _unique_names(self) -> ClusterState:
@@ -349,6 +368,17 @@ class Decision(_Frozen):
     stages: tuple[StageReport, ...] = ()
     decided_by: str = Field(
         default="", description="the stage whose candidate was returned, or the scheduler"
+    )
+    evictions: dict[str, str] = Field(
+        default_factory=dict,
+        description="running pod -> why it is evicted (preemption or reclaim, and for whom)",
+    )
+    nominated: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "pending pod -> node, for gangs placed into the room the evictions free: bound "
+            "once the victims are gone, the room held for them until then"
+        ),
     )
     # Why each gang not admitted waits, still to be worked out (SolverConfig's
     # defer_explanations): gang -> reason, merged into ``unschedulable`` by ``explained``.

@@ -40,6 +40,8 @@ ViolationKind = Literal[
     "partial-gang",
     "capability",
     "invalid-gang",
+    "eviction",
+    "nomination",
 ]
 
 
@@ -159,6 +161,126 @@ def check(state: ClusterState, decision: Decision) -> list[Violation]:
     out.extend(_capacity(state, nodes, new_on_node))
     out.extend(_gangs(state, gangs, queues, new_pods))
     out.extend(_capabilities(state, gangs, queues, new_pods))
+    if decision.evictions or decision.nominated:
+        out.extend(check_preemption(state, decision))
+    return out
+
+
+def check_preemption(state: ClusterState, decision: Decision) -> list[Violation]:
+    """The rules of preemption: victims are running PodGroup pods of preemptible gangs,
+    each left with no pod or at least minMember; every node losing pods gets a nominated
+    pod of a gang allowed to take from the victim (same queue: higher priority; another
+    queue: reclaim); nominated gangs are whole and fit once the victims are gone."""
+    pods = {p.name: p for p in state.pods}
+    nodes = {n.name: n for n in state.nodes}
+    gangs = {g.name: g for g in state.gangs}
+    out: list[Violation] = []
+
+    def bad(kind: ViolationKind, subject: str, message: str) -> None:
+        out.append(Violation(kind=kind, subject=subject, message=message))
+
+    evicted_by_gang: dict[str, int] = defaultdict(int)
+    victims_on_node: dict[str, set[str]] = defaultdict(set)
+    for name in sorted(decision.evictions):
+        pod = pods.get(name)
+        gang = gangs.get(pod.gang) if pod is not None and pod.gang is not None else None
+        if pod is None or pod.node_name is None or pod.terminating:
+            bad("eviction", name, f"pod {name!r} is not running: nothing to evict")
+        elif gang is None:
+            bad("eviction", name, f"pod {name!r} is in no PodGroup: never a victim")
+        elif not gang.preemptible:
+            bad("eviction", name, f"gang {gang.name!r} is marked non-preemptible")
+        else:
+            evicted_by_gang[gang.name] += 1
+            victims_on_node[pod.node_name].add(gang.name)
+    running: dict[str, int] = defaultdict(int)
+    for pod in state.bound_pods():
+        if pod.gang is not None and not pod.terminating:
+            running[pod.gang] += 1
+    for name, count in sorted(evicted_by_gang.items()):
+        left = running[name] - count
+        if 0 < left < gangs[name].min_member:
+            bad(
+                "eviction",
+                name,
+                f"gang {name!r} would keep {left} pod(s), below minMember "
+                f"{gangs[name].min_member}: a victim is shrunk to minMember or evicted whole",
+            )
+
+    nominated_by_gang: dict[str, list[Pod]] = defaultdict(list)
+    on_node: dict[str, list[Pod]] = defaultdict(list)
+    for name, node_name in sorted(decision.nominated.items()):
+        pod = pods.get(name)
+        node = nodes.get(node_name)
+        if pod is None or pod.node_name is not None or pod.gates or name in decision.placements:
+            bad("nomination", name, f"pod {name!r} is not a pending pod this decision leaves")
+        elif node is None:
+            bad("nomination", name, f"pod {name!r} is nominated to unknown node {node_name!r}")
+        elif not pod.may_preempt:
+            bad("nomination", name, f"pod {name!r} has preemptionPolicy Never")
+        elif (reason := placement_reason(pod, node)) is not None:
+            bad("nomination", name, f"pod {name!r} may not run on {node_name!r}: {reason}")
+        else:
+            nominated_by_gang[pod.gang_name()].append(pod)
+            on_node[node_name].append(pod)
+    held: dict[str, int] = defaultdict(int)
+    for pod in state.bound_pods():
+        held[pod.gang_name()] += 1
+    for placed in decision.placements:
+        if placed in pods:
+            held[pods[placed].gang_name()] += 1
+    for name, members in sorted(nominated_by_gang.items()):
+        gang = gangs.get(name)
+        need = gang.min_member if gang is not None else 1
+        if held[name] + len(members) < need:
+            bad("nomination", name, f"gang {name!r} would hold fewer than minMember {need}")
+
+    for node_name, victims in sorted(victims_on_node.items()):
+        takers = [gangs.get(p.gang or "") for p in on_node.get(node_name, [])]
+        for victim in sorted(victims):
+            v = gangs[victim]
+            if not any(
+                t is not None and (t.queue != v.queue or t.priority > v.priority) for t in takers
+            ):
+                bad(
+                    "eviction",
+                    victim,
+                    f"gang {victim!r} loses pods on {node_name!r} where no gang allowed to "
+                    "take from it (higher priority, or another queue reclaiming) is nominated",
+                )
+    out.extend(_room_after_evictions(state, decision, nodes, on_node))
+    return out
+
+
+def _room_after_evictions(
+    state: ClusterState,
+    decision: Decision,
+    nodes: Mapping[str, Node],
+    on_node: Mapping[str, list[Pod]],
+) -> list[Violation]:
+    pods = {p.name: p for p in state.pods}
+    staying: dict[str, list[Pod]] = defaultdict(list)
+    for pod in state.bound_pods():
+        if pod.name not in decision.evictions:
+            staying[pod.node_name or ""].append(pod)
+    for name, node_name in decision.placements.items():
+        if name in pods:
+            staying[node_name].append(pods[name])
+    out = []
+    for node_name in sorted(on_node):
+        total = _sum([*staying.get(node_name, []), *on_node[node_name]])
+        over = [r for r, q in sorted(total.items()) if q > nodes[node_name].allocatable[r]]
+        if over:
+            out.append(
+                Violation(
+                    kind="nomination",
+                    subject=node_name,
+                    message=(
+                        f"node {node_name!r}: nominated pods do not fit once the victims are "
+                        f"gone ({', '.join(over)})"
+                    ),
+                )
+            )
     return out
 
 

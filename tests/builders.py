@@ -104,6 +104,19 @@ class PodBuilder:
 
     bound = on
 
+    def started(self, seconds: float) -> PodBuilder:
+        self._fields["started_s"] = seconds
+        return self
+
+    def never_preempts(self) -> PodBuilder:
+        """spec.preemptionPolicy: Never."""
+        self._fields["may_preempt"] = False
+        return self
+
+    def terminating(self) -> PodBuilder:
+        self._fields["terminating"] = True
+        return self
+
     def selector(self, labels: Mapping[str, str] | None = None, **kw: str) -> PodBuilder:
         self._selector.update(labels or {})
         self._selector.update(kw)
@@ -198,6 +211,10 @@ class GangBuilder:
         self._fields["created_s"] = seconds
         return self
 
+    def not_preemptible(self) -> GangBuilder:
+        self._fields["preemptible"] = False
+        return self
+
     def build(self) -> Gang:
         return Gang.model_validate(self._fields)
 
@@ -250,6 +267,7 @@ def state(
     pods: Iterable[Pod | PodBuilder] = (),
     gangs: Iterable[Gang | GangBuilder] = (),
     queues: Iterable[Queue | QueueBuilder] = (),
+    now_s: float = 0.0,
 ) -> ClusterState:
     """A snapshot; builders are built, so ``.build()`` may be left off."""
     return ClusterState(
@@ -257,4 +275,5 @@ def state(
         pods=_built(pods),
         gangs=_built(gangs),
         queues=_built(queues),
+        now_s=now_s,
     )

@@ -1,0 +1,378 @@
+"""Preemption and reclaim: which running gangs to shrink or evict, for which pending gangs.
+
+Run after placement, on what it left (``solver.victims`` says who may take from whom).
+One CP-SAT model decides jointly, per node, the pods each candidate gang would place in
+the room the evictions free and the pods each victim loses:
+
+- ``x[pod@node]``: pods of a preemptor's class nominated to the node;
+- ``admitted[gang]``: the preemptor placed whole (minMember), or not at all;
+- ``removed[victim@node]``: a victim's pods evicted from the node, and ``evicted[victim]``:
+  it loses all its pods, else at most those above minMember — never left short;
+- capacity per node: nominated pods <= room the decision left + what is removed there;
+  queue capability for the preemptors;
+- **no eviction without a placement**: a victim loses pods on a node only where a
+  preemptor allowed to take from it is nominated, and no preemptor that may not take
+  from it is nominated to that node;
+- **reclaim floor**: a queue above its deserved share is never pushed below it.
+
+The objective prices what ``solver.objective`` prices (pod value, priority, fairness
+shortfall), over ranks of the preemptors' and victims' priorities, minus what eviction
+costs: the value a victim's pods stop earning, the ``disruption`` weight per pod and the
+``disruption_per_hour`` weight per hour of work lost, and an evicted gang's priority.
+After solving, victims whose room turns out not to be needed are kept (``_kept``), so
+nothing is evicted "in case".
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from solver.arrays import IntArray
+from solver.config import SolverConfig
+from solver.objective import Coefficients
+from solver.problem import Problem, fit_per_node
+from solver.victims import Candidates, candidates
+
+MAX_FREE_NODES = 64  # per preemptor class, nodes without victims it may also use
+MIN_SOLVE_S = 0.05
+
+
+@dataclass
+class Preemption:
+    """What the model decided: evictions (pod -> why) and nominations (pod -> node)."""
+
+    evictions: dict[str, str] = field(default_factory=dict)
+    nominated: dict[str, int] = field(default_factory=dict)
+    disruption: int = 0  # objective term: what the evictions cost (<= 0)
+    wall_s: float = 0.0
+
+
+@dataclass
+class _Model:
+    cand: Candidates
+    model: cp_model.CpModel = field(default_factory=cp_model.CpModel)
+    x: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)  # (class, node)
+    admitted: dict[int, cp_model.IntVar] = field(default_factory=dict)  # preemptor index
+    removed: dict[int, cp_model.IntVar] = field(default_factory=dict)  # victim group
+    evicted: dict[int, cp_model.IntVar] = field(default_factory=dict)  # victim
+    cap: dict[tuple[int, int], int] = field(default_factory=dict)  # x's upper bounds
+    owner: dict[int, int] = field(default_factory=dict)  # class -> preemptor index
+    uses: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)  # (pre, node)
+    touches: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)  # (vic, node)
+    cost: list[cp_model.LinearExprT] = field(default_factory=list)
+
+
+def preempt(
+    problem: Problem,
+    placed: dict[str, int],
+    free: IntArray,
+    queue_room: list[IntArray],
+    coef: Coefficients,
+    config: SolverConfig,
+) -> Preemption:
+    """Evictions and nominations after a decision placing ``placed`` (pod -> node) and
+    leaving ``free`` room per node and ``queue_room`` per queue."""
+    started = time.perf_counter()
+    cand = candidates(problem, placed, free, queue_room, coef, config.weights)
+    if cand is None:
+        return Preemption(wall_s=time.perf_counter() - started)
+    m = _Model(cand)
+    _build_variables(problem, m)
+    if not m.x or not m.removed:
+        return Preemption(wall_s=time.perf_counter() - started)
+    _add_gang_rules(problem, m)
+    _add_capacity(problem, m)
+    _add_node_rules(m)
+    _add_reclaim_floor(problem, m, coef)
+    _set_objective(problem, m, coef, config)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(
+        MIN_SOLVE_S, config.preemption_time_share * config.time_limit_s
+    )
+    solver.parameters.num_workers = config.workers()
+    solver.parameters.random_seed = config.seed
+    status = solver.solve(m.model)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return Preemption(wall_s=time.perf_counter() - started)
+    result = _decode(problem, m, solver)
+    result.wall_s = time.perf_counter() - started
+    return result
+
+
+def _build_variables(problem: Problem, m: _Model) -> None:
+    cand = m.cand
+    victim_nodes = cand.victim_nodes()
+    room_by_victim: dict[int, dict[int, IntArray]] = defaultdict(dict)  # victim -> node
+    for grp in cand.groups:
+        per_node = room_by_victim[grp.victim]
+        per_node[grp.node] = per_node.get(grp.node, 0) + grp.demand * len(grp.pods)
+    for i, pre in enumerate(cand.preemptors):
+        gang = problem.gangs[pre.gang]
+        freed = np.zeros_like(cand.free)
+        for v in pre.eligible:
+            for node, room in room_by_victim.get(v, {}).items():
+                freed[node] += room
+        with_victims = np.array(sorted(victim_nodes), dtype=np.int64)
+        for c in gang.classes:
+            m.owner[c] = i
+            cls = problem.classes[c]
+            fit_now = np.where(cls.feasible, fit_per_node(cls.demand, cand.free), 0)
+            fit_freed = np.where(cls.feasible, fit_per_node(cls.demand, cand.free + freed), 0)
+            spare = np.flatnonzero(fit_now > 0)
+            spare = spare[np.argsort(-fit_now[spare], kind="stable")][:MAX_FREE_NODES]
+            nodes = set(spare.tolist()) | set(
+                with_victims[fit_freed[with_victims] > 0].tolist() if len(with_victims) else []
+            )
+            for n in sorted(nodes):
+                cap = min(cls.count, int(fit_freed[n]))
+                m.x[(c, n)] = m.model.new_int_var(0, cap, f"x[{cls.pods[0]}@{n}]")
+                m.cap[(c, n)] = cap
+                if (i, n) not in m.uses:
+                    m.uses[(i, n)] = m.model.new_bool_var(f"uses[{gang.name}@{n}]")
+        m.admitted[i] = m.model.new_bool_var(f"admitted[{gang.name}]")
+    for g, grp in enumerate(cand.groups):
+        victim = cand.victims[grp.victim]
+        m.removed[g] = m.model.new_int_var(0, len(grp.pods), f"removed[{victim.name}@{grp.node}]")
+        key = (grp.victim, grp.node)
+        if key not in m.touches:
+            m.touches[key] = m.model.new_bool_var(f"touches[{victim.name}@{grp.node}]")
+        if grp.victim not in m.evicted:
+            m.evicted[grp.victim] = m.model.new_bool_var(f"evicted[{victim.name}]")
+
+
+def _add_gang_rules(problem: Problem, m: _Model) -> None:
+    """Preemptors whole or not at all; victims kept, shrunk to minMember, or evicted."""
+    cand = m.cand
+    for i, pre in enumerate(cand.preemptors):
+        gang = problem.gangs[pre.gang]
+        admitted = m.admitted[i]
+        placed = []
+        for c in gang.classes:
+            of_class = [var for (cc, _), var in m.x.items() if cc == c]
+            m.model.add(sum(of_class) <= problem.classes[c].count * admitted)
+            placed += of_class
+        m.model.add(sum(placed) >= gang.need * admitted)
+    by_victim: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+    for g, grp in enumerate(cand.groups):
+        by_victim[grp.victim].append(m.removed[g])
+    for v, removed in by_victim.items():
+        victim = cand.victims[v]
+        evicted = m.evicted[v]
+        m.model.add(sum(removed) >= victim.bound * evicted)
+        m.model.add(sum(removed) <= victim.spare + victim.min_member * evicted)
+
+
+def _add_capacity(problem: Problem, m: _Model) -> None:
+    cand = m.cand
+    load: dict[int, list[tuple[IntArray, cp_model.IntVar]]] = defaultdict(list)
+    for (c, n), var in m.x.items():
+        load[n].append((problem.classes[c].demand, var))
+    freed: dict[int, list[tuple[IntArray, cp_model.IntVar]]] = defaultdict(list)
+    for g, grp in enumerate(cand.groups):
+        freed[grp.node].append((grp.demand, m.removed[g]))
+    for n, placed in load.items():
+        for r in range(len(problem.resources)):
+            terms = [int(d[r]) * var for d, var in placed if d[r]]
+            if not terms:
+                continue
+            gains = [int(d[r]) * var for d, var in freed.get(n, []) if d[r]]
+            m.model.add(sum(terms) <= int(cand.free[n, r]) + sum(gains))
+    # Queue capability: what a queue's preemptors add, less what its own victims free.
+    for q, room in enumerate(cand.queue_room):
+        capped = np.flatnonzero(problem.queues[q].capability >= 0)
+        if not len(capped):
+            continue
+        mine = [
+            (problem.classes[c].demand, var)
+            for (c, _), var in m.x.items()
+            if problem.gangs[problem.classes[c].gang].queue == q
+        ]
+        theirs = [
+            (grp.demand, m.removed[g])
+            for g, grp in enumerate(cand.groups)
+            if cand.victims[grp.victim].queue == q
+        ]
+        for r in capped.tolist():
+            if mine:
+                add = sum(int(d[r]) * var for d, var in mine)
+                back = sum(int(d[r]) * var for d, var in theirs)
+                m.model.add(add - back <= int(room[r]))
+
+
+def _add_node_rules(m: _Model) -> None:
+    """Nominations mark the nodes a preemptor uses; removals only where one allowed to
+    take from the victim is nominated, and no other."""
+    cand = m.cand
+    nominated: dict[tuple[int, int], list[cp_model.IntVar]] = defaultdict(list)
+    for (c, n), var in m.x.items():
+        m.model.add(var <= m.cap[(c, n)] * m.uses[(m.owner[c], n)])
+        nominated[(m.owner[c], n)].append(var)
+    for key, uses in m.uses.items():
+        m.model.add(sum(nominated[key]) >= uses)
+    for g, grp in enumerate(cand.groups):
+        m.model.add(m.removed[g] <= len(grp.pods) * m.touches[(grp.victim, grp.node)])
+    for (v, n), touches in m.touches.items():
+        allowed = [
+            m.uses[(i, n)]
+            for i, pre in enumerate(cand.preemptors)
+            if v in pre.eligible and (i, n) in m.uses
+        ]
+        m.model.add(touches <= sum(allowed))
+        for i, pre in enumerate(cand.preemptors):
+            if v not in pre.eligible and (i, n) in m.uses:
+                m.model.add(touches + m.uses[(i, n)] <= 1)
+
+
+def _add_reclaim_floor(problem: Problem, m: _Model, coef: Coefficients) -> None:
+    """A queue above its deserved share ends at or above it."""
+    cand = m.cand
+    for q in range(len(problem.queues)):
+        held = int(coef.held[q] + cand.gained[q])
+        if held <= int(coef.deserved[q]):
+            continue
+        lost = [
+            grp.share * m.removed[g]
+            for g, grp in enumerate(cand.groups)
+            if grp.share and cand.victims[grp.victim].queue == q
+        ]
+        if not lost:
+            continue
+        won = [
+            int(coef.pod_share[c]) * var
+            for (c, _), var in m.x.items()
+            if problem.gangs[problem.classes[c].gang].queue == q
+        ]
+        m.model.add(held + sum(won) - sum(lost) >= int(coef.deserved[q]))
+
+
+def _set_objective(problem: Problem, m: _Model, coef: Coefficients, config: SolverConfig) -> None:
+    cand = m.cand
+    w = config.weights
+    gains: list[cp_model.LinearExprT] = []
+    for (c, _), var in m.x.items():
+        gains.append(int(coef.pod[c]) * var)
+    for i, pre in enumerate(cand.preemptors):
+        gang = problem.gangs[pre.gang]
+        cheapest = min(problem.classes[c].value for c in gang.classes)
+        bonus = w.priority * cand.ranks[gang.priority] * gang.need * cheapest + coef.started
+        gains.append(bonus * m.admitted[i])
+    for g, grp in enumerate(cand.groups):
+        m.cost.append(grp.cost * m.removed[g])
+    for v, evicted in m.evicted.items():
+        if cand.victims[v].evict_cost:
+            m.cost.append(cand.victims[v].evict_cost * evicted)
+    # Fairness: each queue's shortfall below deserved after the decision and this model.
+    for q in range(len(problem.queues)):
+        won = [
+            int(coef.pod_share[c]) * var
+            for (c, _), var in m.x.items()
+            if problem.gangs[problem.classes[c].gang].queue == q
+        ]
+        lost = [
+            grp.share * m.removed[g]
+            for g, grp in enumerate(cand.groups)
+            if cand.victims[grp.victim].queue == q
+        ]
+        if not won and not lost:
+            continue
+        base = int(coef.deserved[q] - coef.held[q] - cand.gained[q])
+        high = max(0, base) + sum(grp.share * len(grp.pods) for grp in cand.groups)
+        short = m.model.new_int_var(0, high, f"short[{problem.queues[q].name}]")
+        m.model.add(short >= base - sum(won) + sum(lost))
+        # Measured from the decision's own shortfall: the term is what this model changes.
+        gains.append(int(coef.shortfall) * short - int(coef.shortfall) * max(0, base))
+    m.model.maximize(cp_model.LinearExpr.sum(gains) - cp_model.LinearExpr.sum(m.cost))
+
+
+def _decode(problem: Problem, m: _Model, solver: cp_model.CpSolver) -> Preemption:
+    cand = m.cand
+    nominated: dict[str, int] = {}
+    admitted = {i for i, var in m.admitted.items() if solver.value(var)}
+    next_pod: dict[int, int] = defaultdict(int)
+    load: dict[int, IntArray] = {}
+    users: dict[int, list[int]] = defaultdict(list)  # node -> preemptors nominated there
+    for (c, n), var in sorted(m.x.items()):
+        count = int(solver.value(var))
+        if not count or m.owner[c] not in admitted:
+            continue
+        cls = problem.classes[c]
+        start = next_pod[c]
+        for pod in cls.pods[start : start + count]:
+            nominated[pod] = n
+        next_pod[c] = start + count
+        load[n] = load.get(n, 0) + cls.demand * count
+        users[n].append(m.owner[c])
+    removed = {g: int(solver.value(var)) for g, var in m.removed.items()}
+    removed = _kept(m, removed, load)
+    evictions: dict[str, str] = {}
+    cost = 0
+    gone: dict[int, int] = defaultdict(int)
+    for g, count in removed.items():
+        if not count:
+            continue
+        grp = cand.groups[g]
+        victim = cand.victims[grp.victim]
+        gone[grp.victim] += count
+        cost += grp.cost * count
+        pre = next((i for i in users[grp.node] if grp.victim in cand.preemptors[i].eligible), None)
+        if pre is None:
+            # The model forbids it; should it ever happen, evicting nothing is safe.
+            return Preemption()
+        preemptor = problem.gangs[cand.preemptors[pre].gang]
+        if victim.queue == preemptor.queue:
+            why = (
+                f"preempted by gang {preemptor.name} "
+                f"(priority {preemptor.priority} > {victim.priority})"
+            )
+        else:
+            why = (
+                f"reclaimed by queue {problem.queues[preemptor.queue].name} "
+                f"(below its deserved share) for gang {preemptor.name}"
+            )
+        for pod in grp.pods[:count]:
+            evictions[pod] = why
+    for v, count in gone.items():
+        if count >= cand.victims[v].bound:
+            cost += cand.victims[v].evict_cost
+    if not evictions:
+        # Every victim was kept: the nominated gangs fit without them, and the next cycle
+        # places them as any other.
+        return Preemption()
+    return Preemption(evictions=evictions, nominated=nominated, disruption=-cost)
+
+
+def _kept(m: _Model, removed: dict[int, int], load: dict[int, IntArray]) -> dict[int, int]:
+    """``removed`` with the victims whose room the nominated pods do not need restored,
+    the costliest first: a solution found in time is not always optimal, and nothing is
+    evicted "in case"."""
+    cand = m.cand
+    by_victim: dict[int, list[int]] = defaultdict(list)
+    freed: dict[int, IntArray] = {}
+    for g, count in removed.items():
+        if count:
+            grp = cand.groups[g]
+            by_victim[grp.victim].append(g)
+            freed[grp.node] = freed.get(grp.node, 0) + grp.demand * count
+    kept = dict(removed)
+
+    def cost(v: int) -> int:
+        return sum(cand.groups[g].cost * removed[g] for g in by_victim[v])
+
+    for v in sorted(by_victim, key=cost, reverse=True):
+        back: dict[int, IntArray] = {}
+        for g in by_victim[v]:
+            grp = cand.groups[g]
+            back[grp.node] = back.get(grp.node, 0) + grp.demand * removed[g]
+        if all(
+            (cand.free[n] + freed[n] - back[n] - load.get(n, 0) >= 0).all() for n in back
+        ):
+            for n, room in back.items():
+                freed[n] = freed[n] - room
+            for g in by_victim[v]:
+                kept[g] = 0
+    return kept

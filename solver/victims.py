@@ -1,0 +1,249 @@
+"""Who may preempt whom, prepared once per cycle for the preemption model.
+
+Read after the placement decision: the gangs it leaves pending are the candidate
+*preemptors*; running gangs are *victims* for the ones allowed to take from them:
+
+- **preempt**, within a queue: a gang may take from running gangs of lower priority;
+- **reclaim**, across queues: a gang whose queue ends the decision below its deserved
+  share may take from queues above theirs (the model keeps them at or above it).
+
+A victim is a PodGroup at or above minMember with no pod already terminating (it is
+being shrunk or evicted: taking more would compound one decision on another), in a
+known queue, and not marked non-preemptible. Pods outside PodGroups (DaemonSets,
+static pods, plain Deployments) are never victims. A gang any of whose pending pods
+has ``preemptionPolicy: Never`` never preempts.
+
+Victims' pods are grouped per (gang, node, spec), youngest first, so the model counts
+pods removed per group and decoding picks the pods that lose the least work.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from solver.arrays import IntArray
+from solver.config import ObjectiveWeights
+from solver.model import Pod
+from solver.objective import Coefficients
+from solver.problem import Problem, model_unit, share_units
+
+SECONDS_PER_HOUR = 3600.0
+MAX_PREEMPTORS = 8  # candidates per cycle, by priority then shortfall then age
+
+
+@dataclass(frozen=True)
+class VictimGroup:
+    victim: int  # index into Candidates.victims
+    node: int
+    pods: tuple[str, ...]  # youngest first: the first removed
+    demand: IntArray  # one pod, model units
+    share: int  # one pod, share units of its queue's dominant resource
+    cost: int  # per pod removed: value it stops earning, plus disruption
+
+
+@dataclass
+class Victim:
+    index: int
+    name: str
+    queue: int
+    priority: int
+    bound: int
+    min_member: int
+    value: int  # share units of one pod's dominant resource (the smallest member's)
+    evict_cost: int = 0  # the priority it held: lost when evicted whole
+    groups: list[int] = field(default_factory=list)
+
+    @property
+    def spare(self) -> int:
+        """Pods it can lose and keep running."""
+        return self.bound - self.min_member
+
+
+@dataclass
+class Preemptor:
+    gang: int  # index into Problem.gangs
+    eligible: frozenset[int]  # victims it may take from
+    reclaims: bool  # its queue is below its deserved share
+
+
+@dataclass
+class Candidates:
+    preemptors: list[Preemptor]
+    victims: list[Victim]
+    groups: list[VictimGroup]
+    free: IntArray  # (nodes, resources): room the placement decision left
+    queue_room: list[IntArray]  # per queue: capability room the decision left
+    gained: IntArray  # per queue: share units the decision's placements add
+    ranks: dict[int, int]  # priority -> rank among preemptors and victims, 0 = lowest
+
+    def victim_nodes(self) -> set[int]:
+        return {g.node for g in self.groups}
+
+
+def _model_demand(problem: Problem, pod: Pod) -> IntArray:
+    units = np.array([model_unit(r) for r in problem.resources], dtype=np.int64)
+    raw = np.array([pod.demand().get(r, 0) for r in problem.resources], dtype=np.int64)
+    demand: IntArray = -(-raw // units)
+    return demand
+
+
+def _age_hours(pod: Pod, now_s: float) -> float:
+    if pod.started_s is None:
+        return 0.0
+    return max(0.0, now_s - pod.started_s) / SECONDS_PER_HOUR
+
+
+def candidates(
+    problem: Problem,
+    placed: dict[str, int],
+    free: IntArray,
+    queue_room: list[IntArray],
+    coef: Coefficients,
+    w: ObjectiveWeights,
+) -> Candidates | None:
+    """Preemptors and their victims after a decision placing ``placed`` (pod -> node);
+    None when no pending gang may take from any running one."""
+    state = problem.state
+    pods = {p.name: p for p in state.pods}
+    admitted = _admitted(problem, placed)
+    gained = _gained(problem, placed, coef)
+    below = coef.deserved - coef.held - gained > 0  # per queue, after the decision
+    above = coef.held + gained - coef.deserved > 0
+
+    pending = [
+        g
+        for g in problem.gangs
+        if not g.running
+        and g.index not in admitted
+        and all(pods[p].may_preempt for c in g.classes for p in problem.classes[c].pods)
+    ]
+    if not pending:
+        return None
+    victims, groups = _victims(problem, pods, coef, w)
+    if not victims:
+        return None
+    preemptors: list[Preemptor] = []
+    for g in pending:
+        eligible = frozenset(
+            v.index
+            for v in victims
+            if (v.queue == g.queue and v.priority < g.priority)
+            or (v.queue != g.queue and below[g.queue] and above[v.queue])
+        )
+        if eligible:
+            preemptors.append(Preemptor(g.index, eligible, bool(below[g.queue])))
+    if not preemptors:
+        return None
+    shortfall = coef.deserved - coef.held - gained
+    preemptors.sort(
+        key=lambda p: (
+            -problem.gangs[p.gang].priority,
+            -int(shortfall[problem.gangs[p.gang].queue]),
+            problem.gangs[p.gang].created_s,
+            problem.gangs[p.gang].name,
+        )
+    )
+    preemptors = preemptors[:MAX_PREEMPTORS]
+    used = set().union(*(p.eligible for p in preemptors))
+    priorities = {problem.gangs[p.gang].priority for p in preemptors}
+    priorities |= {victims[v].priority for v in used}
+    ranks = {p: i for i, p in enumerate(sorted(priorities))}
+    for v in used:
+        victim = victims[v]
+        victim.evict_cost = w.priority * ranks[victim.priority] * victim.min_member * victim.value
+    return Candidates(
+        preemptors=preemptors,
+        victims=victims,
+        groups=[grp for grp in groups if grp.victim in used],
+        free=free,
+        queue_room=queue_room,
+        gained=gained,
+        ranks=ranks,
+    )
+
+
+def _admitted(problem: Problem, placed: dict[str, int]) -> set[int]:
+    of_pod = problem.class_of_pod()
+    count = [0] * len(problem.gangs)
+    for pod in placed:
+        count[problem.classes[of_pod[pod]].gang] += 1
+    return {g.index for g in problem.gangs if not g.running and g.reaches(count[g.index])}
+
+
+def _gained(problem: Problem, placed: dict[str, int], coef: Coefficients) -> IntArray:
+    """Per queue, share units of its dominant resource the decision's placements add."""
+    of_pod = problem.class_of_pod()
+    gained = np.zeros(len(problem.queues), dtype=np.int64)
+    for pod in placed:
+        c = of_pod[pod]
+        gained[problem.gangs[problem.classes[c].gang].queue] += coef.pod_share[c]
+    return gained
+
+
+def _victims(
+    problem: Problem, pods: dict[str, Pod], coef: Coefficients, w: ObjectiveWeights
+) -> tuple[list[Victim], list[VictimGroup]]:
+    state = problem.state
+    q_index = {q.name: q.index for q in problem.queues}
+    n_index = {n.name: i for i, n in enumerate(problem.nodes)}
+    members: dict[str, list[Pod]] = defaultdict(list)
+    terminating: set[str] = set()
+    for pod in state.pods:
+        if pod.gang is None or pod.node_name is None:
+            continue
+        if pod.terminating:
+            terminating.add(pod.gang)
+        members[pod.gang].append(pod)
+    victims: list[Victim] = []
+    groups: list[VictimGroup] = []
+    for gang in state.gangs:
+        bound = members.get(gang.name, [])
+        q = q_index.get(gang.queue)
+        if (
+            not gang.preemptible
+            or gang.name in terminating
+            or q is None
+            or not bound
+            or len(bound) < gang.min_member
+            or any(p.node_name not in n_index for p in bound)
+        ):
+            continue
+        dominant = problem.queues[q].dominant
+        by_group: dict[tuple[object, ...], list[Pod]] = defaultdict(list)
+        for pod in bound:
+            by_group[(pod.node_name, pod.requests.key())].append(pod)
+        victim = Victim(
+            index=len(victims),
+            name=gang.name,
+            queue=q,
+            priority=gang.priority,
+            bound=len(bound),
+            min_member=gang.min_member,
+            value=0,
+        )
+        values = []
+        for (node, _), same in sorted(by_group.items(), key=lambda kv: str(kv[0])):
+            same.sort(key=lambda p: (-(p.started_s or 0.0), p.name))
+            demand = _model_demand(problem, same[0])
+            share = share_units(demand, problem.totals)
+            value = max(1, int(share.max()) if len(share) else 1)
+            values.append(value)
+            age = max(_age_hours(p, state.now_s) for p in same)
+            cost = int(value * (w.value + w.disruption + w.disruption_per_hour * age))
+            victim.groups.append(len(groups))
+            groups.append(
+                VictimGroup(
+                    victim=victim.index,
+                    node=n_index[str(node)],
+                    pods=tuple(p.name for p in same),
+                    demand=demand,
+                    share=int(share[dominant]) if dominant >= 0 else 0,
+                    cost=cost,
+                )
+            )
+        victim.value = min(values)
+        victims.append(victim)
+    return victims, groups

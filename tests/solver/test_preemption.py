@@ -1,0 +1,206 @@
+"""Preemption and reclaim on hand-made clusters whose right answer can be worked out."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from solver.config import SolverConfig
+from solver.cpsat import solve
+from solver.model import ClusterState, Decision
+from solver.validate import check
+from tests.builders import gang, node, pod, queue, state
+
+PREEMPT = SolverConfig(preemption=True)
+
+
+def _running(name: str, size: int, cpu: int, nodes: list[str], started: float = 0.0) -> list:
+    return [
+        pod(f"{name}-{i}").req(cpu=cpu).gang(name).on(nodes[i % len(nodes)]).started(started)
+        for i in range(size)
+    ]
+
+
+def _pending(name: str, size: int, cpu: int) -> list:
+    return [pod(f"{name}-{i}").req(cpu=cpu).gang(name) for i in range(size)]
+
+
+def _evicted_gangs(decision: Decision) -> Counter[str]:
+    return Counter(p.rsplit("-", 1)[0] for p in decision.evictions)
+
+
+def _priority_cluster(min_member: int = 4, **kw: object) -> ClusterState:
+    """Two 4-cpu nodes full of a low-priority gang (4 x 2 cpu); a high-priority gang of
+    2 x 4 cpu waits."""
+    hi = gang("hi", 2).priority(10)
+    lo = gang("lo", min_member)
+    return state(
+        [node("n0").cap(cpu=4), node("n1").cap(cpu=4)],
+        [*_running("lo", 4, 2, ["n0", "n0", "n1", "n1"]), *_pending("hi", 2, 4)],
+        [lo, hi],
+        [queue()],
+        now_s=600,
+    )
+
+
+def test_without_preemption_nothing_is_evicted() -> None:
+    decision = solve(_priority_cluster())
+    assert not decision.evictions and not decision.nominated
+    assert not decision.placements
+
+
+def test_higher_priority_gang_evicts_a_whole_lower_one_and_is_nominated() -> None:
+    st_ = _priority_cluster()
+    decision = solve(st_, PREEMPT)
+    assert set(decision.evictions) == {f"lo-{i}" for i in range(4)}
+    assert all("preempted by gang hi" in why for why in decision.evictions.values())
+    assert sorted(decision.nominated.values()) == ["n0", "n1"]
+    assert not decision.placements  # bound once the victims are gone
+    assert decision.terms["disruption"] < 0
+    assert check(st_, decision) == []
+
+
+def test_victim_above_min_member_is_shrunk_not_evicted() -> None:
+    # lo runs 4 pods with minMember 2: one node's two pods make room for one 4-cpu pod.
+    st_ = state(
+        [node("n0").cap(cpu=4), node("n1").cap(cpu=4)],
+        [*_running("lo", 4, 2, ["n0", "n0", "n1", "n1"]), *_pending("hi", 1, 4)],
+        [gang("lo", 2), gang("hi", 1).priority(10)],
+        [queue()],
+    )
+    decision = solve(st_, PREEMPT)
+    assert len(decision.evictions) == 2
+    node_of = {p.name: p.node_name for p in st_.pods}
+    assert len({node_of[p] for p in decision.evictions}) == 1
+    assert list(decision.nominated.values()) == [node_of[next(iter(decision.evictions))]]
+    assert check(st_, decision) == []
+
+
+def test_no_eviction_for_a_gang_that_would_not_fit_anyway() -> None:
+    st_ = state(
+        [node("n0").cap(cpu=4), node("n1").cap(cpu=4)],
+        [*_running("lo", 4, 2, ["n0", "n0", "n1", "n1"]), *_pending("hi", 1, 8)],
+        [gang("lo", 4), gang("hi", 1).priority(10)],
+        [queue()],
+    )
+    decision = solve(st_, PREEMPT)
+    assert not decision.evictions and not decision.nominated
+
+
+def test_equal_priority_in_one_queue_never_preempts() -> None:
+    st_ = state(
+        [node("n0").cap(cpu=4)],
+        [*_running("lo", 2, 2, ["n0"]), *_pending("hi", 1, 4)],
+        [gang("lo", 2).priority(5), gang("hi", 1).priority(5)],
+        [queue()],
+    )
+    assert not solve(st_, PREEMPT).evictions
+
+
+def test_preemption_policy_never_and_non_preemptible_gangs_are_honoured() -> None:
+    never = state(
+        [node("n0").cap(cpu=4)],
+        [*_running("lo", 2, 2, ["n0"]), pod("hi-0").req(cpu=4).gang("hi").never_preempts()],
+        [gang("lo", 2), gang("hi", 1).priority(10)],
+        [queue()],
+    )
+    assert not solve(never, PREEMPT).evictions
+    # Two victims would do; the one marked non-preemptible is spared.
+    spared = state(
+        [node("n0").cap(cpu=4), node("n1").cap(cpu=4)],
+        [*_running("keep", 2, 2, ["n0"]), *_running("lo", 2, 2, ["n1"]), *_pending("hi", 1, 4)],
+        [gang("keep", 2).not_preemptible(), gang("lo", 2), gang("hi", 1).priority(10)],
+        [queue()],
+    )
+    decision = solve(spared, PREEMPT)
+    assert _evicted_gangs(decision) == Counter({"lo": 2})
+    assert check(spared, decision) == []
+
+
+def test_the_youngest_victim_goes_first() -> None:
+    st_ = state(
+        [node("n0").cap(cpu=4), node("n1").cap(cpu=4)],
+        [
+            *_running("old", 1, 4, ["n0"], started=0.0),
+            *_running("young", 1, 4, ["n1"], started=7 * 3600.0),
+            *_pending("hi", 1, 4),
+        ],
+        [gang("old", 1), gang("young", 1), gang("hi", 1).priority(10)],
+        [queue()],
+        now_s=8 * 3600.0,
+    )
+    decision = solve(st_, PREEMPT)
+    assert set(decision.evictions) == {"young-0"}
+
+
+def _reclaim_cluster(weight_a: int, b_priority: int = 0) -> ClusterState:
+    """Queue a holds all four 4-cpu nodes with four 1-pod gangs; queue b waits with a gang
+    of two."""
+    running = [pod(f"a{j}-0").req(cpu=4).gang(f"a{j}").on(f"n{j}").started(0) for j in range(4)]
+    return state(
+        [node(f"n{j}").cap(cpu=4) for j in range(4)],
+        [*running, *_pending("b", 2, 4)],
+        [
+            *[gang(f"a{j}", 1).queue("qa") for j in range(4)],
+            gang("b", 2).queue("qb").priority(b_priority),
+        ],
+        [queue("qa", weight_a), queue("qb", 1)],
+        now_s=600,
+    )
+
+
+def test_reclaim_takes_back_down_to_the_victims_deserved_share() -> None:
+    st_ = _reclaim_cluster(weight_a=1)  # each deserves 2 nodes
+    decision = solve(st_, PREEMPT)
+    assert len(decision.evictions) == 2
+    assert all("reclaimed by queue qb" in why for why in decision.evictions.values())
+    assert len(decision.nominated) == 2
+    assert check(st_, decision) == []
+
+
+def test_reclaim_never_pushes_a_queue_below_its_deserved_share() -> None:
+    # qa deserves 3 of 4 nodes: freeing two for b's gang would push it below that. b's
+    # priority makes the trade pay in the objective: only the floor stops it.
+    assert not solve(_reclaim_cluster(weight_a=3, b_priority=10), PREEMPT).evictions
+
+
+@st.composite
+def _clusters(draw: st.DrawFn) -> ClusterState:
+    """Full nodes of running gangs of random sizes, priorities and queues; pending gangs
+    that may only run by preempting or reclaiming."""
+    n_nodes = draw(st.integers(2, 5))
+    nodes = [node(f"n{i}").cap(cpu=4) for i in range(n_nodes)]
+    pods, gangs = [], []
+    slots = [f"n{i}" for i in range(n_nodes) for _ in range(4)]
+    g = 0
+    while slots:
+        size = min(len(slots), draw(st.integers(1, 4)))
+        mm = draw(st.integers(1, size))
+        name = f"r{g}"
+        pods += [pod(f"{name}-{i}").req(cpu=1).gang(name).on(slots.pop()) for i in range(size)]
+        gangs.append(
+            gang(name, mm).priority(draw(st.integers(0, 2))).queue(draw(st.sampled_from("ab")))
+        )
+        g += 1
+    for k in range(draw(st.integers(1, 3))):
+        name = f"p{k}"
+        size, cpu = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+        pods += _pending(name, size, cpu)
+        gangs.append(
+            gang(name, draw(st.integers(1, size)))
+            .priority(draw(st.integers(0, 3)))
+            .queue(draw(st.sampled_from("abc")))
+        )
+    return state(nodes, pods, gangs, [queue("a"), queue("b"), queue("c", 2)])
+
+
+@settings(max_examples=40, deadline=None)
+@given(_clusters())
+def test_every_preemption_passes_the_validator(cluster: ClusterState) -> None:
+    """Never a victim below minMember, no eviction without a nominated taker on that node,
+    and the nominated gangs whole and fitting once their victims are gone."""
+    decision = solve(cluster, SolverConfig(preemption=True, time_limit_s=0.5))
+    assert check(cluster, decision) == []
+    assert bool(decision.evictions) == bool(decision.nominated)
