@@ -8,7 +8,7 @@ every failure it can recover from as ``ClusterError``; anything else is a bug.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -66,6 +66,9 @@ class CycleReport(BaseModel):
     waiting_pods: dict[str, str] = Field(
         default_factory=dict, description="pod -> why it is not considered (e.g. no PodGroup)"
     )
+    preempted: dict[str, str] = Field(
+        default_factory=dict, description="pod -> why it was evicted this cycle, for whom"
+    )
 
 
 class Cluster(Protocol):
@@ -81,6 +84,12 @@ class Cluster(Protocol):
     def evict(self, pods: Sequence[str], reason: str) -> dict[str, ClusterError]:
         """Undo binds (delete the pods so their controllers recreate them pending).
         Returns the pods it could not evict."""
+        ...
+
+    def preempt(self, evictions: Mapping[str, str]) -> dict[str, ClusterError]:
+        """Evict running pods (pod -> why) for a preempting gang, gracefully: each keeps
+        its node's room while it terminates (and shows ``terminating`` meanwhile). A
+        disruption budget may refuse one. Returns the pods not evicted."""
         ...
 
     def report(self, report: CycleReport) -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict, Field
 
 from adapter.cluster import Cluster, ClusterError, CycleReport, GangStatus
+from adapter.holds import Hold, Holds
 from adapter.metrics import LoopMetrics
 from adapter.repair import place_again
 from solver.config import SolverConfig
@@ -64,6 +65,11 @@ class CycleResult:
     repaired: dict[str, str] = field(default_factory=dict)  # pod -> node, bound at a 2nd try
     stranded: dict[str, str] = field(default_factory=dict)  # pod -> eviction failure
     rejected: dict[str, str] = field(default_factory=dict)  # gang -> validator finding
+    preempted: dict[str, str] = field(default_factory=dict)  # pod -> why, evicted for a gang
+    preempt_failed: dict[str, str] = field(default_factory=dict)  # pod -> eviction refusal
+    preemption_rejected: str = ""  # the validator's finding, when no eviction was sent
+    holding: dict[str, str] = field(default_factory=dict)  # gang -> what its hold waits for
+    released: dict[str, str] = field(default_factory=dict)  # gang -> why its hold was dropped
     violations: list[Violation] = field(default_factory=list)
     statuses: list[GangStatus] = field(default_factory=list)
     pending_pods: int = 0
@@ -114,6 +120,7 @@ class _Gangs:
 
 POD_FINDINGS = frozenset({"unknown-pod", "already-bound", "gated", "unknown-node", "predicate"})
 GANG_FINDINGS = frozenset({"invalid-gang", "partial-gang"})
+PREEMPTION_FINDINGS = frozenset({"eviction", "nomination"})
 
 
 def _rejected_gangs(
@@ -129,8 +136,8 @@ def _rejected_gangs(
         placed_by_gang[gangs.gang(pod)].append(node)
     rejected: dict[str, str] = {}
     for v in violations:
-        if v.kind == "partial-gang" and not atomic:
-            continue
+        if (v.kind == "partial-gang" and not atomic) or v.kind in PREEMPTION_FINDINGS:
+            continue  # preemption findings void the evictions (_preempt), not the binds
         if v.kind in POD_FINDINGS:
             hit = [gangs.gang(v.subject)]
         elif v.kind in GANG_FINDINGS:
@@ -239,6 +246,54 @@ def _bind(
             result.evicted.append(pod)
 
 
+def _preempt(
+    cluster: Cluster,
+    state: ClusterState,
+    gangs: _Gangs,
+    decision: Decision,
+    holds: Holds,
+    result: CycleResult,
+) -> None:
+    """Send the decision's evictions and hold the room for the gangs nominated to it.
+
+    Sent only when the validator found nothing wrong with them (a finding voids them all:
+    an eviction cannot be taken back). A gang one of whose victims could not be evicted
+    (a PodDisruptionBudget's 429, a vanished pod) is not held: it is decided afresh next
+    cycle, when what did go is free."""
+    findings = [v for v in result.violations if v.kind in PREEMPTION_FINDINGS]
+    if findings:
+        result.preemption_rejected = f"{findings[0].kind}: {findings[0].message}"
+        log.error("not evicting: the decision's preemption breaks a rule: %s", findings[0])
+        return
+    failures = cluster.preempt(decision.evictions)
+    for pod, why in decision.evictions.items():
+        if pod in failures:
+            result.preempt_failed[pod] = str(failures[pod])
+        else:
+            result.preempted[pod] = why
+    node_of = {p.name: p.node_name for p in state.pods if p.name in decision.evictions}
+    by_gang: dict[str, dict[str, str]] = defaultdict(dict)
+    for pod, node in decision.nominated.items():
+        by_gang[gangs.gang(pod)][pod] = node
+    for gang, pods in by_gang.items():
+        nodes = set(pods.values())
+        victims = {p: n for p, n in node_of.items() if n in nodes and n is not None}
+        refused = sorted(p for p in victims if p in failures)
+        if refused:
+            error = failures[refused[0]]
+            log.warning("gang %s not held: eviction of %s failed (%s)", gang, refused[0], error)
+            continue
+        holds.add(
+            Hold(
+                gang=gang,
+                pods=pods,
+                victims=frozenset(victims),
+                victim_nodes=victims,
+                since_s=state.now_s,
+            )
+        )
+
+
 def _explained(decision: Decision, gangs: _Gangs) -> Decision:
     """Why the gangs the decision leaves waiting wait, worked out once its binds are sent:
     explanations only feed the report, which follows the binds (1,000 real-shaped nodes:
@@ -283,6 +338,8 @@ def _statuses(state: ClusterState, gangs: _Gangs, result: CycleResult) -> list[G
             message = f"bind of {failed[0]} failed ({result.failed_binds[failed[0]]})"
         elif gang.name in result.rejected:
             reason, message = "InvalidDecision", result.rejected[gang.name]
+        elif gang.name in result.holding:
+            reason, message = "Preempting", result.holding[gang.name]
         elif gang.name in reasons:
             reason, message = "NotEnoughResources", reasons[gang.name]
         elif result.error:
@@ -303,10 +360,27 @@ def _statuses(state: ClusterState, gangs: _Gangs, result: CycleResult) -> list[G
     return statuses
 
 
+def _with_held(decision: Decision, ready: list[Hold]) -> Decision:
+    """The decision with the held gangs whose victims are gone bound this cycle."""
+    if not ready:
+        return decision
+    placements = {**decision.placements}
+    for hold in ready:
+        placements.update(hold.pods)
+    admitted = (*decision.admitted, *(h.gang for h in ready if h.gang not in decision.admitted))
+    return decision.model_copy(update={"placements": placements, "admitted": admitted})
+
+
 def run_cycle(
-    cluster: Cluster, settings: LoopSettings, metrics: LoopMetrics | None = None
+    cluster: Cluster,
+    settings: LoopSettings,
+    metrics: LoopMetrics | None = None,
+    holds: Holds | None = None,
 ) -> CycleResult:
-    """One scheduling cycle. Never raises for cluster or solver failures."""
+    """One scheduling cycle. Never raises for cluster or solver failures.
+
+    ``holds`` carries the room held for preempting gangs from cycle to cycle; without it,
+    a decision's evictions are not sent (nothing could bind the gangs they are for)."""
     result = CycleResult(scheduler=settings.scheduler)
     started = time.perf_counter()
     try:
@@ -321,23 +395,48 @@ def run_cycle(
     result.pending_pods = len(state.pending_pods())
     gangs = _Gangs.of(state)
     atomic = settings.atomic()
+    # Held gangs whose victims are gone bind now; the others keep their room: the solver
+    # sees both as bound, the validator the waiting ones.
+    ready: list[Hold] = []
+    waiting: list[Hold] = []
+    solver_state = checked_state = state
+    if holds:
+        result.released = holds.refresh(state)
+        ready, waiting = holds.split(state)
+        solver_state = holds.assumed(state, ready + waiting)
+        checked_state = holds.assumed(state, waiting)
     # Explanations are worked out once the binds are sent (_explained).
     config = settings.solver.model_copy(update={"defer_explanations": True})
+    if holds is None:
+        config = config.model_copy(update={"preemption": False})
     try:
-        decision = SCHEDULERS[settings.scheduler](state, config)
+        decision = SCHEDULERS[settings.scheduler](solver_state, config)
     except Exception as e:  # a solver bug must not stop scheduling; it is logged loudly
         log.exception("scheduler %s failed", settings.scheduler)
         result.error = f"scheduler {settings.scheduler} failed: {type(e).__name__}: {e}"
         decision = None
     result.decide_s = time.perf_counter() - started - result.snapshot_s
     if decision is not None:
+        decision = _with_held(decision, ready)
         result.decision = decision
-        result.violations = check(state, decision)
+        result.violations = check(checked_state, decision)
         result.rejected = _rejected_gangs(gangs, decision, result.violations, atomic)
         for gang, why in result.rejected.items():
             log.error("not binding gang %s: the decision breaks a hard rule: %s", gang, why)
         bind_started = time.perf_counter()
         _bind(cluster, gangs, decision, result, atomic, settings.solver)
+        if holds is not None:
+            for hold in ready:
+                holds.drop(hold.gang, "bound" if hold.gang not in result.rejected else "refused")
+            if decision.evictions:
+                _preempt(cluster, checked_state, gangs, decision, holds, result)
+            where = {p.name: p.node_name for p in state.pods} if holds else {}
+            for hold in holds.held.values():
+                left = [p for p, n in hold.victim_nodes.items() if where.get(p) == n]
+                result.holding[hold.gang] = (
+                    f"preempting: waiting for {len(left) or len(hold.victims)} evicted pod(s) "
+                    f"to terminate on {', '.join(sorted(set(hold.pods.values())))}"
+                )
         result.bind_s = time.perf_counter() - bind_started
         result.decision = _explained(decision, gangs)
         # Deciding's own work, done after the binds: counted as deciding, not binding.
@@ -350,6 +449,7 @@ def run_cycle(
                 statuses=tuple(result.statuses),
                 bound=result.bound,
                 waiting_pods=decision.waiting_pods if decision is not None else {},
+                preempted=result.preempted,
             )
         )
     except ClusterError as e:

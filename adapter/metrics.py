@@ -155,6 +155,19 @@ class LoopMetrics:
             ["memory"],
             registry=r,
         )
+        self.evictions = Counter(
+            "gangsat_evictions_total",
+            "Running pods evicted for a pending gang: preempt (a higher priority in the same "
+            "queue), reclaim (a queue below its deserved share), or refused (a disruption "
+            "budget or a vanished pod said no).",
+            ["reason"],
+            registry=r,
+        )
+        self.disruption = Gauge(
+            "gangsat_disruption_objective",
+            "The last decision's disruption term (what its evictions cost, <= 0).",
+            registry=r,
+        )
         self.solver_gap = Gauge(
             "gangsat_solver_gap_ratio",
             "Relative gap of the last CP-SAT decision to its own bound.",
@@ -186,6 +199,10 @@ class LoopMetrics:
         self.gangs_admitted.inc(len(result.admitted()))
         if result.decision.gap is not None:
             self.solver_gap.set(result.decision.gap)
+        for why in result.preempted.values():
+            self.evictions.labels("reclaim" if why.startswith("reclaimed") else "preempt").inc()
+        self.evictions.labels("refused").inc(len(result.preempt_failed))
+        self.disruption.set(result.decision.terms.get("disruption", 0) if result.preempted else 0)
 
     def observe_queues(self, shares: dict[str, QueueShare], resource: str) -> None:
         unit = 1000 if resource == "cpu" else 1  # CPU is counted in millicores

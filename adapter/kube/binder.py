@@ -61,12 +61,12 @@ MAX_BIND_WAIT_S = 10.0
 MAX_RETRY_AFTER_S = 5.0
 
 
-def _split(key: str) -> tuple[str, str]:
+def split_key(key: str) -> tuple[str, str]:
     namespace, _, name = key.partition("/")
     return namespace, name
 
 
-def _api_error(e: ApiException) -> ClusterError:
+def api_error(e: ApiException) -> ClusterError:
     reason = str(e.reason or e.status)
     message = str(e.reason)
     try:
@@ -208,7 +208,7 @@ class Binder:
         return failures
 
     def _bind_one(self, pod: str, node: str, uid: str) -> ClusterError | None:
-        namespace, name = _split(pod)
+        namespace, name = split_key(pod)
         body = binding_body(namespace, name, node, uid)
         deadline = time.monotonic() + self.retry_budget_s
         ambiguous = False  # an attempt may have landed although it did not say so
@@ -232,8 +232,8 @@ class Binder:
                 return None
             except ApiException as e:
                 if e.status == 409:
-                    return self._settle(pod, node, _api_error(e), uid)
-                error = _api_error(e)
+                    return self._settle(pod, node, api_error(e), uid)
+                error = api_error(e)
                 if e.status not in RETRYABLE:
                     break
                 ambiguous = ambiguous or e.status != 429  # a 5xx may follow a committed write
@@ -250,7 +250,7 @@ class Binder:
 
     def _settle(self, pod: str, node: str, error: ClusterError, uid: str) -> ClusterError | None:
         """Read the pod to learn where an ambiguous or conflicting bind left it."""
-        namespace, name = _split(pod)
+        namespace, name = split_key(pod)
         try:
             current = read_json(
                 self.core.read_namespaced_pod(
@@ -264,7 +264,7 @@ class Binder:
             if e.status == 404:
                 return ClusterError("NotFound", f"pod {pod} is gone")
             return ClusterError(
-                error.reason, f"{error.message}; then: {_api_error(e)}", uncertain=True
+                error.reason, f"{error.message}; then: {api_error(e)}", uncertain=True
             )
         except Exception as e:
             return ClusterError(error.reason, f"{error.message}; then: {e}", uncertain=True)
@@ -282,7 +282,7 @@ class Binder:
         return {pod: error for pod, f in futures if (error := f.result()) is not None}
 
     def _delete_one(self, pod: str, reason: str) -> ClusterError | None:
-        namespace, name = _split(pod)
+        namespace, name = split_key(pod)
         uid = self._uids.get(pod)
         if not uid:
             current = self.cache.pod(pod)
@@ -310,7 +310,7 @@ class Binder:
             except ApiException as e:
                 if e.status in (404, 409):
                     return None  # gone already, or replaced by a new pod: ours holds nothing
-                error = _api_error(e)
+                error = api_error(e)
                 delay = self.backoff_s * 2**attempt
                 if e.status == 429:
                     delay = max(delay, _retry_after(e, delay))

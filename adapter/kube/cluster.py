@@ -2,7 +2,8 @@
 
 Watches (one ``Reflector`` per resource) fill a ``ClusterCache``; ``snapshot`` converts
 the cache into a ``ClusterState`` (``adapter.kube.convert``), ``bind`` and ``evict`` go
-through the ``Binder`` (Binding subresource, thread pool, fenced by leadership), and
+through the ``Binder`` (Binding subresource, thread pool, fenced by leadership),
+``preempt`` through the ``Evictor`` (Eviction API, PodDisruptionBudgets honoured), and
 ``report`` hands statuses and Events to the ``Reporter`` (coalesced, rate-limited, off
 the loop). Objects gangsat cannot read become findings, reported as Events; they never
 fail a cycle.
@@ -13,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from kubernetes import client
 
@@ -21,6 +22,7 @@ from adapter.cluster import ClusterError, CycleReport
 from adapter.kube.binder import Binder, Fence, always
 from adapter.kube.cache import ClusterCache
 from adapter.kube.convert import Finding, Memo, convert
+from adapter.kube.evictor import Evictor
 from adapter.kube.reflector import Reflector
 from adapter.kube.reporter import Reporter
 from adapter.kube.resources import Resource, discover
@@ -48,6 +50,7 @@ class KubeCluster:
         self.cache = ClusterCache()
         self.reflectors = [Reflector(api, r, self.cache) for r in self.resources]
         self.binder = Binder(api, self.cache, fence=fence, threads=bind_threads)
+        self.evictor = Evictor(api, self.cache, fence=fence)
         self.writer = Writer(rate_per_s=writes_per_s)
         self.reporter = Reporter(api, self.cache, self.writer, recorder, resources=self.resources)
         self.findings: list[Finding] = []
@@ -87,6 +90,7 @@ class KubeCluster:
             reflector.stop()
         self.writer.stop()
         self.binder.close()
+        self.evictor.close()
 
     def remembered(self) -> dict[str, int]:
         """The size of every memory kept from one cycle to the next, by name. Each follows
@@ -133,6 +137,9 @@ class KubeCluster:
 
     def evict(self, pods: Sequence[str], reason: str) -> dict[str, ClusterError]:
         return self.binder.delete(pods, reason)
+
+    def preempt(self, evictions: Mapping[str, str]) -> dict[str, ClusterError]:
+        return self.evictor.evict(evictions)
 
     def report(self, report: CycleReport) -> None:
         try:

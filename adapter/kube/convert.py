@@ -18,6 +18,7 @@ unapplied manifest can be asked "what would gangsat do".
 from __future__ import annotations
 
 import functools
+import time
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from adapter.kube.fields import (
     int_field,
     meta,
     quantities,
+    started_s,
 )
 from solver.model import (
     PODS,
@@ -179,6 +181,7 @@ def _pod(
     created: float,
     priorities: Mapping[str, int],
     default_priority: int,
+    started: float | None = None,
 ) -> Pod:
     group = group_of({"metadata": metadata, "spec": spec})
     priority = spec.get("priority")
@@ -210,6 +213,9 @@ def _pod(
             isinstance(ref, dict) and ref.get("kind") == "DaemonSet"
             for ref in metadata.get("ownerReferences") or []
         ),
+        # The API server copies the PriorityClass's policy into the pod.
+        may_preempt=spec.get("preemptionPolicy") != "Never",
+        started_s=started if spec.get("nodeName") else None,
     )
 
 
@@ -381,6 +387,7 @@ def convert(
                     created_s(o) or float(index),
                     priorities,
                     default_priority,
+                    started_s(o) or created_s(o) or None,
                 ),
             )
             if pod is None:
@@ -415,6 +422,7 @@ def convert(
         pods=tuple(pods.values()),
         gangs=tuple(gangs.values()),
         queues=tuple(queues.values()),
+        now_s=time.time(),
     )
     ours = ", ".join(sorted(scheduler_names))
     ignored = [

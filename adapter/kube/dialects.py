@@ -87,6 +87,11 @@ def without_group(pod: Obj) -> Obj:
     return {**pod, "metadata": metadata, "spec": spec}
 
 
+# A PodGroup annotated "false" with either is never a victim of preemption or reclaim
+# (Volcano users already mark jobs so).
+NON_PREEMPTIBLE = ("gangsat.io/preemptible", "volcano.sh/preemptable")
+
+
 def podgroup(obj: Obj, priorities: Mapping[str, int]) -> Gang:
     """A PodGroup of any dialect (``obj["apiVersion"]`` says which)."""
     namespace, name = meta(obj)
@@ -99,12 +104,16 @@ def podgroup(obj: Obj, priorities: Mapping[str, int]) -> Gang:
         priority = priorities.get(spec.get("priorityClassName") or "", 0)
     if not isinstance(queue, str):
         raise BadObject(f"spec.queue must be a name, got {json.dumps(queue)}")
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
     return Gang(
         name=f"{namespace}/{name}",
         min_member=min_member,
         queue=queue,
         priority=priority,
         created_s=created_s(obj),
+        preemptible=not any(
+            str(annotations.get(key, "")).lower() == "false" for key in NON_PREEMPTIBLE
+        ),
     )
 
 

@@ -140,6 +140,8 @@ class Reporter:
             )
         for pod, why in report.waiting_pods.items():
             self._pod_waiting(pod, why)
+        for pod, why in report.preempted.items():
+            self._event(self._pod_ref(pod), "Warning", "Preempted", f"Evicted by gangsat: {why}")
         for finding in findings:
             self._finding(finding)
         self._queues(live, gang_queue, _allocated(state, gang_queue))

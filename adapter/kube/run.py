@@ -32,6 +32,7 @@ from kubernetes import client, config
 from pydantic import ValidationError
 
 from adapter.errors import message
+from adapter.holds import Holds
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.heap import HeapKeeper
 from adapter.kube.lease import LeaseElector
@@ -180,6 +181,9 @@ class KubeScheduler:
         self.heap = HeapKeeper()
         self._beat: float | None = None  # monotonic time the loop last went round
         self._waited: set[str] = set()  # live gangs whose admission wait was observed
+        # Room held for preempting gangs. Not handed to a new leader: it decides afresh,
+        # and the victims already evicted have freed what they held.
+        self.holds = Holds()
 
     def leading(self) -> bool:
         return self.leading_for() > 0
@@ -312,7 +316,7 @@ class KubeScheduler:
 
     def cycle(self) -> CycleResult:
         settings = LoopSettings(scheduler=self.settings.scheduler, solver=self.settings.solver)
-        result = run_cycle(self.cluster, settings, self.metrics)
+        result = run_cycle(self.cluster, settings, self.metrics, self.holds)
         self.cycles += 1
         self.last = result
         for memory, size in self.cluster.remembered().items():

@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from adapter.cluster import ClusterError, CycleReport
@@ -24,7 +24,7 @@ from adapter.sim.scenario import Job, Workload
 from solver.model import ClusterState, Gang, Node, Pod
 from solver.predicates import insufficient
 
-ARRIVE, READY, FINISH = "arrive", "ready", "finish"
+ARRIVE, READY, FINISH, GONE = "arrive", "ready", "finish", "gone"
 
 
 @dataclass
@@ -69,6 +69,9 @@ class SimulatedCluster:
         settings = self.workload.scenario.settings
         self.bind_latency_s = settings.bind_latency_s
         self.bind_failure_rate = settings.bind_failure_rate
+        self.termination_grace_s = settings.termination_grace_s
+        self.checkpoint_fraction = settings.checkpoint_fraction
+        self.preempted_pod_s: dict[str, float] = defaultdict(float)  # resource-s of lost work
         self._rng = random.Random(settings.seed)
         self.nodes: dict[str, Node] = {n.name: n for n in self.workload.nodes}
         self.free: dict[str, dict[str, int]] = {
@@ -84,6 +87,7 @@ class SimulatedCluster:
         self._bound_count: dict[str, int] = defaultdict(int)  # job -> pods bound
         self._ready_count: dict[str, int] = defaultdict(int)  # job -> pods past bind latency
         self._ready: set[str] = set()
+        self._terminating: set[str] = set()  # evicted, still holding their node's room
         self._bind_serial: dict[str, int] = {}  # pod -> serial of its current bind
         self._queue: list[tuple[float, int, str, str, int]] = []
         self._seq = 0
@@ -100,6 +104,7 @@ class SimulatedCluster:
             pods=tuple(self.pods.values()),
             gangs=tuple(self._gangs[name] for name in active),
             queues=self.workload.queues,
+            now_s=self.now,
         )
 
     def bind(self, placements: Sequence[tuple[str, str]]) -> dict[str, ClusterError]:
@@ -118,6 +123,34 @@ class SimulatedCluster:
                 self.evict_one(pod, reason)
             except ClusterError as e:
                 failures[pod] = e
+        return failures
+
+    def preempt(self, evictions: Mapping[str, str]) -> dict[str, ClusterError]:
+        """Each pod stops at once (its job pauses below minMember, losing the progress
+        not checkpointed) and keeps its node's room for the termination grace period,
+        after which it is pending again."""
+        failures: dict[str, ClusterError] = {}
+        touched: set[str] = set()
+        for pod, reason in evictions.items():
+            current = self.pods.get(pod)
+            if current is None or current.node_name is None or current.terminating:
+                failures[pod] = ClusterError("NotFound", f"pod {pod} is not running")
+                continue
+            self.pods[pod] = current.model_copy(update={"terminating": True})
+            if pod in self._ready:
+                self._ready.discard(pod)
+                self._ready_count[self.job_of[pod]] -= 1
+            self._bind_serial.pop(pod, None)  # a bind latency still running never ends
+            job = self.job_of[pod]
+            # No longer a member that runs: a gang evicted whole is not "partly bound".
+            self._terminating.add(pod)
+            self._bound_count[job] -= 1
+            touched.add(job)
+            self.events_log.append(SimEvent(self.now, "preempted", job, f"{pod}: {reason}"))
+            self._push(self.now + self.termination_grace_s, GONE, pod)
+        for job in touched:
+            self._update(self.jobs[job], preempted=True)
+        self.version += 1
         return failures
 
     def bind_one(self, pod: str, node: str) -> None:
@@ -146,7 +179,7 @@ class SimulatedCluster:
             )
         for r, q in demand.items():
             free[r] -= q
-        self.pods[pod] = current.model_copy(update={"node_name": node})
+        self.pods[pod] = current.model_copy(update={"node_name": node, "started_s": self.now})
         self.version += 1
         job = self.job_of[pod]
         self._bound_count[job] += 1
@@ -181,6 +214,15 @@ class SimulatedCluster:
         """Process the next event, moving the clock to it."""
         t, _, kind, name, token = heapq.heappop(self._queue)
         self.now = max(self.now, t)
+        if kind == GONE:
+            current = self.pods.get(name)
+            if current is not None and current.terminating and current.node_name is not None:
+                self._release(current)
+                self.pods[name] = current.model_copy(
+                    update={"node_name": None, "terminating": False, "started_s": None}
+                )
+                self.version += 1
+            return
         if kind == READY:
             # ``name`` is the pod; a bind undone before its latency passed has a new serial.
             if self._bind_serial.get(name) == token:
@@ -266,7 +308,10 @@ class SimulatedCluster:
             free[r] += q
         self._bind_serial.pop(pod.name, None)
         job = self.job_of[pod.name]
-        self._bound_count[job] -= 1
+        if pod.name in self._terminating:
+            self._terminating.discard(pod.name)  # counted out when it was evicted
+        else:
+            self._bound_count[job] -= 1
         if pod.name in self._ready:
             self._ready.discard(pod.name)
             self._ready_count[job] -= 1
@@ -275,8 +320,9 @@ class SimulatedCluster:
         self._ready.add(pod)
         self._ready_count[self.job_of[pod]] += 1
 
-    def _update(self, js: JobState) -> None:
-        """Start or pause a job as its running pod count crosses ``min_member``."""
+    def _update(self, js: JobState, preempted: bool = False) -> None:
+        """Start or pause a job as its running pod count crosses ``min_member``; paused by
+        preemption, it keeps only ``checkpoint_fraction`` of its progress."""
         if js.finished_s is not None:
             return
         enough = self._ready_count[js.job.name] >= js.job.min_member
@@ -295,6 +341,13 @@ class SimulatedCluster:
         elif not enough and js.running:
             assert js.running_since is not None
             js.remaining_s -= self.now - js.running_since
+            if preempted:
+                done = js.job.duration_s - js.remaining_s
+                kept = done * self.checkpoint_fraction
+                for pod in js.job.pods:
+                    for r, q in pod.requests.items():
+                        self.preempted_pod_s[r] += q * (done - kept)
+                js.remaining_s = js.job.duration_s - kept
             js.running_since = None
             js.token += 1
             self.events_log.append(

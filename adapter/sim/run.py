@@ -9,8 +9,9 @@ choice again (the baselines decide the same; cpsat, time-limited, may differ onl
 near-equal answers), and skipping keeps month-long traces fast.
 
 Deadlock: partial gangs hold resources, no job runs, and nothing has changed for
-``deadlock_after_s``. Nothing can then ever change (no scheduler here preempts), so the
-run is reported as deadlocked and ends there.
+``deadlock_after_s``. Nothing can then ever change (preemption only evicts whole running
+gangs or their pods above minMember, never a partial gang), so the run is reported as
+deadlocked and ends there.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from adapter.holds import Holds
 from adapter.loop import CycleResult, LoopSettings, run_cycle
 from adapter.metrics import LoopMetrics
 from adapter.sim.cluster import SimEvent, SimulatedCluster
@@ -105,6 +107,10 @@ def _sample(cluster: SimulatedCluster, fair: str) -> Sample:
                 if js.waiting:
                     queue_pending[js.job.queue] += current.requests[fair]
                 continue
+            if current.terminating:  # evicted: holds room, is no member of its gang
+                for r, q in current.demand().items():
+                    allocated[r] += q
+                continue
             bound += 1
             for r, q in current.demand().items():
                 held[r] += q
@@ -161,6 +167,7 @@ def simulate(
         logged = len(cluster.events_log)
 
     record()
+    holds = Holds()
     tick = 0.0
     decided_at_version = -1
     last_bind_s = 0.0  # when a cycle last bound or evicted anything
@@ -179,9 +186,9 @@ def simulate(
             run.stopped = "every job finished"
             break
         if cluster.has_waiting() and cluster.version != decided_at_version:
-            result = run_cycle(cluster, settings, metrics)
+            result = run_cycle(cluster, settings, metrics, holds)
             run.cycles.append(CycleRecord(tick, result))
-            if result.bound or result.evicted:
+            if result.bound or result.evicted or result.preempted:
                 last_bind_s = tick
             # Failed binds are retried next tick: a refusal may not repeat.
             decided_at_version = -1 if result.failed_binds else cluster.version

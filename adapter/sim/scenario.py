@@ -84,6 +84,18 @@ class SimSettings(_Frozen):
         le=0.9,
         description="fault injection: share of binds refused (at most 0.9, so gangs still bind)",
     )
+    termination_grace_s: float = Field(
+        default=30.0,
+        ge=0,
+        le=MAX_SECONDS,
+        description="an evicted pod keeps its node's room this long (Kubernetes' default 30 s)",
+    )
+    checkpoint_fraction: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="of a preempted job's progress, the share kept (0: it starts over)",
+    )
     seed: int = 0
 
 

@@ -329,6 +329,16 @@ class _Handler(BaseHTTPRequestHandler):
                 fake._bind(t.namespace, t.name, body)
             self._send(201, _bind_success())
             return
+        if (res.group, res.plural, t.sub) == ("", "pods", "eviction"):
+            if method != "POST":
+                raise FakeApiError(
+                    405, "the server does not allow this method on the requested resource"
+                )
+            assert t.namespace is not None
+            with fake._lock:
+                fake._evict(t.namespace, t.name, body)
+            self._send(201, _bind_success())
+            return
         if t.sub != "status" or not res.status_subresource:
             raise _not_found_path()
         with fake._lock:

@@ -121,6 +121,18 @@ def _builtin_resources() -> tuple[_Resource, ...]:
             create_on_update=True,
         ),
         _Resource(
+            "policy",
+            ["v1"],
+            "poddisruptionbudgets",
+            "PodDisruptionBudget",
+            True,
+            True,
+            ("pdb",),
+            "poddisruptionbudget",
+            "PodDisruptionBudgetList",
+            {},
+        ),
+        _Resource(
             "scheduling.k8s.io",
             ["v1"],
             "priorityclasses",
@@ -238,6 +250,17 @@ class _Registry(_Store):
                         "singularName": "",
                         "namespaced": True,
                         "kind": "Binding",
+                        "verbs": ["create"],
+                    }
+                )
+                resources.append(
+                    {
+                        "name": "pods/eviction",
+                        "singularName": "",
+                        "namespaced": True,
+                        "group": "policy",
+                        "version": "v1",
+                        "kind": "Eviction",
                         "verbs": ["create"],
                     }
                 )

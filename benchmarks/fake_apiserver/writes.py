@@ -287,6 +287,41 @@ class _Writes(_Admission, _Registry):
         for watcher in self._watchers.pop(key, set()):
             watcher.queue.put(None)
 
+    def _evict(self, namespace: str, name: str, eviction: Any) -> None:
+        """POST pods/{name}/eviction (policy/v1): the pod is deleted unless a
+        PodDisruptionBudget selecting it would be broken (429). As every delete here,
+        at once: no grace period is modelled (no kubelet would end it)."""
+        pods = self._resources[("", "pods")]
+        if not isinstance(eviction, dict):
+            raise FakeApiError(400, "the body of the request must be a JSON object")
+        current = self._objects[("", "pods")].get((namespace, name))
+        if current is None:
+            raise pods.not_found(name)
+        def selected(pod: Obj, wanted: dict[str, Any]) -> bool:
+            labels = (pod.get("metadata") or {}).get("labels") or {}
+            return all(labels.get(k) == v for k, v in wanted.items())
+
+        budgets = self._objects.get(("policy", "poddisruptionbudgets"), {})
+        for (ns, pdb_name), pdb in budgets.items():
+            spec = pdb.get("spec") or {}
+            wanted = (spec.get("selector") or {}).get("matchLabels") or {}
+            if ns != namespace or not selected(current, wanted):
+                continue
+            running = sum(
+                1
+                for (pns, _), pod in self._objects[("", "pods")].items()
+                if pns == namespace and (pod.get("spec") or {}).get("nodeName")
+                and selected(pod, wanted)
+            )
+            least = spec.get("minAvailable")
+            if isinstance(least, int) and running - 1 < least:
+                raise FakeApiError(
+                    429,
+                    "Cannot evict pod as it would violate the pod's disruption budget.",
+                    details={"causes": [{"reason": "DisruptionBudget", "message": pdb_name}]},
+                )
+        self._delete(pods, namespace, name, eviction.get("deleteOptions") or {})
+
     def _bind(self, namespace: str, name: str, binding: Any) -> None:
         pods = self._resources[("", "pods")]
         if not isinstance(binding, dict):

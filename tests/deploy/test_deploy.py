@@ -760,6 +760,7 @@ def test_cluster_role_is_what_the_adapter_uses() -> None:
         ("", "pods", "watch"),
         ("", "pods", "delete"),
         ("", "pods/binding", "create"),
+        ("", "pods/eviction", "create"),
         ("", "pods/status", "patch"),
         ("", "nodes", "list"),
         ("", "nodes", "watch"),

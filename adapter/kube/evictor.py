@@ -1,0 +1,107 @@
+"""Evicting the victims of preemption through the Eviction API (``policy/v1``).
+
+Unlike a rollback's delete (``Binder.delete``), a preemption evicts pods that are doing
+work, so it goes through ``pods/eviction``: the API server honours PodDisruptionBudgets
+and the pods' termination grace. Answers, and what they mean:
+
+- 201 (or 200): evicted; the pod terminates and, until it is gone, its node's room is
+  still held in the snapshot (``ClusterCache.deleting``), as no member of its gang.
+- 429: a PodDisruptionBudget forbids it now. Not retried within the cycle: the victim
+  stays, and the gang it was evicted for is not held (the loop decides afresh).
+- 404 or 409: the pod is gone, or a namesake replaced it: nothing of ours is left there.
+- 5xx, a timeout: retried with backoff within the retry budget.
+
+The UID the snapshot showed is a precondition, so a recreated pod of the same name is
+never evicted, and leadership fences every request as it fences binds.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from adapter.cluster import ClusterError
+from adapter.kube.binder import CONNECT_TIMEOUT_S, MAX_BIND_WAIT_S, Fence, api_error, split_key
+from adapter.kube.cache import ClusterCache
+from adapter.kube.resources import done
+
+log = logging.getLogger(__name__)
+
+RETRYABLE = frozenset({500, 502, 503, 504})
+
+
+class Evictor:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        cache: ClusterCache,
+        fence: Fence,
+        threads: int = 4,
+        retry_budget_s: float = 5.0,
+        backoff_s: float = 0.05,
+    ) -> None:
+        self.core = client.CoreV1Api(api)
+        self.cache = cache
+        self.fence = fence
+        self.retry_budget_s = retry_budget_s
+        self.backoff_s = backoff_s
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="evict")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def evict(self, evictions: Mapping[str, str]) -> dict[str, ClusterError]:
+        """Evict each pod (pod -> why); returns the pods not evicted."""
+        futures = [
+            (pod, self._pool.submit(self._evict_one, pod, why)) for pod, why in evictions.items()
+        ]
+        return {pod: error for pod, f in futures if (error := f.result()) is not None}
+
+    def _evict_one(self, pod: str, why: str) -> ClusterError | None:
+        namespace, name = split_key(pod)
+        current = self.cache.pod(pod)
+        uid = ((current or {}).get("metadata") or {}).get("uid")
+        if not uid:
+            return ClusterError("UnknownUID", f"{pod}: no UID known; not evicted")
+        body = client.V1Eviction(
+            metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+            delete_options=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)),
+        )
+        self.cache.deleting(pod, uid)  # its DELETED event may come before the answer
+        deadline = time.monotonic() + self.retry_budget_s
+        attempt = 0
+        while True:
+            left = self.fence()
+            if left <= 0:
+                self.cache.undelete(pod)
+                return ClusterError("NotLeader", "lost the lease before evicting")
+            try:
+                # No eviction may arrive after the lease could have passed on.
+                timeout = (CONNECT_TIMEOUT_S, min(left, MAX_BIND_WAIT_S))
+                done(
+                    self.core.create_namespaced_pod_eviction(
+                        name, namespace, body, _preload_content=False, _request_timeout=timeout
+                    )
+                )
+                log.info("evicted %s: %s", pod, why)
+                return None
+            except ApiException as e:
+                if e.status in (404, 409):
+                    return None
+                error = api_error(e)
+                if e.status not in RETRYABLE:  # 429: a disruption budget says not now
+                    self.cache.undelete(pod)
+                    return error
+            except Exception as e:
+                error = ClusterError(type(e).__name__, str(e))
+            delay = self.backoff_s * 2**attempt
+            attempt += 1
+            if time.monotonic() + delay > deadline:
+                self.cache.undelete(pod)
+                return error
+            time.sleep(delay)

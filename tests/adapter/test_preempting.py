@@ -1,0 +1,138 @@
+"""Preemption through the scheduling loop: evict, hold the room, bind once victims are gone.
+
+The fake cluster terminates evicted pods only when the test says so (a grace period),
+may refuse an eviction as a PodDisruptionBudget does (429), and keeps its clock in
+``now_s``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import pytest
+
+from adapter.cluster import ClusterError
+from adapter.holds import Holds
+from adapter.loop import LoopSettings, run_cycle
+from adapter.metrics import LoopMetrics
+from solver.config import SolverConfig
+from solver.model import ClusterState
+from solver.schedulers import SCHEDULERS
+from tests.adapter.test_loop import FakeCluster, sample, status_of
+from tests.builders import gang, node, pod, queue, state
+
+PREEMPTING = LoopSettings(
+    solver=SolverConfig(time_limit_s=2.0, deterministic=True, preemption=True)
+)
+
+
+class GracefulCluster(FakeCluster):
+    def __init__(self, base: ClusterState, refuse: Iterable[str] = ()) -> None:
+        super().__init__(base)
+        self.refuse = set(refuse)
+        self.terminating: set[str] = set()
+        self.gone: set[str] = set()  # evicted and terminated: pending again
+        self.now_s = 0.0
+
+    def snapshot(self) -> ClusterState:
+        state_ = super().snapshot()
+        pods = []
+        for p in state_.pods:
+            if p.name in self.gone:
+                p = p.model_copy(update={"node_name": None})
+            elif p.name in self.terminating:
+                p = p.model_copy(update={"terminating": True})
+            pods.append(p)
+        return state_.model_copy(update={"pods": tuple(pods), "now_s": self.now_s})
+
+    def preempt(self, evictions: Mapping[str, str]) -> dict[str, ClusterError]:
+        failures = {}
+        for pod_name in evictions:
+            if pod_name in self.refuse:
+                failures[pod_name] = ClusterError("TooManyRequests", "disruption budget")
+            else:
+                self.terminating.add(pod_name)
+        return failures
+
+    def grace_passes(self) -> None:
+        self.gone |= self.terminating
+        self.terminating.clear()
+
+
+def _cluster() -> ClusterState:
+    """Two 4-cpu nodes run a low-priority gang lo (4 x 2 cpu); hi (2 x 4 cpu, priority 10)
+    waits, and so does 'late' (2 x 4 cpu, priority 20 but never preempting), which would
+    take the room lo leaves, before hi, if nothing held it."""
+    lo = [pod(f"lo-{i}").req(cpu=2).gang("lo").on(f"n{i // 2}") for i in range(4)]
+    hi = [pod(f"hi-{i}").req(cpu=4).gang("hi") for i in range(2)]
+    late = [pod(f"late-{i}").req(cpu=4).gang("late").never_preempts() for i in range(2)]
+    return state(
+        [node("n0").cap(cpu=4), node("n1").cap(cpu=4)],
+        [*lo, *hi, *late],
+        [gang("lo", 4), gang("hi", 2).priority(10), gang("late", 2).priority(20)],
+        [queue()],
+    )
+
+
+def test_the_preemptor_binds_only_once_its_victims_are_gone_and_no_one_takes_its_room() -> None:
+    cluster = GracefulCluster(_cluster())
+    holds = Holds()
+    metrics = LoopMetrics()
+    first = run_cycle(cluster, PREEMPTING, metrics, holds)
+    assert set(first.preempted) == {f"lo-{i}" for i in range(4)}
+    assert not first.bound
+    assert status_of(first, "hi").reason == "Preempting"
+    assert sample(metrics, "gangsat_evictions_total", reason="preempt") == 4
+
+    waiting = run_cycle(cluster, PREEMPTING, metrics, holds)  # victims still terminating
+    assert not waiting.bound and not waiting.preempted
+    assert "hi" in holds.held
+
+    cluster.grace_passes()
+    bound = run_cycle(cluster, PREEMPTING, metrics, holds)
+    assert sorted(bound.bound) == ["hi-0", "hi-1"]
+    assert not {"late-0", "late-1"} & set(bound.bound)  # the held room went to hi
+    assert not holds.held
+    assert status_of(bound, "hi").phase == "Running"
+
+
+def test_a_refused_eviction_holds_nothing_and_the_gang_is_decided_again() -> None:
+    cluster = GracefulCluster(_cluster(), refuse={"lo-3"})
+    holds = Holds()
+    metrics = LoopMetrics()
+    result = run_cycle(cluster, PREEMPTING, metrics, holds)
+    assert "lo-3" in result.preempt_failed
+    assert not holds.held
+    assert sample(metrics, "gangsat_evictions_total", reason="refused") == 1
+
+
+def test_a_hold_whose_victims_never_go_is_released() -> None:
+    cluster = GracefulCluster(_cluster())
+    holds = Holds(timeout_s=60)
+    run_cycle(cluster, PREEMPTING, None, holds)
+    assert "hi" in holds.held
+    cluster.now_s = 61
+    result = run_cycle(cluster, PREEMPTING, None, holds)
+    assert "hi" in result.released
+    assert "victims still running" in result.released["hi"]
+
+
+def test_without_holds_no_eviction_is_sent() -> None:
+    cluster = GracefulCluster(_cluster())
+    result = run_cycle(cluster, PREEMPTING)
+    assert not result.preempted and not cluster.terminating
+
+
+def test_evictions_the_validator_rejects_are_not_sent(monkeypatch: pytest.MonkeyPatch) -> None:
+    def rogue(s: ClusterState, config: SolverConfig):  # type: ignore[no-untyped-def]
+        decision = SCHEDULERS["cpsat"](s, config)
+        # Evict one pod too few: lo would keep 1 of its minMember 4.
+        evictions = dict(list(decision.evictions.items())[:3])
+        return decision.model_copy(update={"evictions": evictions})
+
+    monkeypatch.setitem(SCHEDULERS, "rogue", rogue)
+    cluster = GracefulCluster(_cluster())
+    settings = PREEMPTING.model_copy(update={"scheduler": "rogue"})
+    result = run_cycle(cluster, settings, None, Holds())
+    assert result.preemption_rejected.startswith("eviction")
+    assert not cluster.terminating
