@@ -143,10 +143,16 @@ def summary_table(title: str, summaries: list[RunSummary]) -> Table:
         "cycles",
         "cycle p50",
     )
+    evictions = any(s.evicted_pods for s in summaries)
+    if evictions:
+        columns = (*columns, "evicted")
     for i, column in enumerate(columns):
         table.add_column(column, justify="left" if i == 0 else "right", no_wrap=True)
     for s in summaries:
         util = s.utilisation.get(s.fair_resource)
+        lost_h = s.lost_resource_s.get(s.fair_resource, 0.0) / 3600
+        unit = "GPU" if s.fair_resource == "nvidia.com/gpu" else s.fair_resource
+        evicted = [f"{s.evicted_pods} ({lost_h:,.1f} {unit}-h lost)"] if evictions else []
         table.add_row(
             s.scheduler,
             f"{s.finished_jobs}/{s.jobs}",
@@ -159,6 +165,7 @@ def summary_table(title: str, summaries: list[RunSummary]) -> Table:
             _fmt_pct(s.max_share_error),
             str(s.cycles),
             "-" if s.cycle_p50_s is None else f"{s.cycle_p50_s * 1000:.0f} ms",
+            *evicted,
         )
     return table
 
@@ -168,5 +175,6 @@ GLOSSARY = (
     "nothing running; partial: gangs ever seen holding pods below minMember; util: mean "
     "allocated share of the fair resource (GPUs if any, else CPU); JCT: submit to finish "
     "(mean); share err: largest |held - deserved| share of a queue, averaged while it is "
-    "backlogged (two or more queues)."
+    "backlogged (two or more queues); evicted (when any run preempted): pods evicted for "
+    "a preempting gang, and the running work their jobs lost."
 )

@@ -61,8 +61,10 @@ def decision_from_placements(
     unschedulable = dict(problem.invalid)
     if not config.defer_explanations:
         unschedulable.update(explain())
+    # The bound is on placement alone: the gap is that of the placement's objective.
+    placed_objective = objective - terms.get("disruption", 0)
     if bound is not None:
-        bound = max(bound, objective)  # a proven bound below a found solution is rounding
+        bound = max(bound, placed_objective)  # a bound below a found solution is rounding
     decision = Decision(
         scheduler=scheduler,
         placements={pod: problem.nodes[node].name for pod, node in sorted(placements.items())},
@@ -73,7 +75,7 @@ def decision_from_placements(
         objective=objective,
         terms=terms,
         bound=bound,
-        gap=relative_gap(objective, bound),
+        gap=relative_gap(placed_objective, bound),
         wall_s=wall_s,
         stages=tuple(stages),
         decided_by=decided_by or scheduler,

@@ -128,9 +128,11 @@ class KubeCluster:
         self.findings = conversion.findings
         for finding in conversion.findings:
             log.debug("not used: %s", finding)
-        self.last_state = conversion.state
+        # The clock ages running pods (what an eviction loses); convert itself stays a
+        # function of the objects.
+        self.last_state = conversion.state.model_copy(update={"now_s": time.time()})
         self.state_after = None
-        return conversion.state
+        return self.last_state
 
     def bind(self, placements: Sequence[tuple[str, str]]) -> dict[str, ClusterError]:
         return self.binder.bind(placements)

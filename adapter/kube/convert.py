@@ -18,7 +18,6 @@ unapplied manifest can be asked "what would gangsat do".
 from __future__ import annotations
 
 import functools
-import time
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -44,7 +43,6 @@ from adapter.kube.fields import (
     int_field,
     meta,
     quantities,
-    started_s,
 )
 from solver.model import (
     PODS,
@@ -387,7 +385,9 @@ def convert(
                     created_s(o) or float(index),
                     priorities,
                     default_priority,
-                    started_s(o) or created_s(o) or None,
+                    # The cache ignores status changes (startTime among them): the age
+                    # since creation bounds the work an eviction loses from above.
+                    created_s(o) or None,
                 ),
             )
             if pod is None:
@@ -422,7 +422,6 @@ def convert(
         pods=tuple(pods.values()),
         gangs=tuple(gangs.values()),
         queues=tuple(queues.values()),
-        now_s=time.time(),
     )
     ours = ", ".join(sorted(scheduler_names))
     ignored = [

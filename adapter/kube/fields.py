@@ -45,23 +45,14 @@ def meta(obj: Obj) -> tuple[str, str]:
     return str(namespace), name
 
 
-def _stamp(stamp: object) -> float:
+def created_s(obj: Obj) -> float:
+    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
     if not isinstance(stamp, str):
         return 0.0
     try:
         return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return 0.0
-
-
-def created_s(obj: Obj) -> float:
-    return _stamp((obj.get("metadata") or {}).get("creationTimestamp"))
-
-
-def started_s(obj: Obj) -> float:
-    """When a kubelet started the pod (status.startTime); 0 when not known."""
-    status = obj.get("status")
-    return _stamp(status.get("startTime")) if isinstance(status, dict) else 0.0
 
 
 def quantities(values: Any, where: str) -> dict[str, int]:

@@ -78,6 +78,8 @@ class RunSummary(BaseModel):
     gap_mean: float | None
     gap_max: float | None
     bind_rate_pods_per_s: float | None  # pods bound per second of cycle wall time
+    evicted_pods: int = 0  # evicted for a preempting gang (preemption or reclaim)
+    lost_resource_s: dict[str, float] = {}  # work evicted jobs lost (resource-seconds)
     binds: int
     failed_binds: int
     rolled_back_gangs: int
@@ -237,5 +239,7 @@ def summarise(run: SimRun) -> RunSummary:
         failed_binds=sum(len(r.failed_binds) for r in results),
         rolled_back_gangs=sum(len(r.rolled_back) for r in results),
         rejected_gangs=sum(len(r.rejected) for r in results),
+        evicted_pods=sum(len(r.preempted) for r in results),
+        lost_resource_s={r: run.lost_resource_s.get(r, 0.0) for r in resources},
         wall_s=run.wall_s,
     )

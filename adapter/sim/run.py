@@ -80,6 +80,7 @@ class SimRun:
     end_s: float = 0.0
     wall_s: float = 0.0
     stopped: str = ""  # why the run ended
+    lost_resource_s: dict[str, float] = field(default_factory=dict)  # preempted work lost
 
 
 CycleHook = Callable[[float, CycleResult, SimulatedCluster], None]
@@ -149,6 +150,10 @@ def simulate(
     on_event: EventHook | None = None,
 ) -> SimRun:
     sim = workload.scenario.settings
+    if sim.preemption and settings.atomic() and not settings.solver.preemption:
+        settings = settings.model_copy(
+            update={"solver": settings.solver.model_copy(update={"preemption": True})}
+        )
     cluster = SimulatedCluster(workload)
     capacity: dict[str, int] = defaultdict(int)
     for node in workload.nodes:
@@ -224,6 +229,7 @@ def simulate(
         else:
             tick = max(tick + sim.cycle_s, math.ceil(nxt / sim.cycle_s) * sim.cycle_s)
     run.end_s = cluster.now
+    run.lost_resource_s = dict(cluster.preempted_pod_s)
     run.events = list(cluster.events_log)
     run.jobs = [
         JobRecord(

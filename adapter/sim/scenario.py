@@ -8,7 +8,9 @@ Kubernetes ("96", "500m", "512Gi"). Format, with defaults:
     {
       "name": "...", "description": "...", "choices": {"why": "..."},
       "settings": {"cycle_s": 10, "bind_latency_s": 0, "deadlock_after_s": 300,
-                   "horizon_s": null, "bind_failure_rate": 0, "seed": 0},
+                   "horizon_s": null, "bind_failure_rate": 0, "seed": 0,
+                   "termination_grace_s": 30, "checkpoint_fraction": 0,
+                   "preemption": false},
       "nodes":  [{"name": "gpu", "count": 4, "allocatable": {"cpu": "96", ...},
                   "labels": {...}, "taints": [...]}],            # named gpu-0 .. gpu-3,
                   # labelled as kubelets label them (hostname, os, arch, zone, region)
@@ -95,6 +97,13 @@ class SimSettings(_Frozen):
         ge=0,
         le=1,
         description="of a preempted job's progress, the share kept (0: it starts over)",
+    )
+    preemption: bool = Field(
+        default=False,
+        description=(
+            "the gang-aware schedulers run with preemption and reclaim on "
+            "(SolverConfig.preemption), as the scenario is about them"
+        ),
     )
     seed: int = 0
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from adapter.holds import Holds
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.lease import LeaseElector
 from adapter.kube.resources import DIALECTS
@@ -39,8 +40,8 @@ def grants(kind: str) -> set[Grant]:
 
 
 def exercise(server: FakeApiServer) -> None:
-    """Every request path of the backend: watch, bind, 409 check, rollback, status of
-    every dialect, pod conditions, Events and their repeats, the Lease."""
+    """Every request path of the backend: watch, bind, 409 check, rollback, eviction,
+    status of every dialect, pod conditions, Events and their repeats, the Lease."""
     objects: list[dict[str, Any]] = [
         node("n1", cpu="4", memory="16Gi"),
         {
@@ -66,14 +67,25 @@ def exercise(server: FakeApiServer) -> None:
         objects += [podgroup(name, 1, group=r.group), *pods]
     objects += [podgroup("huge", 2), *gang_pods("huge", 2, cpu="64")]  # never fits
     objects += [podgroup("flaky", 2), *gang_pods("flaky", 2, cpu="100m")]
+    # Preemption: gang urgent (priority class high) evicts gang low from n2.
+    low = gang_pods("low", 2, cpu="2")
+    for p in low:
+        p["spec"]["nodeName"] = "n2"
+    urgent = gang_pods("urgent", 2, cpu="3")
+    for p in urgent:
+        p["spec"]["priorityClassName"] = "high"
+    urgent_group = podgroup("urgent", 2)
+    urgent_group["spec"]["priorityClassName"] = "high"
+    objects += [node("n2", cpu="4"), podgroup("low", 2), *low, urgent_group, *urgent]
     apply(server, objects)
     server.fail("POST", r"/pods/flaky-1/binding$", 409)  # -> get, then delete flaky-0
 
     cluster = KubeCluster(server.client(), recorder=EventRecorder(refresh_s=0.0)).start(10)
-    settings = LoopSettings(solver=SolverConfig(time_limit_s=2.0))
+    settings = LoopSettings(solver=SolverConfig(time_limit_s=2.0, preemption=True))
+    holds = Holds()
     try:
         for _ in range(2):  # the second cycle repeats the Events: count updates
-            run_cycle(cluster, settings)
+            run_cycle(cluster, settings, None, holds)
             assert cluster.writer.flush()
     finally:
         cluster.stop()

@@ -1,0 +1,101 @@
+"""Preemption on the Kubernetes backend, against the fake API server over HTTP: victims go
+through the Eviction API, a PodDisruptionBudget's 429 is honoured, and the preemptor is
+bound once its victims are gone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapter.holds import Holds
+from adapter.kube.cluster import KubeCluster
+from adapter.loop import LoopSettings, run_cycle
+from benchmarks.fake_apiserver import FakeApiServer
+from solver.config import SolverConfig
+from tests.adapter.kube.manifests import apply, bound_pods, gang_pods, node, podgroup
+
+SETTINGS = LoopSettings(solver=SolverConfig(time_limit_s=2.0, preemption=True))
+
+
+def _objects(pdb: bool = False, never: bool = False) -> list[dict[str, Any]]:
+    """One 2-cpu node runs gang low (2 x 1 cpu); gang high (2 x 1 cpu, PriorityClass
+    high) waits."""
+    high_class = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "high"},
+        "value": 1000,
+        **({"preemptionPolicy": "Never"} if never else {}),
+    }
+    low = gang_pods("low", 2)
+    for p in low:
+        p["spec"]["nodeName"] = "n1"
+        p["metadata"]["labels"] = {"app": "low"}
+    high = gang_pods("high", 2)
+    for p in high:
+        p["spec"]["priorityClassName"] = "high"
+    high_group = podgroup("high", 2)
+    high_group["spec"]["priorityClassName"] = "high"
+    objects = [node("n1", cpu="2"), high_class, podgroup("low", 2), *low, high_group, *high]
+    if pdb:
+        objects.append(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": "low", "namespace": "default"},
+                "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "low"}}},
+            }
+        )
+    return objects
+
+
+def _evictions(server: FakeApiServer) -> list[str]:
+    return [
+        f"{r.namespace}/{r.name}"
+        for r in server.requests
+        if r.verb == "create" and r.subresource == "eviction"
+    ]
+
+
+def test_victims_are_evicted_through_the_eviction_api_and_the_preemptor_bound_after(
+    server: FakeApiServer,
+) -> None:
+    apply(server, _objects())
+    cluster = KubeCluster(server.client()).start(10)
+    holds = Holds()
+    try:
+        first = run_cycle(cluster, SETTINGS, None, holds)
+        assert sorted(first.preempted) == ["default/low-0", "default/low-1"]
+        assert sorted(_evictions(server)) == ["default/low-0", "default/low-1"]
+        assert not first.bound
+        # The fake deletes at once (no grace period): the next cycle finds them gone.
+        second = run_cycle(cluster, SETTINGS, None, holds)
+        assert sorted(second.bound) == ["default/high-0", "default/high-1"]
+        assert bound_pods(server) == {"default/high-0": "n1", "default/high-1": "n1"}
+    finally:
+        cluster.stop()
+
+
+def test_a_disruption_budget_refusal_keeps_the_victim_and_holds_nothing(
+    server: FakeApiServer,
+) -> None:
+    apply(server, _objects(pdb=True))
+    cluster = KubeCluster(server.client()).start(10)
+    holds = Holds()
+    try:
+        result = run_cycle(cluster, SETTINGS, None, holds)
+        assert set(result.preempt_failed) == {"default/low-0", "default/low-1"}
+        assert all("TooManyRequests" in why for why in result.preempt_failed.values())
+        assert not holds.held
+        assert bound_pods(server) == {"default/low-0": "n1", "default/low-1": "n1"}
+    finally:
+        cluster.stop()
+
+
+def test_preemption_policy_never_evicts_nothing(server: FakeApiServer) -> None:
+    apply(server, _objects(never=True))
+    cluster = KubeCluster(server.client()).start(10)
+    try:
+        result = run_cycle(cluster, SETTINGS, None, Holds())
+        assert not result.preempted and not _evictions(server)
+    finally:
+        cluster.stop()

@@ -1,0 +1,69 @@
+"""Preemption in the simulator: the shipped scenario, termination grace and lost work."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapter.loop import LoopSettings
+from adapter.sim.measures import summarise
+from adapter.sim.run import SimRun, simulate
+from adapter.sim.scenario import Scenario, load_scenario, materialise
+from solver.config import SolverConfig
+
+CONFIG = SolverConfig(time_limit_s=0.5, deterministic=True)
+
+
+def _run(scheduler: str = "cpsat", **settings: object) -> SimRun:
+    base = load_scenario("preemption")
+    s = Scenario.model_validate(
+        {
+            **base.model_dump(),
+            "settings": {**base.settings.model_dump(), **settings},
+        }
+    )
+    return simulate(materialise(s), LoopSettings(scheduler=scheduler, solver=CONFIG))
+
+
+def _started(run: SimRun) -> dict[str, float | None]:
+    return {j.name: j.started_s for j in run.jobs}
+
+
+def test_the_urgent_gang_preempts_and_the_second_queue_reclaims_whole_gangs() -> None:
+    run = _run()
+    summary = summarise(run)
+    started = _started(run)
+    assert summary.partial_gangs == 0 and summary.deadlocks == 0
+    assert summary.finished_jobs == summary.jobs
+    # Evicted at its arrival (600 s), bound once the 30 s grace has passed.
+    assert started["urgent"] == 630
+    # prod takes back its deserved 32 GPUs at once: its four gangs start together.
+    assert all(started[f"serve-{i}"] == 1830 for i in range(4))
+    assert summary.evicted_pods == 4 + 16  # two 2-pod gangs, then eight
+    assert summary.lost_resource_s["nvidia.com/gpu"] > 0
+    victims = {e.job for e in run.events if e.kind == "preempted"}
+    evicted_pods: dict[str, int] = {}
+    for e in run.events:
+        if e.kind == "preempted":
+            evicted_pods[e.job] = evicted_pods.get(e.job, 0) + 1
+    assert all(count == 2 for count in evicted_pods.values())  # whole gangs, never half
+    assert len(victims) == 10
+
+
+def test_without_preemption_the_urgent_gang_waits_for_the_batch_jobs() -> None:
+    run = _run(preemption=False)
+    started = _started(run)
+    assert started["urgent"] is not None and started["urgent"] >= 14_400
+    assert summarise(run).evicted_pods == 0
+
+
+@pytest.mark.parametrize("grace", [0, 120])
+def test_the_preemptor_starts_once_the_grace_period_has_passed(grace: int) -> None:
+    # Evicted in the cycle at 600 s; bound by the first cycle (every 10 s) after the
+    # victims are gone, and never in the cycle that evicted them.
+    assert _started(_run(termination_grace_s=grace))["urgent"] == max(600 + grace, 610)
+
+
+def test_a_checkpoint_keeps_part_of_the_evicted_work() -> None:
+    lost = summarise(_run()).lost_resource_s["nvidia.com/gpu"]
+    kept_half = summarise(_run(checkpoint_fraction=0.5)).lost_resource_s["nvidia.com/gpu"]
+    assert kept_half == pytest.approx(lost / 2)
