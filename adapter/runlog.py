@@ -130,7 +130,7 @@ def _fmt_pct(value: float | None) -> str:
 
 def summary_table(title: str, summaries: list[RunSummary]) -> Table:
     table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1))
-    columns = (
+    columns: tuple[str, ...] = (
         "scheduler",
         "done",
         "deadlock",
