@@ -5,7 +5,9 @@
   partially placed: the seed talk's deadlock.
 - ``gang_greedy``: kube-batch's allocate action — the queue with the lowest weighted
   dominant share goes next, its gangs by priority then age; a gang's members are placed
-  tentatively and committed only if minMember is reached, else rolled back.
+  tentatively and committed only if minMember is reached, else rolled back. With
+  ``SolverConfig.preemption``, then its preempt and reclaim actions
+  (``solver.greedy_preemption``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import numpy as np
 
 from solver.config import SolverConfig
 from solver.decode import decision_from_placements
+from solver.greedy_preemption import greedy_preempt
 from solver.model import ClusterState, Decision, SolveStatus
+from solver.objective import coefficients
 from solver.placement import Placer, Policy
 from solver.problem import GangInfo, Problem, prepare, share_units
 
@@ -28,18 +32,25 @@ def _baseline(
     scheduler: str,
     place: Callable[[Problem, Placer], None],
     respect_capability: bool = True,
+    preempts: bool = False,
 ) -> Decision:
     started = time.perf_counter()
+    config = config or SolverConfig()
     problem = prepare(state)
     placer = Placer(problem, respect_capability=respect_capability)
     place(problem, placer)
+    preemption = None
+    if preempts and config.preemption and problem.schedulable_gangs():
+        coef = coefficients(problem, config.weights)
+        preemption = greedy_preempt(problem, placer, coef, config)
     return decision_from_placements(
         problem,
         placer,
-        config or SolverConfig(),
+        config,
         scheduler=scheduler,
         status=SolveStatus.GREEDY,
         wall_s=time.perf_counter() - started,
+        preemption=preemption,
     )
 
 
@@ -123,4 +134,4 @@ def greedy(state: ClusterState, config: SolverConfig | None = None) -> Decision:
 
 
 def gang_greedy(state: ClusterState, config: SolverConfig | None = None) -> Decision:
-    return _baseline(state, config, "gang-greedy", allocate_gangs)
+    return _baseline(state, config, "gang-greedy", allocate_gangs, preempts=True)

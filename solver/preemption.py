@@ -15,10 +15,13 @@ the room the evictions free and the pods each victim loses:
   from it is nominated to that node;
 - **reclaim floor**: a queue above its deserved share is never pushed below it.
 
-The objective prices what ``solver.objective`` prices (pod value, priority, fairness
-shortfall), over ranks of the preemptors' and victims' priorities, minus what eviction
-costs: the value a victim's pods stop earning, the ``disruption`` weight per pod and the
-``disruption_per_hour`` weight per hour of work lost, and an evicted gang's priority.
+The objective prices what ``solver.objective`` prices (pod value, priority, the
+preemptors' queues' shortfall), over ranks of the preemptors' and victims' priorities,
+minus what eviction costs: the value a victim's pods stop earning, the ``disruption``
+weight per pod and the ``disruption_per_hour`` weight per hour of work lost, and an
+evicted gang's priority. Priority is a trade here, not a rule: a gang evicts lower
+ones only where its priority term outweighs what they lose (raise ``priority`` for
+kube-scheduler's strictness).
 After solving, victims whose room turns out not to be needed are kept (``_kept``), so
 nothing is evicted "in case".
 """
@@ -35,7 +38,7 @@ from ortools.sat.python import cp_model
 from solver.arrays import IntArray
 from solver.config import SolverConfig
 from solver.objective import Coefficients
-from solver.problem import Problem, fit_per_node
+from solver.problem import GangInfo, Problem, fit_per_node
 from solver.victims import Candidates, candidates
 
 MAX_FREE_NODES = 64  # per preemptor class, nodes without victims it may also use
@@ -205,8 +208,10 @@ def _add_capacity(problem: Problem, m: _Model) -> None:
 
 
 def _add_node_rules(m: _Model) -> None:
-    """Nominations mark the nodes a preemptor uses; removals only where one allowed to
-    take from the victim is nominated, and no other."""
+    """Nominations mark the nodes a preemptor uses. A victim shrunk loses pods only on
+    nodes where a preemptor allowed to take from it is nominated; a victim evicted whole
+    needs one such node (its other pods go because a gang cannot run in part). No
+    preemptor that may not take from a victim is nominated where it loses pods."""
     cand = m.cand
     nominated: dict[tuple[int, int], list[cp_model.IntVar]] = defaultdict(list)
     for (c, n), var in m.x.items():
@@ -216,16 +221,24 @@ def _add_node_rules(m: _Model) -> None:
         m.model.add(sum(nominated[key]) >= uses)
     for g, grp in enumerate(cand.groups):
         m.model.add(m.removed[g] <= len(grp.pods) * m.touches[(grp.victim, grp.node)])
+    served: dict[int, list[cp_model.IntVar]] = defaultdict(list)  # victim -> nodes taken
     for (v, n), touches in m.touches.items():
         allowed = [
             m.uses[(i, n)]
             for i, pre in enumerate(cand.preemptors)
             if v in pre.eligible and (i, n) in m.uses
         ]
-        m.model.add(touches <= sum(allowed))
+        m.model.add(touches <= sum(allowed) + m.evicted[v])
+        if allowed:
+            taken = m.model.new_bool_var(f"taken[{cand.victims[v].name}@{n}]")
+            m.model.add(taken <= touches)
+            m.model.add(taken <= sum(allowed))
+            served[v].append(taken)
         for i, pre in enumerate(cand.preemptors):
             if v not in pre.eligible and (i, n) in m.uses:
                 m.model.add(touches + m.uses[(i, n)] <= 1)
+    for v, evicted in m.evicted.items():
+        m.model.add(sum(served.get(v, [])) >= evicted)
 
 
 def _add_reclaim_floor(problem: Problem, m: _Model, coef: Coefficients) -> None:
@@ -266,26 +279,22 @@ def _set_objective(problem: Problem, m: _Model, coef: Coefficients, config: Solv
     for v, evicted in m.evicted.items():
         if cand.victims[v].evict_cost:
             m.cost.append(cand.victims[v].evict_cost * evicted)
-    # Fairness: each queue's shortfall below deserved after the decision and this model.
+    # Fairness: what the preemptors' queues gain below their deserved shares. What victims
+    # lose is not counted: reclaim never takes a queue below its share (the floor), and
+    # a queue preempting its own lower-priority gangs chose to.
     for q in range(len(problem.queues)):
         won = [
             int(coef.pod_share[c]) * var
             for (c, _), var in m.x.items()
             if problem.gangs[problem.classes[c].gang].queue == q
         ]
-        lost = [
-            grp.share * m.removed[g]
-            for g, grp in enumerate(cand.groups)
-            if cand.victims[grp.victim].queue == q
-        ]
-        if not won and not lost:
-            continue
         base = int(coef.deserved[q] - coef.held[q] - cand.gained[q])
-        high = max(0, base) + sum(grp.share * len(grp.pods) for grp in cand.groups)
-        short = m.model.new_int_var(0, high, f"short[{problem.queues[q].name}]")
-        m.model.add(short >= base - sum(won) + sum(lost))
+        if not won or base <= 0:
+            continue
+        short = m.model.new_int_var(0, base, f"short[{problem.queues[q].name}]")
+        m.model.add(short >= base - sum(won))
         # Measured from the decision's own shortfall: the term is what this model changes.
-        gains.append(int(coef.shortfall) * short - int(coef.shortfall) * max(0, base))
+        gains.append(int(coef.shortfall) * short - int(coef.shortfall) * base)
     m.model.maximize(cp_model.LinearExpr.sum(gains) - cp_model.LinearExpr.sum(m.cost))
 
 
@@ -319,21 +328,11 @@ def _decode(problem: Problem, m: _Model, solver: cp_model.CpSolver) -> Preemptio
         victim = cand.victims[grp.victim]
         gone[grp.victim] += count
         cost += grp.cost * count
-        pre = next((i for i in users[grp.node] if grp.victim in cand.preemptors[i].eligible), None)
-        if pre is None:
+        taker = _taker(cand, grp.victim, users)
+        if taker is None:
             # The model forbids it; should it ever happen, evicting nothing is safe.
             return Preemption()
-        preemptor = problem.gangs[cand.preemptors[pre].gang]
-        if victim.queue == preemptor.queue:
-            why = (
-                f"preempted by gang {preemptor.name} "
-                f"(priority {preemptor.priority} > {victim.priority})"
-            )
-        else:
-            why = (
-                f"reclaimed by queue {problem.queues[preemptor.queue].name} "
-                f"(below its deserved share) for gang {preemptor.name}"
-            )
+        why = reason(problem, victim.queue, victim.priority, problem.gangs[taker])
         for pod in grp.pods[:count]:
             evictions[pod] = why
     for v, count in gone.items():
@@ -344,6 +343,26 @@ def _decode(problem: Problem, m: _Model, solver: cp_model.CpSolver) -> Preemptio
         # places them as any other.
         return Preemption()
     return Preemption(evictions=evictions, nominated=nominated, disruption=-cost)
+
+
+def _taker(cand: Candidates, v: int, users: dict[int, list[int]]) -> int | None:
+    """The gang (index) the victim is evicted for: one nominated to one of its nodes and
+    allowed to take from it."""
+    for g in cand.victims[v].groups:
+        for i in users.get(cand.groups[g].node, []):
+            if v in cand.preemptors[i].eligible:
+                return cand.preemptors[i].gang
+    return None
+
+
+def reason(problem: Problem, victim_queue: int, victim_priority: int, taker: GangInfo) -> str:
+    """Why a victim is evicted, as its Event and status say it."""
+    if victim_queue == taker.queue:
+        return f"preempted by gang {taker.name} (priority {taker.priority} > {victim_priority})"
+    return (
+        f"reclaimed by queue {problem.queues[taker.queue].name} "
+        f"(below its deserved share) for gang {taker.name}"
+    )
 
 
 def _kept(m: _Model, removed: dict[int, int], load: dict[int, IntArray]) -> dict[int, int]:

@@ -168,9 +168,10 @@ def check(state: ClusterState, decision: Decision) -> list[Violation]:
 
 def check_preemption(state: ClusterState, decision: Decision) -> list[Violation]:
     """The rules of preemption: victims are running PodGroup pods of preemptible gangs,
-    each left with no pod or at least minMember; every node losing pods gets a nominated
-    pod of a gang allowed to take from the victim (same queue: higher priority; another
-    queue: reclaim); nominated gangs are whole and fit once the victims are gone."""
+    each left with no pod or at least minMember; a victim gets a nominated pod of a gang
+    allowed to take from it (same queue: higher priority; another queue: reclaim) on
+    every node it loses pods, or, evicted whole, on one of them; nominated gangs are
+    whole and fit once the victims are gone."""
     pods = {p.name: p for p in state.pods}
     nodes = {n.name: n for n in state.nodes}
     gangs = {g.name: g for g in state.gangs}
@@ -235,19 +236,25 @@ def check_preemption(state: ClusterState, decision: Decision) -> list[Violation]
         if held[name] + len(members) < need:
             bad("nomination", name, f"gang {name!r} would hold fewer than minMember {need}")
 
-    for node_name, victims in sorted(victims_on_node.items()):
-        takers = [gangs.get(p.gang or "") for p in on_node.get(node_name, [])]
-        for victim in sorted(victims):
-            v = gangs[victim]
-            if not any(
-                t is not None and (t.queue != v.queue or t.priority > v.priority) for t in takers
-            ):
-                bad(
-                    "eviction",
-                    victim,
-                    f"gang {victim!r} loses pods on {node_name!r} where no gang allowed to "
-                    "take from it (higher priority, or another queue reclaiming) is nominated",
-                )
+    # A victim evicted whole needs a taker on one of its nodes (its other pods go because
+    # a gang cannot run in part); one shrunk, on every node where it loses pods.
+    for victim in sorted(evicted_by_gang):
+        v = gangs[victim]
+        served = [
+            any(
+                t is not None and (t.queue != v.queue or t.priority > v.priority)
+                for t in (gangs.get(p.gang or "") for p in on_node.get(node_name, []))
+            )
+            for node_name in sorted(n for n, vs in victims_on_node.items() if victim in vs)
+        ]
+        whole = running[victim] == evicted_by_gang[victim]
+        if not (any(served) if whole else all(served)):
+            bad(
+                "eviction",
+                victim,
+                f"gang {victim!r} loses pods where no gang allowed to take from it (higher "
+                "priority, or another queue reclaiming) is nominated",
+            )
     out.extend(_room_after_evictions(state, decision, nodes, on_node))
     return out
 

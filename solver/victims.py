@@ -154,10 +154,16 @@ def candidates(
     for v in used:
         victim = victims[v]
         victim.evict_cost = w.priority * ranks[victim.priority] * victim.min_member * victim.value
+    # Only the groups of victims some preemptor may take from, renumbered.
+    kept: list[VictimGroup] = []
+    for victim in victims:
+        mine = [groups[g] for g in victim.groups] if victim.index in used else []
+        victim.groups = list(range(len(kept), len(kept) + len(mine)))
+        kept += mine
     return Candidates(
         preemptors=preemptors,
         victims=victims,
-        groups=[grp for grp in groups if grp.victim in used],
+        groups=kept,
         free=free,
         queue_room=queue_room,
         gained=gained,

@@ -669,13 +669,13 @@ def test_hooks_run_before_each_request(server: FakeApiServer, api: Any) -> None:
 def test_discovery(server: FakeApiServer, api: Any) -> None:
     assert client.CoreApi(api).get_api_versions().versions == ["v1"]
     core = {r.name: r for r in client.CoreV1Api(api).get_api_resources().resources}
-    assert {"pods", "pods/binding", "pods/status", "nodes", "namespaces", "events",
-            "bindings"} <= set(core)
+    assert {"pods", "pods/binding", "pods/eviction", "pods/status", "nodes", "namespaces",
+            "events", "bindings"} <= set(core)
     assert core["pods"].namespaced and not core["nodes"].namespaced
     assert core["pods"].short_names == ["po"] and "watch" in core["pods"].verbs
     assert core["pods/binding"].verbs == ["create"]
     groups = client.ApisApi(api).get_api_versions().groups
-    assert {g.name for g in groups} == {"events.k8s.io", "coordination.k8s.io",
+    assert {g.name for g in groups} == {"events.k8s.io", "coordination.k8s.io", "policy",
                                        "scheduling.k8s.io", "apiextensions.k8s.io"}
     assert all(g.preferred_version.version == "v1" for g in groups)
     leases: Any = client.CoordinationV1Api(api).get_api_resources().resources

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from solver.config import SolverConfig
 from solver.cpsat import solve
 from solver.model import ClusterState, Decision
+from solver.schedulers import schedule
 from solver.validate import check
 from tests.builders import gang, node, pod, queue, state
 
 PREEMPT = SolverConfig(preemption=True)
+SCHEDULERS = ["cpsat", "gang-greedy"]
 
 
 def _running(name: str, size: int, cpu: int, nodes: list[str], started: float = 0.0) -> list:
@@ -51,9 +54,10 @@ def test_without_preemption_nothing_is_evicted() -> None:
     assert not decision.placements
 
 
-def test_higher_priority_gang_evicts_a_whole_lower_one_and_is_nominated() -> None:
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_higher_priority_gang_evicts_a_whole_lower_one_and_is_nominated(scheduler: str) -> None:
     st_ = _priority_cluster()
-    decision = solve(st_, PREEMPT)
+    decision = schedule(st_, scheduler, PREEMPT)
     assert set(decision.evictions) == {f"lo-{i}" for i in range(4)}
     assert all("preempted by gang hi" in why for why in decision.evictions.values())
     assert sorted(decision.nominated.values()) == ["n0", "n1"]
@@ -78,14 +82,15 @@ def test_victim_above_min_member_is_shrunk_not_evicted() -> None:
     assert check(st_, decision) == []
 
 
-def test_no_eviction_for_a_gang_that_would_not_fit_anyway() -> None:
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_no_eviction_for_a_gang_that_would_not_fit_anyway(scheduler: str) -> None:
     st_ = state(
         [node("n0").cap(cpu=4), node("n1").cap(cpu=4)],
         [*_running("lo", 4, 2, ["n0", "n0", "n1", "n1"]), *_pending("hi", 1, 8)],
         [gang("lo", 4), gang("hi", 1).priority(10)],
         [queue()],
     )
-    decision = solve(st_, PREEMPT)
+    decision = schedule(st_, scheduler, PREEMPT)
     assert not decision.evictions and not decision.nominated
 
 
@@ -99,14 +104,15 @@ def test_equal_priority_in_one_queue_never_preempts() -> None:
     assert not solve(st_, PREEMPT).evictions
 
 
-def test_preemption_policy_never_and_non_preemptible_gangs_are_honoured() -> None:
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_preemption_policy_never_and_non_preemptible_gangs_are_honoured(scheduler: str) -> None:
     never = state(
         [node("n0").cap(cpu=4)],
         [*_running("lo", 2, 2, ["n0"]), pod("hi-0").req(cpu=4).gang("hi").never_preempts()],
         [gang("lo", 2), gang("hi", 1).priority(10)],
         [queue()],
     )
-    assert not solve(never, PREEMPT).evictions
+    assert not schedule(never, scheduler, PREEMPT).evictions
     # Two victims would do; the one marked non-preemptible is spared.
     spared = state(
         [node("n0").cap(cpu=4), node("n1").cap(cpu=4)],
@@ -114,7 +120,7 @@ def test_preemption_policy_never_and_non_preemptible_gangs_are_honoured() -> Non
         [gang("keep", 2).not_preemptible(), gang("lo", 2), gang("hi", 1).priority(10)],
         [queue()],
     )
-    decision = solve(spared, PREEMPT)
+    decision = schedule(spared, scheduler, PREEMPT)
     assert _evicted_gangs(decision) == Counter({"lo": 2})
     assert check(spared, decision) == []
 
@@ -151,19 +157,38 @@ def _reclaim_cluster(weight_a: int, b_priority: int = 0) -> ClusterState:
     )
 
 
-def test_reclaim_takes_back_down_to_the_victims_deserved_share() -> None:
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_reclaim_takes_back_down_to_the_victims_deserved_share(scheduler: str) -> None:
     st_ = _reclaim_cluster(weight_a=1)  # each deserves 2 nodes
-    decision = solve(st_, PREEMPT)
+    decision = schedule(st_, scheduler, PREEMPT)
     assert len(decision.evictions) == 2
     assert all("reclaimed by queue qb" in why for why in decision.evictions.values())
     assert len(decision.nominated) == 2
     assert check(st_, decision) == []
 
 
-def test_reclaim_never_pushes_a_queue_below_its_deserved_share() -> None:
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_reclaim_never_pushes_a_queue_below_its_deserved_share(scheduler: str) -> None:
     # qa deserves 3 of 4 nodes: freeing two for b's gang would push it below that. b's
     # priority makes the trade pay in the objective: only the floor stops it.
-    assert not solve(_reclaim_cluster(weight_a=3, b_priority=10), PREEMPT).evictions
+    cluster = _reclaim_cluster(weight_a=3, b_priority=10)
+    assert not schedule(cluster, scheduler, PREEMPT).evictions
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_a_gang_spanning_nodes_is_evicted_whole_for_one_node_of_room(scheduler: str) -> None:
+    # lo runs one pod on each node (minMember 2); hi needs one whole node: lo goes whole,
+    # its pod on the other node too, as a gang cannot run in part.
+    st_ = state(
+        [node("n0").cap(cpu=4), node("n1").cap(cpu=4)],
+        [*_running("lo", 2, 4, ["n0", "n1"]), *_pending("hi", 1, 4)],
+        [gang("lo", 2), gang("hi", 1).priority(10)],
+        [queue()],
+    )
+    decision = schedule(st_, scheduler, PREEMPT)
+    assert set(decision.evictions) == {"lo-0", "lo-1"}
+    assert len(decision.nominated) == 1
+    assert check(st_, decision) == []
 
 
 @st.composite
@@ -196,11 +221,12 @@ def _clusters(draw: st.DrawFn) -> ClusterState:
     return state(nodes, pods, gangs, [queue("a"), queue("b"), queue("c", 2)])
 
 
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
 @settings(max_examples=40, deadline=None)
-@given(_clusters())
-def test_every_preemption_passes_the_validator(cluster: ClusterState) -> None:
-    """Never a victim below minMember, no eviction without a nominated taker on that node,
-    and the nominated gangs whole and fitting once their victims are gone."""
-    decision = solve(cluster, SolverConfig(preemption=True, time_limit_s=0.5))
+@given(cluster=_clusters())
+def test_every_preemption_passes_the_validator(scheduler: str, cluster: ClusterState) -> None:
+    """Never a victim below minMember, no eviction without a nominated taker, and the
+    nominated gangs whole and fitting once their victims are gone."""
+    decision = schedule(cluster, scheduler, SolverConfig(preemption=True, time_limit_s=0.5))
     assert check(cluster, decision) == []
     assert bool(decision.evictions) == bool(decision.nominated)

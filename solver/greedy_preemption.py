@@ -1,0 +1,111 @@
+"""kube-batch's preempt and reclaim actions, greedily: the baseline the CP-SAT preemption
+model (``solver.preemption``) is measured against, on the same candidates and rules.
+
+Preemptors in the order ``solver.victims`` gives (priority, shortfall, age); for each,
+its eligible victims cheapest first (lowest priority, then youngest), evicted whole one
+by one until the gang fits in the room left plus the room freed (first fit, as
+``Placer.try_gang``). A victim of a queue above its deserved share is skipped when its
+eviction would push that queue below it. When the gang fits, victims it turns out not
+to need are kept (newest choice first); when it cannot fit even with every eligible
+victim gone, nothing is evicted for it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from solver.arrays import IntArray
+from solver.config import SolverConfig
+from solver.objective import Coefficients
+from solver.placement import Placer
+from solver.preemption import Preemption, reason
+from solver.problem import GangInfo, Problem
+from solver.victims import Candidates, candidates
+
+
+def greedy_preempt(
+    problem: Problem, placer: Placer, coef: Coefficients, config: SolverConfig
+) -> Preemption:
+    cand = candidates(
+        problem, placer.placed, placer.free, placer.queue_room, coef, config.weights
+    )
+    if cand is None:
+        return Preemption()
+    free = cand.free.copy()
+    held = (coef.held + cand.gained).astype(np.int64)  # per queue, share units
+    taken: set[int] = set()
+    out = Preemption()
+    for pre in cand.preemptors:
+        gang = problem.gangs[pre.gang]
+        order = sorted(
+            (v for v in pre.eligible if v not in taken),
+            key=lambda v: (cand.victims[v].priority, -_age_key(cand, v), cand.victims[v].name),
+        )
+        chosen: list[int] = []
+        placement: dict[str, int] | None = None
+        left = held.copy()
+        for v in order:
+            q = cand.victims[v].queue
+            if q != gang.queue and left[q] - _share(cand, v) < coef.deserved[q]:
+                continue  # reclaim stops at the victim queue's deserved share
+            left[q] -= _share(cand, v)
+            chosen.append(v)
+            placement = _fit(problem, cand, gang, free, chosen)
+            if placement is not None:
+                break
+        if placement is None:
+            continue
+        for v in reversed(chosen[:-1]):
+            fewer = [c for c in chosen if c != v]
+            again = _fit(problem, cand, gang, free, fewer)
+            if again is not None:
+                chosen, placement = fewer, again
+        # Each victim must free room the gang is placed in, on at least one of its nodes.
+        used = set(placement.values())
+        groups = [cand.victims[v].groups for v in chosen]
+        if not all(any(cand.groups[g].node in used for g in gs) for gs in groups):
+            continue
+        free = _freed(cand, free, chosen)
+        for pod, node in placement.items():
+            free[node] -= problem.classes[problem.class_of_pod()[pod]].demand
+            out.nominated[pod] = node
+        for v in chosen:
+            taken.add(v)
+            victim = cand.victims[v]
+            held[victim.queue] -= _share(cand, v)
+            for g in victim.groups:
+                grp = cand.groups[g]
+                out.disruption -= grp.cost * len(grp.pods)
+                for pod in grp.pods:
+                    out.evictions[pod] = reason(problem, victim.queue, victim.priority, gang)
+            out.disruption -= victim.evict_cost
+    return out
+
+
+def _age_key(cand: Candidates, v: int) -> int:
+    """Larger for younger victims: their eviction costs less work (cost grows with age)."""
+    return -sum(cand.groups[g].cost for g in cand.victims[v].groups)
+
+
+def _share(cand: Candidates, v: int) -> int:
+    return sum(cand.groups[g].share * len(cand.groups[g].pods) for g in cand.victims[v].groups)
+
+
+def _freed(cand: Candidates, free: IntArray, victims: list[int]) -> IntArray:
+    room = free.copy()
+    for v in victims:
+        for g in cand.victims[v].groups:
+            grp = cand.groups[g]
+            room[grp.node] += grp.demand * len(grp.pods)
+    return room
+
+
+def _fit(
+    problem: Problem, cand: Candidates, gang: GangInfo, free: IntArray, victims: list[int]
+) -> dict[str, int] | None:
+    """Where the gang's minMember pods go with ``victims`` gone, or None."""
+    trial = Placer(problem)
+    trial.free = _freed(cand, free, victims)
+    trial.queue_room = [room.copy() for room in cand.queue_room]
+    placed = trial.try_gang(gang, extras=False)
+    return dict(trial.placed) if placed else None
