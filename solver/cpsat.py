@@ -413,7 +413,7 @@ def _solve(
     else:
         status = SolveStatus.FEASIBLE
     preemption = (
-        preempt(problem, best.placed, best.free, best.queue_room, coef, config)
+        preempt(problem, best, coef, config)
         if config.preemption
         else None
     )

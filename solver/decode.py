@@ -13,8 +13,8 @@ from solver.config import SolverConfig
 from solver.model import Decision, SolveStatus, StageReport
 from solver.objective import evaluate
 from solver.placement import Placer
-from solver.preemption import Preemption
 from solver.problem import Problem
+from solver.victims import Preemption
 
 
 def admitted_gangs(problem: Problem, placements: Mapping[str, int]) -> list[str]:

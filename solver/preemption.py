@@ -37,22 +37,14 @@ from ortools.sat.python import cp_model
 
 from solver.arrays import IntArray
 from solver.config import SolverConfig
+from solver.greedy_preemption import greedy_choice
 from solver.objective import Coefficients
-from solver.problem import GangInfo, Problem, fit_per_node
-from solver.victims import Candidates, candidates
+from solver.placement import Placer
+from solver.problem import Problem, fit_per_node
+from solver.victims import Candidates, Preemption, candidates, reason
 
 MAX_FREE_NODES = 64  # per preemptor class, nodes without victims it may also use
 MIN_SOLVE_S = 0.05
-
-
-@dataclass
-class Preemption:
-    """What the model decided: evictions (pod -> why) and nominations (pod -> node)."""
-
-    evictions: dict[str, str] = field(default_factory=dict)
-    nominated: dict[str, int] = field(default_factory=dict)
-    disruption: int = 0  # objective term: what the evictions cost (<= 0)
-    wall_s: float = 0.0
 
 
 @dataclass
@@ -71,28 +63,29 @@ class _Model:
 
 
 def preempt(
-    problem: Problem,
-    placed: dict[str, int],
-    free: IntArray,
-    queue_room: list[IntArray],
-    coef: Coefficients,
-    config: SolverConfig,
+    problem: Problem, placer: Placer, coef: Coefficients, config: SolverConfig
 ) -> Preemption:
-    """Evictions and nominations after a decision placing ``placed`` (pod -> node) and
-    leaving ``free`` room per node and ``queue_room`` per queue."""
+    """Evictions and nominations after the decision ``placer`` holds. The greedy actions'
+    choice (``solver.greedy_preemption``) is the model's hint, and stands when the model
+    finds nothing in its time: never worse than the baseline."""
     started = time.perf_counter()
-    cand = candidates(problem, placed, free, queue_room, coef, config.weights)
+    cand = candidates(
+        problem, placer.placed, placer.free, placer.queue_room, coef, config.weights
+    )
     if cand is None:
         return Preemption(wall_s=time.perf_counter() - started)
+    baseline = greedy_choice(problem, cand, coef)
     m = _Model(cand)
     _build_variables(problem, m)
     if not m.x or not m.removed:
-        return Preemption(wall_s=time.perf_counter() - started)
+        baseline.wall_s = time.perf_counter() - started
+        return baseline
     _add_gang_rules(problem, m)
     _add_capacity(problem, m)
     _add_node_rules(m)
     _add_reclaim_floor(problem, m, coef)
     _set_objective(problem, m, coef, config)
+    _hint(problem, m, baseline)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(
         MIN_SOLVE_S, config.preemption_time_share * config.time_limit_s
@@ -100,11 +93,43 @@ def preempt(
     solver.parameters.num_workers = config.workers()
     solver.parameters.random_seed = config.seed
     status = solver.solve(m.model)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return Preemption(wall_s=time.perf_counter() - started)
-    result = _decode(problem, m, solver)
+    result = baseline
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        result = _decode(problem, m, solver) or baseline
     result.wall_s = time.perf_counter() - started
     return result
+
+
+def _hint(problem: Problem, m: _Model, choice: Preemption) -> None:
+    """The greedy choice as the model's starting solution (what it sets; the rest CP-SAT
+    completes)."""
+    of_pod = problem.class_of_pod()
+    counts: dict[tuple[int, int], int] = defaultdict(int)
+    for pod, node in choice.nominated.items():
+        counts[(of_pod[pod], node)] += 1
+    uses: set[tuple[int, int]] = set()
+    for (c, n), var in m.x.items():
+        m.model.add_hint(var, counts.get((c, n), 0))
+        if counts.get((c, n)):
+            uses.add((m.owner[c], n))
+    nominated_gangs = {problem.classes[c].gang for c, _ in counts}
+    for i, var in m.admitted.items():
+        m.model.add_hint(var, int(m.cand.preemptors[i].gang in nominated_gangs))
+    for key, var in m.uses.items():
+        m.model.add_hint(var, int(key in uses))
+    touched: set[tuple[int, int]] = set()
+    lost: dict[int, int] = defaultdict(int)
+    for g, var in m.removed.items():
+        grp = m.cand.groups[g]
+        count = sum(1 for pod in grp.pods if pod in choice.evictions)
+        m.model.add_hint(var, count)
+        lost[grp.victim] += count
+        if count:
+            touched.add((grp.victim, grp.node))
+    for key, var in m.touches.items():
+        m.model.add_hint(var, int(key in touched))
+    for v, var in m.evicted.items():
+        m.model.add_hint(var, int(lost[v] >= m.cand.victims[v].bound))
 
 
 def _build_variables(problem: Problem, m: _Model) -> None:
@@ -298,7 +323,7 @@ def _set_objective(problem: Problem, m: _Model, coef: Coefficients, config: Solv
     m.model.maximize(cp_model.LinearExpr.sum(gains) - cp_model.LinearExpr.sum(m.cost))
 
 
-def _decode(problem: Problem, m: _Model, solver: cp_model.CpSolver) -> Preemption:
+def _decode(problem: Problem, m: _Model, solver: cp_model.CpSolver) -> Preemption | None:
     cand = m.cand
     nominated: dict[str, int] = {}
     admitted = {i for i, var in m.admitted.items() if solver.value(var)}
@@ -330,8 +355,7 @@ def _decode(problem: Problem, m: _Model, solver: cp_model.CpSolver) -> Preemptio
         cost += grp.cost * count
         taker = _taker(cand, grp.victim, users)
         if taker is None:
-            # The model forbids it; should it ever happen, evicting nothing is safe.
-            return Preemption()
+            return None  # the model forbids it; should it ever happen, it is not used
         why = reason(problem, victim.queue, victim.priority, problem.gangs[taker])
         for pod in grp.pods[:count]:
             evictions[pod] = why
@@ -353,16 +377,6 @@ def _taker(cand: Candidates, v: int, users: dict[int, list[int]]) -> int | None:
             if v in cand.preemptors[i].eligible:
                 return cand.preemptors[i].gang
     return None
-
-
-def reason(problem: Problem, victim_queue: int, victim_priority: int, taker: GangInfo) -> str:
-    """Why a victim is evicted, as its Event and status say it."""
-    if victim_queue == taker.queue:
-        return f"preempted by gang {taker.name} (priority {taker.priority} > {victim_priority})"
-    return (
-        f"reclaimed by queue {problem.queues[taker.queue].name} "
-        f"(below its deserved share) for gang {taker.name}"
-    )
 
 
 def _kept(m: _Model, removed: dict[int, int], load: dict[int, IntArray]) -> dict[int, int]:

@@ -28,10 +28,33 @@ from solver.arrays import IntArray
 from solver.config import ObjectiveWeights
 from solver.model import Pod
 from solver.objective import Coefficients
-from solver.problem import Problem, model_unit, share_units
+from solver.problem import GangInfo, Problem, model_unit, share_units
 
 SECONDS_PER_HOUR = 3600.0
 MAX_PREEMPTORS = 8  # candidates per cycle, by priority then shortfall then age
+# Victims' (gang, node, spec) groups in one model, the cheapest victims first: on a large
+# cluster full of running gangs the model stays small enough for its share of a cycle.
+MAX_VICTIM_GROUPS = 1_000
+
+
+@dataclass
+class Preemption:
+    """What the model decided: evictions (pod -> why) and nominations (pod -> node)."""
+
+    evictions: dict[str, str] = field(default_factory=dict)
+    nominated: dict[str, int] = field(default_factory=dict)
+    disruption: int = 0  # objective term: what the evictions cost (<= 0)
+    wall_s: float = 0.0
+
+
+def reason(problem: Problem, victim_queue: int, victim_priority: int, taker: GangInfo) -> str:
+    """Why a victim is evicted, as its Event and status say it."""
+    if victim_queue == taker.queue:
+        return f"preempted by gang {taker.name} (priority {taker.priority} > {victim_priority})"
+    return (
+        f"reclaimed by queue {problem.queues[taker.queue].name} "
+        f"(below its deserved share) for gang {taker.name}"
+    )
 
 
 @dataclass(frozen=True)
@@ -113,12 +136,11 @@ def candidates(
     below = coef.deserved - coef.held - gained > 0  # per queue, after the decision
     above = coef.held + gained - coef.deserved > 0
 
+    never = {p.gang_name() for p in state.pods if p.node_name is None and not p.may_preempt}
     pending = [
         g
         for g in problem.gangs
-        if not g.running
-        and g.index not in admitted
-        and all(pods[p].may_preempt for c in g.classes for p in problem.classes[c].pods)
+        if not g.running and g.index not in admitted and g.name not in never
     ]
     if not pending:
         return None
@@ -126,13 +148,18 @@ def candidates(
     if not victims:
         return None
     preemptors: list[Preemptor] = []
+    # Thousands of pending gangs share a few (queue, priority) pairs: one set each.
+    eligible_for: dict[tuple[int, int], frozenset[int]] = {}
     for g in pending:
-        eligible = frozenset(
-            v.index
-            for v in victims
-            if (v.queue == g.queue and v.priority < g.priority)
-            or (v.queue != g.queue and below[g.queue] and above[v.queue])
-        )
+        key = (g.queue, g.priority)
+        if key not in eligible_for:
+            eligible_for[key] = frozenset(
+                v.index
+                for v in victims
+                if (v.queue == g.queue and v.priority < g.priority)
+                or (v.queue != g.queue and below[g.queue] and above[v.queue])
+            )
+        eligible = eligible_for[key]
         if eligible:
             preemptors.append(Preemptor(g.index, eligible, bool(below[g.queue])))
     if not preemptors:
@@ -148,6 +175,13 @@ def candidates(
     )
     preemptors = preemptors[:MAX_PREEMPTORS]
     used = set().union(*(p.eligible for p in preemptors))
+    if sum(len(victims[v].groups) for v in used) > MAX_VICTIM_GROUPS:
+        used = _cheapest(victims, groups, used)
+        preemptors = [
+            Preemptor(p.gang, p.eligible & used, p.reclaims)
+            for p in preemptors
+            if p.eligible & used
+        ]
     priorities = {problem.gangs[p.gang].priority for p in preemptors}
     priorities |= {victims[v].priority for v in used}
     ranks = {p: i for i, p in enumerate(sorted(priorities))}
@@ -169,6 +203,23 @@ def candidates(
         gained=gained,
         ranks=ranks,
     )
+
+
+def _cheapest(victims: list[Victim], groups: list[VictimGroup], used: set[int]) -> set[int]:
+    """The victims of lowest priority, then lowest eviction cost, up to MAX_VICTIM_GROUPS."""
+
+    def cost(v: int) -> tuple[int, int]:
+        evicting = sum(groups[g].cost * len(groups[g].pods) for g in victims[v].groups)
+        return (victims[v].priority, evicting)
+
+    kept: set[int] = set()
+    total = 0
+    for v in sorted(used, key=cost):
+        total += len(victims[v].groups)
+        if total > MAX_VICTIM_GROUPS:
+            break
+        kept.add(v)
+    return kept
 
 
 def _admitted(problem: Problem, placed: dict[str, int]) -> set[int]:
