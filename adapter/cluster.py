@@ -69,6 +69,10 @@ class CycleReport(BaseModel):
     preempted: dict[str, str] = Field(
         default_factory=dict, description="pod -> why it was evicted this cycle, for whom"
     )
+    nominated: dict[str, str] = Field(
+        default_factory=dict,
+        description="pod -> node it will be bound to once the pods evicted for it are gone",
+    )
 
 
 class Cluster(Protocol):

@@ -450,6 +450,11 @@ def run_cycle(
                 bound=result.bound,
                 waiting_pods=decision.waiting_pods if decision is not None else {},
                 preempted=result.preempted,
+                nominated={
+                    pod: node
+                    for hold in (holds.held.values() if holds is not None else ())
+                    for pod, node in hold.pods.items()
+                },
             )
         )
     except ClusterError as e:

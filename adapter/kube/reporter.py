@@ -142,6 +142,8 @@ class Reporter:
             self._pod_waiting(pod, why)
         for pod, why in report.preempted.items():
             self._event(self._pod_ref(pod), "Warning", "Preempted", f"Evicted by gangsat: {why}")
+        for pod, node in report.nominated.items():
+            self._nominate(pod, node)
         for finding in findings:
             self._finding(finding)
         self._queues(live, gang_queue, _allocated(state, gang_queue))
@@ -205,7 +207,7 @@ class Reporter:
             kind, _, name = written.partition(" ")
             if kind == "podgroup":
                 return name in podgroups
-            if kind == "pod":
+            if kind in ("pod", "nominated"):
                 return self.cache.get(PODS, name) is not None
             return name.split(" ")[-1] in queues  # "queue <group> <name>"
 
@@ -312,6 +314,31 @@ class Reporter:
                     name,
                     namespace,
                     {"status": {"conditions": [condition]}},
+                    _content_type=STRATEGIC_MERGE_PATCH,
+                    _preload_content=False,
+                )
+            ),
+        )
+
+    def _nominate(self, pod: str, node: str) -> None:
+        """status.nominatedNodeName, as kube-scheduler sets it for a preemptor: where the
+        pod will run once its victims are gone."""
+        memory = f"nominated {pod}"
+        if self._written.get(memory) == (node,):
+            return
+        current = self.cache.get(PODS, pod)
+        if current is None or (current.get("status") or {}).get("nominatedNodeName") == node:
+            return
+        namespace, name = _split(pod)
+        self._submit(
+            memory,
+            (node,),
+            f"nominated {pod}",
+            lambda: done(
+                self.core.patch_namespaced_pod_status(
+                    name,
+                    namespace,
+                    {"status": {"nominatedNodeName": node}},
                     _content_type=STRATEGIC_MERGE_PATCH,
                     _preload_content=False,
                 )

@@ -264,6 +264,32 @@ def test_scheduling_gates_are_read() -> None:
     assert pods["team/free"].gates == ()
 
 
+@pytest.mark.parametrize(
+    ("annotations", "preemptible"),
+    [
+        ({}, True),
+        ({"gangsat.io/preemptible": "false"}, False),
+        ({"volcano.sh/preemptable": "False"}, False),
+        ({"volcano.sh/preemptable": "true"}, True),
+    ],
+)
+def test_a_podgroup_can_be_marked_never_to_be_a_victim(
+    annotations: dict[str, str], preemptible: bool
+) -> None:
+    group = podgroup("scheduling.volcano.sh/v1beta1", "g", {"minMember": 1})
+    group["metadata"]["annotations"] = annotations
+    [gang] = convert([group]).state.gangs
+    assert gang.preemptible is preemptible
+
+
+def test_preemption_policy_never_is_read_from_the_pod() -> None:
+    never = pod("never")
+    never["spec"]["preemptionPolicy"] = "Never"
+    pods = {p.name: p for p in convert([node("n1"), never, pod("may")]).state.pods}
+    assert pods["team/never"].may_preempt is False
+    assert pods["team/may"].may_preempt is True
+
+
 def test_a_daemonset_pod_is_marked_so_its_node_still_counts_as_empty() -> None:
     daemon = pod("node-exporter-x", scheduler="default-scheduler", node_name="n1")
     daemon["metadata"]["ownerReferences"] = [
