@@ -152,7 +152,7 @@ def summary_table(title: str, summaries: list[RunSummary]) -> Table:
         util = s.utilisation.get(s.fair_resource)
         lost_h = s.lost_resource_s.get(s.fair_resource, 0.0) / 3600
         unit = "GPU" if s.fair_resource == "nvidia.com/gpu" else s.fair_resource
-        evicted = [f"{s.evicted_pods} ({lost_h:,.1f} {unit}-h lost)"] if evictions else []
+        evicted = [f"{s.evicted_pods} / {lost_h:,.1f} {unit}-h"] if evictions else []
         table.add_row(
             s.scheduler,
             f"{s.finished_jobs}/{s.jobs}",
@@ -176,5 +176,5 @@ GLOSSARY = (
     "allocated share of the fair resource (GPUs if any, else CPU); JCT: submit to finish "
     "(mean); share err: largest |held - deserved| share of a queue, averaged while it is "
     "backlogged (two or more queues); evicted (when any run preempted): pods evicted for "
-    "a preempting gang, and the running work their jobs lost."
+    "a preempting gang / the running work their jobs lost."
 )

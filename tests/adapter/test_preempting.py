@@ -136,3 +136,21 @@ def test_evictions_the_validator_rejects_are_not_sent(monkeypatch: pytest.Monkey
     result = run_cycle(cluster, settings, None, Holds())
     assert result.preemption_rejected.startswith("eviction")
     assert not cluster.terminating
+
+
+def test_a_new_leader_without_the_holds_binds_the_preemptor_whole_once_room_is_free() -> None:
+    """A failover between the evictions and the bind: the new leader starts with no
+    holds. While the victims terminate it evicts nothing more (they are no victims any
+    more) and binds nothing partial; once they are gone the gang is placed as any other."""
+    cluster = GracefulCluster(_cluster())
+    run_cycle(cluster, PREEMPTING, None, Holds())  # the old leader evicts, then is gone
+    new_leader = Holds()
+    waiting = run_cycle(cluster, PREEMPTING, None, new_leader)
+    assert not waiting.preempted and not waiting.bound
+    cluster.grace_passes()
+    after = run_cycle(cluster, PREEMPTING, None, new_leader)
+    bound_gangs = {p.rsplit("-", 1)[0] for p in after.bound}
+    for gang_name in bound_gangs:  # whatever wins the freed room, whole gangs only
+        members = [p for p in after.bound if p.startswith(gang_name + "-")]
+        assert len(members) == 2
+    assert bound_gangs
