@@ -432,6 +432,10 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
         from benchmarks import churn
 
         return churn.main(given[1:], console)
+    if given[:1] == ["preemption"]:
+        from benchmarks import preemption
+
+        return preemption.main(given[1:], console)
     args = parse_args(given)
     if console is None:
         # Piped output (CI logs, tee) gets wide tables instead of 80-column wrapping.

@@ -1,0 +1,26 @@
+"""``gangsat-bench preemption`` on a short slice of the philly trace."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from benchmarks.suite import main
+
+
+def test_the_preemption_benchmark_runs_each_configuration(tmp_path: Path) -> None:
+    out = tmp_path / "rows.json"
+    console = Console(width=200, record=True)
+    args = ["preemption", "--loads", "8", "--draws", "0", "--jobs", "60", "--json", str(out)]
+    assert main([*args, "--time-limit", "0.1"], console) == 0
+    rows = json.loads(out.read_text())
+    assert [(r["scheduler"], r["preemption"]) for r in rows] == [
+        ("cpsat", False),
+        ("cpsat", True),
+        ("gang-greedy", True),
+    ]
+    assert all(r["partial_gangs"] == 0 and r["deadlocks"] == 0 for r in rows)
+    assert rows[0]["evicted_pods"] == 0 and rows[0]["lost_gpu_hours"] == 0
+    assert "lost GPU-h" in console.export_text()
