@@ -76,7 +76,7 @@ def preempt(
         return Preemption(wall_s=time.perf_counter() - started)
     baseline = greedy_choice(problem, cand, coef)
     m = _Model(cand)
-    _build_variables(problem, m)
+    _build_variables(problem, m, baseline)
     if not m.x or not m.removed:
         baseline.wall_s = time.perf_counter() - started
         return baseline
@@ -132,8 +132,14 @@ def _hint(problem: Problem, m: _Model, choice: Preemption) -> None:
         m.model.add_hint(var, int(lost[v] >= m.cand.victims[v].bound))
 
 
-def _build_variables(problem: Problem, m: _Model) -> None:
+def _build_variables(problem: Problem, m: _Model, baseline: Preemption) -> None:
+    """Count variables on the nodes with victims, the nodes with most room, and wherever
+    the baseline nominates (so that it is a complete hint)."""
     cand = m.cand
+    of_pod = problem.class_of_pod()
+    hinted: dict[int, set[int]] = defaultdict(set)
+    for pod, node in baseline.nominated.items():
+        hinted[of_pod[pod]].add(node)
     victim_nodes = cand.victim_nodes()
     room_by_victim: dict[int, dict[int, IntArray]] = defaultdict(dict)  # victim -> node
     for grp in cand.groups:
@@ -153,7 +159,8 @@ def _build_variables(problem: Problem, m: _Model) -> None:
             fit_freed = np.where(cls.feasible, fit_per_node(cls.demand, cand.free + freed), 0)
             spare = np.flatnonzero(fit_now > 0)
             spare = spare[np.argsort(-fit_now[spare], kind="stable")][:MAX_FREE_NODES]
-            nodes = set(spare.tolist()) | set(
+            nodes = set(spare.tolist()) | hinted[c]
+            nodes |= set(
                 with_victims[fit_freed[with_victims] > 0].tolist() if len(with_victims) else []
             )
             for n in sorted(nodes):
