@@ -10,9 +10,10 @@ the room the evictions free and the pods each victim loses:
   it loses all its pods, else at most those above minMember — never left short;
 - capacity per node: nominated pods <= room the decision left + what is removed there;
   queue capability for the preemptors;
-- **no eviction without a placement**: a victim loses pods on a node only where a
-  preemptor allowed to take from it is nominated, and no preemptor that may not take
-  from it is nominated to that node;
+- **no eviction without a placement**: a victim shrunk loses pods only on nodes where a
+  preemptor allowed to take from it is nominated; one evicted whole needs one such node
+  (its other pods go because a gang cannot run in part); no preemptor that may not take
+  from a victim is nominated where it loses pods;
 - **reclaim floor**: a queue above its deserved share is never pushed below it.
 
 The objective prices what ``solver.objective`` prices (pod value, priority, the
@@ -41,6 +42,7 @@ from solver.greedy_preemption import greedy_choice
 from solver.objective import Coefficients
 from solver.placement import Placer
 from solver.problem import Problem, fit_per_node
+from solver.search import DETERMINISTIC_WALL_FACTOR
 from solver.victims import Candidates, Preemption, candidates, reason
 
 MAX_FREE_NODES = 64  # per preemptor class, nodes without victims it may also use
@@ -87,11 +89,19 @@ def preempt(
     _set_objective(problem, m, coef, config)
     _hint(problem, m, baseline)
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(
-        MIN_SOLVE_S, config.preemption_time_share * config.time_limit_s
-    )
-    solver.parameters.num_workers = config.workers()
-    solver.parameters.random_seed = config.seed
+    limit = max(MIN_SOLVE_S, config.preemption_time_share * config.time_limit_s)
+    params = solver.parameters
+    params.max_time_in_seconds = limit
+    params.num_workers = config.workers()
+    params.random_seed = config.seed
+    # As the placement stages (solver.search): presolve and probing cost more than they
+    # find in a fraction of a second.
+    params.symmetry_level = 0
+    params.cp_model_probing_level = 0
+    if config.deterministic:
+        params.interleave_search = True
+        params.max_deterministic_time = limit
+        params.max_time_in_seconds = limit * DETERMINISTIC_WALL_FACTOR
     status = solver.solve(m.model)
     result = baseline
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
