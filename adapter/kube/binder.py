@@ -138,6 +138,52 @@ def _retry_after(e: ApiException, default: float) -> float:
     return min(max(value, 0.0), MAX_RETRY_AFTER_S)
 
 
+def remove(
+    cache: ClusterCache,
+    pod: str,
+    uid: str,
+    send: Callable[[tuple[float, float]], None],
+    retryable: frozenset[int],
+    fence: Fence,
+    backoff_s: float,
+    budget_s: float,
+) -> ClusterError | None:
+    """Send a request that ends a pod (a delete, an eviction), retried with backoff
+    within ``budget_s`` while the answer is in ``retryable`` (a 429 waits for the
+    server's Retry-After), each attempt fenced by leadership. The cache leaves the pod
+    out of snapshots meanwhile and takes it back if the request fails. A 404 or 409 is
+    success: the pod is gone, or a namesake replaced it, and nothing of ours holds room."""
+    cache.deleting(pod, uid)  # its DELETED event may come before the answer
+    deadline = time.monotonic() + budget_s
+    attempt = 0
+    while True:
+        left = fence()
+        if left <= 0:
+            cache.undelete(pod)
+            return ClusterError("NotLeader", "lost the lease before sending")
+        delay = backoff_s * 2**attempt
+        try:
+            # No request may arrive after the lease could have passed to another replica.
+            send((CONNECT_TIMEOUT_S, min(left, MAX_BIND_WAIT_S)))
+            return None
+        except ApiException as e:
+            if e.status in (404, 409):
+                return None
+            error = api_error(e)
+            if e.status not in retryable:
+                cache.undelete(pod)
+                return error
+            if e.status == 429:
+                delay = max(delay, _retry_after(e, delay))
+        except Exception as e:
+            error = ClusterError(type(e).__name__, str(e))
+        attempt += 1
+        if time.monotonic() + delay > deadline:
+            cache.undelete(pod)
+            return error
+        time.sleep(delay)
+
+
 class Binder:
     def __init__(
         self,
@@ -291,37 +337,14 @@ class Binder:
             # Without its UID the delete could hit a namesake created since: not sent.
             return ClusterError("UnknownUID", f"{pod}: no UID known; not deleted")
         options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
-        self.cache.deleting(pod, uid)
-        deadline = time.monotonic() + self.retry_budget_s
-        attempt = 0
-        while True:
-            try:
-                done(
-                    self.core.delete_namespaced_pod(
-                        name,
-                        namespace,
-                        body=options,
-                        _preload_content=False,
-                        _request_timeout=(CONNECT_TIMEOUT_S, MAX_BIND_WAIT_S),
-                    )
+
+        def send(timeout: tuple[float, float]) -> None:
+            done(
+                self.core.delete_namespaced_pod(
+                    name, namespace, body=options, _preload_content=False, _request_timeout=timeout
                 )
-                log.info("deleted %s: %s", pod, reason)
-                return None
-            except ApiException as e:
-                if e.status in (404, 409):
-                    return None  # gone already, or replaced by a new pod: ours holds nothing
-                error = api_error(e)
-                delay = self.backoff_s * 2**attempt
-                if e.status == 429:
-                    delay = max(delay, _retry_after(e, delay))
-                if e.status not in RETRYABLE:
-                    self.cache.undelete(pod)
-                    return error
-            except Exception as e:
-                error = ClusterError(type(e).__name__, str(e))
-                delay = self.backoff_s * 2**attempt
-            attempt += 1
-            if time.monotonic() + delay > deadline:
-                self.cache.undelete(pod)
-                return error
-            time.sleep(delay)
+            )
+            log.info("deleted %s: %s", pod, reason)
+
+        budget = self.retry_budget_s
+        return remove(self.cache, pod, uid, send, RETRYABLE, always, self.backoff_s, budget)

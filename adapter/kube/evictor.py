@@ -18,15 +18,13 @@ never evicted, and leadership fences every request as it fences binds.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from adapter.cluster import ClusterError
-from adapter.kube.binder import CONNECT_TIMEOUT_S, MAX_BIND_WAIT_S, Fence, api_error, split_key
+from adapter.kube.binder import Fence, remove, split_key
 from adapter.kube.cache import ClusterCache
 from adapter.kube.resources import done
 
@@ -72,36 +70,16 @@ class Evictor:
             metadata=client.V1ObjectMeta(name=name, namespace=namespace),
             delete_options=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)),
         )
-        self.cache.deleting(pod, uid)  # its DELETED event may come before the answer
-        deadline = time.monotonic() + self.retry_budget_s
-        attempt = 0
-        while True:
-            left = self.fence()
-            if left <= 0:
-                self.cache.undelete(pod)
-                return ClusterError("NotLeader", "lost the lease before evicting")
-            try:
-                # No eviction may arrive after the lease could have passed on.
-                timeout = (CONNECT_TIMEOUT_S, min(left, MAX_BIND_WAIT_S))
-                done(
-                    self.core.create_namespaced_pod_eviction(
-                        name, namespace, body, _preload_content=False, _request_timeout=timeout
-                    )
+
+        def send(timeout: tuple[float, float]) -> None:
+            done(
+                self.core.create_namespaced_pod_eviction(
+                    name, namespace, body, _preload_content=False, _request_timeout=timeout
                 )
-                log.info("evicted %s: %s", pod, why)
-                return None
-            except ApiException as e:
-                if e.status in (404, 409):
-                    return None
-                error = api_error(e)
-                if e.status not in RETRYABLE:  # 429: a disruption budget says not now
-                    self.cache.undelete(pod)
-                    return error
-            except Exception as e:
-                error = ClusterError(type(e).__name__, str(e))
-            delay = self.backoff_s * 2**attempt
-            attempt += 1
-            if time.monotonic() + delay > deadline:
-                self.cache.undelete(pod)
-                return error
-            time.sleep(delay)
+            )
+            log.info("evicted %s: %s", pod, why)
+
+        # A 429 is a disruption budget saying not now: final for this cycle.
+        return remove(
+            self.cache, pod, uid, send, RETRYABLE, self.fence, self.backoff_s, self.retry_budget_s
+        )
