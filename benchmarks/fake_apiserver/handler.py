@@ -319,24 +319,16 @@ class _Handler(BaseHTTPRequestHandler):
     def _subresource(self, method: str, res: _Resource, t: _Target, body: Any) -> None:
         fake = self.server.fake
         assert t.name is not None and t.sub is not None
-        if (res.group, res.plural, t.sub) == ("", "pods", "binding"):
+        # POST-only subresources of a pod: pods/binding and pods/eviction (policy/v1).
+        pod_action = {"binding": fake._bind, "eviction": fake._evict}.get(t.sub)
+        if (res.group, res.plural) == ("", "pods") and pod_action is not None:
             if method != "POST":
                 raise FakeApiError(
                     405, "the server does not allow this method on the requested resource"
                 )
             assert t.namespace is not None
             with fake._lock:
-                fake._bind(t.namespace, t.name, body)
-            self._send(201, _bind_success())
-            return
-        if (res.group, res.plural, t.sub) == ("", "pods", "eviction"):
-            if method != "POST":
-                raise FakeApiError(
-                    405, "the server does not allow this method on the requested resource"
-                )
-            assert t.namespace is not None
-            with fake._lock:
-                fake._evict(t.namespace, t.name, body)
+                pod_action(t.namespace, t.name, body)
             self._send(201, _bind_success())
             return
         if t.sub != "status" or not res.status_subresource:
