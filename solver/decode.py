@@ -77,7 +77,11 @@ def decision_from_placements(
         bound=bound,
         gap=relative_gap(placed_objective, bound),
         wall_s=wall_s,
-        stages=tuple(stages),
+        stages=(
+            (*stages, preemption.stage)
+            if preemption is not None and preemption.stage is not None
+            else tuple(stages)
+        ),
         decided_by=decided_by or scheduler,
         evictions=preemption.evictions if preemption else {},
         nominated={

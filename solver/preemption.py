@@ -39,6 +39,7 @@ from ortools.sat.python import cp_model
 from solver.arrays import IntArray
 from solver.config import SolverConfig
 from solver.greedy_preemption import greedy_choice
+from solver.model import StageReport
 from solver.objective import Coefficients
 from solver.placement import Placer
 from solver.problem import Problem, fit_per_node
@@ -102,11 +103,21 @@ def preempt(
         params.interleave_search = True
         params.max_deterministic_time = limit
         params.max_time_in_seconds = limit * DETERMINISTIC_WALL_FACTOR
+    solve_started = time.perf_counter()
     status = solver.solve(m.model)
-    result = baseline
-    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        result = _decode(problem, m, solver) or baseline
+    found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    result = (_decode(problem, m, solver) if found else None) or baseline
     result.wall_s = time.perf_counter() - started
+    # Its objective is what this model adds to the placement's: own bound, own gap.
+    result.stage = StageReport(
+        name="preemption",
+        variables=len(m.model.proto.variables),
+        constraints=len(m.model.proto.constraints),
+        status=solver.status_name(status),
+        objective=round(solver.objective_value) if found else None,
+        bound=int(np.floor(solver.best_objective_bound + 1e-6)) if found else None,
+        wall_s=time.perf_counter() - solve_started,
+    )
     return result
 
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from solver.arrays import IntArray
 from solver.config import ObjectiveWeights
-from solver.model import Pod
+from solver.model import Pod, StageReport
 from solver.objective import Coefficients
 from solver.problem import GangInfo, Problem, model_unit, share_units
 
@@ -45,6 +45,7 @@ class Preemption:
     nominated: dict[str, int] = field(default_factory=dict)
     disruption: int = 0  # objective term: what the evictions cost (<= 0)
     wall_s: float = 0.0
+    stage: StageReport | None = None  # the CP-SAT call, when the model was solved
 
 
 def reason(problem: Problem, victim_queue: int, victim_priority: int, taker: GangInfo) -> str:

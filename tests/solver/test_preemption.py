@@ -64,6 +64,10 @@ def test_higher_priority_gang_evicts_a_whole_lower_one_and_is_nominated(schedule
     assert not decision.placements  # bound once the victims are gone
     assert decision.terms["disruption"] < 0
     assert check(st_, decision) == []
+    if scheduler == "cpsat":  # the preemption model reports its solve as a stage
+        [stage] = [s for s in decision.stages if s.name == "preemption"]
+        assert stage.status == "OPTIMAL" and stage.objective is not None
+        assert stage.bound is not None and stage.objective <= stage.bound
 
 
 def test_victim_above_min_member_is_shrunk_not_evicted() -> None:
