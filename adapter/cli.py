@@ -42,7 +42,7 @@ from adapter.kube.run import KubeOptions, in_cluster, pod_namespace
 from adapter.kube.source import ClusterSource, SourceError, cluster_source
 from adapter.loop import LoopSettings
 from adapter.metrics import installed_version
-from adapter.runlog import ABOUT, GLOSSARY, RunLog, summary_table
+from adapter.runlog import ABOUT, EVICTED_GLOSSARY, GLOSSARY, RunLog, summary_table
 from adapter.settings import Settings, SettingsError
 from adapter.sim.measures import summarise
 from adapter.sim.run import simulate
@@ -390,7 +390,8 @@ def run(
         summaries.append(summarise(result))
     console.print()
     console.print(summary_table(f"Summary: {spec.name}", summaries))
-    console.print(GLOSSARY, style="dim")
+    evicted = any(s.evicted_pods for s in summaries)
+    console.print(GLOSSARY + (EVICTED_GLOSSARY if evicted else ""), style="dim")
     if json_out is not None:
         json_out.write_text(
             json.dumps([s.model_dump(mode="json") for s in summaries], indent=2) + "\n",

@@ -175,6 +175,8 @@ GLOSSARY = (
     "nothing running; partial: gangs ever seen holding pods below minMember; util: mean "
     "allocated share of the fair resource (GPUs if any, else CPU); JCT: submit to finish "
     "(mean); share err: largest |held - deserved| share of a queue, averaged while it is "
-    "backlogged (two or more queues); evicted (when any run preempted): pods evicted for "
-    "a preempting gang / the running work their jobs lost."
+    "backlogged (two or more queues)."
+)
+EVICTED_GLOSSARY = (
+    " evicted: pods evicted for a preempting gang / the running work their jobs lost."
 )
