@@ -170,7 +170,10 @@ class SolverConfig(BaseModel):
         gt=0,
         le=1,
         allow_inf_nan=False,
-        description="of the time limit, at most, for the preemption model after placement",
+        description=(
+            "of the time limit, at most, for the preemption model after placement; it "
+            "takes what the cycle has left, and no less than 0.05 s"
+        ),
     )
     relative_gap_limit: float = Field(
         default=0.001,

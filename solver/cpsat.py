@@ -412,10 +412,11 @@ def _solve(
         status = SolveStatus.FALLBACK
     else:
         status = SolveStatus.FEASIBLE
+    # Deterministic decisions must not depend on how long placement took.
+    elapsed = time.perf_counter() - started
+    time_left = None if config.deterministic else config.time_limit_s - elapsed
     preemption = (
-        preempt(problem, best, coef, config)
-        if config.preemption
-        else None
+        preempt(problem, best, coef, config, time_left) if config.preemption else None
     )
     return decision_from_placements(
         problem,

@@ -66,11 +66,17 @@ class _Model:
 
 
 def preempt(
-    problem: Problem, placer: Placer, coef: Coefficients, config: SolverConfig
+    problem: Problem,
+    placer: Placer,
+    coef: Coefficients,
+    config: SolverConfig,
+    time_left_s: float | None = None,
 ) -> Preemption:
     """Evictions and nominations after the decision ``placer`` holds. The greedy actions'
     choice (``solver.greedy_preemption``) is the model's hint, and stands when the model
-    finds nothing in its time: never worse than the baseline."""
+    finds nothing in its time: never worse than the baseline. The model gets what is
+    left of the cycle (``time_left_s``), at most ``preemption_time_share`` of it and at
+    least MIN_SOLVE_S."""
     started = time.perf_counter()
     cand = candidates(
         problem, placer.placed, placer.free, placer.queue_room, coef, config.weights
@@ -90,7 +96,10 @@ def preempt(
     _set_objective(problem, m, coef, config)
     _hint(problem, m, baseline)
     solver = cp_model.CpSolver()
-    limit = max(MIN_SOLVE_S, config.preemption_time_share * config.time_limit_s)
+    limit = config.preemption_time_share * config.time_limit_s
+    if time_left_s is not None:
+        limit = min(limit, time_left_s - (time.perf_counter() - started))
+    limit = max(MIN_SOLVE_S, limit)
     params = solver.parameters
     params.max_time_in_seconds = limit
     params.num_workers = config.workers()
