@@ -108,9 +108,16 @@ class Candidates:
 
 
 def _model_demand(problem: Problem, pod: Pod) -> IntArray:
-    units = np.array([model_unit(r) for r in problem.resources], dtype=np.int64)
-    raw = np.array([pod.demand().get(r, 0) for r in problem.resources], dtype=np.int64)
-    demand: IntArray = -(-raw // units)
+    """One pod's demand in model units (memory in MiB, rounded up), as ``prepare`` has
+    it; memoised per requests, as thousands of running pods share a few."""
+    key = ("model_demand", pod.requests.key())
+    cached = problem.memo.get(key)
+    if cached is None:
+        units = np.array([model_unit(r) for r in problem.resources], dtype=np.int64)
+        raw = np.array([pod.demand().get(r, 0) for r in problem.resources], dtype=np.int64)
+        cached = -(-raw // units)
+        problem.memo[key] = cached
+    demand: IntArray = np.asarray(cached)
     return demand
 
 
