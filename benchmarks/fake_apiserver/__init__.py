@@ -5,9 +5,14 @@ keep-alive, so the official ``kubernetes`` client (ApiClient, urllib3, ``watch.W
 runs its real code paths against it:
 
 - discovery (``/api``, ``/api/v1``, ``/apis``, ``/apis/{group}[/{version}]``, ``/version``);
-- nodes, pods (``status`` and ``binding`` subresources, and ``/namespaces/{ns}/bindings``),
-  core and ``events.k8s.io`` events, namespaces, leases, priority classes, and CRDs — a
-  POSTed CustomResourceDefinition registers its resource, so CRD manifests can be applied;
+- nodes, pods (``status``, ``binding`` and ``eviction`` subresources, and
+  ``/namespaces/{ns}/bindings``), core and ``events.k8s.io`` events, namespaces, leases,
+  priority classes, PodDisruptionBudgets (``minAvailable`` with ``matchLabels``: an
+  eviction that would break one is a 429), and CRDs — a POSTed CustomResourceDefinition
+  registers its resource, so CRD manifests can be applied;
+- an eviction ends a bound pod gracefully, as a kubelet would: it keeps its node with a
+  ``deletionTimestamp`` for its grace period (the eviction's, the pod's
+  ``terminationGracePeriodSeconds``, else 30 s), then is deleted;
 - one global resourceVersion counter; get, list (label and field selectors, ``limit`` and
   ``continue`` paging consistent at the first page's version), watch (initial ADDED
   events, replay from a version, 410 Expired as an ERROR event, bookmarks,
@@ -31,10 +36,10 @@ runs its real code paths against it:
 What it deliberately does not fake, because nothing in gangsat depends on it: auth
 (no TLS, no tokens, no RBAC), schema validation beyond object names, server-side apply
 (415), ``dryRun`` (400 rather than silently writing), protobuf and CBOR (always JSON),
-graceful deletion and finalizers (a delete is immediate; deleting a namespace deletes its
-objects at once), namespace existence checks on create, ``managedFields``, conversion
-between versions beyond rewriting ``apiVersion``, shared storage between core and
-``events.k8s.io`` events, streaming lists (``sendInitialEvents``), list
+graceful deletion beyond evictions and finalizers (a delete is immediate; deleting a
+namespace deletes its objects at once), namespace existence checks on create,
+``managedFields``, conversion between versions beyond rewriting ``apiVersion``, shared
+storage between core and ``events.k8s.io`` events, streaming lists (``sendInitialEvents``), list
 ``resourceVersion`` semantics (a list is always served at the current version), and
 strategic merge patch beyond the merge keys in ``patches.SMP_MERGE_KEYS``. Nor does it
 model how a real server's cost varies with the request (a large list or a busy watch

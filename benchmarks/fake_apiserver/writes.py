@@ -4,7 +4,9 @@ types, delete with preconditions (a namespace's or CRD's objects go with it) and
 from __future__ import annotations
 
 import random
+import threading
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from benchmarks.fake_apiserver.admission import _Admission, _check_name
@@ -26,6 +28,9 @@ CONFLICT_MESSAGE = (
 )
 
 NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # apiserver's generateName alphabet
+
+
+DEFAULT_GRACE_S = 30  # a pod's terminationGracePeriodSeconds when it sets none
 
 
 class _Writes(_Admission, _Registry):
@@ -289,8 +294,11 @@ class _Writes(_Admission, _Registry):
 
     def _evict(self, namespace: str, name: str, eviction: Any) -> None:
         """POST pods/{name}/eviction (policy/v1): the pod is deleted unless a
-        PodDisruptionBudget selecting it would be broken (429). As every delete here,
-        at once: no grace period is modelled (no kubelet would end it)."""
+        PodDisruptionBudget selecting it would be broken (429). Gracefully, as a kubelet
+        would end it: for its grace period (the eviction's ``gracePeriodSeconds``, else
+        the pod's ``terminationGracePeriodSeconds``, else 30 s) it stays, with a
+        ``deletionTimestamp``, holding its node's room; then it is deleted. A grace of 0
+        deletes at once."""
         pods = self._resources[("", "pods")]
         if not isinstance(eviction, dict):
             raise FakeApiError(400, "the body of the request must be a JSON object")
@@ -311,6 +319,7 @@ class _Writes(_Admission, _Registry):
                 1
                 for (pns, _), pod in self._objects[("", "pods")].items()
                 if pns == namespace and (pod.get("spec") or {}).get("nodeName")
+                and not pod["metadata"].get("deletionTimestamp")
                 and selected(pod, wanted)
             )
             least = spec.get("minAvailable")
@@ -320,7 +329,43 @@ class _Writes(_Admission, _Registry):
                     "Cannot evict pod as it would violate the pod's disruption budget.",
                     details={"causes": [{"reason": "DisruptionBudget", "message": pdb_name}]},
                 )
-        self._delete(pods, namespace, name, eviction.get("deleteOptions") or {})
+        options = eviction.get("deleteOptions") or {}
+        grace = options.get("gracePeriodSeconds")
+        if not isinstance(grace, int):
+            grace = (current.get("spec") or {}).get("terminationGracePeriodSeconds")
+        grace = grace if isinstance(grace, int) else DEFAULT_GRACE_S
+        meta = current["metadata"]
+        if grace <= 0 or not (current.get("spec") or {}).get("nodeName"):
+            self._delete(pods, namespace, name, options)  # nothing runs: gone at once
+            return
+        uid = (options.get("preconditions") or {}).get("uid")
+        if uid and uid != meta.get("uid"):
+            raise pods.conflict(
+                name, f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
+                f"{meta.get('uid')}"
+            )
+        if meta.get("deletionTimestamp"):
+            return  # terminating already
+        ends = datetime.now(UTC) + timedelta(seconds=grace)
+        new = {
+            **current,
+            "metadata": {
+                **meta,
+                "deletionTimestamp": ends.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "deletionGracePeriodSeconds": grace,
+            },
+        }
+        self._commit(pods, current, new)
+        timer = threading.Timer(grace, self._terminated, (namespace, name, meta.get("uid")))
+        timer.daemon = True
+        timer.start()
+
+    def _terminated(self, namespace: str, name: str, uid: str | None) -> None:
+        """The grace period of an evicted pod is over: it is deleted (if still there)."""
+        with self._lock:
+            current = self._objects[("", "pods")].get((namespace, name))
+            if current is not None and current["metadata"].get("uid") == uid:
+                self._delete(self._resources[("", "pods")], namespace, name, {})
 
     def _bind(self, namespace: str, name: str, binding: Any) -> None:
         pods = self._resources[("", "pods")]

@@ -784,3 +784,44 @@ def test_an_event_is_serialised_once_for_every_watch_that_sends_it_unchanged() -
     selective = _Watcher(pods, None, _Selector(labels=(("=", "x", "1"),)), "v1", None)
     added = json.loads(selective.encode(event))
     assert added["type"] == "ADDED" and sent != {selective.encode(event)}
+
+
+def _evict(api: Any, name: str, uid: str | None = None) -> None:
+    options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
+    body = client.V1Eviction(
+        metadata=client.V1ObjectMeta(name=name, namespace=NS), delete_options=options
+    )
+    client.CoreV1Api(api).create_namespaced_pod_eviction(name, NS, body)
+
+
+def test_eviction_is_graceful_budgeted_and_preconditioned(server: FakeApiServer, api: Any) -> None:
+    server.put(node("n1"))
+    for i in range(3):
+        server.put(
+            pod(f"w-{i}", {"app": "w"}, nodeName="n1", terminationGracePeriodSeconds=1)
+        )
+    server.put(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "w", "namespace": NS},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "w"}}},
+        }
+    )
+    with pytest.raises(ApiException) as missing:
+        _evict(api, "nope")
+    assert missing.value.status == 404
+    with pytest.raises(ApiException) as stale:
+        _evict(api, "w-0", uid="not-its-uid")
+    assert stale.value.status == 409
+    _evict(api, "w-0")  # 3 running, 2 must stay: allowed
+    evicted = server.get("", "pods", NS, "w-0")
+    assert evicted is not None and evicted["metadata"]["deletionTimestamp"]
+    assert evicted["spec"]["nodeName"] == "n1"  # holds its node while it terminates
+    with pytest.raises(ApiException) as budget:
+        _evict(api, "w-1")  # w-0 terminating: only 2 running, the budget says no
+    assert budget.value.status == 429
+    deadline = time.monotonic() + 5
+    while server.get("", "pods", NS, "w-0") is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.get("", "pods", NS, "w-0") is None  # deleted once its grace ended

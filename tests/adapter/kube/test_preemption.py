@@ -11,14 +11,21 @@ from adapter.kube.cluster import KubeCluster
 from adapter.loop import LoopSettings, run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
 from solver.config import SolverConfig
-from tests.adapter.kube.manifests import apply, bound_pods, gang_pods, node, podgroup
+from tests.adapter.kube.manifests import (
+    apply,
+    bound_pods,
+    gang_pods,
+    node,
+    podgroup,
+    wait_until,
+)
 
 SETTINGS = LoopSettings(solver=SolverConfig(time_limit_s=2.0, preemption=True))
 
 
-def _objects(pdb: bool = False, never: bool = False) -> list[dict[str, Any]]:
-    """One 2-cpu node runs gang low (2 x 1 cpu); gang high (2 x 1 cpu, PriorityClass
-    high) waits."""
+def _objects(pdb: bool = False, never: bool = False, grace: int = 0) -> list[dict[str, Any]]:
+    """One 2-cpu node runs gang low (2 x 1 cpu, ``grace`` seconds to terminate); gang high
+    (2 x 1 cpu, PriorityClass high) waits."""
     high_class = {
         "apiVersion": "scheduling.k8s.io/v1",
         "kind": "PriorityClass",
@@ -29,6 +36,7 @@ def _objects(pdb: bool = False, never: bool = False) -> list[dict[str, Any]]:
     low = gang_pods("low", 2)
     for p in low:
         p["spec"]["nodeName"] = "n1"
+        p["spec"]["terminationGracePeriodSeconds"] = grace
         p["metadata"]["labels"] = {"app": "low"}
     high = gang_pods("high", 2)
     for p in high:
@@ -80,7 +88,7 @@ def test_victims_are_evicted_through_the_eviction_api_and_the_preemptor_bound_af
             if e.get("reason") == "Preempted"
         }
         assert preempted == {"low-0", "low-1"}
-        # The fake deletes at once (no grace period): the next cycle finds them gone.
+        # Grace 0: deleted at once, so the next cycle finds them gone.
         second = run_cycle(cluster, SETTINGS, None, holds)
         assert sorted(second.bound) == ["default/high-0", "default/high-1"]
         assert bound_pods(server) == {"default/high-0": "n1", "default/high-1": "n1"}
@@ -110,5 +118,25 @@ def test_preemption_policy_never_evicts_nothing(server: FakeApiServer) -> None:
     try:
         result = run_cycle(cluster, SETTINGS, None, Holds())
         assert not result.preempted and not _evictions(server)
+    finally:
+        cluster.stop()
+
+
+def test_victims_keep_their_room_while_they_terminate(server: FakeApiServer) -> None:
+    """Evicted pods with a grace period stay, with a deletionTimestamp, holding n1: no
+    cycle binds the preemptor before the API server has deleted them."""
+    apply(server, _objects(grace=1))
+    cluster = KubeCluster(server.client()).start(10)
+    holds = Holds()
+    try:
+        first = run_cycle(cluster, SETTINGS, None, holds)
+        assert sorted(first.preempted) == ["default/low-0", "default/low-1"]
+        terminating = run_cycle(cluster, SETTINGS, None, holds)
+        assert not terminating.bound and not terminating.preempted
+        assert bound_pods(server) == {"default/low-0": "n1", "default/low-1": "n1"}
+        wait_until(lambda: not bound_pods(server), what="the grace period to end")
+        wait_until(lambda: not cluster.snapshot().bound_pods(), what="the watch to see it")
+        last = run_cycle(cluster, SETTINGS, None, holds)
+        assert sorted(last.bound) == ["default/high-0", "default/high-1"]
     finally:
         cluster.stop()
