@@ -19,7 +19,7 @@ import numpy as np
 
 from solver.config import SolverConfig
 from solver.decode import decision_from_placements
-from solver.greedy_preemption import greedy_preempt
+from solver.greedy_preemption import apply_withdrawals, greedy_preempt
 from solver.model import ClusterState, Decision, SolveStatus
 from solver.objective import coefficients
 from solver.placement import Placer, Policy
@@ -43,6 +43,7 @@ def _baseline(
     if preempts and config.preemption and problem.schedulable_gangs():
         coef = coefficients(problem, config.weights)
         preemption = greedy_preempt(problem, placer, coef, config)
+        apply_withdrawals(problem, placer, preemption)
     return decision_from_placements(
         problem,
         placer,

@@ -41,6 +41,7 @@ from solver.encode import (
     pair_capacity,
     restricted,
 )
+from solver.greedy_preemption import apply_withdrawals
 from solver.model import ClusterState, Decision, SolveStatus, StageReport
 from solver.objective import coefficients
 from solver.placement import Placer
@@ -415,9 +416,10 @@ def _solve(
     # Deterministic decisions must not depend on how long placement took.
     elapsed = time.perf_counter() - started
     time_left = None if config.deterministic else config.time_limit_s - elapsed
-    preemption = (
-        preempt(problem, best, coef, config, time_left) if config.preemption else None
-    )
+    preemption = None
+    if config.preemption:
+        preemption = preempt(problem, best, coef, config, time_left)
+        apply_withdrawals(problem, best, preemption)
     return decision_from_placements(
         problem,
         best,

@@ -19,7 +19,7 @@ from solver.config import SolverConfig
 from solver.objective import Coefficients
 from solver.placement import Placer
 from solver.problem import GangInfo, Problem, fit_per_node
-from solver.victims import Candidates, Preemption, candidates, reason
+from solver.victims import Candidates, Preemption, candidates, reason, split_withdrawn
 
 # Placement attempts per preemptor: each places the gang on every node (2-3 ms on 1,000
 # nodes); a gang that fits nowhere after this many victims is left for the next cycle.
@@ -33,7 +33,27 @@ def greedy_preempt(
     cand = candidates(
         problem, placer.placed, placer.free, placer.queue_room, coef, config.weights
     )
-    return Preemption() if cand is None else greedy_choice(problem, cand, coef)
+    if cand is None:
+        return Preemption()
+    return split_withdrawn(cand, greedy_choice(problem, cand, coef))
+
+
+def apply_withdrawals(problem: Problem, placer: Placer, choice: Preemption) -> None:
+    """Take the withdrawn placements out of ``placer``. When no running pod is evicted,
+    the nominated gangs need not wait for anything: they become placements too."""
+    if not choice.withdrawn:
+        return
+    placer.unplace(sorted(choice.withdrawn))
+    choice.withdrawn = set()
+    if choice.evictions:
+        return
+    of_pod = problem.class_of_pod()
+    counts: dict[tuple[int, int], int] = {}
+    for pod, node in choice.nominated.items():
+        counts[(of_pod[pod], node)] = counts.get((of_pod[pod], node), 0) + 1
+    for (c, node), count in sorted(counts.items()):
+        placer.place_on(problem.classes[c], node, count)
+    choice.nominated = {}
 
 
 def greedy_choice(problem: Problem, cand: Candidates, coef: Coefficients) -> Preemption:
@@ -105,7 +125,8 @@ def greedy_choice(problem: Problem, cand: Candidates, coef: Coefficients) -> Pre
             held[victim.queue] -= _share(cand, v)
             for g in victim.groups:
                 grp = cand.groups[g]
-                out.disruption -= grp.cost * len(grp.pods)
+                if not victim.placed:  # a placement taken back costs only its value
+                    out.disruption -= grp.cost * len(grp.pods)
                 for pod in grp.pods:
                     out.evictions[pod] = reason(problem, victim.queue, victim.priority, gang)
             out.disruption -= victim.evict_cost

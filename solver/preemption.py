@@ -44,7 +44,7 @@ from solver.objective import Coefficients
 from solver.placement import Placer
 from solver.problem import Problem, fit_per_node
 from solver.search import DETERMINISTIC_WALL_FACTOR
-from solver.victims import Candidates, Preemption, candidates, reason
+from solver.victims import Candidates, Preemption, candidates, reason, split_withdrawn
 
 MAX_FREE_NODES = 64  # per preemptor class, nodes without victims it may also use
 MIN_SOLVE_S = 0.05
@@ -88,7 +88,7 @@ def preempt(
     _build_variables(problem, m, baseline)
     if not m.x or not m.removed:
         baseline.wall_s = time.perf_counter() - started
-        return baseline
+        return split_withdrawn(cand, baseline)
     _add_gang_rules(problem, m)
     _add_capacity(problem, m)
     _add_node_rules(m)
@@ -115,7 +115,7 @@ def preempt(
     solve_started = time.perf_counter()
     status = solver.solve(m.model)
     found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-    result = (_decode(problem, m, solver) if found else None) or baseline
+    result = split_withdrawn(cand, (_decode(problem, m, solver) if found else None) or baseline)
     result.wall_s = time.perf_counter() - started
     # Its objective is what this model adds to the placement's: own bound, own gap.
     result.stage = StageReport(
@@ -389,7 +389,8 @@ def _decode(problem: Problem, m: _Model, solver: cp_model.CpSolver) -> Preemptio
         grp = cand.groups[g]
         victim = cand.victims[grp.victim]
         gone[grp.victim] += count
-        cost += grp.cost * count
+        if not victim.placed:  # a placement taken back costs its value, priced as placed
+            cost += grp.cost * count
         taker = _taker(cand, grp.victim, users)
         if taker is None:
             return None  # the model forbids it; should it ever happen, it is not used

@@ -43,6 +43,9 @@ class Preemption:
 
     evictions: dict[str, str] = field(default_factory=dict)
     nominated: dict[str, int] = field(default_factory=dict)
+    # Pods of gangs this cycle's placement admitted, taken back for a preemptor: the
+    # placement and the preemption decided together.
+    withdrawn: set[str] = field(default_factory=set)
     disruption: int = 0  # objective term: what the evictions cost (<= 0)
     wall_s: float = 0.0
     stage: StageReport | None = None  # the CP-SAT call, when the model was solved
@@ -78,6 +81,7 @@ class Victim:
     min_member: int
     value: int  # share units of one pod's dominant resource (the smallest member's)
     evict_cost: int = 0  # the priority it held: lost when evicted whole
+    placed: bool = False  # admitted by this cycle's placement, not bound: withdrawn, whole
     groups: list[int] = field(default_factory=list)
 
     @property
@@ -153,6 +157,7 @@ def candidates(
     if not pending:
         return None
     victims, groups = _victims(problem, pods, coef, w)
+    _placed_victims(problem, placed, admitted, coef, w, victims, groups)
     if not victims:
         return None
     preemptors: list[Preemptor] = []
@@ -195,7 +200,10 @@ def candidates(
     ranks = {p: i for i, p in enumerate(sorted(priorities))}
     for v in used:
         victim = victims[v]
-        victim.evict_cost = w.priority * ranks[victim.priority] * victim.min_member * victim.value
+        if not victim.placed:  # a placement taken back loses its priority term as such
+            victim.evict_cost = (
+                w.priority * ranks[victim.priority] * victim.min_member * victim.value
+            )
     # Only the groups of victims some preemptor may take from, renumbered.
     kept: list[VictimGroup] = []
     for victim in victims:
@@ -312,3 +320,68 @@ def _victims(
         victim.value = min(values)
         victims.append(victim)
     return victims, groups
+
+
+def _placed_victims(
+    problem: Problem,
+    placed: dict[str, int],
+    admitted: set[int],
+    coef: Coefficients,
+    w: ObjectiveWeights,
+    victims: list[Victim],
+    groups: list[VictimGroup],
+) -> None:
+    """Gangs this cycle's placement admitted, as victims taken back whole: a gang of lower
+    priority may have taken the free room a preemptor needed. Taking a placement back
+    costs only the value it would have earned (no work is lost)."""
+    of_pod = problem.class_of_pod()
+    by_gang: dict[int, dict[tuple[int, int], list[str]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for pod, node in placed.items():
+        c = of_pod[pod]
+        if problem.classes[c].gang in admitted:
+            by_gang[problem.classes[c].gang][(node, c)].append(pod)
+    preemptible = {g.name: g.preemptible for g in problem.state.gangs}
+    for g, cells in sorted(by_gang.items()):
+        info = problem.gangs[g]
+        if not preemptible.get(info.name, True):
+            continue
+        count = sum(len(pods) for pods in cells.values())
+        victim = Victim(
+            index=len(victims),
+            name=info.name,
+            queue=info.queue,
+            priority=info.priority,
+            bound=count,
+            min_member=count,  # whole or not at all
+            value=min(problem.classes[c].value for _, c in cells),
+            placed=True,
+        )
+        for (node, c), pods in sorted(cells.items()):
+            cls = problem.classes[c]
+            victim.groups.append(len(groups))
+            groups.append(
+                VictimGroup(
+                    victim=victim.index,
+                    node=node,
+                    pods=tuple(pods),
+                    demand=cls.demand,
+                    share=int(coef.pod_share[c]),
+                    cost=w.value * cls.value,
+                )
+            )
+        victims.append(victim)
+
+
+def split_withdrawn(cand: Candidates, choice: Preemption) -> Preemption:
+    """``choice`` with the pods of placed victims moved from evictions to withdrawn."""
+    placed = {
+        pod for v in cand.victims if v.placed for g in v.groups for pod in cand.groups[g].pods
+    }
+    taken = {pod for pod in choice.evictions if pod in placed}
+    if not taken:
+        return choice
+    choice.withdrawn = taken
+    choice.evictions = {pod: why for pod, why in choice.evictions.items() if pod not in taken}
+    return choice

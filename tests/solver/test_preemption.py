@@ -234,3 +234,23 @@ def test_every_preemption_passes_the_validator(scheduler: str, cluster: ClusterS
     decision = schedule(cluster, scheduler, SolverConfig(preemption=True, time_limit_s=0.5))
     assert check(cluster, decision) == []
     assert bool(decision.evictions) == bool(decision.nominated)
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_a_placement_this_cycle_is_taken_back_rather_than_evicting_more(scheduler: str) -> None:
+    """Placement alone gives n0's free room to 'low' (priority 0), as 'hi' (priority 10,
+    two 4-cpu pods) fits nowhere. Preemption takes that placement back and evicts only
+    r on n1: hi gets both nodes, nothing else is evicted, low waits."""
+    st_ = state(
+        [node("n0").cap(cpu=4), node("n1").cap(cpu=4)],
+        [*_running("r", 1, 4, ["n1"]), *_pending("low", 1, 4), *_pending("hi", 2, 4)],
+        [gang("r", 1), gang("low", 1), gang("hi", 2).priority(10)],
+        [queue()],
+    )
+    assert schedule(st_, scheduler).placements == {"low-0": "n0"}  # without preemption
+    decision = schedule(st_, scheduler, PREEMPT)
+    assert decision.placements == {}
+    assert set(decision.evictions) == {"r-0"}
+    assert sorted(decision.nominated.values()) == ["n0", "n1"]
+    assert "low" not in decision.admitted
+    assert check(st_, decision) == []
