@@ -10,9 +10,13 @@ from hypothesis import strategies as st
 
 from solver.config import SolverConfig
 from solver.cpsat import solve
+from solver.greedy_preemption import apply_withdrawals
 from solver.model import ClusterState, Decision
+from solver.placement import Placer
+from solver.problem import prepare
 from solver.schedulers import schedule
 from solver.validate import check
+from solver.victims import Preemption
 from tests.builders import gang, node, pod, queue, state
 
 PREEMPT = SolverConfig(preemption=True)
@@ -254,3 +258,21 @@ def test_a_placement_this_cycle_is_taken_back_rather_than_evicting_more(schedule
     assert sorted(decision.nominated.values()) == ["n0", "n1"]
     assert "low" not in decision.admitted
     assert check(st_, decision) == []
+
+
+def test_a_preemptor_that_evicts_nothing_running_is_placed_at_once() -> None:
+    """Only a placement of this cycle taken back: nothing has to terminate first."""
+    st_ = state(
+        [node("n0").cap(cpu=4)],
+        [*_pending("low", 1, 4), *_pending("hi", 1, 4)],
+        [gang("low", 1), gang("hi", 1).priority(10)],
+        [queue()],
+    )
+    problem = prepare(st_)
+    placer = Placer(problem)
+    [low] = [g for g in problem.gangs if g.name == "low"]
+    assert placer.try_gang(low) == ["low-0"]
+    choice = Preemption(withdrawn={"low-0"}, nominated={"hi-0": 0})
+    apply_withdrawals(problem, placer, choice)
+    assert placer.placed == {"hi-0": 0}
+    assert not choice.nominated and not choice.evictions
