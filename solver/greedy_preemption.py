@@ -154,9 +154,32 @@ def _freed(cand: Candidates, free: IntArray, victims: list[int]) -> IntArray:
 def _fit(
     problem: Problem, cand: Candidates, gang: GangInfo, free: IntArray, victims: list[int]
 ) -> dict[str, int] | None:
-    """Where the gang's minMember pods go with ``victims`` gone, or None."""
-    trial = Placer(problem)
-    trial.free = _freed(cand, free, victims)
-    trial.queue_room = [room.copy() for room in cand.queue_room]
-    placed = trial.try_gang(gang, extras=False)
-    return dict(trial.placed) if placed else None
+    """Where the gang's minMember pods go with ``victims`` gone, or None: its classes in
+    turn, as ``Placer.try_gang`` takes them, each counted node by node, the victims'
+    nodes first (placing through a Placer cost 2-3 ms a try on 1,000 nodes)."""
+    room = _freed(cand, free, victims)
+    queue_room = cand.queue_room[gang.queue].copy()
+    freed = {cand.groups[g].node for v in victims for g in cand.victims[v].groups}
+    placement: dict[str, int] = {}
+    for c in gang.classes:
+        cls = problem.classes[c]
+        wanted = min(cls.count, gang.need - len(placement))
+        fits = np.where(cls.feasible, fit_per_node(cls.demand, room), 0)
+        nodes = sorted(np.flatnonzero(fits).tolist(), key=lambda n: (n not in freed, -fits[n], n))
+        pods = iter(cls.pods[:wanted])
+        for n in nodes:
+            take = min(int(fits[n]), wanted)
+            asked = cls.demand > 0
+            if asked.any():  # the queue's capability (huge where uncapped)
+                room_left = np.maximum(queue_room[asked], 0) // cls.demand[asked]
+                take = min(take, int(room_left.min()))
+            for _ in range(take):
+                placement[next(pods)] = n
+            room[n] -= cls.demand * take
+            queue_room -= cls.demand * take
+            wanted -= take
+            if not wanted:
+                break
+        if len(placement) >= gang.need:
+            return placement
+    return None

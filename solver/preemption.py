@@ -84,6 +84,10 @@ def preempt(
     if cand is None:
         return Preemption(wall_s=time.perf_counter() - started)
     baseline = greedy_choice(problem, cand, coef)
+    if time_left_s is not None and time_left_s - (time.perf_counter() - started) <= 0:
+        # The cycle's time is up: building a model it could not solve would only add to it.
+        baseline.wall_s = time.perf_counter() - started
+        return split_withdrawn(cand, baseline)
     m = _Model(cand)
     _build_variables(problem, m, baseline)
     if not m.x or not m.removed:

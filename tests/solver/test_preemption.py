@@ -10,9 +10,11 @@ from hypothesis import strategies as st
 
 from solver.config import SolverConfig
 from solver.cpsat import solve
-from solver.greedy_preemption import apply_withdrawals
+from solver.greedy_preemption import apply_withdrawals, greedy_preempt
 from solver.model import ClusterState, Decision
+from solver.objective import coefficients
 from solver.placement import Placer
+from solver.preemption import preempt
 from solver.problem import prepare
 from solver.schedulers import schedule
 from solver.validate import check
@@ -276,3 +278,16 @@ def test_a_preemptor_that_evicts_nothing_running_is_placed_at_once() -> None:
     apply_withdrawals(problem, placer, choice)
     assert placer.placed == {"hi-0": 0}
     assert not choice.nominated and not choice.evictions
+
+
+def test_with_the_cycles_time_up_the_greedy_choice_stands() -> None:
+    st_ = _priority_cluster()
+    problem = prepare(st_)
+    config = PREEMPT
+    coef = coefficients(problem, config.weights)
+    placer = Placer(problem)
+    late = preempt(problem, placer, coef, config, time_left_s=0.0)
+    greedy = greedy_preempt(problem, Placer(problem), coef, config)
+    assert late.stage is None  # no model was built
+    assert late.evictions == greedy.evictions and late.nominated == greedy.nominated
+    assert set(late.evictions) == {f"lo-{i}" for i in range(4)}
