@@ -265,7 +265,11 @@ def _preempt(
         result.preemption_rejected = f"{findings[0].kind}: {findings[0].message}"
         log.error("not evicting: the decision's preemption breaks a rule: %s", findings[0])
         return
-    failures = cluster.preempt(decision.evictions)
+    try:
+        failures = cluster.preempt(decision.evictions)
+    except Exception as e:  # a backend bug must not stop the loop: nothing is held
+        log.exception("evicting for preemption failed")
+        failures = {pod: ClusterError(type(e).__name__, str(e)) for pod in decision.evictions}
     for pod, why in decision.evictions.items():
         if pod in failures:
             result.preempt_failed[pod] = str(failures[pod])

@@ -154,3 +154,16 @@ def test_a_new_leader_without_the_holds_binds_the_preemptor_whole_once_room_is_f
         members = [p for p in after.bound if p.startswith(gang_name + "-")]
         assert len(members) == 2
     assert bound_gangs
+
+
+def test_a_backend_failing_to_evict_stops_nothing_and_holds_nothing() -> None:
+    class Broken(GracefulCluster):
+        def preempt(self, evictions: Mapping[str, str]) -> dict[str, ClusterError]:
+            raise RuntimeError("backend bug")
+
+    cluster = Broken(_cluster())
+    holds = Holds()
+    result = run_cycle(cluster, PREEMPTING, None, holds)
+    assert result.error is None
+    assert set(result.preempt_failed) == {f"lo-{i}" for i in range(4)}
+    assert not holds.held and not result.bound
