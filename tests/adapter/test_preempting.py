@@ -83,6 +83,8 @@ def test_the_preemptor_binds_only_once_its_victims_are_gone_and_no_one_takes_its
     assert not first.bound
     assert status_of(first, "hi").reason == "Preempting"
     assert sample(metrics, "gangsat_evictions_total", reason="preempt") == 4
+    disruption = sample(metrics, "gangsat_disruption_objective")
+    assert disruption is not None and disruption < 0
 
     waiting = run_cycle(cluster, PREEMPTING, metrics, holds)  # victims still terminating
     assert not waiting.bound and not waiting.preempted
