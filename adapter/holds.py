@@ -30,8 +30,7 @@ HOLD_TIMEOUT_S = 300.0  # ten default 30 s grace periods
 class Hold:
     gang: str
     pods: dict[str, str]  # pod -> nominated node
-    victims: frozenset[str]  # pods evicted for it, with the nodes they ran on
-    victim_nodes: dict[str, str]
+    victim_nodes: dict[str, str]  # pod evicted for it -> the node it ran on
     since_s: float  # snapshot clock when the evictions were sent
 
 
@@ -76,13 +75,15 @@ class Holds:
     @staticmethod
     def victims_gone(hold: Hold, state: ClusterState) -> bool:
         """No victim still on the node it was evicted from (deleted, or pending again)."""
-        on_node = {p.name: p.node_name for p in state.pods if p.name in hold.victims}
+        on_node = {p.name: p.node_name for p in state.pods if p.name in hold.victim_nodes}
         return all(on_node.get(pod) != node for pod, node in hold.victim_nodes.items())
 
     def split(self, state: ClusterState) -> tuple[list[Hold], list[Hold]]:
         """(holds whose victims are gone: bind them now, holds still waiting)."""
-        ready = [h for h in self.held.values() if self.victims_gone(h, state)]
-        waiting = [h for h in self.held.values() if not self.victims_gone(h, state)]
+        ready: list[Hold] = []
+        waiting: list[Hold] = []
+        for hold in self.held.values():
+            (ready if self.victims_gone(hold, state) else waiting).append(hold)
         return ready, waiting
 
     def assumed(self, state: ClusterState, holds: list[Hold]) -> ClusterState:

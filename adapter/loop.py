@@ -291,7 +291,6 @@ def _preempt(
             Hold(
                 gang=gang,
                 pods=pods,
-                victims=frozenset(victims),
                 victim_nodes=victims,
                 since_s=state.now_s,
             )
@@ -438,7 +437,7 @@ def run_cycle(
             for hold in holds.held.values():
                 left = [p for p, n in hold.victim_nodes.items() if where.get(p) == n]
                 result.holding[hold.gang] = (
-                    f"preempting: waiting for {len(left) or len(hold.victims)} evicted pod(s) "
+                    f"preempting: waiting for {len(left) or len(hold.victim_nodes)} evicted pod(s) "
                     f"to terminate on {', '.join(sorted(set(hold.pods.values())))}"
                 )
         result.bind_s = time.perf_counter() - bind_started

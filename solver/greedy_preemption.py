@@ -19,7 +19,14 @@ from solver.config import SolverConfig
 from solver.objective import Coefficients
 from solver.placement import Placer
 from solver.problem import GangInfo, Problem, fit_per_node
-from solver.victims import Candidates, Preemption, candidates, reason, split_withdrawn
+from solver.victims import (
+    Candidates,
+    Preemption,
+    candidates,
+    nominated_counts,
+    reason,
+    split_withdrawn,
+)
 
 # Placement attempts per preemptor: each places the gang on every node (2-3 ms on 1,000
 # nodes); a gang that fits nowhere after this many victims is left for the next cycle.
@@ -47,11 +54,7 @@ def apply_withdrawals(problem: Problem, placer: Placer, choice: Preemption) -> N
     choice.withdrawn = set()
     if choice.evictions:
         return
-    of_pod = problem.class_of_pod()
-    counts: dict[tuple[int, int], int] = {}
-    for pod, node in choice.nominated.items():
-        counts[(of_pod[pod], node)] = counts.get((of_pod[pod], node), 0) + 1
-    for (c, node), count in sorted(counts.items()):
+    for (c, node), count in sorted(nominated_counts(problem, choice.nominated).items()):
         placer.place_on(problem.classes[c], node, count)
     choice.nominated = {}
 

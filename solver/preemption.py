@@ -44,7 +44,14 @@ from solver.objective import Coefficients
 from solver.placement import Placer
 from solver.problem import Problem, fit_per_node
 from solver.search import DETERMINISTIC_WALL_FACTOR
-from solver.victims import Candidates, Preemption, candidates, reason, split_withdrawn
+from solver.victims import (
+    Candidates,
+    Preemption,
+    candidates,
+    nominated_counts,
+    reason,
+    split_withdrawn,
+)
 
 MAX_FREE_NODES = 64  # per preemptor class, nodes without victims it may also use
 MIN_SOLVE_S = 0.05
@@ -82,16 +89,14 @@ def preempt(
         problem, placer.placed, placer.free, placer.queue_room, coef, config.weights
     )
     if cand is None:
-        return Preemption(wall_s=time.perf_counter() - started)
+        return Preemption()
     baseline = greedy_choice(problem, cand, coef)
     if time_left_s is not None and time_left_s - (time.perf_counter() - started) <= 0:
         # The cycle's time is up: building a model it could not solve would only add to it.
-        baseline.wall_s = time.perf_counter() - started
         return split_withdrawn(cand, baseline)
     m = _Model(cand)
     _build_variables(problem, m, baseline)
     if not m.x or not m.removed:
-        baseline.wall_s = time.perf_counter() - started
         return split_withdrawn(cand, baseline)
     _add_gang_rules(problem, m)
     _add_capacity(problem, m)
@@ -120,7 +125,6 @@ def preempt(
     status = solver.solve(m.model)
     found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
     result = split_withdrawn(cand, (_decode(problem, m, solver) if found else None) or baseline)
-    result.wall_s = time.perf_counter() - started
     # Its objective is what this model adds to the placement's: own bound, own gap.
     result.stage = StageReport(
         name="preemption",
@@ -137,10 +141,7 @@ def preempt(
 def _hint(problem: Problem, m: _Model, choice: Preemption) -> None:
     """The greedy choice as the model's starting solution (what it sets; the rest CP-SAT
     completes)."""
-    of_pod = problem.class_of_pod()
-    counts: dict[tuple[int, int], int] = defaultdict(int)
-    for pod, node in choice.nominated.items():
-        counts[(of_pod[pod], node)] += 1
+    counts = nominated_counts(problem, choice.nominated)
     uses: set[tuple[int, int]] = set()
     for (c, n), var in m.x.items():
         m.model.add_hint(var, counts.get((c, n), 0))
@@ -170,11 +171,10 @@ def _build_variables(problem: Problem, m: _Model, baseline: Preemption) -> None:
     """Count variables on the nodes with victims, the nodes with most room, and wherever
     the baseline nominates (so that it is a complete hint)."""
     cand = m.cand
-    of_pod = problem.class_of_pod()
     hinted: dict[int, set[int]] = defaultdict(set)
-    for pod, node in baseline.nominated.items():
-        hinted[of_pod[pod]].add(node)
-    victim_nodes = cand.victim_nodes()
+    for c, node in nominated_counts(problem, baseline.nominated):
+        hinted[c].add(node)
+    with_victims = np.array(sorted(cand.victim_nodes()), dtype=np.int64)
     room_by_victim: dict[int, dict[int, IntArray]] = defaultdict(dict)  # victim -> node
     for grp in cand.groups:
         per_node = room_by_victim[grp.victim]
@@ -185,7 +185,6 @@ def _build_variables(problem: Problem, m: _Model, baseline: Preemption) -> None:
         for v in pre.eligible:
             for node, room in room_by_victim.get(v, {}).items():
                 freed[node] += room
-        with_victims = np.array(sorted(victim_nodes), dtype=np.int64)
         for c in gang.classes:
             m.owner[c] = i
             cls = problem.classes[c]
@@ -217,12 +216,15 @@ def _build_variables(problem: Problem, m: _Model, baseline: Preemption) -> None:
 def _add_gang_rules(problem: Problem, m: _Model) -> None:
     """Preemptors whole or not at all; victims kept, shrunk to minMember, or evicted."""
     cand = m.cand
+    by_class: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+    for (c, _), var in m.x.items():
+        by_class[c].append(var)
     for i, pre in enumerate(cand.preemptors):
         gang = problem.gangs[pre.gang]
         admitted = m.admitted[i]
         placed = []
         for c in gang.classes:
-            of_class = [var for (cc, _), var in m.x.items() if cc == c]
+            of_class = by_class[c]
             m.model.add(sum(of_class) <= problem.classes[c].count * admitted)
             placed += of_class
         m.model.add(sum(placed) >= gang.need * admitted)

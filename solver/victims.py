@@ -47,7 +47,6 @@ class Preemption:
     # placement and the preemption decided together.
     withdrawn: set[str] = field(default_factory=set)
     disruption: int = 0  # objective term: what the evictions cost (<= 0)
-    wall_s: float = 0.0
     stage: StageReport | None = None  # the CP-SAT call, when the model was solved
 
 
@@ -94,7 +93,6 @@ class Victim:
 class Preemptor:
     gang: int  # index into Problem.gangs
     eligible: frozenset[int]  # victims it may take from
-    reclaims: bool  # its queue is below its deserved share
 
 
 @dataclass
@@ -142,7 +140,6 @@ def candidates(
     """Preemptors and their victims after a decision placing ``placed`` (pod -> node);
     None when no pending gang may take from any running one."""
     state = problem.state
-    pods = {p.name: p for p in state.pods}
     admitted = _admitted(problem, placed)
     gained = _gained(problem, placed, coef)
     below = coef.deserved - coef.held - gained > 0  # per queue, after the decision
@@ -156,7 +153,7 @@ def candidates(
     ]
     if not pending:
         return None
-    victims, groups = _victims(problem, pods, coef, w)
+    victims, groups = _victims(problem, w)
     _placed_victims(problem, placed, admitted, coef, w, victims, groups)
     if not victims:
         return None
@@ -174,7 +171,7 @@ def candidates(
             )
         eligible = eligible_for[key]
         if eligible:
-            preemptors.append(Preemptor(g.index, eligible, bool(below[g.queue])))
+            preemptors.append(Preemptor(g.index, eligible))
     if not preemptors:
         return None
     shortfall = coef.deserved - coef.held - gained
@@ -191,7 +188,7 @@ def candidates(
     if sum(len(victims[v].groups) for v in used) > MAX_VICTIM_GROUPS:
         used = _cheapest(victims, groups, used)
         preemptors = [
-            Preemptor(p.gang, p.eligible & used, p.reclaims)
+            Preemptor(p.gang, p.eligible & used)
             for p in preemptors
             if p.eligible & used
         ]
@@ -256,9 +253,7 @@ def _gained(problem: Problem, placed: dict[str, int], coef: Coefficients) -> Int
     return gained
 
 
-def _victims(
-    problem: Problem, pods: dict[str, Pod], coef: Coefficients, w: ObjectiveWeights
-) -> tuple[list[Victim], list[VictimGroup]]:
+def _victims(problem: Problem, w: ObjectiveWeights) -> tuple[list[Victim], list[VictimGroup]]:
     state = problem.state
     q_index = {q.name: q.index for q in problem.queues}
     n_index = {n.name: i for i, n in enumerate(problem.nodes)}
@@ -385,3 +380,12 @@ def split_withdrawn(cand: Candidates, choice: Preemption) -> Preemption:
     choice.withdrawn = taken
     choice.evictions = {pod: why for pod, why in choice.evictions.items() if pod not in taken}
     return choice
+
+
+def nominated_counts(problem: Problem, nominated: dict[str, int]) -> dict[tuple[int, int], int]:
+    """Nominated pods counted per (pod class, node)."""
+    of_pod = problem.class_of_pod()
+    counts: dict[tuple[int, int], int] = defaultdict(int)
+    for pod, node in nominated.items():
+        counts[(of_pod[pod], node)] += 1
+    return dict(counts)

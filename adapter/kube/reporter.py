@@ -290,7 +290,6 @@ class Reporter:
         return ObjectRef("Pod", namespace, name, uid=(current.get("metadata") or {}).get("uid", ""))
 
     def _pod_waiting(self, pod: str, message: str) -> None:
-        namespace, name = _split(pod)
         self._event(self._pod_ref(pod), "Warning", "FailedScheduling", message)
         current = self.cache.get(PODS, pod)
         if current is None:
@@ -309,15 +308,7 @@ class Reporter:
             f"pod {pod}",
             ("PodScheduled", message),
             f"condition {pod}",
-            lambda: done(
-                self.core.patch_namespaced_pod_status(
-                    name,
-                    namespace,
-                    {"status": {"conditions": [condition]}},
-                    _content_type=STRATEGIC_MERGE_PATCH,
-                    _preload_content=False,
-                )
-            ),
+            self._pod_status_patch(pod, {"conditions": [condition]}),
         )
 
     def _nominate(self, pod: str, node: str) -> None:
@@ -329,21 +320,29 @@ class Reporter:
         current = self.cache.get(PODS, pod)
         if current is None or (current.get("status") or {}).get("nominatedNodeName") == node:
             return
-        namespace, name = _split(pod)
         self._submit(
             memory,
             (node,),
             f"nominated {pod}",
-            lambda: done(
+            self._pod_status_patch(pod, {"nominatedNodeName": node}),
+        )
+
+    def _pod_status_patch(self, pod: str, status: dict[str, Any]) -> Callable[[], None]:
+        """The write that merges ``status`` into the pod's status subresource."""
+        namespace, name = _split(pod)
+
+        def write() -> None:
+            done(
                 self.core.patch_namespaced_pod_status(
                     name,
                     namespace,
-                    {"status": {"nominatedNodeName": node}},
+                    {"status": status},
                     _content_type=STRATEGIC_MERGE_PATCH,
                     _preload_content=False,
                 )
-            ),
-        )
+            )
+
+        return write
 
     def _finding(self, finding: Finding) -> None:
         namespace, _, name = finding.name.rpartition("/")
