@@ -39,6 +39,7 @@ from solver.model import PODS
 from solver.objective import Coefficients
 from solver.problem import Problem, fit_per_node
 from solver.relaxation import FloatArray, LinearRows
+from solver.room import usable_free
 from solver.shapes import Shapes
 
 INF = np.iinfo(np.int64).max
@@ -298,35 +299,58 @@ def _demand_matrix(enc: Encoding) -> IntArray:
     )
 
 
-def add_capacity(enc: Encoding, by_bin: Mapping[int, IntArray]) -> None:
+def bin_room(enc: Encoding, by_bin: Mapping[int, IntArray]) -> dict[int, IntArray]:
+    """Per class of nodes (bins of one node need none), the room each of its nodes can give
+    the pod classes paired with it (``room.usable_free``): what its capacity rows count."""
+    demand = _demand_matrix(enc)
+    free = enc.problem.free
+    return {
+        b: usable_free(free[list(enc.bins[b].nodes)], demand[enc.pairs.cls[members]])
+        for b, members in by_bin.items()
+        if len(enc.bins[b].nodes) > 1
+    }
+
+
+def _capacity(enc: Encoding, room: Mapping[int, IntArray], b: int) -> IntArray:
+    """A bin's capacity per resource: its free room, at most what its nodes can give."""
+    free = enc.bins[b].free
+    return np.minimum(free, room[b].sum(axis=0)) if b in room else free
+
+
+def add_capacity(
+    enc: Encoding, by_bin: Mapping[int, IntArray], room: Mapping[int, IntArray]
+) -> None:
     demand = _demand_matrix(enc)
     for b, members in by_bin.items():
         # A lone class on one node: its variable's domain is already the exact capacity.
         if len(members) == 1 and len(enc.bins[b].nodes) == 1:
             continue
         coeffs = demand[enc.pairs.cls[members]]
+        capacity = _capacity(enc, room, b)
         for r in np.flatnonzero(coeffs.any(axis=0)):
-            _linear(enc, members.tolist(), coeffs[:, r].tolist(), -INF, int(enc.bins[b].free[r]))
+            _linear(enc, members.tolist(), coeffs[:, r].tolist(), -INF, int(capacity[r]))
 
 
-def add_rounded_capacity(enc: Encoding, by_bin: Mapping[int, IntArray]) -> None:
+def add_rounded_capacity(
+    enc: Encoding, by_bin: Mapping[int, IntArray], room: Mapping[int, IntArray]
+) -> None:
     """Per class of nodes, per resource and large pod size u: sum of floor(demand / u) over
-    the pods placed <= sum over the nodes of floor(free / u).
+    the pods placed <= sum over the nodes of floor(room / u).
 
     Valid for any placement, since on one node the pods' floor(demand / u) add up to at
-    most floor(free / u). Summed capacity alone lets a class take more big pods than any
+    most floor(room / u). Summed capacity alone lets a class take more big pods than any
     node has room for (ten 8-GPU pods on ten nodes with 6 GPUs free each); this is
     what the disaggregation then failed to place. Sizes below 1/``enc.rounding`` of a
     node's allocatable fragment little and are left to the plain capacity constraint.
     """
     demand = _demand_matrix(enc)
-    free = enc.problem.free
     for b, members in by_bin.items():
         bin_ = enc.bins[b]
         if len(bin_.nodes) < 2:
             continue  # one node: the plain capacity constraint is exact
         coeffs = demand[enc.pairs.cls[members]]
-        rows = free[list(bin_.nodes)]
+        rows = room[b]
+        capacity = _capacity(enc, room, b)
         for r in np.flatnonzero(coeffs.any(axis=0)):
             big = int(bin_.node_allocatable[r]) // enc.rounding
             for u in np.unique(coeffs[:, r]):
@@ -334,7 +358,7 @@ def add_rounded_capacity(enc: Encoding, by_bin: Mapping[int, IntArray]) -> None:
                     continue
                 rounded = coeffs[:, r] // u
                 rhs = int((rows[:, r] // u).sum())
-                if rhs * u == int(bin_.free[r]) and (rounded * u == coeffs[:, r]).all():
+                if rhs * u == int(capacity[r]) and (rounded * u == coeffs[:, r]).all():
                     continue  # nothing rounds: the capacity constraint says the same
                 keep = rounded > 0
                 _linear(enc, members[keep].tolist(), rounded[keep].tolist(), -INF, rhs)
@@ -354,11 +378,14 @@ def add_capability(enc: Encoding) -> None:
             _linear(enc, members.tolist(), coeffs[:, r].tolist(), -INF, int(room[r]))
 
 
-def add_opened_nodes(enc: Encoding, by_bin: Mapping[int, IntArray]) -> None:
-    """opened x one node's allocatable covers the load the used nodes cannot hold.
+def add_opened_nodes(
+    enc: Encoding, by_bin: Mapping[int, IntArray], room: Mapping[int, IntArray]
+) -> None:
+    """opened x one node's room covers the load the used nodes cannot hold.
 
     Exact for one node (a pod always takes a pod slot, so that resource alone decides);
-    for a class of nodes, a relaxation that ignores fragmentation.
+    for a class of nodes, a relaxation that ignores fragmentation (the room counted is
+    what ``room.usable_free`` leaves: the used nodes' summed, the empty nodes' largest).
     """
     demand = _demand_matrix(enc)
     slot = enc.problem.r(PODS)
@@ -367,13 +394,17 @@ def add_opened_nodes(enc: Encoding, by_bin: Mapping[int, IntArray]) -> None:
         members = by_bin[b]
         coeffs = demand[enc.pairs.cls[members]]
         resources = [slot] if len(bin_.nodes) == 1 else np.flatnonzero(coeffs.any(axis=0))
+        per_node, used = bin_.node_allocatable, bin_.used_free
+        if b in room:
+            empty = enc.problem.empty[list(bin_.nodes)]
+            per_node = np.minimum(per_node, room[b][empty].max(axis=0))
+            used = np.minimum(used, room[b][~empty].sum(axis=0))
         for r in resources:
-            alloc = int(bin_.node_allocatable[r])
             _linear(
                 enc,
                 [opened, *members.tolist()],
-                [alloc, *(-coeffs[:, r]).tolist()],
-                -int(bin_.used_free[r]),
+                [int(per_node[r]), *(-coeffs[:, r]).tolist()],
+                -int(used[r]),
                 INF,
             )
 
@@ -455,11 +486,12 @@ def encode(
 ) -> Encoding:
     enc = build_variables(problem, shapes, bins, pairs, lp_only, rounding)
     by_bin = _by_bin(enc)
+    room = bin_room(enc, by_bin)
     add_gang_all_or_nothing(enc)
-    add_capacity(enc, by_bin)
-    add_rounded_capacity(enc, by_bin)
+    add_capacity(enc, by_bin, room)
+    add_rounded_capacity(enc, by_bin, room)
     add_capability(enc)
-    add_opened_nodes(enc, by_bin)
+    add_opened_nodes(enc, by_bin, room)
     add_fairness_shortfall(enc, coef)
     add_overuse_excess(enc, coef)
     set_objective(enc, coef)

@@ -106,15 +106,20 @@ def test_pack_keeps_the_most_valuable_when_not_everything_fits() -> None:
 def _fragmented_class(rounding: int) -> tuple[Encoding, int]:
     """Two 64-core nodes with 5 cores free each (one class); 1-pod gangs of 3 and 3.5
     cores, two of each. Node by node only one fits per node; summed, the 10 cores would
-    take three (3 + 3 + 3.5), and so would caps per spec (one per node each)."""
+    take three (3 + 3 + 3.5), and so would caps per spec (one per node each). Two pods of
+    10m and 200 GiB (one per node) keep the room's own bound (``solver.room``) out of it:
+    pods that small could use every pod slot."""
     s = state(
         nodes=[node(f"n{i}").cap(cpu=64, memory="256Gi") for i in range(2)],
         pods=[
             *(pod(f"run-{i}").req(cpu=59).on(f"n{i}") for i in range(2)),
             *(pod(f"s{i}").req(cpu=3).gang(f"s{i}") for i in range(2)),
             *(pod(f"m{i}").req(cpu="3500m").gang(f"m{i}") for i in range(2)),
+            *(pod(f"t{i}").req(cpu="10m", memory="200Gi").gang(f"t{i}") for i in range(2)),
         ],
-        gangs=[*(gang(f"s{i}", 1) for i in range(2)), *(gang(f"m{i}", 1) for i in range(2))],
+        gangs=[
+            *(gang(f"{kind}{i}", 1) for kind in ("s", "m", "t") for i in range(2)),
+        ],
     )
     problem = prepare(s)
     assert len(problem.node_classes) == 1
@@ -132,8 +137,9 @@ def _most_pods(enc: Encoding, pairs: int) -> int:
 
 def test_pods_of_a_32nd_of_a_node_are_held_to_what_fits_node_by_node() -> None:
     """3 cores are 1/21 of these nodes: rounded capacity rows (at most floor(5 / 3) = 1
-    pod of 3 cores or more per node) hold the class to two pods, which its nodes can hold,
-    where summed capacity lets it promise three. At 1/16 (COARSE_ROUNDING) they are left
-    out, and the relaxation is weaker, though still valid."""
-    assert _most_pods(*_fragmented_class(ROUNDING)) == 2
-    assert _most_pods(*_fragmented_class(COARSE_ROUNDING)) == 3
+    pod of 3 cores or more per node) hold the class to two such pods, which its nodes can
+    hold, where summed capacity lets it promise three (with the two small pods: 4 and 5).
+    At 1/16 (COARSE_ROUNDING) they are left out, and the relaxation is weaker, though
+    still valid."""
+    assert _most_pods(*_fragmented_class(ROUNDING)) == 4
+    assert _most_pods(*_fragmented_class(COARSE_ROUNDING)) == 5
