@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 
-from solver.arrays import BoolArray
+from solver.arrays import BoolArray, IntArray
 from solver.baselines import allocate_gangs
 from solver.config import ObjectiveWeights
 from solver.encode import Bin, Encoding, bin_index
@@ -43,6 +44,7 @@ def disaggregate(
     weights: ObjectiveWeights,
     pack_budget_s: float = 0.0,
     deterministic: bool = False,
+    reorder_budget_s: float = 0.0,
 ) -> Placer:
     """Place the aggregate's counts on real nodes, each node class on its own.
 
@@ -50,7 +52,9 @@ def disaggregate(
     by gang priority, then largest first, each on the fullest node it fits (best-fit
     decreasing), so what the nodes cannot hold of counts the class could (summed
     capacity mixes one node's spare cpu with another's spare memory) costs the gangs
-    that matter least. Where that leaves pods out, the class is packed exactly
+    that matter least. Where that leaves pods out, the class is packed again largest
+    first (``_either_order``; for ``reorder_budget_s`` of wall time in all, or always when
+    ``deterministic``), then exactly
     (``packing``) within ``pack_budget_s`` in all (``deterministic``: counted as each
     packing's limit, not on the wall clock, so the decision does not depend on the load).
     A gang left below minMember is withdrawn and tried anywhere; what room is left is
@@ -62,24 +66,17 @@ def disaggregate(
         for b, count in where:
             items.setdefault(b, []).append((c, count))
     deadline = time.perf_counter() + pack_budget_s
+    reorder_left = reorder_budget_s
     budget_left = pack_budget_s  # deterministic: what the packings may still be given
     for b, bin_items in sorted(items.items()):
         bin_ = enc.bins[b]
         mask = np.zeros(len(problem.nodes), dtype=np.bool_)
         mask[list(bin_.nodes)] = True
-        alloc = np.maximum(bin_.node_allocatable, 1)
+        size = partial(_largest_first, problem, np.maximum(bin_.node_allocatable, 1))
         # Priority first (real-shaped 200- and 1,000-node clusters, 5 seeds each: 2.0% of
         # the aggregate's objective lost here on average, 2.8% largest-first), then largest
         # first; equal specs of one queue adjacent, so they are placed in one pass.
-        bin_items.sort(
-            key=lambda it: (
-                -problem.gangs[problem.classes[it[0]].gang].rank,
-                -float((problem.classes[it[0]].demand / alloc).max()),
-                problem.classes[it[0]].spec,
-                problem.gangs[problem.classes[it[0]].gang].queue,
-                it[0],
-            )
-        )
+        bin_items.sort(key=lambda it: (-problem.gangs[problem.classes[it[0]].gang].rank, *size(it)))
         # A class whose feasible nodes all lie in the bin needs no mask (a full pass each).
         spans: dict[int, bool] = {}
         for c, _ in bin_items:
@@ -87,8 +84,14 @@ def disaggregate(
             if spec not in spans:
                 spans[spec] = not (problem.classes[c].feasible & ~mask).any()
         placed = _place_items(placer, bin_items, mask, spans)
+        if _short(bin_items, placed) and (deterministic or reorder_left > 0):
+            started = time.perf_counter()
+            bin_items, placed = _either_order(
+                placer, bin_items, placed, sorted(bin_items, key=size), mask, spans
+            )
+            reorder_left -= time.perf_counter() - started
         if (
-            sum(map(len, placed)) == sum(n for _, n in bin_items)
+            not _short(bin_items, placed)
             or len(bin_.nodes) < 2
             or len(bin_.nodes) * len(bin_items) > PACK_MAX_PAIRS
         ):
@@ -106,10 +109,7 @@ def disaggregate(
             placer.free[nodes],
             [problem.classes[c].demand for c, _ in bin_items],
             [n for _, n in bin_items],
-            [
-                problem.classes[c].value * (1 + problem.gangs[problem.classes[c].gang].rank)
-                for c, _ in bin_items
-            ],
+            [_worth(problem, c) for c, _ in bin_items],
             left,
             deterministic,
         )
@@ -180,6 +180,49 @@ def repacked_bins(
         replace(bin_, free=bin_.free - short[b]) if short[b].any() else bin_
         for b, bin_ in enumerate(enc.bins)
     ]
+
+
+def _largest_first(
+    problem: Problem, alloc: IntArray, item: tuple[int, int]
+) -> tuple[float, int, int, int]:
+    """Sort key: largest share of a node first; equal specs of one queue adjacent."""
+    cls = problem.classes[item[0]]
+    return (-float((cls.demand / alloc).max()), cls.spec, problem.gangs[cls.gang].queue, item[0])
+
+
+def _short(items: list[tuple[int, int]], placed: list[list[str]]) -> bool:
+    return sum(map(len, placed)) < sum(n for _, n in items)
+
+
+def _worth(problem: Problem, c: int) -> int:
+    """What a pod of class ``c`` is worth to a bin's packing: its value, by its priority."""
+    return problem.classes[c].value * (1 + problem.gangs[problem.classes[c].gang].rank)
+
+
+def _either_order(
+    placer: Placer,
+    items: list[tuple[int, int]],
+    placed: list[list[str]],
+    largest_first: list[tuple[int, int]],
+    mask: BoolArray,
+    spans: dict[int, bool],
+) -> tuple[list[tuple[int, int]], list[list[str]]]:
+    """A bin that priority-first order left short, packed again largest first: the order
+    that places more worth stands. Now that class counts mostly fit their nodes
+    (``room``), largest first often places them all where priority first strands room
+    (real-shaped 200 nodes, 10 seeds: mean gap 2.3-2.5% -> 2.0-2.1%)."""
+    problem = placer.problem
+
+    def worth(order: list[tuple[int, int]], pods: list[list[str]]) -> int:
+        return sum(_worth(problem, c) * len(p) for (c, _), p in zip(order, pods, strict=True))
+
+    first = worth(items, placed)
+    placer.unplace([pod for pods in placed for pod in pods])
+    again = _place_items(placer, largest_first, mask, spans)
+    if worth(largest_first, again) > first:
+        return largest_first, again
+    placer.unplace([pod for pods in again for pod in pods])
+    return items, _place_items(placer, items, mask, spans)
 
 
 def _place_items(

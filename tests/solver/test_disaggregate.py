@@ -50,6 +50,33 @@ def test_counts_a_class_cannot_hold_cost_the_lower_priority_gang() -> None:
     assert {placer.placed["high-0"], placer.placed["high-1"]} == {0, 1}
 
 
+def test_a_class_priority_first_leaves_short_is_packed_again_largest_first() -> None:
+    """Two 4-cpu nodes (one class); a high-priority gang of two 1-cpu pods and two 3-cpu
+    pods. Priority first puts both small pods on one node, and one 3-cpu pod is left out;
+    largest first places all four, one 3-cpu pod and one small pod per node."""
+    s = state(
+        nodes=[
+            node(f"n{i}").cap(cpu=4, memory="8Gi").label({"kubernetes.io/hostname": f"n{i}"})
+            for i in range(2)
+        ],
+        pods=[
+            *(pod(f"small-{i}").req(cpu=1).gang("small") for i in range(2)),
+            *(pod(f"big-{i}").req(cpu=3).gang(f"big-{i}") for i in range(2)),
+        ],
+        gangs=[gang("small", 2).priority(1000), gang("big-0", 1), gang("big-1", 1)],
+    )
+    problem = prepare(s)
+    assert len(problem.node_classes) == 1
+    enc = class_encoding(problem)
+    counts = {cls.index: [(0, cls.count)] for cls in problem.classes}
+    admitted = {g.index for g in problem.gangs}
+    greedy_only = disaggregate(problem, enc, counts, admitted, WEIGHTS)
+    assert len(greedy_only.placed) == 3
+    placer = disaggregate(problem, enc, counts, admitted, WEIGHTS, reorder_budget_s=1.0)
+    assert sorted(placer.placed) == ["big-0", "big-1", "small-0", "small-1"]
+    assert placer.placed["big-0"] != placer.placed["big-1"]
+
+
 def test_a_class_is_repacked_with_what_its_nodes_could_not_hold_taken_out() -> None:
     problem = prepare(two_nodes_one_class("3"))
     enc = class_encoding(problem)
