@@ -176,6 +176,9 @@ class Encoding:
     # too took 0.1-0.15 s of a 1,000-node cycle.
     lp_only: bool = False
     rounding: int = ROUNDING  # see ROUNDING; kept by ``restricted`` models
+    # Per class of nodes, the room its nodes can give (``bin_room``); a restricted model
+    # keeps its model's: still valid for fewer pod classes, and not computed again.
+    room: dict[int, IntArray] = field(default_factory=dict)
 
     def shape_spans(self, s: int) -> list[tuple[int, int]]:
         return [self.class_span[c] for c in self.shapes.shapes[s].classes if c in self.class_span]
@@ -483,10 +486,11 @@ def encode(
     pairs: Pairs,
     lp_only: bool = False,
     rounding: int = ROUNDING,
+    room: dict[int, IntArray] | None = None,
 ) -> Encoding:
     enc = build_variables(problem, shapes, bins, pairs, lp_only, rounding)
     by_bin = _by_bin(enc)
-    room = bin_room(enc, by_bin)
+    enc.room = room = bin_room(enc, by_bin) if room is None else room
     add_gang_all_or_nothing(enc)
     add_capacity(enc, by_bin, room)
     add_rounded_capacity(enc, by_bin, room)
@@ -514,4 +518,6 @@ def restricted(
     if incumbent is not None:
         used |= incumbent[: len(enc.pairs)] > 0
     pairs = Pairs(enc.pairs.cls[used], enc.pairs.bin[used], enc.pairs.cap[used])
-    return encode(enc.problem, enc.shapes, enc.bins, coef, pairs, rounding=enc.rounding)
+    return encode(
+        enc.problem, enc.shapes, enc.bins, coef, pairs, rounding=enc.rounding, room=enc.room
+    )
