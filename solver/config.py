@@ -171,8 +171,9 @@ class SolverConfig(BaseModel):
         le=1,
         allow_inf_nan=False,
         description=(
-            "of the time limit, at most, for the preemption model after placement; it "
-            "takes what the cycle has left, and no less than 0.05 s"
+            "of the time limit, held back from placement when preemption is on: what "
+            "follows it (finding victims, the greedy choice, the preemption model) runs "
+            "within the limit; the model takes what is left of it, no less than 0.05 s"
         ),
     )
     relative_gap_limit: float = Field(

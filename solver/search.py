@@ -133,6 +133,7 @@ class Search:
     scores: dict[int, int] = field(default_factory=dict)  # id(candidate) -> objective
     origin: dict[int, str] = field(default_factory=dict)  # id(candidate) -> stage
     deterministic_s: float = 0.0  # spent by the solves so far, in deterministic time
+    held_back_s: float = 0.0  # of the limit, kept for what follows placement (preemption)
 
     def remaining(self) -> float:
         """Time left for solving: wall time, or with ``deterministic`` the solves'
@@ -143,7 +144,7 @@ class Search:
             used = self.deterministic_s
         else:
             used = time.perf_counter() - self.started
-        return self.config.time_limit_s - reserve - used
+        return self.config.time_limit_s - reserve - self.held_back_s - used
 
     def run(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -12,11 +13,12 @@ from solver.config import SolverConfig
 from solver.cpsat import solve
 from solver.greedy_preemption import apply_withdrawals, greedy_preempt
 from solver.model import ClusterState, Decision
-from solver.objective import coefficients
+from solver.objective import Coefficients, coefficients
 from solver.placement import Placer
 from solver.preemption import preempt
-from solver.problem import prepare
+from solver.problem import Problem, prepare
 from solver.schedulers import schedule
+from solver.search import Search
 from solver.validate import check
 from solver.victims import Preemption
 from tests.builders import gang, node, pod, queue, state
@@ -291,3 +293,46 @@ def test_with_the_cycles_time_up_the_greedy_choice_stands() -> None:
     assert late.stage is None  # no model was built
     assert late.evictions == greedy.evictions and late.nominated == greedy.nominated
     assert set(late.evictions) == {f"lo-{i}" for i in range(4)}
+
+
+@pytest.mark.parametrize("preemption", [False, True])
+def test_placement_holds_back_the_preemption_share_of_the_limit(
+    preemption: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Preemption follows placement within the same limit: placement's stages see the
+    limit less ``preemption_time_share`` of it when preemption is on, and preemption is
+    given what they left."""
+    import solver.cpsat
+
+    searches: list[Search] = []
+    lefts: list[float | None] = []
+
+    class Recorded(Search):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            searches.append(self)
+
+    def recorded_preempt(
+        problem: Problem,
+        placer: Placer,
+        coef: Coefficients,
+        config: SolverConfig,
+        time_left_s: float | None = None,
+    ) -> Preemption:
+        lefts.append(time_left_s)
+        return preempt(problem, placer, coef, config, time_left_s)
+
+    monkeypatch.setattr(solver.cpsat, "Search", Recorded)
+    monkeypatch.setattr(solver.cpsat, "preempt", recorded_preempt)
+    config = SolverConfig(preemption=preemption, time_limit_s=2.0, preemption_time_share=0.3)
+    solve(_priority_cluster(), config)
+    (search,) = searches
+    assert search.held_back_s == pytest.approx(0.6 if preemption else 0.0)
+    if preemption:
+        (left,) = lefts
+        assert left is not None
+        # What placement left: its own share's rest, and all that was held back.
+        assert left == pytest.approx(search.remaining() + 0.6, abs=0.05)
+        assert left > 0.6 - 0.1
+    else:
+        assert not lefts
