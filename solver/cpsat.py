@@ -74,8 +74,8 @@ GUIDED_SHARE = 0.6  # of the node-level stage's time, for its LP-guided searches
 BASELINE_STOP_GAP = 0.05
 BASELINE_SKIP_GAP = 0.001  # ... and this close, whether or not time is up
 PACK_SHARE = 0.1  # of the time limit, at most, to pack one candidate's node classes exactly
-# ... and to pack them greedily again in another order (real-shaped 1,000-node classes: 0.3 s
-# to repack every class a first pass left short, 0.02-0.04 s at 200 nodes)
+# ... and to pack them greedily again in another order (real-shaped 1,000-node clusters:
+# 0.1-0.4 s to repack every class a first pass left short; 200 nodes: 0.02-0.04 s)
 REORDER_SHARE = 0.05
 REPACK_ROUNDS = 2
 REPACK_LOSS = 0.002  # of a class model's objective: below, its disaggregation stands

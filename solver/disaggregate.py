@@ -210,7 +210,7 @@ def _either_order(
     """A bin that priority-first order left short, packed again largest first: the order
     that places more worth stands. Now that class counts mostly fit their nodes
     (``room``), largest first often places them all where priority first strands room
-    (real-shaped 200 nodes, 10 seeds: mean gap 2.3-2.5% -> 2.0-2.1%)."""
+    (real-shaped 200 nodes, 10 seeds: mean gap 2.5% -> 2.1-2.2%)."""
     problem = placer.problem
 
     def worth(order: list[tuple[int, int]], pods: list[list[str]]) -> int:

@@ -5,8 +5,9 @@ A node's free capacity is not all usable. On real clusters a class of nodes hold
 nodes beside nodes whose running pods took nearly all of one resource (a 32-core node
 with 125 millicores but 100 GiB of memory left): no pending pod fits there, yet summed
 capacity counted its memory and disk as room, and the class model placed counts that no
-node could hold (real-shaped 1,000-node clusters: 16% of the pods a class was asked to
-take did not fit; the disaggregation lost 2-2.5% of the objective there).
+node could hold (a real-shaped 1,000-node cluster: the first packing pass found no node
+for 14% of the pods the classes were asked to take, and 2-2.5% of the objective was lost
+placing them).
 
 Per node, the pods that may go there bound what each resource can be used for:
 - a node where no such pod fits on its own can take nothing;
