@@ -13,10 +13,10 @@ from solver.config import SolverConfig
 from solver.cpsat import solve
 from solver.greedy_preemption import apply_withdrawals, greedy_preempt
 from solver.model import ClusterState, Decision
-from solver.objective import Coefficients, coefficients
+from solver.objective import coefficients
 from solver.placement import Placer
 from solver.preemption import preempt
-from solver.problem import Problem, prepare
+from solver.problem import prepare
 from solver.schedulers import schedule
 from solver.search import Search
 from solver.validate import check
@@ -312,15 +312,9 @@ def test_placement_holds_back_the_preemption_share_of_the_limit(
             super().__init__(*args)
             searches.append(self)
 
-    def recorded_preempt(
-        problem: Problem,
-        placer: Placer,
-        coef: Coefficients,
-        config: SolverConfig,
-        time_left_s: float | None = None,
-    ) -> Preemption:
-        lefts.append(time_left_s)
-        return preempt(problem, placer, coef, config, time_left_s)
+    def recorded_preempt(*args: Any, **kwargs: Any) -> Preemption:
+        lefts.append(args[4] if len(args) > 4 else kwargs.get("time_left_s"))
+        return preempt(*args, **kwargs)
 
     monkeypatch.setattr(solver.cpsat, "Search", Recorded)
     monkeypatch.setattr(solver.cpsat, "preempt", recorded_preempt)
