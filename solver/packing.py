@@ -18,6 +18,7 @@ from ortools.sat.python import cp_model
 
 from solver.arrays import IntArray
 from solver.problem import fit_per_node
+from solver.search import DETERMINISTIC_WALL_FACTOR
 
 
 def pack(
@@ -64,7 +65,7 @@ def pack(
         # The limit in CP-SAT's deterministic time, so the packing does not depend on the
         # load; the wall clock only guards, as for the cycle's own solves.
         solver.parameters.max_deterministic_time = limit
-        solver.parameters.max_time_in_seconds = limit * 10
+        solver.parameters.max_time_in_seconds = limit * DETERMINISTIC_WALL_FACTOR
     status = solver.solve(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None

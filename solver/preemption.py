@@ -43,7 +43,7 @@ from solver.model import StageReport
 from solver.objective import Coefficients
 from solver.placement import Placer
 from solver.problem import Problem, fit_per_node
-from solver.search import DETERMINISTIC_WALL_FACTOR
+from solver.search import set_limits
 from solver.victims import (
     Candidates,
     Preemption,
@@ -108,19 +108,7 @@ def preempt(
     limit = config.preemption_time_share * config.time_limit_s
     if time_left_s is not None:
         limit = min(limit, time_left_s - (time.perf_counter() - started))
-    limit = max(MIN_SOLVE_S, limit)
-    params = solver.parameters
-    params.max_time_in_seconds = limit
-    params.num_workers = config.workers()
-    params.random_seed = config.seed
-    # As the placement stages (solver.search): presolve and probing cost more than they
-    # find in a fraction of a second.
-    params.symmetry_level = 0
-    params.cp_model_probing_level = 0
-    if config.deterministic:
-        params.interleave_search = True
-        params.max_deterministic_time = limit
-        params.max_time_in_seconds = limit * DETERMINISTIC_WALL_FACTOR
+    set_limits(solver.parameters, config, max(MIN_SOLVE_S, limit))
     solve_started = time.perf_counter()
     status = solver.solve(m.model)
     found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)

@@ -11,7 +11,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
-from ortools.sat.python import cp_model
+from ortools.sat.python import cp_model, cp_model_helper
 
 from solver.baselines import allocate_gangs
 from solver.config import SolverConfig
@@ -51,6 +51,27 @@ class StageResult:
     deterministic_s: float  # CP-SAT's own load-independent measure of the work done
 
 
+def set_limits(
+    params: cp_model_helper.SatParameters,
+    config: SolverConfig,
+    time_limit_s: float,
+    workers: int | None = None,
+) -> None:
+    """What every CP-SAT call of a cycle shares: its time limit (with ``deterministic``, in
+    deterministic time, the wall clock then only a guard), workers (default: the config's)
+    and seed, and no symmetry detection or probing (measured on the benchmark instances:
+    they took seconds of presolve on models that must be solved in one)."""
+    params.max_time_in_seconds = time_limit_s
+    params.num_workers = workers if workers is not None else config.workers()
+    params.random_seed = config.seed
+    params.symmetry_level = 0
+    params.cp_model_probing_level = 0
+    if config.deterministic:
+        params.interleave_search = True
+        params.max_deterministic_time = time_limit_s
+        params.max_time_in_seconds = time_limit_s * DETERMINISTIC_WALL_FACTOR
+
+
 def run_cpsat(
     enc: Encoding,
     name: str,
@@ -77,23 +98,12 @@ def run_cpsat(
     # found little; without it the LP-guided search proved the optimum in 0.45 s. The
     # max_lp worker was measured without it.
     params.cp_model_presolve = presolve and not lp_worker
-    params.max_time_in_seconds = max(MIN_STAGE_S, time_limit_s)
-    if config.deterministic:
-        params.max_time_in_seconds *= DETERMINISTIC_WALL_FACTOR
-    params.num_workers = 1 if lp_worker else config.workers()
+    set_limits(params, config, max(MIN_STAGE_S, time_limit_s), 1 if lp_worker else None)
     if lp_worker:
         params.subsolvers.append("max_lp")
     params.stop_after_first_solution = first_only
-    params.random_seed = config.seed
     params.relative_gap_limit = config.relative_gap_limit
-    # Measured on the benchmark instances: symmetry detection and probing took seconds
-    # of presolve on models that must be solved in one; the search does better without.
-    params.symmetry_level = 0
     params.linearization_level = config.linearization_level
-    params.cp_model_probing_level = 0
-    if config.deterministic:
-        params.interleave_search = True
-        params.max_deterministic_time = max(MIN_STAGE_S, time_limit_s)
     callback = _FirstSolution()
     started = time.perf_counter()
     status = solver.solve(enc.model, callback)
