@@ -170,9 +170,9 @@ def _fit(
         fits = np.where(cls.feasible, fit_per_node(cls.demand, room), 0)
         nodes = sorted(np.flatnonzero(fits).tolist(), key=lambda n: (n not in freed, -fits[n], n))
         pods = iter(cls.pods[:wanted])
+        asked = cls.demand > 0
         for n in nodes:
             take = min(int(fits[n]), wanted)
-            asked = cls.demand > 0
             if asked.any():  # the queue's capability (huge where uncapped)
                 room_left = np.maximum(queue_room[asked], 0) // cls.demand[asked]
                 take = min(take, int(room_left.min()))

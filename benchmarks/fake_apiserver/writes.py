@@ -242,22 +242,7 @@ class _Writes(_Admission, _Registry):
         current = store.get((namespace or "", name))
         if current is None:
             raise res.not_found(name)
-        pre = options.get("preconditions") if isinstance(options, dict) else None
-        if isinstance(pre, dict):
-            meta = current["metadata"]
-            if pre.get("uid") and pre["uid"] != meta.get("uid"):
-                raise res.conflict(
-                    name,
-                    f"Precondition failed: UID in precondition: "
-                    f"{pre['uid']}, UID in object meta: {meta.get('uid')}",
-                )
-            if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
-                raise res.conflict(
-                    name,
-                    f"Precondition failed: ResourceVersion in precondition: "
-                    f"{pre['resourceVersion']}, ResourceVersion in object meta: "
-                    f"{meta['resourceVersion']}",
-                )
+        _check_preconditions(res, name, current["metadata"], options)
         self._rv += 1
         # A DELETED event carries the last state at the deletion's own version.
         last = {**current, "metadata": {**current["metadata"], "resourceVersion": str(self._rv)}}
@@ -338,12 +323,7 @@ class _Writes(_Admission, _Registry):
         if grace <= 0 or not (current.get("spec") or {}).get("nodeName"):
             self._delete(pods, namespace, name, options)  # nothing runs: gone at once
             return
-        uid = (options.get("preconditions") or {}).get("uid")
-        if uid and uid != meta.get("uid"):
-            raise pods.conflict(
-                name, f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
-                f"{meta.get('uid')}"
-            )
+        _check_preconditions(pods, name, meta, options)
         if meta.get("deletionTimestamp"):
             return  # terminating already
         ends = datetime.now(UTC) + timedelta(seconds=grace)
@@ -434,3 +414,24 @@ class _Writes(_Admission, _Registry):
 
 def _spec(obj: Obj) -> Obj:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", *TYPE_KEYS)}
+
+
+def _check_preconditions(res: _Resource, name: str, meta: Obj, options: Any) -> None:
+    """A delete's (or an eviction's) ``preconditions``: UID and resourceVersion, a 409
+    when either names another object or version."""
+    pre = options.get("preconditions") if isinstance(options, dict) else None
+    if not isinstance(pre, dict):
+        return
+    if pre.get("uid") and pre["uid"] != meta.get("uid"):
+        raise res.conflict(
+            name,
+            f"Precondition failed: UID in precondition: "
+            f"{pre['uid']}, UID in object meta: {meta.get('uid')}",
+        )
+    if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
+        raise res.conflict(
+            name,
+            f"Precondition failed: ResourceVersion in precondition: "
+            f"{pre['resourceVersion']}, ResourceVersion in object meta: "
+            f"{meta['resourceVersion']}",
+        )
