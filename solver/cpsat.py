@@ -111,7 +111,9 @@ def _use_class_solution(
     admitted = decode_admitted(enc, result.solution)
     counts = decode_counts(enc, result.solution)
     config = search.config
-    budget = min(PACK_SHARE * config.time_limit_s, max(MIN_STAGE_S, search.remaining()))
+    # No floor: once the cycle's time is used, an exact packing would only add to it
+    # (real-shaped 1,000 nodes: 0.04 s past the limit, for no gain on any seed measured).
+    budget = min(PACK_SHARE * config.time_limit_s, max(0.0, search.remaining()))
     reorder = min(REORDER_SHARE * config.time_limit_s, search.remaining())
     placer = disaggregate(
         search.problem, enc, counts, admitted, config.weights, budget, config.deterministic, reorder
