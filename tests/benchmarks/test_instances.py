@@ -7,6 +7,7 @@ while a real drift (e.g. a wrong target) still fails.
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 from collections import Counter, defaultdict
@@ -21,6 +22,7 @@ from benchmarks import solver as bench
 from solver.config import SolverConfig
 from solver.model import CPU, GPU, MEMORY, PODS, ClusterState, Decision, SolveStatus
 from solver.problem import prepare
+from solver.schedulers import schedule
 
 PRE_USE_TOLERANCE = 0.01
 
@@ -318,3 +320,36 @@ def test_no_ratio_against_a_negative_baseline() -> None:
     other = rows[1]
     assert other.vs_baseline is None
     assert other.minus_baseline == 5
+
+
+def test_schedulers_run_as_the_loop_runs_them(tmp_path: Path) -> None:
+    """Explanations deferred and timed apart; the instance frozen during the runs only."""
+    seen: list[tuple[bool, int]] = []
+    explained: list[str] = []
+
+    def loop_like(state: ClusterState, config: SolverConfig) -> Decision:
+        seen.append((config.defer_explanations, gc.get_freeze_count()))
+        decision = schedule(state, "gang-greedy", config)
+        explain = decision._explain
+        assert explain is not None  # deferred: left to the runner
+
+        def recorded() -> dict[str, str]:
+            explained.append("after the decision")
+            return explain()
+
+        decision._explain = recorded
+        return decision
+
+    out = tmp_path / "out.json"
+    code = bench.main(
+        ["--instances", "deadlock", "--json", str(out)],
+        schedulers={"loop-like": loop_like},
+        console=Console(file=io.StringIO()),
+    )
+    assert code == 0
+    deferred, frozen = seen[0]
+    assert deferred and frozen > 0  # the instance's objects were out of the collector's sight
+    assert gc.get_freeze_count() == 0  # and are back in it once the runs are over
+    assert explained == ["after the decision"]
+    row = json.loads(out.read_text())["results"][0]
+    assert row["explain_s"] is not None and row["explain_s"] >= 0
