@@ -62,14 +62,18 @@ from solver.solution import decode_admitted, decode_counts, hint, solution_of
 # max_exact_class_pairs: above, real-shaped 1,000-node models found nothing in 0.5 s.
 RINS_PAIRS = 2
 RINS_ROUNDS = 3
-# Of the time limit: a large model's LP, and its LP-guided dive, run at least this long
-# even when preparing took the cycle's time. HiGHS took 0.23-0.36 s on real-shaped
-# 1,000-node models, 0.44-0.47 s in this VM's slow phases, where a floor of 0.35 let one
-# LP time out and the cycle fall back to greedy with no bound; the floor is only reached
-# when the LP needs it. The dive's first solution, which ends it, came at 0.12-0.16 s
-# beside a busy baseline.
+# Of the time limit (of 1 s, FLOOR_LIMIT_S, below it): the cycle's first LP, and the
+# search for its first solver decision, run at least this long even when preparing took
+# the cycle's time. HiGHS took 0.23-0.36 s on real-shaped 1,000-node models, 0.44-0.47 s
+# in this VM's slow phases, where a floor of 0.35 let one LP time out and the cycle fall
+# back to greedy with no bound; the floor is only reached when the LP needs it. The
+# LP-guided search's first solution came at 0.12-0.16 s beside a busy baseline.
 LP_FLOOR = 0.5
 DIVE_FLOOR = 0.25
+# A shorter limit does not shorten what the first LP and the first solution need: with
+# floors scaled to it, real-shaped 200-node cycles at limits of 0.2-0.5 s and 1,000-node
+# ones at 0.5 s fell back to gang-greedy, 9-24% from the bound, as slow or slower.
+FLOOR_LIMIT_S = 1.0
 GUIDED_SHARE = 0.6  # of the node-level stage's time, for its LP-guided searches
 # A solver's decision this close to a bound, with the time used: the baseline need not
 # be waited for (it could add at most this much).
@@ -171,26 +175,30 @@ def _guided_search(
     better decision (RINS as a large-neighbourhood search): the LP's support alone lost
     up to 16% on real-shaped 200-node clusters.
     """
-    # The LP and the first search get a floor even when preparing took the cycle's time:
-    # without it, 1,000-node cycles fell back to greedy, and so did 5,000-node ones whose
-    # (tiny) model would have been solved in 10 ms.
-    limit = search.config.time_limit_s
-    floor = LP_FLOOR * limit if large else MIN_STAGE_S
-    lp = _lp_stage(search, enc, max(left(), floor), f"{prefix}-lp")
+    # The cycle's first LP and first search get a floor even when preparing took the
+    # cycle's time: without it, 1,000-node cycles fell back to greedy, and so did
+    # 5,000-node ones whose (tiny) model would have been solved in 10 ms.
+    limit = max(search.config.time_limit_s, FLOOR_LIMIT_S)
+    lp_floor = LP_FLOOR * limit if not search.bounds else MIN_STAGE_S
+    lp = _lp_stage(search, enc, max(left(), lp_floor), f"{prefix}-lp")
     if lp is None:
         return
     narrow = restricted(enc, search.coef, lp.values)
+    name = f"{prefix}-lp-guided"
+    first_floor = DIVE_FLOOR * limit if not search.solved else MIN_STAGE_S
     if large:
-        dive_s = max(left(), DIVE_FLOOR * limit)
-        _search_classes(
-            search, narrow, f"{prefix}-lp-guided", dive_s, lp_worker=True, first_only=True
-        )
+        dive_s = max(left(), first_floor)
+        _search_classes(search, narrow, name, dive_s, lp_worker=True, first_only=True)
         return
     first_s = max(left() / 3, MIN_STAGE_S)
-    name = f"{prefix}-lp-guided"
     _search_classes(
         search, narrow, name, first_s, lp_worker=True, repack=left if repack else None
     )
+    if not search.solved:
+        # A third of what was left found nothing (real-shaped 200 nodes at a 0.5 s limit:
+        # 0.05 s; every cycle fell back to gang-greedy): on until the first solution.
+        first_s = max(left(), first_floor)
+        _search_classes(search, narrow, f"{name}-first", first_s, lp_worker=True, first_only=True)
     incumbent: Placer | None = None
     for _ in range(RINS_ROUNDS):
         if search.settled(wait_for_baseline=False):

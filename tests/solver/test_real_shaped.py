@@ -12,18 +12,19 @@ import threading
 import pytest
 from ortools.sat.python import cp_model
 
+import solver.cpsat as cpsat
 import solver.search
 from adapter.sim import realistic
 from benchmarks import instances
 from solver.config import SolverConfig
-from solver.encode import restricted
+from solver.encode import Encoding, restricted
 from solver.model import ClusterState, SolveStatus
 from solver.objective import evaluate
 from solver.placement import Placer
 from solver.problem import Problem, prepare
-from solver.relaxation import solve_lp
+from solver.relaxation import LinearRows, LpSolution, solve_lp
 from solver.schedulers import schedule
-from solver.search import gang_greedy_placer
+from solver.search import StageResult, gang_greedy_placer
 from solver.solution import hint, solution_of
 from solver.validate import check
 from tests.solver.encodings import class_model
@@ -138,3 +139,58 @@ def test_a_decision_is_a_feasible_hint_for_the_neighbourhood_around_it() -> None
     assert solver.solve(wide.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
     score = sum(evaluate(problem, incumbent.placed, SolverConfig().weights).values())
     assert round(solver.objective_value) == score
+
+
+def test_a_first_search_that_found_nothing_goes_on_to_its_first_solution(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The LP-guided search gets a third of what is left. At a short limit that third can
+    be too short to find anything (real-shaped 200 nodes at 0.5 s: 0.05 s, and every cycle
+    fell back to gang-greedy, 9-24% from the bound); then the same search goes on until
+    its first solution, given at least the floor a 1 s limit would give it."""
+    calls: list[tuple[str, float, bool]] = []
+    original = solver.search.run_cpsat
+
+    def third_finds_nothing(
+        enc: Encoding,
+        name: str,
+        time_limit_s: float,
+        config: SolverConfig,
+        presolve: bool = True,
+        lp_worker: bool = False,
+        first_only: bool = False,
+    ) -> StageResult:
+        calls.append((name, time_limit_s, first_only))
+        result = original(enc, name, time_limit_s, config, presolve, lp_worker, first_only)
+        if name == "node-classes-lp-guided":
+            return StageResult(result.report, None, False, result.deterministic_s)
+        return result
+
+    monkeypatch.setattr(solver.search, "run_cpsat", third_finds_nothing)
+    s = realistic.cluster(0, 200, 300)
+    config = CONFIG.model_copy(update={"time_limit_s": 0.5})
+    decision = schedule(s, "cpsat", config)
+    assert [c[0] for c in calls[:2]] == ["node-classes-lp-guided", "node-classes-lp-guided-first"]
+    _, first_s, first_only = calls[1]
+    assert first_only and first_s >= cpsat.DIVE_FLOOR * 1.0  # what a 1 s limit gives it
+    assert check(s, decision) == []
+    assert decision.status is not SolveStatus.FALLBACK
+    assert decision.decided_by.startswith("node-classes"), decision.decided_by
+
+
+def test_a_short_limit_does_not_shorten_the_first_lp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cycle's first LP is its bound and its guide: at a 0.2 s limit it still gets the
+    floor a 1 s limit gives it (HiGHS takes 0.07-0.12 s on this cluster, and timed out on
+    some seeds when given what a 0.2 s limit left)."""
+    limits: list[float] = []
+    original = solve_lp
+
+    def recorded(rows: LinearRows, time_limit_s: float) -> LpSolution | None:
+        limits.append(time_limit_s)
+        return original(rows, time_limit_s)
+
+    monkeypatch.setattr(cpsat, "solve_lp", recorded)
+    config = CONFIG.model_copy(update={"time_limit_s": 0.2})
+    decision = schedule(realistic.cluster(0, 200, 300), "cpsat", config)
+    assert limits[0] >= cpsat.LP_FLOOR * 1.0  # what a 1 s limit gives it
+    assert decision.bound is not None
