@@ -62,12 +62,13 @@ from solver.solution import decode_admitted, decode_counts, hint, solution_of
 # max_exact_class_pairs: above, real-shaped 1,000-node models found nothing in 0.5 s.
 RINS_PAIRS = 2
 RINS_ROUNDS = 3
-# Of the time limit (of 1 s, FLOOR_LIMIT_S, below it): the cycle's first LP, and the
-# search for its first solver decision, run at least this long even when preparing took
-# the cycle's time. HiGHS took 0.23-0.36 s on real-shaped 1,000-node models, 0.44-0.47 s
-# in this VM's slow phases, where a floor of 0.35 let one LP time out and the cycle fall
-# back to greedy with no bound; the floor is only reached when the LP needs it. The
-# LP-guided search's first solution came at 0.12-0.16 s beside a busy baseline.
+# Of the time limit, or of FLOOR_LIMIT_S when the limit is shorter: the cycle's first LP,
+# and the search for its first solver decision, run at least this long even when
+# preparing took the cycle's time. HiGHS took 0.23-0.36 s on real-shaped 1,000-node
+# models, 0.44-0.47 s in this VM's slow phases, where a floor of 0.35 let one LP time out
+# and the cycle fall back to greedy with no bound; the floor is only reached when the LP
+# needs it. The LP-guided search's first solution came at 0.12-0.16 s beside a busy
+# baseline.
 LP_FLOOR = 0.5
 DIVE_FLOOR = 0.25
 # A shorter limit does not shorten what the first LP and the first solution need: with
@@ -173,7 +174,9 @@ def _guided_search(
     the LP bound in 0.5 s, where wider neighbourhoods found nothing). Others: what the LP
     uses first, then what the LP or the best decision so far uses, again around each
     better decision (RINS as a large-neighbourhood search): the LP's support alone lost
-    up to 16% on real-shaped 200-node clusters.
+    up to 16% on real-shaped 200-node clusters. A first search that found nothing in its
+    third of the time goes on to its first solution: without one the cycle falls back to
+    gang-greedy.
     """
     # The cycle's first LP and first search get a floor even when preparing took the
     # cycle's time: without it, 1,000-node cycles fell back to greedy, and so did
