@@ -7,7 +7,9 @@ exactly what gang-greedy decided. These instances carry every such label.
 
 from __future__ import annotations
 
+import inspect
 import threading
+from typing import Any
 
 import pytest
 from ortools.sat.python import cp_model
@@ -17,7 +19,7 @@ import solver.search
 from adapter.sim import realistic
 from benchmarks import instances
 from solver.config import SolverConfig
-from solver.encode import Encoding, restricted
+from solver.encode import restricted
 from solver.model import ClusterState, SolveStatus
 from solver.objective import evaluate
 from solver.placement import Placer
@@ -150,18 +152,14 @@ def test_a_first_search_that_found_nothing_goes_on_to_its_first_solution(
     its first solution, given at least the floor a 1 s limit would give it."""
     calls: list[tuple[str, float, bool]] = []
     original = solver.search.run_cpsat
+    signature = inspect.signature(original)
 
-    def third_finds_nothing(
-        enc: Encoding,
-        name: str,
-        time_limit_s: float,
-        config: SolverConfig,
-        presolve: bool = True,
-        lp_worker: bool = False,
-        first_only: bool = False,
-    ) -> StageResult:
-        calls.append((name, time_limit_s, first_only))
-        result = original(enc, name, time_limit_s, config, presolve, lp_worker, first_only)
+    def third_finds_nothing(*args: Any, **kwargs: Any) -> StageResult:
+        given = signature.bind(*args, **kwargs)
+        given.apply_defaults()
+        name = given.arguments["name"]
+        calls.append((name, given.arguments["time_limit_s"], given.arguments["first_only"]))
+        result = original(*args, **kwargs)
         if name == "node-classes-lp-guided":
             return StageResult(result.report, None, False, result.deterministic_s)
         return result
