@@ -189,19 +189,20 @@ def _guided_search(
     narrow = restricted(enc, search.coef, lp.values)
     name = f"{prefix}-lp-guided"
     first_floor = DIVE_FLOOR * limit if not search.solved else MIN_STAGE_S
-    if large:
-        dive_s = max(left(), first_floor)
-        _search_classes(search, narrow, name, dive_s, lp_worker=True, first_only=True)
-        return
-    first_s = max(left() / 3, MIN_STAGE_S)
-    _search_classes(
-        search, narrow, name, first_s, lp_worker=True, repack=left if repack else None
-    )
+    if not large:
+        first_s = max(left() / 3, MIN_STAGE_S)
+        _search_classes(
+            search, narrow, name, first_s, lp_worker=True, repack=left if repack else None
+        )
     if not search.solved:
-        # A third of what was left found nothing (real-shaped 200 nodes at a 0.5 s limit:
-        # 0.05 s; every cycle fell back to gang-greedy): on until the first solution.
+        # A large model's only search (its dive), or a third of what was left that found
+        # nothing (real-shaped 200 nodes at a 0.5 s limit: 0.05 s; every cycle fell back to
+        # gang-greedy): on until the first solution.
         first_s = max(left(), first_floor)
-        _search_classes(search, narrow, f"{name}-first", first_s, lp_worker=True, first_only=True)
+        dive = name if large else f"{name}-first"
+        _search_classes(search, narrow, dive, first_s, lp_worker=True, first_only=True)
+    if large:
+        return
     incumbent: Placer | None = None
     for _ in range(RINS_ROUNDS):
         if search.settled(wait_for_baseline=False):
