@@ -251,14 +251,15 @@ def results_table(rows: Sequence[Row], time_limit: float) -> Table:
 
 
 @contextmanager
-def frozen(state: ClusterState) -> Iterator[ClusterState]:
-    """``state``'s objects out of the collector's sight while the schedulers run on it, as
-    the scheduling loop keeps its snapshot (``adapter.kube.heap``); what the runs leave is
-    collected as usual, and the state once the runs are over."""
+def frozen() -> Iterator[None]:
+    """Every object alive now (the instance just built) out of the collector's sight while
+    the schedulers run on it, as the scheduling loop keeps its snapshot
+    (``adapter.kube.heap``); what the runs leave is collected as usual, and the instance
+    once the runs are over."""
     gc.collect()
     gc.freeze()
     try:
-        yield state
+        yield
     finally:
         gc.unfreeze()
 
@@ -416,7 +417,7 @@ def main(
             f"pods, built in {build_s:.3f} s, prepare() {prepare_s:.3f} s"
         )
         seeded = config.model_copy(update={"seed": seed})
-        with frozen(state):
+        with frozen():
             for run in range(args.runs):
                 for row in run_instance(name, state, schedulers, seeded):
                     row.seed, row.run = seed, run
