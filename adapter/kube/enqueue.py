@@ -55,7 +55,7 @@ def to_enqueue(
     podgroups: Iterable[tuple[str, Obj]], state: ClusterState, with_pods: set[str]
 ) -> list[str]:
     """The keys of the Volcano PodGroups (key, object) to move from Pending to Inqueue."""
-    room = free_room(state)
+    claimed: list[dict[str, int]] = []  # minResources of PodGroups Inqueue without pods
     waiting: list[tuple[str, str, dict[str, int]]] = []  # (created, key, minResources)
     for key, obj in podgroups:
         if key in with_pods:
@@ -63,11 +63,17 @@ def to_enqueue(
         phase = (obj.get("status") or {}).get("phase") or "Pending"
         need = min_resources(obj)
         if phase == "Inqueue" and need:
-            for r, q in need.items():  # claimed by pods on their way
-                room[r] = room.get(r, 0) - q
+            claimed.append(need)
         elif phase == "Pending" and need is not None:
             created = str((obj.get("metadata") or {}).get("creationTimestamp") or "")
             waiting.append((created, key, need))
+    if not waiting:
+        # Summing the free room walks every bound pod: not every cycle, for nothing.
+        return []
+    room = free_room(state)
+    for need in claimed:
+        for r, q in need.items():  # claimed by pods on their way
+            room[r] = room.get(r, 0) - q
     admitted = []
     for _, key, need in sorted(waiting, key=lambda w: (w[0], w[1])):  # oldest first
         if not insufficient(need, room):

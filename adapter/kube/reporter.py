@@ -74,9 +74,11 @@ def _allocated(state: ClusterState | None, gang_queue: dict[str, str]) -> dict[s
     """Per queue, what its PodGroups' bound pods request, as quantities. Pods outside a
     PodGroup (DaemonSets, other schedulers' pods) are no queue's."""
     totals: dict[str, Counter[str]] = defaultdict(Counter)
-    for pod in state.bound_pods() if state is not None else ():
-        if pod.gang is not None:
-            totals[gang_queue.get(pod.gang, DEFAULT_QUEUE)].update(pod.requests.nonzero())
+    for pod in state.pods if state is not None else ():
+        if pod.gang is not None and pod.node_name is not None:
+            total = totals[gang_queue.get(pod.gang, DEFAULT_QUEUE)]
+            for name, amount in pod.requests.items():
+                total[name] += amount
     return {
         q: {name: quantity(name, amount) for name, amount in sorted(used.items()) if amount}
         for q, used in totals.items()
@@ -146,7 +148,7 @@ class Reporter:
             self._nominate(pod, node)
         for finding in findings:
             self._finding(finding)
-        self._queues(live, gang_queue, _allocated(state, gang_queue))
+        self._queues(live, gang_queue, partial(_allocated, state, gang_queue))
         self.recorder.forget({ObjectRef("Pod", *_split(p)) for p in report.bound})
         self._prune(podgroups)
 
@@ -364,16 +366,24 @@ class Reporter:
         self,
         statuses: Sequence[GangStatus],
         gang_queue: dict[str, str],
-        allocated: dict[str, dict[str, str]],
+        allocation: Callable[[], dict[str, dict[str, str]]],
     ) -> None:
+        """``allocation`` totals every bound pod's requests by queue: asked for only when
+        there is a Queue object to write it to."""
+        queues = [
+            (resource, self.cache.of(resource))
+            for resource in DIALECTS
+            if resource.kind == "Queue" and resource.group != COSCHEDULING_GROUP
+        ]
+        if not any(objects for _, objects in queues):
+            return
+        allocated = allocation()
         counts: dict[str, Counter[str]] = defaultdict(Counter)
         for s in statuses:
             if not s.gang.startswith(IMPLICIT_GANG_PREFIX):
                 counts[gang_queue.get(s.gang, DEFAULT_QUEUE)][s.phase.lower()] += 1
-        for resource in DIALECTS:
-            if resource.kind != "Queue" or resource.group == COSCHEDULING_GROUP:
-                continue
-            for obj in self.cache.of(resource):
+        for resource, objects in queues:
+            for obj in objects:
                 name = key_of(obj)
                 c = counts.get(name, Counter())
                 current = obj.get("status") or {}
