@@ -58,7 +58,7 @@ class KubeCluster:
         # As the last cycle left the cluster (its snapshot with its binds): what its
         # report and metrics read, as no follow-up cycle re-reads gangsat's own binds.
         self.state_after: ClusterState | None = None
-        self._memo: Memo = {}
+        self._memo = Memo()
 
     def start(
         self, sync_timeout_s: float = 60.0, stop: threading.Event | None = None

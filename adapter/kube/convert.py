@@ -220,7 +220,26 @@ def _pod(
 # --- the whole set ------------------------------------------------------------------------
 
 
-Memo = dict[tuple[Any, ...], tuple[Any, "Finding | None"]]
+@dataclass
+class Memo:
+    """What one snapshot converted, kept for the next (on a big cluster nearly every
+    object is unchanged from one cycle to the next).
+
+    ``by_id``: the cache hands out the same dict for an object until a watch event
+    replaces it, so an object seen before is found by identity, without reading it (at
+    5,000 nodes and 40,000 pods, reading every object's keys again took half of a
+    quiet cycle's snapshot). Each entry holds its object, so its id cannot be reused
+    while the entry lives. ``by_key``: by uid and resourceVersion (``_memo_key``), for an
+    unchanged object in a new dict (a re-list, a bind the cache overlays).
+    """
+
+    by_key: dict[tuple[Any, ...], tuple[Any, Finding | None]] = field(default_factory=dict)
+    by_id: dict[int, tuple[Obj, tuple[Any, ...], Any, Finding | None]] = field(
+        default_factory=dict
+    )
+
+    def __len__(self) -> int:
+        return len(self.by_key)
 
 
 def _memo_key(kind: str, o: Obj, priorities: tuple[Any, ...]) -> tuple[Any, ...] | None:
@@ -241,7 +260,8 @@ def _shape_problem(obj: Mapping[str, Any]) -> str | None:
     """What makes an object unreadable as any Kubernetes object, or None."""
     for key in ("metadata", "spec", "status"):
         value = obj.get(key)
-        if value is not None and not isinstance(value, Mapping):
+        # type() first: a decoded object's parts are dicts, and isinstance of an ABC is slow
+        if value is not None and type(value) is not dict and not isinstance(value, Mapping):
             return f"malformed: {key} must be a mapping, got {type(value).__name__}"
     if not isinstance(obj.get("kind", ""), str):
         return "malformed: kind must be a string"
@@ -258,9 +278,13 @@ def convert(
     ``memo`` (kept by the caller from one cycle to the next) saves re-reading objects
     that have not changed since: on a big cluster most of them."""
     findings: list[Finding] = []
-    fresh: Memo = {}
+    fresh = Memo()
+    seen = memo.by_id if memo is not None else {}
     items = []
     for o in objects:
+        if id(o) in seen and seen[id(o)][0] is o:
+            items.append(o)  # its shape was read when it was first seen
+            continue
         if not isinstance(o, Mapping):
             continue
         problem = _shape_problem(o)
@@ -285,16 +309,28 @@ def convert(
     priority_key = (tuple(sorted(priorities.items())), default_priority)
 
     def attempt(kind: str, o: Obj, build: Any) -> Any:
-        key = _memo_key(kind, o, priority_key) if memo is not None else None
-        if key is not None and memo is not None and key in memo:
-            value, finding = fresh[key] = memo[key]
+        if memo is None:
+            return _build(kind, o, build)
+        hit = seen.get(id(o))
+        if hit is not None and hit[0] is o and hit[1][-1] == priority_key:
+            _, key, value, finding = fresh.by_id[id(o)] = hit
+            fresh.by_key[key] = (value, finding)
             if finding is not None:
                 findings.append(finding)
             return value
-        known = len(findings)
-        value = _build(kind, o, build)
-        if key is not None:
-            fresh[key] = (value, findings[known] if len(findings) > known else None)
+        read_key = _memo_key(kind, o, priority_key)
+        if read_key is None:
+            return _build(kind, o, build)
+        if read_key in memo.by_key:
+            value, finding = memo.by_key[read_key]
+            if finding is not None:
+                findings.append(finding)
+        else:
+            known = len(findings)
+            value = _build(kind, o, build)
+            finding = findings[known] if len(findings) > known else None
+        fresh.by_key[read_key] = (value, finding)
+        fresh.by_id[id(o)] = (o, read_key, value, finding)
         return value
 
     def _build(kind: str, o: Obj, build: Any) -> Any:
@@ -415,8 +451,7 @@ def convert(
 
     _workload_instances(templates, pods.values(), gangs)
     if memo is not None:
-        memo.clear()
-        memo.update(fresh)
+        memo.by_key, memo.by_id = fresh.by_key, fresh.by_id
     state = ClusterState(
         nodes=tuple(nodes.values()),
         pods=tuple(pods.values()),

@@ -11,7 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from adapter.cli import app
-from adapter.kube.convert import convert
+from adapter.kube.convert import Memo, convert
 from solver.config import SolverConfig
 from solver.model import Decision
 from solver.schedulers import schedule
@@ -382,7 +382,7 @@ def versioned(obj: dict[str, Any], uid: str, version: str) -> dict[str, Any]:
 
 
 def test_a_memo_reuses_unchanged_objects_and_rereads_changed_ones() -> None:
-    memo: dict[Any, Any] = {}
+    memo = Memo()
     objects = [
         versioned(node("n1"), "u-n1", "1"),
         versioned(pod("p", cpu="1"), "u-p", "2"),
@@ -404,7 +404,28 @@ def test_a_memo_reuses_unchanged_objects_and_rereads_changed_ones() -> None:
     overlaid = {**changed, "spec": {**changed["spec"], "nodeName": "n1"}}
     [p4] = convert([objects[0], overlaid], memo=memo).state.pods
     assert p4.node_name == "n1"
-    assert not any(key[1] == "u-bad" for key in memo)
+    assert not any(key[1] == "u-bad" for key in memo.by_key)
+    assert all(o is not objects[2] for o, *_ in memo.by_id.values())
+
+
+def test_a_memo_reads_an_unchanged_object_again_when_what_it_depends_on_changed() -> None:
+    """The memo finds an object it saw by identity; a PriorityClass created since (the
+    pod's priority) or another scheduler name must still make it read again."""
+    memo = Memo()
+    urgent = versioned(pod("p", cpu="1"), "u-p", "2")
+    urgent["spec"]["priorityClassName"] = "urgent"
+    first = convert([urgent], memo=memo)
+    assert [p.priority for p in first.state.pods] == [0]
+    urgency = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "urgent", "uid": "u-pc", "resourceVersion": "3"},
+        "value": 1000,
+    }
+    second = convert([urgent, urgency], memo=memo)
+    assert [p.priority for p in second.state.pods] == [1000]
+    assert convert([urgent, urgency], ("other",), memo=memo).state.pods == ()
+    assert [p.priority for p in convert([urgent, urgency], memo=memo).state.pods] == [1000]
 
 
 def test_duplicate_names_in_manifests_are_findings_and_the_later_object_is_used() -> None:
