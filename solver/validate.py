@@ -296,7 +296,7 @@ def _capacity(
 ) -> list[Violation]:
     bound_on_node: dict[str, list[Pod]] = defaultdict(list)
     for pod in state.pods:
-        if pod.node_name is not None:
+        if pod.node_name is not None and pod.node_name in new_on_node:  # nodes it adds to
             bound_on_node[pod.node_name].append(pod)
     out: list[Violation] = []
     for node_name in sorted(new_on_node):
@@ -334,7 +334,8 @@ def _gangs(
         placed[pod.gang_name()].append(pod)
     bound: dict[str, int] = defaultdict(int)
     for pod in state.bound_pods():
-        bound[pod.gang_name()] += 1
+        if (name := pod.gang_name()) in placed:  # only the gangs this decision adds to
+            bound[name] += 1
 
     out: list[Violation] = []
     for gang_name in sorted(placed):
@@ -379,10 +380,11 @@ def _capabilities(
         queue = _queue_of(pod, gangs, queues)
         if queue is not None:
             new[queue].append(pod)
+    capped = {name for name in new if queues[name].capability is not None}
     held_pods: dict[str, list[Pod]] = defaultdict(list)
-    for pod in state.bound_pods():
+    for pod in state.bound_pods() if capped else ():  # only queues with a capability
         queue = _queue_of(pod, gangs, queues)
-        if queue is not None:
+        if queue in capped:
             held_pods[queue].append(pod)
 
     out: list[Violation] = []
