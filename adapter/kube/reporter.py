@@ -105,6 +105,11 @@ class Reporter:
         # their status is patched on the object itself.
         self._inline_status = {r for r in resources if not r.status_subresource}
         self._written: dict[str, tuple[Any, ...]] = {}  # object key -> status signature
+        # gang -> (its PodGroup object, its status, the signatures of the status it would
+        # be written and of the one it has), as the last report saw them: a PodGroup
+        # whose object and status are both unchanged needs neither built again (tens of
+        # thousands of running gangs, every cycle).
+        self._compared: dict[str, tuple[Obj, GangStatus, tuple[Any, ...], tuple[Any, ...]]] = {}
         self._event_names: dict[Any, tuple[str, str]] = {}  # event key -> (namespace, name)
         self._names_lock = threading.Lock()  # the writer thread adds, the loop prunes
         self._failed: queue.SimpleQueue[tuple[str, tuple[Any, ...]]] = queue.SimpleQueue()
@@ -129,8 +134,14 @@ class Reporter:
         # no pods yet: it is not "unschedulable", and gangsat says nothing about it.
         with_pods = {p.gang_name() for p in state.pods} if state is not None else set()
         live = [s for s in report.statuses if s.bound or s.gang in with_pods]
+        compared, self._compared = self._compared, {}
         for status in live:
-            self._gang(status, podgroups.get(status.gang), pending_of.get(status.gang, []))
+            self._gang(
+                status,
+                podgroups.get(status.gang),
+                pending_of.get(status.gang, []),
+                compared.get(status.gang),
+            )
         if state is not None:
             self._enqueue(podgroups, state, with_pods)
         for pod, node in report.bound.items():
@@ -160,6 +171,7 @@ class Reporter:
             event_names = len(self._event_names)
         return {
             "statuses written": len(self._written),
+            "statuses compared": len(self._compared),
             "event topics": self.recorder.topics(),
             "event names": event_names,
         }
@@ -245,7 +257,11 @@ class Reporter:
             )
 
     def _gang(
-        self, status: GangStatus, podgroup: tuple[Resource, Obj] | None, pending: list[str]
+        self,
+        status: GangStatus,
+        podgroup: tuple[Resource, Obj] | None,
+        pending: list[str],
+        compared: tuple[Obj, GangStatus, tuple[Any, ...], tuple[Any, ...]] | None = None,
     ) -> None:
         if status.gang.startswith(IMPLICIT_GANG_PREFIX):
             if status.phase == "Pending":
@@ -260,13 +276,17 @@ class Reporter:
                     self._pod_waiting(pod, unschedulable_message(status))
             return
         resource, obj = podgroup
-        body = podgroup_status(status, resource.api_version, self.now(), obj.get("status"))
         namespace, name = _split(status.gang)
-        sig = _signature(body)
-        if sig not in (
-            _signature(obj.get("status") or {}),
-            self._written.get(f"podgroup {status.gang}"),
-        ):
+        body: dict[str, Any] | None = None
+        if compared is not None and compared[0] is obj and compared[1] == status:
+            sig, has = compared[2], compared[3]
+        else:
+            body = podgroup_status(status, resource.api_version, self.now(), obj.get("status"))
+            sig, has = _signature(body), _signature(obj.get("status") or {})
+        self._compared[status.gang] = (obj, status, sig, has)
+        if sig not in (has, self._written.get(f"podgroup {status.gang}")):
+            if body is None:  # the comparison was remembered: built now, timestamps and all
+                body = podgroup_status(status, resource.api_version, self.now(), obj.get("status"))
             self._submit(
                 f"podgroup {status.gang}",
                 sig,
