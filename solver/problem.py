@@ -249,8 +249,9 @@ def prepare(state: ClusterState) -> Problem:
             node_i = n_index.get(pod.node_name)
             if node_i is not None:
                 held_on.append(node_i)
-                held_what.append(pod.requests.key())
-                raw_demand(pod)
+                held_what.append(held := pod.requests.key())
+                if held not in raw_by_requests:
+                    raw_demand(pod)
                 # Every node runs DaemonSet pods: only other pods make a node used.
                 if not pod.daemon:
                     busy.append(node_i)
@@ -261,8 +262,9 @@ def prepare(state: ClusterState) -> Problem:
         name = pod.gang_name()
         if pod.gang is None and name not in gangs_by_name:
             if pod.node_name is not None:
-                held_outside_gangs[pod.requests.key()] += 1
-                demand_of(pod)
+                held_outside_gangs[held := pod.requests.key()] += 1
+                if held not in demand_by_requests:
+                    demand_of(pod)
                 continue
             # Valid by construction.
             gangs_by_name[name] = Gang.model_construct(
@@ -344,8 +346,9 @@ def prepare(state: ClusterState) -> Problem:
                 invalid[gang.name] = f"queue {gang.queue!r} not found"
             continue
         for pod in bound:
-            used_by[q, pod.requests.key()] += 1
-            demand_of(pod)
+            used_by[q, held := pod.requests.key()] += 1
+            if held not in demand_by_requests:
+                demand_of(pod)
         if not pending:
             continue
         if len(pods) < gang.min_member:

@@ -306,17 +306,26 @@ def convert(
                 if o.get("globalDefault"):
                     default_priority = value
 
-    priority_key = (tuple(sorted(priorities.items())), default_priority)
+    priority_key = (tuple(sorted(priorities.items())), default_priority, tuple(scheduler_names))
+    missing = object()
+
+    def recall(o: Obj) -> Any:
+        """What ``o`` converted to last time if it is the very object seen then, as read
+        with the same priorities and scheduler names; else ``missing``."""
+        hit = seen.get(id(o))
+        if hit is None or hit[0] is not o or hit[1][-1] != priority_key:
+            return missing
+        _, key, value, finding = fresh.by_id[id(o)] = hit
+        fresh.by_key[key] = (value, finding)
+        if finding is not None:
+            findings.append(finding)
+        return value
 
     def attempt(kind: str, o: Obj, build: Any) -> Any:
         if memo is None:
             return _build(kind, o, build)
-        hit = seen.get(id(o))
-        if hit is not None and hit[0] is o and hit[1][-1] == priority_key:
-            _, key, value, finding = fresh.by_id[id(o)] = hit
-            fresh.by_key[key] = (value, finding)
-            if finding is not None:
-                findings.append(finding)
+        value = recall(o)
+        if value is not missing:
             return value
         read_key = _memo_key(kind, o, priority_key)
         if read_key is None:
@@ -369,6 +378,8 @@ def convert(
 
     for o in items:
         kind = o.get("kind")
+        if kind == "Pod":
+            continue  # the next loop's, once every node is known
         group = api_group(str(o.get("apiVersion") or ""))
         if kind == "Node":
             node = attempt("Node", o, lambda o=o: _node(o))
@@ -402,30 +413,32 @@ def convert(
     for index, o in enumerate(items):
         kind = o.get("kind")
         if kind == "Pod":
-            if finished(o.get("status")):
-                continue
-            spec = o.get("spec") or {}
-            bound = bool(spec.get("nodeName"))
-            scheduler = spec.get("schedulerName", "default-scheduler")
-            if not bound and scheduler not in scheduler_names:
-                others[str(scheduler)] += 1
-                continue
-
-            pod = attempt(
-                "Pod",
-                o,
-                lambda o=o, spec=spec, index=index: _pod(
-                    *meta(o),
-                    o.get("metadata") or {},
-                    spec,
-                    created_s(o) or float(index),
-                    priorities,
-                    default_priority,
-                    # The cache ignores status changes (startTime among them): the age
-                    # since creation bounds the work an eviction loses from above.
-                    created_s(o) or None,
-                ),
-            )
+            # Seen as it is: it passed the checks below then (the scheduler names are in
+            # the memo's key), and reading it again would cost more than converting did.
+            pod = recall(o)
+            if pod is missing:
+                if finished(o.get("status")):
+                    continue
+                spec = o.get("spec") or {}
+                scheduler = spec.get("schedulerName", "default-scheduler")
+                if not spec.get("nodeName") and scheduler not in scheduler_names:
+                    others[str(scheduler)] += 1
+                    continue
+                pod = attempt(
+                    "Pod",
+                    o,
+                    lambda o=o, spec=spec, index=index: _pod(
+                        *meta(o),
+                        o.get("metadata") or {},
+                        spec,
+                        created_s(o) or float(index),
+                        priorities,
+                        default_priority,
+                        # The cache ignores status changes (startTime among them): the
+                        # age since creation bounds the work an eviction loses from above.
+                        created_s(o) or None,
+                    ),
+                )
             if pod is None:
                 continue
             if pod.node_name is not None and pod.node_name not in nodes:
