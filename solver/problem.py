@@ -22,6 +22,7 @@ from solver.arrays import BoolArray, IntArray
 from solver.config import SHARE_SCALE
 from solver.equivalence import node_classes, node_view, read_label_keys
 from solver.fairness import deserved
+from solver.held import Held, model_demand, vector
 from solver.model import (
     DEFAULT_QUEUE,
     EPHEMERAL_STORAGE,
@@ -172,23 +173,10 @@ def _units(resources: list[str]) -> IntArray:
     return np.array([model_unit(r) for r in resources], dtype=np.int64)
 
 
-def _demand(raw: IntArray, units: IntArray) -> IntArray:
-    """Requests round up to whole model units: a pod never gets less than it asked."""
-    rounded: IntArray = -(-raw // units)
-    return rounded
-
-
 def _capacity(raw: IntArray, units: IntArray) -> IntArray:
     """Capacity rounds down: the model never packs past what a node really has."""
     rounded: IntArray = raw // units
     return rounded
-
-
-def _vector(values: dict[str, int], index: dict[str, int]) -> IntArray:
-    vec = np.zeros(len(index), dtype=np.int64)
-    for name, quantity in values.items():
-        vec[index[name]] = quantity
-    return vec
 
 
 def _pod_order(pod: Pod) -> tuple[int, float, str]:
@@ -202,7 +190,7 @@ def prepare(state: ClusterState) -> Problem:
     n_index = {n.name: i for i, n in enumerate(nodes)}
     units = _units(resources)
     raw_allocatable = np.array(
-        [_vector(n.allocatable.root, r_index) for n in nodes], dtype=np.int64
+        [vector(n.allocatable.root, r_index) for n in nodes], dtype=np.int64
     ).reshape(len(nodes), len(resources))
     raw_free = raw_allocatable.copy()
     allocatable = _capacity(raw_allocatable, units)
@@ -219,39 +207,18 @@ def prepare(state: ClusterState) -> Problem:
     invalid: dict[str, str] = {}
     members: dict[str, list[Pod]] = defaultdict(list)
 
-    raw_by_requests: dict[tuple[tuple[str, int], ...], IntArray] = {}
-    demand_by_requests: dict[tuple[tuple[str, int], ...], IntArray] = {}
-
-    def raw_demand(pod: Pod) -> IntArray:
-        key = pod.requests.key()
-        if key not in raw_by_requests:
-            raw_by_requests[key] = _vector(pod.demand(), r_index)
-        return raw_by_requests[key]
-
-    def demand_of(pod: Pod) -> IntArray:
-        key = pod.requests.key()
-        if key not in demand_by_requests:
-            demand_by_requests[key] = _demand(raw_demand(pod), units)
-        return demand_by_requests[key]
-
     # Bound pods of no gang (DaemonSets: one per node and kind) only hold room in the
     # default queue: summed here rather than each made a gang of one (5,000 nodes: 15,000
     # such gangs took 0.3 s of a one-second cycle). A pod naming such an implicit gang
     # ("pod:<name>", which no Kubernetes object can be called) finds no PodGroup.
-    # What bound pods hold is summed in one vectorised pass over (node, request set) rows
-    # rather than a vector operation per pod: tens of thousands run on a big cluster.
-    held_on: list[int] = []  # node of each bound pod
-    held_what: list[tuple[tuple[str, int], ...]] = []  # its request set
+    held = Held(r_index, units)
     busy: list[int] = []  # nodes running a pod other than a DaemonSet's
-    held_outside_gangs: Counter[tuple[tuple[str, int], ...]] = Counter()
+    outside_gangs: list[Pod] = []
     for pod in state.pods:
         if pod.node_name is not None:
             node_i = n_index.get(pod.node_name)
             if node_i is not None:
-                held_on.append(node_i)
-                held_what.append(held := pod.requests.key())
-                if held not in raw_by_requests:
-                    raw_demand(pod)
+                held.on_node(node_i, pod)
                 # Every node runs DaemonSet pods: only other pods make a node used.
                 if not pod.daemon:
                     busy.append(node_i)
@@ -262,9 +229,7 @@ def prepare(state: ClusterState) -> Problem:
         name = pod.gang_name()
         if pod.gang is None and name not in gangs_by_name:
             if pod.node_name is not None:
-                held_outside_gangs[held := pod.requests.key()] += 1
-                if held not in demand_by_requests:
-                    demand_of(pod)
+                outside_gangs.append(pod)
                 continue
             # Valid by construction.
             gangs_by_name[name] = Gang.model_construct(
@@ -276,19 +241,14 @@ def prepare(state: ClusterState) -> Problem:
             )
         members[name].append(pod)
 
-    if held_on:
-        rows = {key: i for i, key in enumerate(raw_by_requests)}
-        matrix = np.array(list(raw_by_requests.values()), dtype=np.int64)
-        which = np.fromiter((rows[key] for key in held_what), np.int64, len(held_what))
-        np.subtract.at(raw_free, np.array(held_on, dtype=np.int64), matrix[which])
-        empty[np.array(busy, dtype=np.int64)] = False
-    outside_gangs = bool(held_outside_gangs)
+    held.take_from(raw_free)
+    empty[np.array(busy, dtype=np.int64)] = False
     # A node can hold more than its allocatable (it shrank, or a device plugin restarted);
     # it then has no room for that resource, and still has room for the others.
     free = np.maximum(_capacity(raw_free, units), 0)
     queue_names = sorted(queues_by_name)
     if DEFAULT_QUEUE not in queues_by_name and (
-        outside_gangs or any(g.queue == DEFAULT_QUEUE for g in gangs_by_name.values())
+        bool(outside_gangs) or any(g.queue == DEFAULT_QUEUE for g in gangs_by_name.values())
     ):
         queue_names.append(DEFAULT_QUEUE)
         queues_by_name[DEFAULT_QUEUE] = Queue(name=DEFAULT_QUEUE, weight=1)
@@ -328,9 +288,8 @@ def prepare(state: ClusterState) -> Problem:
     # Thousands of gangs share a handful of pod specs: convert each spec once.
     per_spec: dict[tuple[object, ...], tuple[IntArray, IntArray]] = {}
     used = np.zeros((len(queue_names), len(resources)), dtype=np.int64)
-    used_by: Counter[tuple[int, tuple[tuple[str, int], ...]]] = Counter(
-        {(q_index[DEFAULT_QUEUE], key): count for key, count in held_outside_gangs.items()}
-    )
+    for pod in outside_gangs:
+        held.by_queue(q_index[DEFAULT_QUEUE], pod)
     pending_demand = np.zeros_like(used)
 
     for gang in sorted(gangs_by_name.values(), key=lambda g: g.name):
@@ -346,9 +305,7 @@ def prepare(state: ClusterState) -> Problem:
                 invalid[gang.name] = f"queue {gang.queue!r} not found"
             continue
         for pod in bound:
-            used_by[q, held := pod.requests.key()] += 1
-            if held not in demand_by_requests:
-                demand_of(pod)
+            held.by_queue(q, pod)
         if not pending:
             continue
         if len(pods) < gang.min_member:
@@ -380,7 +337,7 @@ def prepare(state: ClusterState) -> Problem:
         for spec_key, same in by_spec.items():
             exemplar = same[0]
             if spec_key not in per_spec:
-                demand = _demand(_vector(exemplar.demand(), r_index), units)
+                demand = model_demand(vector(exemplar.demand(), r_index), units)
                 per_spec[spec_key] = (demand, share_units(demand, totals))
             demand, share = per_spec[spec_key]
             feasible = feasible_nodes(exemplar)
@@ -401,8 +358,7 @@ def prepare(state: ClusterState) -> Problem:
             pending_demand[q] += demand * len(same)
         gangs.append(info)
 
-    for (q, requests), count in used_by.items():
-        used[q] += demand_by_requests[requests] * count
+    held.add_to(used)
 
     ranks = {p: i for i, p in enumerate(sorted({g.priority for g in gangs}))}
     shape_ids: dict[tuple[object, ...], int] = {}
