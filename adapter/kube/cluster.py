@@ -21,8 +21,9 @@ from kubernetes import client
 from adapter.cluster import ClusterError, CycleReport
 from adapter.kube.binder import Binder, Fence, always
 from adapter.kube.cache import ClusterCache
-from adapter.kube.convert import Finding, Memo, convert
+from adapter.kube.convert import Finding, convert
 from adapter.kube.evictor import Evictor
+from adapter.kube.memo import Memo
 from adapter.kube.reflector import Reflector
 from adapter.kube.reporter import Reporter
 from adapter.kube.resources import Resource, discover

@@ -44,6 +44,7 @@ from adapter.kube.fields import (
     meta,
     quantities,
 )
+from adapter.kube.memo import Memo, memo_key
 from solver.model import (
     PODS,
     ClusterState,
@@ -220,42 +221,6 @@ def _pod(
 # --- the whole set ------------------------------------------------------------------------
 
 
-@dataclass
-class Memo:
-    """What one snapshot converted, kept for the next (on a big cluster nearly every
-    object is unchanged from one cycle to the next).
-
-    ``by_id``: the cache hands out the same dict for an object until a watch event
-    replaces it, so an object seen before is found by identity, without reading it (at
-    5,000 nodes and 40,000 pods, reading every object's keys again took half of a
-    quiet cycle's snapshot). Each entry holds its object, so its id cannot be reused
-    while the entry lives. ``by_key``: by uid and resourceVersion (``_memo_key``), for an
-    unchanged object in a new dict (a re-list, a bind the cache overlays).
-    """
-
-    by_key: dict[tuple[Any, ...], tuple[Any, Finding | None]] = field(default_factory=dict)
-    by_id: dict[int, tuple[Obj, tuple[Any, ...], Any, Finding | None]] = field(
-        default_factory=dict
-    )
-
-    def __len__(self) -> int:
-        return len(self.by_key)
-
-
-def _memo_key(kind: str, o: Obj, priorities: tuple[Any, ...]) -> tuple[Any, ...] | None:
-    """What a converted object depends on: an API object's uid and resourceVersion, and
-    for a pod also the node and group the cache may overlay (an assumed bind, a pod being
-    deleted). Objects without both (a manifest file) are not memoised."""
-    metadata = o.get("metadata") or {}
-    uid, version = metadata.get("uid"), metadata.get("resourceVersion")
-    if not uid or not version:
-        return None
-    if kind == "Pod":
-        node = (o.get("spec") or {}).get("nodeName")
-        return (kind, uid, version, node, group_of(o), priorities)
-    return (kind, uid, version, priorities)
-
-
 def _shape_problem(obj: Mapping[str, Any]) -> str | None:
     """What makes an object unreadable as any Kubernetes object, or None."""
     for key in ("metadata", "spec", "status"):
@@ -327,7 +292,7 @@ def convert(
         value = recall(o)
         if value is not missing:
             return value
-        read_key = _memo_key(kind, o, priority_key)
+        read_key = memo_key(kind, o, priority_key)
         if read_key is None:
             return _build(kind, o, build)
         if read_key in memo.by_key:

@@ -11,7 +11,8 @@ import yaml
 from typer.testing import CliRunner
 
 from adapter.cli import app
-from adapter.kube.convert import Memo, convert
+from adapter.kube.convert import convert
+from adapter.kube.memo import Memo
 from solver.config import SolverConfig
 from solver.model import Decision
 from solver.schedulers import schedule
