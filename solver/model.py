@@ -104,6 +104,10 @@ class Resources(RootModel[dict[str, int]]):
     def nonzero(self) -> dict[str, int]:
         return {name: q for name, q in self.root.items() if q}
 
+    def pod_demand(self) -> dict[str, int]:
+        """A pod's demand with these requests: them, plus the pod slot every pod takes."""
+        return {**self.nonzero(), PODS: self[PODS] or 1}
+
     @cached_property
     def _key(self) -> tuple[tuple[str, int], ...]:
         return tuple(sorted((name, q) for name, q in self.root.items() if q))
@@ -236,7 +240,7 @@ class Pod(_Frozen):
 
     def demand(self) -> dict[str, int]:
         """Requests plus the pod slot every pod takes."""
-        return {**self.requests.nonzero(), PODS: self.requests[PODS] or 1}
+        return self.requests.pod_demand()
 
     def spec_key(self) -> tuple[object, ...]:
         """Pods of one gang with equal keys are interchangeable to every scheduler."""

@@ -218,7 +218,8 @@ def prepare(state: ClusterState) -> Problem:
         if pod.node_name is not None:
             node_i = n_index.get(pod.node_name)
             if node_i is not None:
-                held.on_node(node_i, pod)
+                held.on_nodes.append(node_i)
+                held.on_sets.append(pod.requests)
                 # Every node runs DaemonSet pods: only other pods make a node used.
                 if not pod.daemon:
                     busy.append(node_i)
@@ -288,8 +289,9 @@ def prepare(state: ClusterState) -> Problem:
     # Thousands of gangs share a handful of pod specs: convert each spec once.
     per_spec: dict[tuple[object, ...], tuple[IntArray, IntArray]] = {}
     used = np.zeros((len(queue_names), len(resources)), dtype=np.int64)
-    for pod in outside_gangs:
-        held.by_queue(q_index[DEFAULT_QUEUE], pod)
+    if outside_gangs:
+        held.by_queues += [q_index[DEFAULT_QUEUE]] * len(outside_gangs)
+        held.by_sets += [pod.requests for pod in outside_gangs]
     pending_demand = np.zeros_like(used)
 
     for gang in sorted(gangs_by_name.values(), key=lambda g: g.name):
@@ -304,8 +306,8 @@ def prepare(state: ClusterState) -> Problem:
             if pending:
                 invalid[gang.name] = f"queue {gang.queue!r} not found"
             continue
-        for pod in bound:
-            held.by_queue(q, pod)
+        held.by_queues += [q] * len(bound)
+        held.by_sets += [pod.requests for pod in bound]
         if not pending:
             continue
         if len(pods) < gang.min_member:

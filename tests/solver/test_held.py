@@ -21,8 +21,10 @@ def test_pods_sharing_a_node_or_a_queue_all_count() -> None:
     assert c.requests is not b.requests
     held = Held(RESOURCES, UNITS)
     for node, p in ((0, a), (0, b), (1, c)):
-        held.on_node(node, p)
-        held.by_queue(node, p)
+        held.on_nodes.append(node)
+        held.on_sets.append(p.requests)
+        held.by_queues.append(node)
+        held.by_sets.append(p.requests)
     free = np.array([[4000, 8 * 2**30, 10], [4000, 8 * 2**30, 10]], dtype=np.int64)
     held.take_from(free)
     assert free.tolist() == [[2000, 7 * 2**30, 8], [3500, 8 * 2**30, 9]]
@@ -34,7 +36,8 @@ def test_pods_sharing_a_node_or_a_queue_all_count() -> None:
 def test_a_request_below_a_model_unit_holds_a_whole_unit() -> None:
     """Usage is in model units, rounded up as every pod's demand is: 1 byte is 1 MiB."""
     held = Held(RESOURCES, UNITS)
-    held.by_queue(0, pod("tiny").req(cpu="1m", memory=1).build())
+    held.by_queues.append(0)
+    held.by_sets.append(pod("tiny").req(cpu="1m", memory=1).build().requests)
     used = np.zeros((1, 3), dtype=np.int64)
     held.add_to(used)
     assert used.tolist() == [[1, 1, 1]]
