@@ -100,10 +100,13 @@ class _Gangs:
     @classmethod
     def of(cls, state: ClusterState) -> _Gangs:
         held: dict[str, int] = defaultdict(int)
-        for pod in state.bound_pods():
-            held[pod.gang_name()] += 1
+        of_pod: dict[str, str] = {}
+        for pod in state.pods:  # every pod of a big cluster, every cycle: one pass
+            of_pod[pod.name] = gang = pod.gang_name()
+            if pod.node_name is not None:
+                held[gang] += 1
         return cls(
-            of_pod={p.name: p.gang_name() for p in state.pods},
+            of_pod=of_pod,
             need={g.name: g.min_member for g in state.gangs},
             queue={g.name: g.queue for g in state.gangs},
             held=held,

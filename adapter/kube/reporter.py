@@ -48,7 +48,7 @@ from adapter.kube.status import (
 )
 from adapter.kube.writer import Writer
 from adapter.quantity import quantity
-from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState
+from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState, Resources
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +73,17 @@ def _signature(status: dict[str, Any]) -> tuple[Any, ...]:
 def _allocated(state: ClusterState | None, gang_queue: dict[str, str]) -> dict[str, dict[str, str]]:
     """Per queue, what its PodGroups' bound pods request, as quantities. Pods outside a
     PodGroup (DaemonSets, other schedulers' pods) are no queue's."""
-    totals: dict[str, Counter[str]] = defaultdict(Counter)
+    # Counted by request set (pods share a few, the same object each), then summed.
+    counts: Counter[tuple[str, int]] = Counter()  # (queue, id of a request set)
+    sets: dict[int, Resources] = {}
     for pod in state.pods if state is not None else ():
         if pod.gang is not None and pod.node_name is not None:
-            total = totals[gang_queue.get(pod.gang, DEFAULT_QUEUE)]
-            for name, amount in pod.requests.items():
-                total[name] += amount
+            counts[gang_queue.get(pod.gang, DEFAULT_QUEUE), id(pod.requests)] += 1
+            sets[id(pod.requests)] = pod.requests
+    totals: dict[str, Counter[str]] = defaultdict(Counter)
+    for (queue_name, requests), count in counts.items():
+        for name, amount in sets[requests].items():
+            totals[queue_name][name] += amount * count
     return {
         q: {name: quantity(name, amount) for name, amount in sorted(used.items()) if amount}
         for q, used in totals.items()
