@@ -7,6 +7,7 @@
     gangsat-bench footprint ...         (memory by cluster size: benchmarks.footprint)
     gangsat-bench churn ...             (memory under arriving, finishing gangs: benchmarks.churn)
     gangsat-bench restart ...           (start-up to first bind at 5,000 nodes: benchmarks.restart)
+    gangsat-bench cycle ...             (a cycle at scale by phase, no server: benchmarks.cycle)
 
 Flow: each scenario (a packaged name or a file, ``adapter.sim.scenario.load_scenario``)
 is materialised once and replayed by every scheduler through the real scheduling loop
@@ -428,6 +429,10 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
         from benchmarks import restart
 
         return restart.main(given[1:], console)
+    if given[:1] == ["cycle"]:
+        from benchmarks import cycle
+
+        return cycle.main(given[1:], console)
     if given[:1] == ["churn"]:
         from benchmarks import churn
 

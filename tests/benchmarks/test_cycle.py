@@ -1,0 +1,37 @@
+"""The cycle benchmark runs the adapter's cycle on a cluster it builds in memory."""
+
+from __future__ import annotations
+
+import re
+
+from rich.console import Console
+
+from adapter.loop import LoopSettings, run_cycle
+from benchmarks.cycle import cluster
+from benchmarks.suite import main
+
+
+def test_the_cluster_it_builds_is_one_the_loop_schedules() -> None:
+    kube = cluster(nodes=4, bound=6, pending=4, size=2)
+    state = kube.snapshot()
+    assert len(state.nodes) == 4 and len(state.gangs) == 5
+    assert sum(p.node_name is not None and not p.daemon for p in state.pods) == 6
+    assert sum(p.daemon for p in state.pods) == 8  # two DaemonSet pods a node
+    assert len(state.pending_pods()) == 4
+    result = run_cycle(kube, LoopSettings())
+    assert result.error is None and len(result.bound) == 4  # binds answered in-process
+    # Nothing was bound in the cache: the next cycle decides the same backlog again.
+    assert len(kube.snapshot().pending_pods()) == 4
+
+
+def test_the_cycle_benchmark_prints_each_phase_of_the_first_and_later_cycles() -> None:
+    console = Console(record=True, width=200)
+    args = ["cycle", "--nodes", "4", "--bound", "6", "--pending", "4", "--gang-size", "2"]
+    assert main([*args, "--cycles", "3", "--time-limit", "0.2"], console) == 0
+    out = console.export_text()
+    assert "A cycle at 4 nodes: 6 gang pods and 8 DaemonSet pods running, 4 pending" in out
+    first = re.search(r"│\s+first │((?:\s+\d+ │){6})", out)
+    later = re.search(r"│\s+median of 2 after │((?:\s+\d+ │){6})", out)
+    assert first and later
+    total = [int(v) for v in re.findall(r"\d+", later.group(1))]
+    assert total[-1] >= max(total[:-1])  # the total holds every phase
