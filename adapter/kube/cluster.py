@@ -23,6 +23,7 @@ from adapter.kube.binder import Binder, Fence, always
 from adapter.kube.cache import ClusterCache
 from adapter.kube.convert import Finding, convert
 from adapter.kube.evictor import Evictor
+from adapter.kube.heap import collections_paused
 from adapter.kube.memo import Memo
 from adapter.kube.reflector import Reflector
 from adapter.kube.reporter import Reporter
@@ -125,7 +126,10 @@ class KubeCluster:
     def snapshot(self) -> ClusterState:
         if not self.synced():
             raise ClusterError("NotSynced", "the watches have not listed every resource yet")
-        conversion = convert(self.cache.objects(), self.scheduler_names, self._memo)
+        # The first conversion of a big cluster builds a model per object: 0.4-0.6 s of
+        # its 3 s at 5,000 nodes and 65,000 objects went to collections they triggered.
+        with collections_paused():
+            conversion = convert(self.cache.objects(), self.scheduler_names, self._memo)
         self.findings = conversion.findings
         for finding in conversion.findings:
             log.debug("not used: %s", finding)

@@ -28,6 +28,20 @@ FULL_EVERY = 100
 MIN_FULL_INTERVAL_S = 60.0
 
 
+@contextmanager
+def collections_paused() -> Iterator[None]:
+    """No automatic collections inside: for work that allocates many long-lived objects
+    and no reference cycles (decoding lists, converting a snapshot), where each
+    collection the allocations trigger walks them all. Collections resume after it."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 @dataclass
 class HeapKeeper:
     clock: Callable[[], float] = time.monotonic
@@ -45,14 +59,9 @@ class HeapKeeper:
         """While the initial lists are read, no automatic collections: they create
         hundreds of thousands of long-lived objects (decoded JSON, no reference cycles),
         and each full collection the allocations triggered walked them all (0.16 s of a
-        6,000-pod start before the first bind). Collections resume after it."""
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        6,000-pod start before the first bind)."""
+        with collections_paused():
             yield
-        finally:
-            if was_enabled:
-                gc.enable()
 
     def freeze(self) -> None:
         """At start-up: the heap is imports and the initial lists, with next to no
