@@ -375,6 +375,20 @@ def convert(
             # A kind gangsat reads, of another API group (Kueue's Workloads): not read.
             unread[f"{kind} ({o.get('apiVersion')})"] += 1
 
+    def pod_of(o: Obj, spec: Obj, index: int) -> Pod:
+        created = created_s(o)
+        return _pod(
+            *meta(o),
+            o.get("metadata") or {},
+            spec,
+            created or float(index),
+            priorities,
+            default_priority,
+            # The cache ignores status changes (startTime among them): the age since
+            # creation bounds the work an eviction loses from above.
+            created or None,
+        )
+
     for index, o in enumerate(items):
         kind = o.get("kind")
         if kind == "Pod":
@@ -389,21 +403,7 @@ def convert(
                 if not spec.get("nodeName") and scheduler not in scheduler_names:
                     others[str(scheduler)] += 1
                     continue
-                pod = attempt(
-                    "Pod",
-                    o,
-                    lambda o=o, spec=spec, index=index: _pod(
-                        *meta(o),
-                        o.get("metadata") or {},
-                        spec,
-                        created_s(o) or float(index),
-                        priorities,
-                        default_priority,
-                        # The cache ignores status changes (startTime among them): the
-                        # age since creation bounds the work an eviction loses from above.
-                        created_s(o) or None,
-                    ),
-                )
+                pod = attempt("Pod", o, lambda o=o, spec=spec, index=index: pod_of(o, spec, index))
             if pod is None:
                 continue
             if pod.node_name is not None and pod.node_name not in nodes:
