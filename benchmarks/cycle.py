@@ -112,13 +112,21 @@ def phases(result: CycleResult) -> list[float]:
     return [1000 * s for s in (*parts, result.total_s)]
 
 
+def count(text: str) -> int:
+    """argparse type: a number of pods, 0 or more."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="gangsat-bench cycle", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--nodes", type=at_least_one, default=5000)
-    parser.add_argument("--bound", type=int, default=40000, help="running pods of gangs")
-    parser.add_argument("--pending", type=int, default=2000, help="pods waiting")
+    parser.add_argument("--bound", type=count, default=40000, help="running pods of gangs")
+    parser.add_argument("--pending", type=count, default=2000, help="pods waiting")
     parser.add_argument("--gang-size", type=at_least_one, default=4)
     parser.add_argument("--cycles", type=at_least_one, default=6)
     parser.add_argument("--time-limit", type=positive, default=1.0)

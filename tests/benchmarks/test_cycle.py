@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from rich.console import Console
 
 from adapter.loop import LoopSettings, run_cycle
@@ -35,3 +36,9 @@ def test_the_cycle_benchmark_prints_each_phase_of_the_first_and_later_cycles() -
     assert first and later
     total = [int(v) for v in re.findall(r"\d+", later.group(1))]
     assert total[-1] >= max(total[:-1])  # the total holds every phase
+
+
+def test_a_negative_count_of_pods_is_refused() -> None:
+    with pytest.raises(SystemExit) as refused:
+        main(["cycle", "--pending", "-1"], Console(record=True))
+    assert refused.value.code == 2
