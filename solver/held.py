@@ -13,19 +13,7 @@ import numpy as np
 
 from solver.arrays import IntArray
 from solver.model import Resources
-
-
-def vector(values: dict[str, int], index: dict[str, int]) -> IntArray:
-    vec = np.zeros(len(index), dtype=np.int64)
-    for name, quantity in values.items():
-        vec[index[name]] = quantity
-    return vec
-
-
-def model_demand(raw: IntArray, units: IntArray) -> IntArray:
-    """Requests round up to whole model units: a pod never gets less than it asked."""
-    rounded: IntArray = -(-raw // units)
-    return rounded
+from solver.units import model_demand, vector
 
 
 class Held:

@@ -22,14 +22,10 @@ from solver.arrays import BoolArray, IntArray
 from solver.config import SHARE_SCALE
 from solver.equivalence import node_classes, node_view, read_label_keys
 from solver.fairness import deserved
-from solver.held import Held, model_demand, vector
+from solver.held import Held
 from solver.model import (
     DEFAULT_QUEUE,
-    EPHEMERAL_STORAGE,
     GPU,
-    HUGEPAGES_PREFIX,
-    MEMORY,
-    MIB,
     PODS,
     ClusterState,
     Gang,
@@ -38,6 +34,7 @@ from solver.model import (
     Queue,
 )
 from solver.predicates import Feasibility
+from solver.units import model_capacity, model_demand, model_unit, units, vector
 
 NO_CAP = -1
 
@@ -161,24 +158,6 @@ def _resource_names(state: ClusterState) -> list[str]:
     return sorted(names)
 
 
-def model_unit(resource: str) -> int:
-    """Byte-counted resources are modelled in MiB: coefficients near 1e11 slow CP-SAT's
-    presolve and LP by orders of magnitude, and a MiB is below any request's precision."""
-    if resource in (MEMORY, EPHEMERAL_STORAGE) or resource.startswith(HUGEPAGES_PREFIX):
-        return MIB
-    return 1
-
-
-def _units(resources: list[str]) -> IntArray:
-    return np.array([model_unit(r) for r in resources], dtype=np.int64)
-
-
-def _capacity(raw: IntArray, units: IntArray) -> IntArray:
-    """Capacity rounds down: the model never packs past what a node really has."""
-    rounded: IntArray = raw // units
-    return rounded
-
-
 def _pod_order(pod: Pod) -> tuple[int, float, str]:
     return (-pod.priority, pod.created_s, pod.name)
 
@@ -188,12 +167,12 @@ def prepare(state: ClusterState) -> Problem:
     r_index = {name: i for i, name in enumerate(resources)}
     nodes = list(state.nodes)
     n_index = {n.name: i for i, n in enumerate(nodes)}
-    units = _units(resources)
+    model_units = units(resources)
     raw_allocatable = np.array(
         [vector(n.allocatable.root, r_index) for n in nodes], dtype=np.int64
     ).reshape(len(nodes), len(resources))
     raw_free = raw_allocatable.copy()
-    allocatable = _capacity(raw_allocatable, units)
+    allocatable = model_capacity(raw_allocatable, model_units)
     empty = np.ones(len(nodes), dtype=np.bool_)
     schedulable = np.array([not n.unschedulable for n in nodes], dtype=np.bool_)
     totals = allocatable[schedulable].sum(axis=0) if nodes else np.zeros(len(resources), np.int64)
@@ -211,7 +190,7 @@ def prepare(state: ClusterState) -> Problem:
     # default queue: summed here rather than each made a gang of one (5,000 nodes: 15,000
     # such gangs took 0.3 s of a one-second cycle). A pod naming such an implicit gang
     # ("pod:<name>", which no Kubernetes object can be called) finds no PodGroup.
-    held = Held(r_index, units)
+    held = Held(r_index, model_units)
     busy: list[int] = []  # nodes running a pod other than a DaemonSet's
     outside_gangs: list[Pod] = []
     for pod in state.pods:
@@ -246,7 +225,7 @@ def prepare(state: ClusterState) -> Problem:
     empty[np.array(busy, dtype=np.int64)] = False
     # A node can hold more than its allocatable (it shrank, or a device plugin restarted);
     # it then has no room for that resource, and still has room for the others.
-    free = np.maximum(_capacity(raw_free, units), 0)
+    free = np.maximum(model_capacity(raw_free, model_units), 0)
     queue_names = sorted(queues_by_name)
     if DEFAULT_QUEUE not in queues_by_name and (
         bool(outside_gangs) or any(g.queue == DEFAULT_QUEUE for g in gangs_by_name.values())
@@ -339,7 +318,7 @@ def prepare(state: ClusterState) -> Problem:
         for spec_key, same in by_spec.items():
             exemplar = same[0]
             if spec_key not in per_spec:
-                demand = model_demand(vector(exemplar.demand(), r_index), units)
+                demand = model_demand(vector(exemplar.demand(), r_index), model_units)
                 per_spec[spec_key] = (demand, share_units(demand, totals))
             demand, share = per_spec[spec_key]
             feasible = feasible_nodes(exemplar)

@@ -28,7 +28,8 @@ from solver.arrays import IntArray
 from solver.config import ObjectiveWeights
 from solver.model import Pod, StageReport
 from solver.objective import Coefficients
-from solver.problem import GangInfo, Problem, model_unit, share_units
+from solver.problem import GangInfo, Problem, share_units
+from solver.units import model_demand, units
 
 SECONDS_PER_HOUR = 3600.0
 MAX_PREEMPTORS = 8  # candidates per cycle, by priority then shortfall then age
@@ -115,9 +116,8 @@ def _model_demand(problem: Problem, pod: Pod) -> IntArray:
     key = ("model_demand", pod.requests.key())
     cached = problem.memo.get(key)
     if cached is None:
-        units = np.array([model_unit(r) for r in problem.resources], dtype=np.int64)
         raw = np.array([pod.demand().get(r, 0) for r in problem.resources], dtype=np.int64)
-        cached = -(-raw // units)
+        cached = model_demand(raw, units(problem.resources))
         problem.memo[key] = cached
     demand: IntArray = np.asarray(cached)
     return demand
