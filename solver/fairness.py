@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from solver.model import CPU, DEFAULT_QUEUE, GPU, PODS, ClusterState, Node, Queue
+from solver.model import CPU, DEFAULT_QUEUE, GPU, ClusterState, Node, Queue
 
 
 def water_fill(total: int, weights: Sequence[int], caps: Sequence[int | None]) -> list[Fraction]:
@@ -109,7 +109,7 @@ def queue_shares(state: ClusterState, resource: str) -> dict[str, QueueShare]:
             continue
         into = allocated if pod.node_name is not None else pending
         # Pod.demand()'s amount, without its dict per pod (every pod, every cycle)
-        into[queue] += pod.requests[resource] or (1 if resource == PODS else 0)
+        into[queue] += pod.requests.pod_amount(resource)
     total = sum(n.allocatable[resource] for n in state.nodes)
     wants = {name: allocated[name] + pending[name] for name in queues}
     deserved = deserved_by_queue(total, list(queues.values()), wants, resource)

@@ -104,9 +104,14 @@ class Resources(RootModel[dict[str, int]]):
     def nonzero(self) -> dict[str, int]:
         return {name: q for name, q in self.root.items() if q}
 
+    def pod_amount(self, name: str) -> int:
+        """What a pod with these requests takes of ``name``: its request, and for the pod
+        slot at least the one every pod takes."""
+        return (self[name] or 1) if name == PODS else self[name]
+
     def pod_demand(self) -> dict[str, int]:
         """A pod's demand with these requests: them, plus the pod slot every pod takes."""
-        return {**self.nonzero(), PODS: self[PODS] or 1}
+        return {**self.nonzero(), PODS: self.pod_amount(PODS)}
 
     @cached_property
     def _key(self) -> tuple[tuple[str, int], ...]:
