@@ -35,7 +35,7 @@ from adapter.loop import CycleResult, LoopSettings, run_cycle
 from benchmarks.churn import GROUP, QUEUES, VERSION, pod_manifest
 from benchmarks.footprint import DAEMONS_PER_NODE, daemon_pod, node_manifest
 from benchmarks.gangsat_process import SCHEDULER
-from benchmarks.suite import at_least_one, positive
+from benchmarks.suite import at_least_one, count, positive
 from solver.config import SolverConfig
 
 NAMESPACE = "batch"
@@ -110,14 +110,6 @@ def phases(result: CycleResult) -> list[float]:
     rest = result.total_s - result.snapshot_s - result.decide_s - result.bind_s - result.report_s
     parts = [result.snapshot_s, result.decide_s, result.bind_s, result.report_s, rest]
     return [1000 * s for s in (*parts, result.total_s)]
-
-
-def count(text: str) -> int:
-    """argparse type: a number of pods, 0 or more."""
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:

@@ -346,6 +346,14 @@ def at_least_one(text: str) -> int:
     return value
 
 
+def count(text: str) -> int:
+    """argparse type: a count, 0 or more."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
 def pairs(text: str) -> list[tuple[int, int]]:
     """argparse type: comma-separated AxB pairs of whole numbers (``1000x500,4000x2500``)."""
     out = []
