@@ -41,7 +41,9 @@ from solver.encode import (
     pair_capacity,
     restricted,
 )
+from solver.encode_victims import victim_set
 from solver.greedy_preemption import apply_withdrawals
+from solver.joint import greedy_joint, joint_stage, kept_placement
 from solver.model import ClusterState, Decision, SolveStatus, StageReport
 from solver.objective import coefficients
 from solver.placement import Placer
@@ -337,7 +339,10 @@ def _hint_source(search: Search) -> Placer:
     return max([*search.solved, *search.finished_baseline()], key=search.score)
 
 
-def solve(state: ClusterState, config: SolverConfig | None = None) -> Decision:
+def solve(state: ClusterState, config: SolverConfig | None = None, joint: bool = True) -> Decision:
+    """``joint``: with preemption on, decide it with placement where the node-level model
+    fits (``_joint``); False decides it after placement always, as above that size (the
+    comparison ``gangsat-bench joint`` makes)."""
     started = time.perf_counter()
     config = config or SolverConfig()
     problem = prepare(state)
@@ -356,7 +361,7 @@ def solve(state: ClusterState, config: SolverConfig | None = None) -> Decision:
     stop = threading.Event()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gang-greedy") as pool:
         try:
-            return _solve(problem, config, started, pool, stop)
+            return _solve(problem, config, started, pool, stop, joint)
         finally:
             stop.set()
 
@@ -392,6 +397,7 @@ def _solve(
     started: float,
     pool: ThreadPoolExecutor,
     stop_baseline: threading.Event,
+    joint: bool = True,
 ) -> Decision:
     coef = coefficients(problem, config.weights)
     search = Search(problem, config, coef, started, pool, stop_baseline)
@@ -427,9 +433,20 @@ def _solve(
     ):
         _node_stage(search, shapes, only)
 
-    if _baseline_cannot_matter(search):
+    joint = joint and config.preemption and pairs_estimate <= limit
+    # The joint stage starts from gang-greedy's whole decision too (its preemption comes
+    # after it): a prefix of it would not do.
+    if not joint and _baseline_cannot_matter(search):
         stop_baseline.set()
     best = search.best_so_far()
+    if joint:
+        return _joint(search, shapes, best)
+    return _sequential(search, best)
+
+
+def _sequential(search: Search, best: Placer) -> Decision:
+    """The best placement, then (with preemption on) the preemption model on what it left."""
+    problem, config = search.problem, search.config
     gap = relative_gap(search.score(best), min(search.bounds)) if search.bounds else None
     if gap is not None and gap <= OPTIMAL_GAP:
         status = SolveStatus.OPTIMAL  # whoever found it, nothing scores more
@@ -442,7 +459,7 @@ def _solve(
         # What placement held back, less the decoding reserve; deterministic decisions must
         # not depend on how long placement took.
         time_left = None if config.deterministic else search.remaining() + search.held_back_s
-        preemption = preempt(problem, best, coef, config, time_left)
+        preemption = preempt(problem, best, search.coef, config, time_left)
         apply_withdrawals(problem, best, preemption)
     return decision_from_placements(
         problem,
@@ -452,7 +469,48 @@ def _solve(
         status=status,
         bound=min(search.bounds) if search.bounds else None,
         stages=search.stages,
-        wall_s=time.perf_counter() - started,
+        wall_s=time.perf_counter() - search.started,
         decided_by=search.origin.get(id(best), "gang-greedy"),
         preemption=preemption,
+    )
+
+
+def _joint(search: Search, shapes: Shapes, best: Placer) -> Decision:
+    """Where the node-level model fits: placement and preemption re-decided by one model
+    (``solver.joint``), from the best placement and the greedy actions after it. The
+    placement stages' bounds are not bounds on it (evictions free room): only its own
+    is reported."""
+    problem, config = search.problem, search.config
+    victims = victim_set(problem, shapes, search.coef, config.weights)
+    if victims is None:
+        return _sequential(search, best)  # nothing running to take from: placement is all
+    # Greedy actions after gang-greedy's placement too: never below the gang-greedy
+    # scheduler with preemption, whose decision that is.
+    # And the best placement alone: the greedy actions evict whenever a gang would fit,
+    # whatever it costs.
+    placements = {id(p): p for p in (best, search.baseline)}.values()
+    starts = [kept_placement(search, best), *(greedy_joint(search, p) for p in placements)]
+    start = max(starts, key=lambda s: s.score)
+    limit = max(MIN_STAGE_S, search.remaining() + search.held_back_s)
+    found, bound = joint_stage(search, shapes, victims, start, limit)
+    chosen = found or start
+    gap = relative_gap(chosen.score, bound)
+    if gap is not None and gap <= OPTIMAL_GAP:
+        status = SolveStatus.OPTIMAL
+    elif found is None and chosen.origin == "gang-greedy":
+        status = SolveStatus.FALLBACK
+    else:
+        status = SolveStatus.FEASIBLE
+    chosen.preemption.joint_score = chosen.score
+    return decision_from_placements(
+        problem,
+        chosen.placer,
+        config,
+        scheduler="cpsat",
+        status=status,
+        bound=bound,
+        stages=search.stages,
+        wall_s=time.perf_counter() - search.started,
+        decided_by=chosen.origin,
+        preemption=chosen.preemption,
     )

@@ -61,10 +61,14 @@ def decision_from_placements(
     unschedulable = dict(problem.invalid)
     if not config.defer_explanations:
         unschedulable.update(explain())
-    # The bound is on placement alone: the gap is that of the placement's objective.
-    placed_objective = objective - terms.get("disruption", 0)
+    # The bound is on placement alone, and the gap that of the placement's objective;
+    # unless placement and preemption were decided jointly: then both count what the
+    # nominated gangs will earn, and what the evictions cost.
+    measured = objective - terms.get("disruption", 0)
+    if preemption is not None and preemption.joint_score is not None:
+        measured = preemption.joint_score
     if bound is not None:
-        bound = max(bound, placed_objective)  # a bound below a found solution is rounding
+        bound = max(bound, measured)  # a bound below a found solution is rounding
     decision = Decision(
         scheduler=scheduler,
         placements={pod: problem.nodes[node].name for pod, node in sorted(placements.items())},
@@ -75,7 +79,7 @@ def decision_from_placements(
         objective=objective,
         terms=terms,
         bound=bound,
-        gap=relative_gap(placed_objective, bound),
+        gap=relative_gap(measured, bound),
         wall_s=wall_s,
         stages=(
             (*stages, preemption.stage)

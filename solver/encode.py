@@ -128,9 +128,15 @@ def bin_index(problem: Problem, bins: Sequence[Bin]) -> IntArray:
 
 
 def pair_capacity(
-    problem: Problem, shapes: Shapes, bins: Sequence[Bin], only: set[int] | None = None
+    problem: Problem,
+    shapes: Shapes,
+    bins: Sequence[Bin],
+    only: set[int] | None = None,
+    free: IntArray | None = None,
 ) -> Pairs:
-    """Pairs for every shape class (or those of the ``only`` shapes)."""
+    """Pairs for every shape class (or those of the ``only`` shapes), in the room ``free``
+    per node (default: what the nodes have free)."""
+    free = problem.free if free is None else free
     bin_of_node = bin_index(problem, bins)
     inside = bin_of_node >= 0  # every node, for class and node bins
     per_spec: dict[int, IntArray] = {}  # pods of a spec that fit per bin, uncapped
@@ -141,7 +147,7 @@ def pair_capacity(
         if only is not None and sc.shape not in only:
             continue
         if sc.spec not in per_spec:
-            per_node = np.where(sc.feasible, fit_per_node(sc.demand, problem.free), 0)
+            per_node = np.where(sc.feasible, fit_per_node(sc.demand, free), 0)
             per_spec[sc.spec] = np.bincount(
                 bin_of_node[inside], weights=per_node[inside], minlength=len(bins)
             ).astype(np.int64)
@@ -179,6 +185,12 @@ class Encoding:
     # Per class of nodes, the room its nodes can give (``bin_room``); a restricted model
     # keeps its model's: still valid for fewer pod classes, and not computed again.
     room: dict[int, IntArray] = field(default_factory=dict)
+    # Variables that free room when they grow (pods of running gangs evicted, see
+    # ``solver.encode_victims``): per bin and per queue, (variable, demand of one unit);
+    # and prices of further variables, for the objective.
+    freed: dict[int, list[tuple[int, IntArray]]] = field(default_factory=dict)
+    queue_freed: dict[int, list[tuple[int, IntArray]]] = field(default_factory=dict)
+    costs: list[tuple[int, int]] = field(default_factory=list)
 
     def shape_spans(self, s: int) -> list[tuple[int, int]]:
         return [self.class_span[c] for c in self.shapes.shapes[s].classes if c in self.class_span]
@@ -325,13 +337,21 @@ def add_capacity(
 ) -> None:
     demand = _demand_matrix(enc)
     for b, members in by_bin.items():
+        freed = enc.freed.get(b, [])
         # A lone class on one node: its variable's domain is already the exact capacity.
-        if len(members) == 1 and len(enc.bins[b].nodes) == 1:
+        if len(members) == 1 and len(enc.bins[b].nodes) == 1 and not freed:
             continue
         coeffs = demand[enc.pairs.cls[members]]
         capacity = _capacity(enc, room, b)
         for r in np.flatnonzero(coeffs.any(axis=0)):
-            _linear(enc, members.tolist(), coeffs[:, r].tolist(), -INF, int(capacity[r]))
+            gains = [(var, -int(d[r])) for var, d in freed if d[r]]
+            _linear(
+                enc,
+                [*members.tolist(), *(var for var, _ in gains)],
+                [*coeffs[:, r].tolist(), *(c for _, c in gains)],
+                -INF,
+                int(capacity[r]),
+            )
 
 
 def add_rounded_capacity(
@@ -377,8 +397,16 @@ def add_capability(enc: Encoding) -> None:
             continue
         coeffs = demand[enc.pairs.cls[members]]
         room = q.room()
+        freed = enc.queue_freed.get(q.index, [])
         for r in capped:
-            _linear(enc, members.tolist(), coeffs[:, r].tolist(), -INF, int(room[r]))
+            gains = [(var, -int(d[r])) for var, d in freed if d[r]]
+            _linear(
+                enc,
+                [*members.tolist(), *(var for var, _ in gains)],
+                [*coeffs[:, r].tolist(), *(c for _, c in gains)],
+                -INF,
+                int(room[r]),
+            )
 
 
 def add_opened_nodes(
@@ -469,6 +497,9 @@ def set_objective(enc: Encoding, coef: Coefficients) -> None:
     for b, var in enc.opened.items():
         variables.append(var)
         prices.append(coef.node_opened + (coef.gpu_node_opened if enc.bins[b].gpu else 0))
+    for var, cost in enc.costs:
+        variables.append(var)
+        prices.append(cost)
     enc.rows.maximise(variables, prices)
     if enc.lp_only:
         return
@@ -489,6 +520,14 @@ def encode(
     room: dict[int, IntArray] | None = None,
 ) -> Encoding:
     enc = build_variables(problem, shapes, bins, pairs, lp_only, rounding)
+    add_rows_and_objective(enc, coef, room)
+    return enc
+
+
+def add_rows_and_objective(
+    enc: Encoding, coef: Coefficients, room: dict[int, IntArray] | None = None
+) -> None:
+    """Every family of constraints, then the objective, over the variables built."""
     by_bin = _by_bin(enc)
     enc.room = room = bin_room(enc, by_bin) if room is None else room
     add_gang_all_or_nothing(enc)
@@ -499,7 +538,6 @@ def encode(
     add_fairness_shortfall(enc, coef)
     add_overuse_excess(enc, coef)
     set_objective(enc, coef)
-    return enc
 
 
 def restricted(

@@ -66,7 +66,7 @@ class GangInfo:
     min_member: int
     bound: int
     classes: list[int] = field(default_factory=list)
-    rank: int = 0  # priority rank among gangs with pending pods, 0 = lowest
+    rank: int = 0  # Problem.ranks of its priority
     shape: int = 0  # gangs of one shape are interchangeable (see solver.shapes)
 
     @property
@@ -123,6 +123,9 @@ class Problem:
     feasibility: Feasibility
     node_key_index: IntArray  # per node: index of its view (what pending pods can read)
     key_nodes: list[Node]  # per view: one node that has it
+    # priority -> rank among every PodGroup's priority, pending or running, 0 = lowest:
+    # one scale for what a preemptor earns and what a victim loses
+    ranks: dict[int, int] = field(default_factory=dict)
     _class_of_pod: dict[str, int] = field(default_factory=dict)
     memo: dict[tuple[object, ...], object] = field(default_factory=dict)  # derived per cycle
 
@@ -341,7 +344,8 @@ def prepare(state: ClusterState) -> Problem:
 
     held.add_to(used)
 
-    ranks = {p: i for i, p in enumerate(sorted({g.priority for g in gangs}))}
+    levels = {g.priority for g in gangs} | {g.priority for g in state.gangs}
+    ranks = {p: i for i, p in enumerate(sorted(levels))}
     shape_ids: dict[tuple[object, ...], int] = {}
     for g in gangs:
         g.rank = ranks[g.priority]
@@ -373,6 +377,7 @@ def prepare(state: ClusterState) -> Problem:
         feasibility=feasibility,
         node_key_index=node_key_index,
         key_nodes=key_exemplar,
+        ranks=ranks,
     )
 
 

@@ -48,6 +48,9 @@ class Preemption:
     # placement and the preemption decided together.
     withdrawn: set[str] = field(default_factory=set)
     disruption: int = 0  # objective term: what the evictions cost (<= 0)
+    # Decided jointly with placement (``solver.joint``): the objective with what the
+    # nominated gangs will earn, which that model's bound bounds.
+    joint_score: int | None = None
     stage: StageReport | None = None  # the CP-SAT call, when the model was solved
 
 

@@ -12,13 +12,14 @@ from hypothesis import strategies as st
 from solver.config import SolverConfig
 from solver.cpsat import solve
 from solver.greedy_preemption import apply_withdrawals, greedy_preempt
-from solver.model import ClusterState, Decision
+from solver.joint import joint_stage
+from solver.model import ClusterState, Decision, SolveStatus
 from solver.objective import coefficients
 from solver.placement import Placer
 from solver.preemption import preempt
 from solver.problem import prepare
 from solver.schedulers import schedule
-from solver.search import Search
+from solver.search import OPTIMAL_GAP, Search
 from solver.validate import check
 from solver.victims import Preemption
 from tests.builders import gang, node, pod, queue, state
@@ -72,10 +73,27 @@ def test_higher_priority_gang_evicts_a_whole_lower_one_and_is_nominated(schedule
     assert not decision.placements  # bound once the victims are gone
     assert decision.terms["disruption"] < 0
     assert check(st_, decision) == []
-    if scheduler == "cpsat":  # the preemption model reports its solve as a stage
-        [stage] = [s for s in decision.stages if s.name == "preemption"]
-        assert stage.status == "OPTIMAL" and stage.objective is not None
-        assert stage.bound is not None and stage.objective <= stage.bound
+    if scheduler == "cpsat":  # the joint model reports its solve as a stage
+        [lp] = [s for s in decision.stages if s.name == "joint-lp"]
+        [guided] = [s for s in decision.stages if s.name == "joint-lp-guided"]
+        assert guided.status == "OPTIMAL" and guided.objective is not None
+        # The LP's bound is on the nominated gang's value too: the decision is at it.
+        assert lp.bound is not None and guided.objective <= lp.bound
+        assert decision.bound == lp.bound and decision.status is SolveStatus.OPTIMAL
+        assert decision.gap is not None and decision.gap <= OPTIMAL_GAP
+
+
+def test_above_the_node_level_limit_preemption_follows_placement() -> None:
+    """Where the node-level model would not fit in a cycle, victims are decided by the
+    preemption model after placement, to the same effect here."""
+    st_ = _priority_cluster()
+    decision = solve(st_, SolverConfig(preemption=True, max_node_level_pairs=0))
+    assert set(decision.evictions) == {f"lo-{i}" for i in range(4)}
+    assert sorted(decision.nominated.values()) == ["n0", "n1"]
+    assert [s.name for s in decision.stages if s.name in ("joint", "preemption")] == [
+        "preemption"
+    ]
+    assert check(st_, decision) == []
 
 
 def test_victim_above_min_member_is_shrunk_not_evicted() -> None:
@@ -295,13 +313,13 @@ def test_with_the_cycles_time_up_the_greedy_choice_stands() -> None:
     assert set(late.evictions) == {f"lo-{i}" for i in range(4)}
 
 
-@pytest.mark.parametrize("preemption", [False, True])
+@pytest.mark.parametrize(("preemption", "node_level"), [(False, True), (True, True), (True, False)])
 def test_placement_holds_back_the_preemption_share_of_the_limit(
-    preemption: bool, monkeypatch: pytest.MonkeyPatch
+    preemption: bool, node_level: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Preemption follows placement within the same limit: placement's stages see the
-    limit less ``preemption_time_share`` of it when preemption is on, and preemption is
-    given what they left."""
+    limit less ``preemption_time_share`` of it when preemption is on, and the joint model
+    (or, above the node-level limit, the preemption model) is given what they left."""
     import solver.cpsat
 
     searches: list[Search] = []
@@ -316,9 +334,19 @@ def test_placement_holds_back_the_preemption_share_of_the_limit(
         lefts.append(args[4] if len(args) > 4 else kwargs.get("time_left_s"))
         return preempt(*args, **kwargs)
 
+    def recorded_joint(*args: Any) -> Any:
+        lefts.append(args[4])
+        return joint_stage(*args)
+
     monkeypatch.setattr(solver.cpsat, "Search", Recorded)
     monkeypatch.setattr(solver.cpsat, "preempt", recorded_preempt)
-    config = SolverConfig(preemption=preemption, time_limit_s=2.0, preemption_time_share=0.3)
+    monkeypatch.setattr(solver.cpsat, "joint_stage", recorded_joint)
+    config = SolverConfig(
+        preemption=preemption,
+        time_limit_s=2.0,
+        preemption_time_share=0.3,
+        max_node_level_pairs=5_000 if node_level else 0,
+    )
     solve(_priority_cluster(), config)
     (search,) = searches
     assert search.held_back_s == pytest.approx(0.6 if preemption else 0.0)

@@ -1,0 +1,272 @@
+"""Running gangs as variables of the node-level placement model: placement, preemption
+and reclaim decided by one CP-SAT model, in one objective, under one bound.
+
+Who may take from whom is settled at the start of the cycle (``victim_set``), as
+kube-batch's actions settle it: a pending gang may take from running gangs of lower
+priority in its queue (preempt), and, when its queue is below its deserved share, from
+queues above theirs (reclaim). A shape with a gang whose pods may not preempt
+(``preemptionPolicy: Never``) takes from none. Victims are ``solver.victims``' running
+PodGroups, grouped per (gang, node, spec).
+
+On top of ``solver.encode``'s families, over nodes (one bin per node):
+
+- ``removed[group]``: a victim's pods evicted from one node; ``evicted[victim]``: it loses
+  them all, else at most those above minMember (never left short); ``touches[victim@node]``
+  marks the nodes where it loses pods;
+- capacity: the pods removed free their room on the node and in their queue's
+  capability (``Encoding.freed``, ``Encoding.queue_freed``, read by ``encode``'s rows);
+- **no eviction without a placement**: a node where a victim loses pods gets a pod of a
+  shape allowed to take from it (or the victim goes whole, for one such pod on one of its
+  nodes), and no pod of a shape that may not;
+- **reclaim floor**: a queue above its deserved share ends at or above it;
+- objective: minus each removed pod's cost (the value it stops earning, the
+  ``disruption`` weight, ``disruption_per_hour`` per hour it ran) and an evicted gang's
+  priority term, priced on the same ranks as the pending gangs'.
+
+The rows go to the LP relaxation too, so the model's bound is one on placement and
+preemption together.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from solver.arrays import IntArray
+from solver.config import ObjectiveWeights
+from solver.encode import (
+    INF,
+    Encoding,
+    Pairs,
+    _linear,
+    _new_var,
+    add_rows_and_objective,
+    build_variables,
+    node_bins,
+    pair_capacity,
+    queue_of_pair,
+)
+from solver.objective import Coefficients
+from solver.problem import Problem
+from solver.shapes import Shapes
+from solver.victims import MAX_VICTIM_GROUPS, Victim, VictimGroup, _cheapest, _victims
+
+
+@dataclass
+class VictimSet:
+    victims: list[Victim]
+    groups: list[VictimGroup]  # only those of victims some shape may take from
+    eligible: dict[int, frozenset[int]]  # shape -> victims it may take from
+    never: frozenset[int]  # shapes with a gang whose pods may never preempt
+    room: IntArray  # (nodes, resources): what the groups' pods hold
+
+
+@dataclass
+class VictimVars:
+    removed: dict[int, int] = field(default_factory=dict)  # group -> variable
+    touches: dict[tuple[int, int], int] = field(default_factory=dict)  # (victim, node)
+    evicted: dict[int, int] = field(default_factory=dict)  # victim -> variable
+
+
+def victim_set(
+    problem: Problem, shapes: Shapes, coef: Coefficients, w: ObjectiveWeights
+) -> VictimSet | None:
+    """The victims some pending shape may take from; None when there are none."""
+    never = {p.gang_name() for p in problem.state.pods if p.node_name is None and not p.may_preempt}
+    victims, groups = _victims(problem, w)
+    if not victims:
+        return None
+    below = coef.deserved - coef.held > 0
+    above = coef.held - coef.deserved > 0
+    eligible: dict[int, frozenset[int]] = {}
+    refuses: set[int] = set()
+    for shape in shapes.shapes:
+        gangs = [problem.gangs[g] for g in shape.gangs]
+        if any(g.name in never for g in gangs):
+            refuses.add(shape.index)
+        if shape.running or shape.index in refuses:
+            continue
+        priority = gangs[0].priority
+        takes = frozenset(
+            v.index
+            for v in victims
+            if (v.queue == shape.queue and v.priority < priority)
+            or (v.queue != shape.queue and below[shape.queue] and above[v.queue])
+        )
+        if takes:
+            eligible[shape.index] = takes
+    used = set().union(*eligible.values()) if eligible else set()
+    if not used:
+        return None
+    if sum(len(victims[v].groups) for v in used) > MAX_VICTIM_GROUPS:
+        used = _cheapest(victims, groups, used)
+        eligible = {s: vs & used for s, vs in eligible.items() if vs & used}
+    kept: list[VictimGroup] = []
+    room = np.zeros_like(problem.free)
+    for victim in victims:
+        mine = [groups[g] for g in victim.groups] if victim.index in used else []
+        victim.groups = list(range(len(kept), len(kept) + len(mine)))
+        kept += mine
+        for grp in mine:
+            room[grp.node] += grp.demand * len(grp.pods)
+        # On the pending gangs' scale (``Problem.ranks``): what a preemptor's priority
+        # earns against what the victim's loses.
+        rank = problem.ranks.get(victim.priority, 0)
+        victim.evict_cost = w.priority * rank * victim.min_member * victim.value
+    return VictimSet(
+        victims=victims, groups=kept, eligible=eligible, never=frozenset(refuses), room=room
+    )
+
+
+def encode_joint(
+    problem: Problem,
+    shapes: Shapes,
+    coef: Coefficients,
+    vs: VictimSet,
+    pairs: Pairs | None = None,
+) -> tuple[Encoding, VictimVars]:
+    """The node-level model over every shape (or only the given ``pairs``: a restricted
+    model, searched around a guide), with the victims' variables and rules."""
+    bins = node_bins(problem)
+    if pairs is None:
+        # Pods fit where they would once every victim there is gone; rows say which go.
+        pairs = pair_capacity(problem, shapes, bins, free=problem.free + vs.room)
+    enc = build_variables(problem, shapes, bins, pairs)
+    out = _add_victim_variables(enc, vs)
+    add_rows_and_objective(enc, coef)
+    _add_victim_rules(enc, vs, out)
+    _add_node_rules(enc, vs, out)
+    _add_reclaim_floor(enc, vs, out, coef)
+    return enc, out
+
+
+def _add_victim_variables(enc: Encoding, vs: VictimSet) -> VictimVars:
+    """Built before the rows: capacity and capability rows read what they free."""
+    out = VictimVars()
+    for g, grp in enumerate(vs.groups):
+        victim = vs.victims[grp.victim]
+        node = enc.problem.nodes[grp.node].name
+        var = _new_var(enc, 0, len(grp.pods), f"removed[{victim.name}@{node}]")
+        out.removed[g] = var
+        enc.freed.setdefault(grp.node, []).append((var, grp.demand))
+        enc.queue_freed.setdefault(victim.queue, []).append((var, grp.demand))
+        enc.costs.append((var, -grp.cost))
+        key = (grp.victim, grp.node)
+        if key not in out.touches:
+            out.touches[key] = _new_var(enc, 0, 1, f"touches[{victim.name}@{node}]")
+        if grp.victim not in out.evicted:
+            out.evicted[grp.victim] = var = _new_var(enc, 0, 1, f"evicted[{victim.name}]")
+            if victim.evict_cost:
+                enc.costs.append((var, -victim.evict_cost))
+    return out
+
+
+def _add_victim_rules(enc: Encoding, vs: VictimSet, out: VictimVars) -> None:
+    """Kept, shrunk to no fewer than minMember, or evicted whole; pods removed only where
+    the victim is marked as touched."""
+    by_victim: dict[int, list[int]] = defaultdict(list)
+    for g, var in out.removed.items():
+        grp = vs.groups[g]
+        by_victim[grp.victim].append(var)
+        touches = out.touches[(grp.victim, grp.node)]
+        _linear(enc, [var, touches], [1, -len(grp.pods)], -INF, 0)
+    for v, removed in by_victim.items():
+        victim = vs.victims[v]
+        evicted = out.evicted[v]
+        ones = [1] * len(removed)
+        _linear(enc, [*removed, evicted], [*ones, -victim.bound], 0, INF)
+        _linear(enc, [*removed, evicted], [*ones, -victim.min_member], -INF, victim.spare)
+
+
+def _add_node_rules(enc: Encoding, vs: VictimSet, out: VictimVars) -> None:
+    """Where a victim loses pods, a pod that may take from it is placed; a victim evicted
+    whole has such a pod on one of its nodes. Pods that may not take from it use none of
+    its room: on that node they fit in what is free and what other victims free there
+    (every pod on such a node waits for its victims, ``solver.joint``). Pods that may
+    never preempt are not placed there at all: they would wait, nominated, as their
+    policy forbids."""
+    classes = enc.shapes.classes
+    shape_of_pair = np.array([sc.shape for sc in classes], dtype=np.int64)[enc.pairs.cls]
+    on_node: dict[int, list[int]] = defaultdict(list)
+    for p, b in enumerate(enc.pairs.bin.tolist()):
+        on_node[enc.bins[b].nodes[0]].append(p)
+    groups_on: dict[int, list[int]] = defaultdict(list)
+    for g, grp in enumerate(vs.groups):
+        groups_on[grp.node].append(g)
+    served: dict[int, list[int]] = defaultdict(list)  # victim -> allowed pairs on its nodes
+    for (v, n), touches in out.touches.items():
+        allowed: list[int] = []
+        barred: list[int] = []
+        never: list[int] = []
+        for p in on_node.get(n, []):
+            s = int(shape_of_pair[p])
+            if v in vs.eligible.get(s, ()):
+                allowed.append(p)
+            else:
+                (never if s in vs.never else barred).append(p)
+        served[v] += allowed
+        # touches <= pods allowed placed here + evicted (then its other nodes serve it)
+        _linear(enc, [touches, *allowed, out.evicted[v]], [1, *[-1] * len(allowed), -1], -INF, 0)
+        if never:
+            most = int(enc.pairs.cap[never].sum())
+            _linear(enc, [*never, touches], [*[1] * len(never), most], -INF, most)
+        if barred:
+            _add_outside_room(enc, vs, out, n, barred, touches, v, groups_on[n])
+    for v, evicted in out.evicted.items():
+        allowed = served.get(v, [])
+        _linear(enc, [evicted, *allowed], [1, *[-1] * len(allowed)], -INF, 0)
+
+
+def _add_outside_room(
+    enc: Encoding,
+    vs: VictimSet,
+    out: VictimVars,
+    n: int,
+    barred: list[int],
+    touches: int,
+    v: int,
+    groups: list[int],
+) -> None:
+    """Per resource, when victim ``v`` loses pods on node ``n``: the ``barred`` pairs'
+    demand <= free room + what the node's other victims free. Only where those pairs
+    could ask for more than the node has free (else the row is moot)."""
+    demand = np.array([enc.shapes.classes[c].demand for c in enc.pairs.cls[barred]])
+    most = (demand * enc.pairs.cap[barred][:, None]).sum(axis=0)
+    free = enc.problem.free[n]
+    others = [(out.removed[g], vs.groups[g].demand) for g in groups if vs.groups[g].victim != v]
+    for r in np.flatnonzero(most > free).tolist():
+        slack = int(most[r] - free[r])
+        gains = [(var, -int(d[r])) for var, d in others if d[r]]
+        _linear(
+            enc,
+            [*barred, *(var for var, _ in gains), touches],
+            [*demand[:, r].tolist(), *(c for _, c in gains), slack],
+            -INF,
+            int(free[r]) + slack,
+        )
+
+
+def _add_reclaim_floor(enc: Encoding, vs: VictimSet, out: VictimVars, coef: Coefficients) -> None:
+    """A queue above its deserved share loses no more than it holds above it (less what
+    its own pods placed this cycle add)."""
+    lost: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for g, var in out.removed.items():
+        grp = vs.groups[g]
+        if grp.share:
+            lost[vs.victims[grp.victim].queue].append((var, grp.share))
+    share = np.array([sc.pod_share for sc in enc.shapes.classes], dtype=np.int64)
+    pair_queue = queue_of_pair(enc)
+    for q, terms in lost.items():
+        above = int(coef.held[q] - coef.deserved[q])
+        if above < 0:
+            continue  # a queue below its share loses only to its own higher priorities
+        won = np.flatnonzero(pair_queue == q)
+        _linear(
+            enc,
+            [*won.tolist(), *(var for var, _ in terms)],
+            [*share[enc.pairs.cls[won]].tolist(), *(-s for _, s in terms)],
+            -above,
+            INF,
+        )

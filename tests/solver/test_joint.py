@@ -1,0 +1,138 @@
+"""Placement and preemption decided by one model (``solver.joint``), on hand-made
+clusters where deciding them one after the other loses something."""
+
+from __future__ import annotations
+
+import itertools
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given, settings
+
+import solver.cpsat
+import solver.disaggregate
+import solver.joint
+import solver.search
+from solver.config import SolverConfig
+from solver.cpsat import solve
+from solver.model import ClusterState, Decision, SolveStatus
+from solver.objective import score
+from solver.schedulers import schedule
+from solver.validate import check
+from tests.builders import gang, node, pod, queue, state
+from tests.solver.test_preemption import _clusters
+
+JOINT = SolverConfig(preemption=True)
+# No node-level model fits: victims are decided after placement, by the preemption model.
+SEQUENTIAL = SolverConfig(preemption=True, max_node_level_pairs=0)
+
+
+def _joint_score(st_: ClusterState, decision: Decision) -> int:
+    """The joint objective: nominated pods count as placed, evictions cost their term."""
+    placed = {**decision.placements, **decision.nominated}
+    terms = score(st_, decision.model_copy(update={"placements": placed}), JOINT.weights)
+    return sum(terms.values()) + decision.terms.get("disruption", 0)
+
+
+def _two_preemptors() -> ClusterState:
+    """n0 is free; n1 and n2 each run a 1-pod gang of priority 0 filling them. hi
+    (priority 10, two pods, zone a or b only) needs n0 and n1; mid (priority 5, one pod)
+    fits anywhere. Placement alone can only put mid on n0."""
+    nodes = [
+        node("n0").cap(cpu=4).label(zone="a"),
+        node("n1").cap(cpu=4).label(zone="b"),
+        node("n2").cap(cpu=4).label(zone="c"),
+    ]
+    running = [pod(f"lo{j}-0").req(cpu=4).gang(f"lo{j}").on(f"n{j}").started(0) for j in (1, 2)]
+    hi = [pod(f"hi-{i}").req(cpu=4).gang("hi").affinity("zone", "In", "a", "b") for i in range(2)]
+    return state(
+        nodes,
+        [*running, *hi, pod("mid-0").req(cpu=4).gang("mid")],
+        [gang("lo1", 1), gang("lo2", 1), gang("hi", 2).priority(10), gang("mid", 1).priority(5)],
+        [queue()],
+        now_s=600,
+    )
+
+
+def test_a_placement_moves_where_it_can_preempt_for_itself() -> None:
+    """One after the other, placement puts mid on n0; preemption then takes n0 back for hi
+    and mid waits a cycle. Jointly, mid goes to n2 (evicting lo2) in the same decision."""
+    st_ = _two_preemptors()
+    joint = solve(st_, JOINT)
+    assert check(st_, joint) == []
+    assert joint.nominated["mid-0"] == "n2"
+    assert sorted(joint.nominated[f"hi-{i}"] for i in range(2)) == ["n0", "n1"]
+    assert set(joint.evictions) == {"lo1-0", "lo2-0"}
+    assert joint.status is SolveStatus.OPTIMAL
+    sequential = solve(st_, SEQUENTIAL)
+    assert check(st_, sequential) == []
+    assert "mid-0" not in sequential.nominated and "mid-0" not in sequential.placements
+    assert _joint_score(st_, joint) > _joint_score(st_, sequential)
+
+
+def test_every_waiting_gang_may_preempt_in_one_cycle() -> None:
+    """Ten full nodes of priority-0 gangs and ten priority-10 gangs waiting: the
+    preemption model after placement takes a few preemptors per cycle, the joint model
+    decides for all of them."""
+    n = 10
+    st_ = state(
+        [node(f"n{j}").cap(cpu=4) for j in range(n)],
+        [
+            *[pod(f"lo{j}-0").req(cpu=4).gang(f"lo{j}").on(f"n{j}").started(0) for j in range(n)],
+            *[pod(f"hi{j}-0").req(cpu=4).gang(f"hi{j}") for j in range(n)],
+        ],
+        [
+            *[gang(f"lo{j}", 1) for j in range(n)],
+            *[gang(f"hi{j}", 1).priority(10) for j in range(n)],
+        ],
+        [queue()],
+        now_s=600,
+    )
+    joint = solve(st_, JOINT)
+    assert check(st_, joint) == []
+    assert len(joint.nominated) == n and len(joint.evictions) == n
+    assert joint.decided_by == "joint"  # the greedy actions take a few preemptors too
+    sequential = solve(st_, SEQUENTIAL)
+    assert len(sequential.nominated) < n
+
+
+@settings(max_examples=40, deadline=None)
+@given(cluster=_clusters())
+def test_never_below_gang_greedy_with_its_preempt_and_reclaim_actions(
+    cluster: ClusterState,
+) -> None:
+    """On the joint objective, with a bound that holds: the gang-greedy scheduler's
+    decision (greedy placement, then the greedy actions) is one the model starts from."""
+    config = SolverConfig(preemption=True, time_limit_s=0.5)
+    joint = schedule(cluster, "cpsat", config)
+    greedy = schedule(cluster, "gang-greedy", config)
+    assert check(cluster, joint) == []
+    assert _joint_score(cluster, joint) >= _joint_score(cluster, greedy)
+    if joint.bound is not None:
+        assert joint.bound >= _joint_score(cluster, joint)
+    # Decoding keeps what the joint model found: the decision scores at least as much.
+    found = [s.objective for s in joint.stages if s.name.startswith("joint")]
+    found = [o for o in found if o is not None]
+    if found:
+        assert _joint_score(cluster, joint) >= max(found)
+
+
+def test_a_deterministic_joint_decision_does_not_depend_on_the_load(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    st_ = _two_preemptors()
+    config = SolverConfig(preemption=True, time_limit_s=0.5, deterministic=True)
+    calm = solve(st_, config)
+    # A machine so loaded that each reading of the clock is a second after the last.
+    ticks = itertools.count()
+    clock = SimpleNamespace(perf_counter=lambda: next(ticks))
+    for module in (solver.cpsat, solver.search, solver.disaggregate, solver.joint):
+        monkeypatch.setattr(module, "time", clock)
+    loaded = solve(st_, config)
+    assert (loaded.placements, loaded.nominated, loaded.evictions) == (
+        calm.placements,
+        calm.nominated,
+        calm.evictions,
+    )
+    assert [s.name for s in loaded.stages] == [s.name for s in calm.stages]
+    assert calm.nominated["mid-0"] == "n2"
