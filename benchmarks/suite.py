@@ -8,6 +8,7 @@
     gangsat-bench churn ...             (memory under arriving, finishing gangs: benchmarks.churn)
     gangsat-bench restart ...           (start-up to first bind at 5,000 nodes: benchmarks.restart)
     gangsat-bench cycle ...             (a cycle at scale by phase, no server: benchmarks.cycle)
+    gangsat-bench joint ...             (preemption with placement or after it: benchmarks.joint)
 
 Flow: each scenario (a packaged name or a file, ``adapter.sim.scenario.load_scenario``)
 is materialised once and replayed by every scheduler through the real scheduling loop
@@ -445,6 +446,10 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
         from benchmarks import churn
 
         return churn.main(given[1:], console)
+    if given[:1] == ["joint"]:
+        from benchmarks import joint
+
+        return joint.main(given[1:], console)
     if given[:1] == ["preemption"]:
         from benchmarks import preemption
 
