@@ -29,7 +29,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 from solver.config import SolverConfig
 from solver.decode import decision_from_placements, relative_gap
-from solver.disaggregate import disaggregate, placer_from_counts, repacked_bins, topped_up
+from solver.disaggregate import (
+    PACK_SHARE,
+    REORDER_SHARE,
+    disaggregate,
+    placer_from_counts,
+    repacked_bins,
+    topped_up,
+)
 from solver.encode import (
     COARSE_ROUNDING,
     ROUNDING,
@@ -41,9 +48,9 @@ from solver.encode import (
     pair_capacity,
     restricted,
 )
-from solver.encode_victims import victim_set
+from solver.encode_victims import joint_bins, joint_pairs, victim_set
 from solver.greedy_preemption import apply_withdrawals
-from solver.joint import greedy_joint, joint_stage, kept_placement
+from solver.joint import greedy_joint, joint_stage, kept_placement, modelled_joint
 from solver.model import ClusterState, Decision, SolveStatus, StageReport
 from solver.objective import coefficients
 from solver.placement import Placer
@@ -82,10 +89,7 @@ GUIDED_SHARE = 0.6  # of the node-level stage's time, for its LP-guided searches
 # be waited for (it could add at most this much).
 BASELINE_STOP_GAP = 0.05
 BASELINE_SKIP_GAP = 0.001  # ... and this close, whether or not time is up
-PACK_SHARE = 0.1  # of the time limit, at most, to pack one candidate's node classes exactly
-# ... and to pack them greedily again in another order (real-shaped 1,000-node clusters:
-# 0.1-0.4 s to repack every class a first pass left short; 200 nodes: 0.02-0.04 s)
-REORDER_SHARE = 0.05
+SEQUENTIAL_SHARE = 0.5  # of the time left after placement, for the preemption model's start
 REPACK_ROUNDS = 2
 REPACK_LOSS = 0.002  # of a class model's objective: below, its disaggregation stands
 
@@ -433,7 +437,7 @@ def _solve(
     ):
         _node_stage(search, shapes, only)
 
-    joint = joint and config.preemption and pairs_estimate <= limit
+    joint = joint and config.preemption
     # The joint stage starts from gang-greedy's whole decision too (its preemption comes
     # after it): a prefix of it would not do.
     if not joint and _baseline_cannot_matter(search):
@@ -476,23 +480,33 @@ def _sequential(search: Search, best: Placer) -> Decision:
 
 
 def _joint(search: Search, shapes: Shapes, best: Placer) -> Decision:
-    """Where the node-level model fits: placement and preemption re-decided by one model
-    (``solver.joint``), from the best placement and the greedy actions after it. The
-    placement stages' bounds are not bounds on it (evictions free room): only its own
-    is reported."""
+    """Placement and preemption re-decided by one model (``solver.joint``), from the best
+    placement alone and followed by preemption (greedy, and the preemption model), where
+    that model fits: ``max_node_level_pairs`` pairs. The placement stages' bounds are not
+    bounds on it (evictions free room): only its own is reported."""
     problem, config = search.problem, search.config
     victims = victim_set(problem, shapes, search.coef, config.weights)
     if victims is None:
         return _sequential(search, best)  # nothing running to take from: placement is all
+    bins = joint_bins(problem, victims)
+    pairs = joint_pairs(problem, shapes, bins, victims)
+    if len(pairs) > config.max_node_level_pairs:
+        return _sequential(search, best)
     # Greedy actions after gang-greedy's placement too: never below the gang-greedy
     # scheduler with preemption, whose decision that is.
     # And the best placement alone: the greedy actions evict whenever a gang would fit,
     # whatever it costs.
     placements = {id(p): p for p in (best, search.baseline)}.values()
     starts = [kept_placement(search, best), *(greedy_joint(search, p) for p in placements)]
+    # And the preemption model after the best placement, with at most SEQUENTIAL_SHARE of
+    # the time left: on real-shaped 200-node clusters it found evictions worth 0.2-0.5%
+    # that the joint model, in the same time, did not.
+    left = search.remaining() + search.held_back_s
+    share = SEQUENTIAL_SHARE * min(left, config.preemption_time_share * config.time_limit_s)
+    starts.append(modelled_joint(search, best, None if config.deterministic else share))
     start = max(starts, key=lambda s: s.score)
     limit = max(MIN_STAGE_S, search.remaining() + search.held_back_s)
-    found, bound = joint_stage(search, shapes, victims, start, limit)
+    found, bound = joint_stage(search, shapes, victims, start, limit, bins, pairs)
     chosen = found or start
     gap = relative_gap(chosen.score, bound)
     if gap is not None and gap <= OPTIMAL_GAP:

@@ -19,6 +19,10 @@ from solver.packing import pack
 from solver.placement import Placer, Policy
 from solver.problem import GangInfo, Problem, fit_per_node
 
+PACK_SHARE = 0.1  # of the time limit, at most, to pack one candidate's node classes exactly
+# ... and to pack them greedily again in another order (real-shaped 1,000-node clusters:
+# 0.1-0.4 s to repack every class a first pass left short; 200 nodes: 0.02-0.04 s)
+REORDER_SHARE = 0.05
 PACK_BIN_S = 0.03  # for one class: measured 2-15 ms where a packing exists
 # Largest exact packing tried (nodes x items): real-shaped 1,000-node classes of 65-67
 # nodes x 63-68 items found nothing in PACK_BIN_S, and building them cost as much again.
@@ -45,8 +49,10 @@ def disaggregate(
     pack_budget_s: float = 0.0,
     deterministic: bool = False,
     reorder_budget_s: float = 0.0,
+    placer: Placer | None = None,
 ) -> Placer:
-    """Place the aggregate's counts on real nodes, each node class on its own.
+    """Place the aggregate's counts on real nodes, each node class on its own (into
+    ``placer``, if given: what it holds stays).
 
     Classes hold disjoint nodes, so each is a packing problem of its own: its pods go
     by gang priority, then largest first, each on the fullest node it fits (best-fit
@@ -60,7 +66,7 @@ def disaggregate(
     A gang left below minMember is withdrawn and tried anywhere; what room is left is
     topped up.
     """
-    placer = Placer(problem)
+    placer = placer or Placer(problem)
     items: dict[int, list[tuple[int, int]]] = {}
     for c, where in per_class.items():
         for b, count in where:

@@ -81,25 +81,25 @@ def node_bins(problem: Problem) -> list[Bin]:
 
 
 def class_bins(problem: Problem) -> list[Bin]:
-    bins = []
+    return [class_bin(problem, members, k) for k, members in enumerate(problem.node_classes)]
+
+
+def class_bin(problem: Problem, members: Sequence[int], k: int) -> Bin:
+    """The bin of nodes ``members`` (of one class of nodes), named as the ``k``-th."""
     zero = np.zeros(len(problem.resources), dtype=np.int64)
-    for k, members in enumerate(problem.node_classes):
-        rows = np.array(members)
-        used = rows[~problem.empty[rows]]
-        bins.append(
-            Bin(
-                name=f"class{k}({problem.nodes[members[0]].name}+{len(members) - 1})",
-                nodes=tuple(members),
-                free=problem.free[rows].sum(axis=0),
-                # Nodes of a class differ by up to ~1% (equivalence.allocatable_bucket):
-                # the largest keeps the node-opening constraint a relaxation.
-                node_allocatable=problem.allocatable[rows].max(axis=0),
-                empty_nodes=int(problem.empty[rows].sum()),
-                used_free=problem.free[used].sum(axis=0) if len(used) else zero,
-                gpu=bool(problem.gpu_node[members[0]]),
-            )
-        )
-    return bins
+    rows = np.array(members)
+    used = rows[~problem.empty[rows]]
+    return Bin(
+        name=f"class{k}({problem.nodes[members[0]].name}+{len(members) - 1})",
+        nodes=tuple(members),
+        free=problem.free[rows].sum(axis=0),
+        # Nodes of a class differ by up to ~1% (equivalence.allocatable_bucket): the
+        # largest keeps the node-opening constraint a relaxation.
+        node_allocatable=problem.allocatable[rows].max(axis=0),
+        empty_nodes=int(problem.empty[rows].sum()),
+        used_free=problem.free[used].sum(axis=0) if len(used) else zero,
+        gpu=bool(problem.gpu_node[members[0]]),
+    )
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ preemption together.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,12 +39,16 @@ from solver.arrays import IntArray
 from solver.config import ObjectiveWeights
 from solver.encode import (
     INF,
+    ROUNDING,
+    Bin,
     Encoding,
     Pairs,
     _linear,
     _new_var,
     add_rows_and_objective,
+    bin_index,
     build_variables,
+    class_bin,
     node_bins,
     pair_capacity,
     queue_of_pair,
@@ -120,22 +125,61 @@ def victim_set(
     )
 
 
+def victim_nodes(vs: VictimSet) -> list[int]:
+    return sorted({grp.node for grp in vs.groups})
+
+
+def joint_bins(problem: Problem, vs: VictimSet) -> list[Bin]:
+    """One bin per node with a victim (its room is decided pod by pod there), and the
+    classes of the other nodes the pending pods cannot tell apart (``class_bins``, less
+    those nodes): exact where evictions happen, aggregated elsewhere."""
+    if len(problem.node_classes) == len(problem.nodes):
+        return node_bins(problem)
+    single = set(victim_nodes(vs))
+    by_node = node_bins(problem)
+    bins = [by_node[n] for n in sorted(single)]
+    for members in problem.node_classes:
+        rest = [n for n in members if n not in single]
+        if len(rest) == 1:
+            bins.append(by_node[rest[0]])
+        elif rest:
+            bins.append(class_bin(problem, rest, len(bins)))
+    return bins
+
+
+def joint_pairs(problem: Problem, shapes: Shapes, bins: Sequence[Bin], vs: VictimSet) -> Pairs:
+    """Pairs in the room the nodes have free; and for shapes that may take from some
+    victim, in that room plus what the victims hold. Others may use only free room where
+    a victim loses pods (``_add_node_rules``), so more would be pairs for nothing."""
+    free = pair_capacity(problem, shapes, bins)
+    takers = set(vs.eligible)
+    freed = pair_capacity(problem, shapes, bins, only=takers, free=problem.free + vs.room)
+    cls = np.concatenate([free.cls, freed.cls])
+    bin_ = np.concatenate([free.bin, freed.bin])
+    cap = np.concatenate([free.cap, freed.cap])
+    order = np.lexsort((-cap, bin_, cls))  # by class, then bin; the larger cap first
+    cls, bin_, cap = cls[order], bin_[order], cap[order]
+    first = np.r_[True, (cls[1:] != cls[:-1]) | (bin_[1:] != bin_[:-1])] if len(cls) else cls
+    return Pairs(cls[first], bin_[first], cap[first])
+
+
 def encode_joint(
     problem: Problem,
     shapes: Shapes,
     coef: Coefficients,
     vs: VictimSet,
-    pairs: Pairs | None = None,
+    bins: Sequence[Bin],
+    pairs: Pairs,
+    lp_only: bool = False,
+    rounding: int = ROUNDING,
+    room: dict[int, IntArray] | None = None,
 ) -> tuple[Encoding, VictimVars]:
-    """The node-level model over every shape (or only the given ``pairs``: a restricted
-    model, searched around a guide), with the victims' variables and rules."""
-    bins = node_bins(problem)
-    if pairs is None:
-        # Pods fit where they would once every victim there is gone; rows say which go.
-        pairs = pair_capacity(problem, shapes, bins, free=problem.free + vs.room)
-    enc = build_variables(problem, shapes, bins, pairs)
+    """The model over ``bins`` (``joint_bins``) and ``pairs`` (``joint_pairs``, or a
+    subset: a restricted model, searched around a guide), with the victims' variables
+    and rules. ``lp_only``, ``rounding``, ``room``: as ``encode`` takes them."""
+    enc = build_variables(problem, shapes, bins, pairs, lp_only, rounding)
     out = _add_victim_variables(enc, vs)
-    add_rows_and_objective(enc, coef)
+    add_rows_and_objective(enc, coef, room)
     _add_victim_rules(enc, vs, out)
     _add_node_rules(enc, vs, out)
     _add_reclaim_floor(enc, vs, out, coef)
@@ -145,12 +189,13 @@ def encode_joint(
 def _add_victim_variables(enc: Encoding, vs: VictimSet) -> VictimVars:
     """Built before the rows: capacity and capability rows read what they free."""
     out = VictimVars()
+    bin_of_node = bin_index(enc.problem, enc.bins)
     for g, grp in enumerate(vs.groups):
         victim = vs.victims[grp.victim]
         node = enc.problem.nodes[grp.node].name
         var = _new_var(enc, 0, len(grp.pods), f"removed[{victim.name}@{node}]")
         out.removed[g] = var
-        enc.freed.setdefault(grp.node, []).append((var, grp.demand))
+        enc.freed.setdefault(int(bin_of_node[grp.node]), []).append((var, grp.demand))
         enc.queue_freed.setdefault(victim.queue, []).append((var, grp.demand))
         enc.costs.append((var, -grp.cost))
         key = (grp.victim, grp.node)
@@ -191,7 +236,8 @@ def _add_node_rules(enc: Encoding, vs: VictimSet, out: VictimVars) -> None:
     shape_of_pair = np.array([sc.shape for sc in classes], dtype=np.int64)[enc.pairs.cls]
     on_node: dict[int, list[int]] = defaultdict(list)
     for p, b in enumerate(enc.pairs.bin.tolist()):
-        on_node[enc.bins[b].nodes[0]].append(p)
+        if len(enc.bins[b].nodes) == 1:  # victims' nodes are bins of their own
+            on_node[enc.bins[b].nodes[0]].append(p)
     groups_on: dict[int, list[int]] = defaultdict(list)
     for g, grp in enumerate(vs.groups):
         groups_on[grp.node].append(g)

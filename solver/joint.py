@@ -19,28 +19,35 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from solver.arrays import IntArray
 from solver.decode import relative_gap
-from solver.encode import RESTRICT_ZERO, Encoding, Pairs
-from solver.encode_victims import VictimSet, VictimVars, encode_joint
+from solver.disaggregate import PACK_SHARE, REORDER_SHARE, disaggregate
+from solver.encode import COARSE_ROUNDING, RESTRICT_ZERO, ROUNDING, Bin, Encoding, Pairs
+from solver.encode_victims import VictimSet, VictimVars, encode_joint, victim_nodes
 from solver.greedy_preemption import apply_withdrawals, greedy_choice
 from solver.model import StageReport
 from solver.objective import evaluate
 from solver.placement import Placer
+from solver.preemption import preempt
 from solver.problem import Problem
 from solver.relaxation import LpSolution, solve_lp
 from solver.search import MIN_STAGE_S, OPTIMAL_GAP, Search
 from solver.shapes import Shapes
-from solver.solution import decode_counts, solution_of
+from solver.solution import decode_admitted, decode_counts, solution_of
 from solver.victims import Preemption, candidates, reason, split_withdrawn
 
 # Of the stage's time: the LP at most (HiGHS took 0.01-0.05 s on real-shaped 40-node joint
-# models), then the restricted search, of what is left; the whole model gets the rest.
-LP_SHARE = 0.3
+# models, 0.06-0.09 s on 200-node ones, whose LP timed out at 0.3 of the stage), then the
+# restricted search, of what is left; the whole model gets the rest.
+LP_SHARE = 0.5
 GUIDED_SHARE = 0.5
+# Pairs above which an aggregated joint model is only built as LP rows and searched by a
+# dive (the class stage's threshold at the default max_exact_class_pairs).
+LARGE_PAIRS = 4_000
 
 
 @dataclass
@@ -78,6 +85,23 @@ def greedy_joint(search: Search, incumbent: Placer) -> JointDecision:
     return JointDecision(placer, choice, score, origin)
 
 
+def modelled_joint(search: Search, incumbent: Placer, time_left_s: float | None) -> JointDecision:
+    """The incumbent placement, then the preemption model on what it left
+    (``solver.preemption``, what decides above the joint model's size): a start the
+    joint model must beat, where that model's focus finds evictions in less time."""
+    problem = search.problem
+    placer = _copy(problem, incumbent.placed)
+    choice = preempt(problem, placer, search.coef, search.config, time_left_s)
+    if choice.stage is not None:
+        search.stages.append(choice.stage)
+        choice.stage = None
+    apply_withdrawals(problem, placer, choice)
+    origin = search.origin.get(id(incumbent), "gang-greedy")
+    if choice.evictions:
+        origin += "+preemption"
+    return JointDecision(placer, choice, joint_score(problem, placer, choice, search), origin)
+
+
 def kept_placement(search: Search, placer: Placer) -> JointDecision:
     """A placement as it is, nothing evicted."""
     origin = search.origin.get(id(placer), "gang-greedy")
@@ -85,16 +109,24 @@ def kept_placement(search: Search, placer: Placer) -> JointDecision:
 
 
 def joint_stage(
-    search: Search, shapes: Shapes, vs: VictimSet, start: JointDecision, time_limit_s: float
+    search: Search,
+    shapes: Shapes,
+    vs: VictimSet,
+    start: JointDecision,
+    time_limit_s: float,
+    bins: Sequence[Bin],
+    pairs: Pairs,
 ) -> tuple[JointDecision | None, int | None]:
-    """The joint model over the victims ``vs``: its decision (None if it found none that
-    beats ``start``) and its bound.
+    """The joint model over the victims ``vs``, ``bins`` and ``pairs`` (``joint_bins``,
+    ``joint_pairs``): its decision (None if it found none that beats ``start``) and its
+    bound.
 
-    As the node-level placement stage searches: the LP relaxation bounds the model and
-    guides a search restricted to what it or ``start`` uses; the whole model is then
-    searched from the best decision with what time is left, unless that is already at
-    the bound. The whole model alone, hinted, stayed 2-6% below its optimum after 0.25 s
-    on real-shaped 40-node clusters."""
+    As the placement stages search: the LP relaxation bounds the model and guides a
+    search restricted to what it or ``start`` uses; the whole model is then searched from
+    the best decision with what time is left, unless that is already at the bound or the
+    model is large (then only its LP is built, and the restricted search is a dive to
+    its first solution, as on node classes). The whole model alone, hinted, stayed 2-6%
+    below its optimum after 0.25 s on real-shaped 40-node clusters."""
     started, solved = time.perf_counter(), search.deterministic_s
 
     def left() -> float:
@@ -103,8 +135,12 @@ def joint_stage(
             return time_limit_s - (search.deterministic_s - solved)
         return time_limit_s - (time.perf_counter() - started)
 
-    problem = search.problem
-    enc, out = encode_joint(problem, shapes, search.coef, vs)
+    problem, coef = search.problem, search.coef
+    aggregated = any(len(b.nodes) > 1 for b in bins)
+    large = aggregated and len(pairs) > LARGE_PAIRS
+    rounding = COARSE_ROUNDING if large else ROUNDING
+    enc, out = encode_joint(problem, shapes, coef, vs, bins, pairs, large, rounding)
+    decode = partial(_decode, problem, vs=vs, search=search, left=left)
     bounds: list[int] = []
     lp = _lp(search, enc, max(MIN_STAGE_S, LP_SHARE * left()))
     best = start
@@ -112,19 +148,30 @@ def joint_stage(
         bounds.append(lp.bound)
         values = _values(enc, vs, out, best, search)
         used = (lp.values[: len(enc.pairs)] >= RESTRICT_ZERO) | (values[: len(enc.pairs)] > 0)
-        pairs = Pairs(enc.pairs.cls[used], enc.pairs.bin[used], enc.pairs.cap[used])
-        narrow, narrow_out = encode_joint(problem, shapes, search.coef, vs, pairs)
+        narrow, narrow_out = encode_joint(
+            problem,
+            shapes,
+            coef,
+            vs,
+            bins,
+            Pairs(enc.pairs.cls[used], enc.pairs.bin[used], enc.pairs.cap[used]),
+            rounding=rounding,
+            room=enc.room,
+        )
         _hint(narrow, _values(narrow, vs, narrow_out, best, search))
-        result = search.run(narrow, "joint-lp-guided", max(MIN_STAGE_S, GUIDED_SHARE * left()))
+        share = 1.0 if large else GUIDED_SHARE
+        result = search.run(
+            narrow, "joint-lp-guided", max(MIN_STAGE_S, share * left()), first_only=large
+        )
         # Restricted: not a relaxation, its bound is none.
         search.stages[-1] = search.stages[-1].model_copy(update={"bound": None})
-        best = _better(problem, narrow, vs, narrow_out, result.solution, search, best)
-    if not _at_bound(best, bounds) and left() >= MIN_STAGE_S:
+        best = _better(decode(narrow, narrow_out, result.solution), best)
+    if not large and not _at_bound(best, bounds) and left() >= MIN_STAGE_S:
         _hint(enc, _values(enc, vs, out, best, search))
         result = search.run(enc, "joint", left())
         if result.report.bound is not None:
             bounds.append(result.report.bound)
-        best = _better(problem, enc, vs, out, result.solution, search, best)
+        best = _better(decode(enc, out, result.solution), best)
     bound = min(bounds) if bounds else None
     return (best if best is not start else None), bound
 
@@ -152,20 +199,8 @@ def _at_bound(best: JointDecision, bounds: list[int]) -> bool:
     return gap is not None and gap <= OPTIMAL_GAP
 
 
-def _better(
-    problem: Problem,
-    enc: Encoding,
-    vs: VictimSet,
-    out: VictimVars,
-    solution: Sequence[int] | None,
-    search: Search,
-    best: JointDecision,
-) -> JointDecision:
-    """The solution decoded, if it scores more than ``best``; else ``best``."""
-    if solution is None:
-        return best
-    decoded = _decode(problem, enc, vs, out, solution, search)
-    return decoded if decoded is not None and decoded.score > best.score else best
+def _better(found: JointDecision | None, best: JointDecision) -> JointDecision:
+    return found if found is not None and found.score > best.score else best
 
 
 def _copy(problem: Problem, placements: dict[str, int]) -> Placer:
@@ -209,14 +244,16 @@ def _hint(enc: Encoding, values: IntArray) -> None:
 def _decode(
     problem: Problem,
     enc: Encoding,
-    vs: VictimSet,
     out: VictimVars,
-    solution: Sequence[int],
+    solution: Sequence[int] | None,
+    *,
+    vs: VictimSet,
     search: Search,
+    left: Callable[[], float],
 ) -> JointDecision | None:
-    where: list[tuple[int, int, int]] = []  # (pod class, node, count)
-    for c, bins in sorted(decode_counts(enc, solution).items()):
-        where += [(c, enc.bins[b].nodes[0], count) for b, count in bins]
+    if solution is None:
+        return None
+    where = _placed(problem, enc, vs, solution, search, left)
     removed = {g: int(solution[var]) for g, var in out.removed.items()}
     removed = _restore_unneeded(problem, vs, where, removed)
     touched = {vs.groups[g].node for g, count in removed.items() if count}
@@ -255,6 +292,48 @@ def _decode(
     preemption = Preemption(evictions=evictions, nominated=nominated, disruption=-cost)
     score = joint_score(problem, placer, preemption, search)
     return JointDecision(placer, preemption, score, "joint")
+
+
+def _placed(
+    problem: Problem,
+    enc: Encoding,
+    vs: VictimSet,
+    solution: Sequence[int],
+    search: Search,
+    left: Callable[[], float],
+) -> list[tuple[int, int, int]]:
+    """A solution's counts on nodes: (pod class, node, count). Counts on the victims'
+    nodes (bins of one node) are placed as they are; counts on classes of nodes are
+    disaggregated around them (``solver.disaggregate``), the victims' nodes closed to
+    it: what goes there is the model's alone."""
+    counts = decode_counts(enc, solution)
+    placer = Placer(problem)
+    aggregated: dict[int, list[tuple[int, int]]] = {}
+    for c, bins in sorted(counts.items()):
+        for b, count in bins:
+            if len(enc.bins[b].nodes) == 1:
+                placer.place_on(problem.classes[c], enc.bins[b].nodes[0], count)
+            else:
+                aggregated.setdefault(c, []).append((b, count))
+    if aggregated:
+        placer.close(victim_nodes(vs))
+        config = search.config
+        placer = disaggregate(
+            problem,
+            enc,
+            aggregated,
+            decode_admitted(enc, solution),
+            config.weights,
+            min(PACK_SHARE * config.time_limit_s, max(0.0, left())),
+            config.deterministic,
+            min(REORDER_SHARE * config.time_limit_s, max(0.0, left())),
+            placer=placer,
+        )
+    of_pod = problem.class_of_pod()
+    cells: dict[tuple[int, int], int] = defaultdict(int)
+    for pod, node in placer.placed.items():
+        cells[(of_pod[pod], node)] += 1
+    return [(c, node, count) for (c, node), count in sorted(cells.items())]
 
 
 def _waiting(

@@ -140,6 +140,13 @@ class Placer:
         self._rescore(node)
         return pods
 
+    def close(self, nodes: Sequence[int]) -> None:
+        """No more pods on ``nodes``, whatever room is left there (where victims lose
+        pods, the joint model alone decides what goes: ``solver.joint``)."""
+        for node in nodes:
+            self.free[node] = np.minimum(self.free[node], 0)
+            self._rescore(node)
+
     def room_for(self, cls: PodClass, node: int) -> int:
         """How many more pods of the class fit on ``node`` and in the queue's capability."""
         # Plain ints: called once per node filled, numpy's per-call cost dwarfed the work.

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import solver.cpsat
 import solver.disaggregate
@@ -15,9 +16,12 @@ import solver.joint
 import solver.search
 from solver.config import SolverConfig
 from solver.cpsat import solve
+from solver.encode_victims import joint_bins, joint_pairs, victim_nodes, victim_set
 from solver.model import ClusterState, Decision, SolveStatus
-from solver.objective import score
+from solver.objective import coefficients, score
+from solver.problem import prepare
 from solver.schedulers import schedule
+from solver.shapes import group
 from solver.validate import check
 from tests.builders import gang, node, pod, queue, state
 from tests.solver.test_preemption import _clusters
@@ -136,3 +140,65 @@ def test_a_deterministic_joint_decision_does_not_depend_on_the_load(
     )
     assert [s.name for s in loaded.stages] == [s.name for s in calm.stages]
     assert calm.nominated["mid-0"] == "n2"
+
+
+def _with_empty_nodes(cluster: ClusterState, count: int, half: int = 0) -> ClusterState:
+    """``cluster`` and ``count`` empty nodes alike: a class of nodes beside the victims';
+    and ``half`` nodes half used by a victim of priority 0, with room left beside it."""
+    extra = [node(f"e{i}").cap(cpu=4).build() for i in range(count)]
+    extra += [node(f"h{i}").cap(cpu=4).build() for i in range(half)]
+    running = [pod(f"h{i}-0").req(cpu=2).gang(f"h{i}").on(f"h{i}").build() for i in range(half)]
+    gangs = [gang(f"h{i}", 1).queue("a").build() for i in range(half)]
+    return cluster.model_copy(
+        update={
+            "nodes": (*cluster.nodes, *extra),
+            "pods": (*cluster.pods, *running),
+            "gangs": (*cluster.gangs, *gangs),
+        }
+    )
+
+
+def test_victims_nodes_are_bins_of_their_own_beside_classes_of_the_others() -> None:
+    st_ = _with_empty_nodes(_two_preemptors(), 4)
+    problem = prepare(st_)
+    config = JOINT
+    coef = coefficients(problem, config.weights)
+    shapes = group(problem, coef)
+    vs = victim_set(problem, shapes, coef, config.weights)
+    assert vs is not None
+    bins = joint_bins(problem, vs)
+    names = [problem.nodes[n].name for n in victim_nodes(vs)]
+    assert names == ["n1", "n2"]
+    singles = {problem.nodes[b.nodes[0]].name for b in bins if len(b.nodes) == 1}
+    assert {"n1", "n2"} <= singles
+    # The four empty nodes are alike: one bin.
+    assert [len(b.nodes) for b in bins if len(b.nodes) > 1] == [4]
+    pairs = joint_pairs(problem, shapes, bins, vs)
+    on = {(int(c), int(b)) for c, b in zip(pairs.cls, pairs.bin, strict=True)}
+    victim_bins = {i for i, b in enumerate(bins) if b.nodes[0] in victim_nodes(vs)}
+    # hi and mid may take from lo1/lo2: they pair with the victims' (full) nodes; nothing
+    # pairs there only by free room, as none is free.
+    takers = {sc.index for sc in shapes.classes if sc.shape in vs.eligible}
+    assert {c for c, b in on if b in victim_bins} <= takers
+    decision = solve(st_, JOINT)
+    assert check(st_, decision) == []
+    assert any(s.name == "joint-lp" for s in decision.stages)
+    # hi (zones a and b only) still needs lo1's node; mid goes to an empty node at once.
+    assert set(decision.evictions) == {"lo1-0"}
+    assert sorted(decision.nominated) == ["hi-0", "hi-1"]
+    assert decision.placements["mid-0"].startswith("e")
+
+
+@settings(max_examples=30, deadline=None)
+@given(cluster=_clusters(), empty=st.integers(2, 4), half=st.integers(0, 2))
+def test_with_classes_of_nodes_beside_the_victims_decisions_hold(
+    cluster: ClusterState, empty: int, half: int
+) -> None:
+    """Counts on classes of nodes are disaggregated around the victims' nodes: the
+    decision passes the validator, never below gang-greedy's with its actions."""
+    cluster = _with_empty_nodes(cluster, empty, half)
+    config = SolverConfig(preemption=True, time_limit_s=0.5)
+    joint = schedule(cluster, "cpsat", config)
+    greedy = schedule(cluster, "gang-greedy", config)
+    assert check(cluster, joint) == []
+    assert _joint_score(cluster, joint) >= _joint_score(cluster, greedy)
