@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from solver.bins import class_bins, feasible_pair_estimate, node_bins, pair_capacity
 from solver.config import SolverConfig
 from solver.decode import decision_from_placements, relative_gap
 from solver.disaggregate import (
@@ -37,17 +38,7 @@ from solver.disaggregate import (
     repacked_bins,
     topped_up,
 )
-from solver.encode import (
-    COARSE_ROUNDING,
-    ROUNDING,
-    Encoding,
-    class_bins,
-    encode,
-    feasible_pair_estimate,
-    node_bins,
-    pair_capacity,
-    restricted,
-)
+from solver.encode import COARSE_ROUNDING, ROUNDING, Encoding, encode, restricted
 from solver.encode_victims import joint_bins, joint_pairs, victim_set
 from solver.greedy_preemption import apply_withdrawals
 from solver.joint import greedy_joint, joint_stage, kept_placement, modelled_joint

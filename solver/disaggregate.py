@@ -12,8 +12,9 @@ import numpy as np
 
 from solver.arrays import BoolArray, IntArray
 from solver.baselines import allocate_gangs
+from solver.bins import Bin, bin_index
 from solver.config import ObjectiveWeights
-from solver.encode import Bin, Encoding, bin_index
+from solver.encode import Encoding
 from solver.objective import evaluate
 from solver.packing import pack
 from solver.placement import Placer, Policy

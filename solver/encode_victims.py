@@ -36,21 +36,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from solver.arrays import IntArray
+from solver.bins import Bin, Pairs, bin_index, class_bin, node_bins, pair_capacity
 from solver.config import ObjectiveWeights
 from solver.encode import (
     INF,
     ROUNDING,
-    Bin,
     Encoding,
-    Pairs,
     _linear,
     _new_var,
     add_rows_and_objective,
-    bin_index,
     build_variables,
-    class_bin,
-    node_bins,
-    pair_capacity,
     queue_of_pair,
 )
 from solver.objective import Coefficients

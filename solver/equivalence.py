@@ -13,7 +13,7 @@ few classes, never runs. What matters for a cycle is narrower:
   (``node_classes``), whatever else they carry.
 
 Free capacity is not part of the key: a class's bin sums the free capacity of its
-nodes and caps each pod class by what fits node by node (``encode.pair_capacity``), a
+nodes and caps each pod class by what fits node by node (``bins.pair_capacity``), a
 relaxation, so the aggregated model's bound stays valid for the real problem.
 """
 

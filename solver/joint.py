@@ -24,9 +24,10 @@ from functools import partial
 import numpy as np
 
 from solver.arrays import IntArray
+from solver.bins import Bin, Pairs
 from solver.decode import relative_gap
 from solver.disaggregate import PACK_SHARE, REORDER_SHARE, disaggregate
-from solver.encode import COARSE_ROUNDING, RESTRICT_ZERO, ROUNDING, Bin, Encoding, Pairs
+from solver.encode import COARSE_ROUNDING, RESTRICT_ZERO, ROUNDING, Encoding
 from solver.encode_victims import VictimSet, VictimVars, encode_joint, victim_nodes
 from solver.greedy_preemption import apply_withdrawals, greedy_choice
 from solver.model import StageReport

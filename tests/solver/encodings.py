@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from solver.bins import class_bins, pair_capacity
 from solver.config import SolverConfig
-from solver.encode import ROUNDING, Encoding, class_bins, encode, pair_capacity
+from solver.encode import ROUNDING, Encoding, encode
 from solver.objective import Coefficients, coefficients
 from solver.problem import Problem
 from solver.shapes import group
