@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import solver.cpsat
 import solver.disaggregate
 import solver.joint
+import solver.last_stage
 import solver.search
 from solver.config import SolverConfig
 from solver.cpsat import solve
@@ -130,7 +131,8 @@ def test_a_deterministic_joint_decision_does_not_depend_on_the_load(
     # A machine so loaded that each reading of the clock is a second after the last.
     ticks = itertools.count()
     clock = SimpleNamespace(perf_counter=lambda: next(ticks))
-    for module in (solver.cpsat, solver.search, solver.disaggregate, solver.joint):
+    modules = (solver.cpsat, solver.search, solver.disaggregate, solver.joint, solver.last_stage)
+    for module in modules:
         monkeypatch.setattr(module, "time", clock)
     loaded = solve(st_, config)
     assert (loaded.placements, loaded.nominated, loaded.evictions) == (

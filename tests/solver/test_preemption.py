@@ -321,6 +321,7 @@ def test_placement_holds_back_the_preemption_share_of_the_limit(
     limit less ``preemption_time_share`` of it when preemption is on, and the joint model
     (or, above the node-level limit, the preemption model) is given what they left."""
     import solver.cpsat
+    import solver.last_stage
 
     searches: list[Search] = []
     lefts: list[float | None] = []
@@ -339,8 +340,8 @@ def test_placement_holds_back_the_preemption_share_of_the_limit(
         return joint_stage(*args)
 
     monkeypatch.setattr(solver.cpsat, "Search", Recorded)
-    monkeypatch.setattr(solver.cpsat, "preempt", recorded_preempt)
-    monkeypatch.setattr(solver.cpsat, "joint_stage", recorded_joint)
+    monkeypatch.setattr(solver.last_stage, "preempt", recorded_preempt)
+    monkeypatch.setattr(solver.last_stage, "joint_stage", recorded_joint)
     config = SolverConfig(
         preemption=preemption,
         time_limit_s=2.0,
