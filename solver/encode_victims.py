@@ -1,5 +1,5 @@
-"""Running gangs as variables of the node-level placement model: placement, preemption
-and reclaim decided by one CP-SAT model, in one objective, under one bound.
+"""Running gangs as variables of the placement model: placement, preemption and
+reclaim decided by one CP-SAT model, in one objective, under one bound.
 
 Who may take from whom is settled at the start of the cycle (``victim_set``), as
 kube-batch's actions settle it: a pending gang may take from running gangs of lower
@@ -8,7 +8,8 @@ queues above theirs (reclaim). A shape with a gang whose pods may not preempt
 (``preemptionPolicy: Never``) takes from none. Victims are ``solver.victims``' running
 PodGroups, grouped per (gang, node, spec).
 
-On top of ``solver.encode``'s families, over nodes (one bin per node):
+On top of ``solver.encode``'s families, over ``joint_bins`` (each node with a victim a bin
+of its own; the other nodes in their classes, as the aggregated placement model has them):
 
 - ``removed[group]``: a victim's pods evicted from one node; ``evicted[victim]``: it loses
   them all, else at most those above minMember (never left short); ``touches[victim@node]``
@@ -17,7 +18,8 @@ On top of ``solver.encode``'s families, over nodes (one bin per node):
   capability (``Encoding.freed``, ``Encoding.queue_freed``, read by ``encode``'s rows);
 - **no eviction without a placement**: a node where a victim loses pods gets a pod of a
   shape allowed to take from it (or the victim goes whole, for one such pod on one of its
-  nodes), and no pod of a shape that may not;
+  nodes); pods of shapes that may not take from it use none of its room, and pods that
+  may never preempt are not placed there;
 - **reclaim floor**: a queue above its deserved share ends at or above it;
 - objective: minus each removed pod's cost (the value it stops earning, the
   ``disruption`` weight, ``disruption_per_hour`` per hour it ran) and an evicted gang's

@@ -1,18 +1,21 @@
-"""The joint stage: placement and preemption decided by one node-level CP-SAT model
-(``solver.encode_victims``), where the node-level model fits in a cycle.
+"""The joint stage: placement and preemption decided by one CP-SAT model
+(``solver.encode_victims``: each node with a victim a bin of its own, the other nodes in
+their classes), where that model fits in a cycle.
 
-Its starting point (hint, and the candidate it must beat) is the placement stages' best
-decision followed by kube-batch-style greedy preempt/reclaim actions
-(``solver.greedy_preemption``); the model is then free to move any placement, evict,
-shrink or keep any victim, in one objective: what placements and nominations earn, less
-what the evictions cost. Its bound is on that objective, so the decision's gap is too.
+Its starts (the hint, and the candidates it must beat) are the placement stages' best
+decision alone, followed by kube-batch-style greedy preempt/reclaim actions
+(``solver.greedy_preemption``) or by the preemption model (``solver.preemption``), and
+gang-greedy's followed by the greedy actions; the model is then free to move any
+placement, evict, shrink or keep any victim, in one objective: what placements and
+nominations earn, less what the evictions cost. Its bound is on that objective, so the
+decision's gap is too.
 
-Decoding: the pods the solution places on a node where a victim loses pods, and every
-other pod of their gangs, are *nominated* (bound once the victims are gone); the rest
-are placements, bound now. Victims whose room the solution does not need are kept
+Decoding: counts on classes of nodes are disaggregated around the victims' nodes. The
+gangs with a pod on a node where a victim loses pods are *nominated* (bound once the
+victims are gone), but those that fit in what the node has free now; the rest are
+placements, bound now. Victims whose room the solution does not need are kept
 (``_restore_unneeded``): nothing is evicted "in case".
 """
-
 from __future__ import annotations
 
 import time
@@ -44,7 +47,7 @@ from solver.victims import Preemption, candidates, reason, split_withdrawn
 # Of the stage's time: the LP at most (HiGHS took 0.01-0.05 s on real-shaped 40-node joint
 # models, 0.06-0.09 s on 200-node ones, whose LP timed out at 0.3 of the stage), then the
 # restricted search, of what is left; the whole model gets the rest.
-LP_SHARE = 0.5
+LP_SHARE = 0.7
 GUIDED_SHARE = 0.5
 # Pairs above which an aggregated joint model is only built as LP rows and searched by a
 # dive (the class stage's threshold at the default max_exact_class_pairs).
@@ -136,6 +139,8 @@ def joint_stage(
             return time_limit_s - (search.deterministic_s - solved)
         return time_limit_s - (time.perf_counter() - started)
 
+    if left() < 2 * MIN_STAGE_S:
+        return None, None  # no time for an LP and a search: the starts stand, unbounded
     problem, coef = search.problem, search.coef
     aggregated = any(len(b.nodes) > 1 for b in bins)
     large = aggregated and len(pairs) > LARGE_PAIRS
