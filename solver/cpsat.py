@@ -428,8 +428,8 @@ def _solve(
         _node_stage(search, shapes, only)
 
     joint = joint and config.preemption
-    # The joint stage starts from gang-greedy's whole decision too (its preemption comes
-    # after it): a prefix of it would not do.
+    # The joint stage starts from gang-greedy's whole decision too, if it is done (its
+    # preemption comes after it): a prefix of it would not do.
     if not joint and _baseline_cannot_matter(search):
         stop_baseline.set()
     best = search.best_so_far()

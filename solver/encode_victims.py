@@ -42,7 +42,6 @@ from solver.bins import Bin, Pairs, bin_index, class_bin, node_bins, pair_capaci
 from solver.config import ObjectiveWeights
 from solver.encode import (
     INF,
-    ROUNDING,
     Encoding,
     _linear,
     _new_var,
@@ -167,14 +166,12 @@ def encode_joint(
     vs: VictimSet,
     bins: Sequence[Bin],
     pairs: Pairs,
-    lp_only: bool = False,
-    rounding: int = ROUNDING,
     room: dict[int, IntArray] | None = None,
 ) -> tuple[Encoding, VictimVars]:
     """The model over ``bins`` (``joint_bins``) and ``pairs`` (``joint_pairs``, or a
     subset: a restricted model, searched around a guide), with the victims' variables
-    and rules. ``lp_only``, ``rounding``, ``room``: as ``encode`` takes them."""
-    enc = build_variables(problem, shapes, bins, pairs, lp_only, rounding)
+    and rules. ``room``: as ``encode`` takes it."""
+    enc = build_variables(problem, shapes, bins, pairs)
     out = _add_victim_variables(enc, vs)
     add_rows_and_objective(enc, coef, room)
     _add_victim_rules(enc, vs, out)

@@ -30,7 +30,7 @@ from solver.arrays import IntArray
 from solver.bins import Bin, Pairs
 from solver.decode import relative_gap
 from solver.disaggregate import PACK_SHARE, REORDER_SHARE, disaggregate
-from solver.encode import COARSE_ROUNDING, RESTRICT_ZERO, ROUNDING, Encoding
+from solver.encode import RESTRICT_ZERO, Encoding
 from solver.encode_victims import VictimSet, VictimVars, encode_joint, victim_nodes
 from solver.greedy_preemption import apply_withdrawals, greedy_choice
 from solver.model import StageReport
@@ -45,13 +45,10 @@ from solver.solution import decode_admitted, decode_counts, solution_of
 from solver.victims import Preemption, candidates, reason, split_withdrawn
 
 # Of the stage's time: the LP at most (HiGHS took 0.01-0.05 s on real-shaped 40-node joint
-# models, 0.06-0.09 s on 200-node ones, whose LP timed out at 0.3 of the stage), then the
-# restricted search, of what is left; the whole model gets the rest.
+# models, whose stage has 0.25-0.3 s), then the restricted search, of what is left; the
+# whole model gets the rest.
 LP_SHARE = 0.7
 GUIDED_SHARE = 0.5
-# Pairs above which an aggregated joint model is only built as LP rows and searched by a
-# dive (the class stage's threshold at the default max_exact_class_pairs).
-LARGE_PAIRS = 4_000
 
 
 @dataclass
@@ -127,10 +124,9 @@ def joint_stage(
 
     As the placement stages search: the LP relaxation bounds the model and guides a
     search restricted to what it or ``start`` uses; the whole model is then searched from
-    the best decision with what time is left, unless that is already at the bound or the
-    model is large (then only its LP is built, and the restricted search is a dive to
-    its first solution, as on node classes). The whole model alone, hinted, stayed 2-6%
-    below its optimum after 0.25 s on real-shaped 40-node clusters."""
+    the best decision with what time is left, unless that is already at the bound. The
+    whole model alone, hinted, stayed 2-6% below its optimum after 0.25 s on real-shaped
+    40-node clusters."""
     started, solved = time.perf_counter(), search.deterministic_s
 
     def left() -> float:
@@ -142,10 +138,7 @@ def joint_stage(
     if left() < 2 * MIN_STAGE_S:
         return None, None  # no time for an LP and a search: the starts stand, unbounded
     problem, coef = search.problem, search.coef
-    aggregated = any(len(b.nodes) > 1 for b in bins)
-    large = aggregated and len(pairs) > LARGE_PAIRS
-    rounding = COARSE_ROUNDING if large else ROUNDING
-    enc, out = encode_joint(problem, shapes, coef, vs, bins, pairs, large, rounding)
+    enc, out = encode_joint(problem, shapes, coef, vs, bins, pairs)
     decode = partial(_decode, problem, vs=vs, search=search, left=left)
     bounds: list[int] = []
     lp = _lp(search, enc, max(MIN_STAGE_S, LP_SHARE * left()))
@@ -161,18 +154,14 @@ def joint_stage(
             vs,
             bins,
             Pairs(enc.pairs.cls[used], enc.pairs.bin[used], enc.pairs.cap[used]),
-            rounding=rounding,
             room=enc.room,
         )
         _hint(narrow, _values(narrow, vs, narrow_out, best, search))
-        share = 1.0 if large else GUIDED_SHARE
-        result = search.run(
-            narrow, "joint-lp-guided", max(MIN_STAGE_S, share * left()), first_only=large
-        )
+        result = search.run(narrow, "joint-lp-guided", max(MIN_STAGE_S, GUIDED_SHARE * left()))
         # Restricted: not a relaxation, its bound is none.
         search.stages[-1] = search.stages[-1].model_copy(update={"bound": None})
         best = _better(decode(narrow, narrow_out, result.solution), best)
-    if not large and not _at_bound(best, bounds) and left() >= MIN_STAGE_S:
+    if not _at_bound(best, bounds) and left() >= MIN_STAGE_S:
         _hint(enc, _values(enc, vs, out, best, search))
         result = search.run(enc, "joint", left())
         if result.report.bound is not None:

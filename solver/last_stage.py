@@ -18,6 +18,11 @@ from solver.preemption import preempt
 from solver.search import MIN_STAGE_S, OPTIMAL_GAP, Search
 from solver.shapes import Shapes
 
+# Largest joint model: real-shaped 200-node ones (4,450-4,920 pairs) left the model no
+# time after its starts within a 1 s cycle (its LP alone took 0.06-0.09 s), and decided
+# 0.1-1.1% below the preemption model after placement on 4 of 6 seeds; 40-node ones
+# have about 1,000 pairs, the philly trace's at most 755.
+JOINT_MAX_PAIRS = 4_000
 SEQUENTIAL_SHARE = 0.4  # of the time left after placement, for the preemption model's start
 
 
@@ -55,25 +60,28 @@ def decide_after(search: Search, best: Placer) -> Decision:
 def decide_jointly(search: Search, shapes: Shapes, best: Placer) -> Decision:
     """Placement and preemption re-decided by one model (``solver.joint``), from the best
     placement alone and followed by preemption (greedy, and the preemption model), where
-    that model fits: ``max_node_level_pairs`` pairs. The placement stages' bounds are not
-    bounds on it (evictions free room): only its own is reported."""
+    that model fits: JOINT_MAX_PAIRS pairs (and ``max_node_level_pairs``). The placement
+    stages' bounds are not bounds on it (evictions free room): only its own is
+    reported."""
     problem, config = search.problem, search.config
     victims = victim_set(problem, shapes, search.coef, config.weights)
     if victims is None:
         return decide_after(search, best)  # nothing running to take from: placement is all
     bins = joint_bins(problem, victims)
     pairs = joint_pairs(problem, shapes, bins, victims)
-    if len(pairs) > config.max_node_level_pairs:
+    if len(pairs) > min(config.max_node_level_pairs, JOINT_MAX_PAIRS):
         return decide_after(search, best)
     # The best placement alone (greedy actions evict whenever a gang would fit, whatever
-    # it costs); gang-greedy's followed by the greedy actions: never below the gang-greedy
-    # scheduler with preemption, whose decision that is; and the preemption model after
-    # the best placement (its hint is the greedy actions), with at most SEQUENTIAL_SHARE
-    # of the time left: on real-shaped 200-node clusters it found evictions worth
-    # 0.2-0.5% that the joint model, in the same time, did not.
+    # it costs); gang-greedy's followed by the greedy actions, the gang-greedy scheduler's
+    # decision with preemption, if it has finished (deterministic solves wait for it:
+    # real-shaped 200-node cycles waited for it 0.1-0.2 s that the joint model then
+    # lacked); and the preemption model after the best placement (its hint is the greedy
+    # actions), with at most SEQUENTIAL_SHARE of the time left: on real-shaped 200-node
+    # clusters it found evictions worth 0.2-0.5% that the joint model, in the same time,
+    # did not.
     starts = [kept_placement(search, best)]
-    if search.baseline is not best:
-        starts.append(greedy_joint(search, search.baseline))
+    done = [search.baseline] if config.deterministic else search.finished_baseline()
+    starts += [greedy_joint(search, p) for p in done if p is not best]
     left = search.remaining() + search.held_back_s
     share = SEQUENTIAL_SHARE * min(left, config.preemption_time_share * config.time_limit_s)
     starts.append(modelled_joint(search, best, None if config.deterministic else share))
