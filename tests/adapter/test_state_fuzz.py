@@ -120,7 +120,10 @@ def test_any_state_file_ends_in_a_clear_error_or_a_valid_decision(raw: Any) -> N
     for scheduler in ("cpsat", "gang-greedy", "greedy"):
         decision = SCHEDULERS[scheduler](state, CONFIG)
         violations = check(state, decision)
-        if scheduler != "greedy":  # the stock baseline may split gangs: that is its flaw
+        if scheduler != "greedy":
             assert violations == [], (scheduler, violations)
         else:
-            assert all(v.kind == "partial-gang" for v in violations), violations
+            # The stock baseline may split gangs, and knows nothing of queues' capability:
+            # those are its flaws, and the validator names them.
+            flaws = ("partial-gang", "capability")
+            assert all(v.kind in flaws for v in violations), violations
