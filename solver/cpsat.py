@@ -43,11 +43,11 @@ from solver.disaggregate import (
 )
 from solver.encode import COARSE_ROUNDING, ROUNDING, Encoding, encode, restricted
 from solver.last_stage import decide_after, decide_jointly
-from solver.model import ClusterState, Decision, SolveStatus, StageReport
+from solver.model import ClusterState, Decision, SolveStatus
 from solver.objective import coefficients
 from solver.placement import Placer
 from solver.problem import Problem, prepare
-from solver.relaxation import LpSolution, solve_lp
+from solver.relaxation import LpSolution
 from solver.search import (
     MIN_STAGE_S,
     OPTIMAL_GAP,
@@ -85,20 +85,7 @@ REPACK_LOSS = 0.002  # of a class model's objective: below, its disaggregation s
 
 
 def _lp_stage(search: Search, enc: Encoding, time_limit_s: float, name: str) -> LpSolution | None:
-    started = time.perf_counter()
-    lp = solve_lp(enc.rows, time_limit_s)
-    variables, constraints = enc.size()
-    search.stages.append(
-        StageReport(
-            name=name,
-            variables=variables,
-            constraints=constraints,
-            status="OPTIMAL" if lp is not None else "UNKNOWN",
-            objective=None,
-            bound=lp.bound if lp is not None else None,
-            wall_s=time.perf_counter() - started,
-        )
-    )
+    lp = search.lp(enc, time_limit_s, name)
     if lp is not None:
         search.bounds.append(lp.bound)
     return lp

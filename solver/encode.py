@@ -227,6 +227,26 @@ def _capacity(enc: Encoding, room: Mapping[int, IntArray], b: int) -> IntArray:
     return np.minimum(free, room[b].sum(axis=0)) if b in room else free
 
 
+def _at_most(
+    enc: Encoding,
+    members: IntArray,
+    coeffs: IntArray,
+    freed: Sequence[tuple[int, IntArray]],
+    r: int,
+    high: int,
+) -> None:
+    """Resource ``r``: the pairs' demand, less what the ``freed`` variables free of it,
+    at most ``high``."""
+    gains = [(var, -int(d[r])) for var, d in freed if d[r]]
+    _linear(
+        enc,
+        [*members.tolist(), *(var for var, _ in gains)],
+        [*coeffs.tolist(), *(c for _, c in gains)],
+        -INF,
+        high,
+    )
+
+
 def add_capacity(
     enc: Encoding, by_bin: Mapping[int, IntArray], room: Mapping[int, IntArray]
 ) -> None:
@@ -239,14 +259,7 @@ def add_capacity(
         coeffs = demand[enc.pairs.cls[members]]
         capacity = _capacity(enc, room, b)
         for r in np.flatnonzero(coeffs.any(axis=0)):
-            gains = [(var, -int(d[r])) for var, d in freed if d[r]]
-            _linear(
-                enc,
-                [*members.tolist(), *(var for var, _ in gains)],
-                [*coeffs[:, r].tolist(), *(c for _, c in gains)],
-                -INF,
-                int(capacity[r]),
-            )
+            _at_most(enc, members, coeffs[:, r], freed, int(r), int(capacity[r]))
 
 
 def add_rounded_capacity(
@@ -294,14 +307,7 @@ def add_capability(enc: Encoding) -> None:
         room = q.room()
         freed = enc.queue_freed.get(q.index, [])
         for r in capped:
-            gains = [(var, -int(d[r])) for var, d in freed if d[r]]
-            _linear(
-                enc,
-                [*members.tolist(), *(var for var, _ in gains)],
-                [*coeffs[:, r].tolist(), *(c for _, c in gains)],
-                -INF,
-                int(room[r]),
-            )
+            _at_most(enc, members, coeffs[:, r], freed, int(r), int(room[r]))
 
 
 def add_opened_nodes(

@@ -16,6 +16,7 @@ victims are gone), but those that fit in what the node has free now; the rest ar
 placements, bound now. Victims whose room the solution does not need are kept
 (``_restore_unneeded``): nothing is evicted "in case".
 """
+
 from __future__ import annotations
 
 import time
@@ -33,16 +34,14 @@ from solver.disaggregate import PACK_SHARE, REORDER_SHARE, disaggregate
 from solver.encode import RESTRICT_ZERO, Encoding
 from solver.encode_victims import VictimSet, VictimVars, encode_joint, victim_nodes
 from solver.greedy_preemption import apply_withdrawals, greedy_choice
-from solver.model import StageReport
 from solver.objective import evaluate
 from solver.placement import Placer
 from solver.preemption import preempt
 from solver.problem import Problem
-from solver.relaxation import LpSolution, solve_lp
 from solver.search import MIN_STAGE_S, OPTIMAL_GAP, Search
 from solver.shapes import Shapes
 from solver.solution import decode_admitted, decode_counts, solution_of
-from solver.victims import Preemption, candidates, reason, split_withdrawn
+from solver.victims import Preemption, candidates, evictions_of, split_withdrawn
 
 # Of the stage's time: the LP at most (HiGHS took 0.01-0.05 s on real-shaped 40-node joint
 # models, whose stage has 0.25-0.3 s), then the restricted search, of what is left; the
@@ -141,7 +140,7 @@ def joint_stage(
     enc, out = encode_joint(problem, shapes, coef, vs, bins, pairs)
     decode = partial(_decode, problem, vs=vs, search=search, left=left)
     bounds: list[int] = []
-    lp = _lp(search, enc, max(MIN_STAGE_S, LP_SHARE * left()))
+    lp = search.lp(enc, max(MIN_STAGE_S, LP_SHARE * left()), "joint-lp")
     best = start
     if lp is not None:
         bounds.append(lp.bound)
@@ -169,24 +168,6 @@ def joint_stage(
         best = _better(decode(enc, out, result.solution), best)
     bound = min(bounds) if bounds else None
     return (best if best is not start else None), bound
-
-
-def _lp(search: Search, enc: Encoding, time_limit_s: float) -> LpSolution | None:
-    started = time.perf_counter()
-    lp = solve_lp(enc.rows, time_limit_s)
-    variables, constraints = enc.size()
-    search.stages.append(
-        StageReport(
-            name="joint-lp",
-            variables=variables,
-            constraints=constraints,
-            status="OPTIMAL" if lp is not None else "UNKNOWN",
-            objective=None,
-            bound=lp.bound if lp is not None else None,
-            wall_s=time.perf_counter() - started,
-        )
-    )
-    return lp
 
 
 def _at_bound(best: JointDecision, bounds: list[int]) -> bool:
@@ -268,22 +249,12 @@ def _decode(
     for c, node, _ in where:
         if problem.classes[c].gang in waiting:
             takers[node].append(problem.classes[c].gang)
-    evictions: dict[str, str] = {}
-    cost = 0
-    gone: dict[int, int] = defaultdict(int)
-    for g, count in removed.items():
-        if not count:
-            continue
-        grp = vs.groups[g]
-        victim = vs.victims[grp.victim]
-        gone[grp.victim] += count
-        cost += grp.cost * count
-        taker = _taker(enc, vs, grp.victim, takers)
-        if taker is None:
-            return None  # the model forbids it; should it ever happen, it is not used
-        why = reason(problem, victim.queue, victim.priority, problem.gangs[taker])
-        evictions.update(dict.fromkeys(grp.pods[:count], why))
-    cost += sum(vs.victims[v].evict_cost for v, n in gone.items() if n >= vs.victims[v].bound)
+    taken = evictions_of(
+        problem, vs.victims, vs.groups, removed, partial(_taker, enc, vs, takers=takers)
+    )
+    if taken is None:
+        return None  # the model forbids it; should it ever happen, it is not used
+    evictions, cost = taken
     preemption = Preemption(evictions=evictions, nominated=nominated, disruption=-cost)
     score = joint_score(problem, placer, preemption, search)
     return JointDecision(placer, preemption, score, "joint")
@@ -391,7 +362,7 @@ def _served(
     return True
 
 
-def _taker(enc: Encoding, vs: VictimSet, v: int, takers: dict[int, list[int]]) -> int | None:
+def _taker(enc: Encoding, vs: VictimSet, v: int, *, takers: dict[int, list[int]]) -> int | None:
     """A nominated gang allowed to take from the victim, on one of its nodes."""
     shape_of = {g: shape.index for shape in enc.shapes.shapes for g in shape.gangs}
     for g in vs.victims[v].groups:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -48,8 +49,8 @@ from solver.victims import (
     Candidates,
     Preemption,
     candidates,
+    evictions_of,
     nominated_counts,
-    reason,
     split_withdrawn,
 )
 
@@ -374,26 +375,11 @@ def _decode(problem: Problem, m: _Model, solver: cp_model.CpSolver) -> Preemptio
         users[n].append(m.owner[c])
     removed = {g: int(solver.value(var)) for g, var in m.removed.items()}
     removed = _kept(m, removed, load)
-    evictions: dict[str, str] = {}
-    cost = 0
-    gone: dict[int, int] = defaultdict(int)
-    for g, count in removed.items():
-        if not count:
-            continue
-        grp = cand.groups[g]
-        victim = cand.victims[grp.victim]
-        gone[grp.victim] += count
-        if not victim.placed:  # a placement taken back costs its value, priced as placed
-            cost += grp.cost * count
-        taker = _taker(cand, grp.victim, users)
-        if taker is None:
-            return None  # the model forbids it; should it ever happen, it is not used
-        why = reason(problem, victim.queue, victim.priority, problem.gangs[taker])
-        for pod in grp.pods[:count]:
-            evictions[pod] = why
-    for v, count in gone.items():
-        if count >= cand.victims[v].bound:
-            cost += cand.victims[v].evict_cost
+    taker = partial(_taker, cand, users=users)
+    taken = evictions_of(problem, cand.victims, cand.groups, removed, taker)
+    if taken is None:
+        return None  # the model forbids it; should it ever happen, it is not used
+    evictions, cost = taken
     if not evictions:
         # Every victim was kept: the nominated gangs fit without them, and the next cycle
         # places them as any other.
@@ -401,7 +387,7 @@ def _decode(problem: Problem, m: _Model, solver: cp_model.CpSolver) -> Preemptio
     return Preemption(evictions=evictions, nominated=nominated, disruption=-cost)
 
 
-def _taker(cand: Candidates, v: int, users: dict[int, list[int]]) -> int | None:
+def _taker(cand: Candidates, v: int, *, users: dict[int, list[int]]) -> int | None:
     """The gang (index) the victim is evicted for: one nominated to one of its nodes and
     allowed to take from it."""
     for g in cand.victims[v].groups:

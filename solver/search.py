@@ -21,6 +21,7 @@ from solver.model import StageReport
 from solver.objective import Coefficients, evaluate
 from solver.placement import Placer
 from solver.problem import Problem
+from solver.relaxation import LpSolution, solve_lp
 
 MIN_STAGE_S = 0.05
 # An LP bound is exact to HiGHS' tolerance and rounded up past it: a decision this close
@@ -178,6 +179,24 @@ class Search:
         self.stages.append(result.report)
         self.deterministic_s += result.deterministic_s
         return result
+
+    def lp(self, enc: Encoding, time_limit_s: float, name: str) -> LpSolution | None:
+        """The model's LP relaxation (HiGHS), reported as a stage named ``name``."""
+        started = time.perf_counter()
+        lp = solve_lp(enc.rows, time_limit_s)
+        variables, constraints = enc.size()
+        self.stages.append(
+            StageReport(
+                name=name,
+                variables=variables,
+                constraints=constraints,
+                status="OPTIMAL" if lp is not None else "UNKNOWN",
+                objective=None,
+                bound=lp.bound if lp is not None else None,
+                wall_s=time.perf_counter() - started,
+            )
+        )
+        return lp
 
     def score(self, placer: Placer) -> int:
         # Candidates are not changed once made: score each once.

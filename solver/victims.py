@@ -20,6 +20,7 @@ pods removed per group and decoding picks the pods that lose the least work.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -370,6 +371,36 @@ def _placed_victims(
                 )
             )
         victims.append(victim)
+
+
+def evictions_of(
+    problem: Problem,
+    victims: list[Victim],
+    groups: list[VictimGroup],
+    removed: dict[int, int],
+    taker: Callable[[int], int | None],
+) -> tuple[dict[str, str], int] | None:
+    """Pods removed per group (``removed``, youngest first), each with why (the gang
+    ``taker`` names for its victim), and what they cost; None if a victim has no taker.
+    A placement taken back costs the value it would have earned, priced as placed."""
+    evictions: dict[str, str] = {}
+    cost = 0
+    gone: dict[int, int] = defaultdict(int)
+    for g, count in removed.items():
+        if not count:
+            continue
+        grp = groups[g]
+        victim = victims[grp.victim]
+        gone[grp.victim] += count
+        if not victim.placed:
+            cost += grp.cost * count
+        gang = taker(grp.victim)
+        if gang is None:
+            return None
+        why = reason(problem, victim.queue, victim.priority, problem.gangs[gang])
+        evictions.update(dict.fromkeys(grp.pods[:count], why))
+    cost += sum(victims[v].evict_cost for v, n in gone.items() if n >= victims[v].bound)
+    return evictions, cost
 
 
 def split_withdrawn(cand: Candidates, choice: Preemption) -> Preemption:

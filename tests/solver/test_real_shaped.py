@@ -187,7 +187,7 @@ def test_a_short_limit_does_not_shorten_the_first_lp(monkeypatch: pytest.MonkeyP
         limits.append(time_limit_s)
         return original(rows, time_limit_s)
 
-    monkeypatch.setattr(cpsat, "solve_lp", recorded)
+    monkeypatch.setattr(solver.search, "solve_lp", recorded)
     config = CONFIG.model_copy(update={"time_limit_s": 0.2})
     decision = schedule(realistic.cluster(0, 200, 300), "cpsat", config)
     assert limits[0] >= cpsat.LP_FLOOR * 1.0  # what a 1 s limit gives it
