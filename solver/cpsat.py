@@ -321,9 +321,9 @@ def _hint_source(search: Search) -> Placer:
 
 
 def solve(state: ClusterState, config: SolverConfig | None = None, joint: bool = True) -> Decision:
-    """``joint``: with preemption on, decide it with placement where the node-level model
-    fits (``_joint``); False decides it after placement always, as above that size (the
-    comparison ``gangsat-bench joint`` makes)."""
+    """``joint``: with preemption on, decide it with placement where the joint model fits
+    (``last_stage.decide_jointly``); False decides it after placement always, as above
+    that size (the comparison ``gangsat-bench joint`` makes)."""
     started = time.perf_counter()
     config = config or SolverConfig()
     problem = prepare(state)
@@ -414,12 +414,9 @@ def _solve(
     ):
         _node_stage(search, shapes, only)
 
-    joint = joint and config.preemption
-    # The joint stage starts from gang-greedy's whole decision too, if it is done (its
-    # preemption comes after it): a prefix of it would not do.
-    if not joint and _baseline_cannot_matter(search):
+    if _baseline_cannot_matter(search):
         stop_baseline.set()
     best = search.best_so_far()
-    if joint:
+    if joint and config.preemption:
         return decide_jointly(search, shapes, best)
     return decide_after(search, best)

@@ -15,7 +15,7 @@ from solver.joint import greedy_joint, joint_stage, kept_placement, modelled_joi
 from solver.model import Decision, SolveStatus
 from solver.placement import Placer
 from solver.preemption import preempt
-from solver.search import MIN_STAGE_S, OPTIMAL_GAP, Search
+from solver.search import MIN_STAGE_S, OPTIMAL_GAP, Search, gang_greedy_placer
 from solver.shapes import Shapes
 
 # Largest joint model: real-shaped 200-node ones (4,450-4,920 pairs) left the model no
@@ -72,16 +72,18 @@ def decide_jointly(search: Search, shapes: Shapes, best: Placer) -> Decision:
     if len(pairs) > min(config.max_node_level_pairs, JOINT_MAX_PAIRS):
         return decide_after(search, best)
     # The best placement alone (greedy actions evict whenever a gang would fit, whatever
-    # it costs); gang-greedy's followed by the greedy actions, the gang-greedy scheduler's
-    # decision with preemption, if it has finished (deterministic solves wait for it:
-    # real-shaped 200-node cycles waited for it 0.1-0.2 s that the joint model then
-    # lacked); and the preemption model after the best placement (its hint is the greedy
+    # it costs); gang-greedy's followed by the greedy actions: the gang-greedy scheduler's
+    # decision with preemption, so that this one is never below it (its placement whole:
+    # where a solver's placement made the rest moot, ``cpsat`` stopped it, and its
+    # preemption may still have mattered; a model this small takes it in milliseconds);
+    # and the preemption model after the best placement (its hint is the greedy
     # actions), with at most SEQUENTIAL_SHARE of the time left: on real-shaped 200-node
     # clusters it found evictions worth 0.2-0.5% that the joint model, in the same time,
     # did not.
     starts = [kept_placement(search, best)]
-    done = [search.baseline] if config.deterministic else search.finished_baseline()
-    starts += [greedy_joint(search, p) for p in done if p is not best]
+    whole = [] if search.stop_baseline.is_set() else search.finished_baseline()
+    baseline = whole[0] if whole else gang_greedy_placer(problem)
+    starts.append(greedy_joint(search, baseline))
     left = search.remaining() + search.held_back_s
     share = SEQUENTIAL_SHARE * min(left, config.preemption_time_share * config.time_limit_s)
     starts.append(modelled_joint(search, best, None if config.deterministic else share))
