@@ -94,7 +94,7 @@ def decide_jointly(search: Search, shapes: Shapes, best: Placer) -> Decision:
     gap = relative_gap(chosen.score, bound)
     if gap is not None and gap <= OPTIMAL_GAP:
         status = SolveStatus.OPTIMAL
-    elif found is None and chosen.origin == "gang-greedy":
+    elif found is None and chosen.origin.startswith("gang-greedy"):
         status = SolveStatus.FALLBACK
     else:
         status = SolveStatus.FEASIBLE
