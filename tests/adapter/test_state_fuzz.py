@@ -106,6 +106,7 @@ def states(draw: st.DrawFn) -> Any:
 
 
 CONFIG = SolverConfig(time_limit_s=0.5, deterministic=True)
+PREEMPTING = CONFIG.model_copy(update={"preemption": True})
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -122,6 +123,9 @@ def test_any_state_file_ends_in_a_clear_error_or_a_valid_decision(raw: Any) -> N
         violations = check(state, decision)
         if scheduler != "greedy":
             assert violations == [], (scheduler, violations)
+            # With preemption on too (the joint model, or the preemption model).
+            preempting = SCHEDULERS[scheduler](state, PREEMPTING)
+            assert check(state, preempting) == [], (scheduler, "preemption")
         else:
             # The stock baseline may split gangs, and knows nothing of queues' capability:
             # those are its flaws, and the validator names them.
