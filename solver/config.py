@@ -160,9 +160,10 @@ class SolverConfig(BaseModel):
     preemption: bool = Field(
         default=False,
         description=(
-            "let gangs left pending evict running gangs: of lower priority in their queue "
+            "let pending gangs evict running gangs: of lower priority in their queue "
             "(preempt), or of queues above their deserved share when theirs is below "
-            "(reclaim); victims are kept, shrunk to minMember or evicted whole"
+            "(reclaim); victims are kept, shrunk to minMember or evicted whole; decided "
+            "with placement by one model where it fits (solver.joint), else after it"
         ),
     )
     preemption_time_share: float = Field(
@@ -172,8 +173,9 @@ class SolverConfig(BaseModel):
         allow_inf_nan=False,
         description=(
             "of the time limit, held back from placement when preemption is on: what "
-            "follows it (finding victims, the greedy choice, the preemption model) runs "
-            "within the limit; the model takes what is left of it, no less than 0.05 s"
+            "follows it (finding victims, the greedy choice, the joint or the preemption "
+            "model) runs within the limit; the model takes what is left of it, no less "
+            "than 0.05 s"
         ),
     )
     relative_gap_limit: float = Field(
