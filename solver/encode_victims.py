@@ -52,7 +52,15 @@ from solver.encode import (
 from solver.objective import Coefficients
 from solver.problem import Problem
 from solver.shapes import Shapes
-from solver.victims import MAX_VICTIM_GROUPS, Victim, VictimGroup, _cheapest, _victims
+from solver.victims import (
+    MAX_VICTIM_GROUPS,
+    Victim,
+    VictimGroup,
+    _cheapest,
+    _victims,
+    never_preempting,
+    takes_from,
+)
 
 
 @dataclass
@@ -75,7 +83,7 @@ def victim_set(
     problem: Problem, shapes: Shapes, coef: Coefficients, w: ObjectiveWeights
 ) -> VictimSet | None:
     """The victims some pending shape may take from; None when there are none."""
-    never = {p.gang_name() for p in problem.state.pods if p.node_name is None and not p.may_preempt}
+    never = never_preempting(problem)
     victims, groups = _victims(problem, w)
     if not victims:
         return None
@@ -89,13 +97,7 @@ def victim_set(
             refuses.add(shape.index)
         if shape.running or shape.index in refuses:
             continue
-        priority = gangs[0].priority
-        takes = frozenset(
-            v.index
-            for v in victims
-            if (v.queue == shape.queue and v.priority < priority)
-            or (v.queue != shape.queue and below[shape.queue] and above[v.queue])
-        )
+        takes = takes_from(victims, shape.queue, gangs[0].priority, below, above)
         if takes:
             eligible[shape.index] = takes
     used = set().union(*eligible.values()) if eligible else set()

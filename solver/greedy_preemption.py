@@ -23,7 +23,6 @@ from solver.victims import (
     Candidates,
     Preemption,
     candidates,
-    nominated_counts,
     reason,
     split_withdrawn,
 )
@@ -54,7 +53,7 @@ def apply_withdrawals(problem: Problem, placer: Placer, choice: Preemption) -> N
     choice.withdrawn = set()
     if choice.evictions:
         return
-    for (c, node), count in sorted(nominated_counts(problem, choice.nominated).items()):
+    for (c, node), count in sorted(problem.cell_counts(choice.nominated).items()):
         placer.place_on(problem.classes[c], node, count)
     choice.nominated = {}
 

@@ -40,7 +40,7 @@ from solver.preemption import preempt
 from solver.problem import Problem
 from solver.search import MIN_STAGE_S, OPTIMAL_GAP, Search
 from solver.shapes import Shapes
-from solver.solution import decode_admitted, decode_counts, solution_of
+from solver.solution import decode_admitted, decode_counts, hint_values, solution_of
 from solver.victims import Preemption, candidates, evictions_of, split_withdrawn
 
 # Of the stage's time: the LP at most (HiGHS took 0.01-0.05 s on real-shaped 40-node joint
@@ -67,38 +67,51 @@ def joint_score(problem: Problem, placer: Placer, preemption: Preemption, search
 
 def greedy_joint(search: Search, incumbent: Placer) -> JointDecision:
     """The incumbent placement, then the greedy preempt/reclaim actions on what it left."""
-    problem = search.problem
-    placer = _copy(problem, incumbent.placed)
-    cand = candidates(
-        problem, placer.placed, placer.free, placer.queue_room, search.coef, search.config.weights
-    )
-    choice = (
-        Preemption()
-        if cand is None
-        else split_withdrawn(cand, greedy_choice(problem, cand, search.coef))
-    )
-    apply_withdrawals(problem, placer, choice)
-    origin = search.origin.get(id(incumbent), "gang-greedy")
-    if choice.evictions:
-        origin += "+greedy-preemption"
-    score = joint_score(problem, placer, choice, search)
-    return JointDecision(placer, choice, score, origin)
+
+    def choose(placer: Placer) -> Preemption:
+        problem = search.problem
+        cand = candidates(
+            problem,
+            placer.placed,
+            placer.free,
+            placer.queue_room,
+            search.coef,
+            search.config.weights,
+        )
+        if cand is None:
+            return Preemption()
+        return split_withdrawn(cand, greedy_choice(problem, cand, search.coef))
+
+    return _then(search, incumbent, choose, "greedy-preemption")
 
 
 def modelled_joint(search: Search, incumbent: Placer, time_left_s: float | None) -> JointDecision:
     """The incumbent placement, then the preemption model on what it left
     (``solver.preemption``, what decides above the joint model's size): a start the
     joint model must beat, where that model's focus finds evictions in less time."""
+
+    def choose(placer: Placer) -> Preemption:
+        choice = preempt(search.problem, placer, search.coef, search.config, time_left_s)
+        if choice.stage is not None:
+            search.stages.append(choice.stage)
+            choice.stage = None
+        return choice
+
+    return _then(search, incumbent, choose, "preemption")
+
+
+def _then(
+    search: Search, incumbent: Placer, choose: Callable[[Placer], Preemption], name: str
+) -> JointDecision:
+    """A copy of the incumbent placement, then the preemption ``choose`` makes on it
+    (placements it takes back withdrawn), named after it if it evicts."""
     problem = search.problem
     placer = _copy(problem, incumbent.placed)
-    choice = preempt(problem, placer, search.coef, search.config, time_left_s)
-    if choice.stage is not None:
-        search.stages.append(choice.stage)
-        choice.stage = None
+    choice = choose(placer)
     apply_withdrawals(problem, placer, choice)
     origin = search.origin.get(id(incumbent), "gang-greedy")
     if choice.evictions:
-        origin += "+preemption"
+        origin += f"+{name}"
     return JointDecision(placer, choice, joint_score(problem, placer, choice, search), origin)
 
 
@@ -155,13 +168,13 @@ def joint_stage(
             Pairs(enc.pairs.cls[used], enc.pairs.bin[used], enc.pairs.cap[used]),
             room=enc.room,
         )
-        _hint(narrow, _values(narrow, vs, narrow_out, best, search))
+        hint_values(narrow, _values(narrow, vs, narrow_out, best, search))
         result = search.run(narrow, "joint-lp-guided", max(MIN_STAGE_S, GUIDED_SHARE * left()))
         # Restricted: not a relaxation, its bound is none.
         search.stages[-1] = search.stages[-1].model_copy(update={"bound": None})
         best = _better(decode(narrow, narrow_out, result.solution), best)
     if not _at_bound(best, bounds) and left() >= MIN_STAGE_S:
-        _hint(enc, _values(enc, vs, out, best, search))
+        hint_values(enc, _values(enc, vs, out, best, search))
         result = search.run(enc, "joint", left())
         if result.report.bound is not None:
             bounds.append(result.report.bound)
@@ -181,12 +194,8 @@ def _better(found: JointDecision | None, best: JointDecision) -> JointDecision:
 
 def _copy(problem: Problem, placements: dict[str, int]) -> Placer:
     """A placer holding the same counts per (pod class, node); candidates stay unchanged."""
-    of_pod = problem.class_of_pod()
-    counts: dict[tuple[int, int], int] = defaultdict(int)
-    for pod, node in placements.items():
-        counts[(of_pod[pod], node)] += 1
     placer = Placer(problem)
-    for (c, node), count in sorted(counts.items()):
+    for (c, node), count in sorted(problem.cell_counts(placements).items()):
         placer.place_on(problem.classes[c], node, count)
     return placer
 
@@ -211,12 +220,6 @@ def _values(
     return values
 
 
-def _hint(enc: Encoding, values: IntArray) -> None:
-    proto_hint = enc.model.proto.solution_hint
-    proto_hint.vars.extend(range(len(values)))
-    proto_hint.values.extend(values.tolist())
-
-
 def _decode(
     problem: Problem,
     enc: Encoding,
@@ -233,10 +236,17 @@ def _decode(
     removed = {g: int(solution[var]) for g, var in out.removed.items()}
     removed = _restore_unneeded(problem, vs, where, removed)
     touched = {vs.groups[g].node for g, count in removed.items() if count}
-    waiting = _waiting(problem, enc, vs, where, removed, touched)
+    # What a gang may take from, by its shape (``Shapes`` index, not ``GangInfo.shape``).
+    shape_of = {g: shape.index for shape in enc.shapes.shapes for g in shape.gangs}
+
+    def takes(gang: int) -> frozenset[int]:
+        return vs.eligible.get(shape_of[gang], frozenset())
+
+    waiting = _waiting(problem, vs, where, removed, touched, takes)
     placer = Placer(problem)
     nominated: dict[str, int] = {}
     next_pod: dict[int, int] = defaultdict(int)
+    takers: dict[int, list[int]] = defaultdict(list)  # node -> nominated gangs there
     for c, node, count in where:
         cls = problem.classes[c]
         if cls.gang not in waiting:
@@ -245,12 +255,9 @@ def _decode(
         start = next_pod[c]
         nominated.update(dict.fromkeys(cls.pods[start : start + count], node))
         next_pod[c] = start + count
-    takers: dict[int, list[int]] = defaultdict(list)  # node -> nominated gangs there
-    for c, node, _ in where:
-        if problem.classes[c].gang in waiting:
-            takers[node].append(problem.classes[c].gang)
+        takers[node].append(cls.gang)
     taken = evictions_of(
-        problem, vs.victims, vs.groups, removed, partial(_taker, enc, vs, takers=takers)
+        problem, vs.victims, vs.groups, removed, partial(_taker, vs, takers=takers, takes=takes)
     )
     if taken is None:
         return None  # the model forbids it; should it ever happen, it is not used
@@ -295,26 +302,23 @@ def _placed(
             min(REORDER_SHARE * config.time_limit_s, max(0.0, left())),
             placer=placer,
         )
-    of_pod = problem.class_of_pod()
-    cells: dict[tuple[int, int], int] = defaultdict(int)
-    for pod, node in placer.placed.items():
-        cells[(of_pod[pod], node)] += 1
+    cells = problem.cell_counts(placer.placed)
     return [(c, node, count) for (c, node), count in sorted(cells.items())]
 
 
 def _waiting(
     problem: Problem,
-    enc: Encoding,
     vs: VictimSet,
     where: list[tuple[int, int, int]],
     removed: dict[int, int],
     touched: set[int],
+    takes: Callable[[int], frozenset[int]],
 ) -> set[int]:
     """The gangs that wait for the victims: those with a pod on a node where one loses
     pods, but those that fit in what those nodes have free now, which are bound at once
     (gangs that may take from no victim first, then the oldest), as long as every victim
-    keeps a waiting gang allowed to take from it where it must (``_served``)."""
-    shape_of = {g: shape.index for shape in enc.shapes.shapes for g in shape.gangs}
+    keeps a waiting gang allowed to take from it where it must (``_served``); ``takes``
+    says which victims a gang may take from."""
     on_touched: dict[int, dict[int, IntArray]] = defaultdict(dict)  # gang -> node -> load
     for c, node, count in where:
         if node in touched:
@@ -323,10 +327,6 @@ def _waiting(
             loads[node] = loads.get(node, 0) + cls.demand * count
     free = {n: problem.free[n].copy() for n in touched}
     waiting = set(on_touched)
-
-    def takes(gang: int) -> frozenset[int]:
-        return vs.eligible.get(shape_of[gang], frozenset())
-
     order = sorted(waiting, key=lambda g: (bool(takes(g)), problem.gangs[g].created_s, g))
     for gang in order:
         loads = on_touched[gang]
@@ -362,12 +362,17 @@ def _served(
     return True
 
 
-def _taker(enc: Encoding, vs: VictimSet, v: int, *, takers: dict[int, list[int]]) -> int | None:
+def _taker(
+    vs: VictimSet,
+    v: int,
+    *,
+    takers: dict[int, list[int]],
+    takes: Callable[[int], frozenset[int]],
+) -> int | None:
     """A nominated gang allowed to take from the victim, on one of its nodes."""
-    shape_of = {g: shape.index for shape in enc.shapes.shapes for g in shape.gangs}
     for g in vs.victims[v].groups:
         for gang in takers.get(vs.groups[g].node, []):
-            if v in vs.eligible.get(shape_of[gang], ()):
+            if v in takes(gang):
                 return gang
     return None
 

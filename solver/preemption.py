@@ -50,7 +50,6 @@ from solver.victims import (
     Preemption,
     candidates,
     evictions_of,
-    nominated_counts,
     split_withdrawn,
 )
 
@@ -130,7 +129,7 @@ def preempt(
 def _hint(problem: Problem, m: _Model, choice: Preemption) -> None:
     """The greedy choice as the model's starting solution (what it sets; the rest CP-SAT
     completes)."""
-    counts = nominated_counts(problem, choice.nominated)
+    counts = problem.cell_counts(choice.nominated)
     uses: set[tuple[int, int]] = set()
     for (c, n), var in m.x.items():
         m.model.add_hint(var, counts.get((c, n), 0))
@@ -161,7 +160,7 @@ def _build_variables(problem: Problem, m: _Model, baseline: Preemption) -> None:
     the baseline nominates (so that it is a complete hint)."""
     cand = m.cand
     hinted: dict[int, set[int]] = defaultdict(set)
-    for c, node in nominated_counts(problem, baseline.nominated):
+    for c, node in problem.cell_counts(baseline.nominated):
         hinted[c].add(node)
     with_victims = np.array(sorted(cand.victim_nodes()), dtype=np.int64)
     room_by_victim: dict[int, dict[int, IntArray]] = defaultdict(dict)  # victim -> node

@@ -134,6 +134,14 @@ class Problem:
             self._class_of_pod.update({p: c.index for c in self.classes for p in c.pods})
         return self._class_of_pod
 
+    def cell_counts(self, placements: dict[str, int]) -> dict[tuple[int, int], int]:
+        """Pods (pod -> node index) counted per (pod class, node)."""
+        of_pod = self.class_of_pod()
+        counts: dict[tuple[int, int], int] = defaultdict(int)
+        for pod, node in placements.items():
+            counts[(of_pod[pod], node)] += 1
+        return dict(counts)
+
     def r(self, name: str) -> int:
         return self.resources.index(name)
 

@@ -17,7 +17,11 @@ from solver.shapes import Shape, split
 
 def hint(enc: Encoding, placements: Mapping[str, int], coef: Coefficients) -> None:
     """A complete hint from a decision (pod -> node index): every variable gets a value."""
-    values = solution_of(enc, placements, coef)
+    hint_values(enc, solution_of(enc, placements, coef))
+
+
+def hint_values(enc: Encoding, values: IntArray) -> None:
+    """``values`` (one per variable) as the model's hint."""
     proto_hint = enc.model.proto.solution_hint
     proto_hint.vars.extend(range(len(values)))
     proto_hint.values.extend(values.tolist())

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from solver.arrays import IntArray
+from solver.arrays import BoolArray, IntArray
 from solver.config import ObjectiveWeights
 from solver.model import Pod, StageReport
 from solver.objective import Coefficients
@@ -143,13 +143,12 @@ def candidates(
 ) -> Candidates | None:
     """Preemptors and their victims after a decision placing ``placed`` (pod -> node);
     None when no pending gang may take from any running one."""
-    state = problem.state
     admitted = _admitted(problem, placed)
     gained = _gained(problem, placed, coef)
     below = coef.deserved - coef.held - gained > 0  # per queue, after the decision
     above = coef.held + gained - coef.deserved > 0
 
-    never = {p.gang_name() for p in state.pods if p.node_name is None and not p.may_preempt}
+    never = never_preempting(problem)
     pending = [
         g
         for g in problem.gangs
@@ -167,12 +166,7 @@ def candidates(
     for g in pending:
         key = (g.queue, g.priority)
         if key not in eligible_for:
-            eligible_for[key] = frozenset(
-                v.index
-                for v in victims
-                if (v.queue == g.queue and v.priority < g.priority)
-                or (v.queue != g.queue and below[g.queue] and above[v.queue])
-            )
+            eligible_for[key] = takes_from(victims, g.queue, g.priority, below, above)
         eligible = eligible_for[key]
         if eligible:
             preemptors.append(Preemptor(g.index, eligible))
@@ -219,6 +213,26 @@ def candidates(
         queue_room=queue_room,
         gained=gained,
         ranks=ranks,
+    )
+
+
+def never_preempting(problem: Problem) -> set[str]:
+    """Gangs with a pending pod whose PriorityClass has ``preemptionPolicy: Never``."""
+    state = problem.state
+    return {p.gang_name() for p in state.pods if p.node_name is None and not p.may_preempt}
+
+
+def takes_from(
+    victims: list[Victim], queue: int, priority: int, below: BoolArray, above: BoolArray
+) -> frozenset[int]:
+    """The victims a gang of ``queue`` and ``priority`` may take from: lower priorities of
+    its queue (preempt), and, when its queue is ``below`` its deserved share, queues
+    ``above`` theirs (reclaim)."""
+    return frozenset(
+        v.index
+        for v in victims
+        if (v.queue == queue and v.priority < priority)
+        or (v.queue != queue and below[queue] and above[v.queue])
     )
 
 
@@ -415,11 +429,3 @@ def split_withdrawn(cand: Candidates, choice: Preemption) -> Preemption:
     choice.evictions = {pod: why for pod, why in choice.evictions.items() if pod not in taken}
     return choice
 
-
-def nominated_counts(problem: Problem, nominated: dict[str, int]) -> dict[tuple[int, int], int]:
-    """Nominated pods counted per (pod class, node)."""
-    of_pod = problem.class_of_pod()
-    counts: dict[tuple[int, int], int] = defaultdict(int)
-    for pod, node in nominated.items():
-        counts[(of_pod[pod], node)] += 1
-    return dict(counts)
