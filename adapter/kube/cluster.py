@@ -56,6 +56,7 @@ class KubeCluster:
         self.writer = Writer(rate_per_s=writes_per_s)
         self.reporter = Reporter(api, self.cache, self.writer, recorder, resources=self.resources)
         self.findings: list[Finding] = []
+        self.foreign_gangs: frozenset[str] = frozenset()
         self.last_state: ClusterState | None = None
         # As the last cycle left the cluster (its snapshot with its binds): what its
         # report and metrics read, as no follow-up cycle re-reads gangsat's own binds.
@@ -131,6 +132,7 @@ class KubeCluster:
         with collections_paused():
             conversion = convert(self.cache.objects(), self.scheduler_names, self._memo)
         self.findings = conversion.findings
+        self.foreign_gangs = conversion.foreign_gangs
         for finding in conversion.findings:
             log.debug("not used: %s", finding)
         # The clock ages running pods (what an eviction loses); convert itself stays a
@@ -153,7 +155,7 @@ class KubeCluster:
             self.state_after = (
                 self.last_state.with_bindings(report.bound) if self.last_state else None
             )
-            self.reporter.report(report, self.state_after, self.findings)
+            self.reporter.report(report, self.state_after, self.findings, self.foreign_gangs)
         except Exception as e:  # reporting is best effort; it must never stop scheduling
             log.exception("reporting failed")
             raise ClusterError("ReportFailed", f"{type(e).__name__}: {e}") from e

@@ -88,6 +88,9 @@ class Conversion:
     # What was left alone on purpose, one line per kind or scheduler: not a problem of
     # the object (no Event), but a manifest's reader wants to know (`gangsat solve`).
     ignored: list[str] = field(default_factory=list)
+    # Gangs whose pods all name another scheduler (bound by it): their pods count for the
+    # room they hold, but their PodGroups are that scheduler's to report on.
+    foreign_gangs: frozenset[str] = frozenset()
 
 
 # --- objects -----------------------------------------------------------------------------
@@ -332,6 +335,8 @@ def convert(
     queues: dict[str, Queue] = {}
     pods: dict[str, Pod] = {}
     templates: dict[str, Gang] = {}  # 1.35 Workloads' pod groups
+    owned: set[str] = set()  # gangs with a pod gangsat schedules
+    foreign: set[str] = set()  # gangs with a pod another scheduler bound
 
     def keep(kind: str, table: dict[str, Any], name: str, value: Any) -> None:
         # An API server keeps names unique; a manifest file may not: say so, last wins.
@@ -414,6 +419,13 @@ def convert(
                 )
                 continue
             keep("Pod", pods, pod.name, pod)
+            if pod.gang is not None:
+                # Read again for a recalled pod too: one lookup, where keeping it in the
+                # memo would cost a lookup as well.
+                spec = o.get("spec")
+                scheduler = spec.get("schedulerName") if isinstance(spec, Mapping) else None
+                mine = (scheduler or "default-scheduler") in scheduler_names
+                (owned if mine else foreign).add(pod.gang)
         elif kind == "Job" and api_group(str(o.get("apiVersion") or "")) == "batch":
             for pod in (
                 attempt(
@@ -426,6 +438,8 @@ def convert(
                 or []
             ):
                 pods[pod.name] = pod
+                if pod.gang is not None:
+                    owned.add(pod.gang)
 
     _workload_instances(templates, pods.values(), gangs)
     if memo is not None:
@@ -447,7 +461,7 @@ def convert(
         f"(their pods count once they exist)"
         for kind, count in sorted(unread.items())
     ]
-    return Conversion(state, findings, ignored)
+    return Conversion(state, findings, ignored, frozenset(foreign - owned))
 
 
 def _workload_instances(

@@ -23,7 +23,7 @@ import logging
 import queue
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Literal
@@ -120,10 +120,16 @@ class Reporter:
         self._failed: queue.SimpleQueue[tuple[str, tuple[Any, ...]]] = queue.SimpleQueue()
 
     def report(
-        self, report: CycleReport, state: ClusterState | None, findings: Sequence[Finding]
+        self,
+        report: CycleReport,
+        state: ClusterState | None,
+        findings: Sequence[Finding],
+        foreign: Collection[str] = frozenset(),
     ) -> None:
         """Write what a cycle found; ``state`` is the cluster as the cycle left it (its
-        snapshot with the cycle's binds)."""
+        snapshot with the cycle's binds). ``foreign``: gangs another scheduler runs
+        (``Conversion.foreign_gangs``): neither their PodGroups' status nor Events are
+        gangsat's to write (two schedulers writing one status overwrite each other)."""
         while not self._failed.empty():  # writes that failed: write them again
             memory, sig = self._failed.get()
             if self._written.get(memory) == sig:
@@ -141,6 +147,8 @@ class Reporter:
         live = [s for s in report.statuses if s.bound or s.gang in with_pods]
         compared, self._compared = self._compared, {}
         for status in live:
+            if status.gang in foreign:
+                continue
             self._gang(
                 status,
                 podgroups.get(status.gang),

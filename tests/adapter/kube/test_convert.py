@@ -243,6 +243,29 @@ def test_which_pods_count() -> None:
     assert finding.name == "team/ghost" and "unknown node vanished" in finding.message
 
 
+def test_a_gang_whose_pods_all_name_another_scheduler_is_foreign() -> None:
+    """Its PodGroup is the other scheduler's to report on; a gang with one pod of ours is
+    ours; both hold their room. The same when the memo recalls the pods."""
+    group = {"scheduling.volcano.sh/group-name": "theirs"}
+    mixed = {"scheduling.volcano.sh/group-name": "mixed"}
+    objects = [
+        node("n1"),
+        podgroup("scheduling.volcano.sh/v1beta1", "theirs", {"minMember": 2}),
+        podgroup("scheduling.volcano.sh/v1beta1", "mixed", {"minMember": 2}),
+        pod("t0", scheduler="volcano", node_name="n1", annotations=group),
+        pod("t1", scheduler="volcano", annotations=group),
+        pod("m0", scheduler="volcano", node_name="n1", annotations=mixed),
+        pod("m1", annotations=mixed),
+    ]
+    memo = Memo()
+    stored = [versioned(o, f"u{i}", "1") for i, o in enumerate(objects)]
+    again = [dict(o) for o in stored]  # unchanged objects in new dicts (a re-list)
+    for seen in (stored, stored, again):
+        c = convert(seen, memo=memo)
+        assert c.foreign_gangs == {"team/theirs"}
+        assert {p.name for p in c.state.pods} == {"team/t0", "team/m0", "team/m1"}
+
+
 @pytest.mark.parametrize("cpu", ["1e30", "999999999999Ti"])
 def test_a_pod_asking_more_than_any_machine_has_is_a_finding_and_the_rest_is_scheduled(
     cpu: str,

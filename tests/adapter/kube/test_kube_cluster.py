@@ -636,3 +636,30 @@ def test_a_finished_gang_is_not_called_unschedulable(
     assert cluster.writer.flush()
     assert podgroup_status(server, "done") == {}
     assert events(server, "Unschedulable") == []
+
+
+def test_a_gang_another_scheduler_runs_is_left_to_it(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    """Two schedulers reading one PodGroup dialect (a migration from Volcano runs both):
+    a gang whose pods name the other scheduler is its to report on. gangsat counts the
+    room its bound pods hold, and writes neither its status nor Events about it."""
+    apply(server, [node("n1", cpu="6"), podgroup("theirs", 4), podgroup("ours", 2)])
+    theirs = gang_pods("theirs", 4, cpu="1", scheduler="volcano")
+    for pod in theirs[:2]:  # two bound by the other scheduler, two still waiting for it
+        server.put({**pod, "spec": {**pod["spec"], "nodeName": "n1"}})
+    for pod in theirs[2:]:
+        server.put(pod)
+    apply(server, gang_pods("ours", 2, cpu="1"))
+    seen(cluster, server)
+    result = run_cycle(cluster, FAST)
+    assert sorted(result.bound) == ["default/ours-0", "default/ours-1"]
+    assert cluster.writer.flush()
+    assert podgroup_status(server, "theirs") == {}
+    assert podgroup_status(server, "ours")["phase"] == "Running"
+    assert not [e for e in server.objects("", "events") if "theirs" in str(e)]
+    # Their two bound pods hold a third of the node: a gang of ours needing three of
+    # the six cores waits.
+    apply(server, [podgroup("big", 3), *gang_pods("big", 3, cpu="1")])
+    seen(cluster, server)
+    assert run_cycle(cluster, FAST).bound == {}
