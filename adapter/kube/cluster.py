@@ -142,7 +142,8 @@ class KubeCluster:
         return self.last_state
 
     def bind(self, placements: Sequence[tuple[str, str]]) -> dict[str, ClusterError]:
-        return self.binder.bind(placements)
+        with self.writer.holding():  # status and Events after the binds (``Writer``)
+            return self.binder.bind(placements)
 
     def evict(self, pods: Sequence[str], reason: str) -> dict[str, ClusterError]:
         return self.binder.delete(pods, reason)

@@ -4,6 +4,11 @@ A cycle over thousands of pending gangs would otherwise send thousands of status
 patches and Events, every cycle, and wait for each. Here a cycle only *submits* writes,
 keyed by the object they change: a newer write for the same key replaces the queued one
 (only the latest status matters), and one thread sends them at most ``rate_per_s``.
+
+Binds go first: while a batch of binds is in flight (``holding``), writes wait, up to
+``max_hold_s``. Every write is a request the API server spends CPU on, on the cores the
+binds need: on a 1,000-node backlog of 3,000 pods, the 120-130 status patches sent
+between the binds cost gangsat 50-85 ms of CPU and the server as many requests.
 """
 
 from __future__ import annotations
@@ -12,18 +17,27 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 log = logging.getLogger(__name__)
 
 Write = Callable[[], Any]
+# A write waits this long at most for binds that keep coming: under steady arrivals,
+# statuses still go out.
+MAX_HOLD_S = 5.0
 
 
 class Writer:
-    def __init__(self, rate_per_s: float = 50.0, burst: int = 100) -> None:
+    def __init__(
+        self, rate_per_s: float = 50.0, burst: int = 100, max_hold_s: float = MAX_HOLD_S
+    ) -> None:
         self.rate_per_s = rate_per_s
         self.burst = burst
+        self.max_hold_s = max_hold_s
+        self._holds = 0
+        self._held_since = 0.0
         self._queue: OrderedDict[str, Write] = OrderedDict()
         self._cond = threading.Condition()
         self._busy = False
@@ -46,6 +60,21 @@ class Writer:
         with self._cond:
             self._queue[key] = write
             self._cond.notify_all()
+
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """Writes wait while inside (binds in flight), up to ``max_hold_s`` from when the
+        first of overlapping holds began."""
+        with self._cond:
+            if not self._holds:
+                self._held_since = time.monotonic()
+            self._holds += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._holds -= 1
+                self._cond.notify_all()
 
     def queued(self) -> int:
         """Writes waiting to be sent."""
@@ -80,6 +109,11 @@ class Writer:
             with self._cond:
                 while not self._queue and not self._stop:
                     self._cond.wait()
+                while self._holds and not self._stop:
+                    left = self._held_since + self.max_hold_s - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
                 if self._stop:
                     return
                 key, write = self._queue.popitem(last=False)

@@ -1,0 +1,86 @@
+"""The status and Event writer: coalesced by key, rate-limited, and held while binds run."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+import pytest
+from kubernetes import client
+
+from adapter.cluster import ClusterError
+from adapter.kube.cluster import KubeCluster
+from adapter.kube.writer import Writer
+
+
+@pytest.fixture
+def writer() -> Iterator[Writer]:
+    w = Writer(rate_per_s=1000.0, burst=1000, max_hold_s=30.0).start()
+    try:
+        yield w
+    finally:
+        w.stop()
+
+
+def test_a_newer_write_for_the_same_key_replaces_the_queued_one(writer: Writer) -> None:
+    sent: list[str] = []
+    with writer.holding():  # nothing goes out while both are queued
+        writer.submit("status g", lambda: sent.append("old"))
+        writer.submit("status g", lambda: sent.append("new"))
+        writer.submit("status h", lambda: sent.append("h"))
+    assert writer.flush(5)
+    assert sent == ["new", "h"]
+
+
+def test_writes_wait_while_binds_are_in_flight(writer: Writer) -> None:
+    sent = threading.Event()
+    with writer.holding():
+        writer.submit("status g", sent.set)
+        with writer.holding():  # overlapping holds: the writes wait for the last
+            pass
+        assert not sent.wait(0.3)
+        assert writer.queued() == 1
+    assert sent.wait(5)
+
+
+def test_a_hold_that_lasts_lets_writes_through_after_max_hold_s() -> None:
+    """Binds that never stop (steady arrivals) must not starve statuses."""
+    writer = Writer(rate_per_s=1000.0, max_hold_s=0.2).start()
+    try:
+        sent = threading.Event()
+        with writer.holding():
+            started = time.monotonic()
+            writer.submit("status g", sent.set)
+            assert sent.wait(5)
+            assert time.monotonic() - started >= 0.15
+    finally:
+        writer.stop()
+
+
+def test_a_failing_write_does_not_stop_the_writer(writer: Writer) -> None:
+    def fail() -> None:
+        raise RuntimeError("the API server said no")
+
+    sent = threading.Event()
+    writer.submit("status bad", fail)
+    writer.submit("status good", sent.set)
+    assert sent.wait(5)
+
+
+def test_the_cluster_holds_its_writes_while_it_binds() -> None:
+    cluster = KubeCluster(client.ApiClient(), ("gangsat",), resources=[])
+    cluster.writer.start()
+    sent = threading.Event()
+
+    def bind(placements: Sequence[tuple[str, str]]) -> dict[str, ClusterError]:
+        cluster.writer.submit("status g", sent.set)
+        assert not sent.wait(0.3)  # a status written now would compete with the binds
+        return {}
+
+    try:
+        cluster.binder.bind = bind  # type: ignore[method-assign]
+        assert cluster.bind([("default/p", "n1")]) == {}
+        assert sent.wait(5)
+    finally:
+        cluster.writer.stop()
