@@ -14,7 +14,7 @@ Decoding: counts on classes of nodes are disaggregated around the victims' nodes
 gangs with a pod on a node where a victim loses pods are *nominated* (bound once the
 victims are gone), but those that fit in what the node has free now; the rest are
 placements, bound now. Victims whose room the solution does not need are kept
-(``_restore_unneeded``): nothing is evicted "in case".
+(``victims.restore_unneeded``): nothing is evicted "in case".
 """
 
 from __future__ import annotations
@@ -41,7 +41,14 @@ from solver.problem import Problem
 from solver.search import MIN_STAGE_S, OPTIMAL_GAP, Search
 from solver.shapes import Shapes
 from solver.solution import decode_admitted, decode_counts, hint_values, solution_of
-from solver.victims import Preemption, candidates, evictions_of, split_withdrawn
+from solver.victims import (
+    Preemption,
+    candidates,
+    evictions_of,
+    placed_load,
+    restore_unneeded,
+    split_withdrawn,
+)
 
 # Of the stage's time: the LP at most (HiGHS took 0.01-0.05 s on real-shaped 40-node joint
 # models, whose stage has 0.25-0.3 s), then the restricted search, of what is left; the
@@ -234,7 +241,11 @@ def _decode(
         return None
     where = _placed(problem, enc, vs, solution, search, left)
     removed = {g: int(solution[var]) for g, var in out.removed.items()}
-    removed = _restore_unneeded(problem, vs, where, removed)
+    load, queue_load = placed_load(problem, where)
+    queue_room = np.array([q.room() for q in problem.queues], dtype=np.int64)
+    removed = restore_unneeded(
+        problem, vs.victims, vs.groups, removed, problem.free, load, queue_room, queue_load
+    )
     touched = {vs.groups[g].node for g, count in removed.items() if count}
     # What a gang may take from, by its shape (``Shapes`` index, not ``GangInfo.shape``).
     shape_of = {g: shape.index for shape in enc.shapes.shapes for g in shape.gangs}
@@ -375,57 +386,3 @@ def _taker(
             if v in takes(gang):
                 return gang
     return None
-
-
-def _restore_unneeded(
-    problem: Problem,
-    vs: VictimSet,
-    where: list[tuple[int, int, int]],
-    removed: dict[int, int],
-) -> dict[int, int]:
-    """``removed`` with the victims whose room the placed pods do not need restored, the
-    costliest first: a solution found in time is not always optimal."""
-    load = np.zeros_like(problem.free)
-    queue_load = np.zeros((len(problem.queues), len(problem.resources)), dtype=np.int64)
-    for c, node, count in where:
-        cls = problem.classes[c]
-        load[node] += cls.demand * count
-        queue_load[problem.gangs[cls.gang].queue] += cls.demand * count
-    freed = np.zeros_like(problem.free)
-    queue_freed = np.zeros_like(queue_load)
-    by_victim: dict[int, list[int]] = defaultdict(list)
-    for g, count in removed.items():
-        if count:
-            grp = vs.groups[g]
-            by_victim[grp.victim].append(g)
-            freed[grp.node] += grp.demand * count
-            queue_freed[vs.victims[grp.victim].queue] += grp.demand * count
-    kept = dict(removed)
-
-    def cost(v: int) -> int:
-        return sum(vs.groups[g].cost * removed[g] for g in by_victim[v])
-
-    for v in sorted(by_victim, key=cost, reverse=True):
-        back: dict[int, IntArray] = defaultdict(lambda: np.zeros(len(problem.resources), np.int64))
-        for g in by_victim[v]:
-            back[vs.groups[g].node] += vs.groups[g].demand * removed[g]
-        q = vs.victims[v].queue
-        queue = problem.queues[q]
-        capped = queue.capability >= 0
-        queue_back = np.sum(list(back.values()), axis=0)
-        fits = (
-            all(
-                (problem.free[n] + freed[n] - room - load[n] >= 0).all() for n, room in back.items()
-            )
-            and (
-                queue_load[q][capped] - queue_freed[q][capped] + queue_back[capped]
-                <= queue.room()[capped]
-            ).all()
-        )
-        if fits:
-            for n, room in back.items():
-                freed[n] -= room
-            queue_freed[q] -= queue_back
-            for g in by_victim[v]:
-                kept[g] = 0
-    return kept

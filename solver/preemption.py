@@ -50,6 +50,8 @@ from solver.victims import (
     Preemption,
     candidates,
     evictions_of,
+    placed_load,
+    restore_unneeded,
     split_withdrawn,
 )
 
@@ -359,7 +361,7 @@ def _decode(problem: Problem, m: _Model, solver: cp_model.CpSolver) -> Preemptio
     nominated: dict[str, int] = {}
     admitted = {i for i, var in m.admitted.items() if solver.value(var)}
     next_pod: dict[int, int] = defaultdict(int)
-    load: dict[int, IntArray] = {}
+    placed: list[tuple[int, int, int]] = []
     users: dict[int, list[int]] = defaultdict(list)  # node -> preemptors nominated there
     for (c, n), var in sorted(m.x.items()):
         count = int(solver.value(var))
@@ -370,10 +372,15 @@ def _decode(problem: Problem, m: _Model, solver: cp_model.CpSolver) -> Preemptio
         for pod in cls.pods[start : start + count]:
             nominated[pod] = n
         next_pod[c] = start + count
-        load[n] = load.get(n, 0) + cls.demand * count
+        placed.append((c, n, count))
         users[n].append(m.owner[c])
     removed = {g: int(solver.value(var)) for g, var in m.removed.items()}
-    removed = _kept(m, removed, load)
+    # Against the room and capability the placement decision left (``Candidates``).
+    load, queue_load = placed_load(problem, placed)
+    queue_room = np.array(cand.queue_room, dtype=np.int64).reshape(queue_load.shape)
+    removed = restore_unneeded(
+        problem, cand.victims, cand.groups, removed, cand.free, load, queue_room, queue_load
+    )
     taker = partial(_taker, cand, users=users)
     taken = evictions_of(problem, cand.victims, cand.groups, removed, taker)
     if taken is None:
@@ -394,35 +401,3 @@ def _taker(cand: Candidates, v: int, *, users: dict[int, list[int]]) -> int | No
             if v in cand.preemptors[i].eligible:
                 return cand.preemptors[i].gang
     return None
-
-
-def _kept(m: _Model, removed: dict[int, int], load: dict[int, IntArray]) -> dict[int, int]:
-    """``removed`` with the victims whose room the nominated pods do not need restored,
-    the costliest first: a solution found in time is not always optimal, and nothing is
-    evicted "in case"."""
-    cand = m.cand
-    by_victim: dict[int, list[int]] = defaultdict(list)
-    freed: dict[int, IntArray] = {}
-    for g, count in removed.items():
-        if count:
-            grp = cand.groups[g]
-            by_victim[grp.victim].append(g)
-            freed[grp.node] = freed.get(grp.node, 0) + grp.demand * count
-    kept = dict(removed)
-
-    def cost(v: int) -> int:
-        return sum(cand.groups[g].cost * removed[g] for g in by_victim[v])
-
-    for v in sorted(by_victim, key=cost, reverse=True):
-        back: dict[int, IntArray] = {}
-        for g in by_victim[v]:
-            grp = cand.groups[g]
-            back[grp.node] = back.get(grp.node, 0) + grp.demand * removed[g]
-        if all(
-            (cand.free[n] + freed[n] - back[n] - load.get(n, 0) >= 0).all() for n in back
-        ):
-            for n, room in back.items():
-                freed[n] = freed[n] - room
-            for g in by_victim[v]:
-                kept[g] = 0
-    return kept

@@ -20,7 +20,7 @@ pods removed per group and decoding picks the pods that lose the least work.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -415,6 +415,71 @@ def evictions_of(
         evictions.update(dict.fromkeys(grp.pods[:count], why))
     cost += sum(victims[v].evict_cost for v, n in gone.items() if n >= victims[v].bound)
     return evictions, cost
+
+
+def placed_load(
+    problem: Problem, placed: Iterable[tuple[int, int, int]]
+) -> tuple[IntArray, IntArray]:
+    """What ``placed`` (pod class, node, count) adds per node and per queue."""
+    load = np.zeros_like(problem.free)
+    queue_load = np.zeros((len(problem.queues), len(problem.resources)), dtype=np.int64)
+    for c, node, count in placed:
+        cls = problem.classes[c]
+        load[node] += cls.demand * count
+        queue_load[problem.gangs[cls.gang].queue] += cls.demand * count
+    return load, queue_load
+
+
+def restore_unneeded(
+    problem: Problem,
+    victims: list[Victim],
+    groups: list[VictimGroup],
+    removed: dict[int, int],
+    free: IntArray,
+    load: IntArray,
+    queue_room: IntArray,
+    queue_load: IntArray,
+) -> dict[int, int]:
+    """``removed`` (pods per victim group) with the victims whose room the decision does
+    not need restored, the costliest first: a solution found in time is not always
+    optimal, and nothing is evicted "in case".
+
+    A victim is restored when what it holds still fits once what the decision places is
+    counted: on each of its nodes (``free``, per node before any removal, against
+    ``load``, what the decision places there) and under its queue's capability
+    (``queue_room`` against ``queue_load``, per queue; uncapped resources are not read).
+    Node room alone is not enough: a preemptor of the victim's own queue may need the
+    capability the victim held, not its node's room."""
+    freed = np.zeros_like(free)
+    queue_freed = np.zeros_like(queue_load)
+    by_victim: dict[int, list[int]] = defaultdict(list)
+    for g, count in removed.items():
+        if count:
+            grp = groups[g]
+            by_victim[grp.victim].append(g)
+            freed[grp.node] += grp.demand * count
+            queue_freed[victims[grp.victim].queue] += grp.demand * count
+    kept = dict(removed)
+
+    def cost(v: int) -> int:
+        return sum(groups[g].cost * removed[g] for g in by_victim[v])
+
+    for v in sorted(by_victim, key=cost, reverse=True):
+        back: dict[int, IntArray] = defaultdict(lambda: np.zeros(free.shape[1], np.int64))
+        for g in by_victim[v]:
+            back[groups[g].node] += groups[g].demand * removed[g]
+        q = victims[v].queue
+        capped = problem.queues[q].capability >= 0
+        queue_back = np.sum(list(back.values()), axis=0)
+        on_nodes = all((free[n] + freed[n] - room - load[n] >= 0).all() for n, room in back.items())
+        in_queue = (queue_load[q] - queue_freed[q] + queue_back <= queue_room[q])[capped].all()
+        if on_nodes and in_queue:
+            for n, room in back.items():
+                freed[n] -= room
+            queue_freed[q] -= queue_back
+            for g in by_victim[v]:
+                kept[g] = 0
+    return kept
 
 
 def split_withdrawn(cand: Candidates, choice: Preemption) -> Preemption:

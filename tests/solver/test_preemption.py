@@ -96,6 +96,27 @@ def test_above_the_node_level_limit_preemption_follows_placement() -> None:
     assert check(st_, decision) == []
 
 
+@pytest.mark.parametrize("joint", [True, False])
+def test_a_victim_is_evicted_for_its_queues_capability_not_only_for_node_room(
+    joint: bool,
+) -> None:
+    """The queue is capped at 3 cpu and its low-priority gang holds 2 of them on a node
+    with room to spare: the high-priority gang of 2 x 1 cpu fits on the node but not
+    under the cap. Its victim must go: kept "because the node has room" (the sequential
+    decoder checked only node room), the cap would be broken, and the preemptor waited."""
+    st_ = state(
+        [node("n0").cap(cpu=8)],
+        [*_running("lo", 2, 1, ["n0"]), *_pending("hi", 2, 1)],
+        [gang("lo", 2).queue("q"), gang("hi", 2).queue("q").priority(10)],
+        [queue("q").capability(cpu="3")],
+        now_s=600,
+    )
+    decision = solve(st_, PREEMPT, joint=joint)
+    assert set(decision.evictions) == {"lo-0", "lo-1"}
+    assert sorted(decision.nominated) == ["hi-0", "hi-1"]
+    assert check(st_, decision) == []
+
+
 def test_victim_above_min_member_is_shrunk_not_evicted() -> None:
     # lo runs 4 pods with minMember 2: one node's two pods make room for one 4-cpu pod.
     st_ = state(
