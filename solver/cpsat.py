@@ -41,7 +41,14 @@ from solver.disaggregate import (
     repacked_bins,
     topped_up,
 )
-from solver.encode import COARSE_ROUNDING, ROUNDING, Encoding, encode, restricted
+from solver.encode import (
+    COARSE_ROUNDING,
+    ROUNDING,
+    Encoding,
+    encode,
+    restricted,
+    waiting_pairs,
+)
 from solver.last_stage import decide_after, decide_jointly
 from solver.model import ClusterState, Decision, SolveStatus
 from solver.objective import coefficients
@@ -131,7 +138,7 @@ def _node_class_stage(search: Search, shapes: Shapes, share: float, repack: bool
     # A large model is only searched restricted: its own CP-SAT model is never built.
     rounding = COARSE_ROUNDING if large else ROUNDING
     agg = encode(problem, shapes, bins, search.coef, pairs, lp_only=large, rounding=rounding)
-    _guided_search(search, agg, "node-classes", left, large, repack)
+    _guided_search(search, agg, "node-classes", left, large, repack, free_waiting=True)
     too_big = len(pairs) > config.max_exact_class_pairs
     if search.settled(wait_for_baseline=False) or too_big or left() < MIN_STAGE_S:
         return
@@ -150,6 +157,7 @@ def _guided_search(
     left: Callable[[], float],
     large: bool,
     repack: bool = False,
+    free_waiting: bool = False,
 ) -> None:
     """The model's LP relaxation bounds it and guides restricted searches (``restricted``).
 
@@ -157,9 +165,10 @@ def _guided_search(
     the LP bound in 0.5 s, where wider neighbourhoods found nothing). Others: what the LP
     uses first, then what the LP or the best decision so far uses, again around each
     better decision (RINS as a large-neighbourhood search): the LP's support alone lost
-    up to 16% on real-shaped 200-node clusters. A first search that found nothing in its
-    third of the time goes on to its first solution: without one the cycle falls back to
-    gang-greedy.
+    up to 16% on real-shaped 200-node clusters. With ``free_waiting`` (node classes), the
+    gangs the best decision leaves waiting may take any bin too (``waiting_pairs``). A
+    first search that found nothing in its third of the time goes on to its first
+    solution: without one the cycle falls back to gang-greedy.
     """
     # The cycle's first LP and first search get a floor even when preparing took the
     # cycle's time: without it, 1,000-node cycles fell back to greedy, and so did
@@ -201,7 +210,10 @@ def _guided_search(
             break  # the last neighbourhood held nothing better
         incumbent = best
         values = solution_of(enc, incumbent.placed, search.coef)
-        wide = restricted(enc, search.coef, lp.values, values)
+        # Over nodes, every waiting gang's pairs made a neighbourhood too big to search in
+        # a cycle's share (real-shaped 40 nodes: nothing found in 0.1 s).
+        also = waiting_pairs(enc, values) if free_waiting else None
+        wide = restricted(enc, search.coef, lp.values, values, also)
         if not search.solved:
             # No solver candidate yet: the incumbent is the baseline. Hinted, the search
             # starts from it; unhinted, real-shaped 200-node models sometimes found
@@ -209,8 +221,10 @@ def _guided_search(
             # Not hinted otherwise: a hinted search ran longer for the same decisions
             # (500 nodes at 20 gangs/s: creation-to-bound p99 1.36 s instead of 1.15 s).
             hint(wide, incumbent.placed, search.coef)
-        if _search_classes(search, wide, f"{prefix}-rins", left() * 0.6):
-            break  # its optimum is known: searching around it again finds the same
+        if _search_classes(search, wide, f"{prefix}-rins", left() * 0.6) and also is None:
+            # Its optimum is known: searching around it again finds the same. Not so with
+            # the waiting gangs' pairs: those of the new best decision differ.
+            break
 
 
 def _search_classes(

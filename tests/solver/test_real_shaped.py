@@ -143,6 +143,14 @@ def test_a_decision_is_a_feasible_hint_for_the_neighbourhood_around_it() -> None
     assert round(solver.objective_value) == score
 
 
+def test_waiting_gangs_may_take_any_bin_in_the_class_models_neighbourhoods() -> None:
+    """Real-shaped 40 nodes, seed 15: the RINS neighbourhoods (what the LP or the best
+    decision uses) held no room for the gangs left waiting, and the decision stayed 3.1%
+    below its bound; with their every pair added, 1.3%. Deterministic, so reproducible."""
+    decision = schedule(instances.realistic(15, 40, 60), "cpsat", SolverConfig(deterministic=True))
+    assert decision.gap is not None and decision.gap <= 0.02, decision.gap
+
+
 def test_a_first_search_that_found_nothing_goes_on_to_its_first_solution(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -10,6 +10,7 @@ from solver.encode import (
     Encoding,
     encode,
     restricted,
+    waiting_pairs,
 )
 from solver.objective import Coefficients
 from solver.packing import pack
@@ -68,6 +69,22 @@ def test_restriction_keeps_only_what_the_guide_or_the_incumbent_uses() -> None:
         for p in np.flatnonzero(values[: len(enc.pairs)])
     }
     assert used and set(zip(wide.pairs.cls.tolist(), wide.pairs.bin.tolist(), strict=True)) == used
+
+
+def test_the_waiting_gangs_pairs_widen_a_neighbourhood_to_every_bin() -> None:
+    coef, enc = _class_model()
+    values = solution_of(enc, {"a-0": 0, "a-1": 0}, coef)  # a admitted; b and c wait
+    also = waiting_pairs(enc, values)
+    gang_of = {
+        sc.index: enc.problem.gangs[enc.shapes.shapes[sc.shape].gangs[0]].name
+        for sc in enc.shapes.classes
+    }
+    waiting = {int(p) for p in np.flatnonzero(also)}
+    assert {gang_of[int(enc.pairs.cls[p])] for p in waiting} == {"b", "c"}
+    assert all(gang_of[int(c)] != "b" or p in waiting for p, c in enumerate(enc.pairs.cls))
+    # Added to the incumbent's pairs: a stays where it is, b and c may go anywhere.
+    wide = restricted(enc, coef, np.zeros(len(values)), values, also)
+    assert len(wide.pairs) == len(waiting) + int((values[: len(enc.pairs)] > 0).sum())
 
 
 def test_an_lp_only_encoding_has_the_rows_and_bound_but_no_cp_sat_model() -> None:
