@@ -322,6 +322,11 @@ def _statuses(state: ClusterState, gangs: _Gangs, result: CycleResult) -> list[G
         held[gangs.gang(pod)] = held.get(gangs.gang(pod), 0) + 1
     decision = result.decision
     reasons = decision.unschedulable if decision else {}
+    # Each gang's first failed pod, found in one pass: per gang, a scan of every failure
+    # was quadratic in a cycle whose binds all failed (thousands of gangs and pods).
+    first_failed: dict[str, str] = {}
+    for pod in sorted(result.failed_binds):
+        first_failed.setdefault(gangs.gang(pod), pod)
     statuses = []
     for gang in state.gangs:
         bound = held.get(gang.name, 0)
@@ -336,12 +341,12 @@ def _statuses(state: ClusterState, gangs: _Gangs, result: CycleResult) -> list[G
                 )
             )
             continue
-        failed = sorted(p for p in result.failed_binds if gangs.gang(p) == gang.name)
+        failed = first_failed.get(gang.name)
         if gang.name in result.rolled_back:
             reason, message = "BindFailed", result.rolled_back[gang.name]
-        elif failed:
+        elif failed is not None:
             reason = "BindFailed"
-            message = f"bind of {failed[0]} failed ({result.failed_binds[failed[0]]})"
+            message = f"bind of {failed} failed ({result.failed_binds[failed]})"
         elif gang.name in result.rejected:
             reason, message = "InvalidDecision", result.rejected[gang.name]
         elif gang.name in result.holding:
