@@ -134,9 +134,14 @@ def _rejected_gangs(
     A broken node capacity or queue capability rejects every gang placed onto it this
     cycle, since the validator cannot say which of them the solver should have left out.
     """
-    placed_by_gang: dict[str, list[str]] = defaultdict(list)
+    # Indexed once: a decision that breaks many nodes' capacity (a solver bug) must not
+    # cost violations x gangs.
+    on_node: dict[str, set[str]] = defaultdict(set)
+    in_queue: dict[str, set[str]] = defaultdict(set)
     for pod, node in decision.placements.items():
-        placed_by_gang[gangs.gang(pod)].append(node)
+        gang = gangs.gang(pod)
+        on_node[node].add(gang)
+        in_queue[gangs.queue_of(gang)].add(gang)
     rejected: dict[str, str] = {}
     for v in violations:
         if (v.kind == "partial-gang" and not atomic) or v.kind in PREEMPTION_FINDINGS:
@@ -146,9 +151,9 @@ def _rejected_gangs(
         elif v.kind in GANG_FINDINGS:
             hit = [v.subject]
         elif v.kind == "capacity":
-            hit = [g for g, nodes in placed_by_gang.items() if v.subject in nodes]
+            hit = sorted(on_node.get(v.subject, ()))
         else:  # capability: the subject is a queue
-            hit = [g for g in placed_by_gang if gangs.queue_of(g) == v.subject]
+            hit = sorted(in_queue.get(v.subject, ()))
         for gang in hit:
             rejected.setdefault(gang, f"{v.kind}: {v.message}")
     return rejected
