@@ -50,9 +50,9 @@ class Holds:
         if self.held.pop(gang, None) is not None:
             log.info("room held for gang %s released: %s", gang, why)
 
-    def refresh(self, state: ClusterState) -> dict[str, str]:
-        """Drop the holds the snapshot makes void; returns gang -> why."""
-        pods = {p.name: p for p in state.pods}
+    def refresh(self, state: ClusterState, pods: Mapping[str, Pod]) -> dict[str, str]:
+        """Drop the holds the snapshot makes void; returns gang -> why. ``pods``: the
+        snapshot's by name (``by_name``)."""
         nodes = {n.name for n in state.nodes}
         dropped: dict[str, str] = {}
         for gang, hold in list(self.held.items()):
@@ -74,20 +74,24 @@ class Holds:
         return dropped
 
     @staticmethod
+    def by_name(state: ClusterState) -> dict[str, Pod]:
+        """The snapshot's pods by name, built once per cycle for ``refresh`` and ``split``:
+        a scan of every pod per hold cost tens of holds x tens of thousands of pods."""
+        return {p.name: p for p in state.pods}
+
+    @staticmethod
     def victims_gone(hold: Hold, pods: Mapping[str, Pod]) -> bool:
-        """No victim still on the node it was evicted from (deleted, or pending again);
-        ``pods``: the snapshot's by name (built once per cycle: a scan of every pod per
-        hold cost tens of holds x tens of thousands of pods)."""
+        """No victim still on the node it was evicted from (deleted, or pending again)."""
         return all(
             (pod := pods.get(name)) is None or pod.node_name != node
             for name, node in hold.victim_nodes.items()
         )
 
-    def split(self, state: ClusterState) -> tuple[list[Hold], list[Hold]]:
-        """(holds whose victims are gone: bind them now, holds still waiting)."""
+    def split(self, pods: Mapping[str, Pod]) -> tuple[list[Hold], list[Hold]]:
+        """(holds whose victims are gone: bind them now, holds still waiting); ``pods``:
+        the snapshot's by name (``by_name``)."""
         ready: list[Hold] = []
         waiting: list[Hold] = []
-        pods = {p.name: p for p in state.pods} if self.held else {}
         for hold in self.held.values():
             (ready if self.victims_gone(hold, pods) else waiting).append(hold)
         return ready, waiting

@@ -417,8 +417,9 @@ def run_cycle(
     waiting: list[Hold] = []
     solver_state = checked_state = state
     if holds:
-        result.released = holds.refresh(state)
-        ready, waiting = holds.split(state)
+        pods = holds.by_name(state)
+        result.released = holds.refresh(state, pods)
+        ready, waiting = holds.split(pods)
         solver_state = holds.assumed(state, ready + waiting)
         checked_state = holds.assumed(state, waiting)
     # Explanations are worked out once the binds are sent (_explained).

@@ -458,15 +458,26 @@ def restricted(
     problem, so its bound is not reported. Built small rather than fixed in a copy: on
     1,000 real-shaped nodes, presolving 11,000 fixed variables away took the cycle.
     """
-    used = np.asarray(guide[: len(enc.pairs)], dtype=np.float64) >= RESTRICT_ZERO
-    if incumbent is not None:
-        used |= incumbent[: len(enc.pairs)] > 0
-    if also is not None:
-        used |= also
-    pairs = Pairs(enc.pairs.cls[used], enc.pairs.bin[used], enc.pairs.cap[used])
+    pairs = restricted_pairs(enc.pairs, guide, incumbent, also)
     return encode(
         enc.problem, enc.shapes, enc.bins, coef, pairs, rounding=enc.rounding, room=enc.room
     )
+
+
+def restricted_pairs(
+    pairs: Pairs,
+    guide: FloatArray,
+    incumbent: IntArray | None = None,
+    also: BoolArray | None = None,
+) -> Pairs:
+    """The pairs ``restricted`` keeps (count variables come first in ``guide`` and
+    ``incumbent``), for any model built over pairs (``solver.encode_victims`` too)."""
+    used = np.asarray(guide[: len(pairs)], dtype=np.float64) >= RESTRICT_ZERO
+    if incumbent is not None:
+        used |= incumbent[: len(pairs)] > 0
+    if also is not None:
+        used |= also
+    return Pairs(pairs.cls[used], pairs.bin[used], pairs.cap[used])
 
 
 def waiting_pairs(enc: Encoding, incumbent: IntArray) -> BoolArray:

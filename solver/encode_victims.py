@@ -60,6 +60,7 @@ from solver.victims import (
     _victims,
     never_preempting,
     takes_from,
+    used_groups,
 )
 
 
@@ -106,14 +107,11 @@ def victim_set(
     if sum(len(victims[v].groups) for v in used) > MAX_VICTIM_GROUPS:
         used = _cheapest(victims, groups, used)
         eligible = {s: vs & used for s, vs in eligible.items() if vs & used}
-    kept: list[VictimGroup] = []
+    kept = used_groups(victims, groups, used)
     room = np.zeros_like(problem.free)
+    for grp in kept:
+        room[grp.node] += grp.demand * len(grp.pods)
     for victim in victims:
-        mine = [groups[g] for g in victim.groups] if victim.index in used else []
-        victim.groups = list(range(len(kept), len(kept) + len(mine)))
-        kept += mine
-        for grp in mine:
-            room[grp.node] += grp.demand * len(grp.pods)
         # On the pending gangs' scale (``Problem.ranks``): what a preemptor's priority
         # earns against what the victim's loses.
         rank = problem.ranks.get(victim.priority, 0)

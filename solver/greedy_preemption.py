@@ -53,8 +53,7 @@ def apply_withdrawals(problem: Problem, placer: Placer, choice: Preemption) -> N
     choice.withdrawn = set()
     if choice.evictions:
         return
-    for (c, node), count in sorted(problem.cell_counts(choice.nominated).items()):
-        placer.place_on(problem.classes[c], node, count)
+    placer.place_like(choice.nominated)
     choice.nominated = {}
 
 

@@ -31,7 +31,7 @@ from solver.arrays import IntArray
 from solver.bins import Bin, Pairs
 from solver.decode import relative_gap
 from solver.disaggregate import PACK_SHARE, REORDER_SHARE, disaggregate
-from solver.encode import RESTRICT_ZERO, Encoding
+from solver.encode import Encoding, restricted_pairs
 from solver.encode_victims import VictimSet, VictimVars, encode_joint, victim_nodes
 from solver.greedy_preemption import apply_withdrawals, greedy_choice
 from solver.objective import evaluate
@@ -113,7 +113,8 @@ def _then(
     """A copy of the incumbent placement, then the preemption ``choose`` makes on it
     (placements it takes back withdrawn), named after it if it evicts."""
     problem = search.problem
-    placer = _copy(problem, incumbent.placed)
+    placer = Placer(problem)  # a copy: candidates stay unchanged
+    placer.place_like(incumbent.placed)
     choice = choose(placer)
     apply_withdrawals(problem, placer, choice)
     origin = search.origin.get(id(incumbent), "gang-greedy")
@@ -165,15 +166,9 @@ def joint_stage(
     if lp is not None:
         bounds.append(lp.bound)
         values = _values(enc, vs, out, best, search)
-        used = (lp.values[: len(enc.pairs)] >= RESTRICT_ZERO) | (values[: len(enc.pairs)] > 0)
+        pairs_used = restricted_pairs(enc.pairs, lp.values, values)
         narrow, narrow_out = encode_joint(
-            problem,
-            shapes,
-            coef,
-            vs,
-            bins,
-            Pairs(enc.pairs.cls[used], enc.pairs.bin[used], enc.pairs.cap[used]),
-            room=enc.room,
+            problem, shapes, coef, vs, bins, pairs_used, room=enc.room
         )
         hint_values(narrow, _values(narrow, vs, narrow_out, best, search))
         result = search.run(narrow, "joint-lp-guided", max(MIN_STAGE_S, GUIDED_SHARE * left()))
@@ -197,14 +192,6 @@ def _at_bound(best: JointDecision, bounds: list[int]) -> bool:
 
 def _better(found: JointDecision | None, best: JointDecision) -> JointDecision:
     return found if found is not None and found.score > best.score else best
-
-
-def _copy(problem: Problem, placements: dict[str, int]) -> Placer:
-    """A placer holding the same counts per (pod class, node); candidates stay unchanged."""
-    placer = Placer(problem)
-    for (c, node), count in sorted(problem.cell_counts(placements).items()):
-        placer.place_on(problem.classes[c], node, count)
-    return placer
 
 
 def _values(

@@ -8,7 +8,7 @@ a (nodes x resources) array, so filtering and scoring a pod is one vectorised pa
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 
 import numpy as np
@@ -139,6 +139,14 @@ class Placer:
         self.placed.update(dict.fromkeys(pods, node))
         self._rescore(node)
         return pods
+
+    def place_like(self, placements: Mapping[str, int]) -> None:
+        """As many pods of each class on each node as ``placements`` (pod -> node) has
+        there: the same counts, the class's next pods (which pod of a class goes where
+        does not matter to the problem)."""
+        problem = self.problem
+        for (c, node), count in sorted(problem.cell_counts(placements).items()):
+            self.place_on(problem.classes[c], node, count)
 
     def close(self, nodes: Sequence[int]) -> None:
         """No more pods on ``nodes``, whatever room is left there (where victims lose

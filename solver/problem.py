@@ -14,6 +14,7 @@ the same allocatable on which every pending pod class has the same feasibility f
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -134,7 +135,7 @@ class Problem:
             self._class_of_pod.update({p: c.index for c in self.classes for p in c.pods})
         return self._class_of_pod
 
-    def cell_counts(self, placements: dict[str, int]) -> dict[tuple[int, int], int]:
+    def cell_counts(self, placements: Mapping[str, int]) -> dict[tuple[int, int], int]:
         """Pods (pod -> node index) counted per (pod class, node)."""
         of_pod = self.class_of_pod()
         counts: dict[tuple[int, int], int] = defaultdict(int)

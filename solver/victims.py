@@ -199,16 +199,10 @@ def candidates(
             victim.evict_cost = (
                 w.priority * ranks[victim.priority] * victim.min_member * victim.value
             )
-    # Only the groups of victims some preemptor may take from, renumbered.
-    kept: list[VictimGroup] = []
-    for victim in victims:
-        mine = [groups[g] for g in victim.groups] if victim.index in used else []
-        victim.groups = list(range(len(kept), len(kept) + len(mine)))
-        kept += mine
     return Candidates(
         preemptors=preemptors,
         victims=victims,
-        groups=kept,
+        groups=used_groups(victims, groups, used),
         free=free,
         queue_room=queue_room,
         gained=gained,
@@ -234,6 +228,19 @@ def takes_from(
         if (v.queue == queue and v.priority < priority)
         or (v.queue != queue and below[queue] and above[v.queue])
     )
+
+
+def used_groups(
+    victims: list[Victim], groups: list[VictimGroup], used: set[int]
+) -> list[VictimGroup]:
+    """Only the groups of the ``used`` victims (those some gang may take from), renumbered:
+    each victim's ``groups`` index the list returned."""
+    kept: list[VictimGroup] = []
+    for victim in victims:
+        mine = [groups[g] for g in victim.groups] if victim.index in used else []
+        victim.groups = list(range(len(kept), len(kept) + len(mine)))
+        kept += mine
+    return kept
 
 
 def _cheapest(victims: list[Victim], groups: list[VictimGroup], used: set[int]) -> set[int]:
