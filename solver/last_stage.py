@@ -7,21 +7,34 @@ preemption (when on) decided jointly with placement where that model fits
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
+import numpy as np
+
+from solver.bins import Bin, Pairs, bin_index
 from solver.decode import decision_from_placements, relative_gap
-from solver.encode_victims import joint_bins, joint_pairs, victim_set
+from solver.encode_victims import (
+    VictimSet,
+    joint_bins,
+    joint_pairs,
+    narrowed,
+    victim_nodes,
+    victim_set,
+)
 from solver.greedy_preemption import apply_withdrawals
-from solver.joint import greedy_joint, joint_stage, kept_placement, modelled_joint
+from solver.joint import JointDecision, greedy_joint, joint_stage, kept_placement, modelled_joint
 from solver.model import Decision, SolveStatus
 from solver.placement import Placer
 from solver.preemption import preempt
+from solver.problem import Problem
 from solver.search import MIN_STAGE_S, OPTIMAL_GAP, Search, gang_greedy_placer
 from solver.shapes import Shapes
 
-# Largest joint model: real-shaped 200-node ones (4,450-4,920 pairs) left the model no
-# time after its starts within a 1 s cycle (its LP alone took 0.06-0.09 s), and decided
-# 0.1-1.1% below the preemption model after placement on 4 of 6 seeds; 40-node ones
-# have about 1,000 pairs, the philly trace's at most 755.
+# Largest joint model: real-shaped 200-node ones over every victim (4,450-4,920 pairs)
+# left the model no time after its starts within a 1 s cycle (its LP alone took 0.06-0.09
+# s); 40-node ones have about 1,000 pairs, the philly trace's at most 755. Above it the
+# model holds fewer victims (``encode_victims.narrowed``), where the nodes without one
+# leave room for some.
 JOINT_MAX_PAIRS = 4_000
 SEQUENTIAL_SHARE = 0.4  # of the time left after placement, for the preemption model's start
 
@@ -60,8 +73,12 @@ def decide_after(search: Search, best: Placer) -> Decision:
 def decide_jointly(search: Search, shapes: Shapes, best: Placer) -> Decision:
     """Placement and preemption re-decided by one model (``solver.joint``), from the best
     placement alone and followed by preemption (greedy, and the preemption model), where
-    that model fits: JOINT_MAX_PAIRS pairs (and ``max_node_level_pairs``). The placement
-    stages' bounds are not bounds on it (evictions free room): only its own is
+    that model fits: JOINT_MAX_PAIRS pairs (and ``max_node_level_pairs``). Over every
+    victim it may be larger: then it holds the victims its starts evict and the cheapest
+    others whose nodes fit (``narrowed``), and its bound is one over decisions that evict
+    only those. Where not even the other nodes' classes fit (real-shaped 1,000 nodes:
+    11,500 pairs), preemption is decided after placement (``decide_after``). The
+    placement stages' bounds are not bounds on it (evictions free room): only its own is
     reported."""
     problem, config = search.problem, search.config
     victims = victim_set(problem, shapes, search.coef, config.weights)
@@ -69,7 +86,8 @@ def decide_jointly(search: Search, shapes: Shapes, best: Placer) -> Decision:
         return decide_after(search, best)  # nothing running to take from: placement is all
     bins = joint_bins(problem, victims)
     pairs = joint_pairs(problem, shapes, bins, victims)
-    if len(pairs) > min(config.max_node_level_pairs, JOINT_MAX_PAIRS):
+    most = min(config.max_node_level_pairs, JOINT_MAX_PAIRS)
+    if len(pairs) > most and not _may_narrow(problem, victims, bins, pairs, most):
         return decide_after(search, best)
     # The best placement alone (greedy actions evict whenever a gang would fit, whatever
     # it costs); gang-greedy's followed by the greedy actions: the gang-greedy scheduler's
@@ -88,21 +106,29 @@ def decide_jointly(search: Search, shapes: Shapes, best: Placer) -> Decision:
     share = SEQUENTIAL_SHARE * min(left, config.preemption_time_share * config.time_limit_s)
     starts.append(modelled_joint(search, best, None if config.deterministic else share))
     start = max(starts, key=lambda s: s.score)
+    if len(pairs) > most:
+        fits = _narrowed(problem, shapes, victims, bins, pairs, _evicted(victims, starts), most)
+        if fits is None:
+            return _decided(search, start, None)
+        victims, bins, pairs = fits
     limit = max(MIN_STAGE_S, search.remaining() + search.held_back_s)
     found, bound = joint_stage(search, shapes, victims, start, limit, bins, pairs)
-    chosen = found or start
+    return _decided(search, found or start, bound)
+
+
+def _decided(search: Search, chosen: JointDecision, bound: int | None) -> Decision:
     gap = relative_gap(chosen.score, bound)
     if gap is not None and gap <= OPTIMAL_GAP:
         status = SolveStatus.OPTIMAL
-    elif found is None and chosen.origin.startswith("gang-greedy"):
+    elif chosen.origin.startswith("gang-greedy"):
         status = SolveStatus.FALLBACK
     else:
         status = SolveStatus.FEASIBLE
     chosen.preemption.joint_score = chosen.score
     return decision_from_placements(
-        problem,
+        search.problem,
         chosen.placer,
-        config,
+        search.config,
         scheduler="cpsat",
         status=status,
         bound=bound,
@@ -111,3 +137,37 @@ def decide_jointly(search: Search, shapes: Shapes, best: Placer) -> Decision:
         decided_by=chosen.origin,
         preemption=chosen.preemption,
     )
+
+
+def _narrowed(
+    problem: Problem,
+    shapes: Shapes,
+    vs: VictimSet,
+    bins: Sequence[Bin],
+    pairs: Pairs,
+    first: set[int],
+    most: int,
+) -> tuple[VictimSet, list[Bin], Pairs] | None:
+    """The joint model over the victims ``narrowed`` keeps within ``most`` pairs. Its
+    count is an estimate (real-shaped 200 nodes: 4,048 pairs for 4,000); the limit is one
+    of time, not of correctness, so it is not redone (each ``joint_pairs`` took 0.02 s)."""
+    held = narrowed(problem, vs, bins, pairs, first, most)
+    if held is None:
+        return None
+    held_bins = joint_bins(problem, held)
+    return held, held_bins, joint_pairs(problem, shapes, held_bins, held)
+
+
+def _may_narrow(
+    problem: Problem, vs: VictimSet, bins: Sequence[Bin], pairs: Pairs, most: int
+) -> bool:
+    """Whether a joint model over fewer victims could fit in ``most`` pairs: the bins of
+    the nodes without a victim leave room."""
+    single = bin_index(problem, bins)[victim_nodes(vs)]
+    return int((~np.isin(pairs.bin, single)).sum()) < most
+
+
+def _evicted(vs: VictimSet, starts: Sequence[JointDecision]) -> set[int]:
+    """The victims some start evicts pods of."""
+    evicted = {pod for s in starts for pod in s.preemption.evictions}
+    return {grp.victim for grp in vs.groups if evicted.intersection(grp.pods)}

@@ -15,12 +15,20 @@ import solver.disaggregate
 import solver.joint
 import solver.last_stage
 import solver.search
+from solver.bins import Bin, Pairs
 from solver.config import SolverConfig
 from solver.cpsat import solve
-from solver.encode_victims import joint_bins, joint_pairs, victim_nodes, victim_set
+from solver.encode_victims import (
+    VictimSet,
+    joint_bins,
+    joint_pairs,
+    narrowed,
+    victim_nodes,
+    victim_set,
+)
 from solver.model import ClusterState, Decision, SolveStatus
 from solver.objective import coefficients, score
-from solver.problem import prepare
+from solver.problem import Problem, prepare
 from solver.schedulers import schedule
 from solver.shapes import group
 from solver.validate import check
@@ -201,6 +209,76 @@ def test_with_classes_of_nodes_beside_the_victims_decisions_hold(
     cluster = _with_empty_nodes(cluster, empty, half)
     config = SolverConfig(preemption=True, time_limit_s=0.5)
     joint = schedule(cluster, "cpsat", config)
+    greedy = schedule(cluster, "gang-greedy", config)
+    assert check(cluster, joint) == []
+    assert _joint_score(cluster, joint) >= _joint_score(cluster, greedy)
+
+
+def _ladder() -> ClusterState:
+    """v0..v3 (priorities 0..3) each fill one node; two empty nodes beside them; hi
+    (priority 10, 3 pods of a whole node each) needs one victim's node."""
+    nodes = [node(f"v{j}").cap(cpu=4).build() for j in range(4)]
+    nodes += [node(f"e{i}").cap(cpu=4).build() for i in range(2)]
+    running = [pod(f"v{j}-0").req(cpu=4).gang(f"v{j}").on(f"v{j}").started(0) for j in range(4)]
+    hi = [pod(f"hi-{i}").req(cpu=4).gang("hi") for i in range(3)]
+    gangs = [gang(f"v{j}", 1).priority(j) for j in range(4)]
+    return state(nodes, [*running, *hi], [*gangs, gang("hi", 3).priority(10)], [queue()], 600)
+
+
+def _victims_of(st_: ClusterState) -> tuple[Problem, VictimSet, list[Bin], Pairs]:
+    problem = prepare(st_)
+    coef = coefficients(problem, JOINT.weights)
+    shapes = group(problem, coef)
+    vs = victim_set(problem, shapes, coef, JOINT.weights)
+    assert vs is not None
+    bins = joint_bins(problem, vs)
+    return problem, vs, bins, joint_pairs(problem, shapes, bins, vs)
+
+
+def test_a_joint_model_too_large_holds_the_starts_victims_then_the_cheapest() -> None:
+    problem, vs, bins, pairs = _victims_of(_ladder())
+    names = {v.index: v.name for v in vs.victims}
+    assert [problem.nodes[n].name for n in victim_nodes(vs)] == ["v0", "v1", "v2", "v3"]
+    # One pending shape: a pair on each victim's node, one on the empty nodes' class.
+    assert len(bins) == len(pairs) == 5
+    # Room for two victims' nodes: v3, which a start evicts, and then v0, the cheapest.
+    held = narrowed(problem, vs, bins, pairs, {3}, 3)
+    assert held is not None
+    assert {names[g.victim] for g in held.groups} == {"v0", "v3"}
+    assert set(held.eligible[next(iter(held.eligible))]) == {0, 3}
+    assert [problem.nodes[n].name for n in victim_nodes(held)] == ["v0", "v3"]
+    # The others go back to the empty nodes' class, whose bin the pending pods see alike.
+    assert sorted(len(b.nodes) for b in joint_bins(problem, held)) == [1, 1, 4]
+    # Not even the starts' victims fit: no narrowed model.
+    problem, vs, bins, pairs = _victims_of(_ladder())
+    assert narrowed(problem, vs, bins, pairs, {3}, 1) is None
+
+
+def test_a_joint_model_narrowed_to_its_limit_still_decides_jointly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    st_ = _ladder()
+    monkeypatch.setattr(solver.last_stage, "JOINT_MAX_PAIRS", 4)
+    decision = solve(st_, SolverConfig(preemption=True, time_limit_s=0.5, deterministic=True))
+    assert check(st_, decision) == []
+    assert any(s.name == "joint-lp" for s in decision.stages)
+    # hi needs one node beyond the two empty ones: the cheapest victim, v0, goes, and
+    # the gang waits for it whole.
+    assert set(decision.evictions) == {"v0-0"}
+    assert sorted(decision.nominated.values()) == ["e0", "e1", "v0"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(cluster=_clusters(), empty=st.integers(2, 4), half=st.integers(0, 2))
+def test_narrowed_joint_models_hold_the_rules(cluster: ClusterState, empty: int, half: int) -> None:
+    """Where the joint model holds only some victims (a pair limit that lets none but
+    the node classes and a victim's node or two in): valid, never below gang-greedy's
+    decision with its preempt and reclaim actions."""
+    cluster = _with_empty_nodes(cluster, empty, half)
+    config = SolverConfig(preemption=True, time_limit_s=0.5)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(solver.last_stage, "JOINT_MAX_PAIRS", 12)
+        joint = schedule(cluster, "cpsat", config)
     greedy = schedule(cluster, "gang-greedy", config)
     assert check(cluster, joint) == []
     assert _joint_score(cluster, joint) >= _joint_score(cluster, greedy)
