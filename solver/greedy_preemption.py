@@ -4,7 +4,8 @@ model (``solver.preemption``) is measured against, on the same candidates and ru
 Preemptors in the order ``solver.victims`` gives (priority, shortfall, age); for each,
 its eligible victims cheapest first (lowest priority, then youngest), evicted whole one
 by one until the gang fits in the room left plus the room freed (first fit, as
-``Placer.try_gang``). A victim of a queue above its deserved share is skipped when its
+``Placer.try_gang``), and under its queue's capability (what the queue's own victims
+free and its earlier preemptors take counted). A victim of a queue above its deserved share is skipped when its
 eviction would push that queue below it. When the gang fits, victims it turns out not
 to need are kept (newest choice first); when it cannot fit even with every eligible
 victim gone, nothing is evicted for it.
@@ -59,6 +60,7 @@ def apply_withdrawals(problem: Problem, placer: Placer, choice: Preemption) -> N
 
 def greedy_choice(problem: Problem, cand: Candidates, coef: Coefficients) -> Preemption:
     free = cand.free.copy()
+    queue_room = [room.copy() for room in cand.queue_room]
     held = (coef.held + cand.gained).astype(np.int64)  # per queue, share units
     taken: set[int] = set()
     out = Preemption()
@@ -101,14 +103,14 @@ def greedy_choice(problem: Problem, cand: Candidates, coef: Coefficients) -> Pre
             tries += 1
             if tries > MAX_FITS:
                 break
-            placement = _fit(problem, cand, gang, free, chosen)
+            placement = _fit(problem, cand, gang, free, queue_room[gang.queue], chosen)
             if placement is not None:
                 break
         if placement is None:
             continue
         for v in reversed(chosen[:-1]):
             fewer = [c for c in chosen if c != v]
-            again = _fit(problem, cand, gang, free, fewer)
+            again = _fit(problem, cand, gang, free, queue_room[gang.queue], fewer)
             if again is not None:
                 chosen, placement = fewer, again
         # Each victim must free room the gang is placed in, on at least one of its nodes.
@@ -117,8 +119,11 @@ def greedy_choice(problem: Problem, cand: Candidates, coef: Coefficients) -> Pre
         if not all(any(cand.groups[g].node in used for g in gs) for gs in groups):
             continue
         free = _freed(cand, free, chosen)
+        queue_room[gang.queue] = _queue_freed(cand, queue_room[gang.queue], gang.queue, chosen)
         for pod, node in placement.items():
-            free[node] -= problem.classes[problem.class_of_pod()[pod]].demand
+            demand = problem.classes[problem.class_of_pod()[pod]].demand
+            free[node] -= demand
+            queue_room[gang.queue] -= demand
             out.nominated[pod] = node
         for v in chosen:
             taken.add(v)
@@ -152,14 +157,31 @@ def _freed(cand: Candidates, free: IntArray, victims: list[int]) -> IntArray:
     return room
 
 
+def _queue_freed(cand: Candidates, room: IntArray, queue: int, victims: list[int]) -> IntArray:
+    """``queue``'s capability room with ``victims`` gone: those of the queue give back
+    what they hold (other queues' free only node room)."""
+    room = room.copy()
+    for v in victims:
+        if cand.victims[v].queue == queue:
+            for g in cand.victims[v].groups:
+                room += cand.groups[g].demand * len(cand.groups[g].pods)
+    return room
+
+
 def _fit(
-    problem: Problem, cand: Candidates, gang: GangInfo, free: IntArray, victims: list[int]
+    problem: Problem,
+    cand: Candidates,
+    gang: GangInfo,
+    free: IntArray,
+    queue_room: IntArray,
+    victims: list[int],
 ) -> dict[str, int] | None:
     """Where the gang's minMember pods go with ``victims`` gone, or None: its classes in
     turn, as ``Placer.try_gang`` takes them, each counted node by node, the victims'
-    nodes first (placing through a Placer cost 2-3 ms a try on 1,000 nodes)."""
+    nodes first (placing through a Placer cost 2-3 ms a try on 1,000 nodes).
+    ``queue_room``: the gang's queue's capability room before they go."""
     room = _freed(cand, free, victims)
-    queue_room = cand.queue_room[gang.queue].copy()
+    queue_room = _queue_freed(cand, queue_room, gang.queue, victims)
     freed = {cand.groups[g].node for v in victims for g in cand.victims[v].groups}
     placement: dict[str, int] = {}
     for c in gang.classes:

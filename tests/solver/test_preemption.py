@@ -96,14 +96,15 @@ def test_above_the_node_level_limit_preemption_follows_placement() -> None:
     assert check(st_, decision) == []
 
 
-@pytest.mark.parametrize("joint", [True, False])
+@pytest.mark.parametrize("how", ["joint", "sequential", "gang-greedy"])
 def test_a_victim_is_evicted_for_its_queues_capability_not_only_for_node_room(
-    joint: bool,
+    how: str,
 ) -> None:
     """The queue is capped at 3 cpu and its low-priority gang holds 2 of them on a node
     with room to spare: the high-priority gang of 2 x 1 cpu fits on the node but not
     under the cap. Its victim must go: kept "because the node has room" (the sequential
-    decoder checked only node room), the cap would be broken, and the preemptor waited."""
+    decoder checked only node room), the cap would be broken, and the preemptor waited;
+    gang-greedy's actions counted only the capability left, not what the victim frees."""
     st_ = state(
         [node("n0").cap(cpu=8)],
         [*_running("lo", 2, 1, ["n0"]), *_pending("hi", 2, 1)],
@@ -111,9 +112,44 @@ def test_a_victim_is_evicted_for_its_queues_capability_not_only_for_node_room(
         [queue("q").capability(cpu="3")],
         now_s=600,
     )
-    decision = solve(st_, PREEMPT, joint=joint)
+    if how == "gang-greedy":
+        decision = schedule(st_, "gang-greedy", PREEMPT)
+    else:
+        decision = solve(st_, PREEMPT, joint=how == "joint")
     assert set(decision.evictions) == {"lo-0", "lo-1"}
     assert sorted(decision.nominated) == ["hi-0", "hi-1"]
+    assert check(st_, decision) == []
+
+
+@pytest.mark.parametrize("how", ["joint", "sequential", "gang-greedy"])
+def test_what_one_preemptor_frees_of_its_queues_capability_serves_the_next(how: str) -> None:
+    """Capped at 4 cpu, the queue's low-priority gangs hold all of it (lo1: 3 pods, lo2:
+    1) on a node with room to spare; two high-priority gangs of 2 x 1 cpu wait. Evicting
+    lo1 for the first leaves 1 cpu of the cap, and lo2's makes 2 for the second: both
+    are nominated, and the cap holds."""
+    st_ = state(
+        [node("n0").cap(cpu=8)],
+        [
+            *_running("lo1", 3, 1, ["n0"]),
+            *_running("lo2", 1, 1, ["n0"]),
+            *_pending("hi1", 2, 1),
+            *_pending("hi2", 2, 1),
+        ],
+        [
+            gang("lo1", 3).queue("q"),
+            gang("lo2", 1).queue("q"),
+            gang("hi1", 2).queue("q").priority(10),
+            gang("hi2", 2).queue("q").priority(10),
+        ],
+        [queue("q").capability(cpu="4")],
+        now_s=600,
+    )
+    if how == "gang-greedy":
+        decision = schedule(st_, "gang-greedy", PREEMPT)
+    else:
+        decision = solve(st_, PREEMPT, joint=how == "joint")
+    assert set(decision.evictions) == {"lo1-0", "lo1-1", "lo1-2", "lo2-0"}
+    assert sorted(decision.nominated) == ["hi1-0", "hi1-1", "hi2-0", "hi2-1"]
     assert check(st_, decision) == []
 
 
