@@ -5,10 +5,10 @@ Preemptors in the order ``solver.victims`` gives (priority, shortfall, age); for
 its eligible victims cheapest first (lowest priority, then youngest), evicted whole one
 by one until the gang fits in the room left plus the room freed (first fit, as
 ``Placer.try_gang``), and under its queue's capability (what the queue's own victims
-free and its earlier preemptors take counted). A victim of a queue above its deserved share is skipped when its
-eviction would push that queue below it. When the gang fits, victims it turns out not
-to need are kept (newest choice first); when it cannot fit even with every eligible
-victim gone, nothing is evicted for it.
+free and its earlier preemptors take counted). A victim of a queue above its deserved
+share is skipped when its eviction would push that queue below it. When the gang fits,
+victims it turns out not to need are kept (newest choice first); when it cannot fit
+even with every eligible victim gone, nothing is evicted for it.
 """
 
 from __future__ import annotations

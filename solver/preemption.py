@@ -17,12 +17,12 @@ the room the evictions free and the pods each victim loses:
 - **reclaim floor**: a queue above its deserved share is never pushed below it.
 
 The objective prices what ``solver.objective`` prices (pod value, priority, the
-preemptors' queues' shortfall), over ranks of the preemptors' and victims' priorities,
-minus what eviction costs: the value a victim's pods stop earning, the ``disruption``
-weight per pod and the ``disruption_per_hour`` weight per hour of work lost, and an
-evicted gang's priority. Priority is a trade here, not a rule: a gang evicts lower
-ones only where its priority term outweighs what they lose (raise ``priority`` for
-kube-scheduler's strictness).
+preemptors' queues' shortfall), priority on the ranks of every gang's
+(``Problem.ranks``), minus what eviction costs: the value a victim's pods stop earning,
+the ``disruption`` weight per pod and the ``disruption_per_hour`` weight per hour of
+work lost, and an evicted gang's priority. Priority is a trade here, not a rule: a gang
+evicts lower ones only where its priority term outweighs what they lose (raise
+``priority`` for kube-scheduler's strictness).
 After solving, victims whose room turns out not to be needed are kept (``_kept``), so
 nothing is evicted "in case".
 """
@@ -330,7 +330,7 @@ def _set_objective(problem: Problem, m: _Model, coef: Coefficients, config: Solv
     for i, pre in enumerate(cand.preemptors):
         gang = problem.gangs[pre.gang]
         cheapest = min(problem.classes[c].value for c in gang.classes)
-        bonus = w.priority * cand.ranks[gang.priority] * gang.need * cheapest + coef.started
+        bonus = w.priority * cand.ranks.get(gang.priority, 0) * gang.need * cheapest + coef.started
         gains.append(bonus * m.admitted[i])
     for g, grp in enumerate(cand.groups):
         m.cost.append(grp.cost * m.removed[g])

@@ -108,7 +108,7 @@ class Candidates:
     free: IntArray  # (nodes, resources): room the placement decision left
     queue_room: list[IntArray]  # per queue: capability room the decision left
     gained: IntArray  # per queue: share units the decision's placements add
-    ranks: dict[int, int]  # priority -> rank among preemptors and victims, 0 = lowest
+    ranks: dict[int, int]  # priority -> rank (``Problem.ranks``), 0 = lowest
 
     def victim_nodes(self) -> set[int]:
         return {g.node for g in self.groups}
@@ -190,14 +190,14 @@ def candidates(
             for p in preemptors
             if p.eligible & used
         ]
-    priorities = {problem.gangs[p.gang].priority for p in preemptors}
-    priorities |= {victims[v].priority for v in used}
-    ranks = {p: i for i, p in enumerate(sorted(priorities))}
+    # On the scale the placement objective and the joint model price priority on
+    # (``Problem.ranks``): the same eviction costs the same whichever path decides it.
+    ranks = problem.ranks
     for v in used:
         victim = victims[v]
         if not victim.placed:  # a placement taken back loses its priority term as such
             victim.evict_cost = (
-                w.priority * ranks[victim.priority] * victim.min_member * victim.value
+                w.priority * ranks.get(victim.priority, 0) * victim.min_member * victim.value
             )
     return Candidates(
         preemptors=preemptors,

@@ -15,6 +15,7 @@ from solver.greedy_preemption import apply_withdrawals, greedy_preempt
 from solver.joint import joint_stage
 from solver.model import ClusterState, Decision, SolveStatus
 from solver.objective import coefficients
+from solver.objective import score as objective_score
 from solver.placement import Placer
 from solver.preemption import preempt
 from solver.problem import prepare
@@ -151,6 +152,30 @@ def test_what_one_preemptor_frees_of_its_queues_capability_serves_the_next(how: 
     assert set(decision.evictions) == {"lo1-0", "lo1-1", "lo1-2", "lo2-0"}
     assert sorted(decision.nominated) == ["hi1-0", "hi1-1", "hi2-0", "hi2-1"]
     assert check(st_, decision) == []
+
+
+def test_an_eviction_costs_the_same_whichever_path_decides_it() -> None:
+    """Priorities 0, 5 and 10 run or wait; hi (10) can only go where mid (5) runs. The
+    joint model priced mid's eviction on the ranks of every gang's priority, the model
+    after placement on those of its preemptors and victims alone (mid ranked 0 there:
+    its priority cost nothing), so one eviction reported two disruption terms."""
+    st_ = state(
+        [node("n0").cap(cpu=4), node("n1").cap(cpu=4)],
+        [*_running("mid", 1, 4, ["n0"]), *_running("low", 1, 4, ["n1"]), *_pending("hi", 1, 4)],
+        [gang("mid", 1).priority(5), gang("low", 1).not_preemptible(), gang("hi", 1).priority(10)],
+        [queue()],
+        now_s=600,
+    )
+    joint, sequential = (solve(st_, PREEMPT, joint=j) for j in (True, False))
+    assert set(joint.evictions) == set(sequential.evictions) == {"mid-0"}
+    assert joint.terms["disruption"] == sequential.terms["disruption"] < 0
+    greedy = schedule(st_, "gang-greedy", PREEMPT)
+    assert greedy.terms["disruption"] == joint.terms["disruption"]
+    # Underpriced, the greedy start scored 2e9 above the joint model's LP bound, and won.
+    nominated = joint.model_copy(update={"placements": {**joint.nominated}})
+    score = sum(objective_score(st_, nominated, PREEMPT.weights).values())
+    (lp,) = [s.bound for s in joint.stages if s.name == "joint-lp"]
+    assert lp is not None and score + joint.terms["disruption"] <= lp
 
 
 def test_victim_above_min_member_is_shrunk_not_evicted() -> None:
