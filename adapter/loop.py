@@ -25,7 +25,7 @@ from adapter.holds import Hold, Holds
 from adapter.metrics import LoopMetrics
 from adapter.repair import place_again
 from solver.config import SolverConfig
-from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState, Decision
+from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState, Decision, Pod
 from solver.schedulers import SCHEDULERS
 from solver.validate import Violation, check
 
@@ -416,6 +416,7 @@ def run_cycle(
     ready: list[Hold] = []
     waiting: list[Hold] = []
     solver_state = checked_state = state
+    pods: dict[str, Pod] | None = None
     if holds:
         pods = holds.by_name(state)
         result.released = holds.refresh(state, pods)
@@ -447,9 +448,13 @@ def run_cycle(
                 holds.drop(hold.gang, "bound" if hold.gang not in result.rejected else "refused")
             if decision.evictions:
                 _preempt(cluster, checked_state, gangs, decision, holds, result)
-            where = {p.name: p.node_name for p in state.pods} if holds else {}
+            # Holds made this cycle find no index above: built only then.
+            if pods is None:
+                pods = holds.by_name(state) if holds.held else {}
             for hold in holds.held.values():
-                left = [p for p, n in hold.victim_nodes.items() if where.get(p) == n]
+                left = [
+                    p for p, n in hold.victim_nodes.items() if p in pods and pods[p].node_name == n
+                ]
                 result.holding[hold.gang] = (
                     f"preempting: waiting for {len(left) or len(hold.victim_nodes)} evicted pod(s) "
                     f"to terminate on {', '.join(sorted(set(hold.pods.values())))}"

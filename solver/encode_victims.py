@@ -56,9 +56,9 @@ from solver.victims import (
     MAX_VICTIM_GROUPS,
     Victim,
     VictimGroup,
-    _cheapest,
-    _victims,
+    cheapest_victims,
     never_preempting,
+    running_victims,
     takes_from,
     used_groups,
 )
@@ -85,7 +85,7 @@ def victim_set(
 ) -> VictimSet | None:
     """The victims some pending shape may take from; None when there are none."""
     never = never_preempting(problem)
-    victims, groups = _victims(problem, w)
+    victims, groups = running_victims(problem, w)
     if not victims:
         return None
     below = coef.deserved - coef.held > 0
@@ -105,7 +105,7 @@ def victim_set(
     if not used:
         return None
     if sum(len(victims[v].groups) for v in used) > MAX_VICTIM_GROUPS:
-        used = _cheapest(victims, groups, used)
+        used = cheapest_victims(victims, groups, used)
         eligible = {s: vs & used for s, vs in eligible.items() if vs & used}
     kept = used_groups(victims, groups, used)
     room = np.zeros_like(problem.free)
@@ -126,13 +126,14 @@ def narrowed(
 ) -> VictimSet | None:
     """The victims a joint model of at most ``limit`` pairs holds, where all of them make
     it larger (each victim's node is a bin of its own, ``joint_bins``): those in ``first``
-    (the decisions it starts from evict them), then the cheapest (``_cheapest``'s order),
-    while their nodes' pairs fit in what the other nodes' bins leave. The others stay
-    where they run, their nodes back in their classes. None when not even ``first`` fits.
+    (the decisions it starts from evict them), then the cheapest (``cheapest_victims``'s
+    order), while their nodes' pairs fit in what the other nodes' bins leave. The others
+    stay where they run, their nodes back in their classes. None when not even ``first``
+    fits.
 
     Pair counts are those of the model over every victim: a node returned to its class
     adds none where the class has a bin already (real-shaped 200 nodes: the narrowed
-    narrowed model had 4,048 pairs for an estimate of 4,000)."""
+    model had 4,048 pairs for an estimate of 4,000)."""
     single = victim_nodes(vs)
     per_node = np.bincount(pairs.bin, minlength=len(bins))
     bin_of_node = bin_index(problem, bins)

@@ -156,7 +156,7 @@ def candidates(
     ]
     if not pending:
         return None
-    victims, groups = _victims(problem, w)
+    victims, groups = running_victims(problem, w)
     _placed_victims(problem, placed, admitted, coef, w, victims, groups)
     if not victims:
         return None
@@ -184,7 +184,7 @@ def candidates(
     preemptors = preemptors[:MAX_PREEMPTORS]
     used = set().union(*(p.eligible for p in preemptors))
     if sum(len(victims[v].groups) for v in used) > MAX_VICTIM_GROUPS:
-        used = _cheapest(victims, groups, used)
+        used = cheapest_victims(victims, groups, used)
         preemptors = [
             Preemptor(p.gang, p.eligible & used)
             for p in preemptors
@@ -243,7 +243,9 @@ def used_groups(
     return kept
 
 
-def _cheapest(victims: list[Victim], groups: list[VictimGroup], used: set[int]) -> set[int]:
+def cheapest_victims(
+    victims: list[Victim], groups: list[VictimGroup], used: set[int]
+) -> set[int]:
     """The victims of lowest priority, then lowest eviction cost, up to MAX_VICTIM_GROUPS."""
 
     def cost(v: int) -> tuple[int, int]:
@@ -278,7 +280,11 @@ def _gained(problem: Problem, placed: dict[str, int], coef: Coefficients) -> Int
     return gained
 
 
-def _victims(problem: Problem, w: ObjectiveWeights) -> tuple[list[Victim], list[VictimGroup]]:
+def running_victims(
+    problem: Problem, w: ObjectiveWeights
+) -> tuple[list[Victim], list[VictimGroup]]:
+    """The running PodGroups that may lose pods (preemptible, none terminating, every pod
+    on a known node, at least minMember bound), grouped per (node, pod spec)."""
     state = problem.state
     q_index = {q.name: q.index for q in problem.queues}
     n_index = {n.name: i for i, n in enumerate(problem.nodes)}

@@ -86,9 +86,18 @@ def test_the_preemptor_binds_only_once_its_victims_are_gone_and_no_one_takes_its
     disruption = sample(metrics, "gangsat_disruption_objective")
     assert disruption is not None and disruption < 0
 
+    # The cycle that made the hold says what it waits for, as the next ones do while the
+    # victims terminate.
+    assert first.holding["hi"] == "preempting: waiting for 4 evicted pod(s) to terminate on n0, n1"
     waiting = run_cycle(cluster, PREEMPTING, metrics, holds)  # victims still terminating
     assert not waiting.bound and not waiting.preempted
     assert "hi" in holds.held
+    assert waiting.holding["hi"] == first.holding["hi"]
+    cluster.terminating.discard("lo-0")
+    cluster.gone.add("lo-0")  # one victim gone, three still terminating
+    fewer = run_cycle(cluster, PREEMPTING, metrics, holds)
+    assert not fewer.bound
+    assert fewer.holding["hi"].startswith("preempting: waiting for 3 evicted pod(s)")
 
     cluster.grace_passes()
     bound = run_cycle(cluster, PREEMPTING, metrics, holds)
