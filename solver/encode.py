@@ -304,10 +304,10 @@ def add_capability(enc: Encoding) -> None:
         if not len(capped) or not len(members):
             continue
         coeffs = demand[enc.pairs.cls[members]]
-        room = q.room()
+        room, over = q.room(), q.over()
         freed = enc.queue_freed.get(q.index, [])
         for r in capped:
-            _at_most(enc, members, coeffs[:, r], freed, int(r), int(room[r]))
+            _at_most(enc, members, coeffs[:, r], [] if over[r] else freed, int(r), int(room[r]))
 
 
 def add_opened_nodes(

@@ -32,7 +32,7 @@ preemption together.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -122,18 +122,27 @@ def victim_set(
 
 
 def narrowed(
-    problem: Problem, vs: VictimSet, bins: Sequence[Bin], pairs: Pairs, first: set[int], limit: int
+    problem: Problem,
+    vs: VictimSet,
+    bins: Sequence[Bin],
+    pairs: Pairs,
+    first: Collection[int],
+    limit: int,
+    then: Collection[int] = (),
 ) -> VictimSet | None:
     """The victims a joint model of at most ``limit`` pairs holds, where all of them make
     it larger (each victim's node is a bin of its own, ``joint_bins``): those in ``first``
-    (the decisions it starts from evict them), then the cheapest (``cheapest_victims``'s
-    order), while their nodes' pairs fit in what the other nodes' bins leave. The others
-    stay where they run, their nodes back in their classes. None when not even ``first``
-    fits.
+    (the decision it starts from evicts them), then those in ``then`` (other starts evict
+    them), then the cheapest (``cheapest_victims``'s order), while their nodes' pairs fit
+    in what the other nodes' bins leave. The others stay where they run, their nodes back
+    in their classes. None when not even ``first`` fits, or when every node is a class of
+    its own: a node returned keeps its pairs there, so fewer victims make no smaller model.
 
     Pair counts are those of the model over every victim: a node returned to its class
     adds none where the class has a bin already (real-shaped 200 nodes: the narrowed
     model had 4,048 pairs for an estimate of 4,000)."""
+    if len(problem.node_classes) == len(problem.nodes):
+        return None
     single = victim_nodes(vs)
     per_node = np.bincount(pairs.bin, minlength=len(bins))
     bin_of_node = bin_index(problem, bins)
@@ -141,10 +150,10 @@ def narrowed(
     room = limit - (len(pairs) - sum(cost.values()))
     used = {grp.victim for grp in vs.groups}
 
-    def order(v: int) -> tuple[bool, int, int]:
+    def order(v: int) -> tuple[bool, bool, int, int]:
         victim = vs.victims[v]
         evicting = sum(vs.groups[g].cost * len(vs.groups[g].pods) for g in victim.groups)
-        return (v not in first, victim.priority, evicting)
+        return (v not in first, v not in then, victim.priority, evicting)
 
     kept: set[int] = set()
     taken: set[int] = set()

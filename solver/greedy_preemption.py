@@ -119,7 +119,9 @@ def greedy_choice(problem: Problem, cand: Candidates, coef: Coefficients) -> Pre
         if not all(any(cand.groups[g].node in used for g in gs) for gs in groups):
             continue
         free = _freed(cand, free, chosen)
-        queue_room[gang.queue] = _queue_freed(cand, queue_room[gang.queue], gang.queue, chosen)
+        queue_room[gang.queue] = _queue_freed(
+            problem, cand, queue_room[gang.queue], gang.queue, chosen
+        )
         for pod, node in placement.items():
             demand = problem.classes[problem.class_of_pod()[pod]].demand
             free[node] -= demand
@@ -157,14 +159,18 @@ def _freed(cand: Candidates, free: IntArray, victims: list[int]) -> IntArray:
     return room
 
 
-def _queue_freed(cand: Candidates, room: IntArray, queue: int, victims: list[int]) -> IntArray:
+def _queue_freed(
+    problem: Problem, cand: Candidates, room: IntArray, queue: int, victims: list[int]
+) -> IntArray:
     """``queue``'s capability room with ``victims`` gone: those of the queue give back
-    what they hold (other queues' free only node room)."""
+    what they hold (other queues' free only node room), but where the queue is above its
+    capability (``QueueInfo.over``)."""
     room = room.copy()
+    counted = ~problem.queues[queue].over()
     for v in victims:
         if cand.victims[v].queue == queue:
             for g in cand.victims[v].groups:
-                room += cand.groups[g].demand * len(cand.groups[g].pods)
+                room += np.where(counted, cand.groups[g].demand * len(cand.groups[g].pods), 0)
     return room
 
 
@@ -181,7 +187,7 @@ def _fit(
     nodes first (placing through a Placer cost 2-3 ms a try on 1,000 nodes).
     ``queue_room``: the gang's queue's capability room before they go."""
     room = _freed(cand, free, victims)
-    queue_room = _queue_freed(cand, queue_room, gang.queue, victims)
+    queue_room = _queue_freed(problem, cand, queue_room, gang.queue, victims)
     freed = {cand.groups[g].node for v in victims for g in cand.victims[v].groups}
     placement: dict[str, int] = {}
     for c in gang.classes:

@@ -75,11 +75,11 @@ def decide_jointly(search: Search, shapes: Shapes, best: Placer) -> Decision:
     placement alone and followed by preemption (greedy, and the preemption model), where
     that model fits: JOINT_MAX_PAIRS pairs (and ``max_node_level_pairs``). Over every
     victim it may be larger: then it holds the victims its starts evict and the cheapest
-    others whose nodes fit (``narrowed``), and its bound is one over decisions that evict
-    only those. Where not even the other nodes' classes fit (real-shaped 1,000 nodes:
-    11,500 pairs), preemption is decided after placement (``decide_after``). The
-    placement stages' bounds are not bounds on it (evictions free room): only its own is
-    reported."""
+    others whose nodes fit (``narrowed``), and the decision reports no bound (the model's
+    covers only decisions that evict those). Where not even the other nodes' classes fit
+    (real-shaped 1,000 nodes: 11,500 pairs), preemption is decided after placement
+    (``decide_after``). The placement stages' bounds are not bounds on it (evictions free
+    room): only its own is reported."""
     problem, config = search.problem, search.config
     victims = victim_set(problem, shapes, search.coef, config.weights)
     if victims is None:
@@ -106,14 +106,19 @@ def decide_jointly(search: Search, shapes: Shapes, best: Placer) -> Decision:
     share = SEQUENTIAL_SHARE * min(left, config.preemption_time_share * config.time_limit_s)
     starts.append(modelled_joint(search, best, None if config.deterministic else share))
     start = max(starts, key=lambda s: s.score)
-    if len(pairs) > most:
-        fits = _narrowed(problem, shapes, victims, bins, pairs, _evicted(victims, starts), most)
+    narrow = len(pairs) > most
+    if narrow:
+        first = _evicted(victims, [start])
+        then = _evicted(victims, starts) - first
+        fits = _narrowed(problem, shapes, victims, bins, pairs, first, then, most)
         if fits is None:
             return _decided(search, start, None)
         victims, bins, pairs = fits
     limit = max(MIN_STAGE_S, search.remaining() + search.held_back_s)
     found, bound = joint_stage(search, shapes, victims, start, limit, bins, pairs)
-    return _decided(search, found or start, bound)
+    # Over some victims only, the model's bound is none on the cycle's decision: another
+    # eviction might score more. Its stage reports keep it.
+    return _decided(search, found or start, None if narrow else bound)
 
 
 def _decided(search: Search, chosen: JointDecision, bound: int | None) -> Decision:
@@ -146,12 +151,13 @@ def _narrowed(
     bins: Sequence[Bin],
     pairs: Pairs,
     first: set[int],
+    then: set[int],
     most: int,
 ) -> tuple[VictimSet, list[Bin], Pairs] | None:
     """The joint model over the victims ``narrowed`` keeps within ``most`` pairs. Its
     count is an estimate (real-shaped 200 nodes: 4,048 pairs for 4,000); the limit is one
     of time, not of correctness, so it is not redone (each ``joint_pairs`` took 0.02 s)."""
-    held = narrowed(problem, vs, bins, pairs, first, most)
+    held = narrowed(problem, vs, bins, pairs, first, most, then)
     if held is None:
         return None
     held_bins = joint_bins(problem, held)
@@ -162,7 +168,9 @@ def _may_narrow(
     problem: Problem, vs: VictimSet, bins: Sequence[Bin], pairs: Pairs, most: int
 ) -> bool:
     """Whether a joint model over fewer victims could fit in ``most`` pairs: the bins of
-    the nodes without a victim leave room."""
+    the nodes without a victim leave room, and the nodes have classes (``narrowed``)."""
+    if len(problem.node_classes) == len(problem.nodes):
+        return False
     single = bin_index(problem, bins)[victim_nodes(vs)]
     return int((~np.isin(pairs.bin, single)).sum()) < most
 

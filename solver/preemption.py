@@ -258,10 +258,11 @@ def _add_capacity(problem: Problem, m: _Model) -> None:
             for g, grp in enumerate(cand.groups)
             if cand.victims[grp.victim].queue == q
         ]
+        over = problem.queues[q].over()
         for r in capped.tolist():
             if mine:
                 add = sum(int(d[r]) * var for d, var in mine)
-                back = sum(int(d[r]) * var for d, var in theirs)
+                back = 0 if over[r] else sum(int(d[r]) * var for d, var in theirs)
                 m.model.add(add - back <= int(room[r]))
 
 

@@ -104,6 +104,13 @@ class QueueInfo:
         big = np.iinfo(np.int64).max // 4
         return np.where(self.capability == NO_CAP, big, np.maximum(self.capability - self.used, 0))
 
+    def over(self) -> BoolArray:
+        """Per resource, whether what the queue holds is already above its capability (a
+        lowered one). Its room there is 0, not negative: what its own victims free is
+        then not counted, since it would first have to cover the excess."""
+        over: BoolArray = (self.capability != NO_CAP) & (self.used > self.capability)
+        return over
+
 
 @dataclass
 class Problem:

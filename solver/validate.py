@@ -256,6 +256,54 @@ def check_preemption(state: ClusterState, decision: Decision) -> list[Violation]
                 "priority, or another queue reclaiming) is nominated",
             )
     out.extend(_room_after_evictions(state, decision, nodes, on_node))
+    nominated = [pod for members in nominated_by_gang.values() for pod in members]
+    out.extend(_capability_after_evictions(state, decision, gangs, nominated))
+    return out
+
+
+def _capability_after_evictions(
+    state: ClusterState, decision: Decision, gangs: Mapping[str, Gang], nominated: list[Pod]
+) -> list[Violation]:
+    """Nominated gangs fit under their queue's capability once the victims are gone:
+    what stays bound, this decision's placements and the nominations, for each resource
+    the nominations add to (a queue already over a lowered capability is not the
+    decision's doing, unless it adds to it)."""
+    queues = {q.name: q for q in state.queues}
+    queues.setdefault(DEFAULT_QUEUE, Queue(name=DEFAULT_QUEUE, weight=1))
+    by_queue: dict[str, list[Pod]] = defaultdict(list)
+    for pod in nominated:
+        queue = _queue_of(pod, gangs, queues)
+        if queue is not None and queues[queue].capability is not None:
+            by_queue[queue].append(pod)
+    if not by_queue:
+        return []
+    pods = {p.name: p for p in state.pods}
+    staying: dict[str, list[Pod]] = defaultdict(list)
+    placed = [pods[name] for name in decision.placements if name in pods]
+    for pod in [*state.bound_pods(), *placed]:
+        queue = _queue_of(pod, gangs, queues)
+        if queue in by_queue and pod.name not in decision.evictions:
+            staying[queue].append(pod)
+    out = []
+    for queue_name, members in sorted(by_queue.items()):
+        capability = queues[queue_name].capability
+        if capability is None:
+            continue
+        held, added = _sum(staying.get(queue_name, [])), _sum(members)
+        over = [
+            r for r, cap in sorted(capability.items()) if added[r] and held[r] + added[r] > cap
+        ]
+        if over:
+            out.append(
+                Violation(
+                    kind="nomination",
+                    subject=queue_name,
+                    message=(
+                        f"queue {queue_name!r}: nominated pods exceed its capability once "
+                        f"the victims are gone ({', '.join(over)})"
+                    ),
+                )
+            )
     return out
 
 

@@ -249,6 +249,11 @@ def test_a_joint_model_too_large_holds_the_starts_victims_then_the_cheapest() ->
     assert [problem.nodes[n].name for n in victim_nodes(held)] == ["v0", "v3"]
     # The others go back to the empty nodes' class, whose bin the pending pods see alike.
     assert sorted(len(b.nodes) for b in joint_bins(problem, held)) == [1, 1, 4]
+    # Victims another start evicts come before the cheapest.
+    problem, vs, bins, pairs = _victims_of(_ladder())
+    held = narrowed(problem, vs, bins, pairs, {3}, 3, then={1})
+    assert held is not None
+    assert {names[g.victim] for g in held.groups} == {"v1", "v3"}
     # Not even the starts' victims fit: no narrowed model.
     problem, vs, bins, pairs = _victims_of(_ladder())
     assert narrowed(problem, vs, bins, pairs, {3}, 1) is None
@@ -266,6 +271,33 @@ def test_a_joint_model_narrowed_to_its_limit_still_decides_jointly(
     # the gang waits for it whole.
     assert set(decision.evictions) == {"v0-0"}
     assert sorted(decision.nominated.values()) == ["e0", "e1", "v0"]
+    # Over some victims only, the model's bound is none on the decision (another
+    # eviction might score more): none is reported, and the decision is not "optimal".
+    assert decision.bound is None and decision.gap is None
+    assert decision.status is not SolveStatus.OPTIMAL
+
+
+def test_where_every_node_is_a_class_of_its_own_no_narrowed_model_is_built() -> None:
+    """A node whose victim is left out keeps its pairs as a bin of its own: fewer victims
+    make no smaller model, and preemption is decided after placement as before."""
+    nodes = [node(f"v{j}").cap(cpu=4 + j).build() for j in range(4)]  # all different
+    running = [pod(f"v{j}-0").req(cpu=4).gang(f"v{j}").on(f"v{j}").started(0) for j in range(4)]
+    st_ = state(
+        nodes,
+        [*running, pod("hi-0").req(cpu=4).gang("hi")],
+        [*(gang(f"v{j}", 1) for j in range(4)), gang("hi", 1).priority(10)],
+        [queue()],
+        600,
+    )
+    problem, vs, bins, pairs = _victims_of(st_)
+    assert len(problem.node_classes) == len(problem.nodes)
+    assert narrowed(problem, vs, bins, pairs, set(), len(pairs) - 1) is None
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(solver.last_stage, "JOINT_MAX_PAIRS", len(pairs) - 1)
+        decision = solve(st_, SolverConfig(preemption=True, time_limit_s=0.5, deterministic=True))
+    assert not any(s.name.startswith("joint") for s in decision.stages)
+    assert len(decision.evictions) == 1 and list(decision.nominated) == ["hi-0"]
+    assert check(st_, decision) == []
 
 
 @settings(max_examples=30, deadline=None)

@@ -91,9 +91,7 @@ def test_above_the_node_level_limit_preemption_follows_placement() -> None:
     decision = solve(st_, SolverConfig(preemption=True, max_node_level_pairs=0))
     assert set(decision.evictions) == {f"lo-{i}" for i in range(4)}
     assert sorted(decision.nominated.values()) == ["n0", "n1"]
-    assert [s.name for s in decision.stages if s.name in ("joint", "preemption")] == [
-        "preemption"
-    ]
+    assert [s.name for s in decision.stages if s.name in ("joint", "preemption")] == ["preemption"]
     assert check(st_, decision) == []
 
 
@@ -176,6 +174,56 @@ def test_an_eviction_costs_the_same_whichever_path_decides_it() -> None:
     score = sum(objective_score(st_, nominated, PREEMPT.weights).values())
     (lp,) = [s.bound for s in joint.stages if s.name == "joint-lp"]
     assert lp is not None and score + joint.terms["disruption"] <= lp
+
+
+def _over_its_capability() -> ClusterState:
+    """Queue q's capability was lowered to 8 cpu while it holds 12 (big: 8, lo: 4); hi
+    (priority 10) waits. Evicting lo would leave 8 held: no room for hi's 4."""
+    return state(
+        [node(f"n{j}").cap(cpu=4) for j in range(3)],
+        [
+            *_running("big", 2, 4, ["n0", "n1"]),
+            *_running("lo", 1, 4, ["n2"]),
+            *_pending("hi", 1, 4),
+        ],
+        [
+            gang("big", 2).queue("q").priority(20),
+            gang("lo", 1).queue("q"),
+            gang("hi", 1).queue("q").priority(10),
+        ],
+        [queue("q").capability(cpu="8")],
+        now_s=600,
+    )
+
+
+@pytest.mark.parametrize("how", ["joint", "sequential", "gang-greedy"])
+def test_a_queue_over_a_lowered_capability_preempts_nothing_it_could_not_use(how: str) -> None:
+    """Its room was counted from 0 (the clipped room) plus what lo frees: hi was
+    nominated and lo evicted, for a bind the capability would refuse."""
+    st_ = _over_its_capability()
+    if how == "gang-greedy":
+        decision = schedule(st_, "gang-greedy", PREEMPT)
+    else:
+        decision = solve(st_, PREEMPT, joint=how == "joint")
+    assert not decision.evictions and not decision.nominated
+    assert check(st_, decision) == []
+
+
+def test_the_validator_refuses_nominations_over_the_capability_after_evictions() -> None:
+    st_ = _over_its_capability()
+    decision = Decision(
+        scheduler="test",
+        placements={},
+        status=SolveStatus.GREEDY,
+        evictions={"lo-0": "preempted"},
+        nominated={"hi-0": "n2"},
+    )
+    violations = check(st_, decision)
+    assert [(v.kind, v.subject) for v in violations] == [("nomination", "q")]
+    assert "capability" in violations[0].message
+    # With the capability it had (16 cpu), the same decision holds.
+    raised = st_.model_copy(update={"queues": (queue("q").capability(cpu="16").build(),)})
+    assert check(raised, decision) == []
 
 
 def test_victim_above_min_member_is_shrunk_not_evicted() -> None:
