@@ -95,7 +95,17 @@ def test_above_the_node_level_limit_preemption_follows_placement() -> None:
     assert check(st_, decision) == []
 
 
-@pytest.mark.parametrize("how", ["joint", "sequential", "gang-greedy"])
+PATHS = ["joint", "sequential", "gang-greedy"]
+
+
+def _decide(st_: ClusterState, how: str) -> Decision:
+    """Preemption decided jointly with placement, after it, or by gang-greedy's actions."""
+    if how == "gang-greedy":
+        return schedule(st_, "gang-greedy", PREEMPT)
+    return solve(st_, PREEMPT, joint=how == "joint")
+
+
+@pytest.mark.parametrize("how", PATHS)
 def test_a_victim_is_evicted_for_its_queues_capability_not_only_for_node_room(
     how: str,
 ) -> None:
@@ -111,16 +121,13 @@ def test_a_victim_is_evicted_for_its_queues_capability_not_only_for_node_room(
         [queue("q").capability(cpu="3")],
         now_s=600,
     )
-    if how == "gang-greedy":
-        decision = schedule(st_, "gang-greedy", PREEMPT)
-    else:
-        decision = solve(st_, PREEMPT, joint=how == "joint")
+    decision = _decide(st_, how)
     assert set(decision.evictions) == {"lo-0", "lo-1"}
     assert sorted(decision.nominated) == ["hi-0", "hi-1"]
     assert check(st_, decision) == []
 
 
-@pytest.mark.parametrize("how", ["joint", "sequential", "gang-greedy"])
+@pytest.mark.parametrize("how", PATHS)
 def test_what_one_preemptor_frees_of_its_queues_capability_serves_the_next(how: str) -> None:
     """Capped at 4 cpu, the queue's low-priority gangs hold all of it (lo1: 3 pods, lo2:
     1) on a node with room to spare; two high-priority gangs of 2 x 1 cpu wait. Evicting
@@ -143,10 +150,7 @@ def test_what_one_preemptor_frees_of_its_queues_capability_serves_the_next(how: 
         [queue("q").capability(cpu="4")],
         now_s=600,
     )
-    if how == "gang-greedy":
-        decision = schedule(st_, "gang-greedy", PREEMPT)
-    else:
-        decision = solve(st_, PREEMPT, joint=how == "joint")
+    decision = _decide(st_, how)
     assert set(decision.evictions) == {"lo1-0", "lo1-1", "lo1-2", "lo2-0"}
     assert sorted(decision.nominated) == ["hi1-0", "hi1-1", "hi2-0", "hi2-1"]
     assert check(st_, decision) == []
@@ -196,15 +200,12 @@ def _over_its_capability() -> ClusterState:
     )
 
 
-@pytest.mark.parametrize("how", ["joint", "sequential", "gang-greedy"])
+@pytest.mark.parametrize("how", PATHS)
 def test_a_queue_over_a_lowered_capability_preempts_nothing_it_could_not_use(how: str) -> None:
     """Its room was counted from 0 (the clipped room) plus what lo frees: hi was
     nominated and lo evicted, for a bind the capability would refuse."""
     st_ = _over_its_capability()
-    if how == "gang-greedy":
-        decision = schedule(st_, "gang-greedy", PREEMPT)
-    else:
-        decision = solve(st_, PREEMPT, joint=how == "joint")
+    decision = _decide(st_, how)
     assert not decision.evictions and not decision.nominated
     assert check(st_, decision) == []
 
