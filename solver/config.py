@@ -86,13 +86,17 @@ class ObjectiveWeights(BaseModel):
         le=MAX_WEIGHT,
         description="per share unit of GPU nodes opened: keep whole GPU nodes free",
     )
+    # 200: on the philly trace with reclaim (1.25-2.08x load, 3 draws each, 0.2 s cycles,
+    # simulated) every run held queue shares within 2% (worst 1.72%) and mean JCT within
+    # 3.3% of no preemption; at 100 one run's JCT was 5.5% longer, at 400 two runs' shares
+    # were off by 2.08% and 2.83%.
     disruption: int = Field(
-        default=100,
+        default=200,
         ge=0,
         le=MAX_WEIGHT,
         description=(
             "per share unit of each evicted pod's dominant resource, on top of the value "
-            "it stops earning: at 100, an eviction must win twice what it takes"
+            "it stops earning: at 200, an eviction must win three times what it takes"
         ),
     )
     disruption_per_hour: int = Field(

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver.config import SolverConfig
+from solver.config import ObjectiveWeights, SolverConfig
 from solver.cpsat import solve
 from solver.greedy_preemption import apply_withdrawals, greedy_preempt
 from solver.joint import joint_stage
@@ -346,10 +346,15 @@ def test_a_gang_spanning_nodes_is_evicted_whole_for_one_node_of_room(scheduler: 
         [gang("lo", 2), gang("hi", 1).priority(10)],
         [queue()],
     )
-    decision = schedule(st_, scheduler, PREEMPT)
+    # Priced at 100, the trade pays; at the default 200, two pods evicted for one placed
+    # do not, and cpsat keeps lo (gang-greedy's actions price nothing).
+    cheaper = PREEMPT.model_copy(update={"weights": ObjectiveWeights(disruption=100)})
+    decision = schedule(st_, scheduler, cheaper)
     assert set(decision.evictions) == {"lo-0", "lo-1"}
     assert len(decision.nominated) == 1
     assert check(st_, decision) == []
+    if scheduler == "cpsat":
+        assert not schedule(st_, scheduler, PREEMPT).evictions
 
 
 @st.composite
