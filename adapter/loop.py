@@ -290,6 +290,15 @@ def _preempt(
     for gang, pods in by_gang.items():
         nodes = set(pods.values())
         victims = {p: n for p, n in node_of.items() if n in nodes and n is not None}
+        if not victims:
+            # Nominated where no victim runs, it waits for its queue's capability: for the
+            # victims of its own queue, wherever they run.
+            queue = gangs.queue_of(gang)
+            victims = {
+                p: n
+                for p, n in node_of.items()
+                if n is not None and gangs.queue_of(gangs.gang(p)) == queue
+            }
         refused = sorted(p for p in victims if p in failures)
         if refused:
             error = failures[refused[0]]

@@ -45,6 +45,7 @@ from solver.victims import (
     Preemption,
     candidates,
     evictions_of,
+    never_preempting,
     placed_load,
     restore_unneeded,
     split_withdrawn,
@@ -247,12 +248,15 @@ def _decode(
         return vs.eligible.get(shape_of[gang], frozenset())
 
     waiting = _waiting(problem, vs, where, removed, touched, takes)
+    dropped = _within_capability(problem, where, waiting)
     placer = Placer(problem)
     nominated: dict[str, int] = {}
     next_pod: dict[int, int] = defaultdict(int)
     takers: dict[int, list[int]] = defaultdict(list)  # node -> nominated gangs there
     for c, node, count in where:
         cls = problem.classes[c]
+        if cls.gang in dropped:
+            continue
         if cls.gang not in waiting:
             placer.place_on(cls, node, count)
             continue
@@ -342,6 +346,36 @@ def _waiting(
         for n, load in loads.items():
             free[n] -= load
     return waiting
+
+
+def _within_capability(
+    problem: Problem, where: list[tuple[int, int, int]], waiting: set[int]
+) -> set[int]:
+    """The model lets a queue's pods use the capability its victims free, wherever they
+    go; but gangs bound now (not ``waiting``) count against it while the victims still
+    run. Per capped queue over its room as it is now, its gangs bound now join
+    ``waiting`` (they are nominated: they fit once the victims are gone), newest first,
+    until the rest fit; those whose pods may never preempt cannot wait nominated and are
+    returned, to be left out of the decision."""
+    load: dict[int, IntArray] = {}
+    for c, _, count in where:
+        cls = problem.classes[c]
+        if cls.gang not in waiting:
+            load[cls.gang] = load.get(cls.gang, 0) + cls.demand * count
+    never = never_preempting(problem)
+    dropped: set[int] = set()
+    by_queue: dict[int, list[int]] = defaultdict(list)
+    for g in load:
+        by_queue[problem.gangs[g].queue].append(g)
+    for q, gangs in by_queue.items():
+        room = problem.queues[q].room()
+        now = sum((load[g] for g in gangs), np.zeros_like(room))
+        for g in sorted(gangs, key=lambda g: (-problem.gangs[g].created_s, problem.gangs[g].name)):
+            if (now <= room).all():
+                break
+            now = now - load[g]
+            (dropped if problem.gangs[g].name in never else waiting).add(g)
+    return dropped
 
 
 def _served(

@@ -15,7 +15,7 @@ from adapter.cluster import ClusterError
 from adapter.holds import Holds
 from adapter.loop import LoopSettings, run_cycle
 from adapter.metrics import LoopMetrics
-from solver.config import SolverConfig
+from solver.config import ObjectiveWeights, SolverConfig
 from solver.model import ClusterState
 from solver.schedulers import SCHEDULERS
 from tests.adapter.test_loop import FakeCluster, sample, status_of
@@ -105,6 +105,41 @@ def test_the_preemptor_binds_only_once_its_victims_are_gone_and_no_one_takes_its
     assert not {"late-0", "late-1"} & set(bound.bound)  # the held room went to hi
     assert not holds.held
     assert status_of(bound, "hi").phase == "Running"
+
+
+def test_a_gang_nominated_beside_the_victims_waits_for_its_queues_capability() -> None:
+    """hi2 fits on n1, where no victim runs, but only under its queue's cap once lo (on
+    n0) is gone: its hold waits for lo too, and it binds with hi1, not before."""
+    cluster = GracefulCluster(
+        state(
+            [node("n0").cap(cpu=8), node("n1").cap(cpu=8).label(zone="b")],
+            [
+                pod("lo-0").req(cpu=8).gang("lo").on("n0"),
+                pod("hi1-0").req(cpu=4).gang("hi1"),
+                pod("hi2-0").req(cpu=4).gang("hi2").selector(zone="b"),
+            ],
+            [
+                gang("lo", 1).queue("q"),
+                gang("hi1", 1).queue("q").priority(10),
+                gang("hi2", 1).queue("q"),
+            ],
+            [queue("q").capability(cpu="8")],
+        )
+    )
+    settings = LoopSettings(
+        solver=PREEMPTING.solver.model_copy(update={"weights": ObjectiveWeights(disruption=0)})
+    )
+    holds = Holds()
+    first = run_cycle(cluster, settings, None, holds)
+    assert set(first.preempted) == {"lo-0"} and not first.bound
+    assert set(holds.held) == {"hi1", "hi2"}
+    waiting = run_cycle(cluster, settings, None, holds)  # lo still terminating
+    assert not waiting.bound and not waiting.rejected
+    assert set(holds.held) == {"hi1", "hi2"}
+    cluster.grace_passes()
+    bound = run_cycle(cluster, settings, None, holds)
+    assert sorted(bound.bound) == ["hi1-0", "hi2-0"]
+    assert not bound.violations and not holds.held
 
 
 def test_a_refused_eviction_holds_nothing_and_the_gang_is_decided_again() -> None:

@@ -227,6 +227,44 @@ def test_the_validator_refuses_nominations_over_the_capability_after_evictions()
     assert check(raised, decision) == []
 
 
+def _capped_beside_the_victim() -> ClusterState:
+    """Queue q, capped at 8 cpu, runs lo (8 cpu) on n0; hi1 (priority 10, 4 cpu) and hi2
+    (4 cpu, zone b only: n1, where no victim runs) wait. Both fit once lo goes."""
+    return state(
+        [node("n0").cap(cpu=8), node("n1").cap(cpu=8).label(zone="b")],
+        [
+            *_running("lo", 1, 8, ["n0"]),
+            *_pending("hi1", 1, 4),
+            pod("hi2-0").req(cpu=4).gang("hi2").selector(zone="b"),
+        ],
+        [
+            gang("lo", 1).queue("q"),
+            gang("hi1", 1).queue("q").priority(10),
+            gang("hi2", 1).queue("q"),
+        ],
+        [queue("q").capability(cpu="8")],
+        now_s=600,
+    )
+
+
+FREE_EVICTIONS = PREEMPT.model_copy(update={"weights": ObjectiveWeights(disruption=0)})
+
+
+@pytest.mark.parametrize("how", PATHS)
+def test_a_gang_beside_the_victims_waits_for_the_capability_they_free(how: str) -> None:
+    """The joint model let hi2 use the capability lo frees, and its decoder bound hi2 at
+    once (no victim on its node) while lo still held it: over the cap."""
+    st_ = _capped_beside_the_victim()
+    if how == "gang-greedy":
+        decision = schedule(st_, "gang-greedy", FREE_EVICTIONS)
+    else:
+        decision = solve(st_, FREE_EVICTIONS, joint=how == "joint")
+    assert check(st_, decision) == []
+    assert set(decision.evictions) == {"lo-0"}
+    assert decision.nominated["hi1-0"] == "n0"
+    assert "hi2-0" not in decision.placements  # bound now, it would break the cap
+
+
 def test_victim_above_min_member_is_shrunk_not_evicted() -> None:
     # lo runs 4 pods with minMember 2: one node's two pods make room for one 4-cpu pod.
     st_ = state(
