@@ -214,10 +214,10 @@ def test_with_classes_of_nodes_beside_the_victims_decisions_hold(
     assert _joint_score(cluster, joint) >= _joint_score(cluster, greedy)
 
 
-def _ladder() -> ClusterState:
+def _ladder(v3_cpu: int = 4) -> ClusterState:
     """v0..v3 (priorities 0..3) each fill one node; two empty nodes beside them; hi
     (priority 10, 3 pods of a whole node each) needs one victim's node."""
-    nodes = [node(f"v{j}").cap(cpu=4).build() for j in range(4)]
+    nodes = [node(f"v{j}").cap(cpu=v3_cpu if j == 3 else 4).build() for j in range(4)]
     nodes += [node(f"e{i}").cap(cpu=4).build() for i in range(2)]
     running = [pod(f"v{j}-0").req(cpu=4).gang(f"v{j}").on(f"v{j}").started(0) for j in range(4)]
     hi = [pod(f"hi-{i}").req(cpu=4).gang("hi") for i in range(3)]
@@ -257,6 +257,19 @@ def test_a_joint_model_too_large_holds_the_starts_victims_then_the_cheapest() ->
     # Not even the starts' victims fit: no narrowed model.
     problem, vs, bins, pairs = _victims_of(_ladder())
     assert narrowed(problem, vs, bins, pairs, {3}, 1) is None
+
+
+def test_a_victims_node_alone_in_its_class_costs_nothing_to_hold() -> None:
+    """v3's node is larger than the others: alone in its class. Left out, it keeps its
+    pair in a bin of its own; counted as saved, the narrowed model overshot its limit
+    (v0 held, 3 pairs for 2)."""
+    problem, vs, bins, pairs = _victims_of(_ladder(v3_cpu=8))
+    names = {v.index: v.name for v in vs.victims}
+    held = narrowed(problem, vs, bins, pairs, set(), 2)
+    assert held is not None
+    assert {names[g.victim] for g in held.groups} == {"v3"}
+    shapes = group(problem, coefficients(problem, JOINT.weights))
+    assert len(joint_pairs(problem, shapes, joint_bins(problem, held), held)) <= 2
 
 
 def test_a_joint_model_narrowed_to_its_limit_still_decides_jointly(
