@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -177,13 +177,15 @@ def narrowed(
         kept.add(v)
     if not kept:
         return None
-    groups = used_groups(vs.victims, vs.groups, kept)
+    # Copies: ``used_groups`` renumbers each victim's groups, and ``vs`` stays whole.
+    victims = [replace(v, groups=list(v.groups)) for v in vs.victims]
+    groups = used_groups(victims, vs.groups, kept)
     eligible = {s: vs_ & kept for s, vs_ in vs.eligible.items() if vs_ & kept}
     room_held = np.zeros_like(problem.free)
     for grp in groups:
         room_held[grp.node] += grp.demand * len(grp.pods)
     return VictimSet(
-        victims=vs.victims, groups=groups, eligible=eligible, never=vs.never, room=room_held
+        victims=victims, groups=groups, eligible=eligible, never=vs.never, room=room_held
     )
 
 

@@ -249,13 +249,13 @@ def test_a_joint_model_too_large_holds_the_starts_victims_then_the_cheapest() ->
     assert [problem.nodes[n].name for n in victim_nodes(held)] == ["v0", "v3"]
     # The others go back to the empty nodes' class, whose bin the pending pods see alike.
     assert sorted(len(b.nodes) for b in joint_bins(problem, held)) == [1, 1, 4]
-    # Victims another start evicts come before the cheapest.
-    problem, vs, bins, pairs = _victims_of(_ladder())
+    # Victims another start evicts come before the cheapest; the whole set is unchanged
+    # by the narrowing before (each victim's groups still index it).
+    assert [[vs.groups[g].victim for g in v.groups] for v in vs.victims] == [[0], [1], [2], [3]]
     held = narrowed(problem, vs, bins, pairs, {3}, 3, then={1})
     assert held is not None
     assert {names[g.victim] for g in held.groups} == {"v1", "v3"}
     # Not even the starts' victims fit: no narrowed model.
-    problem, vs, bins, pairs = _victims_of(_ladder())
     assert narrowed(problem, vs, bins, pairs, {3}, 1) is None
 
 
