@@ -9,9 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-import numpy as np
-
-from solver.bins import Bin, Pairs, bin_index, pair_capacity
+from solver.bins import Bin, Pairs, pair_capacity
 from solver.decode import decision_from_placements, relative_gap
 from solver.encode_victims import (
     VictimSet,
@@ -86,15 +84,18 @@ def decide_jointly(search: Search, shapes: Shapes, best: Placer) -> Decision:
         return decide_after(search, best)  # nothing running to take from: placement is all
     bins = joint_bins(problem, victims)
     most = min(config.max_node_level_pairs, JOINT_MAX_PAIRS)
-    # The nodes without a victim alone over the limit: neither the whole model nor a
-    # narrowed one fits. Counted first, on their few bins: the pairs of every victim's
-    # node too took 0.04 s of real-shaped 1,000-node cycles, already at their limit.
+    # The pairs of the nodes without a victim, which every model, whole or narrowed,
+    # holds: counted first, on their few bins (the pairs of every victim's node too took
+    # 0.04 s of real-shaped 1,000-node cycles, already at their limit, for nothing).
     single = set(victim_nodes(victims))
     others = [b for b in bins if not (len(b.nodes) == 1 and b.nodes[0] in single)]
-    if len(pair_capacity(problem, shapes, others)) >= most:
+    base = len(pair_capacity(problem, shapes, others))
+    if base > most:
         return decide_after(search, best)
     pairs = joint_pairs(problem, shapes, bins, victims)
-    if len(pairs) > most and not _may_narrow(problem, victims, bins, pairs, most):
+    # Too large whole, a narrowed model needs room beside those, and node classes: where
+    # every node is a class of its own, a node left out keeps its pairs (``narrowed``).
+    if len(pairs) > most and (base >= most or len(problem.node_classes) == len(problem.nodes)):
         return decide_after(search, best)
     # The best placement alone (greedy actions evict whenever a gang would fit, whatever
     # it costs); gang-greedy's followed by the greedy actions: the gang-greedy scheduler's
@@ -169,17 +170,6 @@ def _narrowed(
         return None
     held_bins = joint_bins(problem, held)
     return held, held_bins, joint_pairs(problem, shapes, held_bins, held)
-
-
-def _may_narrow(
-    problem: Problem, vs: VictimSet, bins: Sequence[Bin], pairs: Pairs, most: int
-) -> bool:
-    """Whether a joint model over fewer victims could fit in ``most`` pairs: the bins of
-    the nodes without a victim leave room, and the nodes have classes (``narrowed``)."""
-    if len(problem.node_classes) == len(problem.nodes):
-        return False
-    single = bin_index(problem, bins)[victim_nodes(vs)]
-    return int((~np.isin(pairs.bin, single)).sum()) < most
 
 
 def _evicted(vs: VictimSet, starts: Sequence[JointDecision]) -> set[int]:

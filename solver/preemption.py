@@ -23,8 +23,8 @@ the ``disruption`` weight per pod and the ``disruption_per_hour`` weight per hou
 work lost, and an evicted gang's priority. Priority is a trade here, not a rule: a gang
 evicts lower ones only where its priority term outweighs what they lose (raise
 ``priority`` for kube-scheduler's strictness).
-After solving, victims whose room turns out not to be needed are kept (``_kept``), so
-nothing is evicted "in case".
+After solving, victims whose room turns out not to be needed are kept
+(``victims.restore_unneeded``), so nothing is evicted "in case".
 """
 
 from __future__ import annotations

@@ -257,12 +257,16 @@ def check_preemption(state: ClusterState, decision: Decision) -> list[Violation]
             )
     out.extend(_room_after_evictions(state, decision, nodes, on_node))
     nominated = [pod for members in nominated_by_gang.values() for pod in members]
-    out.extend(_capability_after_evictions(state, decision, gangs, nominated))
+    out.extend(_capability_after_evictions(state, decision, pods, gangs, nominated))
     return out
 
 
 def _capability_after_evictions(
-    state: ClusterState, decision: Decision, gangs: Mapping[str, Gang], nominated: list[Pod]
+    state: ClusterState,
+    decision: Decision,
+    pods: Mapping[str, Pod],
+    gangs: Mapping[str, Gang],
+    nominated: list[Pod],
 ) -> list[Violation]:
     """Nominated gangs fit under their queue's capability once the victims are gone:
     what stays bound, this decision's placements and the nominations, for each resource
@@ -277,7 +281,6 @@ def _capability_after_evictions(
             by_queue[queue].append(pod)
     if not by_queue:
         return []
-    pods = {p.name: p for p in state.pods}
     staying: dict[str, list[Pod]] = defaultdict(list)
     placed = [pods[name] for name in decision.placements if name in pods]
     for pod in [*state.bound_pods(), *placed]:
