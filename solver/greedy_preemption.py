@@ -119,9 +119,10 @@ def greedy_choice(problem: Problem, cand: Candidates, coef: Coefficients) -> Pre
         if not all(any(cand.groups[g].node in used for g in gs) for gs in groups):
             continue
         free = _freed(cand, free, chosen)
-        queue_room[gang.queue] = _queue_freed(
-            problem, cand, queue_room[gang.queue], gang.queue, chosen
-        )
+        # Every victim's queue gets its capability back, not only the preemptor's: a
+        # reclaim frees room under the victim queue's cap for that queue's next preemptor.
+        for q in {gang.queue, *(cand.victims[v].queue for v in chosen)}:
+            queue_room[q] = _queue_freed(problem, cand, queue_room[q], q, chosen)
         for pod, node in placement.items():
             demand = problem.classes[problem.class_of_pod()[pod]].demand
             free[node] -= demand

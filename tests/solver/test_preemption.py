@@ -156,6 +156,41 @@ def test_what_one_preemptor_frees_of_its_queues_capability_serves_the_next(how: 
     assert check(st_, decision) == []
 
 
+@pytest.mark.parametrize("how", PATHS)
+def test_the_capability_a_reclaim_frees_serves_the_victims_own_queue(how: str) -> None:
+    """Queue b is capped at 6 cpu and its two low-priority gangs hold all of it: lo (4
+    cpu on n0) and lo2 (2 cpu on n2, which has 2 cpu free). Queue a, below its share,
+    reclaims lo for pa (only n0 will do), which leaves b at its deserved 2 cpu. hi, b's
+    high-priority gang of 4 cpu, goes only on n2: lo2's eviction makes the node room,
+    and the cap has room once lo is gone too. gang-greedy's actions counted what a
+    reclaim freed only in the preemptor's queue: hi found b's cap full and waited."""
+    st_ = state(
+        [node("n0").cap(cpu=4).label(pool="a"), node("n2").cap(cpu=4).label(pool="b")],
+        [
+            *_running("lo", 2, 2, ["n0"]),
+            *_running("lo2", 1, 2, ["n2"]),
+            pod("pa-0").req(cpu=4).gang("pa").selector(pool="a"),
+            pod("hi-0").req(cpu=4).gang("hi").selector(pool="b"),
+            # Fits nowhere: a's demand, and so its deserved share, is its weight's 6 cpu.
+            pod("big-0").req(cpu=100).gang("big"),
+        ],
+        [
+            gang("big", 1).queue("a"),
+            gang("lo", 2).queue("b"),
+            gang("lo2", 1).queue("b"),
+            gang("pa", 1).queue("a").priority(20),
+            gang("hi", 1).queue("b").priority(10),
+        ],
+        [queue("a", weight=3), queue("b").capability(cpu="6")],
+        now_s=600,
+    )
+    decision = _decide(st_, how)
+    assert set(decision.evictions) == {"lo-0", "lo-1", "lo2-0"}
+    assert decision.nominated == {"pa-0": "n0", "hi-0": "n2"}
+    assert "reclaim" in decision.evictions["lo-0"]
+    assert check(st_, decision) == []
+
+
 def test_an_eviction_costs_the_same_whichever_path_decides_it() -> None:
     """Priorities 0, 5 and 10 run or wait; hi (10) can only go where mid (5) runs. The
     joint model priced mid's eviction on the ranks of every gang's priority, the model
