@@ -76,7 +76,7 @@ class Throughput(BaseModel):
     contender: str
     pods: int
     seconds: float
-    client_cpu_s: float  # this process's CPU while the contender ran
+    client_cpu_s: float  # this process's CPU from its start until every pod was seen bound
     server_cpu_s: float | None = None  # the fake API server's, when it is ours to read
 
     @property
