@@ -60,6 +60,9 @@ class Settings(BaseModel):
             text = path.read_text(encoding="utf-8")
         except OSError as e:
             raise SettingsError(f"{path}: cannot read: {e.strerror or e}") from None
+        except UnicodeDecodeError as e:
+            # A ValueError, not an OSError: uncaught, a reload of a bad file ended the loop.
+            raise SettingsError(f"{path}: not UTF-8 (byte {e.start}: {e.reason})") from None
         return cls.from_yaml(text, str(path))
 
     def to_yaml(self) -> str:

@@ -64,6 +64,13 @@ def test_a_missing_file_is_a_settings_error(tmp_path: Path) -> None:
         Settings.load(tmp_path / "absent.yaml")
 
 
+def test_a_file_that_is_not_utf8_is_a_settings_error(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"scheduler: cpsat\n# caf\xe9\n")
+    with pytest.raises(SettingsError, match="not UTF-8"):
+        Settings.load(path)
+
+
 def test_the_scheduler_choices_are_the_registry() -> None:
     from typing import get_args
 

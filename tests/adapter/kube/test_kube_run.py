@@ -189,6 +189,10 @@ def test_settings_are_reloaded_when_the_file_changes(server: FakeApiServer, tmp_
     scheduler._settings_mtime = -1.0
     assert not scheduler.reload_settings()  # refused, the previous settings stay
     assert scheduler.settings.cycle_s == 2
+    path.write_bytes(b"cycleSeconds: 3\n# caf\xe9 (latin-1)\n")  # not UTF-8: no crash either
+    scheduler._settings_mtime = -1.0
+    assert not scheduler.reload_settings()
+    assert scheduler.settings.cycle_s == 2
 
 
 def test_gangsat_run_kubeconfig_schedules_the_seed(server: FakeApiServer, tmp_path: Path) -> None:
