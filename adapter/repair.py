@@ -27,10 +27,24 @@ def place_again(
     """Bind ``pods`` (pending members of short gangs) elsewhere if their gangs can still
     reach minMember; the pods bound (pod -> node) and the binds that failed again."""
     try:
-        state = cluster.snapshot()
+        placements = _placements(cluster, pods, config)
     except ClusterError as e:
         log.warning("no second chance for %d pod(s): %s", len(pods), e)
         return {}, {}
+    except Exception:  # a bug here must not skip the rollback the caller does next
+        log.exception("no second chance for %d pod(s): deciding it failed", len(pods))
+        return {}, {}
+    if not placements:
+        return {}, {}
+    failures = cluster.bind(placements)
+    return {p: n for p, n in placements if p not in failures}, failures
+
+
+def _placements(
+    cluster: Cluster, pods: Collection[str], config: SolverConfig
+) -> list[tuple[str, str]]:
+    """Where gang-greedy puts ``pods`` on a fresh snapshot; none if the validator refuses."""
+    state = cluster.snapshot()
     wanted = set(pods)
     # Only these pods are placed; every bound pod still holds its room.
     state = state.model_copy(
@@ -40,9 +54,5 @@ def place_again(
     violations = check(state, decision)
     if violations:
         log.error("second chance refused by the validator: %s", violations[0])
-        return {}, {}
-    placements = sorted((p, n) for p, n in decision.placements.items() if p in wanted)
-    if not placements:
-        return {}, {}
-    failures = cluster.bind(placements)
-    return {p: n for p, n in placements if p not in failures}, failures
+        return []
+    return sorted((p, n) for p, n in decision.placements.items() if p in wanted)

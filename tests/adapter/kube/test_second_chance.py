@@ -3,6 +3,9 @@ cures is placed again, and a member someone else bound is a member, not a failur
 
 from __future__ import annotations
 
+import pytest
+
+import adapter.repair
 from adapter.kube.cluster import KubeCluster
 from adapter.loop import LoopSettings, run_cycle
 from adapter.metrics import LoopMetrics
@@ -93,3 +96,36 @@ def test_a_rollback_is_counted_and_logged_with_its_cause(
         "gangsat_rollback_deletions_total", {"cause": "Conflict"}
     )
     assert deleted == 1
+
+
+def test_a_second_chance_that_fails_to_decide_still_rolls_the_gang_back(
+    server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # g's two pods go to n1 and n2; n2 vanishes before the binds, so the pod meant for it
+    # fails NodeGone and gets a second chance, whose decision raises (a solver bug).
+    # What the cycle bound must still be rolled back: never a partial gang, no raise.
+    def broken(state: ClusterState, config: SolverConfig) -> object:
+        raise RuntimeError("a bug in the second chance's decision")
+
+    monkeypatch.setattr(adapter.repair, "gang_greedy", broken)
+    apply(server, [node("n1", cpu="2"), node("n2", cpu="2"), podgroup("g", 2)])
+    apply(server, gang_pods("g", 2, cpu="2"))
+
+    class NodeGone(KubeCluster):
+        def snapshot(self) -> ClusterState:
+            state = super().snapshot()
+            if server.get("", "nodes", None, "n2") is not None:
+                server.delete("", "nodes", None, "n2")
+                wait_until(lambda: not self.cache.node_exists("n2"), what="n2 gone")
+            return state
+
+    cluster = NodeGone(server.client()).start(sync_timeout_s=10)
+    try:
+        seen(cluster, server)
+        result = run_cycle(cluster, FAST)
+        assert result.decision is not None and len(result.decision.placements) == 2
+        assert list(result.rolled_back) == ["default/g"]
+        assert bound_pods(server) == {}
+        assert result.repaired == {}
+    finally:
+        cluster.stop()
