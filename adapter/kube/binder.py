@@ -347,4 +347,7 @@ class Binder:
             log.info("deleted %s: %s", pod, reason)
 
         budget = self.retry_budget_s
-        return remove(self.cache, pod, uid, send, RETRYABLE, always, self.backoff_s, budget)
+        # Fenced like the binds: a delete sent after the lease passed could take a pod
+        # of a gang the new leader has since completed, leaving that one partial. A gang
+        # left short by a lost lease is the new leader's: it counts the bound pods.
+        return remove(self.cache, pod, uid, send, RETRYABLE, self.fence, self.backoff_s, budget)

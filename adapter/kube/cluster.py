@@ -53,7 +53,7 @@ class KubeCluster:
         self.reflectors = [Reflector(api, r, self.cache) for r in self.resources]
         self.binder = Binder(api, self.cache, fence=fence, threads=bind_threads)
         self.evictor = Evictor(api, self.cache, fence=fence)
-        self.writer = Writer(rate_per_s=writes_per_s)
+        self.writer = Writer(rate_per_s=writes_per_s, fence=fence)
         self.reporter = Reporter(api, self.cache, self.writer, recorder, resources=self.resources)
         self.findings: list[Finding] = []
         self.foreign_gangs: frozenset[str] = frozenset()

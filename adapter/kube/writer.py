@@ -31,11 +31,21 @@ Write = Callable[[], Any]
 MAX_HOLD_S = 5.0
 
 
+def _leading() -> float:
+    return float("inf")
+
+
 class Writer:
     def __init__(
-        self, rate_per_s: float = 50.0, burst: int = 100, max_hold_s: float = MAX_HOLD_S
+        self,
+        rate_per_s: float = 50.0,
+        burst: int = 100,
+        max_hold_s: float = MAX_HOLD_S,
+        fence: Callable[[], float] = _leading,
     ) -> None:
+        """``fence``: the leadership left, in seconds (``lease``); at 0 writes are dropped."""
         self.rate_per_s = rate_per_s
+        self.fence = fence
         self.burst = burst
         self.max_hold_s = max_hold_s
         self._holds = 0
@@ -122,6 +132,12 @@ class Writer:
                 self._busy = True
             self._wait_token()
             try:
+                if self.fence() <= 0:
+                    # A replica that lost its lease writes nothing: a stale status (a
+                    # Volcano PodGroup set Inqueue makes its controller create pods)
+                    # would undo what the new leader wrote.
+                    log.info("write %s dropped: this replica does not hold the lease", key)
+                    continue
                 write()
             except Exception as e:  # a status write is best effort; the next cycle redoes it
                 log.warning("write %s failed: %s", key, e)

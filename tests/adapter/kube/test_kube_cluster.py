@@ -421,6 +421,38 @@ def test_binds_are_fenced_by_leadership(server: FakeApiServer) -> None:
         cluster.stop()
 
 
+def test_a_replica_that_loses_its_lease_mid_gang_deletes_and_writes_nothing(
+    server: FakeApiServer,
+) -> None:
+    # The lease ends as g-1's bind is refused: the rollback of g-0 and g-2 would be a
+    # delete sent after another replica may lead (and may have completed g), and its
+    # status and Events would overwrite the new leader's. None of them goes out.
+    leading = threading.Event()
+    leading.set()
+    two_node_gang(server)
+
+    def lease_lost(method: str, path: str) -> None:
+        if method == "POST" and path.endswith("/pods/g-1/binding"):
+            leading.clear()
+
+    server.fail("POST", r"/pods/g-1/binding$", 409, reason="Conflict")
+    cluster = KubeCluster(server.client(), fence=lambda: 60.0 if leading.is_set() else 0.0)
+    cluster.start(sync_timeout_s=10)
+    try:
+        seen(cluster, server)
+        server.hooks.append(lease_lost)
+        sent = len(server.requests)
+        result = run_cycle(cluster, FAST)
+        assert "default/g-1" in result.failed_binds
+        assert cluster.writer.flush()
+        writes = [r for r in server.requests[sent:] if r.verb in ("delete", "patch", "create")]
+        late = [r for r in writes if r.subresource != "binding"]  # binds race the refusal
+        assert late == []
+        assert len(bound_pods(server)) >= 1  # left for the next leader, not deleted late
+    finally:
+        cluster.stop()
+
+
 def test_discovery_watches_only_the_dialect_collections_the_cluster_serves() -> None:
     fake = FakeApiServer()
     # kube-batch's PodGroup without its Queue, and Volcano whole; no scheduler-plugins.

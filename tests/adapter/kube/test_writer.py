@@ -84,3 +84,19 @@ def test_the_cluster_holds_its_writes_while_it_binds() -> None:
         assert sent.wait(5)
     finally:
         cluster.writer.stop()
+
+
+def test_a_writer_whose_replica_lost_the_lease_drops_its_writes() -> None:
+    leading = threading.Event()
+    leading.set()
+    writer = Writer(rate_per_s=1000.0, fence=lambda: 1.0 if leading.is_set() else 0.0).start()
+    try:
+        sent: list[str] = []
+        writer.submit("status g", lambda: sent.append("g"))
+        assert writer.flush(5) and sent == ["g"]
+        leading.clear()
+        writer.submit("status h", lambda: sent.append("h"))
+        assert writer.flush(5) and writer.queued() == 0
+        assert sent == ["g"]
+    finally:
+        writer.stop()
