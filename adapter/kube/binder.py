@@ -58,6 +58,9 @@ log = logging.getLogger(__name__)
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
 CONNECT_TIMEOUT_S = 5.0
 MAX_BIND_WAIT_S = 10.0
+# urllib3's connection retries in the client's pool (its default, Retry(3)): a request
+# the generated client sends may connect up to this many times more.
+POOL_CONNECT_RETRIES = 3
 MAX_RETRY_AFTER_S = 5.0
 
 
@@ -112,6 +115,9 @@ def post_binding(
         headers=headers,
         timeout=timeout,
         preload_content=False,
+        # The binder retries, fenced; a connect the pool retried on its own could reach
+        # the server after the lease ran out.
+        retries=False,
     )
     if not 200 <= response.status <= 299:
         text = response.data.decode("utf-8", "replace")  # read whole: the connection is reused
@@ -163,8 +169,10 @@ def remove(
             return ClusterError("NotLeader", "lost the lease before sending")
         delay = backoff_s * 2**attempt
         try:
-            # No request may arrive after the lease could have passed to another replica.
-            send((CONNECT_TIMEOUT_S, min(left, MAX_BIND_WAIT_S)))
+            # No request may arrive after the lease could have passed to another replica:
+            # every connect the pool may try ends within the leadership left.
+            connect = min(CONNECT_TIMEOUT_S, left / (1 + POOL_CONNECT_RETRIES))
+            send((connect, min(left, MAX_BIND_WAIT_S)))
             return None
         except ApiException as e:
             if e.status in (404, 409):
@@ -272,7 +280,7 @@ class Binder:
                 # No bind may arrive after this replica's lease could have passed to
                 # another: the request ends with the leadership left.
                 timeout = urllib3.Timeout(
-                    connect=CONNECT_TIMEOUT_S, read=min(left, MAX_BIND_WAIT_S)
+                    connect=min(CONNECT_TIMEOUT_S, left), read=min(left, MAX_BIND_WAIT_S)
                 )
                 post_binding(self.api, namespace, name, body, timeout)
                 return None

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from adapter.kube.binder import Binder
+from adapter.kube.binder import POOL_CONNECT_RETRIES, Binder
 from adapter.kube.cluster import KubeCluster
 from benchmarks.fake_apiserver import FakeApiServer
 from tests.adapter.kube.manifests import apply, binds, bound_pods, gang_pods, node, wait_until
@@ -103,3 +103,35 @@ def test_a_doubted_bind_the_watch_shows_landed_is_settled_not_lapsed(
     wait_until(lambda: cluster.cache.assumed() == {}, what="the bind seen")
     assert cluster.cache.sizes()["doubted"] == 0
     assert cluster.cache.lapse(time.monotonic() + 3600) == 0
+
+
+def test_no_bind_or_delete_can_connect_after_the_leadership_left(
+    server: FakeApiServer, cluster: KubeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With 0.4 s of lease left, a connect of 5 s (and the pool's own connect retries)
+    # could reach the server seconds after another replica took over.
+    apply(server, [node("n1"), *gang_pods("solo", 1)])
+    seen(cluster, server)
+    left = 0.4
+    pool = cluster.api.rest_client.pool_manager
+    sent: list[dict[str, Any]] = []
+    original = pool.request
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        sent.append(kwargs)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(pool, "request", recorded)
+    binder = Binder(cluster.api, cluster.cache, fence=lambda: left, threads=1)
+    try:
+        assert binder.bind([("default/solo-0", "n1")]) == {}
+        (bind,) = sent
+        assert bind["retries"] is False
+        assert bind["timeout"].connect_timeout <= left
+        sent.clear()
+        assert binder.delete(["default/solo-0"], "test") == {}
+        (delete,) = sent
+        # The pool may connect 1 + POOL_CONNECT_RETRIES times: all of it within ``left``.
+        assert delete["timeout"].connect_timeout * (1 + POOL_CONNECT_RETRIES) <= left + 1e-9
+    finally:
+        binder.close()
