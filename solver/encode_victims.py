@@ -279,12 +279,22 @@ def _add_victim_rules(enc: Encoding, vs: VictimSet, out: VictimVars) -> None:
         by_victim[grp.victim].append(var)
         touches = out.touches[(grp.victim, grp.node)]
         _linear(enc, [var, touches], [1, -len(grp.pods)], -INF, 0)
+    # A running gang's pending pods are its shape's pairs: evicted whole, it is given
+    # none of them (they would run below minMember).
+    growth: dict[str, list[int]] = defaultdict(list)
+    for shape in enc.shapes.shapes:
+        if shape.running:
+            for g in shape.gangs:
+                growth[enc.problem.gangs[g].name] += enc.shape_span(shape.index)
     for v, removed in by_victim.items():
         victim = vs.victims[v]
         evicted = out.evicted[v]
         ones = [1] * len(removed)
         _linear(enc, [*removed, evicted], [*ones, -victim.bound], 0, INF)
         _linear(enc, [*removed, evicted], [*ones, -victim.min_member], -INF, victim.spare)
+        if extras := growth.get(victim.name):
+            most = int(sum(int(enc.pairs.cap[p]) for p in extras))
+            _linear(enc, [*extras, evicted], [1] * len(extras) + [most], -INF, most)
 
 
 def _add_node_rules(enc: Encoding, vs: VictimSet, out: VictimVars) -> None:

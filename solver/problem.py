@@ -371,6 +371,9 @@ def prepare(state: ClusterState) -> Problem:
             g.need,
             g.running,
             tuple((classes[c].spec, classes[c].count) for c in g.classes),
+            # A running gang's pending pods are a shape of their own: the joint model
+            # gives none to a victim it evicts whole, which it must tell apart.
+            g.name if g.running else None,
         )
         g.shape = shape_ids.setdefault(key, len(shape_ids))
 

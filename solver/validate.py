@@ -198,8 +198,15 @@ def check_preemption(state: ClusterState, decision: Decision) -> list[Violation]
     for pod in state.bound_pods():
         if pod.gang is not None and not pod.terminating:
             running[pod.gang] += 1
+    # What a victim gains this decision counts: evicted whole, the one pod of it placed
+    # elsewhere would run alone.
+    gaining: dict[str, int] = defaultdict(int)
+    for name in (*decision.placements, *decision.nominated):
+        pod = pods.get(name)
+        if pod is not None and pod.gang is not None:
+            gaining[pod.gang] += 1
     for name, count in sorted(evicted_by_gang.items()):
-        left = running[name] - count
+        left = running[name] - count + gaining[name]
         if 0 < left < gangs[name].min_member:
             bad(
                 "eviction",

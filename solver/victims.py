@@ -20,7 +20,7 @@ pods removed per group and decoding picks the pods that lose the least work.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -156,7 +156,15 @@ def candidates(
     ]
     if not pending:
         return None
-    victims, groups = running_victims(problem, w)
+    # A running gang this decision grows is no victim: evicted whole, the pods it was
+    # just given would run below minMember.
+    of_pod = problem.class_of_pod()
+    growing = {
+        gang.name
+        for pod in placed
+        if (gang := problem.gangs[problem.classes[of_pod[pod]].gang]).running
+    }
+    victims, groups = running_victims(problem, w, growing)
     _placed_victims(problem, placed, admitted, coef, w, victims, groups)
     if not victims:
         return None
@@ -281,10 +289,11 @@ def _gained(problem: Problem, placed: dict[str, int], coef: Coefficients) -> Int
 
 
 def running_victims(
-    problem: Problem, w: ObjectiveWeights
+    problem: Problem, w: ObjectiveWeights, skip: Collection[str] = ()
 ) -> tuple[list[Victim], list[VictimGroup]]:
     """The running PodGroups that may lose pods (preemptible, none terminating, every pod
-    on a known node, at least minMember bound), grouped per (node, pod spec)."""
+    on a known node, at least minMember bound; not in ``skip``), grouped per (node, pod
+    spec)."""
     state = problem.state
     q_index = {q.name: q.index for q in problem.queues}
     n_index = {n.name: i for i, n in enumerate(problem.nodes)}
@@ -303,6 +312,7 @@ def running_victims(
         q = q_index.get(gang.queue)
         if (
             not gang.preemptible
+            or gang.name in skip
             or gang.name in terminating
             or q is None
             or not bound
