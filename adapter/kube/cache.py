@@ -45,10 +45,14 @@ class ClusterCache:
         self._objects: dict[Resource, dict[str, Obj]] = {}
         self._synced: set[Resource] = set()
         self._assumed: dict[str, str] = {}  # pod key -> node, bind sent or about to be
+        self._assumed_uid: dict[str, str] = {}  # pod key -> UID of the pod that bind is for
         # Assumed binds whose outcome is unknown (no answer, the pod unreadable): pod key
         # -> when the assumption lapses if no watch event has settled it by then.
         self._doubted: dict[str, float] = {}
         self._deleted: dict[str, str] = {}  # pod key -> uid gangsat deleted
+        # An assumed bind set aside while its pod is being deleted (a rollback): back if
+        # the delete fails, for the pod is still bound. Pod key -> (node, uid, doubt).
+        self._parked: dict[str, tuple[str, str | None, float | None]] = {}
         self.version = 0  # bumped on every change, so a caller can tell nothing changed
 
     def _touch(self) -> None:
@@ -97,10 +101,15 @@ class ClusterCache:
                 self._touch()
 
     def _settle(self, key: str, pod: Obj | None) -> None:
-        """End assumptions the watch has caught up with."""
+        """End assumptions the watch has caught up with: the pod is bound, gone, or a
+        namesake replaced it (a re-list after the bound pod was deleted and recreated:
+        its bind was for the old pod, and the new one would look bound for good)."""
         uid = ((pod or {}).get("metadata") or {}).get("uid")
-        if pod is None or _node_of(pod):
+        if pod is None or _node_of(pod) or self._assumed_uid.get(key, uid) != uid:
             self._end_assumption(key)
+        parked = self._parked.get(key)
+        if pod is None or _node_of(pod) or (parked and parked[1] not in (None, uid)):
+            self._parked.pop(key, None)
         if pod is None or self._deleted.get(key) not in (None, uid):
             self._deleted.pop(key, None)  # gone, or a new pod of the same name
 
@@ -135,7 +144,10 @@ class ClusterCache:
             # No version bump: the bind is the cycle's own decision, and its snapshot
             # already accounted for it; a follow-up cycle would only re-read that.
             self._assumed[key] = node
-            return str((pod.get("metadata") or {}).get("uid") or "")
+            uid = str((pod.get("metadata") or {}).get("uid") or "")
+            if uid:
+                self._assumed_uid[key] = uid
+            return uid
 
     def forget(self, key: str) -> None:
         """A bind that failed: the pod is pending again."""
@@ -164,6 +176,7 @@ class ClusterCache:
 
     def _end_assumption(self, key: str) -> str | None:
         self._doubted.pop(key, None)
+        self._assumed_uid.pop(key, None)
         return self._assumed.pop(key, None)
 
     def in_flight(self) -> dict[str, int]:
@@ -179,6 +192,7 @@ class ClusterCache:
                 "assumed": len(self._assumed),
                 "doubted": len(self._doubted),
                 "deleting": len(self._deleted),
+                "parked": len(self._parked),
             }
 
     def assumed(self) -> dict[str, str]:
@@ -192,14 +206,32 @@ class ClusterCache:
             current = self._objects.get(PODS, {}).get(key)
             if current is not None and (current.get("metadata") or {}).get("uid") == uid:
                 self._deleted[key] = uid
-            self._end_assumption(key)
+            doubt = self._doubted.get(key)
+            assumed_uid = self._assumed_uid.get(key)
+            node = self._end_assumption(key)
+            if node is not None:
+                self._parked[key] = (node, assumed_uid, doubt)
             self._touch()
 
     def undelete(self, key: str) -> None:
-        """A delete that failed: the pod is still there."""
+        """A delete that failed: the pod is still there, and a bind assumed for it still
+        stands (bound, or of unknown outcome, until the watch shows which)."""
         with self._lock:
+            parked = self._parked.pop(key, None)
             if self._deleted.pop(key, None) is not None:
                 self._touch()
+            if parked is None or key in self._assumed:
+                return
+            node, uid, doubt = parked
+            pod = self._objects.get(PODS, {}).get(key)
+            if pod is None or _node_of(pod) or (pod.get("metadata") or {}).get("uid") != uid:
+                return  # settled meanwhile: gone, shown bound, or replaced
+            self._assumed[key] = node
+            if uid:
+                self._assumed_uid[key] = uid
+            if doubt is not None:
+                self._doubted[key] = doubt
+            self._touch()
 
     # --- snapshots ---------------------------------------------------------------------------
 
