@@ -41,7 +41,7 @@ import logging
 import math
 import queue
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import quote
 
@@ -215,8 +215,15 @@ class Binder:
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
-    def bind(self, placements: Sequence[tuple[str, str]]) -> dict[str, ClusterError]:
-        self._uids = {}
+    def bind(
+        self, placements: Sequence[tuple[str, str]], seen_uids: Mapping[str, str] | None = None
+    ) -> dict[str, ClusterError]:
+        """``seen_uids``: the pods' UIDs as the decision saw them (a namesake is not bound)."""
+        # The UIDs of binds the watch has not shown yet stay: a second batch in the same
+        # cycle (a second chance) must not make a rollback of the first fall back to
+        # whatever pod holds the name by then.
+        assumed = self.cache.assumed()
+        self._uids = {pod: uid for pod, uid in self._uids.items() if pod in assumed}
         if self.fence() <= 0:
             return {
                 p: ClusterError("NotLeader", "this replica does not hold the lease")
@@ -242,7 +249,7 @@ class Binder:
         workers = [self._pool.submit(worker) for _ in range(min(self.threads, len(placements)))]
         for pod, node in placements:
             try:
-                uid = self.cache.assume(pod, node)
+                uid = self.cache.assume(pod, node, (seen_uids or {}).get(pod))
             except Unbindable as e:
                 failures[pod] = ClusterError("NotBindable", f"{pod}: {e}", bound_to=e.bound_to)
                 continue

@@ -129,13 +129,16 @@ class ClusterCache:
         with self._lock:
             return name in self._objects.get(NODES, {})
 
-    def assume(self, key: str, node: str) -> str:
+    def assume(self, key: str, node: str, seen_uid: str | None = None) -> str:
         """Claim ``key`` for a bind to ``node``; the pod's UID (the bind and any rollback
-        must reach this pod, not a namesake created since). ``Unbindable`` otherwise."""
+        must reach this pod, not a namesake created since). ``Unbindable`` otherwise, and
+        when the pod is no longer the one the decision saw (``seen_uid``)."""
         with self._lock:
             pod = self._objects.get(PODS, {}).get(key)
             if pod is None or key in self._deleted:
                 raise Unbindable("pod no longer exists")
+            if seen_uid and (pod.get("metadata") or {}).get("uid") != seen_uid:
+                raise Unbindable("replaced by a namesake since the decision was made")
             bound = _node_of(pod)
             if bound:
                 raise Unbindable(f"pod is already bound to {bound}", bound_to=str(bound))
@@ -235,8 +238,9 @@ class ClusterCache:
 
     # --- snapshots ---------------------------------------------------------------------------
 
-    def objects(self) -> list[Obj]:
-        """Every object, with assumed binds applied and deleted pods left out."""
+    def objects(self, pod_uids: dict[str, str] | None = None) -> list[Obj]:
+        """Every object, with assumed binds applied and deleted pods left out; the pods'
+        UIDs into ``pod_uids`` (read under the same lock: the pods the objects are)."""
         with self._lock:
             out: list[Obj] = []
             for resource, store in self._objects.items():
@@ -253,6 +257,8 @@ class ClusterCache:
                     if node is not None:
                         pod = {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node}}
                     out.append(pod)
+                    if pod_uids is not None:
+                        pod_uids[key] = str((pod.get("metadata") or {}).get("uid") or "")
             return out
 
     def of(self, resource: Resource) -> list[Obj]:

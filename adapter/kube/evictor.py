@@ -53,17 +53,23 @@ class Evictor:
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
-    def evict(self, evictions: Mapping[str, str]) -> dict[str, ClusterError]:
-        """Evict each pod (pod -> why); returns the pods not evicted."""
+    def evict(
+        self, evictions: Mapping[str, str], seen_uids: Mapping[str, str] | None = None
+    ) -> dict[str, ClusterError]:
+        """Evict each pod (pod -> why); returns the pods not evicted. ``seen_uids``: the
+        pods' UIDs as the decision saw them: the eviction's precondition, so a namesake
+        created since is never the one evicted (the server answers 409: gone)."""
+        seen = seen_uids or {}
         futures = [
-            (pod, self._pool.submit(self._evict_one, pod, why)) for pod, why in evictions.items()
+            (pod, self._pool.submit(self._evict_one, pod, why, seen.get(pod)))
+            for pod, why in evictions.items()
         ]
         return {pod: error for pod, f in futures if (error := f.result()) is not None}
 
-    def _evict_one(self, pod: str, why: str) -> ClusterError | None:
+    def _evict_one(self, pod: str, why: str, seen_uid: str | None = None) -> ClusterError | None:
         namespace, name = split_key(pod)
         current = self.cache.pod(pod)
-        uid = ((current or {}).get("metadata") or {}).get("uid")
+        uid = seen_uid or ((current or {}).get("metadata") or {}).get("uid")
         if not uid:
             return ClusterError("UnknownUID", f"{pod}: no UID known; not evicted")
         body = client.V1Eviction(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import pytest
 from kubernetes import client
@@ -73,7 +73,9 @@ def test_the_cluster_holds_its_writes_while_it_binds() -> None:
     cluster.writer.start()
     sent = threading.Event()
 
-    def bind(placements: Sequence[tuple[str, str]]) -> dict[str, ClusterError]:
+    def bind(
+        placements: Sequence[tuple[str, str]], seen_uids: Mapping[str, str] | None = None
+    ) -> dict[str, ClusterError]:
         cluster.writer.submit("status g", sent.set)
         assert not sent.wait(0.3)  # a status written now would compete with the binds
         return {}
