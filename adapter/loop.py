@@ -103,7 +103,7 @@ class _Gangs:
         of_pod: dict[str, str] = {}
         for pod in state.pods:  # every pod of a big cluster, every cycle: one pass
             of_pod[pod.name] = gang = pod.gang_name()
-            if pod.node_name is not None:
+            if pod.node_name is not None and not pod.terminating:  # leaving: no member
                 held[gang] += 1
         return cls(
             of_pod=of_pod,
@@ -385,8 +385,18 @@ def _statuses(state: ClusterState, gangs: _Gangs, result: CycleResult) -> list[G
     return statuses
 
 
-def _with_held(decision: Decision, ready: list[Hold]) -> Decision:
-    """The decision with the held gangs whose victims are gone bound this cycle."""
+def _with_held(
+    decision: Decision, ready: list[Hold], waiting: list[Hold], gangs: _Gangs
+) -> Decision:
+    """The decision with the held gangs whose victims are gone bound this cycle, and
+    nothing of the gangs still waiting for theirs: their held pods look bound to the
+    solver and the validator (the room is theirs), but are not, so more of their pods
+    bound now would run without them, below minMember."""
+    waits = {h.gang for h in waiting}
+    if waits and any(gangs.gang(pod) in waits for pod in decision.placements):
+        kept = {p: n for p, n in decision.placements.items() if gangs.gang(p) not in waits}
+        admitted = tuple(g for g in decision.admitted if g not in waits)
+        decision = decision.model_copy(update={"placements": kept, "admitted": admitted})
     if not ready:
         return decision
     placements = {**decision.placements}
@@ -444,7 +454,7 @@ def run_cycle(
         decision = None
     result.decide_s = time.perf_counter() - started - result.snapshot_s
     if decision is not None:
-        decision = _with_held(decision, ready)
+        decision = _with_held(decision, ready, waiting, gangs)
         result.decision = decision
         result.violations = check(checked_state, decision)
         result.rejected = _rejected_gangs(gangs, decision, result.violations, atomic)

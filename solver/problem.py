@@ -308,6 +308,11 @@ def prepare(state: ClusterState) -> Problem:
         held.by_sets += [pod.requests for pod in bound]
         if not pending:
             continue
+        # A terminating pod (evicted, deleted) holds its room until it is gone but is no
+        # member any more: counted, a gang preempted whole looked running, and its
+        # pending pods were bound on their own, below minMember.
+        bound = [p for p in bound if not p.terminating]
+        pods = [p for p in pods if not p.terminating]
         if len(pods) < gang.min_member:
             invalid[gang.name] = (
                 f"NotEnoughTasks: {len(pods)} pod(s) exist, minMember is {gang.min_member}"

@@ -392,7 +392,8 @@ def _gangs(
         placed[pod.gang_name()].append(pod)
     bound: dict[str, int] = defaultdict(int)
     for pod in state.bound_pods():
-        if (name := pod.gang_name()) in placed:  # only the gangs this decision adds to
+        # Only the gangs this decision adds to; a terminating pod is no member any more.
+        if (name := pod.gang_name()) in placed and not pod.terminating:
             bound[name] += 1
 
     out: list[Violation] = []

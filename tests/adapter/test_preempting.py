@@ -213,3 +213,46 @@ def test_a_backend_failing_to_evict_stops_nothing_and_holds_nothing() -> None:
     assert result.error is None
     assert set(result.preempt_failed) == {f"lo-{i}" for i in range(4)}
     assert not holds.held and not result.bound
+
+
+def test_a_gang_waiting_for_its_victims_gets_none_of_its_other_pods_bound() -> None:
+    """hi (6 pods, minMember 4, priority 10) evicts lo from n0 and holds 4 pods' room
+    there; n1 has room for its other 2. While lo terminates, hi's held pods look bound to
+    the solver: binding the 2 then would run them alone, below minMember."""
+    lo = [pod(f"lo-{i}").req(cpu=1).gang("lo").on("n0") for i in range(4)]
+    hi = [pod(f"hi-{i}").req(cpu=1).gang("hi") for i in range(6)]
+    # n1 is taken (x) until hi's hold exists: hi goes through n0's victims.
+    x = [pod(f"x-{i}").req(cpu=1).on("n1") for i in range(2)]
+    cluster = GracefulCluster(
+        state(
+            [node("n0").cap(cpu=4), node("n1").cap(cpu=2)],
+            [*lo, *hi, *x],
+            [gang("lo", 4), gang("hi", 4).priority(10)],
+            [queue()],
+        )
+    )
+    holds = Holds()
+    first = run_cycle(cluster, PREEMPTING, None, holds)
+    assert set(first.preempted) == {f"lo-{i}" for i in range(4)}
+    cluster.base = cluster.base.model_copy(
+        update={"pods": tuple(p for p in cluster.base.pods if not p.name.startswith("x-"))}
+    )
+    waiting = run_cycle(cluster, PREEMPTING, None, holds)  # n1 free now, lo terminating
+    assert not {p for p in waiting.bound if p.startswith("hi-")}
+    assert "hi" in holds.held
+    cluster.grace_passes()
+    done = run_cycle(cluster, PREEMPTING, None, holds)
+    assert len([p for p in done.bound if p.startswith("hi-")]) >= 4
+
+
+def test_a_gang_whose_running_pods_all_terminate_is_not_topped_up() -> None:
+    """g (minMember 4) has its 4 pods terminating (evicted) and 2 pending, with room for
+    them: counted as members, the terminating 4 made the 2 look like a running gang's
+    extras, and they were bound below minMember."""
+    pods = [pod(f"g-{i}").req(cpu=1).gang("g").on("n0").terminating() for i in range(4)]
+    pods += [pod(f"g-{i}").req(cpu=1).gang("g") for i in range(4, 6)]
+    cluster = FakeCluster(
+        state([node("n0").cap(cpu=4), node("n1").cap(cpu=2)], pods, [gang("g", 4)], [queue()])
+    )
+    result = run_cycle(cluster, PREEMPTING, None, Holds())
+    assert result.bound == {}

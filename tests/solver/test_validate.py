@@ -120,6 +120,17 @@ def test_bound_members_count_towards_min_member() -> None:
     assert kinds(check(s, decide(**{"g-1": "n"}))) == [("partial-gang", "g")]
 
 
+def test_terminating_members_do_not_count_towards_min_member() -> None:
+    # Evicted (terminating), g-0 still holds its room but is no member: g-1 alone would
+    # run below minMember.
+    s = state(
+        nodes=[node("n").cap(cpu=8)],
+        pods=[pod("g-0").gang("g").on("n").terminating(), pod("g-1").gang("g")],
+        gangs=[gang("g", min_member=2)],
+    )
+    assert kinds(check(s, decide(**{"g-1": "n"}))) == [("partial-gang", "g")]
+
+
 def test_capability(cluster: ClusterState) -> None:
     # Queue "limited" may hold 1.5 cpu: one 1-cpu pod fits, two do not.
     assert check(cluster, decide(**{"capped-0": "n2"})) == []
