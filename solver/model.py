@@ -154,6 +154,19 @@ class Toleration(_Frozen):
         return self
 
 
+_INT64 = re.compile(r"[+-]?[0-9]+")
+
+
+def int64_of(text: str) -> int | None:
+    """``text`` as Kubernetes reads a Gt/Lt operand (Go's ParseInt, base 10, 64 bits);
+    None where it reads none. Python's int() also takes "1_0", " 7", Arabic-Indic digits
+    and numbers past 64 bits: a node label Kubernetes never matches would match here."""
+    if not _INT64.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
+
+
 class NodeSelectorRequirement(_Frozen):
     key: str
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
@@ -169,10 +182,8 @@ class NodeSelectorRequirement(_Frozen):
         if op in ("Gt", "Lt"):
             if len(self.values) != 1:
                 raise ValueError(f"operator {op} takes exactly one value")
-            try:
-                int(self.values[0])
-            except ValueError:
-                raise ValueError(f"operator {op} needs an integer value") from None
+            if int64_of(self.values[0]) is None:
+                raise ValueError(f"operator {op} needs an integer value")
         return self
 
 

@@ -13,7 +13,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from solver.model import PODS, Node, NodeSelectorRequirement, Pod, Taint, TaintEffect, Toleration
+from solver.model import (
+    PODS,
+    Node,
+    NodeSelectorRequirement,
+    Pod,
+    Taint,
+    TaintEffect,
+    Toleration,
+    int64_of,
+)
 
 UNSCHEDULABLE = "node(s) were unschedulable"
 SELECTOR_MISMATCH = "node(s) didn't match node selector"
@@ -35,13 +44,10 @@ def _requirement_holds(req: NodeSelectorRequirement, labels: Mapping[str, str]) 
             return not present
         case "Gt" | "Lt":
             # Kubernetes fails the requirement when the label is not an integer.
-            if value is None:
+            label_int = int64_of(value) if value is not None else None
+            bound = int64_of(req.values[0])
+            if label_int is None or bound is None:
                 return False
-            try:
-                label_int = int(value)
-            except ValueError:
-                return False
-            bound = int(req.values[0])
             return label_int > bound if req.operator == "Gt" else label_int < bound
     return False  # pragma: no cover - Literal exhausts the operators
 

@@ -59,6 +59,25 @@ def test_affinity_operators(key: str, op: str, values: tuple[str, ...], ok: bool
     assert placement_reason(p, GPU_NODE) == (None if ok else AFFINITY_MISMATCH)
 
 
+@pytest.mark.parametrize(
+    ("label", "ok"),
+    [
+        ("16", True),
+        ("+16", True),
+        ("9223372036854775807", True),
+        ("1_6", False),  # Python's int() reads it; Go's ParseInt does not
+        (" 16", False),
+        ("\u0661\u0666", False),  # Arabic-Indic digits
+        ("9223372036854775808", False),  # past 64 bits
+        ("", False),
+    ],
+)
+def test_gt_reads_labels_as_kubernetes_does(label: str, ok: bool) -> None:
+    node_ = GPU_NODE.model_copy(update={"labels": {**GPU_NODE.labels, "cores": label}})
+    p = pod("p").affinity("cores", "Gt", "8").build()
+    assert placement_reason(p, node_) == (None if ok else AFFINITY_MISMATCH)
+
+
 def test_requirements_of_a_term_are_anded() -> None:
     p = pod("p").affinity("gpu", "In", "v100").affinity("zone", "In", "b").build()
     assert len(p.affinity) == 1
