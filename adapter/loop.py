@@ -16,7 +16,9 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -166,11 +168,13 @@ def _bind(
     result: CycleResult,
     atomic: bool,
     config: SolverConfig,
+    held: Callable[[ClusterState], ClusterState] | None = None,
 ) -> None:
     """Bind every placement of the gangs not rejected in one batch (a backend may send
     them concurrently: binding is where a scheduler meets the API server's limit); give
-    members that failed for a reason another node may cure a second chance; then evict
-    what this cycle bound of each gang still short of minMember — the last resort."""
+    members that failed for a reason another node may cure a second chance (in the room
+    ``held`` leaves of a snapshot); then evict what this cycle bound of each gang still
+    short of minMember — the last resort."""
     placements = [
         (pod, node)
         for pod, node in sorted(
@@ -209,7 +213,7 @@ def _bind(
 
     again = [p for f in short().values() for p in f if failures[p].retry_elsewhere]
     if again:
-        repaired, refused = place_again(cluster, again, config)
+        repaired, refused = place_again(cluster, again, config, held)
         for pod, node in repaired.items():
             del failures[pod]
             result.bound[pod] = node
@@ -461,7 +465,9 @@ def run_cycle(
         for gang, why in result.rejected.items():
             log.error("not binding gang %s: the decision breaks a hard rule: %s", gang, why)
         bind_started = time.perf_counter()
-        _bind(cluster, gangs, decision, result, atomic, settings.solver)
+        # A second chance may not take the room held for gangs waiting for their victims.
+        held = partial(holds.assumed, holds=waiting) if holds and waiting else None
+        _bind(cluster, gangs, decision, result, atomic, settings.solver, held)
         if holds is not None:
             for hold in ready:
                 holds.drop(hold.gang, "bound" if hold.gang not in result.rejected else "refused")

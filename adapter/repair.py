@@ -11,23 +11,29 @@ other); only what is still short afterwards is rolled back.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from adapter.cluster import Cluster, ClusterError
 from solver.baselines import gang_greedy
 from solver.config import SolverConfig
+from solver.model import ClusterState
 from solver.validate import check
 
 log = logging.getLogger(__name__)
 
 
 def place_again(
-    cluster: Cluster, pods: Collection[str], config: SolverConfig
+    cluster: Cluster,
+    pods: Collection[str],
+    config: SolverConfig,
+    held: Callable[[ClusterState], ClusterState] | None = None,
 ) -> tuple[dict[str, str], dict[str, ClusterError]]:
     """Bind ``pods`` (pending members of short gangs) elsewhere if their gangs can still
-    reach minMember; the pods bound (pod -> node) and the binds that failed again."""
+    reach minMember, in the room ``held`` leaves of the snapshot (the room held for gangs
+    waiting for their victims); the pods bound (pod -> node) and the binds that failed
+    again."""
     try:
-        placements = _placements(cluster, pods, config)
+        placements = _placements(cluster, pods, config, held)
     except ClusterError as e:
         log.warning("no second chance for %d pod(s): %s", len(pods), e)
         return {}, {}
@@ -41,10 +47,15 @@ def place_again(
 
 
 def _placements(
-    cluster: Cluster, pods: Collection[str], config: SolverConfig
+    cluster: Cluster,
+    pods: Collection[str],
+    config: SolverConfig,
+    held: Callable[[ClusterState], ClusterState] | None,
 ) -> list[tuple[str, str]]:
     """Where gang-greedy puts ``pods`` on a fresh snapshot; none if the validator refuses."""
     state = cluster.snapshot()
+    if held is not None:
+        state = held(state)
     wanted = set(pods)
     # Only these pods are placed; every bound pod still holds its room.
     state = state.model_copy(

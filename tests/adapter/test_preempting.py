@@ -7,12 +7,12 @@ may refuse an eviction as a PodDisruptionBudget does (429), and keeps its clock 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import pytest
 
 from adapter.cluster import ClusterError
-from adapter.holds import Holds
+from adapter.holds import Hold, Holds
 from adapter.loop import LoopSettings, run_cycle
 from adapter.metrics import LoopMetrics
 from solver.config import ObjectiveWeights, SolverConfig
@@ -256,3 +256,58 @@ def test_a_gang_whose_running_pods_all_terminate_is_not_topped_up() -> None:
     )
     result = run_cycle(cluster, PREEMPTING, None, Holds())
     assert result.bound == {}
+
+
+class _NodeRefusesOnce(GracefulCluster):
+    """The first bind of each pod in ``refuse_once`` fails for a cause another node cures."""
+
+    def __init__(self, base: ClusterState, refuse_once: Iterable[str]) -> None:
+        super().__init__(base)
+        self.refuse_once = set(refuse_once)
+
+    def bind(self, placements: Sequence[tuple[str, str]]) -> dict[str, ClusterError]:
+        refused = {p for p, _ in placements if p in self.refuse_once}
+        self.refuse_once -= refused
+        failures = super().bind([(p, n) for p, n in placements if p not in refused])
+        for p in refused:
+            failures[p] = ClusterError("NodeGone", "refused once", retry_elsewhere=True)
+        return failures
+
+
+def test_a_second_chance_does_not_take_the_room_held_for_a_preemptor() -> None:
+    """H holds n1 and n2 (v-0 gone from n1, v-1 still terminating on n2). G's first bind
+    of g-1 fails and gets a second chance: n1's free room is H's, so g-1 goes to n3,
+    and H binds whole once v-1 is gone."""
+    cluster = _NodeRefusesOnce(
+        state(
+            [node("n1").cap(cpu=2), node("n2").cap(cpu=2), node("n3").cap(cpu=2)],
+            [
+                pod("h-0").req(cpu=2).gang("H"),
+                pod("h-1").req(cpu=2).gang("H"),
+                pod("v-1").req(cpu=2).gang("V").on("n2").terminating(),
+                pod("g-0").req(cpu=1).gang("G"),
+                pod("g-1").req(cpu=1).gang("G"),
+            ],
+            [gang("H", 2).priority(10), gang("V", 2), gang("G", 2)],
+            [queue()],
+        ),
+        refuse_once=["g-1"],
+    )
+    holds = Holds()
+    holds.add(
+        Hold(
+            gang="H",
+            pods={"h-0": "n1", "h-1": "n2"},
+            victim_nodes={"v-0": "n1", "v-1": "n2"},
+            since_s=0.0,
+        )
+    )
+    first = run_cycle(cluster, PREEMPTING, None, holds)
+    assert first.repaired == {"g-1": "n3"}
+    assert first.bound["g-0"] == "n3"
+    cluster.base = cluster.base.model_copy(
+        update={"pods": tuple(p for p in cluster.base.pods if p.name != "v-1")}
+    )
+    second = run_cycle(cluster, PREEMPTING, None, holds)
+    assert second.bound == {"h-0": "n1", "h-1": "n2"}
+    assert not holds.held
