@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from adapter.cluster import ClusterError, CycleReport
@@ -131,6 +131,7 @@ class SimulatedCluster:
         after which it is pending again."""
         failures: dict[str, ClusterError] = {}
         touched: set[str] = set()
+        stopped: set[str] = set()  # evicted pods that were running: their work is lost
         for pod, reason in evictions.items():
             current = self.pods.get(pod)
             if current is None or current.node_name is None or current.terminating:
@@ -140,6 +141,7 @@ class SimulatedCluster:
             if pod in self._ready:
                 self._ready.discard(pod)
                 self._ready_count[self.job_of[pod]] -= 1
+                stopped.add(pod)
             self._bind_serial.pop(pod, None)  # a bind latency still running never ends
             job = self.job_of[pod]
             # No longer a member that runs: a gang evicted whole is not "partly bound".
@@ -149,7 +151,7 @@ class SimulatedCluster:
             self.events_log.append(SimEvent(self.now, "preempted", job, f"{pod}: {reason}"))
             self._push(self.now + self.termination_grace_s, GONE, pod)
         for job in touched:
-            self._update(self.jobs[job], preempted=True)
+            self._update(self.jobs[job], preempted=True, stopped=stopped)
         self.version += 1
         return failures
 
@@ -320,9 +322,10 @@ class SimulatedCluster:
         self._ready.add(pod)
         self._ready_count[self.job_of[pod]] += 1
 
-    def _update(self, js: JobState, preempted: bool = False) -> None:
+    def _update(self, js: JobState, preempted: bool = False, stopped: Collection[str] = ()) -> None:
         """Start or pause a job as its running pod count crosses ``min_member``; paused by
-        preemption, it keeps only ``checkpoint_fraction`` of its progress."""
+        preemption (``stopped``: the running pods it evicted), it keeps only
+        ``checkpoint_fraction`` of its progress, lost by the pods that ran."""
         if js.finished_s is not None:
             return
         enough = self._ready_count[js.job.name] >= js.job.min_member
@@ -344,9 +347,11 @@ class SimulatedCluster:
             if preempted:
                 done = js.job.duration_s - js.remaining_s
                 kept = done * self.checkpoint_fraction
+                # Pods of an elastic job that never ran lost nothing.
                 for pod in js.job.pods:
-                    for r, q in pod.requests.items():
-                        self.preempted_pod_s[r] += q * (done - kept)
+                    if pod.name in stopped or pod.name in self._ready:
+                        for r, q in pod.requests.items():
+                            self.preempted_pod_s[r] += q * (done - kept)
                 js.remaining_s = js.job.duration_s - kept
             js.running_since = None
             js.token += 1

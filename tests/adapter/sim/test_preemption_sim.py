@@ -67,3 +67,41 @@ def test_a_checkpoint_keeps_part_of_the_evicted_work() -> None:
     lost = summarise(_run()).lost_resource_s["nvidia.com/gpu"]
     kept_half = summarise(_run(checkpoint_fraction=0.5)).lost_resource_s["nvidia.com/gpu"]
     assert kept_half == pytest.approx(lost / 2)
+
+
+def test_an_elastic_job_loses_the_work_of_the_pods_that_ran_only() -> None:
+    """A (6 pods of 1 cpu, minMember 4) runs 4 pods on a-0 (its other 2 never find room)
+    until B (priority 100, bound to a-0 by its selector) evicts it at 600 s: 4 pods x
+    1,000 millicores x 600 s of work lost, not 6 pods' worth."""
+    scenario = Scenario.model_validate(
+        {
+            "name": "elastic",
+            "settings": {
+                "cycle_s": 10,
+                "termination_grace_s": 30,
+                "preemption": True,
+                "horizon_s": 700,
+            },
+            "nodes": [{"name": "a", "count": 1, "allocatable": {"cpu": "4"}}],
+            "jobs": [
+                {
+                    "name": "A",
+                    "replicas": 6,
+                    "min_member": 4,
+                    "requests": {"cpu": "1"},
+                    "duration_s": 100000,
+                },
+                {
+                    "name": "B",
+                    "replicas": 4,
+                    "requests": {"cpu": "1"},
+                    "duration_s": 100000,
+                    "priority": 100,
+                    "submit_s": 600,
+                },
+            ],
+        }
+    )
+    run = simulate(materialise(scenario), LoopSettings(scheduler="cpsat", solver=CONFIG))
+    assert _started(run)["A"] == 0
+    assert summarise(run).lost_resource_s["cpu"] == pytest.approx(4 * 1000 * 600)
