@@ -11,13 +11,14 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, DecimalException
 
 from kubernetes.utils import parse_quantity
 
 from solver.model import CPU, Resources
 
 Quantity = str | int | float
+HUGE_EXPONENT = 30  # 1e30 (a value a real API server stores) still reads, and is refused
 
 
 class QuantityError(ValueError):
@@ -34,12 +35,17 @@ def parse(name: str, value: Quantity) -> int:
         raise QuantityError(f"{name}: {value!r} is not a quantity")
     try:
         amount = Decimal(str(value)) if isinstance(value, int | float) else parse_quantity(value)  # type: ignore[no-untyped-call]
-    except (ValueError, TypeError, InvalidOperation):
+    except (ValueError, TypeError, DecimalException):  # "1e999999" overflows the context
         raise QuantityError(f"{name}: {value!r} is not a Kubernetes quantity") from None
     if not amount.is_finite():
         raise QuantityError(f"{name}: {value!r} is not finite")
     if amount < 0:
         raise QuantityError(f"{name}: {value!r} is negative")
+    # Far past any machine (the model refuses more than MAX_QUANTITY, saying so): an
+    # exponent this large overflows the arithmetic below or takes seconds to round.
+    if amount.adjusted() > HUGE_EXPONENT:
+        shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:36]}..."
+        raise QuantityError(f"{name}: {shown} is above the largest any machine has")
     if name == CPU:
         amount *= 1000
     return math.ceil(amount)

@@ -34,6 +34,11 @@ def test_parse(name: str, value: str | int | float, expected: int) -> None:
         ("", "not a Kubernetes quantity"),
         (True, "not a quantity"),
         (float("nan"), "not finite"),
+        # Overflowed the decimal context, or would take seconds to round.
+        ("1e999999", "above the largest any machine has"),
+        ("1e300000", "above the largest any machine has"),
+        ("9" * 400, "above the largest any machine has"),
+        (10**400, "above the largest any machine has"),
     ],
 )
 def test_bad_quantities_name_the_resource(value: object, fragment: str) -> None:
