@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from adapter.kube.fields import stored_status
 from adapter.quantity import resources
 from solver.model import ClusterState
 from solver.predicates import insufficient
@@ -60,7 +61,7 @@ def to_enqueue(
     for key, obj in podgroups:
         if key in with_pods:
             continue
-        phase = (obj.get("status") or {}).get("phase") or "Pending"
+        phase = stored_status(obj).get("phase") or "Pending"
         need = min_resources(obj)
         if phase == "Inqueue" and need:
             claimed.append(need)

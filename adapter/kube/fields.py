@@ -32,6 +32,21 @@ def finished(status: Any) -> bool:
     return isinstance(phase, str) and phase in FINISHED_PHASES
 
 
+def stored_status(obj: Obj) -> dict[str, Any]:
+    """An object's status as gangsat reads it back to compare and update: {} when it is
+    no mapping, and only the conditions that are mappings. Another controller or a user
+    may have written anything there (a CRD keeps it): read as it was, one such status
+    stopped the report of every gang, every cycle."""
+    status = obj.get("status")
+    if not isinstance(status, Mapping):
+        return {}
+    conditions = status.get("conditions")
+    if conditions is None:
+        return dict(status)
+    kept = [c for c in conditions if isinstance(c, Mapping)] if isinstance(conditions, list) else []
+    return {**status, "conditions": kept}
+
+
 def api_group(api_version: str) -> str:
     return api_version.split("/", 1)[0] if "/" in api_version else ""
 

@@ -36,6 +36,7 @@ from adapter.kube.cache import ClusterCache, Obj, key_of
 from adapter.kube.convert import Finding
 from adapter.kube.dialects import COSCHEDULING_GROUP, VOLCANO_GROUP, workload_template
 from adapter.kube.enqueue import to_enqueue
+from adapter.kube.fields import stored_status
 from adapter.kube.resources import DIALECTS, NODES, PODS, Resource, done, read_json
 from adapter.kube.status import (
     EventAction,
@@ -149,12 +150,15 @@ class Reporter:
         for status in live:
             if status.gang in foreign:
                 continue
-            self._gang(
-                status,
-                podgroups.get(status.gang),
-                pending_of.get(status.gang, []),
-                compared.get(status.gang),
-            )
+            try:
+                self._gang(
+                    status,
+                    podgroups.get(status.gang),
+                    pending_of.get(status.gang, []),
+                    compared.get(status.gang),
+                )
+            except Exception:  # one gang's report must not stop the others'
+                log.exception("report of gang %s failed", status.gang)
         if state is not None:
             self._enqueue(podgroups, state, with_pods)
         for pod, node in report.bound.items():
@@ -294,12 +298,12 @@ class Reporter:
         if compared is not None and compared[0] is obj and compared[1] == status:
             sig, has = compared[2], compared[3]
         else:
-            body = podgroup_status(status, resource.api_version, self.now(), obj.get("status"))
-            sig, has = _signature(body), _signature(obj.get("status") or {})
+            body = podgroup_status(status, resource.api_version, self.now(), stored_status(obj))
+            sig, has = _signature(body), _signature(stored_status(obj))
         self._compared[status.gang] = (obj, status, sig, has)
         if sig not in (has, self._written.get(f"podgroup {status.gang}")):
             if body is None:  # the comparison was remembered: built now, timestamps and all
-                body = podgroup_status(status, resource.api_version, self.now(), obj.get("status"))
+                body = podgroup_status(status, resource.api_version, self.now(), stored_status(obj))
             self._submit(
                 f"podgroup {status.gang}",
                 sig,
@@ -329,7 +333,7 @@ class Reporter:
         current = self.cache.get(PODS, pod)
         if current is None:
             return
-        for c in (current.get("status") or {}).get("conditions") or []:
+        for c in stored_status(current).get("conditions") or []:
             if c.get("type") == "PodScheduled" and (
                 c.get("status"),
                 c.get("reason"),
@@ -353,7 +357,7 @@ class Reporter:
         if self._written.get(memory) == (node,):
             return
         current = self.cache.get(PODS, pod)
-        if current is None or (current.get("status") or {}).get("nominatedNodeName") == node:
+        if current is None or stored_status(current).get("nominatedNodeName") == node:
             return
         self._submit(
             memory,
@@ -419,7 +423,7 @@ class Reporter:
             for obj in objects:
                 name = key_of(obj)
                 c = counts.get(name, Counter())
-                current = obj.get("status") or {}
+                current = stored_status(obj)
                 body = queue_status(
                     resource.group,
                     c["pending"],

@@ -93,12 +93,26 @@ POISON: dict[str, list[Obj]] = {
     "Node allocatable negative": [node("minus", cpu="-4")],
     "Node status a string": [{**node("odd"), "status": "Ready"}],
     "gated member": [podgroup("bad", 2), *gated(gang_pods("bad", 2))],
+    # A status written badly (by a user, another controller): stopped every report.
+    "PodGroup conditions strings": [
+        {**podgroup("bad", 5), "status": {"conditions": ["x"]}},
+        *gang_pods("bad", 2),
+    ],
+    "PodGroup conditions a string": [
+        {**podgroup("bad", 5), "status": {"conditions": "abc"}},
+        *gang_pods("bad", 2),
+    ],
+    "Queue status a string": [
+        {**queue("q", {"weight": 1}), "status": "broken"},
+        podgroup("bad", 5, queue="q"),
+        *gang_pods("bad", 2),
+    ],
 }
 
 
 @pytest.mark.parametrize("case", sorted(POISON))
 def test_a_poisonous_object_leaves_the_good_gang_bound(
-    case: str, server: FakeApiServer, cluster: KubeCluster
+    case: str, server: FakeApiServer, cluster: KubeCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
     apply(server, [node("n1", cpu="8"), node("n2", cpu="8"), podgroup("good", 2)])
     apply(server, gang_pods("good", 2))
@@ -117,3 +131,5 @@ def test_a_poisonous_object_leaves_the_good_gang_bound(
         e["reason"] for e in server.objects("", "events") if e["involvedObject"]["name"] not in good
     }
     assert reasons & {"InvalidSpec", "FailedScheduling", "Unschedulable"}, reasons
+    # ... and every other object's report went out too.
+    assert not [r.getMessage() for r in caplog.records if "could not report" in r.getMessage()]
