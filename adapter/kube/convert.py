@@ -119,7 +119,9 @@ def _node(obj: Obj) -> Node:
 
 
 def _requests(spec: Obj) -> dict[str, int]:
-    """What the scheduler reserves: containers summed, the largest init container, overhead.
+    """What the scheduler reserves, as Kubernetes sums it (``PodRequests``): containers and
+    sidecars (init containers with ``restartPolicy: Always``, which keep running) summed;
+    or, if larger, an init container with the sidecars started before it; plus overhead.
 
     A container that sets only limits is requested at its limits, as the API server
     defaults it.
@@ -133,9 +135,21 @@ def _requests(spec: Obj) -> dict[str, int]:
     for i, c in enumerate(spec.get("containers") or []):
         for r, q in of(c, f"spec.containers[{i}].resources").items():
             total[r] = total.get(r, 0) + q
+    sidecars: dict[str, int] = {}  # of the sidecars started so far
+    init_peak: dict[str, int] = {}
     for i, c in enumerate(spec.get("initContainers") or []):
-        for r, q in of(c, f"spec.initContainers[{i}].resources").items():
-            total[r] = max(total.get(r, 0), q)
+        requests = of(c, f"spec.initContainers[{i}].resources")
+        if isinstance(c, Mapping) and c.get("restartPolicy") == "Always":
+            for r, q in requests.items():
+                total[r] = total.get(r, 0) + q
+                sidecars[r] = sidecars.get(r, 0) + q
+            running = sidecars
+        else:
+            running = {r: requests.get(r, 0) + sidecars.get(r, 0) for r in {*requests, *sidecars}}
+        for r, q in running.items():
+            init_peak[r] = max(init_peak.get(r, 0), q)
+    for r, q in init_peak.items():
+        total[r] = max(total.get(r, 0), q)
     for r, q in quantities(spec.get("overhead"), "spec.overhead").items():
         total[r] = total.get(r, 0) + q
     total.pop(PODS, None)
