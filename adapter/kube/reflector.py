@@ -155,10 +155,24 @@ class Reflector:
                 raise Expired(obj.get("message", ""))
             raise ApiException(status=obj.get("code"), reason=obj.get("message"))
         version = (obj.get("metadata") or {}).get("resourceVersion")
+        if version and _went_back(self.resource_version, str(version)):
+            # A server restored from an older state (or a new one on the same address):
+            # what it has now is not what the cache holds; objects deleted in between
+            # would stay in the cache for good, holding room.
+            raise Expired(f"resourceVersion went back from {self.resource_version} to {version}")
         if kind in ("ADDED", "MODIFIED", "DELETED"):
             self.cache.apply(self.resource, kind, obj)
         if version:
             self.resource_version = str(version)
+
+
+def _went_back(held: str | None, seen: str) -> bool:
+    """Whether a watch event's resourceVersion is older than the one the cache is at.
+    Versions are opaque to clients; both as integers (etcd's revisions, as every
+    kube-apiserver has them) they order, else nothing is concluded."""
+    if held is None or not held.isdigit() or not seen.isdigit():
+        return False
+    return int(seen) < int(held)
 
 
 def lines(response: Any) -> Iterator[bytes]:
