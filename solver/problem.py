@@ -119,6 +119,9 @@ class Problem:
     nodes: list[Node]
     allocatable: IntArray  # (nodes, resources)
     free: IntArray  # (nodes, resources): allocatable minus bound pods
+    # (nodes, resources): bound pods hold more than the allocatable (it shrank): what an
+    # eviction frees there first repays that, and is not counted as room
+    overcommitted: BoolArray
     empty: BoolArray  # no pod bound on the node but DaemonSet pods
     gpu_node: BoolArray
     totals: IntArray  # per resource, over schedulable nodes
@@ -244,7 +247,9 @@ def prepare(state: ClusterState) -> Problem:
     empty[np.array(busy, dtype=np.int64)] = False
     # A node can hold more than its allocatable (it shrank, or a device plugin restarted);
     # it then has no room for that resource, and still has room for the others.
-    free = np.maximum(model_capacity(raw_free, model_units), 0)
+    signed_free = model_capacity(raw_free, model_units)
+    free = np.maximum(signed_free, 0)
+    overcommitted = signed_free < 0
     queue_names = sorted(queues_by_name)
     if DEFAULT_QUEUE not in queues_by_name and (
         bool(outside_gangs) or any(g.queue == DEFAULT_QUEUE for g in gangs_by_name.values())
@@ -389,6 +394,7 @@ def prepare(state: ClusterState) -> Problem:
         nodes=nodes,
         allocatable=allocatable,
         free=free,
+        overcommitted=overcommitted,
         empty=empty,
         gpu_node=gpu_node,
         totals=totals,

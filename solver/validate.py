@@ -334,7 +334,14 @@ def _room_after_evictions(
     out = []
     for node_name in sorted(on_node):
         total = _sum([*staying.get(node_name, []), *on_node[node_name]])
-        over = [r for r, q in sorted(total.items()) if q > nodes[node_name].allocatable[r]]
+        # Only what the nominated pods ask for: a node already over in a resource they do
+        # not use (its allocatable shrank) takes them as a placement would.
+        asked = _sum(on_node[node_name])
+        over = [
+            r
+            for r, q in sorted(total.items())
+            if asked.get(r, 0) > 0 and q > nodes[node_name].allocatable[r]
+        ]
         if over:
             out.append(
                 Violation(

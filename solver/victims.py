@@ -338,6 +338,10 @@ def running_victims(
             same.sort(key=lambda p: (-(p.started_s or 0.0), p.name))
             demand = _model_demand(problem, same[0])
             share = share_units(demand, problem.totals)
+            node_i = n_index[str(node)]
+            # Where the node holds more than its allocatable, an eviction first repays
+            # that: credited as room, it let a preemptor be nominated where it cannot fit.
+            credited = np.where(problem.overcommitted[node_i], 0, demand)
             value = max(1, int(share.max()) if len(share) else 1)
             values.append(value)
             age = max(_age_hours(p, state.now_s) for p in same)
@@ -346,9 +350,9 @@ def running_victims(
             groups.append(
                 VictimGroup(
                     victim=victim.index,
-                    node=n_index[str(node)],
+                    node=node_i,
                     pods=tuple(p.name for p in same),
-                    demand=demand,
+                    demand=credited,
                     share=int(share[dominant]) if dominant >= 0 else 0,
                     cost=cost,
                 )

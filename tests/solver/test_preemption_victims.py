@@ -1,5 +1,6 @@
-"""Who may be a victim: a running gang this decision grows is not evicted whole, on
-every path, and the validator refuses a decision that does it."""
+"""What evicting a victim gives, on every path: a running gang this decision grows is not
+evicted whole (the validator refuses a decision that does it), and on a node holding more
+than its allocatable an eviction first repays that."""
 
 from __future__ import annotations
 
@@ -60,3 +61,38 @@ def test_the_validator_refuses_a_victim_left_below_minmember_by_its_own_growth()
     )
     violations = check(st_, decision)
     assert any(v.subject == "v" and "below minMember" in v.message for v in violations)
+
+
+def _overcommitted(gpu: bool) -> ClusterState:
+    """Node n's allocatable shrank below what runs there: 2 cpu, 3 bound. ``gpu``: d (no
+    gang) holds the cpu and v a GPU, which h wants; else v holds the 3 cpu and h wants
+    them, which n no longer has."""
+    if gpu:
+        pods = [
+            pod("d").req(cpu=3).on("n"),
+            pod("v").req(gpu=1).gang("v").on("n").started(0),
+            pod("h").req(gpu=1).gang("h"),
+        ]
+        nodes = [node("n").cap(cpu=2, gpu=1)]
+    else:
+        pods = [pod("v").req(cpu=3).gang("v").on("n").started(0), pod("h").req(cpu=3).gang("h")]
+        nodes = [node("n").cap(cpu=2)]
+    return state(nodes, pods, [gang("v", 1), gang("h", 1).priority(10)], [queue()], now_s=600)
+
+
+@pytest.mark.parametrize("how", PATHS)
+def test_an_eviction_on_an_overcommitted_node_first_repays_it(how: str) -> None:
+    # Evicting v leaves 2 cpu: h (3 cpu) would not fit, so nothing is evicted for it.
+    st_ = _overcommitted(gpu=False)
+    decision = _decide(st_, how)
+    assert decision.evictions == {} and decision.nominated == {}
+    assert check(st_, decision) == []
+
+
+@pytest.mark.parametrize("how", PATHS)
+def test_a_node_over_in_one_resource_still_serves_another(how: str) -> None:
+    # n is over in cpu, which h does not ask for: v's GPU is h's once v is gone.
+    st_ = _overcommitted(gpu=True)
+    decision = _decide(st_, how)
+    assert set(decision.evictions) == {"v"} and decision.nominated == {"h": "n"}
+    assert check(st_, decision) == []
