@@ -480,7 +480,11 @@ class Reporter:
 
     def _send(self, action: EventAction) -> None:
         namespace = action.body["metadata"]["namespace"]
-        if action.verb == "create":
+        with self._names_lock:
+            where = self._event_names.get(action.key)
+        # An update of an Event whose create failed creates it: else a failed create was
+        # never sent again (the recorder counts repeats as updates of what it made).
+        if action.verb == "create" or where is None:
             created = read_json(
                 self.core.create_namespaced_event(
                     namespace,
@@ -490,10 +494,6 @@ class Reporter:
             )
             with self._names_lock:
                 self._event_names[action.key] = (namespace, created["metadata"]["name"])
-            return
-        with self._names_lock:
-            where = self._event_names.get(action.key)
-        if where is None:
             return
         patch = {"count": action.body["count"], "lastTimestamp": action.body["lastTimestamp"]}
         done(
