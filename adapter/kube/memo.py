@@ -35,9 +35,16 @@ def memo_key(kind: str, o: Obj, priorities: tuple[Any, ...]) -> tuple[Any, ...] 
     deleted). Objects without both (a manifest file) are not memoised."""
     metadata = o.get("metadata") or {}
     uid, version = metadata.get("uid"), metadata.get("resourceVersion")
-    if not uid or not version:
-        return None
+    if not isinstance(uid, str) or not isinstance(version, str) or not uid or not version:
+        return None  # unusual shapes are read uncached, where they become findings
     if kind == "Pod":
-        node = (o.get("spec") or {}).get("nodeName")
-        return (kind, uid, version, node, group_of(o), priorities)
+        spec = o.get("spec") or {}
+        node = spec.get("nodeName") if isinstance(spec, dict) else None
+        try:
+            group = group_of(o)
+        except (AttributeError, TypeError):
+            return None
+        if not isinstance(node, str | None) or not isinstance(group, str | None):
+            return None
+        return (kind, uid, version, node, group, priorities)
     return (kind, uid, version, priorities)

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapter.kube.convert import convert
+from adapter.kube.memo import Memo
 from solver.config import SolverConfig
 from solver.schedulers import SCHEDULERS
 from solver.validate import check
@@ -57,6 +58,17 @@ def objects(draw: st.DrawFn) -> dict[str, Any]:
                         "annotations": st.dictionaries(
                             st.sampled_from(["scheduling.k8s.io/group-name"]), values, max_size=1
                         ),
+                    }
+                ),
+                # As a server stores it (uid, resourceVersion: what the memo keys on), or
+                # shaped as none would.
+                st.fixed_dictionaries(
+                    {
+                        "name": st.just(name),
+                        "namespace": st.just("ns"),
+                        "uid": st.one_of(st.just(f"uid-{name}"), values),
+                        "resourceVersion": st.one_of(st.just("7"), values),
+                        "annotations": st.one_of(values, st.just({})),
                     }
                 ),
                 values,
@@ -140,6 +152,9 @@ CONFIG = SolverConfig(time_limit_s=0.5, deterministic=True)
 @given(st.lists(objects(), max_size=8))
 def test_any_objects_end_in_findings_and_a_valid_decision(objs: list[dict[str, Any]]) -> None:
     state = convert(objs).state
+    memo = Memo()  # as KubeCluster converts: memoised, and again from the memo
+    for _ in range(2):
+        assert convert(objs, memo=memo).state == state
     for name, schedule in SCHEDULERS.items():
         decision = schedule(state, CONFIG)
         if name != "greedy":
