@@ -316,11 +316,13 @@ def prepare(state: ClusterState) -> Problem:
         # A terminating pod (evicted, deleted) holds its room until it is gone but is no
         # member any more: counted, a gang preempted whole looked running, and its
         # pending pods were bound on their own, below minMember.
+        leaving = sum(1 for p in pods if p.terminating)
         bound = [p for p in bound if not p.terminating]
         pods = [p for p in pods if not p.terminating]
         if len(pods) < gang.min_member:
+            also = f" (and {leaving} terminating)" if leaving else ""
             invalid[gang.name] = (
-                f"NotEnoughTasks: {len(pods)} pod(s) exist, minMember is {gang.min_member}"
+                f"NotEnoughTasks: {len(pods)} pod(s) exist{also}, minMember is {gang.min_member}"
             )
             continue
         if len(bound) + len(pending) < gang.min_member:
