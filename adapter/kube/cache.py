@@ -17,8 +17,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from adapter.kube.dialects import without_group
-from adapter.kube.fields import finished
+from adapter.kube.fields import LEAVING, finished
 from adapter.kube.resources import DIALECTS, NODES, PODS, Resource
 
 Obj = dict[str, Any]
@@ -309,11 +308,12 @@ def _node_of(pod: Obj) -> Any:
 
 
 def _leaving(pod: Obj) -> Obj | None:
-    """A pod being deleted: until it is gone it still holds its node's capacity, but it is
-    no member of its gang any more, and if it was never bound it is not to be scheduled."""
+    """A pod being deleted: until it is gone it still holds its node's capacity, marked
+    terminating (no member of its gang any more, which is no victim meanwhile: it is
+    already losing pods); if it was never bound it is not to be scheduled."""
     if not _node_of(pod):
         return None
-    return dict(without_group(pod))
+    return {**pod, LEAVING: True}
 
 
 def _typed(resource: Resource, obj: Obj) -> Obj:

@@ -35,6 +35,7 @@ from adapter.kube.dialects import (
     workload_template,
 )
 from adapter.kube.fields import (
+    LEAVING,
     BadObject,
     Obj,
     api_group,
@@ -198,6 +199,7 @@ def _pod(
     priorities: Mapping[str, int],
     default_priority: int,
     started: float | None = None,
+    terminating: bool = False,
 ) -> Pod:
     group = group_of({"metadata": metadata, "spec": spec})
     priority = spec.get("priority")
@@ -232,6 +234,7 @@ def _pod(
         # The API server copies the PriorityClass's policy into the pod.
         may_preempt=spec.get("preemptionPolicy") != "Never",
         started_s=started if spec.get("nodeName") else None,
+        terminating=terminating,
     )
 
 
@@ -406,6 +409,7 @@ def convert(
             # The cache ignores status changes (startTime among them): the age since
             # creation bounds the work an eviction loses from above.
             created or None,
+            bool(o.get(LEAVING)),
         )
 
     for index, o in enumerate(items):

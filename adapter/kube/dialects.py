@@ -73,20 +73,6 @@ def workload_template(gang: str) -> str | None:
     return "/".join(parts[:3]) if len(parts) >= 3 else None
 
 
-def without_group(pod: Obj) -> Obj:
-    """The pod as a member of no group (every dialect's way of joining removed)."""
-    metadata = dict(pod.get("metadata") or {})
-    metadata["annotations"] = {
-        k: v for k, v in (metadata.get("annotations") or {}).items() if k not in GROUP_ANNOTATIONS
-    }
-    metadata["labels"] = {
-        k: v for k, v in (metadata.get("labels") or {}).items() if k != GROUP_LABEL
-    }
-    joins = ("schedulingGroup", "workloadRef")
-    spec = {k: v for k, v in (pod.get("spec") or {}).items() if k not in joins}
-    return {**pod, "metadata": metadata, "spec": spec}
-
-
 # A PodGroup annotated "false" with either is never a victim of preemption or reclaim
 # (Volcano users already mark jobs so).
 NON_PREEMPTIBLE = ("gangsat.io/preemptible", "volcano.sh/preemptable")

@@ -32,6 +32,11 @@ def finished(status: Any) -> bool:
     return isinstance(phase, str) and phase in FINISHED_PHASES
 
 
+# Set by the cache on a pod being deleted (a deletionTimestamp, or gangsat's own delete
+# sent): ``convert`` reads it as terminating. No API object has such a top-level key.
+LEAVING = "__gangsat_leaving"
+
+
 def stored_status(obj: Obj) -> dict[str, Any]:
     """An object's status as gangsat reads it back to compare and update: {} when it is
     no mapping, and only the conditions that are mappings. Another controller or a user

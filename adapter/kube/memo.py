@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapter.kube.dialects import group_of
-from adapter.kube.fields import Obj
+from adapter.kube.fields import LEAVING, Obj
 
 
 @dataclass
@@ -31,8 +31,9 @@ class Memo:
 
 def memo_key(kind: str, o: Obj, priorities: tuple[Any, ...]) -> tuple[Any, ...] | None:
     """What a converted object depends on: an API object's uid and resourceVersion, and
-    for a pod also the node and group the cache may overlay (an assumed bind, a pod being
-    deleted). Objects without both (a manifest file) are not memoised."""
+    for a pod also its node, its group and whether it is leaving, which the cache may
+    overlay (an assumed bind, a pod being deleted). Objects without both (a manifest
+    file) are not memoised."""
     metadata = o.get("metadata") or {}
     uid, version = metadata.get("uid"), metadata.get("resourceVersion")
     if not isinstance(uid, str) or not isinstance(version, str) or not uid or not version:
@@ -46,5 +47,5 @@ def memo_key(kind: str, o: Obj, priorities: tuple[Any, ...]) -> tuple[Any, ...] 
             return None
         if not isinstance(node, str | None) or not isinstance(group, str | None):
             return None
-        return (kind, uid, version, node, group, priorities)
+        return (kind, uid, version, node, group, bool(o.get(LEAVING)), priorities)
     return (kind, uid, version, priorities)

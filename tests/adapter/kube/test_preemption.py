@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubernetes import client
+
 from adapter.holds import Holds
 from adapter.kube.cluster import KubeCluster
 from adapter.loop import LoopSettings, run_cycle
@@ -138,5 +140,38 @@ def test_victims_keep_their_room_while_they_terminate(server: FakeApiServer) -> 
         wait_until(lambda: not cluster.snapshot().bound_pods(), what="the watch to see it")
         last = run_cycle(cluster, SETTINGS, None, holds)
         assert sorted(last.bound) == ["default/high-0", "default/high-1"]
+    finally:
+        cluster.stop()
+
+
+def test_a_gang_whose_pods_are_being_deleted_is_terminating_and_no_victim(
+    server: FakeApiServer,
+) -> None:
+    """low-0 is being evicted (a grace period, so it stays with a deletionTimestamp): it
+    holds its room, terminating, no member any more, and low, already losing pods, is
+    nobody's victim meanwhile."""
+    objects = _objects(grace=30)
+    apply(server, objects)
+    cluster = KubeCluster(server.client()).start(10)
+    try:
+        # Evicted by someone else (a node drain): it keeps n1 for its grace period.
+        client.CoreV1Api(server.client()).create_namespaced_pod_eviction(
+            "low-0",
+            "default",
+            client.V1Eviction(metadata=client.V1ObjectMeta(name="low-0", namespace="default")),
+        )
+        wait_until(
+            lambda: (
+                (cluster.cache.pod("default/low-0") or {})
+                .get("metadata", {})
+                .get("deletionTimestamp")
+            ),
+            what="low-0 terminating",
+        )
+        state = cluster.snapshot()
+        low0 = next(p for p in state.pods if p.name == "default/low-0")
+        assert low0.terminating and low0.gang == "default/low" and low0.node_name == "n1"
+        result = run_cycle(cluster, SETTINGS, None, Holds())
+        assert not result.preempted and not result.bound
     finally:
         cluster.stop()

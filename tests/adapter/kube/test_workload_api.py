@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
+from adapter.kube.cache import ClusterCache
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.convert import convert
-from adapter.kube.dialects import WORKLOAD_GROUP, group_of, without_group
-from adapter.kube.resources import DIALECTS, served
+from adapter.kube.dialects import WORKLOAD_GROUP
+from adapter.kube.resources import DIALECTS, NODES, PODS, served
 from adapter.loop import LoopSettings, run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
 from solver.config import SolverConfig
@@ -132,11 +133,20 @@ def test_the_newest_served_version_of_a_collection_is_watched_once() -> None:
 
 
 @pytest.mark.parametrize("dialect", sorted({r.group for r in DIALECTS if r.kind == "PodGroup"}))
-def test_a_pod_leaving_its_group_is_no_member_in_any_dialect(dialect: str) -> None:
-    """A pod being deleted still holds its node but no longer counts for its gang."""
+def test_a_pod_being_deleted_is_a_terminating_member_in_any_dialect(dialect: str) -> None:
+    """A pod being deleted still holds its node, and names its gang (already losing pods,
+    no victim meanwhile), but is terminating: it no longer counts towards minMember."""
+    cache = ClusterCache()
     [pod] = gang_pods("g", 1, dialect=dialect)
-    assert group_of(pod) == "g"
-    assert group_of(without_group(pod)) is None
+    pod["metadata"]["uid"] = "u"
+    pod["spec"]["nodeName"] = "n1"
+    pod["metadata"]["deletionTimestamp"] = "2026-12-02T00:00:00Z"
+    cache.replace(PODS, [pod])
+    cache.replace(NODES, [node("n1")])
+    state = convert(cache.objects(), ("gangsat",)).state
+    (converted,) = state.pods
+    assert converted.terminating and converted.node_name == "n1"
+    assert converted.gang is not None and converted.gang.endswith("/g")
 
 
 # --- 1.35: v1alpha1 Workloads, pods pointing at one of its pod groups ---------------------
