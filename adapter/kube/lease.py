@@ -197,6 +197,9 @@ class LeaseElector:
 
     def _release(self) -> None:
         """Hand the lease over at once instead of making the next leader wait it out."""
+        # Fenced first: once the release is written another replica may lead at once, and
+        # a write of this one's still queued must not follow it.
+        self._renewed_at = None
         try:
             lease = self.leases.read_namespaced_lease(self.name, self.namespace)
             if lease.spec is None or lease.spec.holder_identity != self.identity:
@@ -206,4 +209,3 @@ class LeaseElector:
             self.leases.replace_namespaced_lease(self.name, self.namespace, lease)
         except ApiException as e:
             log.warning("could not release the lease: %s %s", e.status, e.reason)
-        self._renewed_at = None

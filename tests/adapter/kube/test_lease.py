@@ -105,6 +105,25 @@ def test_release_on_shutdown_hands_over_at_once(server: FakeApiServer) -> None:
     assert b.try_acquire_or_renew(), "a released lease is free without waiting it out"
 
 
+def test_a_replica_stops_acting_before_its_release_is_written(
+    server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Once the release is written another replica may lead at once: a write this one
+    # still has queued (a status, a bind) must be fenced by then, not after.
+    a = elector(server, "a", Clock())
+    assert a.try_acquire_or_renew()
+    leading_when_written: list[float] = []
+    replace = a.leases.replace_namespaced_lease
+
+    def recorded(*args: object, **kwargs: object) -> object:
+        leading_when_written.append(a.leading_for())
+        return replace(*args, **kwargs)
+
+    monkeypatch.setattr(a.leases, "replace_namespaced_lease", recorded)
+    a.stop(release=True)
+    assert leading_when_written == [0.0]
+
+
 def test_nonsense_timings_are_refused(server: FakeApiServer) -> None:
     with pytest.raises(ValueError, match="renew deadline"):
         LeaseElector(server.client(), "ns", "l", "me", lease_duration_s=5, renew_deadline_s=10)
