@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from adapter.kube.binder import Fence, always
+
 log = logging.getLogger(__name__)
 
 Write = Callable[[], Any]
@@ -31,19 +33,15 @@ Write = Callable[[], Any]
 MAX_HOLD_S = 5.0
 
 
-def _leading() -> float:
-    return float("inf")
-
-
 class Writer:
     def __init__(
         self,
         rate_per_s: float = 50.0,
         burst: int = 100,
         max_hold_s: float = MAX_HOLD_S,
-        fence: Callable[[], float] = _leading,
+        fence: Fence = always,
     ) -> None:
-        """``fence``: the leadership left, in seconds (``lease``); at 0 writes are dropped."""
+        """``fence``: the leadership left (as the binder's); at 0 writes are dropped."""
         self.rate_per_s = rate_per_s
         self.fence = fence
         self.burst = burst
