@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from adapter.kube.cluster import KubeCluster
@@ -47,6 +48,24 @@ def seen(cluster: KubeCluster, server: FakeApiServer) -> None:
         ),
         what=f"watches at resourceVersion {version}",
     )
+
+
+def after_first_snapshot(change: Callable[[KubeCluster], None]) -> type[KubeCluster]:
+    """A KubeCluster that lets ``change`` alter the server (and wait until its cache has
+    seen it) right after its first snapshot, before any write: a cluster that moves
+    under a decision."""
+
+    class Changed(KubeCluster):
+        changed = False
+
+        def snapshot(self) -> ClusterState:
+            state = super().snapshot()
+            if not self.changed:
+                self.changed = True
+                change(self)
+            return state
+
+    return Changed
 
 
 def events(server: FakeApiServer, reason: str) -> list[dict[str, Any]]:
@@ -221,15 +240,11 @@ def test_a_404_in_the_middle_of_a_gang_leaves_no_partial_gang(
 def test_a_node_deleted_between_snapshot_and_bind_is_not_bound_to(server: FakeApiServer) -> None:
     apply(server, [node("n1"), node("n2", cpu="8"), podgroup("g", 2), *gang_pods("g", 2, cpu="2")])
 
-    class NodeVanishes(KubeCluster):
-        def snapshot(self) -> ClusterState:
-            state = super().snapshot()
-            if server.get("", "nodes", None, "n2") is not None:
-                server.delete("", "nodes", None, "n2")
-            wait_until(lambda: not self.cache.node_exists("n2"), what="node n2 gone")
-            return state
+    def n2_vanishes(cluster: KubeCluster) -> None:
+        server.delete("", "nodes", None, "n2")
+        wait_until(lambda: not cluster.cache.node_exists("n2"), what="node n2 gone")
 
-    cluster = NodeVanishes(server.client()).start(sync_timeout_s=10)
+    cluster = after_first_snapshot(n2_vanishes)(server.client()).start(sync_timeout_s=10)
     try:
         seen(cluster, server)
         result = run_cycle(cluster, FAST)

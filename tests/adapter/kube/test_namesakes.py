@@ -10,9 +10,8 @@ from adapter.kube.cluster import KubeCluster
 from adapter.loop import LoopSettings, run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
 from solver.config import SolverConfig
-from solver.model import ClusterState
 from tests.adapter.kube.manifests import apply, bound_pods, gang_pods, node, podgroup, wait_until
-from tests.adapter.kube.test_kube_cluster import seen
+from tests.adapter.kube.test_kube_cluster import after_first_snapshot, seen
 from tests.adapter.kube.test_preemption import SETTINGS, _evictions, _objects
 
 
@@ -21,26 +20,19 @@ def _replaced_after_snapshot(server: FakeApiServer, pod: dict[str, Any]) -> type
     name, new UID) replacing the one that snapshot read."""
     name = pod["metadata"]["name"]
 
-    class Replaced(KubeCluster):
-        done = False
+    def replace(cluster: KubeCluster) -> None:
+        old = server.get("", "pods", "default", name)
+        assert old is not None
+        server.delete("", "pods", "default", name)
+        apply(server, [pod])
 
-        def snapshot(self) -> ClusterState:
-            state = super().snapshot()
-            if not self.done:
-                self.done = True
-                old = server.get("", "pods", "default", name)
-                assert old is not None
-                server.delete("", "pods", "default", name)
-                apply(server, [pod])
+        def replaced() -> bool:
+            now = cluster.cache.pod(f"default/{name}") or {}
+            return now.get("metadata", {}).get("uid") not in (None, old["metadata"]["uid"])
 
-                def replaced() -> bool:
-                    now = self.cache.pod(f"default/{name}") or {}
-                    return now.get("metadata", {}).get("uid") not in (None, old["metadata"]["uid"])
+        wait_until(replaced, what=f"{name} replaced")
 
-                wait_until(replaced, what=f"{name} replaced")
-            return state
-
-    return Replaced
+    return after_first_snapshot(replace)
 
 
 def test_a_pod_replaced_while_deciding_is_not_bound_in_its_place(server: FakeApiServer) -> None:

@@ -13,7 +13,7 @@ from benchmarks.fake_apiserver import FakeApiServer
 from solver.config import SolverConfig
 from solver.model import ClusterState
 from tests.adapter.kube.manifests import apply, bound_pods, gang_pods, node, podgroup, wait_until
-from tests.adapter.kube.test_kube_cluster import seen
+from tests.adapter.kube.test_kube_cluster import after_first_snapshot, seen
 
 FAST = LoopSettings(scheduler="cpsat", solver=SolverConfig(time_limit_s=2.0, deterministic=True))
 
@@ -26,19 +26,15 @@ def test_a_member_whose_node_vanished_is_bound_elsewhere_and_nothing_is_deleted(
     apply(server, [node("n1", cpu="1"), node("n2", cpu="8"), podgroup("g", 2)])
     apply(server, gang_pods("g", 2, cpu="2"))
 
-    class NodeReplaced(KubeCluster):
-        def snapshot(self) -> ClusterState:
-            state = super().snapshot()
-            if server.get("", "nodes", None, "n2") is not None:
-                server.delete("", "nodes", None, "n2")
-                server.put(node("n3", cpu="8"))
-                wait_until(
-                    lambda: not self.cache.node_exists("n2") and self.cache.node_exists("n3"),
-                    what="n2 gone, n3 there",
-                )
-            return state
+    def n2_replaced(cluster: KubeCluster) -> None:
+        server.delete("", "nodes", None, "n2")
+        server.put(node("n3", cpu="8"))
+        wait_until(
+            lambda: not cluster.cache.node_exists("n2") and cluster.cache.node_exists("n3"),
+            what="n2 gone, n3 there",
+        )
 
-    cluster = NodeReplaced(server.client()).start(sync_timeout_s=10)
+    cluster = after_first_snapshot(n2_replaced)(server.client()).start(sync_timeout_s=10)
     metrics = LoopMetrics()
     try:
         seen(cluster, server)
@@ -111,15 +107,11 @@ def test_a_second_chance_that_fails_to_decide_still_rolls_the_gang_back(
     apply(server, [node("n1", cpu="2"), node("n2", cpu="2"), podgroup("g", 2)])
     apply(server, gang_pods("g", 2, cpu="2"))
 
-    class NodeGone(KubeCluster):
-        def snapshot(self) -> ClusterState:
-            state = super().snapshot()
-            if server.get("", "nodes", None, "n2") is not None:
-                server.delete("", "nodes", None, "n2")
-                wait_until(lambda: not self.cache.node_exists("n2"), what="n2 gone")
-            return state
+    def n2_gone(cluster: KubeCluster) -> None:
+        server.delete("", "nodes", None, "n2")
+        wait_until(lambda: not cluster.cache.node_exists("n2"), what="n2 gone")
 
-    cluster = NodeGone(server.client()).start(sync_timeout_s=10)
+    cluster = after_first_snapshot(n2_gone)(server.client()).start(sync_timeout_s=10)
     try:
         seen(cluster, server)
         result = run_cycle(cluster, FAST)
