@@ -68,6 +68,16 @@ def after_first_snapshot(change: Callable[[KubeCluster], None]) -> type[KubeClus
     return Changed
 
 
+def node_deleted(server: FakeApiServer, name: str) -> Callable[[KubeCluster], None]:
+    """For ``after_first_snapshot``: node ``name`` deleted, and the cache has seen it."""
+
+    def delete(cluster: KubeCluster) -> None:
+        server.delete("", "nodes", None, name)
+        wait_until(lambda: not cluster.cache.node_exists(name), what=f"node {name} gone")
+
+    return delete
+
+
 def events(server: FakeApiServer, reason: str) -> list[dict[str, Any]]:
     return [e for e in server.objects("", "events") if e.get("reason") == reason]
 
@@ -240,11 +250,8 @@ def test_a_404_in_the_middle_of_a_gang_leaves_no_partial_gang(
 def test_a_node_deleted_between_snapshot_and_bind_is_not_bound_to(server: FakeApiServer) -> None:
     apply(server, [node("n1"), node("n2", cpu="8"), podgroup("g", 2), *gang_pods("g", 2, cpu="2")])
 
-    def n2_vanishes(cluster: KubeCluster) -> None:
-        server.delete("", "nodes", None, "n2")
-        wait_until(lambda: not cluster.cache.node_exists("n2"), what="node n2 gone")
-
-    cluster = after_first_snapshot(n2_vanishes)(server.client()).start(sync_timeout_s=10)
+    n2_vanishes = after_first_snapshot(node_deleted(server, "n2"))
+    cluster = n2_vanishes(server.client()).start(sync_timeout_s=10)
     try:
         seen(cluster, server)
         result = run_cycle(cluster, FAST)

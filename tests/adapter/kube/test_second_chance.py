@@ -13,7 +13,7 @@ from benchmarks.fake_apiserver import FakeApiServer
 from solver.config import SolverConfig
 from solver.model import ClusterState
 from tests.adapter.kube.manifests import apply, bound_pods, gang_pods, node, podgroup, wait_until
-from tests.adapter.kube.test_kube_cluster import after_first_snapshot, seen
+from tests.adapter.kube.test_kube_cluster import after_first_snapshot, node_deleted, seen
 
 FAST = LoopSettings(scheduler="cpsat", solver=SolverConfig(time_limit_s=2.0, deterministic=True))
 
@@ -107,11 +107,8 @@ def test_a_second_chance_that_fails_to_decide_still_rolls_the_gang_back(
     apply(server, [node("n1", cpu="2"), node("n2", cpu="2"), podgroup("g", 2)])
     apply(server, gang_pods("g", 2, cpu="2"))
 
-    def n2_gone(cluster: KubeCluster) -> None:
-        server.delete("", "nodes", None, "n2")
-        wait_until(lambda: not cluster.cache.node_exists("n2"), what="n2 gone")
-
-    cluster = after_first_snapshot(n2_gone)(server.client()).start(sync_timeout_s=10)
+    n2_gone = after_first_snapshot(node_deleted(server, "n2"))
+    cluster = n2_gone(server.client()).start(sync_timeout_s=10)
     try:
         seen(cluster, server)
         result = run_cycle(cluster, FAST)
