@@ -21,6 +21,9 @@ of its own; the other nodes in their classes, as the aggregated placement model 
   nodes); pods of shapes that may not take from it use none of its room, and pods that
   may never preempt are not placed there;
 - **reclaim floor**: a queue above its deserved share ends at or above it;
+- **reclaim ceiling**: a queue reclaims only while below its own (``reclaim_ceiling``):
+  its pods placed where a victim of another queue they may take from loses pods mark it
+  as reclaiming (stricter than whether they use that room, never looser);
 - objective: minus each removed pod's cost (the value it stops earning, the
   ``disruption`` weight, ``disruption_per_hour`` per hour it ran) and an evicted gang's
   priority term, priced on the same ranks as the pending gangs'.
@@ -58,6 +61,7 @@ from solver.victims import (
     VictimGroup,
     cheapest_victims,
     never_preempting,
+    reclaim_ceiling,
     running_victims,
     takes_from,
     used_groups,
@@ -245,6 +249,7 @@ def encode_joint(
     _add_victim_rules(enc, vs, out)
     _add_node_rules(enc, vs, out)
     _add_reclaim_floor(enc, vs, out, coef)
+    _add_reclaim_ceiling(enc, vs, out, coef)
     return enc, out
 
 
@@ -388,3 +393,59 @@ def _add_reclaim_floor(enc: Encoding, vs: VictimSet, out: VictimVars, coef: Coef
             -above,
             INF,
         )
+
+
+def _add_reclaim_ceiling(enc: Encoding, vs: VictimSet, out: VictimVars, coef: Coefficients) -> None:
+    shapes = enc.shapes
+    victim_queue = {v: vs.victims[v].queue for v in range(len(vs.victims))}
+    reclaimers: dict[int, list[int]] = defaultdict(list)  # queue -> shapes
+    for s, takes in vs.eligible.items():
+        q = shapes.shapes[s].queue
+        if any(victim_queue[v] != q for v in takes):
+            reclaimers[q].append(s)
+    if not reclaimers:
+        return
+    classes = shapes.classes
+    shape_of_pair = np.array([sc.shape for sc in classes], dtype=np.int64)[enc.pairs.cls]
+    share = np.array([sc.pod_share for sc in classes], dtype=np.int64)[enc.pairs.cls]
+    pair_queue = queue_of_pair(enc)
+    on_node: dict[int, list[int]] = defaultdict(list)
+    for p, b in enumerate(enc.pairs.bin.tolist()):
+        if len(enc.bins[b].nodes) == 1:
+            on_node[enc.bins[b].nodes[0]].append(p)
+    for q, members in reclaimers.items():
+        smallest = min(
+            shapes.shapes[s].need * min(classes[c].pod_share for c in shapes.shapes[s].classes)
+            for s in members
+        )
+        ceiling = reclaim_ceiling(int(coef.deserved[q]), smallest) - int(coef.held[q])
+        won = np.flatnonzero(pair_queue == q)
+        most = int((share[won] * enc.pairs.cap[won]).sum())
+        if most <= ceiling:
+            continue  # the queue cannot pass it
+        reclaims = _new_var(enc, 0, 1, f"reclaims[{enc.problem.queues[q].name}]")
+        # won <= ceiling, when it reclaims
+        spare = most - ceiling
+        _linear(
+            enc, [*won.tolist(), reclaims], [*share[won].tolist(), spare], -INF, ceiling + spare
+        )
+        for (v, n), touches in out.touches.items():
+            if victim_queue[v] == q:
+                continue
+            taking = [
+                p
+                for p in on_node.get(n, [])
+                if v in vs.eligible.get(int(shape_of_pair[p]), ())
+                and int(shape_of_pair[p]) in members
+            ]
+            if not taking:
+                continue
+            # pods placed here + touches - reclaims <= 1, scaled to the pods' most
+            cap = int(enc.pairs.cap[taking].sum())
+            _linear(
+                enc,
+                [*taking, touches, reclaims],
+                [*[1] * len(taking), cap, -cap],
+                -INF,
+                cap,
+            )

@@ -6,7 +6,8 @@ its eligible victims cheapest first (lowest priority, then youngest), evicted wh
 by one until the gang fits in the room left plus the room freed (first fit, as
 ``Placer.try_gang``), and under its queue's capability (what the queue's own victims
 free and its earlier preemptors take counted). A victim of a queue above its deserved
-share is skipped when its eviction would push that queue below it. When the gang fits,
+share is skipped when its eviction would push that queue below it, and a queue
+reclaims only while its earlier preemptors leave it below its own. When the gang fits,
 victims it turns out not to need are kept (newest choice first); when it cannot fit
 even with every eligible victim gone, nothing is evicted for it.
 """
@@ -90,6 +91,8 @@ def greedy_choice(problem: Problem, cand: Candidates, coef: Coefficients) -> Pre
         tries = 0
         for v in order:
             q = cand.victims[v].queue
+            if q != gang.queue and held[gang.queue] >= coef.deserved[gang.queue]:
+                continue  # earlier preemptors brought the gang's queue to its share
             if q != gang.queue and left[q] - _share(cand, v) < coef.deserved[q]:
                 continue  # reclaim stops at the victim queue's deserved share
             left[q] -= _share(cand, v)
@@ -124,9 +127,10 @@ def greedy_choice(problem: Problem, cand: Candidates, coef: Coefficients) -> Pre
         for q in {gang.queue, *(cand.victims[v].queue for v in chosen)}:
             queue_room[q] = _queue_freed(problem, cand, queue_room[q], q, chosen)
         for pod, node in placement.items():
-            demand = problem.classes[problem.class_of_pod()[pod]].demand
-            free[node] -= demand
-            queue_room[gang.queue] -= demand
+            c = problem.class_of_pod()[pod]
+            free[node] -= problem.classes[c].demand
+            queue_room[gang.queue] -= problem.classes[c].demand
+            held[gang.queue] += int(coef.pod_share[c])
             out.nominated[pod] = node
         for v in chosen:
             taken.add(v)

@@ -14,7 +14,9 @@ the room the evictions free and the pods each victim loses:
   preemptor allowed to take from it is nominated; one evicted whole needs one such node
   (its other pods go because a gang cannot run in part); no preemptor that may not take
   from a victim is nominated where it loses pods;
-- **reclaim floor**: a queue above its deserved share is never pushed below it.
+- **reclaim floor**: a queue above its deserved share is never pushed below it;
+- **reclaim ceiling**: a queue reclaims only while below its own
+  (``victims.reclaim_ceiling``).
 
 The objective prices what ``solver.objective`` prices (pod value, priority, the
 preemptors' queues' shortfall), priority on the ranks of every gang's
@@ -51,6 +53,7 @@ from solver.victims import (
     candidates,
     evictions_of,
     placed_load,
+    reclaim_ceiling,
     restore_unneeded,
     split_withdrawn,
 )
@@ -104,6 +107,7 @@ def preempt(
     _add_capacity(problem, m)
     _add_node_rules(m)
     _add_reclaim_floor(problem, m, coef)
+    _add_reclaim_ceiling(problem, m, coef)
     _set_objective(problem, m, coef, config)
     _hint(problem, m, baseline)
     solver = cp_model.CpSolver()
@@ -320,6 +324,42 @@ def _add_reclaim_floor(problem: Problem, m: _Model, coef: Coefficients) -> None:
             if problem.gangs[problem.classes[c].gang].queue == q
         ]
         m.model.add(held + sum(won) - sum(lost) >= int(coef.deserved[q]))
+
+
+def _add_reclaim_ceiling(problem: Problem, m: _Model, coef: Coefficients) -> None:
+    """A queue reclaims only while below its deserved share (``reclaim_ceiling``). A
+    preemptor nominated where a victim of another queue that it may take from loses pods
+    counts as reclaiming, whether or not it uses that room: stricter, never looser."""
+    cand = m.cand
+    reclaimers: dict[int, list[int]] = defaultdict(list)  # queue -> preemptor indices
+    for i, pre in enumerate(cand.preemptors):
+        q = problem.gangs[pre.gang].queue
+        if any(cand.victims[v].queue != q for v in pre.eligible):
+            reclaimers[q].append(i)
+    for q, members in reclaimers.items():
+        smallest = min(_smallest_gain(problem, coef, cand.preemptors[i].gang) for i in members)
+        held = int(coef.held[q] + cand.gained[q])
+        ceiling = reclaim_ceiling(int(coef.deserved[q]), smallest) - held
+        won = [
+            (int(coef.pod_share[c]), var, m.cap[(c, n)])
+            for (c, n), var in m.x.items()
+            if problem.gangs[problem.classes[c].gang].queue == q
+        ]
+        if sum(share * cap for share, _, cap in won) <= ceiling:
+            continue  # the queue cannot pass it
+        reclaims = m.model.new_bool_var(f"reclaims[{problem.queues[q].name}]")
+        m.model.add(sum(share * var for share, var, _ in won) <= ceiling).only_enforce_if(reclaims)
+        for i in members:
+            pre = cand.preemptors[i]
+            for (v, n), touches in m.touches.items():
+                if v in pre.eligible and cand.victims[v].queue != q and (i, n) in m.uses:
+                    m.model.add_bool_or([touches.Not(), m.uses[(i, n)].Not(), reclaims])
+
+
+def _smallest_gain(problem: Problem, coef: Coefficients, g: int) -> int:
+    """Share units the gang adds to its queue, placed with its fewest pods."""
+    gang = problem.gangs[g]
+    return gang.need * min(int(coef.pod_share[c]) for c in gang.classes)
 
 
 def _set_objective(problem: Problem, m: _Model, coef: Coefficients, config: SolverConfig) -> None:

@@ -238,6 +238,18 @@ def takes_from(
     )
 
 
+def reclaim_ceiling(deserved: int, smallest_gain: int) -> int:
+    """The most share units a queue that reclaims may hold after a decision.
+
+    A gang reclaims only while its queue is below its deserved share (as kube-batch's
+    reclaim action checks before each job). Order the decision's preemptors with the
+    queue's reclaiming gangs last, the largest of them last of all: each finds the queue
+    below its share if the queue, less that largest gain, is below it. ``smallest_gain``
+    (the fewest units any of the queue's possible reclaimers adds, placed whole) is at
+    most that gain, so the models' rows built on it never allow more."""
+    return deserved - 1 + smallest_gain
+
+
 def used_groups(
     victims: list[Victim], groups: list[VictimGroup], used: set[int]
 ) -> list[VictimGroup]:
