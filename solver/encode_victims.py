@@ -18,8 +18,8 @@ of its own; the other nodes in their classes, as the aggregated placement model 
   capability (``Encoding.freed``, ``Encoding.queue_freed``, read by ``encode``'s rows);
 - **no eviction without a placement**: a node where a victim loses pods gets a pod of a
   shape allowed to take from it (or the victim goes whole, for one such pod on one of its
-  nodes); pods of shapes that may not take from it use none of its room, and pods that
-  may never preempt are not placed there;
+  nodes); pods use only the room of victims they may take from, with Hall's rows per
+  node (``solver.freed_room``), and pods that may never preempt are not placed there;
 - **reclaim floor**: a queue above its deserved share ends at or above it;
 - **reclaim ceiling**: a queue reclaims only while below its own (``reclaim_ceiling``):
   its pods placed where a victim of another queue they may take from loses pods mark it
@@ -52,6 +52,7 @@ from solver.encode import (
     build_variables,
     queue_of_pair,
 )
+from solver.freed_room import hall_sets
 from solver.objective import Coefficients
 from solver.problem import Problem
 from solver.shapes import Shapes
@@ -304,11 +305,11 @@ def _add_victim_rules(enc: Encoding, vs: VictimSet, out: VictimVars) -> None:
 
 def _add_node_rules(enc: Encoding, vs: VictimSet, out: VictimVars) -> None:
     """Where a victim loses pods, a pod that may take from it is placed; a victim evicted
-    whole has such a pod on one of its nodes. Pods that may not take from it use none of
-    its room: on that node they fit in what is free and what other victims free there
-    (every pod on such a node waits for its victims, ``solver.joint``). Pods that may
-    never preempt are not placed there at all: they would wait, nominated, as their
-    policy forbids."""
+    whole has such a pod on one of its nodes. Pods use the free room and the room of the
+    victims they may take from, never another's (``_add_freed_room``; every pod on such a
+    node waits for its victims, ``solver.joint``). Pods that may never preempt are not
+    placed where a victim loses pods at all: they would wait, nominated, as their policy
+    forbids."""
     classes = enc.shapes.classes
     shape_of_pair = np.array([sc.shape for sc in classes], dtype=np.int64)[enc.pairs.cls]
     on_node: dict[int, list[int]] = defaultdict(list)
@@ -321,54 +322,63 @@ def _add_node_rules(enc: Encoding, vs: VictimSet, out: VictimVars) -> None:
     served: dict[int, list[int]] = defaultdict(list)  # victim -> allowed pairs on its nodes
     for (v, n), touches in out.touches.items():
         allowed: list[int] = []
-        barred: list[int] = []
         never: list[int] = []
         for p in on_node.get(n, []):
             s = int(shape_of_pair[p])
             if v in vs.eligible.get(s, ()):
                 allowed.append(p)
-            else:
-                (never if s in vs.never else barred).append(p)
+            elif s in vs.never:
+                never.append(p)
         served[v] += allowed
         # touches <= pods allowed placed here + evicted (then its other nodes serve it)
         _linear(enc, [touches, *allowed, out.evicted[v]], [1, *[-1] * len(allowed), -1], -INF, 0)
         if never:
             most = int(enc.pairs.cap[never].sum())
             _linear(enc, [*never, touches], [*[1] * len(never), most], -INF, most)
-        if barred:
-            _add_outside_room(enc, vs, out, n, barred, touches, v, groups_on[n])
+    for n, groups in groups_on.items():
+        if on_node.get(n):
+            _add_freed_room(enc, vs, out, n, on_node[n], groups, shape_of_pair)
     for v, evicted in out.evicted.items():
         allowed = served.get(v, [])
         _linear(enc, [evicted, *allowed], [1, *[-1] * len(allowed)], -INF, 0)
 
 
-def _add_outside_room(
+def _add_freed_room(
     enc: Encoding,
     vs: VictimSet,
     out: VictimVars,
     n: int,
-    barred: list[int],
-    touches: int,
-    v: int,
+    pairs: list[int],
     groups: list[int],
+    shape_of_pair: IntArray,
 ) -> None:
-    """Per resource, when victim ``v`` loses pods on node ``n``: the ``barred`` pairs'
-    demand <= free room + what the node's other victims free. Only where those pairs
-    could ask for more than the node has free (else the row is moot)."""
-    demand = np.array([enc.shapes.classes[c].demand for c in enc.pairs.cls[barred]])
-    most = (demand * enc.pairs.cap[barred][:, None]).sum(axis=0)
+    """Node ``n``'s Hall rows (``solver.freed_room``): for each set U of its victims, per
+    resource, the pairs eligible for none outside U ask for no more than the free room
+    plus what U's victims free. Only where those pairs could ask for more than the free
+    room (else the row is moot)."""
+    victims = frozenset(vs.groups[g].victim for g in groups)
+    own = {p: vs.eligible.get(int(shape_of_pair[p]), frozenset()) & victims for p in pairs}
+    sets = hall_sets(own.values(), victims)
+    if sets is None:  # too many to tell apart: pods not eligible for all use free room only
+        rows = [([p for p in pairs if own[p] != victims], frozenset[int]())]
+    else:
+        rows = [([p for p in pairs if own[p] <= u], u) for u in sets]
     free = enc.problem.free[n]
-    others = [(out.removed[g], vs.groups[g].demand) for g in groups if vs.groups[g].victim != v]
-    for r in np.flatnonzero(most > free).tolist():
-        slack = int(most[r] - free[r])
-        gains = [(var, -int(d[r])) for var, d in others if d[r]]
-        _linear(
-            enc,
-            [*barred, *(var for var, _ in gains), touches],
-            [*demand[:, r].tolist(), *(c for _, c in gains), slack],
-            -INF,
-            int(free[r]) + slack,
-        )
+    for members, u in rows:
+        if not members:
+            continue
+        demand = np.array([enc.shapes.classes[c].demand for c in enc.pairs.cls[members]])
+        most = (demand * enc.pairs.cap[members][:, None]).sum(axis=0)
+        freed = [(out.removed[g], vs.groups[g].demand) for g in groups if vs.groups[g].victim in u]
+        for r in np.flatnonzero(most > free).tolist():
+            gains = [(var, -int(d[r])) for var, d in freed if d[r]]
+            _linear(
+                enc,
+                [*members, *(var for var, _ in gains)],
+                [*demand[:, r].tolist(), *(c for _, c in gains)],
+                -INF,
+                int(free[r]),
+            )
 
 
 def _add_reclaim_floor(enc: Encoding, vs: VictimSet, out: VictimVars, coef: Coefficients) -> None:

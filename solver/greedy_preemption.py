@@ -61,6 +61,11 @@ def apply_withdrawals(problem: Problem, placer: Placer, choice: Preemption) -> N
 
 def greedy_choice(problem: Problem, cand: Candidates, coef: Coefficients) -> Preemption:
     free = cand.free.copy()
+    # The room no victim frees, less what the preemptors took of it: a gang may use the
+    # room of victims it may take from and this, never another victim's
+    # (``solver.freed_room``). Preemptors charge their own victims' room first.
+    plain = cand.free.copy()
+    taken_on: dict[int, set[int]] = {}  # node -> victims taken there
     queue_room = [room.copy() for room in cand.queue_room]
     held = (coef.held + cand.gained).astype(np.int64)  # per queue, share units
     taken: set[int] = set()
@@ -83,7 +88,11 @@ def greedy_choice(problem: Problem, cand: Candidates, coef: Coefficients) -> Pre
         # No fit is tried before the nodes the gang may use hold minMember pods of its
         # smallest class, counted node by node (a necessary condition, and cheap).
         smallest = np.min([problem.classes[c].demand for c in gang.classes], axis=0)
-        trial = free.copy()
+        usable_room = free.copy()
+        for n, there in taken_on.items():
+            if not there <= pre.eligible:
+                usable_room[n] = plain[n]
+        trial = usable_room.copy()
         fits = np.where(usable, fit_per_node(smallest, trial), 0)
         chosen: list[int] = []
         placement: dict[str, int] | None = None
@@ -106,14 +115,14 @@ def greedy_choice(problem: Problem, cand: Candidates, coef: Coefficients) -> Pre
             tries += 1
             if tries > MAX_FITS:
                 break
-            placement = _fit(problem, cand, gang, free, queue_room[gang.queue], chosen)
+            placement = _fit(problem, cand, gang, usable_room, queue_room[gang.queue], chosen)
             if placement is not None:
                 break
         if placement is None:
             continue
         for v in reversed(chosen[:-1]):
             fewer = [c for c in chosen if c != v]
-            again = _fit(problem, cand, gang, free, queue_room[gang.queue], fewer)
+            again = _fit(problem, cand, gang, usable_room, queue_room[gang.queue], fewer)
             if again is not None:
                 chosen, placement = fewer, again
         # Each victim must free room the gang is placed in, on at least one of its nodes.
@@ -121,20 +130,27 @@ def greedy_choice(problem: Problem, cand: Candidates, coef: Coefficients) -> Pre
         groups = [cand.victims[v].groups for v in chosen]
         if not all(any(cand.groups[g].node in used for g in gs) for gs in groups):
             continue
-        free = _freed(cand, free, chosen)
+        own = _freed(cand, np.zeros_like(free), chosen)
+        free += own
         # Every victim's queue gets its capability back, not only the preemptor's: a
         # reclaim frees room under the victim queue's cap for that queue's next preemptor.
         for q in {gang.queue, *(cand.victims[v].queue for v in chosen)}:
             queue_room[q] = _queue_freed(problem, cand, queue_room[q], q, chosen)
+        use = np.zeros_like(free)
         for pod, node in placement.items():
             c = problem.class_of_pod()[pod]
-            free[node] -= problem.classes[c].demand
+            use[node] += problem.classes[c].demand
             queue_room[gang.queue] -= problem.classes[c].demand
             held[gang.queue] += int(coef.pod_share[c])
             out.nominated[pod] = node
+        free -= use
+        beyond = np.maximum(use - own, 0)  # what its own victims' room did not hold
+        plain -= np.minimum(beyond, np.maximum(plain, 0))
         for v in chosen:
             taken.add(v)
             victim = cand.victims[v]
+            for g in victim.groups:
+                taken_on.setdefault(cand.groups[g].node, set()).add(v)
             held[victim.queue] -= _share(cand, v)
             for g in victim.groups:
                 grp = cand.groups[g]

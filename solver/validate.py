@@ -6,8 +6,9 @@ alone, whether that decision may be bound: the tests use it as their oracle for 
 scheduler, and the adapter runs it before binding anything to the cluster.
 
 So that it can catch mistakes in the code it checks, this module reads only
-``solver.model`` and the node predicates of ``solver.predicates``, plus plain integer
-arithmetic; it never imports ``solver.problem`` or anything built on it. Scoring a
+``solver.model``, the node predicates of ``solver.predicates``, the rules of preemption
+(``solver.validate_preemption``) and plain integer arithmetic; it never imports
+``solver.problem`` or anything built on it. Scoring a
 decision is ``solver.objective.score``: it must price exactly as the model does.
 
 What counts as a new placement for each check:
@@ -22,46 +23,14 @@ What counts as a new placement for each check:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict
+from collections.abc import Mapping
 
 from solver.model import DEFAULT_QUEUE, ClusterState, Decision, Gang, Node, Pod, Queue
 from solver.predicates import insufficient, placement_reason
+from solver.validate_preemption import check_preemption
+from solver.violations import Violation, demand_sum, queue_of
 
-ViolationKind = Literal[
-    "unknown-pod",
-    "already-bound",
-    "gated",
-    "unknown-node",
-    "predicate",
-    "capacity",
-    "partial-gang",
-    "capability",
-    "invalid-gang",
-    "eviction",
-    "nomination",
-]
-
-
-class Violation(BaseModel):
-    """One broken rule. ``subject`` is the pod, node, gang or queue it concerns."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: ViolationKind
-    subject: str
-    message: str
-
-
-def _sum(pods: Iterable[Pod]) -> defaultdict[str, int]:
-    """Total demand (requests plus pod slots); absent names read as zero."""
-    total: defaultdict[str, int] = defaultdict(int)
-    for pod in pods:
-        for name, quantity in pod.demand().items():
-            total[name] += quantity
-    return total
+__all__ = ["Violation", "check", "check_preemption"]
 
 
 def _gang_problem(pod: Pod, gangs: Mapping[str, Gang], queues: Mapping[str, Queue]) -> str | None:
@@ -74,15 +43,6 @@ def _gang_problem(pod: Pod, gangs: Mapping[str, Gang], queues: Mapping[str, Queu
     if gang.queue not in queues:
         return f"queue {gang.queue!r} of PodGroup {gang.name!r} not found"
     return None
-
-
-def _queue_of(pod: Pod, gangs: Mapping[str, Gang], queues: Mapping[str, Queue]) -> str | None:
-    if pod.gang is None:
-        return DEFAULT_QUEUE
-    gang = gangs.get(pod.gang)
-    if gang is None or gang.queue not in queues:
-        return None
-    return gang.queue
 
 
 def check(state: ClusterState, decision: Decision) -> list[Violation]:
@@ -166,196 +126,6 @@ def check(state: ClusterState, decision: Decision) -> list[Violation]:
     return out
 
 
-def check_preemption(state: ClusterState, decision: Decision) -> list[Violation]:
-    """The rules of preemption: victims are running PodGroup pods of preemptible gangs,
-    each left with no pod or at least minMember; a victim gets a nominated pod of a gang
-    allowed to take from it (same queue: higher priority; another queue: reclaim) on
-    every node it loses pods, or, evicted whole, on one of them; nominated gangs are
-    whole and fit once the victims are gone."""
-    pods = {p.name: p for p in state.pods}
-    nodes = {n.name: n for n in state.nodes}
-    gangs = {g.name: g for g in state.gangs}
-    out: list[Violation] = []
-
-    def bad(kind: ViolationKind, subject: str, message: str) -> None:
-        out.append(Violation(kind=kind, subject=subject, message=message))
-
-    evicted_by_gang: dict[str, int] = defaultdict(int)
-    victims_on_node: dict[str, set[str]] = defaultdict(set)
-    for name in sorted(decision.evictions):
-        pod = pods.get(name)
-        gang = gangs.get(pod.gang) if pod is not None and pod.gang is not None else None
-        if pod is None or pod.node_name is None or pod.terminating:
-            bad("eviction", name, f"pod {name!r} is not running: nothing to evict")
-        elif gang is None:
-            bad("eviction", name, f"pod {name!r} is in no PodGroup: never a victim")
-        elif not gang.preemptible:
-            bad("eviction", name, f"gang {gang.name!r} is marked non-preemptible")
-        else:
-            evicted_by_gang[gang.name] += 1
-            victims_on_node[pod.node_name].add(gang.name)
-    running: dict[str, int] = defaultdict(int)
-    for pod in state.bound_pods():
-        if pod.gang is not None and not pod.terminating:
-            running[pod.gang] += 1
-    # What a victim gains this decision counts: evicted whole, the one pod of it placed
-    # elsewhere would run alone.
-    gaining: dict[str, int] = defaultdict(int)
-    for name in (*decision.placements, *decision.nominated):
-        pod = pods.get(name)
-        if pod is not None and pod.gang is not None:
-            gaining[pod.gang] += 1
-    for name, count in sorted(evicted_by_gang.items()):
-        left = running[name] - count + gaining[name]
-        if 0 < left < gangs[name].min_member:
-            bad(
-                "eviction",
-                name,
-                f"gang {name!r} would keep {left} pod(s), below minMember "
-                f"{gangs[name].min_member}: a victim is shrunk to minMember or evicted whole",
-            )
-
-    nominated_by_gang: dict[str, list[Pod]] = defaultdict(list)
-    on_node: dict[str, list[Pod]] = defaultdict(list)
-    for name, node_name in sorted(decision.nominated.items()):
-        pod = pods.get(name)
-        node = nodes.get(node_name)
-        if pod is None or pod.node_name is not None or pod.gates or name in decision.placements:
-            bad("nomination", name, f"pod {name!r} is not a pending pod this decision leaves")
-        elif node is None:
-            bad("nomination", name, f"pod {name!r} is nominated to unknown node {node_name!r}")
-        elif not pod.may_preempt:
-            bad("nomination", name, f"pod {name!r} has preemptionPolicy Never")
-        elif (reason := placement_reason(pod, node)) is not None:
-            bad("nomination", name, f"pod {name!r} may not run on {node_name!r}: {reason}")
-        else:
-            nominated_by_gang[pod.gang_name()].append(pod)
-            on_node[node_name].append(pod)
-    held: dict[str, int] = defaultdict(int)
-    for pod in state.bound_pods():
-        held[pod.gang_name()] += 1
-    for placed in decision.placements:
-        if placed in pods:
-            held[pods[placed].gang_name()] += 1
-    for name, members in sorted(nominated_by_gang.items()):
-        gang = gangs.get(name)
-        need = gang.min_member if gang is not None else 1
-        if held[name] + len(members) < need:
-            bad("nomination", name, f"gang {name!r} would hold fewer than minMember {need}")
-
-    # A victim evicted whole needs a taker on one of its nodes (its other pods go because
-    # a gang cannot run in part); one shrunk, on every node where it loses pods.
-    for victim in sorted(evicted_by_gang):
-        v = gangs[victim]
-        served = [
-            any(
-                t is not None and (t.queue != v.queue or t.priority > v.priority)
-                for t in (gangs.get(p.gang or "") for p in on_node.get(node_name, []))
-            )
-            for node_name in sorted(n for n, vs in victims_on_node.items() if victim in vs)
-        ]
-        whole = running[victim] == evicted_by_gang[victim]
-        if not (any(served) if whole else all(served)):
-            bad(
-                "eviction",
-                victim,
-                f"gang {victim!r} loses pods where no gang allowed to take from it (higher "
-                "priority, or another queue reclaiming) is nominated",
-            )
-    out.extend(_room_after_evictions(state, decision, nodes, on_node))
-    nominated = [pod for members in nominated_by_gang.values() for pod in members]
-    out.extend(_capability_after_evictions(state, decision, pods, gangs, nominated))
-    return out
-
-
-def _capability_after_evictions(
-    state: ClusterState,
-    decision: Decision,
-    pods: Mapping[str, Pod],
-    gangs: Mapping[str, Gang],
-    nominated: list[Pod],
-) -> list[Violation]:
-    """Nominated gangs fit under their queue's capability once the victims are gone:
-    what stays bound, this decision's placements and the nominations, for each resource
-    the nominations add to (a queue already over a lowered capability is not the
-    decision's doing, unless it adds to it)."""
-    queues = {q.name: q for q in state.queues}
-    queues.setdefault(DEFAULT_QUEUE, Queue(name=DEFAULT_QUEUE, weight=1))
-    by_queue: dict[str, list[Pod]] = defaultdict(list)
-    for pod in nominated:
-        queue = _queue_of(pod, gangs, queues)
-        if queue is not None and queues[queue].capability is not None:
-            by_queue[queue].append(pod)
-    if not by_queue:
-        return []
-    staying: dict[str, list[Pod]] = defaultdict(list)
-    placed = [pods[name] for name in decision.placements if name in pods]
-    for pod in [*state.bound_pods(), *placed]:
-        queue = _queue_of(pod, gangs, queues)
-        if queue in by_queue and pod.name not in decision.evictions:
-            staying[queue].append(pod)
-    out = []
-    for queue_name, members in sorted(by_queue.items()):
-        capability = queues[queue_name].capability
-        if capability is None:
-            continue
-        held, added = _sum(staying.get(queue_name, [])), _sum(members)
-        over = [
-            r for r, cap in sorted(capability.items()) if added[r] and held[r] + added[r] > cap
-        ]
-        if over:
-            out.append(
-                Violation(
-                    kind="nomination",
-                    subject=queue_name,
-                    message=(
-                        f"queue {queue_name!r}: nominated pods exceed its capability once "
-                        f"the victims are gone ({', '.join(over)})"
-                    ),
-                )
-            )
-    return out
-
-
-def _room_after_evictions(
-    state: ClusterState,
-    decision: Decision,
-    nodes: Mapping[str, Node],
-    on_node: Mapping[str, list[Pod]],
-) -> list[Violation]:
-    pods = {p.name: p for p in state.pods}
-    staying: dict[str, list[Pod]] = defaultdict(list)
-    for pod in state.bound_pods():
-        if pod.name not in decision.evictions:
-            staying[pod.node_name or ""].append(pod)
-    for name, node_name in decision.placements.items():
-        if name in pods:
-            staying[node_name].append(pods[name])
-    out = []
-    for node_name in sorted(on_node):
-        total = _sum([*staying.get(node_name, []), *on_node[node_name]])
-        # Only what the nominated pods ask for: a node already over in a resource they do
-        # not use (its allocatable shrank) takes them as a placement would.
-        asked = _sum(on_node[node_name])
-        over = [
-            r
-            for r, q in sorted(total.items())
-            if asked.get(r, 0) > 0 and q > nodes[node_name].allocatable[r]
-        ]
-        if over:
-            out.append(
-                Violation(
-                    kind="nomination",
-                    subject=node_name,
-                    message=(
-                        f"node {node_name!r}: nominated pods do not fit once the victims are "
-                        f"gone ({', '.join(over)})"
-                    ),
-                )
-            )
-    return out
-
-
 def _capacity(
     state: ClusterState, nodes: Mapping[str, Node], new_on_node: Mapping[str, list[Pod]]
 ) -> list[Violation]:
@@ -366,8 +136,8 @@ def _capacity(
     out: list[Violation] = []
     for node_name in sorted(new_on_node):
         node = nodes[node_name]
-        held = _sum(bound_on_node.get(node_name, []))
-        new = _sum(new_on_node[node_name])
+        held = demand_sum(bound_on_node.get(node_name, []))
+        new = demand_sum(new_on_node[node_name])
         for resource in sorted(new):
             alloc = node.allocatable[resource]
             if new[resource] == 0 or held[resource] + new[resource] <= alloc:
@@ -443,13 +213,13 @@ def _capabilities(
 ) -> list[Violation]:
     new: dict[str, list[Pod]] = defaultdict(list)
     for pod in new_pods:
-        queue = _queue_of(pod, gangs, queues)
+        queue = queue_of(pod, gangs, queues)
         if queue is not None:
             new[queue].append(pod)
     capped = {name for name in new if queues[name].capability is not None}
     held_pods: dict[str, list[Pod]] = defaultdict(list)
     for pod in state.bound_pods() if capped else ():  # only queues with a capability
-        queue = _queue_of(pod, gangs, queues)
+        queue = queue_of(pod, gangs, queues)
         if queue in capped:
             held_pods[queue].append(pod)
 
@@ -458,8 +228,8 @@ def _capabilities(
         capability = queues[queue_name].capability
         if capability is None:
             continue
-        held = _sum(held_pods.get(queue_name, []))
-        added = _sum(new[queue_name])
+        held = demand_sum(held_pods.get(queue_name, []))
+        added = demand_sum(new[queue_name])
         for resource, cap in sorted(capability.items()):
             # Only resources this decision adds to: a queue already over a lowered
             # capability is not the decision's doing.

@@ -1,12 +1,17 @@
 """What evicting a victim gives, on every path: a running gang this decision grows is not
-evicted whole (the validator refuses a decision that does it), and on a node holding more
-than its allocatable an eviction first repays that."""
+evicted whole (the validator refuses a decision that does it), on a node holding more
+than its allocatable an eviction first repays that, and a victim's room goes only to
+pods that may take from it."""
 
 from __future__ import annotations
 
 import pytest
 
+from solver.config import ObjectiveWeights, SolverConfig
+from solver.cpsat import solve
+from solver.freed_room import hall_sets
 from solver.model import ClusterState, Decision, SolveStatus
+from solver.schedulers import schedule
 from solver.validate import check
 from tests.builders import gang, node, pod, queue, state
 from tests.solver.test_preemption import PATHS, _decide
@@ -96,3 +101,94 @@ def test_a_node_over_in_one_resource_still_serves_another(how: str) -> None:
     decision = _decide(st_, how)
     assert set(decision.evictions) == {"v"} and decision.nominated == {"h": "n"}
     assert check(st_, decision) == []
+
+
+def _two_victims_one_node() -> ClusterState:
+    """n0 runs v1 and v2 (4 cpu each, priority 0) and has 4 cpu free. hi (priority 10, 4
+    cpu) may take from either; y and z (priority 0, 4 cpu, more memory, so worth more
+    than a victim) from neither. With both victims gone for hi, y and z fit on n0 only
+    in the free room and one victim's room: that room is not theirs to take."""
+    return state(
+        [node("n0").cap(cpu=12, memory="32Gi")],
+        [
+            pod("v1-0").req(cpu=4, memory="1Gi").gang("v1").on("n0").started(0),
+            pod("v2-0").req(cpu=4, memory="1Gi").gang("v2").on("n0").started(0),
+            pod("hi-0").req(cpu=4, memory="1Gi").gang("hi"),
+            pod("y-0").req(cpu=4, memory="14Gi").gang("y"),
+            pod("z-0").req(cpu=4, memory="13Gi").gang("z"),
+        ],
+        [gang("v1", 1), gang("v2", 1), gang("hi", 1).priority(10), gang("y", 1), gang("z", 1)],
+        [queue()],
+        now_s=600,
+    )
+
+
+@pytest.mark.parametrize("how", PATHS)
+def test_pods_use_no_room_of_a_victim_they_may_not_take_from(how: str) -> None:
+    # Evictions free to make, overuse free: only the rule stops a second eviction. The
+    # joint model evicted both, hi serving each, and gave z the second victim's room.
+    st_ = _two_victims_one_node()
+    weights = ObjectiveWeights(disruption=0, disruption_per_hour=0, overuse=0)
+    config = SolverConfig(preemption=True, weights=weights)
+    if how == "gang-greedy":
+        decision = schedule(st_, how, config)
+    else:
+        decision = solve(st_, config, joint=how == "joint")
+    assert len(decision.evictions) <= 1
+    assert "z-0" not in decision.nominated
+    assert check(st_, decision) == []
+
+
+def test_the_validator_refuses_pods_in_the_room_of_a_victim_they_may_not_take_from() -> None:
+    st_ = _two_victims_one_node()
+    decision = Decision(
+        scheduler="test",
+        status=SolveStatus.GREEDY,
+        placements={"y-0": "n0"},
+        evictions={"v1-0": "preempted", "v2-0": "preempted"},
+        nominated={"hi-0": "n0", "z-0": "n0"},
+    )
+    violations = check(st_, decision)
+    assert [(v.kind, v.subject) for v in violations] == [("nomination", "n0")]
+    assert "may not take from" in violations[0].message
+    # hi alone in the room of both: nothing to refuse.
+    fair = decision.model_copy(update={"nominated": {"hi-0": "n0"}})
+    assert check(st_, fair) == []
+
+
+def test_gang_greedy_gives_a_later_preemptor_no_room_an_earlier_one_freed_for_itself() -> None:
+    """a (priority 10, only n0) evicts v (priority 5) and uses half of n0; b (priority 3,
+    3 x 2 cpu) may take from w on n1 but not from v. n1 holds two of b's pods: the third
+    went into v's leftover room on n0."""
+    st_ = state(
+        [node("n0").cap(cpu=4).label(zone="a"), node("n1").cap(cpu=4)],
+        [
+            pod("v-0").req(cpu=4).gang("v").on("n0").started(0),
+            pod("w-0").req(cpu=4).gang("w").on("n1").started(0),
+            pod("a-0").req(cpu=2).gang("a").selector(zone="a"),
+            *[pod(f"b-{i}").req(cpu=2).gang("b") for i in range(3)],
+        ],
+        [
+            gang("v", 1).priority(5),
+            gang("w", 1).priority(1),
+            gang("a", 1).priority(10),
+            gang("b", 3).priority(3),
+        ],
+        [queue()],
+        now_s=600,
+    )
+    decision = schedule(st_, "gang-greedy", SolverConfig(preemption=True))
+    assert decision.nominated == {"a-0": "n0"}
+    assert set(decision.evictions) == {"v-0"}
+    assert check(st_, decision) == []
+
+
+def test_hall_sets_are_the_unions_of_what_the_pods_may_take() -> None:
+    every = frozenset({0, 1, 2})
+    sets = hall_sets([frozenset({0}), frozenset({1}), frozenset(), every], every)
+    assert sets == [frozenset(), frozenset({0}), frozenset({1}), frozenset({0, 1})]
+    # Cut to the node's victims; the whole set is the node's capacity row, not one of these.
+    assert hall_sets([frozenset({0, 7})], frozenset({0})) == []
+    # Too many unions to tell apart: the caller falls back to the free room.
+    many = frozenset(range(10))
+    assert hall_sets([frozenset({i}) for i in range(10)], many) is None
