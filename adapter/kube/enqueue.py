@@ -22,18 +22,35 @@ from solver.predicates import insufficient
 Obj = Mapping[str, Any]
 
 
+REQUESTS = "requests."
+# Quota names Volcano's job controller also writes (it sums the pods' quota usage,
+# Kubernetes' pod evaluator): limits are no request, and object counts no resource.
+NOT_REQUESTS = ("limits.", "count/")
+
+
 def min_resources(podgroup: Obj) -> dict[str, int] | None:
-    """``spec.minResources`` in the solver's units; None when unreadable (not admitted)."""
+    """``spec.minResources`` in the solver's units; None when unreadable (not admitted).
+
+    As Volcano's job controller writes it, it holds quota names beside resource names
+    (``requests.cpu`` and ``cpu``, ``limits.memory``, ``count/pods``): ``requests.X`` reads
+    as X (the larger, where both are given), limits and counts are dropped."""
     spec = podgroup.get("spec")
     raw = spec.get("minResources") if isinstance(spec, Mapping) else None
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
         return None
-    try:
-        return dict(resources({str(k): v for k, v in raw.items()}).root)
-    except ValueError:  # an unparseable quantity or an invalid resource name
-        return None
+    need: dict[str, int] = {}
+    for key, value in raw.items():
+        if str(key).startswith(NOT_REQUESTS):
+            continue
+        name = str(key).removeprefix(REQUESTS)
+        try:
+            [(name, amount)] = resources({name: value}).items()
+        except ValueError:  # an unparseable quantity or an invalid resource name
+            return None
+        need[name] = max(need.get(name, 0), amount)
+    return need
 
 
 def free_room(state: ClusterState) -> dict[str, int]:

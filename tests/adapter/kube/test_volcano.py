@@ -49,6 +49,32 @@ def test_a_volcano_podgroup_that_fits_is_enqueued_then_runs(
     assert podgroup_status(server, "job", VOLCANO)["phase"] == "Running"
 
 
+def test_minresources_as_volcanos_job_controller_writes_them_are_read_as_requests(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    # Volcano's job controller sums its pods' quota usage: quota names beside resource
+    # names. limits.* and count/* are no requests; requests.cpu is cpu. Read as resource
+    # names, no node has them and no Volcano Job ever got a pod.
+    quota = {
+        "count/pods": "2",
+        "pods": "2",
+        "cpu": "2",
+        "requests.cpu": "2",
+        "limits.cpu": "4",
+        "memory": "2Gi",
+        "requests.memory": "2Gi",
+        "limits.memory": "2Gi",
+    }
+    apply(server, [node("n1", cpu="8"), volcano_group("job", 2, **quota)])
+    # requests.cpu alone, too large: still read, and refused.
+    apply(server, [volcano_group("huge", 2, **{"requests.cpu": "100", "count/pods": "2"})])
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush()
+    assert podgroup_status(server, "job", VOLCANO).get("phase") == "Inqueue"
+    assert podgroup_status(server, "huge", VOLCANO).get("phase") in (None, "Pending")
+
+
 def test_enqueued_podgroups_hold_their_room_until_their_pods_come(
     server: FakeApiServer, cluster: KubeCluster
 ) -> None:
