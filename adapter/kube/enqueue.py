@@ -3,10 +3,13 @@
 Volcano's job controller creates a Job's pods only once the Job's PodGroup has left
 Pending; Volcano's scheduler moves it to Inqueue (its `enqueue` action) when the gang's
 ``spec.minResources`` fit. Under gangsat nothing else does, so a Volcano Job would never
-get a pod. Here a Volcano PodGroup with no pods yet, still Pending, is moved to Inqueue
-when its minResources fit in what the schedulable nodes have free, less what PodGroups
-already Inqueue without pods claim (their pods are on the way) — Volcano's admission
-without its overcommit factor. A PodGroup without minResources is admitted at once.
+get a pod. Here a Volcano PodGroup still Pending is moved to Inqueue when its
+minResources fit in what the schedulable nodes have free, less what PodGroups already
+Inqueue without pods claim (their pods are on the way) — Volcano's admission without its
+overcommit factor. A PodGroup without minResources is admitted at once. One with some
+pods is taken too, as Volcano's enqueue takes every pending job: its controller may have
+more pods to create (or re-create), and does so only once it is Inqueue. gangsat never
+writes Pending over Inqueue (``adapter.kube.status``).
 """
 
 from __future__ import annotations
@@ -76,11 +79,9 @@ def to_enqueue(
     claimed: list[dict[str, int]] = []  # minResources of PodGroups Inqueue without pods
     waiting: list[tuple[str, str, dict[str, int]]] = []  # (created, key, minResources)
     for key, obj in podgroups:
-        if key in with_pods:
-            continue
         phase = stored_status(obj).get("phase") or "Pending"
         need = min_resources(obj)
-        if phase == "Inqueue" and need:
+        if phase == "Inqueue" and need and key not in with_pods:
             claimed.append(need)
         elif phase == "Pending" and need is not None:
             created = str((obj.get("metadata") or {}).get("creationTimestamp") or "")

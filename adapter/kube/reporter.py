@@ -160,7 +160,8 @@ class Reporter:
             except Exception:  # one gang's report must not stop the others'
                 log.exception("report of gang %s failed", status.gang)
         if state is not None:
-            self._enqueue(podgroups, state, with_pods)
+            placed = {s.gang for s in live if s.phase != "Pending"}  # its status just written
+            self._enqueue(podgroups, state, with_pods, placed)
         for pod, node in report.bound.items():
             self._event(
                 self._pod_ref(pod),
@@ -255,11 +256,20 @@ class Reporter:
         return found
 
     def _enqueue(
-        self, podgroups: dict[str, tuple[Resource, Obj]], state: ClusterState, with_pods: set[str]
+        self,
+        podgroups: dict[str, tuple[Resource, Obj]],
+        state: ClusterState,
+        with_pods: set[str],
+        placed: set[str],
     ) -> None:
-        """Volcano PodGroups without pods that now fit: Pending -> Inqueue, so that
-        Volcano's job controller creates their pods (``adapter.kube.enqueue``)."""
-        volcano = [(k, obj) for k, (r, obj) in podgroups.items() if r.group == VOLCANO_GROUP]
+        """Volcano PodGroups still Pending that now fit: Pending -> Inqueue, so that
+        Volcano's job controller creates their pods (``adapter.kube.enqueue``). Not those
+        this cycle ran (``placed``): their cached status is older than what was written."""
+        volcano = [
+            (k, obj)
+            for k, (r, obj) in podgroups.items()
+            if r.group == VOLCANO_GROUP and k not in placed
+        ]
         for key in to_enqueue(volcano, state, with_pods):
             resource, _ = podgroups[key]
             namespace, name = _split(key)

@@ -62,8 +62,22 @@ def podgroup_status(
         body = {"conditions": [_workload_condition(status, version, now, current or {})]}
     else:
         body = _phase_status(status, group, now)
+        if group == VOLCANO_GROUP:
+            body["phase"] = _volcano_phase(body["phase"], status, current or {})
     _keep_transition_times(body, current or {})
     return body
+
+
+def _volcano_phase(phase: str, status: GangStatus, current: Mapping[str, Any]) -> str:
+    """Volcano's own scheduler never takes a PodGroup back from Inqueue to Pending, nor
+    a Running one with pods still running (its ``jobStatus``), and its job controller
+    creates and re-creates a Job's pods only while the PodGroup is not Pending: written
+    over them, Pending stalled the Job (a pod deleted, or a member gone, was never made
+    again). The Unschedulable condition still says why the gang waits."""
+    was = current.get("phase")
+    if phase == "Pending" and (was == "Inqueue" or (was == "Running" and status.bound > 0)):
+        return str(was)
+    return phase
 
 
 def queue_status(

@@ -51,6 +51,24 @@ def test_a_running_gang_is_scheduled() -> None:
     assert [c["type"] for c in body["conditions"]] == ["Scheduled"]
 
 
+@pytest.mark.parametrize(
+    ("was", "bound", "written"),
+    [("Inqueue", 0, "Inqueue"), ("Running", 3, "Running"), ("Running", 0, "Pending")],
+)
+def test_volcano_is_not_written_back_to_pending_while_its_job_controller_needs_it(
+    was: str, bound: int, written: str
+) -> None:
+    # Volcano's job controller (re)creates a Job's pods only while its PodGroup is not
+    # Pending; Volcano's scheduler itself keeps Inqueue, and Running while pods run.
+    waiting = PENDING.model_copy(update={"bound": bound})
+    body = podgroup_status(waiting, "scheduling.volcano.sh/v1beta1", NOW, {"phase": was})
+    assert body["phase"] == written
+    assert [c["type"] for c in body["conditions"]] == ["Unschedulable"]
+    # kube-batch has no job controller waiting on it: its phase says what gangsat found.
+    kube_batch = podgroup_status(waiting, "scheduling.sigs.dev/v1alpha2", NOW, {"phase": was})
+    assert kube_batch["phase"] == "Pending"
+
+
 def test_a_failed_bind_keeps_its_own_reason() -> None:
     failed = PENDING.model_copy(update={"reason": "BindFailed", "bound": 2, "message": "x"})
     [condition] = podgroup_status(failed, "scheduling.volcano.sh/v1beta1", NOW)["conditions"]

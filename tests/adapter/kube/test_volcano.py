@@ -75,6 +75,33 @@ def test_minresources_as_volcanos_job_controller_writes_them_are_read_as_request
     assert podgroup_status(server, "huge", VOLCANO).get("phase") in (None, "Pending")
 
 
+def test_a_volcano_job_short_of_pods_stays_inqueue_and_one_left_pending_is_enqueued(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    # Two of four pods exist (the controller is still creating them, or one was
+    # deleted): the gang waits. Written Pending, Volcano's job controller would never
+    # create the rest; a PodGroup left Pending (as an older gangsat wrote it) is enqueued.
+    inqueue = volcano_group("short", 4)
+    inqueue["status"] = {"phase": "Inqueue"}
+    left = volcano_group("left", 4)
+    left["status"] = {"phase": "Pending"}
+    pods = [*gang_pods("short", 2), *gang_pods("left", 2)]
+    for p in pods:
+        group = p["metadata"]["name"].rsplit("-", 1)[0]
+        p["metadata"]["annotations"] = {"scheduling.volcano.sh/group-name": group}
+    apply(server, [node("n1", cpu="8"), inqueue, left, *pods])
+    seen(cluster, server)
+    for _ in range(2):
+        result = run_cycle(cluster, FAST)
+        assert result.admitted() == []
+        assert cluster.writer.flush()
+        seen(cluster, server)
+    for name in ("short", "left"):
+        status = podgroup_status(server, name, VOLCANO)
+        assert status["phase"] == "Inqueue"
+        assert [c["type"] for c in status["conditions"]] == ["Unschedulable"]
+
+
 def test_enqueued_podgroups_hold_their_room_until_their_pods_come(
     server: FakeApiServer, cluster: KubeCluster
 ) -> None:
