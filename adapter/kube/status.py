@@ -57,13 +57,14 @@ def podgroup_status(
     """The ``status`` of a PodGroup of ``api_version`` after a cycle; ``current`` is the
     status it has now (its conditions' transition times are kept where nothing flips)."""
     group = api_group(api_version)
+    body: dict[str, Any]
     if group == WORKLOAD_GROUP:
         version = api_version.rpartition("/")[2]
         body = {"conditions": [_workload_condition(status, version, now, current or {})]}
     else:
         body = _phase_status(status, group, now)
         if group == VOLCANO_GROUP:
-            body["phase"] = _volcano_phase(body["phase"], status, current or {})
+            body["phase"] = _volcano_phase(str(body["phase"]), status, current or {})
     _keep_transition_times(body, current or {})
     return body
 
