@@ -23,9 +23,12 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def ships_inline_status(group: str, plural: str) -> bool:
-    """Whether a dialect's CRD ships upstream without a status subresource: only
-    Volcano's PodGroup (its Queue has one)."""
-    return (group, plural) == ("scheduling.volcano.sh", "podgroups")
+    """Whether a dialect's CRD ships upstream without a status subresource: Volcano's
+    PodGroup (its Queue has one), and the older kube-batch group's PodGroup and Queue
+    (scheduling.incubator.k8s.io v1alpha1, as kube-batch's charts ship them)."""
+    return (group, plural) == ("scheduling.volcano.sh", "podgroups") or (
+        group == "scheduling.incubator.k8s.io"
+    )
 
 
 def wait_until(condition: Callable[[], Any], timeout_s: float = 5.0, what: str = "") -> Any:
