@@ -301,7 +301,11 @@ def prepare(state: ClusterState) -> Problem:
         pods = members.get(gang.name, [])
         bound = [p for p in pods if p.node_name is not None]
         gated = [p for p in pods if p.node_name is None and p.gates]
-        pending = sorted((p for p in pods if p.node_name is None and not p.gates), key=_pod_order)
+        # A pending pod being deleted is no pod to bind (kube-scheduler skips it too).
+        pending = sorted(
+            (p for p in pods if p.node_name is None and not p.gates and not p.terminating),
+            key=_pod_order,
+        )
         for pod in gated:
             waiting[pod.name] = f"scheduling gates: {', '.join(pod.gates)}"
         q = q_index.get(gang.queue)

@@ -13,8 +13,8 @@ decision is ``solver.objective.score``: it must price exactly as the model does.
 
 What counts as a new placement for each check:
 
-* a placement naming an unknown pod, a pod already bound or a gated pod is reported and
-  then ignored;
+* a placement naming an unknown pod, a pod already bound, a gated or a terminating pod
+  is reported and then ignored;
 * the gang check (all-or-nothing) and the queue capability check count every placement
   of a known pending pod, whatever its node, because that is what the decision claims;
 * the node capacity check counts the placements on nodes that exist.
@@ -93,6 +93,15 @@ def check(state: ClusterState, decision: Decision) -> list[Violation]:
                         f"pod {pod_name!r} has scheduling gates ({', '.join(pod.gates)}): "
                         "the API server refuses to bind it"
                     ),
+                )
+            )
+            continue
+        if pod.terminating:
+            out.append(
+                Violation(
+                    kind="terminating",
+                    subject=pod_name,
+                    message=f"pod {pod_name!r} is being deleted: it is no pod to bind",
                 )
             )
             continue

@@ -16,6 +16,7 @@ ViolationKind = Literal[
     "unknown-pod",
     "already-bound",
     "gated",
+    "terminating",
     "unknown-node",
     "predicate",
     "capacity",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from solver.model import ClusterState, Decision, SolveStatus
+from solver.schedulers import schedule
 from solver.validate import Violation, check
 from tests.builders import gang, node, pod, pods_of, queue, state
 
@@ -129,6 +130,18 @@ def test_terminating_members_do_not_count_towards_min_member() -> None:
         gangs=[gang("g", min_member=2)],
     )
     assert kinds(check(s, decide(**{"g-1": "n"}))) == [("partial-gang", "g")]
+
+
+@pytest.mark.parametrize("scheduler", ["cpsat", "gang-greedy"])
+def test_a_pending_pod_being_deleted_is_not_bound_nor_a_member(scheduler: str) -> None:
+    # g-1 is being deleted before it was ever bound: g-0 alone is the gang (minMember 1),
+    # and with minMember 2 the gang waits for a pod to replace it.
+    pods = [pod("g-0").gang("g"), pod("g-1").gang("g").terminating()]
+    s = state(nodes=[node("n").cap(cpu=8)], pods=pods, gangs=[gang("g", min_member=1)])
+    assert schedule(s, scheduler).placements == {"g-0": "n"}
+    assert kinds(check(s, decide(**{"g-0": "n", "g-1": "n"}))) == [("terminating", "g-1")]
+    short = s.model_copy(update={"gangs": (gang("g", min_member=2).build(),)})
+    assert schedule(short, scheduler).placements == {}
 
 
 def test_capability(cluster: ClusterState) -> None:
