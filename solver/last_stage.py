@@ -22,11 +22,13 @@ from solver.encode_victims import (
 from solver.greedy_preemption import apply_withdrawals
 from solver.joint import JointDecision, greedy_joint, joint_stage, kept_placement, modelled_joint
 from solver.model import Decision, SolveStatus
+from solver.objective import evaluate
 from solver.placement import Placer
 from solver.preemption import preempt
 from solver.problem import Problem
 from solver.search import MIN_STAGE_S, OPTIMAL_GAP, Search, gang_greedy_placer
 from solver.shapes import Shapes
+from solver.victims import Preemption
 
 # Largest joint model: real-shaped 200-node ones over every victim (4,450-4,920 pairs)
 # left the model no time after its starts within a 1 s cycle (its LP alone took 0.06-0.09
@@ -48,24 +50,51 @@ def decide_after(search: Search, best: Placer) -> Decision:
     else:
         status = SolveStatus.FEASIBLE
     preemption = None
+    final = best
     if config.preemption:
         # What placement held back, less the decoding reserve; deterministic decisions must
         # not depend on how long placement took.
         time_left = None if config.deterministic else search.remaining() + search.held_back_s
         preemption = preempt(problem, best, search.coef, config, time_left)
-        apply_withdrawals(problem, best, preemption)
+        if preemption.withdrawn:
+            final, preemption, status = with_withdrawals(search, best, preemption, status)
     return decision_from_placements(
         problem,
-        best,
+        final,
         config,
         scheduler="cpsat",
         status=status,
         bound=min(search.bounds) if search.bounds else None,
         stages=search.stages,
         wall_s=time.perf_counter() - search.started,
-        decided_by=search.origin.get(id(best), "gang-greedy"),
+        decided_by=search.origin.get(id(final), "gang-greedy"),
         preemption=preemption,
     )
+
+
+def with_withdrawals(
+    search: Search, best: Placer, preemption: Preemption, status: SolveStatus
+) -> tuple[Placer, Preemption, SolveStatus]:
+    """``best`` less the placements ``preemption`` takes back (and, when it evicts
+    nothing, with its nominations placed), and the status that decision earns. Where
+    nothing is evicted the decision is a placement like any other: scored below ``best``
+    (the greedy actions withdraw whenever a gang fits, whatever it loses), ``best``
+    stands. Status and gap are the placement's after the withdrawals: what the decision
+    reports it scores."""
+    problem = search.problem
+    before = dict(best.placed)
+    score_before = search.score(best)
+    apply_withdrawals(problem, best, preemption)
+    after = sum(evaluate(problem, best.placed, search.config.weights).values())
+    if not preemption.evictions and after < score_before:
+        kept = Placer(problem)
+        kept.place_like(before)
+        search.origin[id(kept)] = search.origin.get(id(best), "gang-greedy")
+        return kept, Preemption(), status
+    gap = relative_gap(after, min(search.bounds)) if search.bounds else None
+    if status is SolveStatus.OPTIMAL and (gap is None or gap > OPTIMAL_GAP):
+        status = SolveStatus.FEASIBLE
+    return best, preemption, status
 
 
 def decide_jointly(search: Search, shapes: Shapes, best: Placer) -> Decision:

@@ -376,24 +376,33 @@ def _set_objective(problem: Problem, m: _Model, coef: Coefficients, config: Solv
     for g, grp in enumerate(cand.groups):
         m.cost.append(grp.cost * m.removed[g])
     for v, evicted in m.evicted.items():
-        if cand.victims[v].evict_cost:
-            m.cost.append(cand.victims[v].evict_cost * evicted)
-    # Fairness: what the preemptors' queues gain below their deserved shares. What victims
-    # lose is not counted: reclaim never takes a queue below its share (the floor), and
-    # a queue preempting its own lower-priority gangs chose to.
+        victim = cand.victims[v]
+        if victim.evict_cost + victim.withdraw_cost:
+            m.cost.append((victim.evict_cost + victim.withdraw_cost) * evicted)
+    # Fairness: what the preemptors' queues gain below their deserved shares, less what
+    # placements taken back lose there (the placement counted them in its shares). What
+    # running victims lose is not counted: reclaim never takes a queue below its share
+    # (the floor), and a queue preempting its own lower-priority gangs chose to.
     for q in range(len(problem.queues)):
         won = [
             int(coef.pod_share[c]) * var
             for (c, _), var in m.x.items()
             if problem.gangs[problem.classes[c].gang].queue == q
         ]
+        withdrawn = [
+            (grp.share, m.removed[g], len(grp.pods))
+            for g, grp in enumerate(cand.groups)
+            if cand.victims[grp.victim].placed and cand.victims[grp.victim].queue == q
+        ]
         base = int(coef.deserved[q] - coef.held[q] - cand.gained[q])
-        if not won or base <= 0:
+        most = base + sum(share * count for share, _, count in withdrawn)
+        if not (won or withdrawn) or most <= 0:
             continue
-        short = m.model.new_int_var(0, base, f"short[{problem.queues[q].name}]")
-        m.model.add(short >= base - sum(won))
+        short = m.model.new_int_var(0, most, f"short[{problem.queues[q].name}]")
+        lost = [share * var for share, var, _ in withdrawn]
+        m.model.add(short >= base - sum(won) + sum(lost))
         # Measured from the decision's own shortfall: the term is what this model changes.
-        gains.append(int(coef.shortfall) * short - int(coef.shortfall) * base)
+        gains.append(int(coef.shortfall) * short - int(coef.shortfall) * max(base, 0))
     m.model.maximize(cp_model.LinearExpr.sum(gains) - cp_model.LinearExpr.sum(m.cost))
 
 

@@ -85,6 +85,9 @@ class Victim:
     min_member: int
     value: int  # share units of one pod's dominant resource (the smallest member's)
     evict_cost: int = 0  # the priority it held: lost when evicted whole
+    # A placement taken back: what admitting it earned (its priority and gang_start
+    # terms), which the decision loses with it. Not disruption: no work is lost.
+    withdraw_cost: int = 0
     placed: bool = False  # admitted by this cycle's placement, not bound: withdrawn, whole
     groups: list[int] = field(default_factory=list)
 
@@ -409,6 +412,7 @@ def _placed_victims(
             min_member=count,  # whole or not at all
             value=min(problem.classes[c].value for _, c in cells),
             placed=True,
+            withdraw_cost=int(coef.admitted[g]) + coef.started,
         )
         for (node, c), pods in sorted(cells.items()):
             cls = problem.classes[c]
