@@ -25,6 +25,9 @@ from solver.model import (
 )
 
 UNSCHEDULABLE = "node(s) were unschedulable"
+# kube-scheduler's NodeUnschedulable lets a pod tolerating this taint onto a cordoned node
+# (DaemonSets' pods do), whether or not the node carries the taint yet.
+CORDONED = Taint(key="node.kubernetes.io/unschedulable", effect=TaintEffect.NO_SCHEDULE)
 SELECTOR_MISMATCH = "node(s) didn't match node selector"
 AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity"
 TOO_MANY_PODS = "Too many pods"
@@ -73,7 +76,7 @@ def untolerated_taint(pod: Pod, node: Node) -> Taint | None:
 
 def placement_reason(pod: Pod, node: Node) -> str | None:
     """Why ``pod`` may not use ``node`` regardless of free capacity; None if it may."""
-    if node.unschedulable:
+    if node.unschedulable and not any(_tolerates(t, CORDONED) for t in pod.tolerations):
         return UNSCHEDULABLE
     for key, value in pod.node_selector.items():
         if node.labels.get(key) != value:

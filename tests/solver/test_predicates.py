@@ -147,9 +147,17 @@ def test_every_hard_taint_must_be_tolerated() -> None:
     assert placement_reason(both, n) is None
 
 
-def test_unschedulable_node_rejects_even_tolerant_pods() -> None:
+def test_a_cordoned_node_takes_only_pods_tolerating_the_unschedulable_taint() -> None:
+    # As kube-scheduler's NodeUnschedulable: the toleration decides, whether or not the
+    # node carries the taint yet (DaemonSets' pods tolerate it).
     n = node("x").cordon().build()
-    assert placement_reason(pod("p").tolerate("", "Exists").build(), n) == UNSCHEDULABLE
+    assert placement_reason(pod("p").build(), n) == UNSCHEDULABLE
+    assert placement_reason(pod("p").tolerate("other", "Exists").build(), n) == UNSCHEDULABLE
+    wrong_effect = pod("p").tolerate("node.kubernetes.io/unschedulable", "Exists", "", "NoExecute")
+    assert placement_reason(wrong_effect.build(), n) == UNSCHEDULABLE
+    cordon = pod("p").tolerate("node.kubernetes.io/unschedulable", "Exists", "", "NoSchedule")
+    assert placement_reason(cordon.build(), n) is None
+    assert placement_reason(pod("p").tolerate("", "Exists").build(), n) is None
 
 
 def test_insufficient_names_each_short_resource_in_kubernetes_words() -> None:
