@@ -63,6 +63,7 @@ from solver.victims import (
     cheapest_victims,
     never_preempting,
     reclaim_ceiling,
+    reclaimable,
     running_victims,
     takes_from,
     used_groups,
@@ -94,7 +95,7 @@ def victim_set(
     if not victims:
         return None
     below = coef.deserved - coef.held > 0
-    above = coef.held - coef.deserved > 0
+    above = (coef.held - coef.deserved > 0) & reclaimable(problem)
     eligible: dict[int, frozenset[int]] = {}
     refuses: set[int] = set()
     for shape in shapes.shapes:

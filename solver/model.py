@@ -296,6 +296,10 @@ class Queue(_Frozen):
     capability: Resources | None = Field(
         default=None, description="hard cap on what the queue may hold; names absent = no cap"
     )
+    reclaimable: bool = Field(
+        default=True,
+        description="other queues may reclaim from it (Volcano's spec.reclaimable)",
+    )
 
     def __hash__(self) -> int:
         return hash(self.name)

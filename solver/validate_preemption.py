@@ -9,7 +9,7 @@ once the victims are gone. Reads only ``solver.model``, the node predicates and
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from solver.freed_room import hall_sets
 from solver.model import DEFAULT_QUEUE, ClusterState, Decision, Gang, Node, Pod, Queue
@@ -26,6 +26,7 @@ def check_preemption(state: ClusterState, decision: Decision) -> list[Violation]
     pods = {p.name: p for p in state.pods}
     nodes = {n.name: n for n in state.nodes}
     gangs = {g.name: g for g in state.gangs}
+    closed = {q.name for q in state.queues if not q.reclaimable}
     out: list[Violation] = []
 
     def bad(kind: ViolationKind, subject: str, message: str) -> None:
@@ -100,7 +101,7 @@ def check_preemption(state: ClusterState, decision: Decision) -> list[Violation]
         v = gangs[victim]
         served = [
             any(
-                t is not None and may_take(t, v)
+                t is not None and may_take(t, v, closed)
                 for t in (gangs.get(p.gang or "") for p in on_node.get(node_name, []))
             )
             for node_name in sorted(n for n, vs in victims_on_node.items() if victim in vs)
@@ -111,7 +112,7 @@ def check_preemption(state: ClusterState, decision: Decision) -> list[Violation]
                 "eviction",
                 victim,
                 f"gang {victim!r} loses pods where no gang allowed to take from it (higher "
-                "priority, or another queue reclaiming) is nominated",
+                "priority, or another queue reclaiming from a reclaimable one) is nominated",
             )
     out.extend(_room_after_evictions(state, decision, nodes, on_node))
     out.extend(_room_per_victim(state, decision, nodes, victims_on_node))
@@ -206,10 +207,13 @@ def _room_after_evictions(
     return out
 
 
-def may_take(taker: Gang, victim: Gang) -> bool:
+def may_take(taker: Gang, victim: Gang, closed: Collection[str]) -> bool:
     """Whether ``taker`` may take from ``victim`` at all: a higher priority in its queue,
-    or another queue reclaiming (whose shares this oracle does not weigh)."""
-    return taker.queue != victim.queue or taker.priority > victim.priority
+    or another queue reclaiming (whose shares this oracle does not weigh) from one not
+    ``closed`` to reclaim (``Queue.reclaimable``)."""
+    if taker.queue == victim.queue:
+        return taker.priority > victim.priority
+    return victim.queue not in closed
 
 
 def _room_per_victim(
@@ -223,6 +227,7 @@ def _room_per_victim(
     (``solver.freed_room``), per resource the pods ask for."""
     pods = {p.name: p for p in state.pods}
     gangs = {g.name: g for g in state.gangs}
+    closed = {q.name for q in state.queues if not q.reclaimable}
     bound: dict[str, list[Pod]] = defaultdict(list)
     freed: dict[tuple[str, str], list[Pod]] = defaultdict(list)  # (node, victim gang)
     for pod in state.bound_pods():
@@ -244,7 +249,8 @@ def _room_per_victim(
             frozenset(
                 i
                 for i, v in enumerate(names)
-                if (t := gangs.get(pod.gang or "")) is not None and may_take(t, gangs[v])
+                if (t := gangs.get(pod.gang or "")) is not None
+                and may_take(t, gangs[v], closed)
             )
             for pod in arriving[node_name]
         ]

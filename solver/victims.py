@@ -5,7 +5,8 @@ Read after the placement decision: the gangs it leaves pending are the candidate
 
 - **preempt**, within a queue: a gang may take from running gangs of lower priority;
 - **reclaim**, across queues: a gang whose queue ends the decision below its deserved
-  share may take from queues above theirs (the model keeps them at or above it).
+  share may take from queues above theirs (the model keeps them at or above it), but
+  from a queue marked not reclaimable (Volcano's ``spec.reclaimable: false``).
 
 A victim is a PodGroup at or above minMember with no pod already terminating (it is
 being shrunk or evicted: taking more would compound one decision on another), in a
@@ -149,7 +150,7 @@ def candidates(
     admitted = _admitted(problem, placed)
     gained = _gained(problem, placed, coef)
     below = coef.deserved - coef.held - gained > 0  # per queue, after the decision
-    above = coef.held + gained - coef.deserved > 0
+    above = (coef.held + gained - coef.deserved > 0) & reclaimable(problem)
 
     never = never_preempting(problem)
     pending = [
@@ -219,6 +220,12 @@ def candidates(
         gained=gained,
         ranks=ranks,
     )
+
+
+def reclaimable(problem: Problem) -> BoolArray:
+    """Per queue, whether other queues may reclaim from it (``Queue.reclaimable``)."""
+    closed = {q.name for q in problem.state.queues if not q.reclaimable}
+    return np.array([q.name not in closed for q in problem.queues], dtype=np.bool_)
 
 
 def never_preempting(problem: Problem) -> set[str]:

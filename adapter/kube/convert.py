@@ -373,7 +373,9 @@ def convert(
             if node is not None:
                 keep("Node", nodes, node.name, node)
         elif kind == "PodGroup" and group in PODGROUP_GROUPS:
-            gang = attempt("PodGroup", o, lambda o=o: dialects.podgroup(o, priorities))
+            gang = attempt(
+                "PodGroup", o, lambda o=o: dialects.podgroup(o, priorities, default_priority)
+            )
             if gang is not None:
                 keep("PodGroup", gangs, gang.name, gang)
         elif kind == "Workload" and group == WORKLOAD_GROUP:

@@ -74,20 +74,23 @@ def workload_template(gang: str) -> str | None:
 
 
 # A PodGroup annotated "false" with either is never a victim of preemption or reclaim
-# (Volcano users already mark jobs so).
+# (Volcano users already mark jobs so), nor one whose spec says ``preemptable: false``
+# (Volcano's PodGroup field).
 NON_PREEMPTIBLE = ("gangsat.io/preemptible", "volcano.sh/preemptable")
 
 
-def podgroup(obj: Obj, priorities: Mapping[str, int]) -> Gang:
-    """A PodGroup of any dialect (``obj["apiVersion"]`` says which)."""
+def podgroup(obj: Obj, priorities: Mapping[str, int], default_priority: int = 0) -> Gang:
+    """A PodGroup of any dialect (``obj["apiVersion"]`` says which). Without a known
+    priority class it has the cluster's default priority (the ``globalDefault`` class's
+    value, else 0), as Volcano's and kube-batch's snapshots give it."""
     namespace, name = meta(obj)
     spec = obj.get("spec") or {}
     if api_group(str(obj.get("apiVersion") or "")) == WORKLOAD_GROUP:
-        min_member, queue, priority = _workload_podgroup(obj, spec, priorities)
+        min_member, queue, priority = _workload_podgroup(obj, spec, priorities, default_priority)
     else:
         min_member = int_field(spec.get("minMember"), "spec.minMember", 1, default=1)
         queue = spec.get("queue") or DEFAULT_QUEUE
-        priority = priorities.get(spec.get("priorityClassName") or "", 0)
+        priority = priorities.get(spec.get("priorityClassName") or "", default_priority)
     if not isinstance(queue, str):
         raise BadObject(f"spec.queue must be a name, got {json.dumps(queue)}")
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
@@ -97,9 +100,8 @@ def podgroup(obj: Obj, priorities: Mapping[str, int]) -> Gang:
         queue=queue,
         priority=priority,
         created_s=created_s(obj),
-        preemptible=not any(
-            str(annotations.get(key, "")).lower() == "false" for key in NON_PREEMPTIBLE
-        ),
+        preemptible=spec.get("preemptable") is not False
+        and not any(str(annotations.get(key, "")).lower() == "false" for key in NON_PREEMPTIBLE),
     )
 
 
@@ -114,14 +116,16 @@ def _min_count(policy: Any, where: str) -> int:
     return int_field(gang.get("minCount"), f"{where}.gang.minCount", 1)
 
 
-def _workload_podgroup(obj: Obj, spec: Obj, priorities: Mapping[str, int]) -> tuple[int, Any, int]:
+def _workload_podgroup(
+    obj: Obj, spec: Obj, priorities: Mapping[str, int], default_priority: int
+) -> tuple[int, Any, int]:
     min_member = _min_count(spec.get("schedulingPolicy"), "spec.schedulingPolicy")
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
     queue = annotations.get(QUEUE_ANNOTATION) or DEFAULT_QUEUE
     priority = spec.get("priority")
     if isinstance(priority, bool) or not isinstance(priority, int):
         # The admission controller fills it in from the class; a manifest may not have.
-        priority = priorities.get(spec.get("priorityClassName") or "", 0)
+        priority = priorities.get(spec.get("priorityClassName") or "", default_priority)
     return min_member, queue, priority
 
 
@@ -153,8 +157,12 @@ def queue(obj: Obj) -> Queue:
     spec = obj.get("spec") or {}
     weight = int_field(spec.get("weight"), "spec.weight", 1, default=1)
     capability = spec.get("capability")
+    reclaimable = spec.get("reclaimable", True)
+    if not isinstance(reclaimable, bool):
+        raise BadObject(f"spec.reclaimable must be true or false, got {json.dumps(reclaimable)}")
     return Queue(
         name=name,
         weight=weight,
         capability=Resources(quantities(capability, "spec.capability")) if capability else None,
+        reclaimable=reclaimable,
     )

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from solver.config import SolverConfig
 from solver.cpsat import solve
-from solver.model import ClusterState, Decision
+from solver.model import ClusterState, Decision, SolveStatus
 from solver.objective import coefficients
 from solver.problem import prepare
 from solver.schedulers import schedule
@@ -150,3 +150,35 @@ def test_no_queue_reclaims_past_its_share(how: str, cluster: ClusterState) -> No
         decision = solve(cluster, config, joint=how == "joint")
     assert below_when_reclaiming(cluster, decision) == []
     assert check(cluster, decision) == []
+
+
+@pytest.mark.parametrize("how", PATHS)
+def test_no_queue_reclaims_from_one_marked_not_reclaimable(how: str) -> None:
+    """As Volcano's ``spec.reclaimable: false``: qa is far above its share, qb below it,
+    and still nothing is taken from qa."""
+    cluster = _overfull(pending_b=4)
+    closed = tuple(
+        q.model_copy(update={"reclaimable": False}) if q.name == "qa" else q
+        for q in cluster.queues
+    )
+    cluster = cluster.model_copy(update={"queues": closed})
+    decision = _decide(cluster, how)
+    assert decision.evictions == {} and decision.nominated == {}
+
+
+def test_the_validator_refuses_a_reclaim_from_a_queue_marked_not_reclaimable() -> None:
+    cluster = _overfull(pending_b=1)
+    reclaim = Decision(
+        scheduler="test",
+        status=SolveStatus.GREEDY,
+        evictions={"a0-0": "reclaimed"},
+        nominated={"b0-0": "n0"},
+    )
+    assert check(cluster, reclaim) == []
+    closed = tuple(
+        q.model_copy(update={"reclaimable": False}) if q.name == "qa" else q
+        for q in cluster.queues
+    )
+    violations = check(cluster.model_copy(update={"queues": closed}), reclaim)
+    # No taker for a0, and b0's pod in room it may not take.
+    assert [(v.kind, v.subject) for v in violations] == [("eviction", "a0"), ("nomination", "n0")]

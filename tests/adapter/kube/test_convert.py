@@ -306,6 +306,60 @@ def test_a_podgroup_can_be_marked_never_to_be_a_victim(
     assert gang.preemptible is preemptible
 
 
+def test_volcanos_preemptable_false_marks_the_podgroup_never_to_be_a_victim() -> None:
+    groups = [
+        podgroup("scheduling.volcano.sh/v1beta1", name, {"minMember": 1, **spec})
+        for name, spec in (("off", {"preemptable": False}), ("on", {"preemptable": True}))
+    ]
+    gangs = {g.name: g.preemptible for g in convert(groups).state.gangs}
+    assert gangs == {"team/off": False, "team/on": True}
+
+
+def test_a_podgroup_without_a_known_class_has_the_global_default_priority() -> None:
+    classes = [
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+            **extra,
+        }
+        for name, value, extra in (("batch", 1000, {"globalDefault": True}), ("low", 10, {}))
+    ]
+    groups = [
+        podgroup("scheduling.volcano.sh/v1beta1", "none", {"minMember": 1}),
+        podgroup("scheduling.volcano.sh/v1beta1", "low", {"priorityClassName": "low"}),
+        podgroup("scheduling.sigs.dev/v1alpha2", "gone", {"priorityClassName": "deleted"}),
+    ]
+    gangs = {g.name: g.priority for g in convert([*classes, *groups]).state.gangs}
+    assert gangs == {"team/none": 1000, "team/low": 10, "team/gone": 1000}
+    # Without a default class, 0.
+    [alone] = convert([groups[0]]).state.gangs
+    assert alone.priority == 0
+
+
+def test_volcanos_queue_reclaimable_is_read() -> None:
+    queues = [
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": name},
+            "spec": {"weight": 1, **spec},
+        }
+        for name, spec in (
+            ("closed", {"reclaimable": False}),
+            ("open", {}),
+            ("bad", {"reclaimable": "no"}),
+        )
+    ]
+    converted = convert(queues)
+    assert {q.name: q.reclaimable for q in converted.state.queues} == {
+        "closed": False,
+        "open": True,
+    }
+    assert [f.name for f in converted.findings] == ["bad"]
+
+
 def test_preemption_policy_never_is_read_from_the_pod() -> None:
     never = pod("never")
     never["spec"]["preemptionPolicy"] = "Never"
