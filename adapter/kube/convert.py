@@ -47,6 +47,9 @@ from adapter.kube.fields import (
 )
 from adapter.kube.memo import Memo, memo_key
 from solver.model import (
+    CPU,
+    HUGEPAGES_PREFIX,
+    MEMORY,
     PODS,
     ClusterState,
     Gang,
@@ -124,13 +127,16 @@ def _requests(spec: Obj) -> dict[str, int]:
     sidecars (init containers with ``restartPolicy: Always``, which keep running) summed;
     or, if larger, an init container with the sidecars started before it; plus overhead.
 
-    A container that sets only limits is requested at its limits, as the API server
-    defaults it.
+    A resource a container (or the pod) sets only a limit for is requested at its
+    limit, as the API server defaults it, resource by resource. Pod-level resources
+    (``spec.resources``, PodLevelResources) replace the containers' sum for cpu, memory
+    and hugepages, the resources they may set.
     """
 
     def of(container: Obj, where: str) -> dict[str, int]:
         resources = container.get("resources") or {}
-        return quantities(resources.get("requests") or resources.get("limits"), where)
+        limits = quantities(resources.get("limits"), f"{where}.limits")
+        return {**limits, **quantities(resources.get("requests"), f"{where}.requests")}
 
     total: dict[str, int] = {}
     for i, c in enumerate(spec.get("containers") or []):
@@ -151,6 +157,9 @@ def _requests(spec: Obj) -> dict[str, int]:
             init_peak[r] = max(init_peak.get(r, 0), q)
     for r, q in init_peak.items():
         total[r] = max(total.get(r, 0), q)
+    for r, q in of(spec, "spec.resources").items():
+        if r in (CPU, MEMORY) or r.startswith(HUGEPAGES_PREFIX):
+            total[r] = q
     for r, q in quantities(spec.get("overhead"), "spec.overhead").items():
         total[r] = total.get(r, 0) + q
     total.pop(PODS, None)
@@ -512,6 +521,12 @@ def _job_pods(
     namespace, name = meta(job)
     spec = job.get("spec") or {}
     parallelism = int_field(spec.get("parallelism"), "spec.parallelism", 0, default=1)
+    if spec.get("completions") is not None:
+        # The Job controller runs no more pods at once than completions still wanted.
+        completions = int_field(spec.get("completions"), "spec.completions", 0)
+        parallelism = min(parallelism, completions)
+    if spec.get("suspend") is True:
+        return []  # the controller creates no pod until it is resumed
     if parallelism > MAX_JOB_PODS:
         # Each would be a pod to convert and place before the cycle's time limit starts.
         raise BadObject(f"spec.parallelism {parallelism} is above {MAX_JOB_PODS:,} pods a Job")

@@ -581,3 +581,30 @@ def test_a_kind_gangsat_reads_of_another_api_group_is_noted_as_not_read() -> Non
     [note] = c.ignored
     assert note.startswith("1 Workload (kueue.x-k8s.io/v1beta1) object(s) not read")
     assert "scheduling.k8s.io Workloads" in note
+
+
+@pytest.mark.parametrize(
+    ("spec", "pods"),
+    [
+        ({"parallelism": 5}, 5),
+        ({"parallelism": 5, "completions": 2}, 2),
+        ({"completions": 3}, 1),  # parallelism defaults to 1
+        ({"parallelism": 5, "suspend": True}, 0),
+    ],
+)
+def test_a_jobs_pods_are_those_its_controller_would_run_at_once(
+    spec: dict[str, Any], pods: int
+) -> None:
+    template = {
+        "spec": {
+            "schedulerName": "gangsat",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+        }
+    }
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j", "namespace": "team"},
+        "spec": {**spec, "template": template},
+    }
+    assert len(convert([node("n1"), job]).state.pods) == pods

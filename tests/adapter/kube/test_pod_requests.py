@@ -70,3 +70,26 @@ def test_requests_are_summed_as_kubernetes_does(
 def test_overhead_adds_to_everything() -> None:
     got = _requests([_container("1", "1Gi")], [], overhead={"cpu": "250m"})
     assert got == {"cpu": 1250, "memory": GI}
+
+
+def test_a_limit_alone_is_the_request_resource_by_resource() -> None:
+    # As the API server defaults a manifest: requests cpu, limits memory -> both asked.
+    both = {"name": "c", "resources": {"requests": {"cpu": "1"}, "limits": {"memory": "4Gi"}}}
+    assert _requests([both], []) == {"cpu": 1000, "memory": 4 * GI}
+    # A request below its limit stays the request.
+    lower = {"name": "c", "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "2"}}}
+    assert _requests([lower], []) == {"cpu": 1000}
+
+
+def test_pod_level_resources_replace_the_containers_sum_for_cpu_and_memory() -> None:
+    p = pod("p-0")
+    p["spec"]["containers"] = [_container("1", "1Gi"), _container("1", "1Gi")]
+    p["spec"]["resources"] = {"requests": {"cpu": "4"}, "limits": {"memory": "8Gi"}}
+    p["spec"]["overhead"] = {"cpu": "100m"}
+    (converted,) = convert([node("n1", cpu="64"), p], ("gangsat",)).state.pods
+    assert converted.requests.root == {"cpu": 4100, "memory": 8 * GI}
+    # Nothing else may be set at pod level: a GPU stays the containers' sum.
+    p["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "1"
+    p["spec"]["resources"]["requests"]["nvidia.com/gpu"] = "4"
+    (converted,) = convert([node("n1", cpu="64"), p], ("gangsat",)).state.pods
+    assert converted.requests.root["nvidia.com/gpu"] == 1
