@@ -24,16 +24,23 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from solver.arrays import BoolArray, IntArray
-from solver.model import Node, Pod, TaintEffect
+from solver.model import NODE_NAME_FIELD, Node, Pod, TaintEffect
+
+# A node's name as ``node_view`` reads it for a pod's ``matchFields``: not a label key
+# (a colon is not allowed in one), so no label can stand for it.
+NAME_KEY = "field:" + NODE_NAME_FIELD
 
 
 def read_label_keys(pods: Iterable[Pod]) -> frozenset[str]:
-    """Node label keys that any of ``pods`` reads: selectors and required affinity."""
+    """Node label keys that any of ``pods`` reads: selectors and required affinity; and
+    NAME_KEY where a pod's affinity reads the node's name."""
     keys: set[str] = set()
     for pod in pods:
         keys.update(pod.node_selector)
         for term in pod.affinity:
             keys.update(req.key for req in term.match_expressions)
+            if term.match_fields:
+                keys.add(NAME_KEY)
     return frozenset(keys)
 
 
@@ -44,7 +51,8 @@ def node_view(node: Node, keys: Sequence[str]) -> tuple[object, ...]:
     """
     taints = tuple(t for t in node.taints if t.effect != TaintEffect.PREFER_NO_SCHEDULE)
     labels = node.labels
-    return (tuple(labels.get(k) for k in keys), taints, node.unschedulable)
+    seen = tuple(node.name if k == NAME_KEY else labels.get(k) for k in keys)
+    return (seen, taints, node.unschedulable)
 
 
 ALLOCATABLE_STEP = 1.01  # nodes within about 1% of each other's allocatable may share a class

@@ -187,10 +187,17 @@ class NodeSelectorRequirement(_Frozen):
         return self
 
 
+# The one node field a node selector term may read (``matchFields``): the node's name.
+NODE_NAME_FIELD = "metadata.name"
+
+
 class NodeSelectorTerm(_Frozen):
-    """Requirements that must all hold; a pod's terms are ORed, as in Kubernetes."""
+    """Requirements that must all hold; a pod's terms are ORed, as in Kubernetes.
+    ``match_fields`` read node fields (only ``metadata.name``: the DaemonSet controller
+    pins each of its pods to a node so)."""
 
     match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()
 
 
 class Node(_Frozen):

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from solver.model import (
+    NODE_NAME_FIELD,
     PODS,
     Node,
     NodeSelectorRequirement,
@@ -83,8 +84,9 @@ def placement_reason(pod: Pod, node: Node) -> str | None:
             return SELECTOR_MISMATCH
     # An empty term matches no node, as in Kubernetes.
     if pod.affinity and not any(
-        term.match_expressions
+        (term.match_expressions or term.match_fields)
         and all(_requirement_holds(req, node.labels) for req in term.match_expressions)
+        and all(_requirement_holds(req, {NODE_NAME_FIELD: node.name}) for req in term.match_fields)
         for term in pod.affinity
     ):
         return AFFINITY_MISMATCH

@@ -50,6 +50,7 @@ from solver.model import (
     CPU,
     HUGEPAGES_PREFIX,
     MEMORY,
+    NODE_NAME_FIELD,
     PODS,
     ClusterState,
     Gang,
@@ -170,17 +171,28 @@ def _affinity(spec: Obj) -> tuple[NodeSelectorTerm, ...]:
     required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     ) or {}
-    return tuple(
-        NodeSelectorTerm(
-            match_expressions=tuple(
-                NodeSelectorRequirement(
-                    key=e["key"], operator=e["operator"], values=tuple(e.get("values") or ())
-                )
-                for e in term.get("matchExpressions") or []
+
+    def requirements(given: Any) -> tuple[NodeSelectorRequirement, ...]:
+        return tuple(
+            NodeSelectorRequirement(
+                key=e["key"], operator=e["operator"], values=tuple(e.get("values") or ())
+            )
+            for e in given or []
+        )
+
+    terms = []
+    for term in required.get("nodeSelectorTerms") or []:
+        fields = requirements(term.get("matchFields"))
+        if any(f.key != NODE_NAME_FIELD for f in fields):
+            # The API server admits no other field: a term naming one matches no node.
+            raise BadObject(f"matchFields may only read {NODE_NAME_FIELD}")
+        terms.append(
+            NodeSelectorTerm(
+                match_expressions=requirements(term.get("matchExpressions")),
+                match_fields=fields,
             )
         )
-        for term in required.get("nodeSelectorTerms") or []
-    )
+    return tuple(terms)
 
 
 # Most pods of a cluster share their requests and tolerations (every pod gets the same

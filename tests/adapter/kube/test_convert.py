@@ -608,3 +608,31 @@ def test_a_jobs_pods_are_those_its_controller_would_run_at_once(
         "spec": {**spec, "template": template},
     }
     assert len(convert([node("n1"), job]).state.pods) == pods
+
+
+def _pinned(name: str, *terms: dict[str, Any]) -> dict[str, Any]:
+    p = pod(name)
+    p["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}
+        }
+    }
+    return p
+
+
+def test_match_fields_pin_a_pod_to_a_node_by_name() -> None:
+    # As the DaemonSet controller pins its pods; on two nodes alike in every other way.
+    by_name = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}
+    mixed = {
+        "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n1"]}],
+        "matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}],
+    }
+    nodes = [node("n1", cpu="4"), node("n2", cpu="4"), node("n3", cpu="4")]
+    nodes[0]["metadata"]["labels"] = nodes[2]["metadata"]["labels"] = {"zone": "a"}
+    state = convert([*nodes, _pinned("ds", by_name), _pinned("mix", mixed)]).state
+    decision = schedule(state, "cpsat", SolverConfig(time_limit_s=1.0))
+    assert decision.placements == {"team/ds": "n2", "team/mix": "n3"}
+    # No other field exists: a term reading one is a finding.
+    other = {"matchFields": [{"key": "spec.unschedulable", "operator": "In", "values": ["x"]}]}
+    converted = convert([nodes[0], _pinned("bad", other)])
+    assert [f.name for f in converted.findings] == ["team/bad"]
