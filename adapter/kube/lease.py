@@ -121,7 +121,11 @@ class LeaseElector:
         return f"{where}: {e.status} {e.reason}"
 
     def try_acquire_or_renew(self) -> bool:
-        """One attempt; True if this replica holds the lease afterwards."""
+        """One attempt; True if this replica holds the lease afterwards.
+
+        Our own renewal is dated from before the read (the leader stops early, never
+        late); another holder's renewal from after it (a read served late must not make
+        a renewal look older than it is, or a follower would take over early)."""
         now = self.clock()
         try:
             lease = self.leases.read_namespaced_lease(
@@ -130,15 +134,26 @@ class LeaseElector:
         except ApiException as e:
             if e.status != 404:
                 raise
+            # Deleted (kubectl delete lease): whoever held it may still act for as long
+            # as its lease runs; only then is a new one taken.
+            seen = self._observed
+            others = bool(seen) and seen is not None and seen[0] not in ("", self.identity)
+            if others and self.clock() - self._observed_at < self.lease_duration_s:
+                return False
             return self._create(now)
+        read_at = self.clock()
         spec = lease.spec or client.V1LeaseSpec()
         holder = spec.holder_identity or ""
         renew = str(spec.renew_time or "")
+        if holder != self.identity:
+            # Another replica (or none) holds it now: this one leads no more, whatever
+            # its last renewal's deadline says.
+            self._renewed_at = None
         if self._observed != (holder, renew):
             self._observed = (holder, renew)
-            self._observed_at = now
+            self._observed_at = read_at
         duration = spec.lease_duration_seconds or self.lease_duration_s
-        if holder and holder != self.identity and now - self._observed_at < duration:
+        if holder and holder != self.identity and read_at - self._observed_at < duration:
             return False  # someone else holds it, and renews
         transitions = spec.lease_transitions or 0
         if holder != self.identity:
@@ -179,6 +194,7 @@ class LeaseElector:
                 return False
             raise
         self._renewed_at = now
+        self._observed = (self.identity, "")
         return True
 
     def _timeout(self) -> tuple[float, float]:
@@ -201,11 +217,17 @@ class LeaseElector:
         # a write of this one's still queued must not follow it.
         self._renewed_at = None
         try:
-            lease = self.leases.read_namespaced_lease(self.name, self.namespace)
+            lease = self.leases.read_namespaced_lease(
+                self.name, self.namespace, _request_timeout=self._timeout()
+            )
             if lease.spec is None or lease.spec.holder_identity != self.identity:
                 return
             lease.spec.holder_identity = None
             lease.spec.lease_duration_seconds = 1
-            self.leases.replace_namespaced_lease(self.name, self.namespace, lease)
+            self.leases.replace_namespaced_lease(
+                self.name, self.namespace, lease, _request_timeout=self._timeout()
+            )
         except ApiException as e:
             log.warning("could not release the lease: %s %s", e.status, e.reason)
+        except Exception as e:  # unreachable: the lease runs out on its own
+            log.warning("could not release the lease: %s", e)

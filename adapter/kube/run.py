@@ -259,10 +259,17 @@ class KubeScheduler:
                 self.elector.start()
             self._loop()
         finally:
+            # Each step whatever the one before it raised: a lease that cannot be
+            # released (the API server is gone) must not leave the watches running.
+            steps: list[Callable[[], None]] = [self.cluster.stop, self.endpoint.stop]
             if self.elector is not None:
-                self.elector.stop(release=not self.lost_lease)
-            self.cluster.stop()
-            self.endpoint.stop()
+                elector = self.elector
+                steps.insert(0, lambda: elector.stop(release=not self.lost_lease))
+            for step in steps:
+                try:
+                    step()
+                except Exception:
+                    log.exception("stopping failed")
         if self.lost_lease:
             log.error("exiting: the leader lease was lost")
             return EXIT_LOST_LEASE

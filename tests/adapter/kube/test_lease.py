@@ -144,3 +144,74 @@ def test_a_failed_lease_call_says_why_and_what_to_do(
     assert message.startswith("lease gangsat-system/gangsat: ")
     for fragment in fragments:
         assert fragment in message
+
+
+def test_a_leader_that_reads_another_holder_stops_at_once(server: FakeApiServer) -> None:
+    # The Lease was taken over (here written by hand, as after a deletion); a reads it on
+    # its next renewal and must stop, not lead out its last renewal's deadline.
+    clock = Clock()
+    a = elector(server, "a", clock)
+    assert a.try_acquire_or_renew()
+    lease = server.get("coordination.k8s.io", "leases", "gangsat-system", "gangsat")
+    assert lease is not None
+    lease["spec"]["holderIdentity"] = "b"
+    server.put(lease)
+    clock.now += 2
+    assert not a.try_acquire_or_renew()
+    assert not a.is_leader() and a.holder() == "b"
+
+
+def test_a_deleted_lease_is_not_taken_while_its_holder_may_still_lead(
+    server: FakeApiServer,
+) -> None:
+    clock = Clock()
+    a, b = elector(server, "a", clock), elector(server, "b", clock)
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()
+    server.delete("coordination.k8s.io", "leases", "gangsat-system", "gangsat")
+    clock.now += 1
+    assert not b.try_acquire_or_renew()  # a may lead for 9 s more
+    assert a.try_acquire_or_renew()  # a re-creates it and goes on
+    assert not b.try_acquire_or_renew() and a.is_leader() and not b.is_leader()
+    # A holder that stopped renewing: after the lease duration, b creates it.
+    server.delete("coordination.k8s.io", "leases", "gangsat-system", "gangsat")
+    clock.now += 16
+    assert not a.is_leader()
+    assert b.try_acquire_or_renew() and b.is_leader()
+
+
+def test_a_followers_slow_read_does_not_date_a_renewal_too_early(server: FakeApiServer) -> None:
+    """b's read is sent at t=1002 and answered at 1009, after a renewed at 1008.5: the
+    renewal is dated when b saw it, so b waits until 1024, past a's deadline (1018.5)."""
+    clock = Clock()
+    a, b = elector(server, "a", clock), elector(server, "b", clock)
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()
+    clock.now = 1002.0
+    read = b.leases.read_namespaced_lease
+
+    def slow(*args: object, **kw: object) -> object:
+        clock.now = 1008.5
+        assert a.try_acquire_or_renew()
+        clock.now = 1009.0
+        return read(*args, **kw)
+
+    b.leases.read_namespaced_lease = slow  # type: ignore[method-assign]
+    assert not b.try_acquire_or_renew()
+    b.leases.read_namespaced_lease = read  # type: ignore[method-assign]
+    clock.now = 1017.0  # a, cut off, leads until 1018.5
+    assert a.is_leader()
+    assert not b.try_acquire_or_renew()
+    clock.now = 1024.5
+    assert not a.is_leader() and b.try_acquire_or_renew()
+
+
+def test_a_release_with_the_api_server_gone_neither_raises_nor_waits_long(
+    server: FakeApiServer,
+) -> None:
+    clock = Clock()
+    a = elector(server, "a", clock)
+    assert a.try_acquire_or_renew()
+    server.stop()  # as on SIGTERM while the API server is unreachable
+    a.stop(release=True)  # urllib3's MaxRetryError used to escape and end the process
+    assert not a.is_leader()
