@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn
@@ -33,6 +34,7 @@ from typing import Annotated, Any, Literal, NoReturn
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 
 from adapter.errors import message
 from adapter.inputs import BadInput, read_objects, read_state
@@ -65,6 +67,8 @@ EXIT_BAD_INPUT = 2
 LogLevel = Literal["debug", "info", "warning", "error"]
 # Kubernetes components take booleans as --flag=false; typer's are --flag/--no-flag.
 BOOLEAN_FLAGS = ("--leader-elect",)
+# Lease and namespace names, as the API server validates them.
+DNS_1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 DEFAULT_SCENARIO = "seed-deadlock"
 RUN_ORDER = ("greedy", "gang-greedy", "cpsat")
 DETAIL_MAX_JOBS = 30
@@ -265,7 +269,12 @@ def run(
     ] = None,
     metrics_port: Annotated[
         int,
-        typer.Option(help="Port of /metrics, /healthz, /readyz.", rich_help_panel="Real cluster"),
+        typer.Option(
+            help="Port of /metrics, /healthz, /readyz.",
+            min=0,
+            max=65535,
+            rich_help_panel="Real cluster",
+        ),
     ] = 8080,
     leader_elect: Annotated[
         bool,
@@ -351,7 +360,8 @@ def run(
         # are what a cluster would run with (--time-limit still overrides).
         base = Settings.load(settings_file).solver if settings_file is not None else None
         given = base.model_dump() if base is not None else {}
-        config = make_config(**{**given, "time_limit_s": time_limit or given.get("time_limit_s")})
+        limit = time_limit if time_limit is not None else given.get("time_limit_s")
+        config = make_config(**{**given, "time_limit_s": limit})
         workload = materialise(load_scenario(scenario or DEFAULT_SCENARIO))
     except SettingsError as e:
         _fail(str(e).splitlines())
@@ -367,7 +377,7 @@ def run(
     console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
     spec = workload.scenario
     pods = sum(len(j.pods) for j in workload.jobs)
-    console.print(f"[bold]{spec.name}[/bold]: {spec.description}", highlight=False)
+    console.print(f"[bold]{escape(spec.name)}[/bold]: {escape(spec.description)}", highlight=False)
     console.print(
         f"{len(workload.nodes)} nodes, {len(workload.jobs)} jobs ({pods} pods), "
         f"{len(workload.queues)} queue(s); a cycle every {spec.settings.cycle_s:g} s of "
@@ -389,7 +399,7 @@ def run(
         log.finished(result)
         summaries.append(summarise(result))
     console.print()
-    console.print(summary_table(f"Summary: {spec.name}", summaries))
+    console.print(summary_table(f"Summary: {escape(spec.name)}", summaries))
     evicted = any(s.evicted_pods for s in summaries)
     console.print(GLOSSARY + (EVICTED_GLOSSARY if evicted else ""), style="dim")
     if json_out is not None:
@@ -416,6 +426,10 @@ def _run_kube(
         _fail([f"--scheduler: a cluster is scheduled by one of {', '.join(SCHEDULERS)}"])
     if scheduler_names and not all(n.strip() for n in scheduler_names):
         _fail(["--scheduler-name: a scheduler name cannot be empty"])
+    for flag, value in (("--lease-name", lease_name), ("--lease-namespace", lease_namespace)):
+        if value is not None and not (len(value) <= 253 and DNS_1123.fullmatch(value)):
+            # The API server would refuse it on every attempt, and the replica never lead.
+            _fail([f"{flag}: {value!r} is not a DNS-1123 name (lowercase, digits, '-', '.')"])
     options = KubeOptions(
         settings_path=settings_file,
         metrics_port=metrics_port,
@@ -435,13 +449,18 @@ def _run_kube(
     return launch(source, settings, options, *logs)
 
 
+# Go's strconv.ParseBool, which kube-scheduler's flags take.
+GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
+GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
+
+
 def kube_style(argv: list[str]) -> list[str]:
     """``--leader-elect=false`` as kube-scheduler takes it, in typer's spelling."""
     out = []
     for arg in argv:
         name, eq, value = arg.partition("=")
-        if eq and name in BOOLEAN_FLAGS and value.lower() in ("true", "false"):
-            out.append(name if value.lower() == "true" else f"--no-{name[2:]}")
+        if eq and name in BOOLEAN_FLAGS and value in (*GO_TRUE, *GO_FALSE):
+            out.append(name if value in GO_TRUE else f"--no-{name[2:]}")
         else:
             out.append(arg)
     return out

@@ -9,6 +9,7 @@ from collections import Counter, defaultdict
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from adapter.loop import CycleResult
@@ -53,7 +54,8 @@ class RunLog:
             return
         style = EVENT_STYLE.get(e.kind, "")
         kind = f"[{style}]{e.kind}[/{style}]" if style else e.kind
-        self.console.print(f"  {clock(e.t)}  {e.job} {kind}: {e.detail}", highlight=False)
+        text = f"  {clock(e.t)}  {escape(e.job)} {kind}: {escape(e.detail)}"
+        self.console.print(text, highlight=False)
 
     def cycle_done(self, t: float, result: CycleResult, cluster: SimulatedCluster) -> None:
         self.cycle += 1
@@ -63,7 +65,8 @@ class RunLog:
             f"{plural(result.pending_pods, 'pending pod')}"
         )
         if result.error:
-            self.console.print(f"{head}; [red]error[/red]: {result.error}", highlight=False)
+            error = escape(result.error)
+            self.console.print(f"{head}; [red]error[/red]: {error}", highlight=False)
             return
         by_gang: dict[str, list[str]] = defaultdict(list)
         for pod, node in result.bound.items():
@@ -85,19 +88,23 @@ class RunLog:
             held = cluster.bound_count(gang) if js else len(nodes)
             mark = "" if held >= need else " [bold red](partial: it cannot start)[/bold red]"
             self.console.print(
-                f"      + {gang}: {len(nodes)} pods on {_nodes(nodes)}; {held}/{need} bound{mark}",
+                f"      + {escape(gang)}: {len(nodes)} pods on {escape(_nodes(nodes))}; "
+                f"{held}/{need} bound{mark}",
                 highlight=False,
             )
         if len(by_gang) > MAX_GANGS_SHOWN:
             self.console.print(f"      + … {len(by_gang) - MAX_GANGS_SHOWN} more gangs")
         for gang, why in sorted(result.rolled_back.items()):
-            self.console.print(f"      [red]rolled back[/red] {gang}: {why}", highlight=False)
+            line = f"      [red]rolled back[/red] {escape(gang)}: {escape(why)}"
+            self.console.print(line, highlight=False)
         for gang, why in sorted(result.rejected.items()):
-            self.console.print(f"      [red]rejected[/red] {gang}: {why}", highlight=False)
+            line = f"      [red]rejected[/red] {escape(gang)}: {escape(why)}"
+            self.console.print(line, highlight=False)
         waiting = [s for s in result.statuses if s.phase == "Pending"]
         for s in waiting[:MAX_GANGS_SHOWN]:
             self.console.print(
-                f"      . {s.gang} waits ({s.bound}/{s.min_member} bound): {s.message}",
+                f"      . {escape(s.gang)} waits ({s.bound}/{s.min_member} bound): "
+                f"{escape(s.message)}",
                 highlight=False,
             )
         if len(waiting) > MAX_GANGS_SHOWN:
@@ -108,7 +115,7 @@ class RunLog:
         statuses = {st.gang: st for st in last}
         for t in run.deadlocks:
             held = ", ".join(
-                f"{g} {statuses[g].bound}/{statuses[g].min_member} pods bound"
+                f"{escape(g)} {statuses[g].bound}/{statuses[g].min_member} pods bound"
                 for g in run.samples[-1].partial_gangs
                 if g in statuses
             )
@@ -117,7 +124,7 @@ class RunLog:
                 f"resources and wait for each other forever ({held})",
                 highlight=False,
             )
-        self.console.print(f"  [dim]run ended: {run.stopped}[/dim]", highlight=False)
+        self.console.print(f"  [dim]run ended: {escape(run.stopped)}[/dim]", highlight=False)
 
 
 def _fmt_s(value: float | None) -> str:

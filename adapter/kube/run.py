@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 EXIT_LOST_LEASE = 1
+EXIT_NO_ENDPOINT = 2  # the metrics port cannot be served (in use): the user must fix it
 
 
 def in_cluster() -> bool:
@@ -244,13 +245,18 @@ class KubeScheduler:
 
     def run(self) -> int:
         """Schedule until stopped; the process's exit status."""
-        self.endpoint = Endpoint(
-            self.metrics.registry,
-            self.ready,
-            self.options.metrics_host,
-            self.options.metrics_port,
-            alive=self.alive,
-        ).start()
+        try:
+            self.endpoint = Endpoint(
+                self.metrics.registry,
+                self.ready,
+                self.options.metrics_host,
+                self.options.metrics_port,
+                alive=self.alive,
+            ).start()
+        except OSError as e:  # the port is in use, or not ours to bind
+            where = f"{self.options.metrics_host}:{self.options.metrics_port}"
+            log.error("cannot serve /metrics, /healthz and /readyz on %s: %s", where, e)
+            return EXIT_NO_ENDPOINT
         try:
             with self.heap.loading():
                 self.cluster.start(stop=self.stop_event)

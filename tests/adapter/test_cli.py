@@ -254,3 +254,23 @@ def test_solve_refuses_what_no_state_holds(tmp_path: Path, body: str, fragment: 
     path = tmp_path / "state.json"
     path.write_text(body)
     assert_bad_input(invoke("solve", str(path)), fragment)
+
+
+def test_run_prints_names_with_brackets_as_they_are(tmp_path: Path) -> None:
+    # Rich markup in a job name or description ended the run with a MarkupError.
+    scenario = {
+        "name": "brackets",
+        "description": "uses [/] and [bold] as text",
+        "nodes": [{"name": "n", "count": 1, "allocatable": {"cpu": "4"}}],
+        "jobs": [{"name": "train[gpu]", "duration_s": 30, "replicas": 2, "requests": {"cpu": "1"}}],
+    }
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(scenario))
+    result = invoke("run", "--scenario", str(path), "-s", "cpsat")
+    assert result.exit_code == 0, result.output
+    assert "uses [/] and [bold] as text" in result.stdout
+    assert "train[gpu]" in result.stdout
+
+
+def test_run_refuses_a_time_limit_of_zero_rather_than_ignoring_it() -> None:
+    assert_bad_input(invoke("run", "--time-limit", "0", "-s", "cpsat"), "greater than 0")

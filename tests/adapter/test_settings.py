@@ -51,6 +51,7 @@ def test_a_partial_file_overrides_only_what_it_names(tmp_path: Path) -> None:
         ("cycleSeconds: .inf\n", "cycleSeconds: Input should be"),
         ("solver:\n  time_limit_s: .inf\n", "solver.time_limit_s: Input should be"),
         ("schedulerNames: ['']\n", "schedulerNames[0]: String should have at least 1"),
+        ("solver:\n  num_workers: 3000000000\n", "solver.num_workers: Input should be less"),
     ],
 )
 def test_bad_settings_name_the_field(text: str, fragment: str) -> None:

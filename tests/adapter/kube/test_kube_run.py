@@ -530,3 +530,41 @@ def test_a_status_write_that_keeps_failing_is_retried_less_and_less_often(
     writes = [r for r in server.requests if r.path.endswith("/podgroups/g/status")]
     # Retried (0.2 s, then 0.4, 0.8, 1.6 s apart), not every 0.2 s (about 15 in 3 s).
     assert 2 <= len(writes) <= 8, len(writes)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--lease-name", ""), ("--lease-name", "Gangsat_1"), ("--lease-namespace", "a b")],
+)
+def test_a_lease_name_the_api_server_would_refuse_is_refused_at_once(
+    tmp_path: Path, flag: str, value: str
+) -> None:
+    result = CliRunner().invoke(app, ["run", "--kubeconfig", str(tmp_path / "k"), flag, value])
+    assert result.exit_code == 2
+    assert "DNS-1123" in result.output
+
+
+def test_kube_scheduler_boolean_spellings() -> None:
+    from adapter import cli
+
+    given = [f"--leader-elect={v}" for v in ("1", "t", "TRUE", "0", "f", "False")]
+    assert cli.kube_style(given) == ["--leader-elect"] * 3 + ["--no-leader-elect"] * 3
+    assert cli.kube_style(["--leader-elect=yes"]) == ["--leader-elect=yes"]  # Go refuses it too
+
+
+def test_a_metrics_port_in_use_is_a_clear_error_not_a_traceback(
+    server: FakeApiServer, tmp_path: Path
+) -> None:
+    import socket
+
+    from adapter import cli
+
+    kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+    with socket.socket() as busy:
+        busy.bind(("0.0.0.0", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        args = ["run", "--kubeconfig", str(kubeconfig), "--no-leader-elect"]
+        result = CliRunner().invoke(cli.app, [*args, "--metrics-port", str(port)])
+    assert result.exit_code == 2, result.output
+    assert CliRunner().invoke(cli.app, [*args, "--metrics-port", "70000"]).exit_code == 2
