@@ -135,8 +135,8 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     (
         "deadlocks",
         "1 when the run ended in deadlock: partly bound gangs held resources, no job ran "
-        "and nothing changed for the scenario's `deadlock_after_s`. No scheduler here "
-        "preempts, so nothing could ever change again.",
+        "and nothing changed for the scenario's `deadlock_after_s`. Without preemption "
+        "(off unless the scenario turns it on) nothing could ever change again.",
     ),
     (
         "partial gangs",

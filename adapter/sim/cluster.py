@@ -35,6 +35,7 @@ class JobState:
     finished_s: float | None = None
     running_since: float | None = None
     remaining_s: float = 0.0
+    checkpointed_s: float = 0.0  # progress kept by its last preemption
     token: int = 0  # invalidates a scheduled finish when the job pauses
 
     @property
@@ -137,19 +138,11 @@ class SimulatedCluster:
             if current is None or current.node_name is None or current.terminating:
                 failures[pod] = ClusterError("NotFound", f"pod {pod} is not running")
                 continue
-            self.pods[pod] = current.model_copy(update={"terminating": True})
-            if pod in self._ready:
-                self._ready.discard(pod)
-                self._ready_count[self.job_of[pod]] -= 1
+            if self._terminate(current):
                 stopped.add(pod)
-            self._bind_serial.pop(pod, None)  # a bind latency still running never ends
             job = self.job_of[pod]
-            # No longer a member that runs: a gang evicted whole is not "partly bound".
-            self._terminating.add(pod)
-            self._bound_count[job] -= 1
             touched.add(job)
             self.events_log.append(SimEvent(self.now, "preempted", job, f"{pod}: {reason}"))
-            self._push(self.now + self.termination_grace_s, GONE, pod)
         for job in touched:
             self._update(self.jobs[job], preempted=True, stopped=stopped)
         self.version += 1
@@ -194,10 +187,15 @@ class SimulatedCluster:
             self._update(self.jobs[job])
 
     def evict_one(self, pod: str, reason: str) -> None:
+        """A bound pod deleted (a gang's bind rolled back): as on a real node, it holds its
+        room for the termination grace period, then is pending again."""
         current = self.pods.get(pod)
-        if current is None or current.node_name is None:
+        if current is None or current.node_name is None or current.terminating:
             raise ClusterError("NotFound", f"pod {pod} is not bound")
-        self._unbind(current)
+        if self.termination_grace_s > 0:
+            self._terminate(current)
+        else:
+            self._unbind(current)
         self.version += 1
         js = self.jobs[self.job_of[pod]]
         self.events_log.append(SimEvent(self.now, "evicted", js.job.name, f"{pod}: {reason}"))
@@ -297,6 +295,21 @@ class SimulatedCluster:
         self._seq += 1
         heapq.heappush(self._queue, (t, self._seq, kind, name, token))
 
+    def _terminate(self, pod: Pod) -> bool:
+        """Mark a bound pod terminating: no longer a member that runs (a gang that loses
+        all its pods so is not "partly bound"), its room held until GONE. Whether it ran."""
+        name = pod.name
+        self.pods[name] = pod.model_copy(update={"terminating": True})
+        ran = name in self._ready
+        if ran:
+            self._ready.discard(name)
+            self._ready_count[self.job_of[name]] -= 1
+        self._bind_serial.pop(name, None)  # a bind latency still running never ends
+        self._terminating.add(name)
+        self._bound_count[self.job_of[name]] -= 1
+        self._push(self.now + self.termination_grace_s, GONE, name)
+        return ran
+
     def _unbind(self, pod: Pod) -> None:
         """The pod stays, pending again (its controller recreated it)."""
         self._release(pod)
@@ -345,14 +358,17 @@ class SimulatedCluster:
             assert js.running_since is not None
             js.remaining_s -= self.now - js.running_since
             if preempted:
-                done = js.job.duration_s - js.remaining_s
-                kept = done * self.checkpoint_fraction
+                # What ran since the last checkpoint keeps its fraction; what an earlier
+                # preemption kept stays kept (and is not lost again).
+                since = js.job.duration_s - js.remaining_s - js.checkpointed_s
+                lost = since * (1 - self.checkpoint_fraction)
                 # Pods of an elastic job that never ran lost nothing.
                 for pod in js.job.pods:
                     if pod.name in stopped or pod.name in self._ready:
                         for r, q in pod.requests.items():
-                            self.preempted_pod_s[r] += q * (done - kept)
-                js.remaining_s = js.job.duration_s - kept
+                            self.preempted_pod_s[r] += q * lost
+                js.checkpointed_s += since - lost
+                js.remaining_s = js.job.duration_s - js.checkpointed_s
             js.running_since = None
             js.token += 1
             self.events_log.append(

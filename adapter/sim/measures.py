@@ -174,10 +174,10 @@ def summarise(run: SimRun) -> RunSummary:
             if not backlogged_only or s.backlogged()
         ]
         span = sum(dt for _, dt in held)
+        if not span:
+            return {}  # never so (nothing waited): no figure, not 0%
         return {
             r: sum(getattr(s, attr).get(r, 0) * dt for s, dt in held) / (run.capacity[r] * span)
-            if span
-            else 0.0
             for r in resources
         }
 

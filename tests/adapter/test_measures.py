@@ -93,6 +93,17 @@ def test_utilisation_is_a_time_average_over_the_run() -> None:
     assert summary.fair_resource == "cpu"
 
 
+def test_a_run_that_never_waited_has_no_backlogged_utilisation_rather_than_zero() -> None:
+    w = workload(NodeGroup(name="n", allocatable={"cpu": "4"}))
+    half = {"cpu": 2000, "pods": 1}
+    never = summarise(hand_run(w, [sample(0, allocated=half), sample(100)], end_s=200))
+    assert never.backlogged_utilisation == {}
+    waited = [sample(0, allocated=half, pending={"default": 1000}), sample(100)]
+    assert summarise(hand_run(w, waited, end_s=200)).backlogged_utilisation == {
+        "cpu": pytest.approx(0.5)
+    }
+
+
 def test_durations_hold_each_sample_until_the_next_and_the_last_until_the_end() -> None:
     samples = [sample(0), sample(0), sample(30), sample(45)]
     assert durations(samples, 100) == [0.0, 30.0, 15.0, 55.0]

@@ -318,8 +318,8 @@ def run_out(cluster: SimulatedCluster) -> None:
 
 def test_eviction_pauses_a_job_and_keeps_its_remaining_time() -> None:
     # Runs 0..30 (30 of 100 s done), paused 30..50, runs again from 50 with 70 s left:
-    # finishes at 120 = 100 + the 20 s it was paused.
-    cluster = one_pod_cluster()
+    # finishes at 120 = 100 + the 20 s it was paused. No grace period: room back at once.
+    cluster = one_pod_cluster(termination_grace_s=0)
     cluster.bind_one("j-0", "n-0")
     assert cluster.jobs["j"].running
     cluster.advance(30)
@@ -336,6 +336,23 @@ def test_eviction_pauses_a_job_and_keeps_its_remaining_time() -> None:
     assert js.finished_s == 120.0
     assert cluster.done()
     assert cluster.free["n-0"]["cpu"] == 1000 and cluster.pods == {}
+
+
+def test_a_deleted_pod_holds_its_room_for_the_grace_period() -> None:
+    # A rollback's delete, as on a real node: terminating for 30 s, then pending again.
+    cluster = one_pod_cluster(termination_grace_s=30)
+    cluster.bind_one("j-0", "n-0")
+    cluster.advance(10)
+    cluster.evict_one("j-0", "rolled back")
+    assert cluster.free["n-0"]["cpu"] == 0
+    assert cluster.snapshot().pending_pods() == []
+    assert cluster.partial_jobs() == []  # terminating: no member that runs
+    with pytest.raises(ClusterError):
+        cluster.evict_one("j-0", "again")  # already going
+    while (t := cluster.next_event_time()) is not None and t <= 40:
+        cluster.step()
+    assert cluster.free["n-0"]["cpu"] == 1000
+    assert [p.name for p in cluster.snapshot().pending_pods()] == ["j-0"]
 
 
 def test_the_simulated_cluster_refuses_what_a_kubelet_would() -> None:

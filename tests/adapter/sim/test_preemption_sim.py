@@ -63,6 +63,40 @@ def test_the_preemptor_starts_once_the_grace_period_has_passed(grace: int) -> No
     assert _started(_run(termination_grace_s=grace))["urgent"] == max(600 + grace, 610)
 
 
+def test_a_second_preemption_keeps_what_the_first_checkpointed() -> None:
+    """Half kept: preempted after 400 s (200 kept), bound again and preempted after 100 s
+    more (50 kept): 750 s left, 250 core-seconds lost, not 850 and 350."""
+    from adapter.sim.cluster import SimulatedCluster
+    from adapter.sim.scenario import materialise
+
+    scenario = Scenario.model_validate(
+        {
+            "name": "ck",
+            "settings": {"checkpoint_fraction": 0.5, "termination_grace_s": 0},
+            "nodes": [{"name": "n", "count": 1, "allocatable": {"cpu": "4"}}],
+            "jobs": [{"name": "j", "duration_s": 1000, "replicas": 1, "requests": {"cpu": "1"}}],
+        }
+    )
+    cluster = SimulatedCluster(materialise(scenario))
+
+    def until(t: float) -> None:
+        while (at := cluster.next_event_time()) is not None and at <= t:
+            cluster.step()
+        cluster.advance(t)
+
+    until(0)
+    cluster.bind_one("j-0", "n-0")
+    until(400)
+    cluster.preempt({"j-0": "test"})
+    assert cluster.jobs["j"].remaining_s == 800
+    until(400)
+    cluster.bind_one("j-0", "n-0")
+    until(500)
+    cluster.preempt({"j-0": "test"})
+    assert cluster.jobs["j"].remaining_s == 750
+    assert cluster.preempted_pod_s["cpu"] == 250 * 1000
+
+
 def test_a_checkpoint_keeps_part_of_the_evicted_work() -> None:
     lost = summarise(_run()).lost_resource_s["nvidia.com/gpu"]
     kept_half = summarise(_run(checkpoint_fraction=0.5)).lost_resource_s["nvidia.com/gpu"]
