@@ -238,9 +238,19 @@ def averaged(scores: Sequence[Score]) -> Score:
     )
 
 
+def varies(scenario: Scenario) -> bool:
+    """Whether seeded variants of ``scenario`` differ: a trace's draws of jobs to queues
+    do; else the simulator's seed drives only injected bind faults."""
+    return scenario.trace is not None or scenario.settings.bind_failure_rate > 0
+
+
 def draws(scenario: Scenario, first: int, count: int) -> list[Scenario]:
     """Seeded variants: for a trace, other draws of jobs to queues; else other
-    simulator seeds (injected faults). Draw k uses seed ``base + first + k``."""
+    simulator seeds (injected faults). Draw k uses seed ``base + first + k``. A scenario
+    whose variants cannot differ (``varies``) gets one: identical draws would make any
+    gain look free of noise."""
+    if not varies(scenario):
+        count = min(count, 1)
     out = []
     for k in range(first, first + count):
         if scenario.trace is not None:
@@ -357,6 +367,11 @@ def _trial_line(trial: FrozenTrial) -> str:
 def run_study(settings: TuneSettings, console: Console) -> tuple[optuna.Study, str]:
     """Create or resume the study and add ``settings.trials`` trials; returns it and its URL."""
     scenario = _load(settings.scenario)
+    if settings.draws > 1 and not varies(scenario):
+        raise TuneError(
+            f"--draws {settings.draws}: the draws of {scenario.name} would be identical (no "
+            "trace, no injected bind faults); use --draws 1, or a trace scenario"
+        )
     _holdout_workloads(settings)  # a bad held-out scenario must fail now, not after the study
     space = searched(materialise_all(draws(scenario, 0, settings.draws)))
     study_name = settings.study or f"gangsat-{scenario.name}"
@@ -526,6 +541,8 @@ def _holdout_workloads(settings: TuneSettings) -> tuple[list[Workload], str]:
         raise TuneError(f"held-out workload ({text}): {e}") from None
     seeds = [v.trace.seed if v.trace is not None else v.settings.seed for v in variants]
     kind = "queue draw" if held.trace is not None else "simulator"
+    if not varies(held):
+        return workloads, f"{text}, one run (nothing in it is random: no noise estimate)"
     return workloads, f"{text}, {kind} seed(s) {', '.join(map(str, seeds))}"
 
 

@@ -124,9 +124,10 @@ def test_a_study_yields_a_front_a_recommendation_and_files_that_load(tmp_path: P
     assert Path(f"{stem}-pareto.png").read_bytes().startswith(PNG_SIGNATURE)
     text = Path(f"{stem}.md").read_text()
     assert "## Pareto front" in text
-    # Six held-out draws by default: a row each, then the mean with its standard error.
-    assert len(report["holdout"]["defaults"]["per_draw"]) == 6
-    assert "Recommended minus defaults" in text and "| mean ± s.e. |" in text
+    # Nothing in the tiny scenario is random (no trace, no injected faults): one held-out
+    # run, said so, not six identical ones whose zero spread made any gain look certain.
+    assert len(report["holdout"]["defaults"]["per_draw"]) == 1
+    assert "one run (nothing in it is random: no noise estimate)" in text
 
 
 def test_a_resumed_study_continues_where_it_stopped(tmp_path: Path) -> None:
@@ -282,13 +283,19 @@ def test_draws_vary_the_queue_draw_of_a_trace_and_the_seed_otherwise(tmp_path: P
     seeds = [s.trace.seed for s in draws(philly, 3, 2) if s.trace is not None]
     assert seeds == [philly.trace.seed + 3, philly.trace.seed + 4]
     plain = load_scenario(tiny(tmp_path))
-    assert [s.settings.seed for s in draws(plain, 0, 3)] == [0, 1, 2]
+    faulty = plain.model_copy(
+        update={"settings": plain.settings.model_copy(update={"bind_failure_rate": 0.1})}
+    )
+    assert [s.settings.seed for s in draws(faulty, 0, 3)] == [0, 1, 2]
+    # Without a trace or faults the seed changes nothing: one draw, and more is refused.
+    assert [s.settings.seed for s in draws(plain, 0, 3)] == [0]
+    with pytest.raises(TuneError, match="would be identical"):
+        run_study(settings(tmp_path, draws=3), QUIET)
 
 
 def test_a_trial_averages_its_draws(tmp_path: Path) -> None:
-    # Two draws of the tiny scenario differ only in the simulator seed, which nothing in it
-    # reads (no injected faults): the average equals one draw, jobs are summed.
-    workloads = [materialise(s) for s in draws(load_scenario(tiny(tmp_path)), 0, 2)]
+    # The same workload twice: the average equals one run, jobs are summed.
+    workloads = [materialise(load_scenario(tiny(tmp_path)))] * 2
     one = evaluate(workloads[:1], ObjectiveWeights(), 0.5)
     two = evaluate(workloads, ObjectiveWeights(), 0.5)
     assert two.jobs == 2 * one.jobs and two.finished == 2 * one.finished
