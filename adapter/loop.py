@@ -109,7 +109,7 @@ class _Gangs:
                 held[gang] += 1
         return cls(
             of_pod=of_pod,
-            need={g.name: g.min_member for g in state.gangs},
+            need={g.name: g.min_running for g in state.gangs},
             queue={g.name: g.queue for g in state.gangs},
             held=held,
         )
@@ -348,7 +348,7 @@ def _statuses(state: ClusterState, gangs: _Gangs, result: CycleResult) -> list[G
     statuses = []
     for gang in state.gangs:
         bound = held.get(gang.name, 0)
-        if bound >= gang.min_member:
+        if bound >= gang.min_running:  # members that succeeded count
             statuses.append(
                 GangStatus(
                     gang=gang.name,

@@ -295,6 +295,19 @@ class Gang(_Frozen):
             "gangsat.io/preemptible or volcano.sh/preemptable: \"false\")"
         ),
     )
+    succeeded: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "members that ran to completion (phase Succeeded): they count towards "
+            "minMember, as Volcano's and kube-batch's gang plugins count them"
+        ),
+    )
+
+    @property
+    def min_running(self) -> int:
+        """Members that must run (or be placed) for the gang to meet minMember."""
+        return max(0, self.min_member - self.succeeded)
 
 
 class Queue(_Frozen):

@@ -323,13 +323,15 @@ def prepare(state: ClusterState) -> Problem:
         leaving = sum(1 for p in pods if p.terminating)
         bound = [p for p in bound if not p.terminating]
         pods = [p for p in pods if not p.terminating]
-        if len(pods) < gang.min_member:
+        if len(pods) < gang.min_running:
             also = f" (and {leaving} terminating)" if leaving else ""
+            done = f", {gang.succeeded} succeeded" if gang.succeeded else ""
             invalid[gang.name] = (
-                f"NotEnoughTasks: {len(pods)} pod(s) exist{also}, minMember is {gang.min_member}"
+                f"NotEnoughTasks: {len(pods)} pod(s) exist{also}{done}, "
+                f"minMember is {gang.min_member}"
             )
             continue
-        if len(bound) + len(pending) < gang.min_member:
+        if len(bound) + len(pending) < gang.min_running:
             # Binding what is not gated would leave the gang short of minMember: it waits,
             # untouched, until a controller (Kueue, a job operator) lifts the gates.
             gates = sorted({g for p in gated for g in p.gates})
@@ -344,7 +346,7 @@ def prepare(state: ClusterState) -> Problem:
             queue=q,
             priority=gang.priority,
             created_s=gang.created_s,
-            min_member=gang.min_member,
+            min_member=gang.min_running,  # its members that succeeded count
             bound=len(bound),
         )
         by_spec: dict[tuple[object, ...], list[Pod]] = defaultdict(list)

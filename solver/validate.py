@@ -197,7 +197,7 @@ def _gangs(
             )
             continue
         gang = gangs.get(gang_name)
-        min_member = gang.min_member if gang is not None and members[0].gang is not None else 1
+        min_member = gang.min_running if gang is not None and members[0].gang is not None else 1
         total = bound[gang_name] + len(members)
         if total < min_member:
             out.append(

@@ -59,7 +59,7 @@ def check_preemption(state: ClusterState, decision: Decision) -> list[Violation]
             gaining[pod.gang] += 1
     for name, count in sorted(evicted_by_gang.items()):
         left = running[name] - count + gaining[name]
-        if 0 < left < gangs[name].min_member:
+        if 0 < left < gangs[name].min_running:
             bad(
                 "eviction",
                 name,
@@ -91,7 +91,7 @@ def check_preemption(state: ClusterState, decision: Decision) -> list[Violation]
             held[pods[placed].gang_name()] += 1
     for name, members in sorted(nominated_by_gang.items()):
         gang = gangs.get(name)
-        need = gang.min_member if gang is not None else 1
+        need = gang.min_running if gang is not None else 1
         if held[name] + len(members) < need:
             bad("nomination", name, f"gang {name!r} would hold fewer than minMember {need}")
 

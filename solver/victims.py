@@ -338,7 +338,7 @@ def running_victims(
             or gang.name in terminating
             or q is None
             or not bound
-            or len(bound) < gang.min_member
+            or len(bound) < gang.min_running
             or any(p.node_name not in n_index for p in bound)
         ):
             continue
@@ -352,7 +352,7 @@ def running_victims(
             queue=q,
             priority=gang.priority,
             bound=len(bound),
-            min_member=gang.min_member,
+            min_member=gang.min_running,  # its members that succeeded count
             value=0,
         )
         values = []

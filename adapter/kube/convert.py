@@ -368,6 +368,7 @@ def convert(
 
     unread: Counter[str] = Counter()  # kinds gangsat does not read
     others: Counter[str] = Counter()  # pending pods by another scheduler's name
+    succeeded: Counter[str] = Counter()  # per gang, members that ran to completion
     nodes: dict[str, Node] = {}
     gangs: dict[str, Gang] = {}
     queues: dict[str, Queue] = {}
@@ -443,6 +444,10 @@ def convert(
             pod = recall(o)
             if pod is missing:
                 if finished(o.get("status")):
+                    # A member that ran to completion counts towards minMember.
+                    done = (o.get("status") or {}).get("phase") == "Succeeded"
+                    if done and (member_of := group_of(o)):
+                        succeeded[f"{meta(o)[0]}/{member_of}"] += 1
                     continue
                 spec = o.get("spec") or {}
                 scheduler = spec.get("schedulerName", "default-scheduler")
@@ -483,6 +488,9 @@ def convert(
                     owned.add(pod.gang)
 
     _workload_instances(templates, pods.values(), gangs)
+    for name, count in succeeded.items():
+        if name in gangs:
+            gangs[name] = gangs[name].model_copy(update={"succeeded": count})
     if memo is not None:
         memo.by_key, memo.by_id = fresh.by_key, fresh.by_id
     state = ClusterState(

@@ -636,3 +636,27 @@ def test_match_fields_pin_a_pod_to_a_node_by_name() -> None:
     other = {"matchFields": [{"key": "spec.unschedulable", "operator": "In", "values": ["x"]}]}
     converted = convert([nodes[0], _pinned("bad", other)])
     assert [f.name for f in converted.findings] == ["team/bad"]
+
+
+def test_members_that_succeeded_count_towards_min_member() -> None:
+    """As Volcano's and kube-batch's gang plugins count them: worker-0 finished, two run,
+    the fourth (re-created) waits; minMember 4 is met once it is bound. A Failed member
+    does not count."""
+    group = podgroup("scheduling.volcano.sh/v1beta1", "job", {"minMember": 4})
+    members = []
+    for i, (phase, node_name) in enumerate(
+        (("Succeeded", "n1"), ("Running", "n1"), ("Running", "n1"), (None, None))
+    ):
+        p = pod(f"job-{i}", annotations={"scheduling.k8s.io/group-name": "job"}, phase=phase)
+        if node_name:
+            p["spec"]["nodeName"] = node_name
+        members.append(p)
+    state = convert([node("n1", cpu="8"), group, *members]).state
+    [gang] = state.gangs
+    assert gang.succeeded == 1 and gang.min_running == 3
+    decision = schedule(state, "cpsat", SolverConfig(time_limit_s=1.0))
+    assert decision.placements == {"team/job-3": "n1"}
+    members[0]["status"]["phase"] = "Failed"
+    state = convert([node("n1", cpu="8"), group, *members]).state
+    assert state.gangs[0].succeeded == 0
+    assert schedule(state, "cpsat", SolverConfig(time_limit_s=1.0)).placements == {}
