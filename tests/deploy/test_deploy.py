@@ -649,6 +649,21 @@ def test_the_pdb_keeps_one_replica_of_the_same_pods() -> None:
     assert pdb["spec"]["minAvailable"] < deployment()["spec"]["replicas"], "drains would block"
 
 
+def test_a_quota_admits_the_replicas_critical_priority_class() -> None:
+    # GKE admits system-cluster-critical pods outside kube-system only under a quota
+    # scoped to the class; room for both replicas and a rolling update's surge.
+    quota = one(base(), "ResourceQuota", "gangsat-critical-pods")
+    assert quota["metadata"]["namespace"] == NAMESPACE
+    [scope] = quota["spec"]["scopeSelector"]["matchExpressions"]
+    pod_spec = deployment()["spec"]["template"]["spec"]
+    assert scope == {
+        "operator": "In",
+        "scopeName": "PriorityClass",
+        "values": [pod_spec["priorityClassName"]],
+    }
+    assert int(quota["spec"]["hard"]["pods"]) >= deployment()["spec"]["replicas"] + 1
+
+
 def test_security_context_is_restricted() -> None:
     spec = deployment()["spec"]["template"]["spec"]
     pod, c = spec.get("securityContext", {}), container().get("securityContext", {})
