@@ -83,7 +83,10 @@ class Reflector:
                 self.resource_version = None
                 failures = 0
             except ApiException as e:
-                if e.status == 410:
+                if e.status == 410 or _too_large(e):
+                    # Too large: the server never reached the version the cache is at (it
+                    # was restored, or replaced): what it holds is listed afresh, as
+                    # client-go's reflector does.
                     self.resource_version = None
                     continue
                 failures += 1
@@ -164,6 +167,13 @@ class Reflector:
             self.cache.apply(self.resource, kind, obj)
         if version:
             self.resource_version = str(version)
+
+
+def _too_large(e: ApiException) -> bool:
+    """kube-apiserver's answer to a watch from a version it has not reached (504,
+    cause ResourceVersionTooLarge)."""
+    text = f"{e.body or ''} {e.reason or ''}"
+    return e.status == 504 and ("ResourceVersionTooLarge" in text or "Too large resource" in text)
 
 
 def _went_back(held: str | None, seen: str) -> bool:

@@ -107,6 +107,25 @@ class _Reads(_Store):
                     return watcher, FakeApiError(
                         410, f"too old resource version: {after} ({floor})", reason="Expired"
                     )
+                if after > self._rv:
+                    # A version this server never reached (it was restored from an older
+                    # state, or is another server): as kube-apiserver's watch cache, a 504
+                    # and no event (it waits up to 3 s for the version first; here none
+                    # comes), never the newer events of a history that is not the client's.
+                    raise FakeApiError(
+                        504,
+                        f"Too large resource version: {after}, current: {self._rv}",
+                        reason="Timeout",
+                        details={
+                            "causes": [
+                                {
+                                    "reason": "ResourceVersionTooLarge",
+                                    "message": "Too large resource version",
+                                }
+                            ],
+                            "retryAfterSeconds": 1,
+                        },
+                    )
                 for ev in self._history[key]:
                     if ev.rv > after:
                         watcher.queue.put(ev)

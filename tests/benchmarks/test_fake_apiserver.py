@@ -272,6 +272,20 @@ def test_watch_from_a_version_replays_only_later_events(server: FakeApiServer,
     assert int(deleted["object"].metadata.resource_version) == server.resource_version
 
 
+def test_watch_from_a_version_the_server_never_reached_is_a_504(
+    server: FakeApiServer, api: Any
+) -> None:
+    # As kube-apiserver's watch cache: no event of another history, a 504 whose cause says
+    # why (client-go's reflector, and gangsat's, list afresh on it).
+    core: Any = client.CoreV1Api(api)
+    server.put(pod("a"))
+    ahead = server.resource_version + 1000
+    with pytest.raises(ApiException) as refused:
+        core.list_namespaced_pod(NS, watch=True, resource_version=str(ahead))
+    assert refused.value.status == 504
+    assert "ResourceVersionTooLarge" in refused.value.body
+
+
 def test_watch_from_nothing_lists_then_streams(server: FakeApiServer, api: Any) -> None:
     core: Any = client.CoreV1Api(api)
     server.put(pod("a"))
