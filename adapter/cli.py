@@ -67,8 +67,13 @@ EXIT_BAD_INPUT = 2
 LogLevel = Literal["debug", "info", "warning", "error"]
 # Kubernetes components take booleans as --flag=false; typer's are --flag/--no-flag.
 BOOLEAN_FLAGS = ("--leader-elect",)
-# Lease and namespace names, as the API server validates them.
-DNS_1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+# Names as the API server validates them: a Lease's a DNS-1123 subdomain (at most 253
+# characters), a namespace's a DNS-1123 label (no dots, at most 63).
+DNS_1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS_NAMES = {
+    "--lease-name": (re.compile(rf"{DNS_1123_LABEL}(\.{DNS_1123_LABEL})*"), 253, "subdomain"),
+    "--lease-namespace": (re.compile(DNS_1123_LABEL), 63, "label"),
+}
 DEFAULT_SCENARIO = "seed-deadlock"
 RUN_ORDER = ("greedy", "gang-greedy", "cpsat")
 DETAIL_MAX_JOBS = 30
@@ -427,9 +432,10 @@ def _run_kube(
     if scheduler_names and not all(n.strip() for n in scheduler_names):
         _fail(["--scheduler-name: a scheduler name cannot be empty"])
     for flag, value in (("--lease-name", lease_name), ("--lease-namespace", lease_namespace)):
-        if value is not None and not (len(value) <= 253 and DNS_1123.fullmatch(value)):
+        pattern, most, kind = DNS_NAMES[flag]
+        if value is not None and not (len(value) <= most and pattern.fullmatch(value)):
             # The API server would refuse it on every attempt, and the replica never lead.
-            _fail([f"{flag}: {value!r} is not a DNS-1123 name (lowercase, digits, '-', '.')"])
+            _fail([f"{flag}: {value!r} is not a DNS-1123 {kind} (at most {most} characters)"])
     options = KubeOptions(
         settings_path=settings_file,
         metrics_port=metrics_port,

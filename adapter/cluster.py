@@ -51,6 +51,7 @@ class GangStatus(BaseModel):
     phase: GangPhase
     bound: int
     min_member: int
+    succeeded: int = 0  # members that ran to completion: they count towards min_member
     reason: str | None = None  # e.g. NotEnoughResources, BindFailed
     message: str = ""
     queue: str = "default"

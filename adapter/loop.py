@@ -355,6 +355,7 @@ def _statuses(state: ClusterState, gangs: _Gangs, result: CycleResult) -> list[G
                     phase="Running",
                     bound=bound,
                     min_member=gang.min_member,
+                    succeeded=gang.succeeded,
                     queue=gang.queue,
                 )
             )
@@ -381,6 +382,7 @@ def _statuses(state: ClusterState, gangs: _Gangs, result: CycleResult) -> list[G
                 phase="Pending",
                 bound=bound,
                 min_member=gang.min_member,
+                succeeded=gang.succeeded,
                 reason=reason,
                 message=message,
                 queue=gang.queue,

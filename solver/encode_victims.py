@@ -21,7 +21,7 @@ of its own; the other nodes in their classes, as the aggregated placement model 
   nodes); pods use only the room of victims they may take from, with Hall's rows per
   node (``solver.freed_room``), and pods that may never preempt are not placed there;
 - **reclaim floor**: a queue above its deserved share ends at or above it;
-- **reclaim ceiling**: a queue reclaims only while below its own (``reclaim_ceiling``):
+- **reclaim ceiling**: a queue reclaims only while below its own (``reclaim_limit``):
   its pods placed where a victim of another queue they may take from loses pods mark it
   as reclaiming (stricter than whether they use that room, never looser);
 - objective: minus each removed pod's cost (the value it stops earning, the
@@ -62,7 +62,7 @@ from solver.victims import (
     VictimGroup,
     cheapest_victims,
     never_preempting,
-    reclaim_ceiling,
+    reclaim_limit,
     reclaimable,
     running_victims,
     takes_from,
@@ -425,21 +425,32 @@ def _add_reclaim_ceiling(enc: Encoding, vs: VictimSet, out: VictimVars, coef: Co
         if len(enc.bins[b].nodes) == 1:
             on_node[enc.bins[b].nodes[0]].append(p)
     for q, members in reclaimers.items():
-        smallest = min(
-            shapes.shapes[s].need * min(classes[c].pod_share for c in shapes.shapes[s].classes)
-            for s in members
-        )
-        ceiling = reclaim_ceiling(int(coef.deserved[q]), smallest) - int(coef.held[q])
+        limit = reclaim_limit(int(coef.deserved[q]), int(coef.held[q]))
         won = np.flatnonzero(pair_queue == q)
         most = int((share[won] * enc.pairs.cap[won]).sum())
-        if most <= ceiling:
-            continue  # the queue cannot pass it
+        if most <= limit:
+            continue  # the queue stays below its share whatever it is given
         reclaims = _new_var(enc, 0, 1, f"reclaims[{enc.problem.queues[q].name}]")
-        # won <= ceiling, when it reclaims
-        spare = most - ceiling
-        _linear(
-            enc, [*won.tolist(), reclaims], [*share[won].tolist(), spare], -INF, ceiling + spare
-        )
+        # When it reclaims, one gang of one of its shapes is last: what the queue is given
+        # less that gang's least gain (minMember pods of its cheapest class) is in limit.
+        lasts = []
+        for shape in shapes.shapes:
+            if shape.queue != q or shape.index not in enc.admitted:
+                continue
+            gain = shape.need * min(classes[c].pod_share for c in shape.classes)
+            last = _new_var(enc, 0, 1, f"last[{enc.problem.gangs[shape.gangs[0]].name}]")
+            _linear(enc, [last, enc.admitted[shape.index]], [1, -1], -INF, 0)
+            # won <= limit + gain when last (else <= most)
+            slack = max(0, most - limit - gain)
+            _linear(
+                enc,
+                [*won.tolist(), last],
+                [*share[won].tolist(), slack],
+                -INF,
+                limit + gain + slack,
+            )
+            lasts.append(last)
+        _linear(enc, [*lasts, reclaims], [*[1] * len(lasts), -1], 0, INF)
         for (v, n), touches in out.touches.items():
             if victim_queue[v] == q:
                 continue

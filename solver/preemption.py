@@ -16,7 +16,7 @@ the room the evictions free and the pods each victim loses:
   from a victim is nominated where it loses pods;
 - **reclaim floor**: a queue above its deserved share is never pushed below it;
 - **reclaim ceiling**: a queue reclaims only while below its own
-  (``victims.reclaim_ceiling``).
+  (``victims.reclaim_limit``).
 
 The objective prices what ``solver.objective`` prices (pod value, priority, the
 preemptors' queues' shortfall), priority on the ranks of every gang's
@@ -53,7 +53,7 @@ from solver.victims import (
     candidates,
     evictions_of,
     placed_load,
-    reclaim_ceiling,
+    reclaim_limit,
     restore_unneeded,
     split_withdrawn,
 )
@@ -327,39 +327,41 @@ def _add_reclaim_floor(problem: Problem, m: _Model, coef: Coefficients) -> None:
 
 
 def _add_reclaim_ceiling(problem: Problem, m: _Model, coef: Coefficients) -> None:
-    """A queue reclaims only while below its deserved share (``reclaim_ceiling``). A
-    preemptor nominated where a victim of another queue that it may take from loses pods
-    counts as reclaiming, whether or not it uses that room: stricter, never looser."""
+    """A queue reclaims only while below its deserved share: when it reclaims, one of its
+    nominated gangs is ``last`` and the others' gains keep it below (``reclaim_limit``).
+    A preemptor nominated where a victim of another queue that it may take from loses
+    pods counts as reclaiming, whether or not it uses that room: stricter, never looser."""
     cand = m.cand
-    reclaimers: dict[int, list[int]] = defaultdict(list)  # queue -> preemptor indices
+    of_queue: dict[int, list[int]] = defaultdict(list)  # queue -> preemptor indices
+    reclaimers: dict[int, list[int]] = defaultdict(list)
     for i, pre in enumerate(cand.preemptors):
         q = problem.gangs[pre.gang].queue
+        of_queue[q].append(i)
         if any(cand.victims[v].queue != q for v in pre.eligible):
             reclaimers[q].append(i)
     for q, members in reclaimers.items():
-        smallest = min(_smallest_gain(problem, coef, cand.preemptors[i].gang) for i in members)
-        held = int(coef.held[q] + cand.gained[q])
-        ceiling = reclaim_ceiling(int(coef.deserved[q]), smallest) - held
+        limit = reclaim_limit(int(coef.deserved[q]), int(coef.held[q] + cand.gained[q]))
         won = [
-            (int(coef.pod_share[c]), var, m.cap[(c, n)])
+            (int(coef.pod_share[c]), var, m.cap[(c, n)], m.owner[c])
             for (c, n), var in m.x.items()
             if problem.gangs[problem.classes[c].gang].queue == q
         ]
-        if sum(share * cap for share, _, cap in won) <= ceiling:
-            continue  # the queue cannot pass it
+        if sum(share * cap for share, _, cap, _ in won) <= limit:
+            continue  # the queue stays below its share whatever it is given
         reclaims = m.model.new_bool_var(f"reclaims[{problem.queues[q].name}]")
-        m.model.add(sum(share * var for share, var, _ in won) <= ceiling).only_enforce_if(reclaims)
+        lasts = []
+        for i in of_queue[q]:
+            last = m.model.new_bool_var(f"last[{problem.gangs[cand.preemptors[i].gang].name}]")
+            m.model.add_implication(last, m.admitted[i])
+            others = [share * var for share, var, _, owner in won if owner != i]
+            m.model.add(sum(others) <= limit).only_enforce_if(last)
+            lasts.append(last)
+        m.model.add_bool_or(lasts).only_enforce_if(reclaims)
         for i in members:
             pre = cand.preemptors[i]
             for (v, n), touches in m.touches.items():
                 if v in pre.eligible and cand.victims[v].queue != q and (i, n) in m.uses:
                     m.model.add_bool_or([touches.Not(), m.uses[(i, n)].Not(), reclaims])
-
-
-def _smallest_gain(problem: Problem, coef: Coefficients, g: int) -> int:
-    """Share units the gang adds to its queue, placed with its fewest pods."""
-    gang = problem.gangs[g]
-    return gang.need * min(int(coef.pod_share[c]) for c in gang.classes)
 
 
 def _set_objective(problem: Problem, m: _Model, coef: Coefficients, config: SolverConfig) -> None:

@@ -102,7 +102,7 @@ def check_preemption(state: ClusterState, decision: Decision) -> list[Violation]
         served = [
             any(
                 t is not None and may_take(t, v, closed)
-                for t in (gangs.get(p.gang or "") for p in on_node.get(node_name, []))
+                for t in (taker_gang(p, gangs) for p in on_node.get(node_name, []))
             )
             for node_name in sorted(n for n, vs in victims_on_node.items() if victim in vs)
         ]
@@ -207,6 +207,14 @@ def _room_after_evictions(
     return out
 
 
+def taker_gang(pod: Pod, gangs: Mapping[str, Gang]) -> Gang | None:
+    """The gang a nominated pod takes for: its PodGroup, or for a pod outside any, the
+    gang of one the solver makes it (default queue, its own priority)."""
+    if pod.gang is None:
+        return Gang(name=pod.gang_name(), min_member=1, queue=DEFAULT_QUEUE, priority=pod.priority)
+    return gangs.get(pod.gang)
+
+
 def may_take(taker: Gang, victim: Gang, closed: Collection[str]) -> bool:
     """Whether ``taker`` may take from ``victim`` at all: a higher priority in its queue,
     or another queue reclaiming (whose shares this oracle does not weigh) from one not
@@ -249,7 +257,7 @@ def _room_per_victim(
             frozenset(
                 i
                 for i, v in enumerate(names)
-                if (t := gangs.get(pod.gang or "")) is not None
+                if (t := taker_gang(pod, gangs)) is not None
                 and may_take(t, gangs[v], closed)
             )
             for pod in arriving[node_name]

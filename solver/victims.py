@@ -248,16 +248,16 @@ def takes_from(
     )
 
 
-def reclaim_ceiling(deserved: int, smallest_gain: int) -> int:
-    """The most share units a queue that reclaims may hold after a decision.
+def reclaim_limit(deserved: int, held: int) -> int:
+    """The most share units the gangs a queue that reclaims is given may add, less the
+    gang placed last.
 
     A gang reclaims only while its queue is below its deserved share (as kube-batch's
-    reclaim action checks before each job). Order the decision's preemptors with the
-    queue's reclaiming gangs last, the largest of them last of all: each finds the queue
-    below its share if the queue, less that largest gain, is below it. ``smallest_gain``
-    (the fewest units any of the queue's possible reclaimers adds, placed whole) is at
-    most that gain, so the models' rows built on it never allow more."""
-    return deserved - 1 + smallest_gain
+    reclaim action checks before each job). Order the decision's gangs of the queue with
+    one of them last (the models choose which): every gang before it, reclaiming or not,
+    finds the queue below its share when what they add, all but that last gang's gain,
+    keeps ``held`` below ``deserved``."""
+    return deserved - 1 - held
 
 
 def used_groups(

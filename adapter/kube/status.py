@@ -126,7 +126,7 @@ def _phase_status(status: GangStatus, group: str, now: datetime) -> dict[str, An
                 "status": "True",
                 "lastTransitionTime": _stamp(now),
                 "reason": "tasks in gang are ready to be scheduled",
-                "message": f"{status.bound}/{status.min_member} pods bound",
+                "message": bound_text(status),
             }
         ]
     return body
@@ -146,7 +146,7 @@ def _workload_condition(
                 return dict(c)  # final once True: later evictions do not revert it
     if status.phase != "Pending":
         reason, state = "Scheduled", "True"
-        message = f"{status.bound}/{status.min_member} pods bound"
+        message = bound_text(status)
     else:
         state, message = "False", unschedulable_message(status)
         failed = status.reason in ("SchedulerError", "InvalidDecision")
@@ -179,9 +179,14 @@ def _condition_reason(status: GangStatus) -> str:
     return status.reason
 
 
+def bound_text(status: GangStatus) -> str:
+    done = f", {status.succeeded} succeeded" if status.succeeded else ""
+    return f"{status.bound}/{status.min_member} pods bound{done}"
+
+
 def unschedulable_message(status: GangStatus) -> str:
     """How kube-batch words a waiting gang, then the solver's reason."""
-    waiting = status.min_member - status.bound
+    waiting = max(0, status.min_member - status.succeeded - status.bound)
     head = f"{waiting}/{status.min_member} tasks in gang unschedulable"
     return f"{head}: {status.message}" if status.message else head
 

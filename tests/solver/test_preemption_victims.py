@@ -192,3 +192,22 @@ def test_hall_sets_are_the_unions_of_what_the_pods_may_take() -> None:
     # Too many unions to tell apart: the caller falls back to the free room.
     many = frozenset(range(10))
     assert hall_sets([frozenset({i}) for i in range(10)], many) is None
+
+
+@pytest.mark.parametrize("how", PATHS)
+def test_a_pod_outside_any_podgroup_may_preempt_and_the_validator_agrees(how: str) -> None:
+    # A gang of one in the default queue: the validator looked its gang up, found none,
+    # and voided the cycle's every eviction.
+    st_ = state(
+        [node("n0").cap(cpu=4)],
+        [
+            pod("lo-0").req(cpu=4).gang("lo").on("n0").started(0),
+            pod("plain").req(cpu=4).priority(100),
+        ],
+        [gang("lo", 1)],
+        [queue()],
+        now_s=600,
+    )
+    decision = _decide(st_, how)
+    assert set(decision.evictions) == {"lo-0"} and decision.nominated == {"plain": "n0"}
+    assert check(st_, decision) == []

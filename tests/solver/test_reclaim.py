@@ -182,3 +182,33 @@ def test_the_validator_refuses_a_reclaim_from_a_queue_marked_not_reclaimable() -
     violations = check(cluster.model_copy(update={"queues": closed}), reclaim)
     # No taker for a0, and b0's pod in room it may not take.
     assert [(v.kind, v.subject) for v in violations] == [("eviction", "a0"), ("nomination", "n0")]
+
+
+@pytest.mark.parametrize("how", PATHS)
+def test_a_small_gang_of_the_queue_does_not_cap_what_a_big_one_may_reclaim(how: str) -> None:
+    """qb holds nothing and deserves an eighth of the cluster; big (a whole 8-cpu node,
+    a quarter) reclaims from zero, as kube-batch lets it. The models bounded the queue by
+    its smallest possible reclaimer (small, 1 cpu), so big could never go."""
+    running = [pod(f"a{j}-0").req(cpu=8).gang(f"a{j}").on(f"n{j}").started(0) for j in range(4)]
+    cluster = state(
+        [node(f"n{j}").cap(cpu=8) for j in range(4)],
+        [
+            *running,
+            pod("big-0").req(cpu=8).gang("big"),
+            pod("small-0").req(cpu=1).gang("small"),
+            *[pod(f"c-{i}").req(cpu=8).gang("c").selector(zone="nowhere") for i in range(4)],
+        ],
+        [
+            *[gang(f"a{j}", 1).queue("qa") for j in range(4)],
+            gang("big", 1).queue("qb").priority(10),
+            gang("small", 1).queue("qb").priority(10),
+            gang("c", 4).queue("qc"),
+        ],
+        [queue("qa", 1), queue("qb", 1), queue("qc", 6)],
+        now_s=600,
+    )
+    decision = _decide(cluster, how)
+    assert sorted(decision.nominated) == ["big-0"]
+    assert len(decision.evictions) == 1
+    assert below_when_reclaiming(cluster, decision) == []
+    assert check(cluster, decision) == []

@@ -534,7 +534,13 @@ def test_a_status_write_that_keeps_failing_is_retried_less_and_less_often(
 
 @pytest.mark.parametrize(
     ("flag", "value"),
-    [("--lease-name", ""), ("--lease-name", "Gangsat_1"), ("--lease-namespace", "a b")],
+    [
+        ("--lease-name", ""),
+        ("--lease-name", "Gangsat_1"),
+        ("--lease-namespace", "a b"),
+        ("--lease-namespace", "gangsat.system"),  # a label: no dots, unlike a Lease's name
+        ("--lease-namespace", "a" * 64),
+    ],
 )
 def test_a_lease_name_the_api_server_would_refuse_is_refused_at_once(
     tmp_path: Path, flag: str, value: str

@@ -227,3 +227,13 @@ def test_events_name_the_object_as_kubectl_describe_finds_it() -> None:
     # A cluster-scoped object has no namespace; its Event has to live in one.
     assert "namespace" not in queue.body["involvedObject"]
     assert queue.body["metadata"]["namespace"] == "default"
+
+
+def test_members_that_succeeded_are_not_counted_as_waiting() -> None:
+    # minMember 4, 2 succeeded, none bound: 2 tasks wait, not 4.
+    waiting = PENDING.model_copy(update={"min_member": 4, "succeeded": 2, "message": ""})
+    body = podgroup_status(waiting, "scheduling.volcano.sh/v1beta1", NOW)
+    assert body["conditions"][0]["message"] == "2/4 tasks in gang unschedulable"
+    running = RUNNING.model_copy(update={"bound": 3, "min_member": 4, "succeeded": 1})
+    body = podgroup_status(running, "scheduling.sigs.dev/v1alpha2", NOW)
+    assert body["conditions"][0]["message"] == "3/4 pods bound, 1 succeeded"
