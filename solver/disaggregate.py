@@ -135,7 +135,9 @@ def disaggregate(
         return (-gang.rank, -sum(problem.classes[c].count for c in gang.classes), gang.name)
 
     def reached(g: int) -> bool:
-        return problem.gangs[g].reaches(sum(placer.next_pod[c] for c in problem.gangs[g].classes))
+        gang = problem.gangs[g]
+        counts = {c: placer.next_pod[c] for c in gang.classes}
+        return gang.reaches(sum(counts.values())) and gang.tasks_met(counts)
 
     short = [g for g in sorted(admitted, key=difficulty) if not reached(g)]
     # The pods a class could not hold may fit elsewhere: a 53-pod gang short of 7 keeps

@@ -44,7 +44,7 @@ from solver.objective import Coefficients
 from solver.problem import Problem
 from solver.relaxation import FloatArray, LinearRows
 from solver.room import usable_free
-from solver.shapes import Shapes
+from solver.shapes import Shapes, task_positions
 
 INF = np.iinfo(np.int64).max
 # Pod sizes above 1/ROUNDING of a node's allocatable get rounded capacity rows
@@ -195,6 +195,11 @@ def add_gang_all_or_nothing(enc: Encoding) -> None:
         members = enc.shape_span(s)
         need = enc.shapes.shapes[s].need
         _linear(enc, [*members, admitted], [1] * len(members) + [-need], 0, INF)
+        for task_classes, task_need in task_positions(enc.problem, enc.shapes, s):
+            spans = [enc.class_span[c] for c in task_classes if c in enc.class_span]
+            of_task = [v for start, end in spans for v in range(start, end)]
+            # each admitted gang places its task's minimum (Volcano's minTaskMember)
+            _linear(enc, [*of_task, admitted], [1] * len(of_task) + [-task_need], 0, INF)
 
 
 def _by_bin(enc: Encoding) -> dict[int, IntArray]:

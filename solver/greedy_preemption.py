@@ -211,25 +211,44 @@ def _fit(
     queue_room = _queue_freed(problem, cand, queue_room, gang.queue, victims)
     freed = {cand.groups[g].node for v in victims for g in cand.victims[v].groups}
     placement: dict[str, int] = {}
-    for c in gang.classes:
+    used: dict[int, int] = {}  # per class, pods placed so far
+
+    def place(c: int, most: int) -> int:
+        """Up to ``most`` more pods of class ``c``; how many went."""
         cls = problem.classes[c]
-        wanted = min(cls.count, gang.need - len(placement))
+        nonlocal queue_room
+        start = used.get(c, 0)
+        wanted = min(cls.count - start, most)
         fits = np.where(cls.feasible, fit_per_node(cls.demand, room), 0)
         nodes = sorted(np.flatnonzero(fits).tolist(), key=lambda n: (n not in freed, -fits[n], n))
-        pods = iter(cls.pods[:wanted])
+        pods = iter(cls.pods[start : start + wanted])
         asked = cls.demand > 0
+        went = 0
         for n in nodes:
-            take = min(int(fits[n]), wanted)
+            if went >= wanted:
+                break
+            take = min(int(fits[n]), wanted - went)
             if asked.any():  # the queue's capability (huge where uncapped)
                 room_left = np.maximum(queue_room[asked], 0) // cls.demand[asked]
                 take = min(take, int(room_left.min()))
             for _ in range(take):
                 placement[next(pods)] = n
             room[n] -= cls.demand * take
-            queue_room -= cls.demand * take
-            wanted -= take
-            if not wanted:
+            queue_room = queue_room - cls.demand * take
+            went += take
+        used[c] = start + went
+        return went
+
+    for task_classes, task_need in gang.task_needs:  # each task's minimum first
+        got = 0
+        for c in task_classes:
+            got += place(c, task_need - got)
+            if got >= task_need:
                 break
+        if got < task_need:
+            return None
+    for c in gang.classes:
         if len(placement) >= gang.need:
-            return placement
-    return None
+            break
+        place(c, gang.need - len(placement))
+    return placement if len(placement) >= gang.need else None

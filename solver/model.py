@@ -260,6 +260,10 @@ class Pod(_Frozen):
         default=False,
         description="evicted or deleted, still holding its node's room until it is gone",
     )
+    task: str | None = Field(
+        default=None,
+        description="its task in its gang (Volcano's volcano.sh/task-spec annotation)",
+    )
 
     def demand(self) -> dict[str, int]:
         """Requests plus the pod slot every pod takes."""
@@ -267,7 +271,7 @@ class Pod(_Frozen):
 
     def spec_key(self) -> tuple[object, ...]:
         """Pods of one gang with equal keys are interchangeable to every scheduler."""
-        return (self.requests.key(), self.placement_key())
+        return (self.requests.key(), self.placement_key(), self.task)
 
     def placement_key(self) -> tuple[object, ...]:
         """What node predicates read from the pod (resources aside)."""
@@ -293,6 +297,13 @@ class Gang(_Frozen):
         description=(
             "false: never a victim of preemption or reclaim (annotation "
             "gangsat.io/preemptible or volcano.sh/preemptable: \"false\")"
+        ),
+    )
+    min_task_member: dict[str, int] = Field(
+        default_factory=dict,
+        description=(
+            "per task, the fewest of its pods that must run (Volcano's minTaskMember): "
+            "the gang is placed only with each met"
         ),
     )
     succeeded: int = Field(

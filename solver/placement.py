@@ -231,10 +231,21 @@ class Placer:
         """
         classes = [self.problem.classes[c] for c in gang.classes]
         placed: list[str] = []
+        for task_classes, task_need in gang.task_needs:  # each task's minimum first
+            got = 0
+            for c in task_classes:
+                more = self.place_class(self.problem.classes[c], task_need - got, policy)
+                placed += more
+                got += len(more)
+                if got >= task_need:
+                    break
+            if got < task_need:
+                self.unplace(placed)
+                return None
         for cls in classes:
-            placed += self.place_class(cls, gang.need - len(placed), policy)
             if len(placed) >= gang.need:
                 break
+            placed += self.place_class(cls, gang.need - len(placed), policy)
         if len(placed) < gang.need:
             self.unplace(placed)
             return None

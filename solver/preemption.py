@@ -222,6 +222,9 @@ def _add_gang_rules(problem: Problem, m: _Model) -> None:
             m.model.add(sum(of_class) <= problem.classes[c].count * admitted)
             placed += of_class
         m.model.add(sum(placed) >= gang.need * admitted)
+        for task_classes, task_need in gang.task_needs:  # Volcano's minTaskMember
+            of_task = [var for c in task_classes for var in by_class[c]]
+            m.model.add(sum(of_task) >= task_need * admitted)
     by_victim: dict[int, list[cp_model.IntVar]] = defaultdict(list)
     for g, grp in enumerate(cand.groups):
         by_victim[grp.victim].append(m.removed[g])

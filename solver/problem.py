@@ -69,11 +69,19 @@ class GangInfo:
     classes: list[int] = field(default_factory=list)
     rank: int = 0  # Problem.ranks of its priority
     shape: int = 0  # gangs of one shape are interchangeable (see solver.shapes)
+    # Per task with a minimum (Volcano's minTaskMember) still unmet: its pod classes and
+    # how many of them must be placed this cycle; its classes come first in ``classes``.
+    task_needs: list[tuple[tuple[int, ...], int]] = field(default_factory=list)
 
     @property
     def need(self) -> int:
-        """Pods that must be placed this cycle for the gang to reach minMember."""
-        return max(0, self.min_member - self.bound)
+        """Pods that must be placed this cycle for the gang to reach minMember (and each
+        task its minimum)."""
+        return max(self.min_member - self.bound, sum(n for _, n in self.task_needs), 0)
+
+    def tasks_met(self, placed_of: Mapping[int, int]) -> bool:
+        """Whether pods placed per class (``placed_of``) meet every task's minimum."""
+        return all(sum(placed_of.get(c, 0) for c in cs) >= n for cs, n in self.task_needs)
 
     def reaches(self, placed: int) -> bool:
         """With ``placed`` more pods, does the gang hold at least minMember (and run)?
@@ -374,6 +382,13 @@ def prepare(state: ClusterState) -> Problem:
             )
             info.classes.append(classes[-1].index)
             pending_demand[q] += demand * len(same)
+        if gang.min_task_member:
+            short = _task_needs(gang, info, bound, classes)
+            if short is not None:
+                invalid[gang.name] = short
+                pending_demand[q] -= sum(classes[c].demand * classes[c].count for c in info.classes)
+                del classes[len(classes) - len(info.classes) :]
+                continue
         gangs.append(info)
 
     held.add_to(used)
@@ -389,6 +404,7 @@ def prepare(state: ClusterState) -> Problem:
             g.need,
             g.running,
             tuple((classes[c].spec, classes[c].count) for c in g.classes),
+            tuple((len(cs), n) for cs, n in g.task_needs),
             # A running gang's pending pods are a shape of their own: the joint model
             # gives none to a victim it evicts whole, which it must tell apart.
             g.name if g.running else None,
@@ -430,6 +446,32 @@ def fit_per_node(demand: IntArray, free: IntArray) -> IntArray:
         return np.full(len(free), NO_LIMIT_FIT, dtype=np.int64)
     fit: IntArray = (np.maximum(free[:, asked], 0) // demand[asked]).min(axis=1)
     return fit
+
+
+def _task_needs(
+    gang: Gang, info: GangInfo, bound: list[Pod], classes: list[PodClass]
+) -> str | None:
+    """Fill ``info.task_needs`` from the gang's per-task minimums (pods of a task already
+    bound count), its tasks' classes first in ``info.classes``; or why the gang cannot
+    meet them with the pods it has."""
+    running = Counter(p.task for p in bound)
+    of_task: dict[str | None, list[int]] = defaultdict(list)
+    for c in info.classes:
+        of_task[classes[c].exemplar.task].append(c)
+    for task, least in sorted(gang.min_task_member.items()):
+        missing = least - running[task]
+        if missing <= 0:
+            continue
+        have = sum(classes[c].count for c in of_task.get(task, []))
+        if have < missing:
+            return (
+                f"NotEnoughTasks: task {task!r} has {have + running[task]} pod(s), "
+                f"minTaskMember is {least}"
+            )
+        info.task_needs.append((tuple(of_task[task]), missing))
+    first = [c for cs, _ in info.task_needs for c in cs]
+    info.classes = first + [c for c in info.classes if c not in first]
+    return None
 
 
 def share_units(quantity: IntArray, totals: IntArray) -> IntArray:

@@ -102,6 +102,18 @@ def group(problem: Problem, coef: Coefficients) -> Shapes:
     return Shapes(shapes, classes)
 
 
+def task_positions(problem: Problem, shapes: Shapes, s: int) -> list[tuple[list[int], int]]:
+    """The shape's per-task minimums: the shape classes of each task with one still
+    unmet, and how many of them each of its gangs places (``GangInfo.task_needs``)."""
+    shape = shapes.shapes[s]
+    first = problem.gangs[shape.gangs[0]]
+    position = {c: j for j, c in enumerate(first.classes)}
+    return [
+        ([shape.classes[position[c]] for c in task_classes], need)
+        for task_classes, need in first.task_needs
+    ]
+
+
 def split(
     shapes: Shapes, shape: Shape, admitted: int, counts: Mapping[int, Mapping[int, int]]
 ) -> dict[int, list[tuple[int, int]]]:

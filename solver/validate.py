@@ -22,7 +22,7 @@ What counts as a new placement for each check:
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping
 
 from solver.model import DEFAULT_QUEUE, ClusterState, Decision, Gang, Node, Pod, Queue
@@ -177,10 +177,14 @@ def _gangs(
     for pod in new_pods:
         placed[pod.gang_name()].append(pod)
     bound: dict[str, int] = defaultdict(int)
+    per_task: dict[str, Counter[str | None]] = defaultdict(Counter)  # bound and new
     for pod in state.bound_pods():
         # Only the gangs this decision adds to; a terminating pod is no member any more.
         if (name := pod.gang_name()) in placed and not pod.terminating:
             bound[name] += 1
+            per_task[name][pod.task] += 1
+    for name, members in placed.items():
+        per_task[name].update(p.task for p in members)
 
     out: list[Violation] = []
     for gang_name in sorted(placed):
@@ -211,6 +215,23 @@ def _gangs(
                     ),
                 )
             )
+        elif gang is not None and bound[gang_name] < min_member:  # starts this decision
+            short = [
+                f"task {task!r} {per_task[gang_name][task]} < {least}"
+                for task, least in sorted(gang.min_task_member.items())
+                if per_task[gang_name][task] < least
+            ]
+            if short:
+                out.append(
+                    Violation(
+                        kind="partial-gang",
+                        subject=gang_name,
+                        message=(
+                            f"gang {gang_name!r} would run without its tasks' minimums "
+                            f"(minTaskMember): {', '.join(short)}"
+                        ),
+                    )
+                )
     return out
 
 

@@ -352,7 +352,9 @@ def running_victims(
             queue=q,
             priority=gang.priority,
             bound=len(bound),
-            min_member=gang.min_running,  # its members that succeeded count
+            # Its members that succeeded count. One with per-task minimums goes whole or
+            # not at all: a shrink could take a task below its own.
+            min_member=len(bound) if gang.min_task_member else gang.min_running,
             value=0,
         )
         values = []

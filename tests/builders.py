@@ -108,6 +108,10 @@ class PodBuilder:
         self._fields["started_s"] = seconds
         return self
 
+    def task(self, name: str) -> PodBuilder:
+        self._fields["task"] = name
+        return self
+
     def never_preempts(self) -> PodBuilder:
         """spec.preemptionPolicy: Never."""
         self._fields["may_preempt"] = False
@@ -213,6 +217,10 @@ class GangBuilder:
 
     def not_preemptible(self) -> GangBuilder:
         self._fields["preemptible"] = False
+        return self
+
+    def task_minimums(self, **least: int) -> GangBuilder:
+        self._fields["min_task_member"] = dict(least)
         return self
 
     def build(self) -> Gang:

@@ -64,6 +64,8 @@ from solver.model import (
     Toleration,
 )
 
+# The task of a Volcano Job's pod, which its PodGroup's minTaskMember counts by.
+TASK_ANNOTATION = "volcano.sh/task-spec"
 MAX_JOB_PODS = 20_000  # pods of one Job: a finding above, not minutes of conversion
 
 
@@ -232,6 +234,7 @@ def _pod(
         requests=_resources(tuple(sorted(_requests(spec).items()))),
         priority=priority,
         gang=f"{namespace}/{group}" if group else None,
+        task=str((metadata.get("annotations") or {}).get(TASK_ANNOTATION) or "") or None,
         node_selector=spec.get("nodeSelector") or {},
         affinity=_affinity(spec),
         tolerations=_tolerations(

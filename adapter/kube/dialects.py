@@ -94,9 +94,16 @@ def podgroup(obj: Obj, priorities: Mapping[str, int], default_priority: int = 0)
     if not isinstance(queue, str):
         raise BadObject(f"spec.queue must be a name, got {json.dumps(queue)}")
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    per_task = spec.get("minTaskMember") or {}
+    if not isinstance(per_task, Mapping):
+        raise BadObject(f"spec.minTaskMember must map tasks to counts, got {json.dumps(per_task)}")
     return Gang(
         name=f"{namespace}/{name}",
         min_member=min_member,
+        min_task_member={
+            str(task): int_field(count, f"spec.minTaskMember.{task}", 0)
+            for task, count in per_task.items()
+        },
         queue=queue,
         priority=priority,
         created_s=created_s(obj),

@@ -660,3 +660,17 @@ def test_members_that_succeeded_count_towards_min_member() -> None:
     state = convert([node("n1", cpu="8"), group, *members]).state
     assert state.gangs[0].succeeded == 0
     assert schedule(state, "cpsat", SolverConfig(time_limit_s=1.0)).placements == {}
+
+
+def test_volcanos_min_task_member_and_task_annotation_are_read() -> None:
+    group = podgroup(
+        "scheduling.volcano.sh/v1beta1", "job", {"minMember": 2, "minTaskMember": {"ps": 1}}
+    )
+    ps = pod("job-ps-0", annotations={"scheduling.k8s.io/group-name": "job"})
+    ps["metadata"]["annotations"]["volcano.sh/task-spec"] = "ps"
+    state = convert([node("n1"), group, ps, pod("loner")]).state
+    [gang] = state.gangs
+    assert gang.min_task_member == {"ps": 1}
+    assert {p.name: p.task for p in state.pods} == {"team/job-ps-0": "ps", "team/loner": None}
+    bad = podgroup("scheduling.volcano.sh/v1beta1", "bad", {"minTaskMember": {"ps": -1}})
+    assert [f.name for f in convert([bad]).findings] == ["team/bad"]
