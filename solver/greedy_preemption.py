@@ -18,6 +18,7 @@ import numpy as np
 
 from solver.arrays import IntArray
 from solver.config import SolverConfig
+from solver.evictions import split_withdrawn
 from solver.objective import Coefficients
 from solver.placement import Placer
 from solver.problem import GangInfo, Problem, fit_per_node
@@ -26,7 +27,6 @@ from solver.victims import (
     Preemption,
     candidates,
     reason,
-    split_withdrawn,
 )
 
 # Placement attempts per preemptor: each places the gang on every node (2-3 ms on 1,000

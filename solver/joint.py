@@ -14,7 +14,7 @@ Decoding: counts on classes of nodes are disaggregated around the victims' nodes
 gangs with a pod on a node where a victim loses pods are *nominated* (bound once the
 victims are gone), but those that fit in what the node has free now; the rest are
 placements, bound now. Victims whose room the solution does not need are kept
-(``victims.restore_unneeded``): nothing is evicted "in case".
+(``evictions.restore_unneeded``): nothing is evicted "in case".
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from solver.decode import relative_gap
 from solver.disaggregate import PACK_SHARE, REORDER_SHARE, disaggregate
 from solver.encode import Encoding, restricted_pairs
 from solver.encode_victims import VictimSet, VictimVars, encode_joint, victim_nodes
+from solver.evictions import evictions_of, placed_load, restore_unneeded, split_withdrawn
 from solver.greedy_preemption import apply_withdrawals, greedy_choice
 from solver.objective import evaluate
 from solver.placement import Placer
@@ -44,11 +45,7 @@ from solver.solution import decode_admitted, decode_counts, hint_values, solutio
 from solver.victims import (
     Preemption,
     candidates,
-    evictions_of,
     never_preempting,
-    placed_load,
-    restore_unneeded,
-    split_withdrawn,
 )
 
 # Of the stage's time: the LP at most (HiGHS took 0.01-0.05 s on real-shaped 40-node joint

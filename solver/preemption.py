@@ -26,7 +26,7 @@ work lost, and an evicted gang's priority. Priority is a trade here, not a rule:
 evicts lower ones only where its priority term outweighs what they lose (raise
 ``priority`` for kube-scheduler's strictness).
 After solving, victims whose room turns out not to be needed are kept
-(``victims.restore_unneeded``), so nothing is evicted "in case".
+(``evictions.restore_unneeded``), so nothing is evicted "in case".
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from ortools.sat.python import cp_model
 
 from solver.arrays import IntArray
 from solver.config import SolverConfig
+from solver.evictions import evictions_of, placed_load, restore_unneeded, split_withdrawn
 from solver.greedy_preemption import greedy_choice
 from solver.model import StageReport
 from solver.objective import Coefficients
@@ -51,11 +52,7 @@ from solver.victims import (
     Candidates,
     Preemption,
     candidates,
-    evictions_of,
-    placed_load,
     reclaim_limit,
-    restore_unneeded,
-    split_withdrawn,
 )
 
 MAX_FREE_NODES = 64  # per preemptor class, nodes without victims it may also use
