@@ -7,8 +7,10 @@ runs its real code paths against it:
 - discovery (``/api``, ``/api/v1``, ``/apis``, ``/apis/{group}[/{version}]``, ``/version``);
 - nodes, pods (``status``, ``binding`` and ``eviction`` subresources, and
   ``/namespaces/{ns}/bindings``), core and ``events.k8s.io`` events, namespaces, leases,
-  priority classes, PodDisruptionBudgets (``minAvailable`` with ``matchLabels``: an
-  eviction that would break one is a 429), and CRDs — a POSTed CustomResourceDefinition
+  priority classes, PodDisruptionBudgets (``matchLabels``; ``minAvailable`` or
+  ``maxUnavailable``, integers or percentages; an eviction that would break one is a 429,
+  two over one pod a 500, and a Pending, finished or terminating pod is evicted without
+  one, as kube-apiserver's eviction check does), and CRDs — a POSTed CustomResourceDefinition
   registers its resource, so CRD manifests can be applied;
 - an eviction ends a bound pod gracefully, as a kubelet would: it keeps its node with a
   ``deletionTimestamp`` for its grace period (the eviction's, the pod's
@@ -46,9 +48,9 @@ model how a real server's cost varies with the request (a large list or a busy w
 costs more than a get): every non-watch request costs the same, and watch events cost
 nothing extra. How that leans: a pod DELETE frees its node at once where a kubelet would
 hold it for the grace period (gangsat's rollback of a part-bound gang looks faster
-here); PodDisruptionBudgets are counted over bound pods with an integer ``minAvailable``
-only (no ``maxUnavailable``, percentages, readiness, or the skip for pending pods, and
-no 500 when two budgets match); a binding's resourceVersion precondition and a bind of
+here); a PodDisruptionBudget's healthy pods are counted on the spot (bound, Running,
+Ready unless no condition says: no kubelet posts one) where a real server reads the
+status the disruption controller keeps; a binding's resourceVersion precondition and a bind of
 a pod being deleted are not refused; bookmarks come every ``bookmark_interval_s`` (a
 real server sends one about a minute), so a dropped watch resumes from a fresher version
 than it would; no kubelet posts pod status, so a real cluster's 2-4 extra writes and

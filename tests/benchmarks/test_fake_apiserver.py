@@ -800,6 +800,47 @@ def test_an_event_is_serialised_once_for_every_watch_that_sends_it_unchanged() -
     assert added["type"] == "ADDED" and sent != {selective.encode(event)}
 
 
+def test_the_eviction_budget_check_is_kube_apiservers(server: FakeApiServer, api: Any) -> None:
+    """Pending pods skip the budget; maxUnavailable and percentages count; unready pods
+    are not healthy; two budgets over one pod are a 500 (pkg/registry/core/pod/storage/
+    eviction.go)."""
+    server.put(node("n1"))
+    ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    for i in range(3):
+        server.put({**pod(f"r-{i}", {"app": "r"}, nodeName="n1"), "status": ready})
+    server.put({**pod("p-0", {"app": "r"}, nodeName="n1"), "status": {"phase": "Pending"}})
+
+    def budget(name: str, **spec: Any) -> None:
+        selector = {"matchLabels": {"app": "r"}}
+        server.put(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": name, "namespace": NS},
+                "spec": {**spec, "selector": selector},
+            }
+        )
+
+    budget("b", maxUnavailable=0)
+    _evict(api, "p-0")  # Pending: evicted without the budget
+    with pytest.raises(ApiException) as none_allowed:
+        _evict(api, "r-0")
+    assert none_allowed.value.status == 429
+    budget("b", minAvailable="67%")  # of 3: 2.01, rounded up to 3
+    with pytest.raises(ApiException):
+        _evict(api, "r-0")
+    budget("b", minAvailable="50%")  # 2 of 3 must stay: one may go
+    budget("c", maxUnavailable=1)
+    with pytest.raises(ApiException) as two:
+        _evict(api, "r-0")
+    assert two.value.status == 500
+    server.delete("policy", "poddisruptionbudgets", NS, "c")
+    unready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}
+    server.put({**pod("r-2", {"app": "r"}, nodeName="n1"), "status": unready})
+    with pytest.raises(ApiException):  # 2 healthy, 2 must stay
+        _evict(api, "r-0")
+
+
 def _evict(api: Any, name: str, uid: str | None = None) -> None:
     options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
     body = client.V1Eviction(
@@ -811,9 +852,8 @@ def _evict(api: Any, name: str, uid: str | None = None) -> None:
 def test_eviction_is_graceful_budgeted_and_preconditioned(server: FakeApiServer, api: Any) -> None:
     server.put(node("n1"))
     for i in range(3):
-        server.put(
-            pod(f"w-{i}", {"app": "w"}, nodeName="n1", terminationGracePeriodSeconds=1)
-        )
+        running = pod(f"w-{i}", {"app": "w"}, nodeName="n1", terminationGracePeriodSeconds=1)
+        server.put({**running, "status": {"phase": "Running"}})
     server.put(
         {
             "apiVersion": "policy/v1",

@@ -38,6 +38,7 @@ def _objects(pdb: bool = False, never: bool = False, grace: int = 0) -> list[dic
     low = gang_pods("low", 2)
     for p in low:
         p["spec"]["nodeName"] = "n1"
+        p["status"] = {"phase": "Running"}  # a budget guards running pods only
         p["spec"]["terminationGracePeriodSeconds"] = grace
         p["metadata"]["labels"] = {"app": "low"}
     high = gang_pods("high", 2)
