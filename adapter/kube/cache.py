@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from adapter.kube.fields import LEAVING, finished
-from adapter.kube.resources import DIALECTS, NODES, PODS, Resource
+from adapter.kube.resources import DIALECTS, DISRUPTION_BUDGETS, NODES, PODS, Resource
 
 Obj = dict[str, Any]
 DOUBT_TTL_S = 30.0
@@ -295,7 +295,10 @@ def _read_view(resource: Resource, obj: Obj, assumed_node: str | None = None) ->
             if isinstance(conditions, list)
             else conditions,
         )
-    elif resource in DIALECTS and isinstance(status, dict | None):
+    elif (resource in DIALECTS or resource == DISRUPTION_BUDGETS) and isinstance(
+        status, dict | None
+    ):
+        # A budget's status follows every pod it covers; which pods it covers, its spec.
         status = None  # a status that is no mapping makes a finding: kept
     rest = {k: v for k, v in obj.items() if k not in ("metadata", "spec", "status")}
     return meta, spec, status, rest

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from adapter.errors import validation_lines
 from adapter.kube import dialects
+from adapter.kube.budgets import Budgets
 from adapter.kube.dialects import (
     PODGROUP_GROUPS,
     QUEUE_GROUPS,
@@ -82,7 +83,16 @@ class Finding(BaseModel):
         return f"{self.kind} {self.name}: {self.message}"
 
 
-READ_KINDS = ("Node", "Pod", "PodGroup", "Queue", "Workload", "PriorityClass", "Job")
+READ_KINDS = (
+    "Node",
+    "Pod",
+    "PodGroup",
+    "Queue",
+    "Workload",
+    "PriorityClass",
+    "Job",
+    "PodDisruptionBudget",
+)
 READ_TEXT = (
     "Node, Pod, PodGroup, Queue, PriorityClass, scheduling.k8s.io Workloads and batch Jobs"
 )
@@ -372,6 +382,8 @@ def convert(
     unread: Counter[str] = Counter()  # kinds gangsat does not read
     others: Counter[str] = Counter()  # pending pods by another scheduler's name
     succeeded: Counter[str] = Counter()  # per gang, members that ran to completion
+    budgets = Budgets(o for o in items if o.get("kind") == "PodDisruptionBudget")
+    budgeted: set[str] = set()  # gangs with a bound pod a disruption budget covers
     nodes: dict[str, Node] = {}
     gangs: dict[str, Gang] = {}
     queues: dict[str, Queue] = {}
@@ -448,9 +460,8 @@ def convert(
             if pod is missing:
                 if finished(o.get("status")):
                     # A member that ran to completion counts towards minMember.
-                    done = (o.get("status") or {}).get("phase") == "Succeeded"
-                    if done and (member_of := group_of(o)):
-                        succeeded[f"{meta(o)[0]}/{member_of}"] += 1
+                    if (o.get("status") or {}).get("phase") == "Succeeded":
+                        _count_succeeded(o, succeeded)
                     continue
                 spec = o.get("spec") or {}
                 scheduler = spec.get("schedulerName", "default-scheduler")
@@ -468,6 +479,8 @@ def convert(
                 )
                 continue
             keep("Pod", pods, pod.name, pod)
+            if pod.gang is not None and pod.node_name is not None and budgets and budgets.cover(o):
+                budgeted.add(pod.gang)
             if pod.gang is not None:
                 # Read again for a recalled pod too: one lookup, where keeping it in the
                 # memo would cost a lookup as well.
@@ -494,6 +507,8 @@ def convert(
     for name, count in succeeded.items():
         if name in gangs:
             gangs[name] = gangs[name].model_copy(update={"succeeded": count})
+    for name in budgeted & gangs.keys():
+        gangs[name] = gangs[name].model_copy(update={"preemptible": False})
     if memo is not None:
         memo.by_key, memo.by_id = fresh.by_key, fresh.by_id
     state = ClusterState(
@@ -514,6 +529,18 @@ def convert(
         for kind, count in sorted(unread.items())
     ]
     return Conversion(state, findings, ignored, frozenset(foreign - owned))
+
+
+def _count_succeeded(pod: Obj, succeeded: Counter[str]) -> None:
+    """Count a finished pod towards its gang; a malformed one (it is finished: nothing
+    else reads it) counts towards none."""
+    try:
+        group = group_of(pod)
+        namespace = meta(pod)[0]
+    except (AttributeError, TypeError, KeyError, BadObject):
+        return
+    if group:
+        succeeded[f"{namespace}/{group}"] += 1
 
 
 def _workload_instances(

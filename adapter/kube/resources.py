@@ -60,12 +60,18 @@ class Resource:
         return call(api)(_preload_content=False, **query)
 
 
-BUILTIN_GROUPS = frozenset({"", "scheduling.k8s.io", "coordination.k8s.io", "events.k8s.io"})
+BUILTIN_GROUPS = frozenset(
+    {"", "scheduling.k8s.io", "coordination.k8s.io", "events.k8s.io", "policy"}
+)
 
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 PODS = Resource("", "v1", "pods", "Pod", namespaced=True)
 PRIORITY_CLASSES = Resource(
     "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
+)
+# A gang with a pod a PodDisruptionBudget covers is no victim (``adapter.kube.budgets``).
+DISRUPTION_BUDGETS = Resource(
+    "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True
 )
 
 _BUILTIN_LISTS: dict[tuple[str, str], Any] = {
@@ -73,6 +79,9 @@ _BUILTIN_LISTS: dict[tuple[str, str], Any] = {
     ("", "pods"): lambda api: client.CoreV1Api(api).list_pod_for_all_namespaces,
     ("scheduling.k8s.io", "priorityclasses"): (
         lambda api: client.SchedulingV1Api(api).list_priority_class
+    ),
+    ("policy", "poddisruptionbudgets"): (
+        lambda api: client.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces
     ),
 }
 
@@ -128,7 +137,7 @@ def discover(api: client.ApiClient) -> list[Resource]:
 
     with ThreadPoolExecutor(max_workers=max(1, len(wanted))) as pool:
         plurals = dict(zip(wanted, pool.map(resources_of, wanted), strict=True))
-    return [NODES, PODS, PRIORITY_CLASSES, *served(DIALECTS, plurals)]
+    return [NODES, PODS, PRIORITY_CLASSES, DISRUPTION_BUDGETS, *served(DIALECTS, plurals)]
 
 
 def raw(response: object) -> Any:

@@ -783,6 +783,8 @@ def test_cluster_role_is_what_the_adapter_uses() -> None:
         ("", "events", "patch"),
         ("scheduling.k8s.io", "priorityclasses", "list"),
         ("scheduling.k8s.io", "priorityclasses", "watch"),
+        ("policy", "poddisruptionbudgets", "list"),
+        ("policy", "poddisruptionbudgets", "watch"),
     }
     # Every dialect resource gangsat watches: list/watch it, patch its status — on the
     # object for Volcano's PodGroup, whose CRD ships without a status subresource; 1.35's

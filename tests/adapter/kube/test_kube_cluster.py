@@ -498,6 +498,7 @@ def test_discovery_watches_only_the_dialect_collections_the_cluster_serves() -> 
         ("", "nodes"),
         ("", "pods"),
         ("scheduling.k8s.io", "priorityclasses"),
+        ("policy", "poddisruptionbudgets"),
         (SIGS, PODGROUPS),
         ("scheduling.volcano.sh", PODGROUPS),
         ("scheduling.volcano.sh", "queues"),

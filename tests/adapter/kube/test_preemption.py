@@ -99,10 +99,27 @@ def test_victims_are_evicted_through_the_eviction_api_and_the_preemptor_bound_af
         cluster.stop()
 
 
-def test_a_disruption_budget_refusal_keeps_the_victim_and_holds_nothing(
+def test_a_gang_a_disruption_budget_covers_is_no_victim(server: FakeApiServer) -> None:
+    # Evicted pod by pod, a gang whose budget let some evictions through and refused the
+    # rest would run below minMember: it is not chosen at all.
+    apply(server, _objects(pdb=True))
+    cluster = KubeCluster(server.client()).start(10)
+    holds = Holds()
+    try:
+        result = run_cycle(cluster, SETTINGS, None, holds)
+        assert not result.preempted and not _evictions(server)
+        assert not holds.held
+        assert bound_pods(server) == {"default/low-0": "n1", "default/low-1": "n1"}
+    finally:
+        cluster.stop()
+
+
+def test_an_eviction_refused_with_429_keeps_the_victim_and_holds_nothing(
     server: FakeApiServer,
 ) -> None:
-    apply(server, _objects(pdb=True))
+    # A budget made after the snapshot (gangsat did not know it): the API server refuses.
+    apply(server, _objects())
+    server.fail("POST", r"/pods/low-\d/eviction$", 429, times=2)
     cluster = KubeCluster(server.client()).start(10)
     holds = Holds()
     try:
