@@ -98,20 +98,47 @@ class _Gangs:
     need: dict[str, int]  # gang -> minMember
     queue: dict[str, str]  # gang -> queue
     held: dict[str, int]  # gang -> pods bound in the snapshot
+    # Gangs with per-task minimums (Volcano's minTaskMember): each task's minimum, the
+    # task of each of their pods, and per task the pods bound (or succeeded).
+    task_need: dict[str, dict[str, int]] = field(default_factory=dict)
+    task_of: dict[str, str | None] = field(default_factory=dict)
+    task_held: dict[str, Counter[str | None]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, state: ClusterState) -> _Gangs:
         held: dict[str, int] = defaultdict(int)
         of_pod: dict[str, str] = {}
+        task_need = {g.name: g.task_minimums for g in state.gangs if g.task_minimums}
+        task_held: dict[str, Counter[str | None]] = {
+            g.name: Counter(g.succeeded_by_task) for g in state.gangs if g.name in task_need
+        }
+        task_of: dict[str, str | None] = {}
         for pod in state.pods:  # every pod of a big cluster, every cycle: one pass
             of_pod[pod.name] = gang = pod.gang_name()
-            if pod.node_name is not None and not pod.terminating:  # leaving: no member
+            bound = pod.node_name is not None and not pod.terminating  # leaving: no member
+            if bound:
                 held[gang] += 1
+            if gang in task_need:
+                task_of[pod.name] = pod.task
+                if bound:
+                    task_held[gang][pod.task] += 1
         return cls(
             of_pod=of_pod,
             need={g.name: g.min_running for g in state.gangs},
             queue={g.name: g.queue for g in state.gangs},
             held=held,
+            task_need=task_need,
+            task_of=task_of,
+            task_held=task_held,
+        )
+
+    def short_of_a_task(self, gang: str, members: Counter[str | None]) -> bool:
+        """Whether the gang, with ``members`` more per task (bound this cycle, or by
+        someone else meanwhile), still misses a task's minimum."""
+        held = self.task_held.get(gang, Counter())
+        return any(
+            held[task] + members[task] < least
+            for task, least in self.task_need.get(gang, {}).items()
         )
 
     def gang(self, pod: str) -> str:
@@ -195,8 +222,9 @@ def _bind(
         return
 
     def short() -> dict[str, list[str]]:
-        """Gangs still below minMember, with their members that failed. One pass over
-        the failures: a lost lease fails every bind of a large cycle."""
+        """Gangs still below minMember (or a task's minimum), with their members that
+        failed. One pass over the failures: a lost lease fails every bind of a large
+        cycle."""
         failed: dict[str, list[str]] = defaultdict(list)
         elsewhere: Counter[str] = Counter()  # bound meanwhile by someone else: members
         for pod, error in failures.items():
@@ -204,11 +232,23 @@ def _bind(
                 elsewhere[gangs.gang(pod)] += 1
             else:
                 failed[gangs.gang(pod)].append(pod)
+
+        def tasks_short(g: str) -> bool:
+            if g not in gangs.task_need:
+                return False
+            members: Counter[str | None] = Counter(
+                gangs.task_of.get(p) for p in done_by_gang.get(g, [])
+            )
+            taken = (p for p, e in failures.items() if e.bound_to and gangs.gang(p) == g)
+            members.update(gangs.task_of.get(p) for p in taken)
+            return gangs.short_of_a_task(g, members)
+
         return {
             g: f
             for g, f in failed.items()
             if gangs.held.get(g, 0) + len(done_by_gang.get(g, [])) + elsewhere[g]
             < gangs.need.get(g, 1)
+            or tasks_short(g)
         }
 
     again = [p for f in short().values() for p in f if failures[p].retry_elsewhere]

@@ -315,10 +315,23 @@ class Gang(_Frozen):
         ),
     )
 
+    succeeded_by_task: dict[str, int] = Field(
+        default_factory=dict, description="of ``succeeded``, per task (minTaskMember counts them)"
+    )
+
     @property
     def min_running(self) -> int:
         """Members that must run (or be placed) for the gang to meet minMember."""
         return max(0, self.min_member - self.succeeded)
+
+    @property
+    def task_minimums(self) -> dict[str, int]:
+        """The per-task minimums that hold: Volcano skips them all (``CheckTaskValid`` and
+        its kin) when minMember is below their sum, which its job controller writes for
+        an elastic job (each task's replicas when it sets no minAvailable of its own)."""
+        if self.min_member < sum(self.min_task_member.values()):
+            return {}
+        return self.min_task_member
 
 
 class Queue(_Frozen):

@@ -382,7 +382,7 @@ def prepare(state: ClusterState) -> Problem:
             )
             info.classes.append(classes[-1].index)
             pending_demand[q] += demand * len(same)
-        if gang.min_task_member:
+        if gang.task_minimums:
             short = _task_needs(gang, info, bound, classes)
             if short is not None:
                 invalid[gang.name] = short
@@ -455,10 +455,11 @@ def _task_needs(
     bound count), its tasks' classes first in ``info.classes``; or why the gang cannot
     meet them with the pods it has."""
     running = Counter(p.task for p in bound)
+    running.update(gang.succeeded_by_task)  # members that finished count, as in Volcano
     of_task: dict[str | None, list[int]] = defaultdict(list)
     for c in info.classes:
         of_task[classes[c].exemplar.task].append(c)
-    for task, least in sorted(gang.min_task_member.items()):
+    for task, least in sorted(gang.task_minimums.items()):
         missing = least - running[task]
         if missing <= 0:
             continue

@@ -185,6 +185,8 @@ def _gangs(
             per_task[name][pod.task] += 1
     for name, members in placed.items():
         per_task[name].update(p.task for p in members)
+        if (gang_of := gangs.get(name)) is not None:
+            per_task[name].update(gang_of.succeeded_by_task)
 
     out: list[Violation] = []
     for gang_name in sorted(placed):
@@ -218,7 +220,7 @@ def _gangs(
         elif gang is not None and bound[gang_name] < min_member:  # starts this decision
             short = [
                 f"task {task!r} {per_task[gang_name][task]} < {least}"
-                for task, least in sorted(gang.min_task_member.items())
+                for task, least in sorted(gang.task_minimums.items())
                 if per_task[gang_name][task] < least
             ]
             if short:

@@ -354,7 +354,7 @@ def running_victims(
             bound=len(bound),
             # Its members that succeeded count. One with per-task minimums goes whole or
             # not at all: a shrink could take a task below its own.
-            min_member=len(bound) if gang.min_task_member else gang.min_running,
+            min_member=len(bound) if gang.task_minimums else gang.min_running,
             value=0,
         )
         values = []

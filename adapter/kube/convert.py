@@ -382,6 +382,7 @@ def convert(
     unread: Counter[str] = Counter()  # kinds gangsat does not read
     others: Counter[str] = Counter()  # pending pods by another scheduler's name
     succeeded: Counter[str] = Counter()  # per gang, members that ran to completion
+    succeeded_tasks: Counter[tuple[str, str]] = Counter()  # per (gang, task)
     budgets = Budgets(o for o in items if o.get("kind") == "PodDisruptionBudget")
     budgeted: set[str] = set()  # gangs with a bound pod a disruption budget covers
     nodes: dict[str, Node] = {}
@@ -461,7 +462,7 @@ def convert(
                 if finished(o.get("status")):
                     # A member that ran to completion counts towards minMember.
                     if (o.get("status") or {}).get("phase") == "Succeeded":
-                        _count_succeeded(o, succeeded)
+                        _count_succeeded(o, succeeded, succeeded_tasks)
                     continue
                 spec = o.get("spec") or {}
                 scheduler = spec.get("schedulerName", "default-scheduler")
@@ -506,7 +507,12 @@ def convert(
     _workload_instances(templates, pods.values(), gangs)
     for name, count in succeeded.items():
         if name in gangs:
-            gangs[name] = gangs[name].model_copy(update={"succeeded": count})
+            by_task = {
+                task: n for (gang, task), n in succeeded_tasks.items() if gang == name and task
+            }
+            gangs[name] = gangs[name].model_copy(
+                update={"succeeded": count, "succeeded_by_task": by_task}
+            )
     for name in budgeted & gangs.keys():
         gangs[name] = gangs[name].model_copy(update={"preemptible": False})
     if memo is not None:
@@ -531,16 +537,21 @@ def convert(
     return Conversion(state, findings, ignored, frozenset(foreign - owned))
 
 
-def _count_succeeded(pod: Obj, succeeded: Counter[str]) -> None:
-    """Count a finished pod towards its gang; a malformed one (it is finished: nothing
-    else reads it) counts towards none."""
+def _count_succeeded(
+    pod: Obj, succeeded: Counter[str], by_task: Counter[tuple[str, str]]
+) -> None:
+    """Count a finished pod towards its gang (and its task); a malformed one (it is
+    finished: nothing else reads it) counts towards none."""
     try:
         group = group_of(pod)
         namespace = meta(pod)[0]
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        task = str(annotations.get(TASK_ANNOTATION) or "")
     except (AttributeError, TypeError, KeyError, BadObject):
         return
     if group:
         succeeded[f"{namespace}/{group}"] += 1
+        by_task[(f"{namespace}/{group}", task)] += 1
 
 
 def _workload_instances(

@@ -496,3 +496,21 @@ def test_an_explanation_that_fails_costs_no_bind(monkeypatch: pytest.MonkeyPatch
     assert "could not be worked out: RuntimeError: explaining broke" in waits.message
     assert result.decision is not None and not result.decision.explanations_pending
     pickle.dumps(result.decision)  # nothing of the solver's left in it
+
+
+@pytest.mark.parametrize("scheduler", GANG_AWARE)
+def test_a_gang_whose_task_minimum_failed_to_bind_is_rolled_back(scheduler: str) -> None:
+    # minMember 4 with a ps and 3 workers; the ps bind fails while five workers bind:
+    # enough pods, but no ps. The gang is short (of a task) and rolled back whole.
+    pods = [pod("job-ps0").req(cpu=1).gang("job").task("ps")]
+    pods += [pod(f"job-w{i}").req(cpu=1).gang("job").task("worker") for i in range(5)]
+    base = state(
+        [node("n0").cap(cpu=8)],
+        pods,
+        [gang("job", 4).task_minimums(ps=1, worker=3)],
+        [queue()],
+    )
+    cluster = FakeCluster(base, fail_binds={"job-ps0"})
+    result = run_cycle(cluster, LoopSettings(scheduler=scheduler, solver=FAST), LoopMetrics())
+    assert "job" in result.rolled_back
+    assert cluster.bound == {}

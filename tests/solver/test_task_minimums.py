@@ -72,3 +72,34 @@ def test_a_preemptor_takes_its_tasks_minimums(how: str) -> None:
     tasks = Counter(name.rstrip("0123456789") for name in decision.nominated)
     assert tasks["job-ps"] >= 1 and tasks["job-w"] >= 3
     assert check(st_, decision) == []
+
+
+@pytest.mark.parametrize("scheduler", ["cpsat", "gang-greedy"])
+def test_minimums_above_min_member_are_skipped_as_volcano_skips_them(scheduler: str) -> None:
+    """An elastic Volcano Job (minAvailable 3, a ps and 8 workers, no per-task
+    minAvailable) gets minTaskMember {ps: 1, worker: 8} from its controller; Volcano
+    checks no task when minMember is below their sum, and starts it with 3 pods."""
+    pods = [pod("job-ps").req(cpu=1).gang("job").task("ps")]
+    pods += [pod(f"job-w{i}").req(cpu=1).gang("job").task("worker") for i in range(8)]
+    st_ = state(
+        [node("n0").cap(cpu=4)],
+        pods,
+        [gang("job", 3).task_minimums(ps=1, worker=8)],
+        [queue()],
+    )
+    decision = schedule(st_, scheduler, SolverConfig(time_limit_s=1.0))
+    assert len(decision.placements) == 4  # minMember 3, and what else fits
+    assert check(st_, decision) == []
+
+
+@pytest.mark.parametrize("scheduler", ["cpsat", "gang-greedy"])
+def test_members_of_a_task_that_succeeded_count_towards_its_minimum(scheduler: str) -> None:
+    # Two of four workers finished, two were re-created: 2 + 2 meet {worker: 4}.
+    pods = [pod(f"job-w{i}").req(cpu=1).gang("job").task("worker") for i in range(2, 4)]
+    finished = gang("job", 4).task_minimums(worker=4).build()
+    finished = finished.model_copy(update={"succeeded": 2, "succeeded_by_task": {"worker": 2}})
+    st_ = state([node("n0").cap(cpu=8)], pods, [], [queue()])
+    st_ = st_.model_copy(update={"gangs": (finished,)})
+    decision = schedule(st_, scheduler, SolverConfig(time_limit_s=1.0))
+    assert sorted(decision.placements) == ["job-w2", "job-w3"]
+    assert check(st_, decision) == []

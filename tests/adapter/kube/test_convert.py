@@ -674,3 +674,13 @@ def test_volcanos_min_task_member_and_task_annotation_are_read() -> None:
     assert {p.name: p.task for p in state.pods} == {"team/job-ps-0": "ps", "team/loner": None}
     bad = podgroup("scheduling.volcano.sh/v1beta1", "bad", {"minTaskMember": {"ps": -1}})
     assert [f.name for f in convert([bad]).findings] == ["team/bad"]
+
+
+def test_members_that_succeeded_are_counted_per_task_too() -> None:
+    group = podgroup(
+        "scheduling.volcano.sh/v1beta1", "job", {"minMember": 2, "minTaskMember": {"w": 2}}
+    )
+    done = pod("job-w-0", annotations={"scheduling.k8s.io/group-name": "job"}, phase="Succeeded")
+    done["metadata"]["annotations"]["volcano.sh/task-spec"] = "w"
+    [gang] = convert([node("n1"), group, done]).state.gangs
+    assert gang.succeeded == 1 and gang.succeeded_by_task == {"w": 1}
