@@ -23,11 +23,12 @@ from functools import partial
 from pydantic import BaseModel, ConfigDict, Field
 
 from adapter.cluster import Cluster, ClusterError, CycleReport, GangStatus
+from adapter.gangs import Gangs
 from adapter.holds import Hold, Holds
 from adapter.metrics import LoopMetrics
 from adapter.repair import place_again
 from solver.config import SolverConfig
-from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState, Decision, Pod
+from solver.model import ClusterState, Decision, Pod
 from solver.schedulers import SCHEDULERS
 from solver.validate import Violation, check
 
@@ -90,73 +91,13 @@ class CycleResult:
         return [g for g in self.decision.admitted if g not in dropped]
 
 
-@dataclass(frozen=True)
-class _Gangs:
-    """The snapshot's gang bookkeeping, built once per cycle."""
-
-    of_pod: dict[str, str]  # pod -> gang (implicit gangs for pods without one)
-    need: dict[str, int]  # gang -> minMember
-    queue: dict[str, str]  # gang -> queue
-    held: dict[str, int]  # gang -> pods bound in the snapshot
-    # Gangs with per-task minimums (Volcano's minTaskMember): each task's minimum, the
-    # task of each of their pods, and per task the pods bound (or succeeded).
-    task_need: dict[str, dict[str, int]] = field(default_factory=dict)
-    task_of: dict[str, str | None] = field(default_factory=dict)
-    task_held: dict[str, Counter[str | None]] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, state: ClusterState) -> _Gangs:
-        held: dict[str, int] = defaultdict(int)
-        of_pod: dict[str, str] = {}
-        task_need = {g.name: g.task_minimums for g in state.gangs if g.task_minimums}
-        task_held: dict[str, Counter[str | None]] = {
-            g.name: Counter(g.succeeded_by_task) for g in state.gangs if g.name in task_need
-        }
-        task_of: dict[str, str | None] = {}
-        for pod in state.pods:  # every pod of a big cluster, every cycle: one pass
-            of_pod[pod.name] = gang = pod.gang_name()
-            bound = pod.node_name is not None and not pod.terminating  # leaving: no member
-            if bound:
-                held[gang] += 1
-            if gang in task_need:
-                task_of[pod.name] = pod.task
-                if bound:
-                    task_held[gang][pod.task] += 1
-        return cls(
-            of_pod=of_pod,
-            need={g.name: g.min_running for g in state.gangs},
-            queue={g.name: g.queue for g in state.gangs},
-            held=held,
-            task_need=task_need,
-            task_of=task_of,
-            task_held=task_held,
-        )
-
-    def short_of_a_task(self, gang: str, members: Counter[str | None]) -> bool:
-        """Whether the gang, with ``members`` more per task (bound this cycle, or by
-        someone else meanwhile), still misses a task's minimum."""
-        held = self.task_held.get(gang, Counter())
-        return any(
-            held[task] + members[task] < least
-            for task, least in self.task_need.get(gang, {}).items()
-        )
-
-    def gang(self, pod: str) -> str:
-        # A placement may name a pod the snapshot lacks; the validator reports it, and
-        # the implicit gang name keeps it apart from every real gang.
-        return self.of_pod.get(pod, IMPLICIT_GANG_PREFIX + pod)
-
-    def queue_of(self, gang: str) -> str:
-        return self.queue.get(gang, DEFAULT_QUEUE)  # pods without a gang: default queue
-
-
 POD_FINDINGS = frozenset({"unknown-pod", "already-bound", "gated", "unknown-node", "predicate"})
 GANG_FINDINGS = frozenset({"invalid-gang", "partial-gang"})
 PREEMPTION_FINDINGS = frozenset({"eviction", "nomination"})
 
 
 def _rejected_gangs(
-    gangs: _Gangs, decision: Decision, violations: list[Violation], atomic: bool
+    gangs: Gangs, decision: Decision, violations: list[Violation], atomic: bool
 ) -> dict[str, str]:
     """Gangs not to bind: any gang a hard violation touches loses all its placements.
 
@@ -190,7 +131,7 @@ def _rejected_gangs(
 
 def _bind(
     cluster: Cluster,
-    gangs: _Gangs,
+    gangs: Gangs,
     decision: Decision,
     result: CycleResult,
     atomic: bool,
@@ -301,7 +242,7 @@ def _bind(
 def _preempt(
     cluster: Cluster,
     state: ClusterState,
-    gangs: _Gangs,
+    gangs: Gangs,
     decision: Decision,
     holds: Holds,
     result: CycleResult,
@@ -358,7 +299,7 @@ def _preempt(
         )
 
 
-def _explained(decision: Decision, gangs: _Gangs) -> Decision:
+def _explained(decision: Decision, gangs: Gangs) -> Decision:
     """Why the gangs the decision leaves waiting wait, worked out once its binds are sent:
     explanations only feed the report, which follows the binds (1,000 real-shaped nodes:
     0.08-0.14 s no longer between the decision and the first bind). Not beside the binds:
@@ -374,7 +315,7 @@ def _explained(decision: Decision, gangs: _Gangs) -> Decision:
         return decision.with_reasons({g: why for g in gangs.need if g not in admitted})
 
 
-def _statuses(state: ClusterState, gangs: _Gangs, result: CycleResult) -> list[GangStatus]:
+def _statuses(state: ClusterState, gangs: Gangs, result: CycleResult) -> list[GangStatus]:
     held = dict(gangs.held)
     for pod in [*result.bound, *result.stranded]:
         held[gangs.gang(pod)] = held.get(gangs.gang(pod), 0) + 1
@@ -432,7 +373,7 @@ def _statuses(state: ClusterState, gangs: _Gangs, result: CycleResult) -> list[G
 
 
 def _with_held(
-    decision: Decision, ready: list[Hold], waiting: list[Hold], gangs: _Gangs
+    decision: Decision, ready: list[Hold], waiting: list[Hold], gangs: Gangs
 ) -> Decision:
     """The decision with the held gangs whose victims are gone bound this cycle, and
     nothing of the gangs still waiting for theirs: their held pods look bound to the
@@ -474,7 +415,7 @@ def run_cycle(
         return result
     result.snapshot_s = time.perf_counter() - started
     result.pending_pods = len(state.pending_pods())
-    gangs = _Gangs.of(state)
+    gangs = Gangs.of(state)
     atomic = settings.atomic()
     # Held gangs whose victims are gone bind now; the others keep their room: the solver
     # sees both as bound, the validator the waiting ones.

@@ -1,0 +1,72 @@
+"""The snapshot's gang bookkeeping a cycle needs around a decision: which gang each pod
+is of, what each gang needs to run (minMember less its members that succeeded, and each
+task's minimum where Volcano's minTaskMember applies), its queue, and what it already
+holds. Built once per cycle (``Gangs.of``), read by the loop's bind, rollback, second
+chance, preemption and status steps."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState
+
+
+@dataclass(frozen=True)
+class Gangs:
+    """The snapshot's gang bookkeeping, built once per cycle."""
+
+    of_pod: dict[str, str]  # pod -> gang (implicit gangs for pods without one)
+    need: dict[str, int]  # gang -> minMember
+    queue: dict[str, str]  # gang -> queue
+    held: dict[str, int]  # gang -> pods bound in the snapshot
+    # Gangs with per-task minimums (Volcano's minTaskMember): each task's minimum, the
+    # task of each of their pods, and per task the pods bound (or succeeded).
+    task_need: dict[str, dict[str, int]] = field(default_factory=dict)
+    task_of: dict[str, str | None] = field(default_factory=dict)
+    task_held: dict[str, Counter[str | None]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, state: ClusterState) -> Gangs:
+        held: dict[str, int] = defaultdict(int)
+        of_pod: dict[str, str] = {}
+        task_need = {g.name: g.task_minimums for g in state.gangs if g.task_minimums}
+        task_held: dict[str, Counter[str | None]] = {
+            g.name: Counter(g.succeeded_by_task) for g in state.gangs if g.name in task_need
+        }
+        task_of: dict[str, str | None] = {}
+        for pod in state.pods:  # every pod of a big cluster, every cycle: one pass
+            of_pod[pod.name] = gang = pod.gang_name()
+            bound = pod.node_name is not None and not pod.terminating  # leaving: no member
+            if bound:
+                held[gang] += 1
+            if gang in task_need:
+                task_of[pod.name] = pod.task
+                if bound:
+                    task_held[gang][pod.task] += 1
+        return cls(
+            of_pod=of_pod,
+            need={g.name: g.min_running for g in state.gangs},
+            queue={g.name: g.queue for g in state.gangs},
+            held=held,
+            task_need=task_need,
+            task_of=task_of,
+            task_held=task_held,
+        )
+
+    def short_of_a_task(self, gang: str, members: Counter[str | None]) -> bool:
+        """Whether the gang, with ``members`` more per task (bound this cycle, or by
+        someone else meanwhile), still misses a task's minimum."""
+        held = self.task_held.get(gang, Counter())
+        return any(
+            held[task] + members[task] < least
+            for task, least in self.task_need.get(gang, {}).items()
+        )
+
+    def gang(self, pod: str) -> str:
+        # A placement may name a pod the snapshot lacks; the validator reports it, and
+        # the implicit gang name keeps it apart from every real gang.
+        return self.of_pod.get(pod, IMPLICIT_GANG_PREFIX + pod)
+
+    def queue_of(self, gang: str) -> str:
+        return self.queue.get(gang, DEFAULT_QUEUE)  # pods without a gang: default queue

@@ -1,0 +1,169 @@
+"""A Pod object as the solver reads it: its requests as Kubernetes sums them, its node
+predicates (selector, required affinity with matchFields, tolerations), its gang and
+task, and what preemption reads (priority, policy, start). Used by ``convert`` for live
+pods and for the pods a Job's template stands for."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+from adapter.kube.dialects import group_of
+from adapter.kube.fields import BadObject, Obj, quantities
+from solver.model import (
+    CPU,
+    HUGEPAGES_PREFIX,
+    MEMORY,
+    NODE_NAME_FIELD,
+    PODS,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Pod,
+    Resources,
+    Toleration,
+)
+
+# The task of a Volcano Job's pod, which its PodGroup's minTaskMember counts by.
+TASK_ANNOTATION = "volcano.sh/task-spec"
+
+
+def _requests(spec: Obj) -> dict[str, int]:
+    """What the scheduler reserves, as Kubernetes sums it (``PodRequests``): containers and
+    sidecars (init containers with ``restartPolicy: Always``, which keep running) summed;
+    or, if larger, an init container with the sidecars started before it; plus overhead.
+
+    A resource a container (or the pod) sets only a limit for is requested at its
+    limit, as the API server defaults it, resource by resource. Pod-level resources
+    (``spec.resources``, PodLevelResources) replace the containers' sum for cpu, memory
+    and hugepages, the resources they may set.
+    """
+
+    def of(container: Obj, where: str) -> dict[str, int]:
+        resources = container.get("resources") or {}
+        limits = quantities(resources.get("limits"), f"{where}.limits")
+        return {**limits, **quantities(resources.get("requests"), f"{where}.requests")}
+
+    total: dict[str, int] = {}
+    for i, c in enumerate(spec.get("containers") or []):
+        for r, q in of(c, f"spec.containers[{i}].resources").items():
+            total[r] = total.get(r, 0) + q
+    sidecars: dict[str, int] = {}  # of the sidecars started so far
+    init_peak: dict[str, int] = {}
+    for i, c in enumerate(spec.get("initContainers") or []):
+        requests = of(c, f"spec.initContainers[{i}].resources")
+        if isinstance(c, Mapping) and c.get("restartPolicy") == "Always":
+            for r, q in requests.items():
+                total[r] = total.get(r, 0) + q
+                sidecars[r] = sidecars.get(r, 0) + q
+            running = sidecars
+        else:
+            running = {r: requests.get(r, 0) + sidecars.get(r, 0) for r in {*requests, *sidecars}}
+        for r, q in running.items():
+            init_peak[r] = max(init_peak.get(r, 0), q)
+    for r, q in init_peak.items():
+        total[r] = max(total.get(r, 0), q)
+    for r, q in of(spec, "spec.resources").items():
+        if r in (CPU, MEMORY) or r.startswith(HUGEPAGES_PREFIX):
+            total[r] = q
+    for r, q in quantities(spec.get("overhead"), "spec.overhead").items():
+        total[r] = total.get(r, 0) + q
+    total.pop(PODS, None)
+    return total
+
+
+def _affinity(spec: Obj) -> tuple[NodeSelectorTerm, ...]:
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+
+    def requirements(given: Any) -> tuple[NodeSelectorRequirement, ...]:
+        return tuple(
+            NodeSelectorRequirement(
+                key=e["key"], operator=e["operator"], values=tuple(e.get("values") or ())
+            )
+            for e in given or []
+        )
+
+    terms = []
+    for term in required.get("nodeSelectorTerms") or []:
+        fields = requirements(term.get("matchFields"))
+        if any(f.key != NODE_NAME_FIELD for f in fields):
+            # The API server admits no other field: a term naming one matches no node.
+            raise BadObject(f"matchFields may only read {NODE_NAME_FIELD}")
+        terms.append(
+            NodeSelectorTerm(
+                match_expressions=requirements(term.get("matchExpressions")),
+                match_fields=fields,
+            )
+        )
+    return tuple(terms)
+
+
+# Most pods of a cluster share their requests and tolerations (every pod gets the same
+# two from the DefaultTolerationSeconds admission plugin): built once, as validated
+# models, they cost a dictionary lookup instead of a validation per pod.
+@functools.lru_cache(maxsize=4096)
+def _resources(requests: tuple[tuple[str, int], ...]) -> Resources:
+    return Resources(dict(requests))
+
+
+@functools.lru_cache(maxsize=4096)
+def _tolerations(given: tuple[tuple[Any, Any, Any, Any], ...]) -> tuple[Toleration, ...]:
+    return tuple(
+        Toleration(key=key, operator=operator, value=value, effect=effect)
+        for key, operator, value, effect in given
+    )
+
+
+def pod_of_object(
+    namespace: str,
+    name: str,
+    metadata: Obj,
+    spec: Obj,
+    created: float,
+    priorities: Mapping[str, int],
+    default_priority: int,
+    started: float | None = None,
+    terminating: bool = False,
+) -> Pod:
+    group = group_of({"metadata": metadata, "spec": spec})
+    priority = spec.get("priority")
+    if not isinstance(priority, int):
+        priority = priorities.get(spec.get("priorityClassName") or "", default_priority)
+    return Pod(
+        name=f"{namespace}/{name}",
+        namespace=namespace,
+        requests=_resources(tuple(sorted(_requests(spec).items()))),
+        priority=priority,
+        gang=f"{namespace}/{group}" if group else None,
+        task=str((metadata.get("annotations") or {}).get(TASK_ANNOTATION) or "") or None,
+        node_selector=spec.get("nodeSelector") or {},
+        affinity=_affinity(spec),
+        tolerations=_tolerations(
+            tuple(
+                (
+                    t.get("key") or "",
+                    t.get("operator") or "Equal",
+                    t.get("value") or "",
+                    t.get("effect") or "",
+                )
+                for t in spec.get("tolerations") or []
+            )
+        ),
+        node_name=spec.get("nodeName") or None,
+        created_s=created,
+        gates=tuple(
+            str(g.get("name") or "")
+            for g in spec.get("schedulingGates") or []
+            if isinstance(g, dict)
+        ),
+        daemon=any(
+            isinstance(ref, dict) and ref.get("kind") == "DaemonSet"
+            for ref in metadata.get("ownerReferences") or []
+        ),
+        # The API server copies the PriorityClass's policy into the pod.
+        may_preempt=spec.get("preemptionPolicy") != "Never",
+        started_s=started if spec.get("nodeName") else None,
+        terminating=terminating,
+    )
