@@ -59,7 +59,7 @@ class Holds:
             why = None
             for pod, node in hold.pods.items():
                 current = pods.get(pod)
-                if current is None or current.node_name is not None:
+                if current is None or current.node_name is not None or current.terminating:
                     why = f"pod {pod} is no longer pending"
                 elif node not in nodes:
                     why = f"node {node} is gone"

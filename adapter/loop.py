@@ -91,7 +91,9 @@ class CycleResult:
         return [g for g in self.decision.admitted if g not in dropped]
 
 
-POD_FINDINGS = frozenset({"unknown-pod", "already-bound", "gated", "unknown-node", "predicate"})
+POD_FINDINGS = frozenset(
+    {"unknown-pod", "already-bound", "gated", "terminating", "unknown-node", "predicate"}
+)
 GANG_FINDINGS = frozenset({"invalid-gang", "partial-gang"})
 PREEMPTION_FINDINGS = frozenset({"eviction", "nomination"})
 
@@ -122,8 +124,10 @@ def _rejected_gangs(
             hit = [v.subject]
         elif v.kind == "capacity":
             hit = sorted(on_node.get(v.subject, ()))
-        else:  # capability: the subject is a queue
+        elif v.kind == "capability":  # the subject is a queue
             hit = sorted(in_queue.get(v.subject, ()))
+        else:  # a finding this loop does not know: nothing of the decision is bound
+            hit = sorted({g for gs in on_node.values() for g in gs})
         for gang in hit:
             rejected.setdefault(gang, f"{v.kind}: {v.message}")
     return rejected

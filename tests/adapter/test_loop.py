@@ -514,3 +514,30 @@ def test_a_gang_whose_task_minimum_failed_to_bind_is_rolled_back(scheduler: str)
     result = run_cycle(cluster, LoopSettings(scheduler=scheduler, solver=FAST), LoopMetrics())
     assert "job" in result.rolled_back
     assert cluster.bound == {}
+
+
+def test_a_pod_being_deleted_is_not_bound_whatever_the_decision_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The validator's "terminating" finding fell through to the capability branch and
+    # rejected nothing: every pod of the decision was bound.
+    base = state(
+        nodes=[node("n0").cap(cpu=8)],
+        pods=[
+            pod("solo").req(cpu=1).terminating(),
+            pod("g-0").req(cpu=1).gang("g"),
+            pod("g-1").req(cpu=1).gang("g"),
+            pod("g-2").req(cpu=1).gang("g").terminating(),
+        ],
+        gangs=[gang("g", 2)],
+    )
+
+    def rogue(_: ClusterState, __: SolverConfig) -> Decision:
+        placements = {"solo": "n0", "g-0": "n0", "g-1": "n0", "g-2": "n0"}
+        return Decision(scheduler="rogue", placements=placements, status=SolveStatus.GREEDY)
+
+    monkeypatch.setitem(SCHEDULERS, "rogue", rogue)
+    cluster = FakeCluster(base)
+    result = run_cycle(cluster, LoopSettings(scheduler="rogue"), LoopMetrics())
+    assert set(result.rejected) == {"g", "pod:solo"}
+    assert cluster.bound == {}

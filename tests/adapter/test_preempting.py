@@ -311,3 +311,19 @@ def test_a_second_chance_does_not_take_the_room_held_for_a_preemptor() -> None:
     second = run_cycle(cluster, PREEMPTING, None, holds)
     assert second.bound == {"h-0": "n1", "h-1": "n2"}
     assert not holds.held
+
+
+def test_a_hold_whose_pod_is_being_deleted_is_released() -> None:
+    # The room was held for hi-1, which its owner deleted while it waited: the hold goes
+    # (else the room stays held, and is bound, for a pod that is going away).
+    base = state(
+        [node("n0").cap(cpu=4)],
+        [pod("hi-0").req(cpu=4).gang("hi"), pod("hi-1").req(cpu=4).gang("hi").terminating()],
+        [gang("hi", 2)],
+        [queue()],
+    )
+    holds = Holds()
+    holds.add(Hold("hi", {"hi-0": "n0", "hi-1": "n0"}, {}, 0.0))
+    dropped = holds.refresh(base, {p.name: p for p in base.pods})
+    assert dropped == {"hi": "pod hi-1 is no longer pending"}
+    assert not holds.held
