@@ -383,7 +383,7 @@ def prepare(state: ClusterState) -> Problem:
             info.classes.append(classes[-1].index)
             pending_demand[q] += demand * len(same)
         if gang.task_minimums:
-            short = _task_needs(gang, info, bound, classes)
+            short = _task_needs(gang, info, bound, classes, gated)
             if short is not None:
                 invalid[gang.name] = short
                 pending_demand[q] -= sum(classes[c].demand * classes[c].count for c in info.classes)
@@ -449,7 +449,7 @@ def fit_per_node(demand: IntArray, free: IntArray) -> IntArray:
 
 
 def _task_needs(
-    gang: Gang, info: GangInfo, bound: list[Pod], classes: list[PodClass]
+    gang: Gang, info: GangInfo, bound: list[Pod], classes: list[PodClass], gated: list[Pod]
 ) -> str | None:
     """Fill ``info.task_needs`` from the gang's per-task minimums (pods of a task already
     bound count), its tasks' classes first in ``info.classes``; or why the gang cannot
@@ -465,6 +465,12 @@ def _task_needs(
             continue
         have = sum(classes[c].count for c in of_task.get(task, []))
         if have < missing:
+            held_back = sum(1 for p in gated if p.task == task)
+            if have + held_back >= missing:
+                return (
+                    f"SchedulingGated: {held_back} pod(s) of task {task!r} wait for "
+                    f"scheduling gates; minTaskMember {least} needs them"
+                )
             return (
                 f"NotEnoughTasks: task {task!r} has {have + running[task]} pod(s), "
                 f"minTaskMember is {least}"

@@ -103,3 +103,16 @@ def test_members_of_a_task_that_succeeded_count_towards_its_minimum(scheduler: s
     decision = schedule(st_, scheduler, SolverConfig(time_limit_s=1.0))
     assert sorted(decision.placements) == ["job-w2", "job-w3"]
     assert check(st_, decision) == []
+
+
+def test_a_task_whose_pods_are_gated_says_so() -> None:
+    # Enough workers for minMember; the one ps is gated: the gang waits for the gate,
+    # not for a missing pod.
+    pods = [pod(f"job-w{i}").req(cpu=1).gang("job").task("worker") for i in range(4)]
+    gated = pod("job-ps0").req(cpu=1).gang("job").task("ps").build()
+    gated = gated.model_copy(update={"gates": ("kueue.x-k8s.io/admission",)})
+    st_ = state([node("n0").cap(cpu=8)], pods, [gang("job", 4).task_minimums(ps=1, worker=3)])
+    st_ = st_.model_copy(update={"pods": (*st_.pods, gated)})
+    decision = schedule(st_, "cpsat", SolverConfig(time_limit_s=1.0))
+    assert decision.placements == {}
+    assert decision.unschedulable["job"].startswith("SchedulingGated: 1 pod(s) of task 'ps'")
