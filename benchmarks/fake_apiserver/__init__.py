@@ -12,9 +12,10 @@ runs its real code paths against it:
   two over one pod a 500, and a Pending, finished or terminating pod is evicted without
   one, as kube-apiserver's eviction check does), and CRDs — a POSTed CustomResourceDefinition
   registers its resource, so CRD manifests can be applied;
-- an eviction ends a bound pod gracefully, as a kubelet would: it keeps its node with a
-  ``deletionTimestamp`` for its grace period (the eviction's, the pod's
-  ``terminationGracePeriodSeconds``, else 30 s), then is deleted;
+- a DELETE or an eviction ends a bound pod gracefully, as a kubelet would: it keeps its
+  node with a ``deletionTimestamp`` for its grace period (the request's, the pod's
+  ``terminationGracePeriodSeconds``, else 30 s), then is deleted; an unbound pod goes at
+  once;
 - one global resourceVersion counter; get, list (label and field selectors, ``limit`` and
   ``continue`` paging consistent at the first page's version), watch (initial ADDED
   events, replay from a version, 410 Expired as an ERROR event, bookmarks,
@@ -38,26 +39,25 @@ runs its real code paths against it:
 What it deliberately does not fake, because nothing in gangsat depends on it: auth
 (no TLS, no tokens, no RBAC), schema validation beyond object names, server-side apply
 (415), ``dryRun`` (400 rather than silently writing), protobuf and CBOR (always JSON),
-graceful deletion beyond evictions and finalizers (a delete is immediate; deleting a
-namespace deletes its objects at once), namespace existence checks on create,
+graceful deletion beyond pods, and finalizers (deleting a namespace deletes its objects
+at once), namespace existence checks on create,
 ``managedFields``, conversion between versions beyond rewriting ``apiVersion``, shared
 storage between core and ``events.k8s.io`` events, streaming lists (``sendInitialEvents``), list
 ``resourceVersion`` semantics (a list is always served at the current version), and
 strategic merge patch beyond the merge keys in ``patches.SMP_MERGE_KEYS``. Nor does it
 model how a real server's cost varies with the request (a large list or a busy watch
 costs more than a get): every non-watch request costs the same, and watch events cost
-nothing extra. How that leans: a pod DELETE frees its node at once where a kubelet would
-hold it for the grace period (gangsat's rollback of a part-bound gang looks faster
-here); a PodDisruptionBudget's healthy pods are counted on the spot (bound, Running,
-Ready unless no condition says: no kubelet posts one) where a real server reads the
-status the disruption controller keeps; a binding's resourceVersion precondition and a bind of
-a pod being deleted are not refused; bookmarks come every ``bookmark_interval_s`` (a
-real server sends one about a minute), so a dropped watch resumes from a fresher version
-than it would; no kubelet posts pod status, so a real cluster's 2-4 extra writes and
-events per bound pod are missing from every throughput figure. A watch from a version
-the server never reached is a 504 ``ResourceVersionTooLarge`` at once (a real server
-first waits up to 3 s for it). Watch history is kept
-per resource, like the apiserver's watch cache, so a busy resource does not expire
+nothing extra. How that leans: a PodDisruptionBudget's healthy pods are counted on the
+spot (bound, Running, Ready unless no condition says: no kubelet posts one) where a real
+server reads the status the disruption controller keeps; a binding's resourceVersion
+precondition and a bind of a pod being deleted are not refused; bookmarks come every
+``bookmark_interval_s`` (a real server sends one about a minute), so a dropped watch
+resumes from a fresher version than it would; no kubelet posts pod status, so a real
+cluster's 2-4 extra writes and events per bound pod are missing from every throughput
+figure. A watch from a version the server never reached is a 504
+``ResourceVersionTooLarge`` at once (a real server first waits up to 3 s for it). Watch
+history is kept per resource, like the apiserver's watch cache, so a busy resource does
+not expire
 another's versions.
 
 It lives in ``benchmarks/`` rather than ``tests/`` because the bind-throughput benchmark

@@ -275,7 +275,10 @@ class _Handler(BaseHTTPRequestHandler):
         elif verb == "delete":
             assert t.name is not None
             with fake._lock:
-                last = fake._delete(res, ns, t.name, body)
+                if (res.group, res.plural) == ("", "pods") and ns is not None:
+                    last = fake._delete_pod(ns, t.name, body)  # graceful, as a kubelet ends it
+                else:
+                    last = fake._delete(res, ns, t.name, body)
             if res.return_deleted:
                 self._send(200, _present(res, last, t.version))
             else:

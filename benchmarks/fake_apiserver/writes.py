@@ -291,18 +291,29 @@ class _Writes(_Admission, _Registry):
         if current is None:
             raise pods.not_found(name)
         _check_budget(self._objects, namespace, current)
-        options = eviction.get("deleteOptions") or {}
+        self._delete_pod(namespace, name, eviction.get("deleteOptions") or {})
+
+    def _delete_pod(self, namespace: str, name: str, options: Any) -> Obj:
+        """DELETE of a pod (or its eviction), as kube-apiserver ends it: a bound pod stays,
+        with a ``deletionTimestamp``, holding its node's room for its grace period (the
+        request's ``gracePeriodSeconds``, else its ``terminationGracePeriodSeconds``, else
+        30 s), then is deleted, as its kubelet would confirm; an unbound pod, or a grace of
+        0, is gone at once. Returns the pod as it is then."""
+        pods = self._resources[("", "pods")]
+        current = self._objects[("", "pods")].get((namespace, name))
+        if current is None:
+            raise pods.not_found(name)
+        options = options if isinstance(options, dict) else {}
         grace = options.get("gracePeriodSeconds")
         if not isinstance(grace, int):
             grace = (current.get("spec") or {}).get("terminationGracePeriodSeconds")
         grace = grace if isinstance(grace, int) else DEFAULT_GRACE_S
         meta = current["metadata"]
         if grace <= 0 or not (current.get("spec") or {}).get("nodeName"):
-            self._delete(pods, namespace, name, options)  # nothing runs: gone at once
-            return
+            return self._delete(pods, namespace, name, options)  # nothing runs: gone at once
         _check_preconditions(pods, name, meta, options)
         if meta.get("deletionTimestamp"):
-            return  # terminating already
+            return current  # terminating already
         ends = datetime.now(UTC) + timedelta(seconds=grace)
         new = {
             **current,
@@ -316,6 +327,7 @@ class _Writes(_Admission, _Registry):
         timer = threading.Timer(grace, self._terminated, (namespace, name, meta.get("uid")))
         timer.daemon = True
         timer.start()
+        return self._objects[("", "pods")][(namespace, name)]
 
     def _terminated(self, namespace: str, name: str, uid: str | None) -> None:
         """The grace period of an evicted pod is over: it is deleted (if still there)."""

@@ -879,3 +879,22 @@ def test_eviction_is_graceful_budgeted_and_preconditioned(server: FakeApiServer,
     while server.get("", "pods", NS, "w-0") is not None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert server.get("", "pods", NS, "w-0") is None  # deleted once its grace ended
+
+
+def test_a_bound_pods_delete_is_graceful_an_unbound_ones_immediate(
+    server: FakeApiServer, api: Any
+) -> None:
+    core: Any = client.CoreV1Api(api)
+    server.put(node("n1"))
+    server.put(pod("bound", nodeName="n1", terminationGracePeriodSeconds=1))
+    server.put(pod("pending"))
+    core.delete_namespaced_pod("bound", NS)
+    leaving = server.get("", "pods", NS, "bound")
+    assert leaving is not None and leaving["metadata"]["deletionTimestamp"]
+    assert leaving["spec"]["nodeName"] == "n1"  # holds its node until its kubelet is done
+    core.delete_namespaced_pod("pending", NS)
+    assert server.get("", "pods", NS, "pending") is None
+    deadline = time.monotonic() + 5
+    while server.get("", "pods", NS, "bound") is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.get("", "pods", NS, "bound") is None

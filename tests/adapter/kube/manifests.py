@@ -137,6 +137,16 @@ def bound_pods(server: FakeApiServer) -> dict[str, str]:
     }
 
 
+def live_pods(server: FakeApiServer) -> dict[str, str]:
+    """``bound_pods`` less those being deleted: a rolled-back pod holds its node for its
+    grace period, as a kubelet ends it, but is no running member any more."""
+    return {
+        f"{p['metadata']['namespace']}/{p['metadata']['name']}": p["spec"]["nodeName"]
+        for p in server.objects("", "pods")
+        if (p.get("spec") or {}).get("nodeName") and not p["metadata"].get("deletionTimestamp")
+    }
+
+
 def binds(server: FakeApiServer) -> list[str]:
     """Every Binding request the server received, as pod keys, in order."""
     return [

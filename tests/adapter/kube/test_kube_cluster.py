@@ -24,6 +24,7 @@ from tests.adapter.kube.manifests import (
     binds,
     bound_pods,
     gang_pods,
+    live_pods,
     manifests,
     node,
     podgroup,
@@ -190,7 +191,7 @@ def test_a_409_in_the_middle_of_a_gang_leaves_no_partial_gang(
     assert set(result.rolled_back) == {"default/g"}
     assert "default/g-1" in result.failed_binds
     assert set(result.evicted) == {"default/g-0", "default/g-2"}
-    assert bound_pods(server) == {}  # deleted: their controller would recreate them
+    assert live_pods(server) == {}  # deleted: their controller would recreate them
     assert server.get("", "pods", "default", "g-1") is not None  # never bound, kept
     assert cluster.writer.flush()
     status = podgroup_status(server, "g")
@@ -244,7 +245,7 @@ def test_a_404_in_the_middle_of_a_gang_leaves_no_partial_gang(
     # (a race the test does not control): either way the gang is rolled back whole.
     assert result.failure_reasons.get("default/g-2") in ("NotFound", "NotBindable")
     assert set(result.rolled_back) == {"default/g"}
-    assert bound_pods(server) == {}
+    assert live_pods(server) == {}
 
 
 def test_a_node_deleted_between_snapshot_and_bind_is_not_bound_to(server: FakeApiServer) -> None:
@@ -578,7 +579,7 @@ def test_a_bind_of_unknown_outcome_is_evicted_with_its_gang(server: FakeApiServe
         result = run_cycle(cluster, FAST)
         assert set(result.rolled_back) == {"default/g"}
         assert "default/g-1" in result.evicted
-        assert bound_pods(server) == {}
+        assert live_pods(server) == {}
     finally:
         cluster.stop()
 
@@ -618,7 +619,7 @@ def test_a_pod_replaced_by_a_namesake_is_not_bound_in_its_place(
     assert pod is not None and pod["metadata"]["uid"] == replaced["uid"]
     assert not pod["spec"].get("nodeName")
     assert set(result.rolled_back) == {"default/g"}
-    assert bound_pods(server) == {}
+    assert live_pods(server) == {}
 
 
 def test_a_rollback_never_deletes_a_namesake_created_since(
@@ -648,7 +649,10 @@ def test_rollbacks_leave_no_deletion_marks_behind(
 ) -> None:
     apply(server, [node("n1", cpu="64", memory="64Gi")])
     for i in range(5):
-        apply(server, [podgroup(f"g{i}", 3), *gang_pods(f"g{i}", 3)])
+        pods = gang_pods(f"g{i}", 3)
+        for p in pods:  # gone as soon as deleted: the marks' end is what is tested
+            p["spec"]["terminationGracePeriodSeconds"] = 0
+        apply(server, [podgroup(f"g{i}", 3), *pods])
         seen(cluster, server)
         server.fail("POST", rf"/pods/g{i}-1/binding$", 409, times=1)
         assert run_cycle(cluster, FAST).evicted

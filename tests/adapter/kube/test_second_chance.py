@@ -12,7 +12,15 @@ from adapter.metrics import LoopMetrics
 from benchmarks.fake_apiserver import FakeApiServer
 from solver.config import SolverConfig
 from solver.model import ClusterState
-from tests.adapter.kube.manifests import apply, bound_pods, gang_pods, node, podgroup, wait_until
+from tests.adapter.kube.manifests import (
+    apply,
+    bound_pods,
+    gang_pods,
+    live_pods,
+    node,
+    podgroup,
+    wait_until,
+)
 from tests.adapter.kube.test_kube_cluster import after_first_snapshot, node_deleted, seen
 
 FAST = LoopSettings(scheduler="cpsat", solver=SolverConfig(time_limit_s=2.0, deterministic=True))
@@ -114,7 +122,7 @@ def test_a_second_chance_that_fails_to_decide_still_rolls_the_gang_back(
         result = run_cycle(cluster, FAST)
         assert result.decision is not None and len(result.decision.placements) == 2
         assert list(result.rolled_back) == ["default/g"]
-        assert bound_pods(server) == {}
+        assert live_pods(server) == {}
         assert result.repaired == {}
     finally:
         cluster.stop()
