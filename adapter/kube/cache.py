@@ -248,7 +248,10 @@ class ClusterCache:
                     continue
                 for key, pod in store.items():
                     if key in self._deleted or (pod.get("metadata") or {}).get("deletionTimestamp"):
-                        leaving = _leaving(pod)
+                        # A bind that landed but that the watch has not shown yet still
+                        # holds its node while the pod terminates: the parked node says.
+                        parked = self._parked.get(key)
+                        leaving = _leaving(pod, parked[0] if parked else None)
                         if leaving is not None:
                             out.append(leaving)
                         continue
@@ -310,13 +313,15 @@ def _node_of(pod: Obj) -> Any:
     return spec.get("nodeName") if isinstance(spec, dict) else None
 
 
-def _leaving(pod: Obj) -> Obj | None:
+def _leaving(pod: Obj, assumed_node: str | None = None) -> Obj | None:
     """A pod being deleted: until it is gone it still holds its node's capacity, marked
     terminating (no member of its gang any more, which is no victim meanwhile: it is
     already losing pods); if it was never bound it is not to be scheduled."""
-    if not _node_of(pod):
+    if _node_of(pod):
+        return {**pod, LEAVING: True}
+    if assumed_node is None:
         return None
-    return {**pod, LEAVING: True}
+    return {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": assumed_node}, LEAVING: True}
 
 
 def _typed(resource: Resource, obj: Obj) -> Obj:

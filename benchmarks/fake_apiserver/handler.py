@@ -276,7 +276,11 @@ class _Handler(BaseHTTPRequestHandler):
             assert t.name is not None
             with fake._lock:
                 if (res.group, res.plural) == ("", "pods") and ns is not None:
-                    last = fake._delete_pod(ns, t.name, body)  # graceful, as a kubelet ends it
+                    options = dict(body) if isinstance(body, dict) else {}
+                    if query.get("gracePeriodSeconds", "").lstrip("-").isdigit():
+                        # The query parameter, as the client sends it, wins over the body.
+                        options["gracePeriodSeconds"] = int(query["gracePeriodSeconds"])
+                    last = fake._delete_pod(ns, t.name, options)  # graceful, as a kubelet
                 else:
                     last = fake._delete(res, ns, t.name, body)
             if res.return_deleted:

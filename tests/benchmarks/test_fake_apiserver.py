@@ -898,3 +898,13 @@ def test_a_bound_pods_delete_is_graceful_an_unbound_ones_immediate(
     while server.get("", "pods", NS, "bound") is not None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert server.get("", "pods", NS, "bound") is None
+
+
+def test_a_delete_with_grace_zero_in_the_query_is_immediate(
+    server: FakeApiServer, api: Any
+) -> None:
+    # As the client sends it (grace_period_seconds): a job's finished pods, deleted at once.
+    server.put(node("n1"))
+    server.put(pod("done", nodeName="n1", terminationGracePeriodSeconds=30))
+    client.CoreV1Api(api).delete_namespaced_pod("done", NS, grace_period_seconds=0)
+    assert server.get("", "pods", NS, "done") is None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from adapter.kube.cache import ClusterCache
+from adapter.kube.fields import LEAVING
 from adapter.kube.resources import NODES, PODS
 
 Obj = dict[str, Any]
@@ -76,4 +77,17 @@ def test_a_delete_that_succeeds_leaves_nothing_set_aside() -> None:
     cache.undelete("default/p")  # a late failure report changes nothing now
     assert cache.assumed() == {}
     assert cache.sizes()["parked"] == 0
+    assert [o for o in cache.objects() if o.get("kind") == "Pod"] == []
+
+
+def test_a_pod_rolled_back_before_the_watch_showed_its_bind_holds_its_node() -> None:
+    # The bind landed (assumed), the gang is rolled back and p deleted before the watch
+    # shows it bound: p still terminates on n1 for its grace period, holding the room.
+    cache = _cache()
+    cache.assume("default/p", "n1")
+    cache.deleting("default/p", "u1")
+    (pod,) = [o for o in cache.objects() if o.get("kind") == "Pod"]
+    assert pod["spec"]["nodeName"] == "n1"
+    assert pod.get(LEAVING) is True
+    cache.apply(PODS, "DELETED", _pod("u1", "n1"))
     assert [o for o in cache.objects() if o.get("kind") == "Pod"] == []
