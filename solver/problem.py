@@ -35,6 +35,7 @@ from solver.model import (
     Queue,
 )
 from solver.predicates import Feasibility
+from solver.tasks import task_needs
 from solver.units import model_capacity, model_demand, model_unit, units, vector
 
 NO_CAP = -1
@@ -383,7 +384,7 @@ def prepare(state: ClusterState) -> Problem:
             info.classes.append(classes[-1].index)
             pending_demand[q] += demand * len(same)
         if gang.task_minimums:
-            short = _task_needs(gang, info, bound, classes, gated)
+            short = task_needs(gang, info, bound, classes, gated)
             if short is not None:
                 invalid[gang.name] = short
                 pending_demand[q] -= sum(classes[c].demand * classes[c].count for c in info.classes)
@@ -446,39 +447,6 @@ def fit_per_node(demand: IntArray, free: IntArray) -> IntArray:
         return np.full(len(free), NO_LIMIT_FIT, dtype=np.int64)
     fit: IntArray = (np.maximum(free[:, asked], 0) // demand[asked]).min(axis=1)
     return fit
-
-
-def _task_needs(
-    gang: Gang, info: GangInfo, bound: list[Pod], classes: list[PodClass], gated: list[Pod]
-) -> str | None:
-    """Fill ``info.task_needs`` from the gang's per-task minimums (pods of a task already
-    bound count), its tasks' classes first in ``info.classes``; or why the gang cannot
-    meet them with the pods it has."""
-    running = Counter(p.task for p in bound)
-    running.update(gang.succeeded_by_task)  # members that finished count, as in Volcano
-    of_task: dict[str | None, list[int]] = defaultdict(list)
-    for c in info.classes:
-        of_task[classes[c].exemplar.task].append(c)
-    for task, least in sorted(gang.task_minimums.items()):
-        missing = least - running[task]
-        if missing <= 0:
-            continue
-        have = sum(classes[c].count for c in of_task.get(task, []))
-        if have < missing:
-            held_back = sum(1 for p in gated if p.task == task)
-            if have + held_back >= missing:
-                return (
-                    f"SchedulingGated: {held_back} pod(s) of task {task!r} wait for "
-                    f"scheduling gates; minTaskMember {least} needs them"
-                )
-            return (
-                f"NotEnoughTasks: task {task!r} has {have + running[task]} pod(s), "
-                f"minTaskMember is {least}"
-            )
-        info.task_needs.append((tuple(of_task[task]), missing))
-    first = [c for cs, _ in info.task_needs for c in cs]
-    info.classes = first + [c for c in info.classes if c not in first]
-    return None
 
 
 def share_units(quantity: IntArray, totals: IntArray) -> IntArray:
