@@ -17,7 +17,7 @@ unapplied manifest can be asked "what would gangsat do".
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -234,8 +234,8 @@ def convert(
 
     unread: Counter[str] = Counter()  # kinds gangsat does not read
     others: Counter[str] = Counter()  # pending pods by another scheduler's name
-    succeeded: Counter[str] = Counter()  # per gang, members that ran to completion
-    succeeded_tasks: Counter[tuple[str, str]] = Counter()  # per (gang, task)
+    # per gang, members that ran to completion, by task ("" for none)
+    succeeded: defaultdict[str, Counter[str]] = defaultdict(Counter)
     budgets = Budgets(o for o in items if o.get("kind") == "PodDisruptionBudget")
     budgeted: set[str] = set()  # gangs with a bound pod a disruption budget covers
     nodes: dict[str, Node] = {}
@@ -315,7 +315,7 @@ def convert(
                 if finished(o.get("status")):
                     # A member that ran to completion counts towards minMember.
                     if (o.get("status") or {}).get("phase") == "Succeeded":
-                        _count_succeeded(o, succeeded, succeeded_tasks)
+                        _count_succeeded(o, succeeded)
                     continue
                 spec = o.get("spec") or {}
                 scheduler = spec.get("schedulerName", "default-scheduler")
@@ -358,13 +358,11 @@ def convert(
                     owned.add(pod.gang)
 
     _workload_instances(templates, pods.values(), gangs)
-    for name, count in succeeded.items():
+    for name, by_task in succeeded.items():
         if name in gangs:
-            by_task = {
-                task: n for (gang, task), n in succeeded_tasks.items() if gang == name and task
-            }
+            tasked = {task: n for task, n in by_task.items() if task}
             gangs[name] = gangs[name].model_copy(
-                update={"succeeded": count, "succeeded_by_task": by_task}
+                update={"succeeded": by_task.total(), "succeeded_by_task": tasked}
             )
     for name in budgeted & gangs.keys():
         gangs[name] = gangs[name].model_copy(update={"preemptible": False})
@@ -390,9 +388,7 @@ def convert(
     return Conversion(state, findings, ignored, frozenset(foreign - owned))
 
 
-def _count_succeeded(
-    pod: Obj, succeeded: Counter[str], by_task: Counter[tuple[str, str]]
-) -> None:
+def _count_succeeded(pod: Obj, succeeded: defaultdict[str, Counter[str]]) -> None:
     """Count a finished pod towards its gang (and its task); a malformed one (it is
     finished: nothing else reads it) counts towards none."""
     try:
@@ -403,8 +399,7 @@ def _count_succeeded(
     except (AttributeError, TypeError, KeyError, BadObject):
         return
     if group:
-        succeeded[f"{namespace}/{group}"] += 1
-        by_task[(f"{namespace}/{group}", task)] += 1
+        succeeded[f"{namespace}/{group}"][task] += 1
 
 
 def _workload_instances(
