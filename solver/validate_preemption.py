@@ -114,8 +114,8 @@ def check_preemption(state: ClusterState, decision: Decision) -> list[Violation]
                 f"gang {victim!r} loses pods where no gang allowed to take from it (higher "
                 "priority, or another queue reclaiming from a reclaimable one) is nominated",
             )
-    out.extend(_room_after_evictions(state, decision, nodes, on_node))
-    out.extend(_room_per_victim(state, decision, nodes, victims_on_node))
+    out.extend(_room_after_evictions(state, decision, pods, nodes, on_node))
+    out.extend(_room_per_victim(state, decision, pods, gangs, nodes, victims_on_node, closed))
     nominated = [pod for members in nominated_by_gang.values() for pod in members]
     out.extend(_capability_after_evictions(state, decision, pods, gangs, nominated))
     return out
@@ -171,10 +171,10 @@ def _capability_after_evictions(
 def _room_after_evictions(
     state: ClusterState,
     decision: Decision,
+    pods: Mapping[str, Pod],
     nodes: Mapping[str, Node],
     on_node: Mapping[str, list[Pod]],
 ) -> list[Violation]:
-    pods = {p.name: p for p in state.pods}
     staying: dict[str, list[Pod]] = defaultdict(list)
     for pod in state.bound_pods():
         if pod.name not in decision.evictions:
@@ -227,15 +227,15 @@ def may_take(taker: Gang, victim: Gang, closed: Collection[str]) -> bool:
 def _room_per_victim(
     state: ClusterState,
     decision: Decision,
+    pods: Mapping[str, Pod],
+    gangs: Mapping[str, Gang],
     nodes: Mapping[str, Node],
     victims_on_node: Mapping[str, set[str]],
+    closed: Collection[str],
 ) -> list[Violation]:
     """Where victims lose pods, the node's new pods use its free room and the room of the
     victims they may take from, never another's: Hall's condition over the victims' sets
     (``solver.freed_room``), per resource the pods ask for."""
-    pods = {p.name: p for p in state.pods}
-    gangs = {g.name: g for g in state.gangs}
-    closed = {q.name for q in state.queues if not q.reclaimable}
     bound: dict[str, list[Pod]] = defaultdict(list)
     freed: dict[tuple[str, str], list[Pod]] = defaultdict(list)  # (node, victim gang)
     for pod in state.bound_pods():
@@ -257,8 +257,7 @@ def _room_per_victim(
             frozenset(
                 i
                 for i, v in enumerate(names)
-                if (t := taker_gang(pod, gangs)) is not None
-                and may_take(t, gangs[v], closed)
+                if (t := taker_gang(pod, gangs)) is not None and may_take(t, gangs[v], closed)
             )
             for pod in arriving[node_name]
         ]
