@@ -249,10 +249,23 @@ def encode_joint(
     out = _add_victim_variables(enc, vs)
     add_rows_and_objective(enc, coef, room)
     _add_victim_rules(enc, vs, out)
-    _add_node_rules(enc, vs, out)
+    shape_of_pair, on_node = _pairs_on_nodes(enc)
+    _add_node_rules(enc, vs, out, shape_of_pair, on_node)
     _add_reclaim_floor(enc, vs, out, coef)
-    _add_reclaim_ceiling(enc, vs, out, coef)
+    _add_reclaim_ceiling(enc, vs, out, coef, shape_of_pair, on_node)
     return enc, out
+
+
+def _pairs_on_nodes(enc: Encoding) -> tuple[IntArray, dict[int, list[int]]]:
+    """Each pair's shape, and the pairs of each node that is a bin of its own (every
+    victim's node is, ``joint_bins``)."""
+    classes = enc.shapes.classes
+    shape_of_pair = np.array([sc.shape for sc in classes], dtype=np.int64)[enc.pairs.cls]
+    on_node: dict[int, list[int]] = defaultdict(list)
+    for p, b in enumerate(enc.pairs.bin.tolist()):
+        if len(enc.bins[b].nodes) == 1:
+            on_node[enc.bins[b].nodes[0]].append(p)
+    return shape_of_pair, on_node
 
 
 def _add_victim_variables(enc: Encoding, vs: VictimSet) -> VictimVars:
@@ -304,19 +317,19 @@ def _add_victim_rules(enc: Encoding, vs: VictimSet, out: VictimVars) -> None:
             _linear(enc, [*extras, evicted], [1] * len(extras) + [most], -INF, most)
 
 
-def _add_node_rules(enc: Encoding, vs: VictimSet, out: VictimVars) -> None:
+def _add_node_rules(
+    enc: Encoding,
+    vs: VictimSet,
+    out: VictimVars,
+    shape_of_pair: IntArray,
+    on_node: dict[int, list[int]],
+) -> None:
     """Where a victim loses pods, a pod that may take from it is placed; a victim evicted
     whole has such a pod on one of its nodes. Pods use the free room and the room of the
     victims they may take from, never another's (``_add_freed_room``; every pod on such a
     node waits for its victims, ``solver.joint``). Pods that may never preempt are not
     placed where a victim loses pods at all: they would wait, nominated, as their policy
     forbids."""
-    classes = enc.shapes.classes
-    shape_of_pair = np.array([sc.shape for sc in classes], dtype=np.int64)[enc.pairs.cls]
-    on_node: dict[int, list[int]] = defaultdict(list)
-    for p, b in enumerate(enc.pairs.bin.tolist()):
-        if len(enc.bins[b].nodes) == 1:  # victims' nodes are bins of their own
-            on_node[enc.bins[b].nodes[0]].append(p)
     groups_on: dict[int, list[int]] = defaultdict(list)
     for g, grp in enumerate(vs.groups):
         groups_on[grp.node].append(g)
@@ -406,7 +419,14 @@ def _add_reclaim_floor(enc: Encoding, vs: VictimSet, out: VictimVars, coef: Coef
         )
 
 
-def _add_reclaim_ceiling(enc: Encoding, vs: VictimSet, out: VictimVars, coef: Coefficients) -> None:
+def _add_reclaim_ceiling(
+    enc: Encoding,
+    vs: VictimSet,
+    out: VictimVars,
+    coef: Coefficients,
+    shape_of_pair: IntArray,
+    on_node: dict[int, list[int]],
+) -> None:
     shapes = enc.shapes
     victim_queue = {v: vs.victims[v].queue for v in range(len(vs.victims))}
     reclaimers: dict[int, list[int]] = defaultdict(list)  # queue -> shapes
@@ -417,13 +437,8 @@ def _add_reclaim_ceiling(enc: Encoding, vs: VictimSet, out: VictimVars, coef: Co
     if not reclaimers:
         return
     classes = shapes.classes
-    shape_of_pair = np.array([sc.shape for sc in classes], dtype=np.int64)[enc.pairs.cls]
     share = np.array([sc.pod_share for sc in classes], dtype=np.int64)[enc.pairs.cls]
     pair_queue = queue_of_pair(enc)
-    on_node: dict[int, list[int]] = defaultdict(list)
-    for p, b in enumerate(enc.pairs.bin.tolist()):
-        if len(enc.bins[b].nodes) == 1:
-            on_node[enc.bins[b].nodes[0]].append(p)
     for q, members in reclaimers.items():
         limit = reclaim_limit(int(coef.deserved[q]), int(coef.held[q]))
         won = np.flatnonzero(pair_queue == q)
