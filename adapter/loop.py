@@ -172,20 +172,22 @@ def _bind(
         cycle."""
         failed: dict[str, list[str]] = defaultdict(list)
         elsewhere: Counter[str] = Counter()  # bound meanwhile by someone else: members
+        taken: dict[str, list[str]] = defaultdict(list)  # those pods, of gangs with tasks
         for pod, error in failures.items():
+            gang = gangs.gang(pod)
             if error.bound_to:
-                elsewhere[gangs.gang(pod)] += 1
+                elsewhere[gang] += 1
+                if gang in gangs.task_need:
+                    taken[gang].append(pod)
             else:
-                failed[gangs.gang(pod)].append(pod)
+                failed[gang].append(pod)
 
         def tasks_short(g: str) -> bool:
             if g not in gangs.task_need:
                 return False
             members: Counter[str | None] = Counter(
-                gangs.task_of.get(p) for p in done_by_gang.get(g, [])
+                gangs.task_of.get(p) for p in (*done_by_gang.get(g, []), *taken.get(g, []))
             )
-            taken = (p for p, e in failures.items() if e.bound_to and gangs.gang(p) == g)
-            members.update(gangs.task_of.get(p) for p in taken)
             return gangs.short_of_a_task(g, members)
 
         return {
