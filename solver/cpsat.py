@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from solver.arrays import IntArray
 from solver.bins import class_bins, feasible_pair_estimate, node_bins, pair_capacity
 from solver.config import SolverConfig
 from solver.decode import decision_from_placements, relative_gap
@@ -51,6 +52,7 @@ from solver.encode import (
 )
 from solver.last_stage import decide_after, decide_jointly
 from solver.model import ClusterState, Decision, SolveStatus
+from solver.neighbourhoods import improve
 from solver.objective import coefficients
 from solver.placement import Placer
 from solver.problem import Problem, prepare
@@ -61,9 +63,10 @@ from solver.search import (
     Search,
     StageResult,
     gang_greedy_placer,
+    run_cpsat,
 )
 from solver.shapes import Shapes, group
-from solver.solution import decode_admitted, decode_counts, hint, solution_of
+from solver.solution import decode_admitted, decode_counts, hint, hint_values, solution_of
 
 # The wide (RINS) neighbourhood is searched on node-class models up to this many times
 # max_exact_class_pairs: above, real-shaped 1,000-node models found nothing in 0.5 s.
@@ -311,9 +314,16 @@ def _node_stage(search: Search, shapes: Shapes, only: set[int] | None) -> None:
         _guided_search(search, enc, "node-level", left, large=False)
         if search.settled(wait_for_baseline=False) or search.remaining() < MIN_STAGE_S:
             return
-    hint(enc, _hint_source(search).placed, search.coef)
     name = "node-level" if only is None else "node-level-admitted"
-    result = search.run(enc, name, search.remaining())
+    values = solution_of(enc, _hint_source(search).placed, search.coef)
+    hint_values(enc, values)
+    if only is None:
+        result, improved = _whole_beside_neighbourhoods(search, enc, name, values)
+        placer = placer_from_counts(problem, enc, decode_counts(enc, improved.tolist()))
+        search.solved.append(placer)
+        search.origin[id(placer)] = "node-level-lns"
+    else:
+        result = search.run(enc, name, search.remaining())
     if result.solution is not None and result.report.bound is not None:
         placer = placer_from_counts(problem, enc, decode_counts(enc, result.solution))
         if only is None:
@@ -323,6 +333,27 @@ def _node_stage(search: Search, shapes: Shapes, only: set[int] | None) -> None:
             placer = topped_up(problem, placer, search.config.weights)
             search.solved.append(placer)
         search.origin[id(placer)] = name
+
+
+def _whole_beside_neighbourhoods(
+    search: Search, enc: Encoding, name: str, values: IntArray
+) -> tuple[StageResult, IntArray]:
+    """The whole model's search (its bound, and its decisions) on one core, neighbourhoods
+    of ``values`` on the other (``solver.neighbourhoods``), for the rest of the cycle.
+    Real-shaped 40 nodes x 60 gangs, seeds 0-29, two runs each, against the whole model's
+    search alone: a higher objective in 43 of 60 solves, lower in 1; mean gap 2.3 -> 1.9%.
+    Returns the search's result and the neighbourhoods' best."""
+    search.start_baseline()
+    time_s = search.remaining()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="node-level") as beside:
+        whole = beside.submit(run_cpsat, enc, name, time_s, search.config)
+        # Once the whole model's search ends (optimal, or its time is up) no
+        # neighbourhood can hold more than its decision, or has time left.
+        improved = improve(search, enc, values, time_s, stop=whole.done)
+        result = whole.result()
+    search.stages.append(result.report)
+    search.deterministic_s += result.deterministic_s
+    return result, improved
 
 
 def _hint_source(search: Search) -> Placer:
