@@ -68,6 +68,10 @@ def solution_of(enc: Encoding, placements: Mapping[str, int], coef: Coefficients
         values[var] = len(opened.get(b, ()))
     for q, var in enc.short.items():
         values[var] = max(0, int(coef.deserved[q] - coef.held[q] - gained[q]))
+    # Its smallest value, as the objective prices it: left at 0, a hint broke the model's
+    # rows and a neighbourhood's incumbent scored above its decision.
+    for q, var in enc.over.items():
+        values[var] = max(0, int(coef.held[q] + gained[q] - coef.deserved[q]))
     return values
 
 
