@@ -5,11 +5,14 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
+import pytest
 from ortools.sat.python import cp_model
 
 from adapter.sim import realistic
+from solver import neighbourhoods
 from solver.bins import node_bins, pair_capacity
 from solver.config import SolverConfig
 from solver.disaggregate import placer_from_counts
@@ -121,3 +124,36 @@ def test_a_real_shaped_small_cluster_is_searched_beside_the_whole_model() -> Non
     assert decision.objective is not None and stages["node-level-lns"].objective is not None
     assert decision.objective >= stages["node-level-lns"].objective
     assert check(s, decision) == []
+
+
+def _rounds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the sub-models solved."""
+    solved: list[int] = []
+    solve_around = neighbourhoods._solve_around
+
+    def counted(*args: Any) -> Any:
+        solved.append(1)
+        return solve_around(*args)
+
+    monkeypatch.setattr(neighbourhoods, "_solve_around", counted)
+    return solved
+
+
+def test_a_search_at_its_bound_or_stalled_stops(monkeypatch: pytest.MonkeyPatch) -> None:
+    problem = prepare(_small_cluster())
+    enc = _node_model(problem)
+    solver = cp_model.CpSolver()
+    assert solver.solve(enc.model) == cp_model.OPTIMAL
+    optimum = np.asarray(solver.response_proto.solution, dtype=np.int64)
+    rounds = _rounds(monkeypatch)
+    coef = coefficients(problem, CONFIG.weights)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        search = Search(problem, CONFIG, coef, time.perf_counter(), pool, threading.Event())
+        search.bounds.append(round(solver.objective_value))
+        improve(search, enc, optimum, 10.0)
+        assert rounds == []  # at the bound: nothing to search
+        search.bounds.clear()
+        # No bound known, and deterministic: nothing better in STALL_ROUNDS rounds ends it
+        # long before its time (10 s of deterministic time would be 200 rounds or more).
+        assert (improve(search, enc, optimum, 10.0) == optimum).all()
+        assert len(rounds) == neighbourhoods.STALL_ROUNDS
