@@ -114,7 +114,15 @@ def _use_class_solution(
     budget = min(PACK_SHARE * config.time_limit_s, max(0.0, search.remaining()))
     reorder = min(REORDER_SHARE * config.time_limit_s, search.remaining())
     placer = disaggregate(
-        search.problem, enc, counts, admitted, config.weights, budget, config.deterministic, reorder
+        search.problem,
+        enc,
+        counts,
+        admitted,
+        config.weights,
+        budget,
+        config.deterministic,
+        reorder,
+        until=time.perf_counter() + search.remaining(),
     )
     if search.admitted is None or all(
         search.score(placer) >= search.score(p) for p in search.solved

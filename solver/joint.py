@@ -306,6 +306,7 @@ def _placed(
             config.deterministic,
             min(REORDER_SHARE * config.time_limit_s, max(0.0, left())),
             placer=placer,
+            until=time.perf_counter() + left(),
         )
     cells = problem.cell_counts(placer.placed)
     return [(c, node, count) for (c, node), count in sorted(cells.items())]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import solver.disaggregate
@@ -75,6 +77,30 @@ def test_a_class_priority_first_leaves_short_is_packed_again_largest_first() -> 
     placer = disaggregate(problem, enc, counts, admitted, WEIGHTS, reorder_budget_s=1.0)
     assert sorted(placer.placed) == ["big-0", "big-1", "small-0", "small-1"]
     assert placer.placed["big-0"] != placer.placed["big-1"]
+    # With the cycle's time used, the budget is not spent: the first pass stands.
+    late = disaggregate(
+        problem, enc, counts, admitted, WEIGHTS, reorder_budget_s=1.0, until=time.perf_counter()
+    )
+    assert len(late.placed) == 3
+    soon = time.perf_counter() + 60
+    in_time = disaggregate(
+        problem, enc, counts, admitted, WEIGHTS, reorder_budget_s=1.0, until=soon
+    )
+    assert len(in_time.placed) == 4
+
+
+def test_the_time_spared_is_what_the_first_passes_to_come_leave() -> None:
+    # 100 pods passed in 1 s, 100 to come: 1 s more at that pace.
+    pace = solver.disaggregate._Pace(200, time.perf_counter() + 0.5)
+    pace.passed(100, 1.0)
+    assert not pace.spare()
+    pace = solver.disaggregate._Pace(200, time.perf_counter() + 30)
+    pace.passed(100, 1.0)
+    assert pace.spare()
+    pace.passed(100, 1.0)  # none to come: any time left is spare
+    assert pace.spare()
+    assert not solver.disaggregate._Pace(0, time.perf_counter() - 1).spare()
+    assert solver.disaggregate._Pace(10, None).spare()  # no deadline
 
 
 def test_a_class_is_repacked_with_what_its_nodes_could_not_hold_taken_out() -> None:
