@@ -154,7 +154,24 @@ class KubeCluster:
         return self.binder.delete(pods, reason)
 
     def preempt(self, evictions: Mapping[str, str]) -> dict[str, ClusterError]:
-        return self.evictor.evict(evictions, self.seen_uids)
+        """Evict the victims whose every pod the API server would evict now (a dry run
+        first, ``Evictor.check``); a victim gang with a refused pod keeps all of its pods,
+        each reported as not evicted, with the refusal."""
+        refused = self.evictor.check(list(evictions), self.seen_uids)
+        if not refused:
+            return self.evictor.evict(evictions, self.seen_uids)
+        gang_of = {p.name: p.gang_name() for p in self.last_state.pods} if self.last_state else {}
+        blocked: dict[str, tuple[str, ClusterError]] = {}
+        for pod, error in refused.items():
+            blocked.setdefault(gang_of.get(pod, pod), (pod, error))
+        failures = dict(refused)
+        for pod in evictions:
+            if pod not in failures and (block := blocked.get(gang_of.get(pod, pod))):
+                first, error = block
+                why = f"not evicted: {first}, of the same gang, may not be ({error})"
+                failures[pod] = ClusterError(error.reason, why)
+        rest = {pod: why for pod, why in evictions.items() if pod not in failures}
+        return {**failures, **self.evictor.evict(rest, self.seen_uids)}
 
     def report(self, report: CycleReport) -> None:
         try:

@@ -13,18 +13,33 @@ and the pods' termination grace. Answers, and what they mean:
 
 The UID the snapshot showed is a precondition, so a recreated pod of the same name is
 never evicted, and leadership fences every request as it fences binds.
+
+Before any of a victim gang's pods is evicted, each of them is evicted in a dry run
+(``dryRun=All``: the API server runs the same checks, its budgets' included, and
+changes nothing), so that a PodDisruptionBudget made since the snapshot refuses the
+victim whole rather than after some of its pods are gone (``check``). A budget that
+allows fewer disruptions than the victim has pods still refuses part of it: the dry runs
+do not spend the budget.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from adapter.cluster import ClusterError
-from adapter.kube.binder import Fence, remove, split_key
+from adapter.kube.binder import (
+    CONNECT_TIMEOUT_S,
+    MAX_BIND_WAIT_S,
+    Fence,
+    api_error,
+    remove,
+    split_key,
+)
 from adapter.kube.cache import ClusterCache
 from adapter.kube.resources import done
 
@@ -66,16 +81,48 @@ class Evictor:
         ]
         return {pod: error for pod, f in futures if (error := f.result()) is not None}
 
+    def check(
+        self, pods: Collection[str], seen_uids: Mapping[str, str] | None = None
+    ) -> dict[str, ClusterError]:
+        """The pods whose eviction the API server would refuse now (a dry run each, in
+        parallel): a budget's 429, or any error but 404 and 409 (the pod is gone), since a
+        victim kept for a cycle costs a cycle, and one half-evicted a gang."""
+        seen = seen_uids or {}
+        futures = [(pod, self._pool.submit(self._dry_run, pod, seen.get(pod))) for pod in pods]
+        return {pod: error for pod, f in futures if (error := f.result()) is not None}
+
+    def _dry_run(self, pod: str, seen_uid: str | None) -> ClusterError | None:
+        namespace, name = split_key(pod)
+        uid = seen_uid or (((self.cache.pod(pod) or {}).get("metadata") or {}).get("uid"))
+        if not uid:
+            return ClusterError("UnknownUID", f"{pod}: no UID known; not evicted")
+        left = self.fence()
+        if left <= 0:
+            return ClusterError("NotLeader", "lost the lease before sending")
+        try:
+            done(
+                self.core.create_namespaced_pod_eviction(
+                    name,
+                    namespace,
+                    _eviction(namespace, name, uid),
+                    dry_run="All",
+                    _preload_content=False,
+                    _request_timeout=(min(CONNECT_TIMEOUT_S, left), min(left, MAX_BIND_WAIT_S)),
+                )
+            )
+        except ApiException as e:
+            return None if e.status in (404, 409) else api_error(e)
+        except Exception as e:
+            return ClusterError(type(e).__name__, str(e))
+        return None
+
     def _evict_one(self, pod: str, why: str, seen_uid: str | None = None) -> ClusterError | None:
         namespace, name = split_key(pod)
         current = self.cache.pod(pod)
         uid = seen_uid or ((current or {}).get("metadata") or {}).get("uid")
         if not uid:
             return ClusterError("UnknownUID", f"{pod}: no UID known; not evicted")
-        body = client.V1Eviction(
-            metadata=client.V1ObjectMeta(name=name, namespace=namespace),
-            delete_options=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)),
-        )
+        body = _eviction(namespace, name, uid)
 
         def send(timeout: tuple[float, float]) -> None:
             done(
@@ -89,3 +136,10 @@ class Evictor:
         return remove(
             self.cache, pod, uid, send, RETRYABLE, self.fence, self.backoff_s, self.retry_budget_s
         )
+
+
+def _eviction(namespace: str, name: str, uid: str) -> client.V1Eviction:
+    return client.V1Eviction(
+        metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+        delete_options=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)),
+    )

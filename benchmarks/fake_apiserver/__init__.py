@@ -38,9 +38,9 @@ runs its real code paths against it:
 
 What it deliberately does not fake, because nothing in gangsat depends on it: auth
 (no TLS, no tokens, no RBAC), schema validation beyond object names, server-side apply
-(415), ``dryRun`` (400 rather than silently writing), protobuf and CBOR (always JSON),
-graceful deletion beyond pods, and finalizers (deleting a namespace deletes its objects
-at once), namespace existence checks on create,
+(415), ``dryRun`` but on pods/eviction (400 rather than silently writing), protobuf and
+CBOR (always JSON), graceful deletion beyond pods, and finalizers (deleting a namespace
+deletes its objects at once), namespace existence checks on create,
 ``managedFields``, conversion between versions beyond rewriting ``apiVersion``, shared
 storage between core and ``events.k8s.io`` events, streaming lists (``sendInitialEvents``), list
 ``resourceVersion`` semantics (a list is always served at the current version), and

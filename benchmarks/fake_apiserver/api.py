@@ -19,8 +19,8 @@ class RequestRecord:
     """One request the server handled, in Kubernetes authorization terms.
 
     Non-resource requests (discovery, ``/version``) have an empty ``resource``.
-    ``path`` and ``content_type`` (of the body, e.g. which patch type the client chose)
-    take no part in equality.
+    ``path``, ``content_type`` (of the body, e.g. which patch type the client chose) and
+    ``query`` take no part in equality.
     """
 
     verb: str
@@ -31,6 +31,7 @@ class RequestRecord:
     name: str | None
     path: str = field(default="", compare=False)
     content_type: str | None = field(default=None, compare=False)
+    query: str = field(default="", compare=False)  # as sent, e.g. "dryRun=All"
 
 
 class _Api(_Writes, _Reads, _Faults):

@@ -9,7 +9,8 @@ import json
 import math
 import queue
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -135,6 +136,7 @@ class _Handler(BaseHTTPRequestHandler):
                 target.name if target else None,
                 path,
                 self._content_type() if body_bytes else None,
+                split.query,
             )
         )
         try:
@@ -212,8 +214,13 @@ class _Handler(BaseHTTPRequestHandler):
         self, method: str, verb: str, t: _Target, query: dict[str, str], body: Any
     ) -> None:
         fake = self.server.fake
-        if "dryRun" in query:
-            raise FakeApiError(400, "dryRun is not supported by the fake API server")
+        # A dry-run eviction checks what a real one would (the pod, its preconditions, its
+        # disruption budget) and changes nothing; other dry runs are not faked.
+        dry_run = "dryRun" in query
+        if dry_run and (query["dryRun"] != "All" or t.sub != "eviction" or method != "POST"):
+            raise FakeApiError(
+                400, "dryRun is supported only on pods/eviction by the fake API server"
+            )
         if (t.group, t.plural, t.sub) == ("", "bindings", None) and t.name is None:
             if method != "POST" or t.namespace is None:
                 raise _not_found_path()
@@ -234,7 +241,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not res.namespaced and t.namespace is not None:
             raise _not_found_path()
         if t.sub is not None:
-            self._subresource(method, res, t, body)
+            self._subresource(method, res, t, body, dry_run)
             return
         ns = t.namespace
         if verb == "list":
@@ -323,11 +330,17 @@ class _Handler(BaseHTTPRequestHandler):
                 405, "the server does not allow this method on the requested resource"
             )
 
-    def _subresource(self, method: str, res: _Resource, t: _Target, body: Any) -> None:
+    def _subresource(
+        self, method: str, res: _Resource, t: _Target, body: Any, dry_run: bool = False
+    ) -> None:
         fake = self.server.fake
         assert t.name is not None and t.sub is not None
         # POST-only subresources of a pod: pods/binding and pods/eviction (policy/v1).
-        pod_action = {"binding": fake._bind, "eviction": fake._evict}.get(t.sub)
+        actions: dict[str, Callable[[str, str, Any], None]] = {
+            "binding": fake._bind,
+            "eviction": partial(fake._evict, dry_run=dry_run),
+        }
+        pod_action = actions.get(t.sub)
         if (res.group, res.plural) == ("", "pods") and pod_action is not None:
             if method != "POST":
                 raise FakeApiError(

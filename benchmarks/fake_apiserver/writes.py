@@ -277,13 +277,14 @@ class _Writes(_Admission, _Registry):
         for watcher in self._watchers.pop(key, set()):
             watcher.queue.put(None)
 
-    def _evict(self, namespace: str, name: str, eviction: Any) -> None:
+    def _evict(self, namespace: str, name: str, eviction: Any, dry_run: bool = False) -> None:
         """POST pods/{name}/eviction (policy/v1): the pod is deleted unless a
         PodDisruptionBudget selecting it would be broken (429). Gracefully, as a kubelet
         would end it: for its grace period (the eviction's ``gracePeriodSeconds``, else
         the pod's ``terminationGracePeriodSeconds``, else 30 s) it stays, with a
         ``deletionTimestamp``, holding its node's room; then it is deleted. A grace of 0
-        deletes at once."""
+        deletes at once. ``dry_run`` (``?dryRun=All``): the same checks, the budget's and
+        the preconditions', and nothing changed."""
         pods = self._resources[("", "pods")]
         if not isinstance(eviction, dict):
             raise FakeApiError(400, "the body of the request must be a JSON object")
@@ -291,6 +292,10 @@ class _Writes(_Admission, _Registry):
         if current is None:
             raise pods.not_found(name)
         _check_budget(self._objects, namespace, current)
+        if dry_run:
+            options = eviction.get("deleteOptions") or {}
+            _check_preconditions(pods, name, current["metadata"], options)
+            return
         self._delete_pod(namespace, name, eviction.get("deleteOptions") or {})
 
     def _delete_pod(self, namespace: str, name: str, options: Any) -> Obj:

@@ -841,12 +841,47 @@ def test_the_eviction_budget_check_is_kube_apiservers(server: FakeApiServer, api
         _evict(api, "r-0")
 
 
-def _evict(api: Any, name: str, uid: str | None = None) -> None:
+def _evict(api: Any, name: str, uid: str | None = None, dry_run: bool = False) -> None:
     options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
     body = client.V1Eviction(
         metadata=client.V1ObjectMeta(name=name, namespace=NS), delete_options=options
     )
-    client.CoreV1Api(api).create_namespaced_pod_eviction(name, NS, body)
+    extra = {"dry_run": "All"} if dry_run else {}
+    client.CoreV1Api(api).create_namespaced_pod_eviction(name, NS, body, **extra)
+
+
+def test_a_dry_run_eviction_checks_as_an_eviction_and_changes_nothing(
+    server: FakeApiServer, api: Any
+) -> None:
+    server.put(node("n1"))
+    for i in range(2):
+        server.put({**pod(f"d-{i}", {"app": "d"}, nodeName="n1"), "status": {"phase": "Running"}})
+    server.put(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "d", "namespace": NS},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "d"}}},
+        }
+    )
+    before = server.get("", "pods", NS, "d-0")
+    _evict(api, "d-0", dry_run=True)  # one of two may go
+    assert server.get("", "pods", NS, "d-0") == before  # ... but nothing went
+    _evict(api, "d-1", dry_run=True)  # the dry run spent nothing of the budget
+    with pytest.raises(ApiException) as stale:
+        _evict(api, "d-0", uid="not-its-uid", dry_run=True)
+    assert stale.value.status == 409
+    with pytest.raises(ApiException) as missing:
+        _evict(api, "nope", dry_run=True)
+    assert missing.value.status == 404
+    _evict(api, "d-0")
+    with pytest.raises(ApiException) as budget:
+        _evict(api, "d-1", dry_run=True)  # d-0 terminating: the budget says no
+    assert budget.value.status == 429
+    with pytest.raises(ApiException) as other:  # other dry runs are not faked
+        client.CoreV1Api(api).delete_namespaced_pod("d-1", NS, dry_run="All")
+    assert other.value.status == 400
+    assert server.get("", "pods", NS, "d-1") is not None
 
 
 def test_eviction_is_graceful_budgeted_and_preconditioned(server: FakeApiServer, api: Any) -> None:

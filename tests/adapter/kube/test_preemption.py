@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from adapter.holds import Holds
+from adapter.kube.budgets import Budgets
 from adapter.kube.cluster import KubeCluster
 from adapter.loop import LoopSettings, run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
@@ -59,11 +61,14 @@ def _objects(pdb: bool = False, never: bool = False, grace: int = 0) -> list[dic
     return objects
 
 
+def _eviction_requests(server: FakeApiServer) -> list[Any]:
+    return [r for r in server.requests if r.verb == "create" and r.subresource == "eviction"]
+
+
 def _evictions(server: FakeApiServer) -> list[str]:
+    """The pods evicted (dry runs left out)."""
     return [
-        f"{r.namespace}/{r.name}"
-        for r in server.requests
-        if r.verb == "create" and r.subresource == "eviction"
+        f"{r.namespace}/{r.name}" for r in _eviction_requests(server) if "dryRun" not in r.query
     ]
 
 
@@ -127,6 +132,39 @@ def test_an_eviction_refused_with_429_keeps_the_victim_and_holds_nothing(
         assert set(result.preempt_failed) == {"default/low-0", "default/low-1"}
         assert all("TooManyRequests" in why for why in result.preempt_failed.values())
         assert not holds.held
+        assert bound_pods(server) == {"default/low-0": "n1", "default/low-1": "n1"}
+    finally:
+        cluster.stop()
+
+
+def test_a_budget_made_after_the_snapshot_refuses_the_victim_whole(
+    server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # gangsat's snapshot has no budget (made since); the API server has one over low-1
+    # alone. Evicted pod by pod, low-0 would go and low-1 stay: a gang of 2 left with 1.
+    objects = _objects()
+    for o in objects:
+        if o.get("kind") == "Pod" and o["metadata"]["name"] == "low-1":
+            o["metadata"]["labels"] = {"app": "low", "guard": "yes"}
+    guard = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "guard", "namespace": "default"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"guard": "yes"}}},
+    }
+    apply(server, [*objects, guard])
+    monkeypatch.setattr(Budgets, "cover", lambda self, pod: False)
+    cluster = KubeCluster(server.client()).start(10)
+    holds = Holds()
+    try:
+        result = run_cycle(cluster, SETTINGS, None, holds)
+        assert set(result.preempt_failed) == {"default/low-0", "default/low-1"}
+        assert "TooManyRequests" in result.preempt_failed["default/low-1"]
+        assert "low-1" in result.preempt_failed["default/low-0"]
+        assert not result.preempted and not holds.held
+        # Only dry runs reached the server: nothing was evicted.
+        assert all("dryRun=All" in r.query for r in _eviction_requests(server))
+        assert _eviction_requests(server)
         assert bound_pods(server) == {"default/low-0": "n1", "default/low-1": "n1"}
     finally:
         cluster.stop()
