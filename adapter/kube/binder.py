@@ -36,6 +36,7 @@ recreated pod of the same name is never the one deleted.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -62,6 +63,18 @@ MAX_BIND_WAIT_S = 10.0
 # the generated client sends may connect up to this many times more.
 POOL_CONNECT_RETRIES = 3
 MAX_RETRY_AFTER_S = 5.0
+
+
+def without_retries(api: client.ApiClient) -> client.ApiClient:
+    """A client over ``api``'s configuration whose connection pool never sends a request
+    again on its own. urllib3's default, Retry(3), sends a DELETE again after a read
+    timeout (it counts as idempotent), each time with a fresh timeout: a rollback's delete
+    reached the server up to 3 s after the lease ran out, where the fence allowed none.
+    The binder and the evictor retry themselves, each attempt fenced. Close it with the
+    writer that made it (its pool cleared)."""
+    configuration = copy.deepcopy(api.configuration)
+    configuration.retries = False
+    return client.ApiClient(configuration)
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -202,8 +215,8 @@ class Binder:
         retry_budget_s: float = 10.0,
         backoff_s: float = 0.05,
     ) -> None:
-        self.api = api
-        self.core = client.CoreV1Api(api)
+        self.api = without_retries(api)
+        self.core = client.CoreV1Api(self.api)
         self.cache = cache
         self.fence = fence
         self.retry_budget_s = retry_budget_s
@@ -214,6 +227,7 @@ class Binder:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        self.api.rest_client.pool_manager.clear()  # its own connections
 
     def bind(
         self, placements: Sequence[tuple[str, str]], seen_uids: Mapping[str, str] | None = None

@@ -39,6 +39,7 @@ from adapter.kube.binder import (
     api_error,
     remove,
     split_key,
+    without_retries,
 )
 from adapter.kube.cache import ClusterCache
 from adapter.kube.resources import done
@@ -58,7 +59,8 @@ class Evictor:
         retry_budget_s: float = 5.0,
         backoff_s: float = 0.05,
     ) -> None:
-        self.core = client.CoreV1Api(api)
+        self.api = without_retries(api)
+        self.core = client.CoreV1Api(self.api)
         self.cache = cache
         self.fence = fence
         self.retry_budget_s = retry_budget_s
@@ -67,6 +69,7 @@ class Evictor:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        self.api.rest_client.pool_manager.clear()  # its own connections
 
     def evict(
         self, evictions: Mapping[str, str], seen_uids: Mapping[str, str] | None = None

@@ -4,6 +4,7 @@ bind leaves that pod pending without losing the others."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -113,7 +114,8 @@ def test_no_bind_or_delete_can_connect_after_the_leadership_left(
     apply(server, [node("n1"), *gang_pods("solo", 1)])
     seen(cluster, server)
     left = 0.4
-    pool = cluster.api.rest_client.pool_manager
+    binder = Binder(cluster.api, cluster.cache, fence=lambda: left, threads=1)
+    pool = binder.api.rest_client.pool_manager
     sent: list[dict[str, Any]] = []
     original = pool.request
 
@@ -122,7 +124,6 @@ def test_no_bind_or_delete_can_connect_after_the_leadership_left(
         return original(*args, **kwargs)
 
     monkeypatch.setattr(pool, "request", recorded)
-    binder = Binder(cluster.api, cluster.cache, fence=lambda: left, threads=1)
     try:
         assert binder.bind([("default/solo-0", "n1")]) == {}
         (bind,) = sent
@@ -134,4 +135,38 @@ def test_no_bind_or_delete_can_connect_after_the_leadership_left(
         # The pool may connect 1 + POOL_CONNECT_RETRIES times: all of it within ``left``.
         assert delete["timeout"].connect_timeout * (1 + POOL_CONNECT_RETRIES) <= left + 1e-9
     finally:
+        binder.close()
+
+
+def test_a_slow_delete_is_not_sent_again_by_the_connection_pool(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    # urllib3's default Retry(3) sent a DELETE whose answer was late three times more,
+    # each with a fresh read timeout: past the fence, after the lease had run out.
+    apply(server, [node("n1"), *gang_pods("solo", 1)])
+    seen(cluster, server)
+    expires = time.monotonic() + 60.0
+    binder = Binder(
+        cluster.api,
+        cluster.cache,
+        fence=lambda: expires - time.monotonic(),
+        threads=1,
+        retry_budget_s=0.1,
+    )
+    arrivals: list[float] = []
+
+    def slow(method: str, path: str) -> None:
+        if method == "DELETE" and path.endswith("/pods/solo-0"):
+            arrivals.append(time.monotonic())
+            time.sleep(1.2)  # longer than the read timeout the fence leaves
+
+    try:
+        assert binder.bind([("default/solo-0", "n1")]) == {}
+        server.hooks.append(slow)
+        expires = time.monotonic() + 1.0
+        failed = binder.delete(["default/solo-0"], "test")
+        assert set(failed) == {"default/solo-0"}  # timed out, and not retried past the fence
+        assert len(arrivals) == 1 and arrivals[0] < expires  # the pool sent it once
+    finally:
+        server.hooks.remove(slow)
         binder.close()
