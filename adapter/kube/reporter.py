@@ -55,6 +55,10 @@ log = logging.getLogger(__name__)
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+# (connect, read) seconds for every status and Event write: the writer is one thread, and
+# one request left unanswered (a half-open connection) held every later write, of every
+# gang, with no end.
+WRITE_TIMEOUT = (5.0, 15.0)
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -388,6 +392,7 @@ class Reporter:
                     {"status": status},
                     _content_type=STRATEGIC_MERGE_PATCH,
                     _preload_content=False,
+                    _request_timeout=WRITE_TIMEOUT,
                 )
             )
 
@@ -470,14 +475,29 @@ class Reporter:
                 if inline
                 else self.custom.patch_cluster_custom_object_status
             )
-            cluster_patch(*where, resource.plural, name, body, _content_type=kind)
+            cluster_patch(
+                *where,
+                resource.plural,
+                name,
+                body,
+                _content_type=kind,
+                _request_timeout=WRITE_TIMEOUT,
+            )
             return
         namespaced_patch = (
             self.custom.patch_namespaced_custom_object
             if inline
             else self.custom.patch_namespaced_custom_object_status
         )
-        namespaced_patch(*where, namespace, resource.plural, name, body, _content_type=kind)
+        namespaced_patch(
+            *where,
+            namespace,
+            resource.plural,
+            name,
+            body,
+            _content_type=kind,
+            _request_timeout=WRITE_TIMEOUT,
+        )
 
     # --- Events -------------------------------------------------------------------------------
 
@@ -500,6 +520,7 @@ class Reporter:
                     namespace,
                     client.CoreV1Event.model_validate(action.body),
                     _preload_content=False,
+                    _request_timeout=WRITE_TIMEOUT,
                 )
             )
             with self._names_lock:
@@ -513,5 +534,6 @@ class Reporter:
                 patch,
                 _content_type=STRATEGIC_MERGE_PATCH,
                 _preload_content=False,
+                _request_timeout=WRITE_TIMEOUT,
             )
         )

@@ -10,8 +10,13 @@ import pytest
 from kubernetes import client
 
 from adapter.cluster import ClusterError
+from adapter.kube import reporter
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.writer import Writer
+from adapter.loop import LoopSettings, run_cycle
+from benchmarks.fake_apiserver import FakeApiServer
+from solver.config import SolverConfig
+from tests.adapter.kube.manifests import apply, gang_pods, node, podgroup, wait_until
 
 
 @pytest.fixture
@@ -102,3 +107,40 @@ def test_a_writer_whose_replica_lost_the_lease_drops_its_writes() -> None:
         assert sent == ["g"]
     finally:
         writer.stop()
+
+
+def test_a_write_left_unanswered_times_out_and_the_rest_go_out(
+    server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One writer thread: a PodGroup status PATCH the server never answers (a half-open
+    # connection) held every later status and Event, of every gang, with no end.
+    monkeypatch.setattr(reporter, "WRITE_TIMEOUT", (1.0, 0.5))
+    release = threading.Event()
+
+    def hang(method: str, path: str) -> None:
+        if method == "PATCH" and path.endswith("/podgroups/a/status"):
+            release.wait(30)
+
+    server.hooks.append(hang)
+    gangs = [podgroup("a", 1), *gang_pods("a", 1), podgroup("b", 1), *gang_pods("b", 1)]
+    apply(server, [node("n1", cpu="8"), *gangs])
+    cluster = KubeCluster(server.client(), writes_per_s=1000.0).start(sync_timeout_s=10)
+    try:
+        wait_until(lambda: cluster.cache.pod("default/b-0") is not None)
+        result = run_cycle(cluster, LoopSettings(solver=SolverConfig(time_limit_s=2.0)))
+        assert sorted(result.bound) == ["default/a-0", "default/b-0"]
+        assert cluster.writer.flush(timeout_s=8)
+        status = (server.get("scheduling.sigs.dev", "podgroups", "default", "b") or {}).get(
+            "status"
+        )
+        assert status and status.get("phase")
+        scheduled = {
+            e["involvedObject"]["name"]
+            for e in server.objects("", "events")
+            if e.get("reason") == "Scheduled"
+        }
+        assert "b-0" in scheduled
+    finally:
+        release.set()
+        server.hooks.remove(hang)
+        cluster.stop()
