@@ -50,7 +50,9 @@ def min_resources(podgroup: Obj) -> dict[str, int] | None:
         name = str(key).removeprefix(REQUESTS)
         try:
             [(name, amount)] = resources({name: value}).items()
-        except ValueError:  # an unparseable quantity or an invalid resource name
+        # An unparseable quantity, an invalid resource name, or no quantity at all (a
+        # list, a map: a CRD without a schema stores anything).
+        except (ValueError, TypeError):
             return None
         need[name] = max(need.get(name, 0), amount)
     return need

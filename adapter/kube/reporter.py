@@ -163,9 +163,28 @@ class Reporter:
                 )
             except Exception:  # one gang's report must not stop the others'
                 log.exception("report of gang %s failed", status.gang)
+        # Each part on its own: one that fails (a poisonous object) is logged and the
+        # others still run; before, a malformed Volcano PodGroup ended every report at
+        # its enqueue, and no Event, Queue status or prune followed, cycle after cycle.
         if state is not None:
             placed = {s.gang for s in live if s.phase != "Pending"}  # its status just written
-            self._enqueue(podgroups, state, with_pods, placed)
+            self._guarded("enqueue", partial(self._enqueue, podgroups, state, with_pods, placed))
+        self._guarded("pod events", partial(self._pod_events, report))
+        self._guarded("findings", partial(self._findings, findings))
+        allocated = partial(_allocated, state, gang_queue)
+        self._guarded("queues", partial(self._queues, live, gang_queue, allocated))
+        bound = {ObjectRef("Pod", *_split(p)) for p in report.bound}
+        self._guarded("forget", partial(self.recorder.forget, bound))
+        self._guarded("prune", partial(self._prune, podgroups))
+
+    @staticmethod
+    def _guarded(part: str, write: Callable[[], None]) -> None:
+        try:
+            write()
+        except Exception:
+            log.exception("report: %s failed", part)
+
+    def _pod_events(self, report: CycleReport) -> None:
         for pod, node in report.bound.items():
             self._event(
                 self._pod_ref(pod),
@@ -179,11 +198,10 @@ class Reporter:
             self._event(self._pod_ref(pod), "Warning", "Preempted", f"Evicted by gangsat: {why}")
         for pod, node in report.nominated.items():
             self._nominate(pod, node)
+
+    def _findings(self, findings: Sequence[Finding]) -> None:
         for finding in findings:
             self._finding(finding)
-        self._queues(live, gang_queue, partial(_allocated, state, gang_queue))
-        self.recorder.forget({ObjectRef("Pod", *_split(p)) for p in report.bound})
-        self._prune(podgroups)
 
     def failed_writes(self) -> bool:
         return not self._failed.empty()

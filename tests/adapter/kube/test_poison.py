@@ -133,3 +133,27 @@ def test_a_poisonous_object_leaves_the_good_gang_bound(
     assert reasons & {"InvalidSpec", "FailedScheduling", "Unschedulable"}, reasons
     # ... and every other object's report went out too.
     assert not [r.getMessage() for r in caplog.records if "could not report" in r.getMessage()]
+
+
+def test_a_malformed_volcano_min_resources_stops_no_part_of_the_report(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    # A Volcano PodGroup (no pods yet, as its job controller makes it) whose minResources
+    # a CRD without a schema kept as a list: it ended every report at its enqueue, and no
+    # Event of any gang followed, cycle after cycle.
+    bad = podgroup("bad", 1, group="scheduling.volcano.sh")
+    bad["spec"]["minResources"] = {"cpu": [1]}
+    apply(server, [node("n1", cpu="8"), podgroup("good", 2), *gang_pods("good", 2), bad])
+    seen(cluster, server)
+    result = run_cycle(cluster, FAST)
+    assert result.error is None, result.error
+    assert sorted(result.bound) == ["default/good-0", "default/good-1"]
+    assert cluster.writer.flush()
+    scheduled = {
+        e["involvedObject"]["name"]
+        for e in server.objects("", "events")
+        if e["reason"] == "Scheduled"
+    }
+    assert scheduled == {"good-0", "good-1"}
+    stored = server.get("scheduling.volcano.sh", "podgroups", "default", "bad")
+    assert ((stored or {}).get("status") or {}).get("phase") != "Inqueue"  # not enqueued
