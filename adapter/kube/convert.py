@@ -47,6 +47,7 @@ from adapter.kube.fields import (
 )
 from adapter.kube.memo import Memo, memo_key
 from adapter.kube.pods import TASK_ANNOTATION, pod_of_object
+from adapter.kube.unmodelled import NOT_SCHEDULED, BoundAntiAffinity
 from solver.model import (
     ClusterState,
     Gang,
@@ -305,6 +306,8 @@ def convert(
             bool(o.get(LEAVING)),
         )
 
+    anti = BoundAntiAffinity()
+    pending: list[tuple[Obj, str]] = []  # pending pods, as objects, and their keys
     for index, o in enumerate(items):
         kind = o.get("kind")
         if kind == "Pod":
@@ -333,6 +336,10 @@ def convert(
                 )
                 continue
             keep("Pod", pods, pod.name, pod)
+            if pod.node_name is not None:
+                anti.add(o)
+            else:
+                pending.append((o, pod.name))
             if pod.gang is not None and pod.node_name is not None and budgets and budgets.cover(o):
                 budgeted.add(pod.gang)
             if pod.gang is not None:
@@ -357,6 +364,10 @@ def convert(
                 if pod.gang is not None:
                     owned.add(pod.gang)
 
+    for o, name in pending if anti.terms else ():
+        if anti.selects(o) and pods.pop(name, None) is not None:
+            message = f"a bound pod's required podAntiAffinity selects it, {NOT_SCHEDULED}"
+            findings.append(Finding(kind="Pod", name=name, message=message))
     _workload_instances(templates, pods.values(), gangs)
     for name, by_task in succeeded.items():
         if name in gangs:

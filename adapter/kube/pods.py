@@ -1,7 +1,8 @@
 """A Pod object as the solver reads it: its requests as Kubernetes sums them, its node
 predicates (selector, required affinity with matchFields, tolerations), its gang and
 task, and what preemption reads (priority, policy, start). Used by ``convert`` for live
-pods and for the pods a Job's template stands for."""
+pods and for the pods a Job's template stands for. A pending pod with a placement rule
+gangsat does not check is refused (``unmodelled``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from adapter.kube.dialects import group_of
 from adapter.kube.fields import BadObject, Obj, quantities
+from adapter.kube.unmodelled import unmodelled
 from solver.model import (
     CPU,
     HUGEPAGES_PREFIX,
@@ -127,6 +129,8 @@ def pod_of_object(
     started: float | None = None,
     terminating: bool = False,
 ) -> Pod:
+    if not spec.get("nodeName") and (rule := unmodelled(spec)) is not None:
+        raise BadObject(rule)
     group = group_of({"metadata": metadata, "spec": spec})
     priority = spec.get("priority")
     if not isinstance(priority, int):

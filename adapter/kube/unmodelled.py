@@ -1,0 +1,94 @@
+"""Placement rules of a pod that gangsat does not check, and so must not place it under.
+
+kube-scheduler filters nodes by more than gangsat's predicates read (selector, required
+node affinity, taints, resources): inter-pod affinity and anti-affinity, topology spread,
+host ports, volumes and dynamic resource claims. Placed without them, a gang of pods with
+required anti-affinity went onto one node, pods asking for one host port onto one node
+(the kubelet then refuses all but one: a gang broken after binding), and a pod with a
+zonal or WaitForFirstConsumer claim onto a node its volume can never reach. A pending
+pod with such a rule is therefore not scheduled: it becomes a finding, an ``InvalidSpec``
+Event says which rule, and its gang waits for it. So is a pending pod that a bound pod's
+required anti-affinity selects (the rule binds both ways in kube-scheduler). Bound pods
+are read as they are: they hold their room wherever they run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from adapter.kube.budgets import selects
+from adapter.kube.fields import Obj
+
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+NOT_SCHEDULED = "which gangsat does not check: not scheduled (kube-scheduler would check it)"
+
+
+def unmodelled(spec: Obj) -> str | None:
+    """The first rule of a pending pod's ``spec`` that gangsat does not check, if any."""
+    affinity = spec.get("affinity")
+    if isinstance(affinity, Mapping):
+        for kind in ("podAffinity", "podAntiAffinity"):
+            rules = affinity.get(kind)
+            if isinstance(rules, Mapping) and rules.get(REQUIRED):
+                return f"asks for required {kind}, {NOT_SCHEDULED}"
+    for constraint in _mappings(spec.get("topologySpreadConstraints")):
+        if constraint.get("whenUnsatisfiable") == "DoNotSchedule":
+            return f"asks for a DoNotSchedule topologySpreadConstraint, {NOT_SCHEDULED}"
+    containers = [*_mappings(spec.get("containers")), *_mappings(spec.get("initContainers"))]
+    for container in containers:
+        for port in _mappings(container.get("ports")):
+            if port.get("hostPort"):
+                return f"asks for hostPort {port['hostPort']}, {NOT_SCHEDULED}"
+    for volume in _mappings(spec.get("volumes")):
+        if volume.get("persistentVolumeClaim") or volume.get("ephemeral"):
+            name = volume.get("name")
+            return f"mounts volume {name!r} from a PersistentVolumeClaim, {NOT_SCHEDULED}"
+    if spec.get("resourceClaims"):
+        return f"asks for resourceClaims (dynamic resource allocation), {NOT_SCHEDULED}"
+    return None
+
+
+@dataclass
+class BoundAntiAffinity:
+    """The required anti-affinity terms of the bound pods of a snapshot."""
+
+    # (namespaces the term reads, None for any; its labelSelector)
+    terms: list[tuple[frozenset[str] | None, Any]] = field(default_factory=list)
+
+    def add(self, pod: Obj) -> None:
+        """Read a bound pod's terms (most pods have no affinity: two lookups)."""
+        spec = pod.get("spec")
+        affinity = spec.get("affinity") if isinstance(spec, Mapping) else None
+        if not isinstance(affinity, Mapping):
+            return
+        rules = affinity.get("podAntiAffinity")
+        if not isinstance(rules, Mapping):
+            return
+        own = str((pod.get("metadata") or {}).get("namespace") or "default")
+        for term in _mappings(rules.get(REQUIRED)):
+            namespaces: frozenset[str] | None = frozenset({own})
+            if term.get("namespaceSelector") is not None:
+                namespaces = None  # read as selecting any namespace: never too few
+            elif isinstance(term.get("namespaces"), list) and term["namespaces"]:
+                namespaces = frozenset(str(n) for n in term["namespaces"])
+            self.terms.append((namespaces, term.get("labelSelector")))
+
+    def selects(self, pod: Obj) -> bool:
+        """Whether a term selects this pod (its namespace and labels)."""
+        metadata = pod.get("metadata") or {}
+        namespace = str(metadata.get("namespace") or "default")
+        labels = metadata.get("labels") or {}
+        if not isinstance(labels, Mapping):
+            return False
+        return any(
+            (namespaces is None or namespace in namespaces)
+            and selector is not None
+            and selects(selector, labels)
+            for namespaces, selector in self.terms
+        )
+
+
+def _mappings(items: Any) -> Iterable[Mapping[str, Any]]:
+    return [i for i in items if isinstance(i, Mapping)] if isinstance(items, list) else []

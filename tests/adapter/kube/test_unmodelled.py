@@ -1,0 +1,150 @@
+"""Pending pods with a placement rule gangsat does not check are not scheduled; bound ones
+hold their room; a bound pod's required anti-affinity keeps the pods it selects waiting."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from adapter.kube.convert import convert
+from adapter.kube.memo import Memo
+from solver.schedulers import schedule
+from tests.adapter.kube.test_convert import node, pod
+
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+TERM = {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}
+
+
+def with_spec(obj: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    changed = copy.deepcopy(obj)
+    changed["spec"].update(spec)
+    return changed
+
+
+def with_port(obj: dict[str, Any], **port: Any) -> dict[str, Any]:
+    changed = copy.deepcopy(obj)
+    changed["spec"]["containers"][0]["ports"] = [port]
+    return changed
+
+
+UNMODELLED: dict[str, tuple[dict[str, Any], str]] = {
+    "anti-affinity": (
+        with_spec(pod("p"), affinity={"podAntiAffinity": {REQUIRED: [TERM]}}),
+        "podAntiAffinity",
+    ),
+    "affinity": (with_spec(pod("p"), affinity={"podAffinity": {REQUIRED: [TERM]}}), "podAffinity"),
+    "spread": (
+        with_spec(
+            pod("p"),
+            topologySpreadConstraints=[
+                {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
+            ],
+        ),
+        "topologySpreadConstraint",
+    ),
+    "host port": (with_port(pod("p"), containerPort=80, hostPort=8080), "hostPort 8080"),
+    "claim": (
+        with_spec(
+            pod("p"), volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "c"}}]
+        ),
+        "PersistentVolumeClaim",
+    ),
+    "ephemeral claim": (
+        with_spec(
+            pod("p"), volumes=[{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}]
+        ),
+        "PersistentVolumeClaim",
+    ),
+    "DRA": (with_spec(pod("p"), resourceClaims=[{"name": "gpu"}]), "resourceClaims"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNMODELLED))
+def test_a_pending_pod_with_a_rule_gangsat_does_not_check_waits_and_says_why(case: str) -> None:
+    obj, said = UNMODELLED[case]
+    conversion = convert([node("n1"), obj])
+    assert [p.name for p in conversion.state.pods] == []
+    (finding,) = conversion.findings
+    assert finding.name == "team/p" and said in finding.message
+    assert "not scheduled" in finding.message
+    # Bound, the same pod holds its room: it runs wherever it was put.
+    bound = copy.deepcopy(obj)
+    bound["spec"]["nodeName"] = "n1"
+    assert [p.name for p in convert([node("n1"), bound]).state.pods] == ["team/p"]
+
+
+def test_rules_that_only_prefer_are_placed() -> None:
+    preferring = [
+        with_spec(
+            pod("a"),
+            affinity={"podAntiAffinity": {PREFERRED: [{"weight": 1, "podAffinityTerm": TERM}]}},
+        ),
+        with_spec(
+            pod("b"),
+            topologySpreadConstraints=[
+                {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}
+            ],
+        ),
+        with_port(pod("c"), containerPort=80),  # a container port alone asks for no host port
+        with_spec(pod("d"), volumes=[{"name": "cfg", "configMap": {"name": "cfg"}}]),
+    ]
+    conversion = convert([node("n1"), *preferring])
+    assert sorted(p.name for p in conversion.state.pods) == ["team/a", "team/b", "team/c", "team/d"]
+    assert conversion.findings == []
+
+
+def test_a_bound_pods_required_anti_affinity_keeps_the_pods_it_selects_waiting() -> None:
+    guard = with_spec(
+        pod("guard", node_name="n1"), affinity={"podAntiAffinity": {REQUIRED: [TERM]}}
+    )
+    objects = [
+        node("n1"),
+        node("n2"),
+        guard,
+        pod("selected", labels={"app": "x"}),
+        pod("elsewhere", labels={"app": "x"}, namespace="other"),  # the term reads team only
+        pod("other", labels={"app": "y"}),
+    ]
+    conversion = convert(objects)
+    names = sorted(p.name for p in conversion.state.pods)
+    assert names == ["other/elsewhere", "team/guard", "team/other"]
+    (finding,) = conversion.findings
+    assert finding.name == "team/selected" and "podAntiAffinity" in finding.message
+    # A namespaceSelector reads any namespace: never too few.
+    wide = copy.deepcopy(guard)
+    wide["spec"]["affinity"]["podAntiAffinity"][REQUIRED][0]["namespaceSelector"] = {}
+    names = sorted(p.name for p in convert([*objects[:2], wide, *objects[3:]]).state.pods)
+    assert names == ["team/guard", "team/other"]
+
+
+def test_a_remembered_pod_is_refused_again_and_accepted_once_bound() -> None:
+    # Converted from the memo on later cycles, the finding comes back with the pod.
+    memo = Memo()
+    anti = with_spec(pod("p"), affinity={"podAntiAffinity": {REQUIRED: [TERM]}})
+    anti["metadata"].update(uid="u1", resourceVersion="1")
+    for _ in range(2):
+        conversion = convert([node("n1"), anti], memo=memo)
+        assert conversion.state.pods == () and len(conversion.findings) == 1
+
+
+def test_a_gang_of_anti_affine_pods_is_never_packed_onto_one_node() -> None:
+    # The reviewer's case: four pods that must each have a node of their own, four
+    # nodes of 8 cpu. Placed without the rule, cpsat put all four on one node.
+    members = [
+        with_spec(
+            pod(f"w{i}", labels={"app": "x"}, annotations={"scheduling.k8s.io/group-name": "g"}),
+            affinity={"podAntiAffinity": {REQUIRED: [TERM]}},
+        )
+        for i in range(4)
+    ]
+    group = {
+        "apiVersion": "scheduling.sigs.dev/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "team"},
+        "spec": {"minMember": 4},
+    }
+    state = convert([*(node(f"n{i}", cpu="8") for i in range(4)), group, *members]).state
+    assert schedule(state, "cpsat").placements == {}
