@@ -489,6 +489,34 @@ def test_podgroup_schemas_take_a_gang_and_refuse_bad_ones(api_version: str) -> N
     assert custom_errors(namespaced) == []
 
 
+def test_the_volcano_crds_prune_none_of_volcanos_spec_fields() -> None:
+    # A structural schema drops what it does not declare: the bundled PodGroup lost
+    # preemptable: false, and with preemption on such a gang was evicted.
+    volcano = "scheduling.volcano.sh/v1beta1"
+    group = _podgroup(
+        volcano,
+        minMember=2,
+        minTaskMember={"worker": 2},
+        queue="q",
+        priorityClassName="high",
+        preemptable=False,
+        networkTopology={"mode": "hard", "highestTierAllowed": 1},
+    )
+    assert custom_errors(group) == []
+    assert custom_errors(_podgroup(volcano, minMember=2, preemptable="no"))
+    queue = _queue(
+        volcano,
+        weight=1,
+        reclaimable=False,
+        parent="root",
+        priority=5,
+        type="hierarchy",
+        affinity={"nodeGroupAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": ["a"]}},
+        extendClusters=[{"name": "c1", "weight": 1}],
+    )
+    assert custom_errors(queue) == []
+
+
 @pytest.mark.parametrize("api_version", QUEUE_VERSIONS)
 def test_queue_schemas_take_a_queue_and_refuse_bad_ones(api_version: str) -> None:
     assert custom_errors(_queue(api_version, weight=1)) == []
