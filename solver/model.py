@@ -179,11 +179,12 @@ class NodeSelectorRequirement(_Frozen):
             raise ValueError(f"operator {op} needs at least one value")
         if op in ("Exists", "DoesNotExist") and self.values:
             raise ValueError(f"operator {op} takes no values")
-        if op in ("Gt", "Lt"):
-            if len(self.values) != 1:
-                raise ValueError(f"operator {op} takes exactly one value")
-            if int64_of(self.values[0]) is None:
-                raise ValueError(f"operator {op} needs an integer value")
+        # A Gt or Lt value that is no integer is admitted by the API server (it is a valid
+        # label value), and kube-scheduler's node affinity reads the requirement as
+        # matching no node; refusing the pod made its gang wait forever where another
+        # term of the pod matched.
+        if op in ("Gt", "Lt") and len(self.values) != 1:
+            raise ValueError(f"operator {op} takes exactly one value")
         return self
 
 

@@ -15,11 +15,13 @@ from solver.model import (
     Gang,
     Node,
     NodeSelectorRequirement,
+    NodeSelectorTerm,
     Pod,
     Queue,
     Resources,
     Toleration,
 )
+from solver.schedulers import schedule
 from tests.builders import gang, node, pod, queue, resources, state
 
 
@@ -79,9 +81,30 @@ def test_in_without_values_is_rejected_with_its_path() -> None:
     assert "operator In needs at least one value" in msg
 
 
-def test_gt_with_non_integer_value_is_rejected() -> None:
-    with pytest.raises(ValidationError, match="operator Gt needs an integer value"):
-        NodeSelectorRequirement(key="k", operator="Gt", values=("1.5",))
+def test_gt_with_a_non_integer_value_matches_no_node_and_other_terms_still_do() -> None:
+    bad = NodeSelectorRequirement(key="k", operator="Gt", values=("abc",))
+    good = NodeSelectorRequirement(key="zone", operator="In", values=("b",))
+    p = (
+        pod("p")
+        .req(cpu=1)
+        .build()
+        .model_copy(
+            update={
+                "affinity": (
+                    NodeSelectorTerm(match_expressions=(bad,)),
+                    NodeSelectorTerm(match_expressions=(good,)),
+                )
+            }
+        )
+    )
+    s = state(
+        nodes=[
+            node("n1").cap(cpu=4, memory="8Gi").label({"k": "5", "zone": "a"}),
+            node("n2").cap(cpu=4, memory="8Gi").label({"k": "5", "zone": "b"}),
+        ],
+        pods=[p],
+    )
+    assert schedule(s, "gang-greedy").placements == {"p": "n2"}
 
 
 @pytest.mark.parametrize(
