@@ -43,8 +43,6 @@ from solver.disaggregate import (
     topped_up,
 )
 from solver.encode import (
-    COARSE_ROUNDING,
-    ROUNDING,
     Encoding,
     encode,
     restricted,
@@ -147,8 +145,7 @@ def _node_class_stage(search: Search, shapes: Shapes, share: float, repack: bool
     pairs = pair_capacity(problem, shapes, bins)
     large = len(pairs) > RINS_PAIRS * config.max_exact_class_pairs
     # A large model is only searched restricted: its own CP-SAT model is never built.
-    rounding = COARSE_ROUNDING if large else ROUNDING
-    agg = encode(problem, shapes, bins, search.coef, pairs, lp_only=large, rounding=rounding)
+    agg = encode(problem, shapes, bins, search.coef, pairs, lp_only=large)
     _guided_search(search, agg, "node-classes", left, large, repack, free_waiting=True)
     too_big = len(pairs) > config.max_exact_class_pairs
     if search.settled(wait_for_baseline=False) or too_big or left() < MIN_STAGE_S:

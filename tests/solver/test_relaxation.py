@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 from solver.encode import (
-    COARSE_ROUNDING,
     ROUNDING,
     Encoding,
     encode,
@@ -156,7 +155,6 @@ def test_pods_of_a_32nd_of_a_node_are_held_to_what_fits_node_by_node() -> None:
     """3 cores are 1/21 of these nodes: rounded capacity rows (at most floor(5 / 3) = 1
     pod of 3 cores or more per node) hold the class to two such pods, which its nodes can
     hold, where summed capacity lets it promise three (with the two small pods: 4 and 5).
-    At 1/16 (COARSE_ROUNDING) they are left out, and the relaxation is weaker, though
-    still valid."""
+    At 1/16 they are left out, and the relaxation is weaker, though still valid."""
     assert _most_pods(*_fragmented_class(ROUNDING)) == 4
-    assert _most_pods(*_fragmented_class(COARSE_ROUNDING)) == 5
+    assert _most_pods(*_fragmented_class(16)) == 5
