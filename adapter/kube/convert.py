@@ -47,7 +47,7 @@ from adapter.kube.fields import (
 )
 from adapter.kube.memo import Memo, memo_key
 from adapter.kube.pods import TASK_ANNOTATION, pod_of_object
-from adapter.kube.unmodelled import NOT_SCHEDULED, BoundAntiAffinity
+from adapter.kube.unmodelled import BoundAntiAffinity, kept_off
 from solver.model import (
     ClusterState,
     Gang,
@@ -337,7 +337,7 @@ def convert(
                 continue
             keep("Pod", pods, pod.name, pod)
             if pod.node_name is not None:
-                anti.add(o)
+                anti.add(o, pod.node_name)
             else:
                 pending.append((o, pod.name))
             if pod.gang is not None and pod.node_name is not None and budgets and budgets.cover(o):
@@ -361,13 +361,13 @@ def convert(
                 or []
             ):
                 pods[pod.name] = pod
+                pending.append((_template_of(o), pod.name))
                 if pod.gang is not None:
                     owned.add(pod.gang)
 
     for o, name in pending if anti.terms else ():
-        if anti.selects(o) and pods.pop(name, None) is not None:
-            message = f"a bound pod's required podAntiAffinity selects it, {NOT_SCHEDULED}"
-            findings.append(Finding(kind="Pod", name=name, message=message))
+        if name in pods and (off := anti.requirements_for(o, nodes)):
+            pods[name] = kept_off(pods[name], off)
     _workload_instances(templates, pods.values(), gangs)
     for name, by_task in succeeded.items():
         if name in gangs:
@@ -397,6 +397,14 @@ def convert(
         for kind, count in sorted(unread.items())
     ]
     return Conversion(state, findings, ignored, frozenset(foreign - owned))
+
+
+def _template_of(job: Obj) -> Obj:
+    """What a Job's pods are as a bound pod's anti-affinity reads them: the Job's
+    namespace, its template's labels."""
+    template = ((job.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    namespace = (job.get("metadata") or {}).get("namespace")
+    return {"metadata": {"namespace": namespace, "labels": template.get("labels") or {}}}
 
 
 def _count_succeeded(pod: Obj, succeeded: defaultdict[str, Counter[str]]) -> None:

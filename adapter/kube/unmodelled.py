@@ -7,9 +7,10 @@ required anti-affinity went onto one node, pods asking for one host port onto on
 (the kubelet then refuses all but one: a gang broken after binding), and a pod with a
 zonal or WaitForFirstConsumer claim onto a node its volume can never reach. A pending
 pod with such a rule is therefore not scheduled: it becomes a finding, an ``InvalidSpec``
-Event says which rule, and its gang waits for it. So is a pending pod that a bound pod's
-required anti-affinity selects (the rule binds both ways in kube-scheduler). Bound pods
-are read as they are: they hold their room wherever they run.
+Event says which rule, and its gang waits for it. The one rule of a bound pod that binds
+others, its required anti-affinity (kube-scheduler checks it both ways), is modelled: a
+pending pod it selects gets node affinity that keeps it out of the bound pod's topology
+domain. Bound pods are read as they are: they hold their room wherever they run.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from adapter.kube.budgets import selects
 from adapter.kube.fields import Obj
+from solver.model import Node, NodeSelectorRequirement, NodeSelectorTerm, Pod
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 NOT_SCHEDULED = "which gangsat does not check: not scheduled (kube-scheduler would check it)"
@@ -44,7 +46,7 @@ def unmodelled(spec: Obj) -> str | None:
     for volume in _mappings(spec.get("volumes")):
         if volume.get("persistentVolumeClaim") or volume.get("ephemeral"):
             name = volume.get("name")
-            return f"mounts volume {name!r} from a PersistentVolumeClaim, {NOT_SCHEDULED}"
+            return f"mounts volume {name!r}, a PersistentVolumeClaim's, {NOT_SCHEDULED}"
     if spec.get("resourceClaims"):
         return f"asks for resourceClaims (dynamic resource allocation), {NOT_SCHEDULED}"
     return None
@@ -52,12 +54,14 @@ def unmodelled(spec: Obj) -> str | None:
 
 @dataclass
 class BoundAntiAffinity:
-    """The required anti-affinity terms of the bound pods of a snapshot."""
+    """The required anti-affinity terms of the bound pods of a snapshot, as the nodes
+    they keep the pods they select off: those whose label ``topologyKey`` has the value
+    the bound pod's node has (no node without that label: it is in no domain)."""
 
-    # (namespaces the term reads, None for any; its labelSelector)
-    terms: list[tuple[frozenset[str] | None, Any]] = field(default_factory=list)
+    # (namespaces the term reads, None for any; its labelSelector; topologyKey; node)
+    terms: list[tuple[frozenset[str] | None, Any, str, str]] = field(default_factory=list)
 
-    def add(self, pod: Obj) -> None:
+    def add(self, pod: Obj, node: str) -> None:
         """Read a bound pod's terms (most pods have no affinity: two lookups)."""
         spec = pod.get("spec")
         affinity = spec.get("affinity") if isinstance(spec, Mapping) else None
@@ -73,21 +77,48 @@ class BoundAntiAffinity:
                 namespaces = None  # read as selecting any namespace: never too few
             elif isinstance(term.get("namespaces"), list) and term["namespaces"]:
                 namespaces = frozenset(str(n) for n in term["namespaces"])
-            self.terms.append((namespaces, term.get("labelSelector")))
+            key = term.get("topologyKey")
+            if isinstance(key, str) and key:
+                self.terms.append((namespaces, term.get("labelSelector"), key, node))
 
-    def selects(self, pod: Obj) -> bool:
-        """Whether a term selects this pod (its namespace and labels)."""
+    def requirements_for(
+        self, pod: Obj, nodes: Mapping[str, Node]
+    ) -> tuple[NodeSelectorRequirement, ...]:
+        """Requirements that keep a pending pod (its namespace and labels) off the
+        domains of the terms that select it: per topology key, NotIn its values."""
         metadata = pod.get("metadata") or {}
         namespace = str(metadata.get("namespace") or "default")
         labels = metadata.get("labels") or {}
         if not isinstance(labels, Mapping):
-            return False
-        return any(
-            (namespaces is None or namespace in namespaces)
-            and selector is not None
-            and selects(selector, labels)
-            for namespaces, selector in self.terms
+            labels = {}
+        values: dict[str, set[str]] = {}
+        for namespaces, selector, key, node_name in self.terms:
+            if namespaces is not None and namespace not in namespaces:
+                continue
+            if selector is None or not selects(selector, labels):
+                continue
+            node = nodes.get(node_name)
+            value = node.labels.get(key) if node is not None else None
+            if value is not None:
+                values.setdefault(key, set()).add(value)
+        return tuple(
+            NodeSelectorRequirement(key=key, operator="NotIn", values=tuple(sorted(vals)))
+            for key, vals in sorted(values.items())
         )
+
+
+def kept_off(pod: Pod, requirements: tuple[NodeSelectorRequirement, ...]) -> Pod:
+    """``pod`` with ``requirements`` added to each of its node affinity terms (or as its
+    one term): wherever it goes, they hold."""
+    terms = pod.affinity or (NodeSelectorTerm(),)
+    return pod.model_copy(
+        update={
+            "affinity": tuple(
+                t.model_copy(update={"match_expressions": (*t.match_expressions, *requirements)})
+                for t in terms
+            )
+        }
+    )
 
 
 def _mappings(items: Any) -> Iterable[Mapping[str, Any]]:

@@ -96,28 +96,67 @@ def test_rules_that_only_prefer_are_placed() -> None:
     assert conversion.findings == []
 
 
-def test_a_bound_pods_required_anti_affinity_keeps_the_pods_it_selects_waiting() -> None:
+def test_a_bound_pods_required_anti_affinity_keeps_the_pods_it_selects_off_its_domain() -> None:
     guard = with_spec(
         pod("guard", node_name="n1"), affinity={"podAntiAffinity": {REQUIRED: [TERM]}}
     )
     objects = [
-        node("n1"),
-        node("n2"),
+        node("n1", metadata={"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}}),
+        node("n2", metadata={"name": "n2", "labels": {"kubernetes.io/hostname": "n2"}}),
         guard,
         pod("selected", labels={"app": "x"}),
         pod("elsewhere", labels={"app": "x"}, namespace="other"),  # the term reads team only
         pod("other", labels={"app": "y"}),
     ]
     conversion = convert(objects)
-    names = sorted(p.name for p in conversion.state.pods)
-    assert names == ["other/elsewhere", "team/guard", "team/other"]
-    (finding,) = conversion.findings
-    assert finding.name == "team/selected" and "podAntiAffinity" in finding.message
+    assert conversion.findings == []
+    placed = schedule(conversion.state, "cpsat").placements
+    assert placed["team/selected"] == "n2"  # never n1, though n1 has room
+    by_name = {p.name: p for p in conversion.state.pods}
+    assert by_name["team/other"].affinity == () and by_name["other/elsewhere"].affinity == ()
     # A namespaceSelector reads any namespace: never too few.
     wide = copy.deepcopy(guard)
     wide["spec"]["affinity"]["podAntiAffinity"][REQUIRED][0]["namespaceSelector"] = {}
-    names = sorted(p.name for p in convert([*objects[:2], wide, *objects[3:]]).state.pods)
-    assert names == ["team/guard", "team/other"]
+    state = convert([*objects[:2], wide, *objects[3:]]).state
+    assert {p.name for p in state.pods if p.affinity} == {"team/selected", "other/elsewhere"}
+    # A zone-wide term keeps the pod off every node of the bound pod's zone, and a node
+    # without the zone label is in no domain.
+    zonal = copy.deepcopy(guard)
+    zonal["spec"]["affinity"]["podAntiAffinity"][REQUIRED][0]["topologyKey"] = "zone"
+    zoned = [
+        node("n1", metadata={"name": "n1", "labels": {"zone": "a"}}),
+        node("n2", metadata={"name": "n2", "labels": {"zone": "a"}}),
+        node("n3", metadata={"name": "n3", "labels": {}}),
+    ]
+    state = convert([*zoned, zonal, pod("selected", labels={"app": "x"})]).state
+    assert schedule(state, "cpsat").placements == {"team/selected": "n3"}
+
+
+def test_a_jobs_pods_are_kept_off_a_bound_pods_domain_too() -> None:
+    guard = with_spec(
+        pod("guard", node_name="n1"), affinity={"podAntiAffinity": {REQUIRED: [TERM]}}
+    )
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j", "namespace": "team"},
+        "spec": {
+            "parallelism": 1,
+            "template": {
+                "metadata": {"labels": {"app": "x"}},
+                "spec": {
+                    "schedulerName": "gangsat",
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+                },
+            },
+        },
+    }
+    nodes = [
+        node(n, metadata={"name": n, "labels": {"kubernetes.io/hostname": n}}) for n in ("n1", "n2")
+    ]
+    state = convert([*nodes, guard, job]).state
+    placed = schedule(state, "cpsat").placements
+    assert placed and set(placed.values()) == {"n2"}
 
 
 def test_a_remembered_pod_is_refused_again_and_accepted_once_bound() -> None:
