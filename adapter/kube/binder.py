@@ -59,8 +59,9 @@ log = logging.getLogger(__name__)
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
 CONNECT_TIMEOUT_S = 5.0
 MAX_BIND_WAIT_S = 10.0
-# urllib3's connection retries in the client's pool (its default, Retry(3)): a request
-# the generated client sends may connect up to this many times more.
+# urllib3's connection retries in a client's pool (its default, Retry(3)): a request may
+# connect up to this many times more. The binder's and the evictor's clients retry nothing
+# (``without_retries``); their connect timeouts still allow for it, a margin.
 POOL_CONNECT_RETRIES = 3
 MAX_RETRY_AFTER_S = 5.0
 

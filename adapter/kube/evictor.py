@@ -87,9 +87,9 @@ class Evictor:
     def check(
         self, pods: Collection[str], seen_uids: Mapping[str, str] | None = None
     ) -> dict[str, ClusterError]:
-        """The pods whose eviction the API server would refuse now (a dry run each, in
-        parallel): a budget's 429, or any error but 404 and 409 (the pod is gone), since a
-        victim kept for a cycle costs a cycle, and one half-evicted a gang."""
+        """The pods whose eviction the API server refuses now (a dry run each, in
+        parallel): a budget's 429, or any answer but 404 and 409 (the pod is gone) and
+        5xx; a 5xx or no answer at all refuses nothing (the eviction is tried)."""
         seen = seen_uids or {}
         futures = [(pod, self._pool.submit(self._dry_run, pod, seen.get(pod))) for pod in pods]
         return {pod: error for pod, f in futures if (error := f.result()) is not None}
@@ -114,9 +114,18 @@ class Evictor:
                 )
             )
         except ApiException as e:
-            return None if e.status in (404, 409) else api_error(e)
+            if e.status in (404, 409):
+                return None
+            if e.status in RETRYABLE:
+                # No answer, as with a timeout below: the eviction itself still meets the
+                # budgets, and is retried on these; a victim kept would cost its preemptor
+                # a cycle on one dropped request.
+                log.warning("dry run of evicting %s not answered: %s", pod, api_error(e))
+                return None
+            return api_error(e)
         except Exception as e:
-            return ClusterError(type(e).__name__, str(e))
+            log.warning("dry run of evicting %s not answered: %s", pod, e)
+            return None
         return None
 
     def _evict_one(self, pod: str, why: str, seen_uid: str | None = None) -> ClusterError | None:

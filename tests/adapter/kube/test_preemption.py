@@ -170,6 +170,22 @@ def test_a_budget_made_after_the_snapshot_refuses_the_victim_whole(
         cluster.stop()
 
 
+def test_a_dry_run_left_unanswered_refuses_nothing(server: FakeApiServer) -> None:
+    # A 503 to a dry run says nothing of the budgets: the eviction is tried (it meets
+    # them itself, and is retried on a 503), rather than the victim kept for a cycle.
+    apply(server, _objects())
+    server.fail("POST", r"/pods/low-\d/eviction$", 503, times=1)
+    cluster = KubeCluster(server.client()).start(10)
+    holds = Holds()
+    try:
+        result = run_cycle(cluster, SETTINGS, None, holds)
+        assert sorted(result.preempted) == ["default/low-0", "default/low-1"]
+        assert not result.preempt_failed
+        assert sorted(_evictions(server)) == ["default/low-0", "default/low-1"]
+    finally:
+        cluster.stop()
+
+
 def test_preemption_policy_never_evicts_nothing(server: FakeApiServer) -> None:
     apply(server, _objects(never=True))
     cluster = KubeCluster(server.client()).start(10)
