@@ -401,10 +401,15 @@ def convert(
 
 def _template_of(job: Obj) -> Obj:
     """What a Job's pods are as a bound pod's anti-affinity reads them: the Job's
-    namespace, its template's labels."""
+    namespace, its template's labels and those the Job controller adds by the Job's name
+    (not its uid's nor the completion index's, unknown before it makes them)."""
     template = ((job.get("spec") or {}).get("template") or {}).get("metadata") or {}
-    namespace = (job.get("metadata") or {}).get("namespace")
-    return {"metadata": {"namespace": namespace, "labels": template.get("labels") or {}}}
+    metadata = job.get("metadata") or {}
+    labels = dict(template.get("labels") or {})
+    name = metadata.get("name")
+    if isinstance(name, str):
+        labels.update({"job-name": name, "batch.kubernetes.io/job-name": name})
+    return {"metadata": {"namespace": metadata.get("namespace"), "labels": labels}}
 
 
 def _count_succeeded(pod: Obj, succeeded: defaultdict[str, Counter[str]]) -> None:

@@ -17,9 +17,10 @@ never evicted, and leadership fences every request as it fences binds.
 Before any of a victim gang's pods is evicted, each of them is evicted in a dry run
 (``dryRun=All``: the API server runs the same checks, its budgets' included, and
 changes nothing), so that a PodDisruptionBudget made since the snapshot refuses the
-victim whole rather than after some of its pods are gone (``check``). A budget that
-allows fewer disruptions than the victim has pods still refuses part of it: the dry runs
-do not spend the budget.
+victim whole rather than after some of its pods are gone (``check``). Left open: a budget
+that allows fewer disruptions than the victim has pods (the dry runs do not spend it),
+one made between the dry runs and the evictions, and one whose dry run went unanswered
+(a 5xx or no answer refuses nothing): each may still refuse part of a victim.
 """
 
 from __future__ import annotations

@@ -109,16 +109,19 @@ class BoundAntiAffinity:
 
 def kept_off(pod: Pod, requirements: tuple[NodeSelectorRequirement, ...]) -> Pod:
     """``pod`` with ``requirements`` added to each of its node affinity terms (or as its
-    one term): wherever it goes, they hold."""
-    terms = pod.affinity or (NodeSelectorTerm(),)
-    return pod.model_copy(
-        update={
-            "affinity": tuple(
-                t.model_copy(update={"match_expressions": (*t.match_expressions, *requirements)})
-                for t in terms
-            )
-        }
+    one term): wherever it goes, they hold. An empty term matches no node, and stays so:
+    given the requirements, it matched every node they allow."""
+    if not pod.affinity:
+        return pod.model_copy(
+            update={"affinity": (NodeSelectorTerm(match_expressions=requirements),)}
+        )
+    terms = tuple(
+        t
+        if not t.match_expressions and not t.match_fields
+        else t.model_copy(update={"match_expressions": (*t.match_expressions, *requirements)})
+        for t in pod.affinity
     )
+    return pod.model_copy(update={"affinity": terms})
 
 
 def _mappings(items: Any) -> Iterable[Mapping[str, Any]]:

@@ -1,5 +1,6 @@
 """Pending pods with a placement rule gangsat does not check are not scheduled; bound ones
-hold their room; a bound pod's required anti-affinity keeps the pods it selects waiting."""
+hold their room; a bound pod's required anti-affinity keeps the pods it selects off its
+topology domain."""
 
 from __future__ import annotations
 
@@ -187,3 +188,53 @@ def test_a_gang_of_anti_affine_pods_is_never_packed_onto_one_node() -> None:
     }
     state = convert([*(node(f"n{i}", cpu="8") for i in range(4)), group, *members]).state
     assert schedule(state, "cpsat").placements == {}
+
+
+def test_an_empty_node_affinity_term_still_matches_no_node_beside_a_bound_guard() -> None:
+    guard = with_spec(
+        pod("guard", node_name="n1"), affinity={"podAntiAffinity": {REQUIRED: [TERM]}}
+    )
+    never = with_spec(
+        pod("p", labels={"app": "x"}),
+        affinity={"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [{}]}}},
+    )
+    nodes = [
+        node(n, metadata={"name": n, "labels": {"kubernetes.io/hostname": n}}) for n in ("n1", "n2")
+    ]
+    assert schedule(convert([*nodes, never]).state, "cpsat").placements == {}
+    assert schedule(convert([*nodes, guard, never]).state, "cpsat").placements == {}
+
+
+def test_a_guard_on_a_jobs_name_keeps_the_jobs_pods_off_its_node() -> None:
+    guard = with_spec(
+        pod("guard", node_name="n1"),
+        affinity={
+            "podAntiAffinity": {
+                REQUIRED: [
+                    {
+                        "labelSelector": {"matchLabels": {"job-name": "j"}},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            }
+        },
+    )
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j", "namespace": "team"},
+        "spec": {
+            "parallelism": 1,
+            "template": {
+                "spec": {
+                    "schedulerName": "gangsat",
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+                }
+            },
+        },
+    }
+    nodes = [
+        node(n, metadata={"name": n, "labels": {"kubernetes.io/hostname": n}}) for n in ("n1", "n2")
+    ]
+    placed = schedule(convert([*nodes, guard, job]).state, "cpsat").placements
+    assert placed and set(placed.values()) == {"n2"}
