@@ -31,28 +31,54 @@ from solver.model import NODE_NAME_FIELD, Node, Pod, TaintEffect
 NAME_KEY = "field:" + NODE_NAME_FIELD
 
 
-def read_label_keys(pods: Iterable[Pod]) -> frozenset[str]:
-    """Node label keys that any of ``pods`` reads: selectors and required affinity; and
-    NAME_KEY where a pod's affinity reads the node's name."""
-    keys: set[str] = set()
+# A value no pending pod names, as ``node_view`` shows it: such values cannot tell
+# nodes apart for In, NotIn, Exists, DoesNotExist or a selector's equality.
+UNNAMED = object()
+
+
+def read_label_keys(pods: Iterable[Pod]) -> dict[str, frozenset[str] | None]:
+    """Node label keys that any of ``pods`` reads (selectors and required affinity; and
+    NAME_KEY where a pod's affinity reads the node's name), each with the values the pods
+    name, or None where a pod compares the value (Gt, Lt): then every value counts."""
+    named: dict[str, set[str] | None] = {}
+
+    def read(key: str, values: Iterable[str], compared: bool = False) -> None:
+        if compared:
+            named[key] = None
+        elif (known := named.setdefault(key, set())) is not None:
+            known.update(values)
+
     for pod in pods:
-        keys.update(pod.node_selector)
+        for key, value in pod.node_selector.items():
+            read(key, (value,))
         for term in pod.affinity:
-            keys.update(req.key for req in term.match_expressions)
-            if term.match_fields:
-                keys.add(NAME_KEY)
-    return frozenset(keys)
+            for req in term.match_expressions:
+                read(req.key, req.values, req.operator in ("Gt", "Lt"))
+            for req in term.match_fields:
+                read(NAME_KEY, req.values)
+    return {k: None if v is None else frozenset(v) for k, v in named.items()}
 
 
-def node_view(node: Node, keys: Sequence[str]) -> tuple[object, ...]:
-    """What the placement predicates can read of ``node`` given the label ``keys`` read.
+def node_view(node: Node, keys: Sequence[tuple[str, frozenset[str] | None]]) -> tuple[object, ...]:
+    """What the placement predicates can read of ``node`` given the label ``keys`` read
+    (``read_label_keys``: with the values named, a value none names is UNNAMED).
 
-    PreferNoSchedule taints are left out: they are preferences, never a predicate.
+    PreferNoSchedule taints are left out: they are preferences, never a predicate. A
+    value no pod names is seen as UNNAMED, so that a pod reading a per-node label (a
+    bound pod's anti-affinity keeps others off one ``kubernetes.io/hostname``) splits off
+    the nodes it names, not every node into a view of its own (1,000 nodes: predicates
+    run 23 times as long).
     """
     taints = tuple(t for t in node.taints if t.effect != TaintEffect.PREFER_NO_SCHEDULE)
     labels = node.labels
-    seen = tuple(node.name if k == NAME_KEY else labels.get(k) for k in keys)
-    return (seen, taints, node.unschedulable)
+    seen = []
+    for key, values in keys:
+        value = node.name if key == NAME_KEY else labels.get(key)
+        if value is not None and values is not None and value not in values:
+            seen.append(UNNAMED)
+        else:
+            seen.append(value)
+    return (tuple(seen), taints, node.unschedulable)
 
 
 ALLOCATABLE_STEP = 1.01  # nodes within about 1% of each other's allocatable may share a class

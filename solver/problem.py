@@ -270,7 +270,7 @@ def prepare(state: ClusterState) -> Problem:
     feasibility = Feasibility()
     # Predicates run once per distinct view of a node (the labels pending pods read, its
     # taints, its cordon) and placement key, then broadcast to the nodes.
-    read_keys = sorted(read_label_keys(state.pending_pods()))
+    read_keys = sorted(read_label_keys(state.pending_pods()).items())
     key_of_node: dict[tuple[object, ...], int] = {}
     key_exemplar: list[Node] = []
     view_index: list[int] = []
