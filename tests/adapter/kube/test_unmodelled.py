@@ -31,6 +31,24 @@ def with_port(obj: dict[str, Any], **port: Any) -> dict[str, Any]:
     return changed
 
 
+def _job(labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """Job ``team/j`` of one 1-cpu pod for gangsat, its template labelled ``labels``."""
+    template: dict[str, Any] = {
+        "spec": {
+            "schedulerName": "gangsat",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+        }
+    }
+    if labels:
+        template["metadata"] = {"labels": labels}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j", "namespace": "team"},
+        "spec": {"parallelism": 1, "template": template},
+    }
+
+
 UNMODELLED: dict[str, tuple[dict[str, Any], str]] = {
     "anti-affinity": (
         with_spec(pod("p"), affinity={"podAntiAffinity": {REQUIRED: [TERM]}}),
@@ -137,21 +155,7 @@ def test_a_jobs_pods_are_kept_off_a_bound_pods_domain_too() -> None:
     guard = with_spec(
         pod("guard", node_name="n1"), affinity={"podAntiAffinity": {REQUIRED: [TERM]}}
     )
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": "j", "namespace": "team"},
-        "spec": {
-            "parallelism": 1,
-            "template": {
-                "metadata": {"labels": {"app": "x"}},
-                "spec": {
-                    "schedulerName": "gangsat",
-                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
-                },
-            },
-        },
-    }
+    job = _job(labels={"app": "x"})
     nodes = [
         node(n, metadata={"name": n, "labels": {"kubernetes.io/hostname": n}}) for n in ("n1", "n2")
     ]
@@ -219,20 +223,7 @@ def test_a_guard_on_a_jobs_name_keeps_the_jobs_pods_off_its_node() -> None:
             }
         },
     )
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": "j", "namespace": "team"},
-        "spec": {
-            "parallelism": 1,
-            "template": {
-                "spec": {
-                    "schedulerName": "gangsat",
-                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
-                }
-            },
-        },
-    }
+    job = _job()
     nodes = [
         node(n, metadata={"name": n, "labels": {"kubernetes.io/hostname": n}}) for n in ("n1", "n2")
     ]
