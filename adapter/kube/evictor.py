@@ -29,6 +29,7 @@ import logging
 from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
+import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -117,16 +118,18 @@ class Evictor:
         except ApiException as e:
             if e.status in (404, 409):
                 return None
-            if e.status in RETRYABLE:
-                # No answer, as with a timeout below: the eviction itself still meets the
-                # budgets, and is retried on these; a victim kept would cost its preemptor
-                # a cycle on one dropped request.
+            if e.status in RETRYABLE or not e.status:
+                # No answer (status 0: the client's own, e.g. TLS), as with a timeout
+                # below: the eviction itself still meets the budgets, and is retried on
+                # these; a victim kept would cost its preemptor a cycle on one dropped
+                # request.
                 log.warning("dry run of evicting %s not answered: %s", pod, api_error(e))
                 return None
             return api_error(e)
-        except Exception as e:
+        except (urllib3.exceptions.HTTPError, OSError) as e:
             log.warning("dry run of evicting %s not answered: %s", pod, e)
             return None
+        # Anything else is a fault of ours: it reaches the loop, which evicts nothing.
         return None
 
     def _evict_one(self, pod: str, why: str, seen_uid: str | None = None) -> ClusterError | None:

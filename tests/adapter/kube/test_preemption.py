@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import urllib3
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from adapter.holds import Holds
 from adapter.kube.budgets import Budgets
@@ -245,5 +247,49 @@ def test_a_gang_whose_pods_are_being_deleted_is_terminating_and_no_victim(
         assert low0.terminating and low0.gang == "default/low" and low0.node_name == "n1"
         result = run_cycle(cluster, SETTINGS, None, Holds())
         assert not result.preempted and not result.bound
+    finally:
+        cluster.stop()
+
+
+@pytest.mark.parametrize(
+    ("raised", "refused"),
+    [
+        (ApiException(status=0, reason="SSL: certificate verify failed"), False),
+        (urllib3.exceptions.ProtocolError("connection reset"), False),
+        (ApiException(status=403, reason="Forbidden"), True),
+    ],
+)
+def test_a_dry_run_refuses_on_an_answer_not_on_its_absence(
+    server: FakeApiServer, monkeypatch: pytest.MonkeyPatch, raised: Exception, refused: bool
+) -> None:
+    apply(server, _objects())
+    cluster = KubeCluster(server.client()).start(10)
+    try:
+        wait_until(lambda: cluster.cache.pod("default/low-0") is not None)
+
+        def failing(*args: Any, **kwargs: Any) -> Any:
+            raise raised
+
+        monkeypatch.setattr(cluster.evictor.core, "create_namespaced_pod_eviction", failing)
+        assert bool(cluster.evictor.check(["default/low-0"])) is refused
+    finally:
+        cluster.stop()
+
+
+def test_a_fault_of_ours_in_a_dry_run_evicts_nothing(
+    server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    apply(server, _objects())
+    cluster = KubeCluster(server.client()).start(10)
+    holds = Holds()
+    try:
+
+        def broken(*args: Any, **kwargs: Any) -> Any:
+            raise ValueError("a bug")
+
+        monkeypatch.setattr(cluster.evictor, "_dry_run", broken)
+        result = run_cycle(cluster, SETTINGS, None, holds)
+        assert not result.preempted and not _evictions(server) and not holds.held
+        assert bound_pods(server) == {"default/low-0": "n1", "default/low-1": "n1"}
     finally:
         cluster.stop()
