@@ -300,6 +300,17 @@ def run(
     lease_name: Annotated[
         str, typer.Option(help="Name of the Lease.", rich_help_panel="Real cluster")
     ] = "gangsat",
+    sync_timeout: Annotated[
+        float,
+        typer.Option(
+            help="Seconds from start for the first list of every watched resource; past "
+            "them gangsat exits (raise it, and the Deployment's startupProbe with it, for "
+            "very large clusters).",
+            min=1,
+            max=3600,
+            rich_help_panel="Real cluster",
+        ),
+    ] = 60.0,
     scheduler_names: Annotated[
         list[str] | None,
         typer.Option(
@@ -358,6 +369,7 @@ def run(
                 cycles,
                 scheduler,
                 time_limit,
+                sync_timeout,
             )
         )
     try:
@@ -426,6 +438,7 @@ def _run_kube(
     cycles: int | None,
     scheduler: list[str] | None,
     time_limit: float | None,
+    sync_timeout: float = 60.0,
 ) -> int:
     if scheduler and len(scheduler) != 1:
         _fail([f"--scheduler: a cluster is scheduled by one of {', '.join(SCHEDULERS)}"])
@@ -446,6 +459,7 @@ def _run_kube(
         scheduler=scheduler[0] if scheduler else None,
         time_limit_s=time_limit,
         scheduler_names=tuple(scheduler_names) if scheduler_names else None,
+        sync_timeout_s=sync_timeout,
     )
     try:
         settings = Settings.load(settings_file) if settings_file is not None else Settings()

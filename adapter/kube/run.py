@@ -117,6 +117,9 @@ class KubeOptions:
     write_retry_s: float = 2.0
     max_cycles: int | None = None  # stop after this many cycles (demos, tests)
     bind_threads: int = 16
+    # From start until every watched resource has listed once; past it the process exits
+    # (EXIT_NO_CLUSTER). A 50,000-pod first list on a slow API server may need more.
+    sync_timeout_s: float = 60.0
     # Command-line flags win over the settings file, on every reload too.
     scheduler: str | None = None
     time_limit_s: float | None = None
@@ -259,7 +262,7 @@ class KubeScheduler:
             return EXIT_NO_ENDPOINT
         try:
             with self.heap.loading():
-                self.cluster.start(stop=self.stop_event)
+                self.cluster.start(self.options.sync_timeout_s, stop=self.stop_event)
             self.heap.freeze()
             if self.elector is not None:
                 self.elector.start()

@@ -271,6 +271,27 @@ def test_gangsat_run_says_when_the_api_server_is_unreachable(
     assert "cannot reach the Kubernetes API" in caplog.text  # a log record: JSON if asked
 
 
+def test_gangsat_run_gives_up_on_a_first_list_past_its_sync_timeout(
+    server: FakeApiServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A first list of every pod slower than --sync-timeout: the process exits, saying
+    # which list never came, where the fixed 60 s would have kept a large cluster's
+    # replica restarting.
+    kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+
+    def slow(method: str, path: str) -> None:
+        if method == "GET" and path == "/api/v1/pods":
+            time.sleep(3)
+
+    server.hooks.append(slow)
+    argv = ["run", "--kubeconfig", str(kubeconfig), "--no-leader-elect", "--cycles", "1"]
+    result = CliRunner().invoke(app, [*argv, "--metrics-port", "0", "--sync-timeout", "1"])
+    server.hooks.remove(slow)
+    # The list answers after 3 s, well within the default 60: only the flag ends it.
+    assert result.exit_code == 3, result.output
+    assert "no initial list of pods" in caplog.text
+
+
 def test_in_cluster_the_service_account_configures_the_client(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
