@@ -168,13 +168,12 @@ class _Pace:
     """How fast the first passes place pods, and whether the time left holds the rest."""
 
     def __init__(self, pods: int, until: float | None) -> None:
-        self.left = pods  # pods still to pass
+        self.total = pods  # to pass in all
         self.until = until
-        self.pods = 0
+        self.pods = 0  # passed so far
         self.seconds = 0.0
 
     def passed(self, pods: int, seconds: float) -> None:
-        self.left -= pods
         self.pods += pods
         self.seconds += seconds
 
@@ -182,7 +181,7 @@ class _Pace:
         """Time beyond what the first passes still to come need at this pace."""
         if self.until is None:
             return True
-        needed = self.left * self.seconds / max(self.pods, 1)
+        needed = (self.total - self.pods) * self.seconds / max(self.pods, 1)
         return time.perf_counter() + needed < self.until
 
 

@@ -90,8 +90,8 @@ def improve(
         # least MIN_ROUND_WORK, so a deterministic search ends.
         spent += max(work, MIN_ROUND_WORK) if config.deterministic else 0.0
         stalled += 1
-        if solution is not None and int(objective @ solution) > best_value:
-            best, best_value = solution, int(objective @ solution)
+        if solution is not None and (value := int(objective @ solution)) > best_value:
+            best, best_value = solution, value
             stalled = 0
     search.stages.append(
         StageReport(

@@ -96,9 +96,16 @@ class Evictor:
         futures = [(pod, self._pool.submit(self._dry_run, pod, seen.get(pod))) for pod in pods]
         return {pod: error for pod, f in futures if (error := f.result()) is not None}
 
+    def _uid(self, pod: str, seen_uid: str | None) -> str | None:
+        """The UID an eviction of ``pod`` is preconditioned on: as the decision saw it,
+        else as the cache holds it."""
+        return seen_uid or ((self.cache.pod(pod) or {}).get("metadata") or {}).get("uid")
+
     def _dry_run(self, pod: str, seen_uid: str | None) -> ClusterError | None:
+        """Anything raised but the answers below is a fault of ours: it reaches the loop,
+        which then evicts nothing."""
         namespace, name = split_key(pod)
-        uid = seen_uid or (((self.cache.pod(pod) or {}).get("metadata") or {}).get("uid"))
+        uid = self._uid(pod, seen_uid)
         if not uid:
             return ClusterError("UnknownUID", f"{pod}: no UID known; not evicted")
         left = self.fence()
@@ -128,14 +135,11 @@ class Evictor:
             return api_error(e)
         except (urllib3.exceptions.HTTPError, OSError) as e:
             log.warning("dry run of evicting %s not answered: %s", pod, e)
-            return None
-        # Anything else is a fault of ours: it reaches the loop, which evicts nothing.
         return None
 
     def _evict_one(self, pod: str, why: str, seen_uid: str | None = None) -> ClusterError | None:
         namespace, name = split_key(pod)
-        current = self.cache.pod(pod)
-        uid = seen_uid or ((current or {}).get("metadata") or {}).get("uid")
+        uid = self._uid(pod, seen_uid)
         if not uid:
             return ClusterError("UnknownUID", f"{pod}: no UID known; not evicted")
         body = _eviction(namespace, name, uid)
