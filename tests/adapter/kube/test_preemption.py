@@ -4,6 +4,7 @@ bound once its victims are gone."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from kubernetes.client.exceptions import ApiException
 from adapter.holds import Holds
 from adapter.kube.budgets import Budgets
 from adapter.kube.cluster import KubeCluster
-from adapter.loop import LoopSettings, run_cycle
+from adapter.loop import CycleResult, LoopSettings, run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
 from solver.config import SolverConfig
 from tests.adapter.kube.manifests import (
@@ -74,6 +75,21 @@ def _evictions(server: FakeApiServer) -> list[str]:
     ]
 
 
+def _one_cycle(
+    server: FakeApiServer, prepare: Callable[[KubeCluster], None] | None = None
+) -> tuple[CycleResult, Holds]:
+    """One cycle of a gangsat started on ``server`` (``prepare`` sees its cluster first),
+    with the room it holds after."""
+    cluster = KubeCluster(server.client()).start(10)
+    holds = Holds()
+    try:
+        if prepare is not None:
+            prepare(cluster)
+        return run_cycle(cluster, SETTINGS, None, holds), holds
+    finally:
+        cluster.stop()
+
+
 def test_victims_are_evicted_through_the_eviction_api_and_the_preemptor_bound_after(
     server: FakeApiServer,
 ) -> None:
@@ -110,15 +126,10 @@ def test_a_gang_a_disruption_budget_covers_is_no_victim(server: FakeApiServer) -
     # Evicted pod by pod, a gang whose budget let some evictions through and refused the
     # rest would run below minMember: it is not chosen at all.
     apply(server, _objects(pdb=True))
-    cluster = KubeCluster(server.client()).start(10)
-    holds = Holds()
-    try:
-        result = run_cycle(cluster, SETTINGS, None, holds)
-        assert not result.preempted and not _evictions(server)
-        assert not holds.held
-        assert bound_pods(server) == {"default/low-0": "n1", "default/low-1": "n1"}
-    finally:
-        cluster.stop()
+    result, holds = _one_cycle(server)
+    assert not result.preempted and not _evictions(server)
+    assert not holds.held
+    assert bound_pods(server) == {"default/low-0": "n1", "default/low-1": "n1"}
 
 
 def test_an_eviction_refused_with_429_keeps_the_victim_and_holds_nothing(
@@ -127,16 +138,11 @@ def test_an_eviction_refused_with_429_keeps_the_victim_and_holds_nothing(
     # A budget made after the snapshot (gangsat did not know it): the API server refuses.
     apply(server, _objects())
     server.fail("POST", r"/pods/low-\d/eviction$", 429, times=2)
-    cluster = KubeCluster(server.client()).start(10)
-    holds = Holds()
-    try:
-        result = run_cycle(cluster, SETTINGS, None, holds)
-        assert set(result.preempt_failed) == {"default/low-0", "default/low-1"}
-        assert all("TooManyRequests" in why for why in result.preempt_failed.values())
-        assert not holds.held
-        assert bound_pods(server) == {"default/low-0": "n1", "default/low-1": "n1"}
-    finally:
-        cluster.stop()
+    result, holds = _one_cycle(server)
+    assert set(result.preempt_failed) == {"default/low-0", "default/low-1"}
+    assert all("TooManyRequests" in why for why in result.preempt_failed.values())
+    assert not holds.held
+    assert bound_pods(server) == {"default/low-0": "n1", "default/low-1": "n1"}
 
 
 def test_a_budget_made_after_the_snapshot_refuses_the_victim_whole(
@@ -156,20 +162,15 @@ def test_a_budget_made_after_the_snapshot_refuses_the_victim_whole(
     }
     apply(server, [*objects, guard])
     monkeypatch.setattr(Budgets, "cover", lambda self, pod: False)
-    cluster = KubeCluster(server.client()).start(10)
-    holds = Holds()
-    try:
-        result = run_cycle(cluster, SETTINGS, None, holds)
-        assert set(result.preempt_failed) == {"default/low-0", "default/low-1"}
-        assert "TooManyRequests" in result.preempt_failed["default/low-1"]
-        assert "low-1" in result.preempt_failed["default/low-0"]
-        assert not result.preempted and not holds.held
-        # Only dry runs reached the server: nothing was evicted.
-        assert all("dryRun=All" in r.query for r in _eviction_requests(server))
-        assert _eviction_requests(server)
-        assert bound_pods(server) == {"default/low-0": "n1", "default/low-1": "n1"}
-    finally:
-        cluster.stop()
+    result, holds = _one_cycle(server)
+    assert set(result.preempt_failed) == {"default/low-0", "default/low-1"}
+    assert "TooManyRequests" in result.preempt_failed["default/low-1"]
+    assert "low-1" in result.preempt_failed["default/low-0"]
+    assert not result.preempted and not holds.held
+    # Only dry runs reached the server: nothing was evicted.
+    assert all("dryRun=All" in r.query for r in _eviction_requests(server))
+    assert _eviction_requests(server)
+    assert bound_pods(server) == {"default/low-0": "n1", "default/low-1": "n1"}
 
 
 def test_a_dry_run_left_unanswered_refuses_nothing(server: FakeApiServer) -> None:
@@ -177,15 +178,10 @@ def test_a_dry_run_left_unanswered_refuses_nothing(server: FakeApiServer) -> Non
     # them itself, and is retried on a 503), rather than the victim kept for a cycle.
     apply(server, _objects())
     server.fail("POST", r"/pods/low-\d/eviction$", 503, times=1)
-    cluster = KubeCluster(server.client()).start(10)
-    holds = Holds()
-    try:
-        result = run_cycle(cluster, SETTINGS, None, holds)
-        assert sorted(result.preempted) == ["default/low-0", "default/low-1"]
-        assert not result.preempt_failed
-        assert sorted(_evictions(server)) == ["default/low-0", "default/low-1"]
-    finally:
-        cluster.stop()
+    result, _ = _one_cycle(server)
+    assert sorted(result.preempted) == ["default/low-0", "default/low-1"]
+    assert not result.preempt_failed
+    assert sorted(_evictions(server)) == ["default/low-0", "default/low-1"]
 
 
 def test_preemption_policy_never_evicts_nothing(server: FakeApiServer) -> None:
@@ -280,16 +276,13 @@ def test_a_fault_of_ours_in_a_dry_run_evicts_nothing(
     server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     apply(server, _objects())
-    cluster = KubeCluster(server.client()).start(10)
-    holds = Holds()
-    try:
 
-        def broken(*args: Any, **kwargs: Any) -> Any:
-            raise ValueError("a bug")
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("a bug")
 
+    def break_dry_runs(cluster: KubeCluster) -> None:
         monkeypatch.setattr(cluster.evictor, "_dry_run", broken)
-        result = run_cycle(cluster, SETTINGS, None, holds)
-        assert not result.preempted and not _evictions(server) and not holds.held
-        assert bound_pods(server) == {"default/low-0": "n1", "default/low-1": "n1"}
-    finally:
-        cluster.stop()
+
+    result, holds = _one_cycle(server, break_dry_runs)
+    assert not result.preempted and not _evictions(server) and not holds.held
+    assert bound_pods(server) == {"default/low-0": "n1", "default/low-1": "n1"}
