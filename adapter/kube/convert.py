@@ -48,6 +48,7 @@ from adapter.kube.fields import (
 from adapter.kube.memo import Memo, memo_key
 from adapter.kube.pods import TASK_ANNOTATION, pod_of_object
 from adapter.kube.unmodelled import BoundAntiAffinity, kept_off
+from adapter.kube.volumes import Claims, Waits
 from solver.model import (
     ClusterState,
     Gang,
@@ -58,6 +59,7 @@ from solver.model import (
     Taint,
 )
 
+VOLUME_KINDS = ("PersistentVolumeClaim", "PersistentVolume")
 MAX_JOB_PODS = 20_000  # pods of one Job: a finding above, not minutes of conversion
 
 
@@ -69,6 +71,9 @@ class Finding(BaseModel):
     kind: str
     name: str
     message: str
+    # The Event's reason: a spec gangsat cannot use, or a pod that waits for something
+    # to change (its volumes) as kube-scheduler reports one it cannot place.
+    reason: str = "InvalidSpec"
 
     def __str__(self) -> str:
         return f"{self.kind} {self.name}: {self.message}"
@@ -83,9 +88,12 @@ READ_KINDS = (
     "PriorityClass",
     "Job",
     "PodDisruptionBudget",
+    "PersistentVolumeClaim",
+    "PersistentVolume",
 )
 READ_TEXT = (
-    "Node, Pod, PodGroup, Queue, PriorityClass, scheduling.k8s.io Workloads and batch Jobs"
+    "Node, Pod, PodGroup, Queue, PriorityClass, PersistentVolumeClaim, PersistentVolume, "
+    "scheduling.k8s.io Workloads and batch Jobs"
 )
 
 
@@ -238,6 +246,9 @@ def convert(
     # per gang, members that ran to completion, by task ("" for none)
     succeeded: defaultdict[str, Counter[str]] = defaultdict(Counter)
     budgets = Budgets(o for o in items if o.get("kind") == "PodDisruptionBudget")
+    claims = Claims(o for o in items if o.get("kind") in VOLUME_KINDS)
+    # Pending pods with claims: pod name, claims, uid (checked once every user is known)
+    claiming: list[tuple[str, list[tuple[str, bool]], str | None]] = []
     budgeted: set[str] = set()  # gangs with a bound pod a disruption budget covers
     nodes: dict[str, Node] = {}
     gangs: dict[str, Gang] = {}
@@ -336,16 +347,22 @@ def convert(
                 )
                 continue
             keep("Pod", pods, pod.name, pod)
+            spec = o.get("spec")
             if pod.node_name is not None:
                 anti.add(o, pod.node_name)
+                if claims.exclusive and isinstance(spec, Mapping):
+                    claims.use(pod.namespace, pod.name.partition("/")[2], spec)
             else:
                 pending.append((o, pod.name))
+                if isinstance(spec, Mapping) and (
+                    used := claims.use(pod.namespace, pod.name.partition("/")[2], spec)
+                ):
+                    claiming.append((pod.name, used, (o.get("metadata") or {}).get("uid")))
             if pod.gang is not None and pod.node_name is not None and budgets and budgets.cover(o):
                 budgeted.add(pod.gang)
             if pod.gang is not None:
                 # Read again for a recalled pod too: one lookup, where keeping it in the
                 # memo would cost a lookup as well.
-                spec = o.get("spec")
                 scheduler = spec.get("schedulerName") if isinstance(spec, Mapping) else None
                 mine = (scheduler or "default-scheduler") in scheduler_names
                 (owned if mine else foreign).add(pod.gang)
@@ -362,9 +379,19 @@ def convert(
             ):
                 pods[pod.name] = pod
                 pending.append((_template_of(o), pod.name))
+                template_spec = ((o.get("spec") or {}).get("template") or {}).get("spec") or {}
+                if used := claims.use(pod.namespace, pod.name.partition("/")[2], template_spec):
+                    claiming.append((pod.name, used, None))
                 if pod.gang is not None:
                     owned.add(pod.gang)
 
+    for name, used, uid in claiming:
+        try:
+            pods[name] = claims.placed(pods[name], used, uid)
+        except (Waits, BadObject) as e:
+            del pods[name]
+            reason = "FailedScheduling" if isinstance(e, Waits) else "InvalidSpec"
+            findings.append(Finding(kind="Pod", name=name, message=str(e), reason=reason))
     for o, name in pending if anti.terms else ():
         if name in pods and (off := anti.requirements_for(o, nodes)):
             pods[name] = kept_off(pods[name], off)

@@ -78,6 +78,11 @@ def _affinity(spec: Obj) -> tuple[NodeSelectorTerm, ...]:
     required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     ) or {}
+    return node_selector_terms(required)
+
+
+def node_selector_terms(selector: Obj) -> tuple[NodeSelectorTerm, ...]:
+    """A NodeSelector (a pod's required node affinity, a PersistentVolume's): its terms."""
 
     def requirements(given: Any) -> tuple[NodeSelectorRequirement, ...]:
         return tuple(
@@ -88,7 +93,7 @@ def _affinity(spec: Obj) -> tuple[NodeSelectorTerm, ...]:
         )
 
     terms = []
-    for term in required.get("nodeSelectorTerms") or []:
+    for term in selector.get("nodeSelectorTerms") or []:
         fields = requirements(term.get("matchFields"))
         if any(f.key != NODE_NAME_FIELD for f in fields):
             # The API server admits no other field: a term naming one matches no node.

@@ -14,7 +14,8 @@ server must not be sent thousands of identical patches a second.
   bound; ``FailedScheduling`` on pending pods of a waiting gang and on pods that wait
   for a reason of their own (a PodGroup that does not exist); ``Unschedulable`` on the
   PodGroup; ``InvalidSpec`` on objects gangsat could not read (a PodGroup with
-  ``minMember: -1``, an unparseable quantity).
+  ``minMember: -1``, an unparseable quantity); ``FailedScheduling`` on a pod whose
+  volumes keep it pending (``adapter.kube.volumes``).
 """
 
 from __future__ import annotations
@@ -428,7 +429,10 @@ class Reporter:
                 uid = str((obj.get("metadata") or {}).get("uid") or "")
                 break
         ref = ObjectRef(finding.kind, namespace, name, api_version, uid)
-        self._event(ref, "Warning", "InvalidSpec", f"gangsat cannot use it: {finding.message}")
+        if finding.reason == "InvalidSpec":
+            self._event(ref, "Warning", finding.reason, f"gangsat cannot use it: {finding.message}")
+        else:
+            self._event(ref, "Warning", finding.reason, finding.message)
 
     # --- Queues -------------------------------------------------------------------------------
 

@@ -74,7 +74,16 @@ DISRUPTION_BUDGETS = Resource(
     "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True
 )
 
+# A pending pod's claims, and the volumes they are bound to: where the pod may go
+# (``adapter.kube.volumes``).
+CLAIMS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", namespaced=True)
+VOLUMES = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
+
 _BUILTIN_LISTS: dict[tuple[str, str], Any] = {
+    ("", "persistentvolumeclaims"): (
+        lambda api: client.CoreV1Api(api).list_persistent_volume_claim_for_all_namespaces
+    ),
+    ("", "persistentvolumes"): lambda api: client.CoreV1Api(api).list_persistent_volume,
     ("", "nodes"): lambda api: client.CoreV1Api(api).list_node,
     ("", "pods"): lambda api: client.CoreV1Api(api).list_pod_for_all_namespaces,
     ("scheduling.k8s.io", "priorityclasses"): (
@@ -137,7 +146,8 @@ def discover(api: client.ApiClient) -> list[Resource]:
 
     with ThreadPoolExecutor(max_workers=max(1, len(wanted))) as pool:
         plurals = dict(zip(wanted, pool.map(resources_of, wanted), strict=True))
-    return [NODES, PODS, PRIORITY_CLASSES, DISRUPTION_BUDGETS, *served(DIALECTS, plurals)]
+    builtin = [NODES, PODS, PRIORITY_CLASSES, DISRUPTION_BUDGETS, CLAIMS, VOLUMES]
+    return [*builtin, *served(DIALECTS, plurals)]
 
 
 def raw(response: object) -> Any:

@@ -2,15 +2,15 @@
 
 kube-scheduler filters nodes by more than gangsat's predicates read (selector, required
 node affinity, taints, resources): inter-pod affinity and anti-affinity, topology spread,
-host ports, volumes and dynamic resource claims. Placed without them, a gang of pods with
-required anti-affinity went onto one node, pods asking for one host port onto one node
-(the kubelet then refuses all but one: a gang broken after binding), and a pod with a
-zonal or WaitForFirstConsumer claim onto a node its volume can never reach. A pending
-pod with such a rule is therefore not scheduled: it becomes a finding, an ``InvalidSpec``
-Event says which rule, and its gang waits for it. The one rule of a bound pod that binds
-others, its required anti-affinity (kube-scheduler checks it both ways), is modelled: a
-pending pod it selects gets node affinity that keeps it out of the bound pod's topology
-domain. Bound pods are read as they are: they hold their room wherever they run.
+host ports and dynamic resource claims (volumes: ``volumes``). Placed without them, a
+gang of pods with required anti-affinity went onto one node, and pods asking for one
+host port onto one node (the kubelet then refuses all but one: a gang broken after
+binding). A pending pod with such a rule is therefore not scheduled: it becomes a
+finding, an ``InvalidSpec`` Event says which rule, and its gang waits for it. The one
+rule of a bound pod that binds others, its required anti-affinity (kube-scheduler checks
+it both ways), is modelled: a pending pod it selects gets node affinity that keeps it out
+of the bound pod's topology domain. Bound pods are read as they are: they hold their
+room wherever they run.
 """
 
 from __future__ import annotations
@@ -43,10 +43,6 @@ def unmodelled(spec: Obj) -> str | None:
         for port in _mappings(container.get("ports")):
             if port.get("hostPort"):
                 return f"asks for hostPort {port['hostPort']}, {NOT_SCHEDULED}"
-    for volume in _mappings(spec.get("volumes")):
-        if volume.get("persistentVolumeClaim") or volume.get("ephemeral"):
-            name = volume.get("name")
-            return f"mounts volume {name!r}, a PersistentVolumeClaim's, {NOT_SCHEDULED}"
     if spec.get("resourceClaims"):
         return f"asks for resourceClaims (dynamic resource allocation), {NOT_SCHEDULED}"
     return None

@@ -41,7 +41,7 @@ from typer.testing import CliRunner
 from adapter.cli import app
 from adapter.kube.convert import convert
 from adapter.kube.dialects import GROUP_ANNOTATIONS, GROUP_LABEL, group_of
-from adapter.kube.resources import DIALECTS, NODES, PODS, PRIORITY_CLASSES
+from adapter.kube.resources import CLAIMS, DIALECTS, NODES, PODS, PRIORITY_CLASSES, VOLUMES
 from adapter.kube.run import KubeOptions
 from adapter.metrics import LoopMetrics
 from adapter.settings import Settings
@@ -813,6 +813,10 @@ def test_cluster_role_is_what_the_adapter_uses() -> None:
         ("scheduling.k8s.io", "priorityclasses", "watch"),
         ("policy", "poddisruptionbudgets", "list"),
         ("policy", "poddisruptionbudgets", "watch"),
+        ("", "persistentvolumeclaims", "list"),
+        ("", "persistentvolumeclaims", "watch"),
+        ("", "persistentvolumes", "list"),
+        ("", "persistentvolumes", "watch"),
     }
     # Every dialect resource gangsat watches: list/watch it, patch its status — on the
     # object for Volcano's PodGroup, whose CRD ships without a status subresource; 1.35's
@@ -823,7 +827,7 @@ def test_cluster_role_is_what_the_adapter_uses() -> None:
             inline = ships_inline_status(r.group, r.plural)
             status = r.plural if inline else f"{r.plural}/status"
             expected.add((r.group, status, "patch"))
-    for r in (NODES, PODS, PRIORITY_CLASSES):
+    for r in (NODES, PODS, PRIORITY_CLASSES, CLAIMS, VOLUMES):
         assert (r.group, r.plural, "list") in expected
     cluster_role = rules("ClusterRole", "gangsat")
     assert grants(cluster_role) == expected

@@ -500,6 +500,8 @@ def test_discovery_watches_only_the_dialect_collections_the_cluster_serves() -> 
         ("", "pods"),
         ("scheduling.k8s.io", "priorityclasses"),
         ("policy", "poddisruptionbudgets"),
+        ("", "persistentvolumeclaims"),
+        ("", "persistentvolumes"),
         (SIGS, PODGROUPS),
         ("scheduling.volcano.sh", PODGROUPS),
         ("scheduling.volcano.sh", "queues"),

@@ -65,18 +65,6 @@ UNMODELLED: dict[str, tuple[dict[str, Any], str]] = {
         "topologySpreadConstraint",
     ),
     "host port": (with_port(pod("p"), containerPort=80, hostPort=8080), "hostPort 8080"),
-    "claim": (
-        with_spec(
-            pod("p"), volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "c"}}]
-        ),
-        "PersistentVolumeClaim",
-    ),
-    "ephemeral claim": (
-        with_spec(
-            pod("p"), volumes=[{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}]
-        ),
-        "PersistentVolumeClaim",
-    ),
     "DRA": (with_spec(pod("p"), resourceClaims=[{"name": "gpu"}]), "resourceClaims"),
 }
 

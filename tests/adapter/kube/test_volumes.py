@@ -1,0 +1,235 @@
+"""A pending pod's PersistentVolumeClaims: a bound volume's node affinity is where the
+pod may go; a claim gangsat cannot place it for makes it (and its gang) wait, and says
+why; the wait ends when the claim changes, not when the pod does."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from adapter.kube.cluster import KubeCluster
+from adapter.kube.convert import convert
+from adapter.kube.memo import Memo
+from adapter.kube.resources import CLAIMS, VOLUMES
+from adapter.loop import run_cycle
+from benchmarks.fake_apiserver import FakeApiServer
+from solver.schedulers import schedule
+from tests.adapter.kube.manifests import apply, binds, bound_pods, gang_pods, wait_until
+from tests.adapter.kube.manifests import node as kube_node
+from tests.adapter.kube.manifests import podgroup as kube_podgroup
+from tests.adapter.kube.test_convert import node, pod, podgroup
+from tests.adapter.kube.test_kube_cluster import FAST, seen
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def zoned(name: str, zone: str) -> dict[str, Any]:
+    return node(name, metadata={"name": name, "labels": {ZONE: zone}})
+
+
+def claim(
+    name: str,
+    volume: str | None = "pv",
+    phase: str = "Bound",
+    modes: tuple[str, ...] = ("ReadWriteOnce",),
+    **metadata: Any,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"accessModes": list(modes)}
+    if volume:
+        spec["volumeName"] = volume
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": "team", **metadata},
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+
+
+def volume(name: str = "pv", terms: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"capacity": {"storage": "10Gi"}}
+    if terms is not None:
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": terms}}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def in_zones(*zones: str) -> dict[str, Any]:
+    return {"matchExpressions": [{"key": ZONE, "operator": "In", "values": list(zones)}]}
+
+
+def mounting(obj: dict[str, Any], *claims: str, ephemeral: str | None = None) -> dict[str, Any]:
+    changed = copy.deepcopy(obj)
+    volumes: list[dict[str, Any]] = [
+        {"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(claims)
+    ]
+    if ephemeral:
+        volumes.append({"name": ephemeral, "ephemeral": {"volumeClaimTemplate": {"spec": {}}}})
+    changed["spec"]["volumes"] = volumes
+    return changed
+
+
+NODES = [zoned("a1", "a"), zoned("b1", "b"), zoned("c1", "c")]
+
+
+def placed(objects: list[dict[str, Any]]) -> dict[str, str]:
+    return schedule(convert(objects).state, "cpsat").placements
+
+
+def test_a_pod_goes_where_its_bound_volume_is_reached() -> None:
+    objects = [*NODES, claim("data"), volume(terms=[in_zones("b")]), mounting(pod("p"), "data")]
+    conversion = convert(objects)
+    assert conversion.findings == []
+    assert placed(objects) == {"team/p": "b1"}
+    # A volume every node reaches (NFS, an object store's driver) adds nothing.
+    reachable = [*NODES, claim("data"), volume(), mounting(pod("p"), "data")]
+    (read,) = convert(reachable).state.pods
+    assert read.affinity == ()
+    assert "team/p" in placed(reachable)
+
+
+def test_the_pods_own_affinity_and_each_volumes_all_hold() -> None:
+    own = mounting(pod("p"), "one", "two")
+    own["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [in_zones("a", "b", "c")]
+            }
+        }
+    }
+    objects = [
+        *NODES,
+        claim("one", "pv1"),
+        claim("two", "pv2"),
+        volume("pv1", [in_zones("a"), in_zones("b")]),  # either term
+        volume("pv2", [in_zones("b", "c")]),
+        own,
+    ]
+    assert placed(objects) == {"team/p": "b1"}
+
+
+@pytest.mark.parametrize(
+    ("objects", "said"),
+    [
+        ([], "'data': not found"),
+        ([claim("data", volume=None, phase="Pending"), volume()], "to be bound"),
+        ([claim("data", deletionTimestamp="2026-01-01T00:00:00Z"), volume()], "being deleted"),
+        ([claim("data")], "PersistentVolume 'pv' of PersistentVolumeClaim 'data': not found"),
+        ([claim("data"), volume(terms=[])], "allows no node"),
+    ],
+    ids=["missing", "unbound", "deleting", "volume missing", "no node"],
+)
+def test_a_claim_that_keeps_a_pod_from_every_node_makes_it_wait_and_says_why(
+    objects: list[dict[str, Any]], said: str
+) -> None:
+    conversion = convert([*NODES, *objects, mounting(pod("p"), "data")])
+    assert conversion.state.pods == ()
+    (finding,) = conversion.findings
+    assert finding.name == "team/p" and said in finding.message
+    assert finding.reason == "FailedScheduling"  # waits, as kube-scheduler would say
+
+
+def test_the_wait_ends_when_the_claim_is_bound_though_the_pod_did_not_change() -> None:
+    memo = Memo()
+    waiting = mounting(pod("p"), "data")
+    unbound = claim("data", volume=None, phase="Pending")
+    first = convert([*NODES, unbound, waiting], memo=memo)
+    assert first.state.pods == ()
+    # The same pod object, read through the memo: the claim decides afresh.
+    bound = [*NODES, claim("data"), volume(terms=[in_zones("c")]), waiting]
+    second = convert(bound, memo=memo)
+    assert [p.name for p in second.state.pods] == ["team/p"]
+    assert schedule(second.state, "cpsat").placements == {"team/p": "c1"}
+
+
+def test_a_gang_with_a_member_waiting_for_its_claim_is_not_placed_in_part() -> None:
+    group = podgroup("scheduling.sigs.dev/v1alpha2", "g", {"minMember": 2})
+    members = [pod(f"g-{i}", annotations={"scheduling.k8s.io/group-name": "g"}) for i in range(2)]
+    members[1] = mounting(members[1], "missing")
+    conversion = convert([*NODES, group, *members])
+    assert [p.name for p in conversion.state.pods] == ["team/g-0"]
+    assert schedule(conversion.state, "cpsat").placements == {}
+
+
+def test_an_ephemeral_volumes_claim_counts_only_if_made_for_this_pod() -> None:
+    owner = {"kind": "Pod", "name": "p", "uid": "u-1", "controller": True, "apiVersion": "v1"}
+    p = mounting(pod("p"), ephemeral="scratch")
+    p["metadata"]["uid"] = "u-1"
+    made = claim("p-scratch", ownerReferences=[owner])
+    objects = [*NODES, made, volume(terms=[in_zones("a")]), p]
+    assert placed(objects) == {"team/p": "a1"}
+    stranger = claim("p-scratch", ownerReferences=[{**owner, "uid": "u-0"}])
+    conversion = convert([*NODES, stranger, volume(), p])
+    (finding,) = conversion.findings
+    assert "not made for this pod" in finding.message
+
+
+def test_a_read_write_once_pod_claim_another_pod_uses_makes_the_pod_wait() -> None:
+    exclusive = claim("solo", modes=("ReadWriteOncePod",))
+    running = mounting(pod("r", node_name="a1"), "solo")
+    conversion = convert([*NODES, exclusive, volume(), running, mounting(pod("p"), "solo")])
+    assert [p.name for p in conversion.state.pods] == ["team/r"]
+    (finding,) = conversion.findings
+    assert "ReadWriteOncePod" in finding.message
+    # Alone on it, the pod is placed.
+    alone = convert([*NODES, exclusive, volume(), mounting(pod("p"), "solo")])
+    assert [p.name for p in alone.state.pods] == ["team/p"] and alone.findings == []
+
+
+def test_a_jobs_pods_read_the_claims_of_its_template() -> None:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j", "namespace": "team"},
+        "spec": {
+            "parallelism": 2,
+            "template": {
+                "spec": {
+                    "schedulerName": "gangsat",
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+                    "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}],
+                }
+            },
+        },
+    }
+    objects = [*NODES, claim("data"), volume(terms=[in_zones("a")]), job]
+    assert set(placed(objects).values()) == {"a1"}
+    assert convert([*NODES, job]).state.pods == ()  # no such claim: both wait
+
+
+def test_on_an_api_server_a_gang_waits_for_its_claim_then_binds_where_its_volume_is(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    pods = gang_pods("g", 2)
+    pods[1]["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]
+    apply(server, [kube_node("n1", "4"), kube_node("n2", "4"), kube_podgroup("g", 2), *pods])
+    seen(cluster, server)
+
+    run_cycle(cluster, FAST)
+    assert binds(server) == []  # not one member without the other
+    assert cluster.writer.flush()
+    waits = [e for e in server.objects("", "events") if e.get("reason") == "FailedScheduling"]
+    assert any(
+        e["involvedObject"]["name"] == "g-1" and "'data': not found" in e["message"] for e in waits
+    )
+
+    made = claim("data")
+    made["metadata"]["namespace"] = "default"
+    pinned = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}
+    apply(server, [made, volume(terms=[pinned])])
+    wait_until(
+        lambda: (
+            cluster.cache.get(VOLUMES, "pv") is not None
+            and cluster.cache.get(CLAIMS, "default/data") is not None
+        ),
+        what="the claim and its volume in the cache",
+    )
+    run_cycle(cluster, FAST)
+    assert set(bound_pods(server)) == {"default/g-0", "default/g-1"}
+    assert server.get("", "pods", "default", "g-1")["spec"]["nodeName"] == "n2"
