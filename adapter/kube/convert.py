@@ -247,8 +247,9 @@ def convert(
     succeeded: defaultdict[str, Counter[str]] = defaultdict(Counter)
     budgets = Budgets(o for o in items if o.get("kind") == "PodDisruptionBudget")
     claims = Claims(o for o in items if o.get("kind") in VOLUME_KINDS)
-    # Pending pods with claims: pod name, claims, uid (checked once every user is known)
-    claiming: list[tuple[str, list[tuple[str, bool]], str | None]] = []
+    # Pending pods with claims -> their claims and uid (checked once every user is known;
+    # of two objects of one name, the one kept)
+    claiming: dict[str, tuple[list[tuple[str, bool]], str | None]] = {}
     budgeted: set[str] = set()  # gangs with a bound pod a disruption budget covers
     nodes: dict[str, Node] = {}
     gangs: dict[str, Gang] = {}
@@ -347,17 +348,18 @@ def convert(
                 )
                 continue
             keep("Pod", pods, pod.name, pod)
+            claiming.pop(pod.name, None)  # of an earlier object of the same name
             spec = o.get("spec")
             if pod.node_name is not None:
                 anti.add(o, pod.node_name)
                 if claims.exclusive and isinstance(spec, Mapping):
-                    claims.use(pod.namespace, pod.name.partition("/")[2], spec)
+                    claims.use(pod.namespace, pod.name.partition("/")[2], spec, bound=True)
             else:
                 pending.append((o, pod.name))
                 if isinstance(spec, Mapping) and (
-                    used := claims.use(pod.namespace, pod.name.partition("/")[2], spec)
+                    used := claims.use(pod.namespace, pod.name.partition("/")[2], spec, False)
                 ):
-                    claiming.append((pod.name, used, (o.get("metadata") or {}).get("uid")))
+                    claiming[pod.name] = (used, (o.get("metadata") or {}).get("uid"))
             if pod.gang is not None and pod.node_name is not None and budgets and budgets.cover(o):
                 budgeted.add(pod.gang)
             if pod.gang is not None:
@@ -379,17 +381,18 @@ def convert(
             ):
                 pods[pod.name] = pod
                 pending.append((_template_of(o), pod.name))
-                template_spec = ((o.get("spec") or {}).get("template") or {}).get("spec") or {}
-                if used := claims.use(pod.namespace, pod.name.partition("/")[2], template_spec):
-                    claiming.append((pod.name, used, None))
+                claiming.pop(pod.name, None)
+                template = ((o.get("spec") or {}).get("template") or {}).get("spec") or {}
+                if used := claims.use(pod.namespace, pod.name.partition("/")[2], template, False):
+                    claiming[pod.name] = (used, None)
                 if pod.gang is not None:
                     owned.add(pod.gang)
 
-    for name, used, uid in claiming:
+    for name, (used, uid) in claiming.items():
         try:
             pods[name] = claims.placed(pods[name], used, uid)
         except (Waits, BadObject) as e:
-            del pods[name]
+            pods.pop(name, None)
             reason = "FailedScheduling" if isinstance(e, Waits) else "InvalidSpec"
             findings.append(Finding(kind="Pod", name=name, message=str(e), reason=reason))
     for o, name in pending if anti.terms else ():

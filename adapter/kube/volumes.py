@@ -15,7 +15,16 @@ makes the pod wait, with the reason, as kube-scheduler's ``VolumeBinding`` and
   its pod stays pending under gangsat (kube-scheduler would pick the node and let the
   provisioner follow); one bound by the PV controller (``Immediate``) is waited for;
 - its volume is not known (yet);
-- a ``ReadWriteOncePod`` claim that another pod already uses.
+- a ``ReadWriteOncePod`` claim that a bound pod uses (of pending pods sharing one, the
+  first by name is placed, the others wait for it).
+
+A volume is reached where its ``spec.nodeAffinity.required`` holds, as kube-scheduler
+reads it: against the node's labels only (a ``matchFields`` term on the node's name
+matches no node there, and the kubelet refuses the mount alike), and, for volumes
+labelled with a zone or region (``topology.kubernetes.io/zone``, the older
+``failure-domain.beta.kubernetes.io/zone`` that in-tree and restored volumes carry;
+``__`` joins several), where the node's label of that key holds one of the values, or
+on a node with no zone or region label at all (``VolumeZone``).
 
 Not modelled (kube-scheduler checks it, gangsat does not): per-node limits on attached
 volumes (``NodeVolumeLimits``); a ``ReadWriteOnce`` volume is, as in kube-scheduler,
@@ -26,14 +35,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from itertools import product
+from typing import Any
 
-from adapter.kube.fields import Obj
+from pydantic import ValidationError
+
+from adapter.kube.fields import BadObject, Obj
 from adapter.kube.pods import node_selector_terms
-from solver.model import NodeSelectorTerm, Pod
+from solver.model import NODE_NAME_FIELD, NodeSelectorRequirement, NodeSelectorTerm, Pod
 
 # Above this many terms (the product of the pod's and its volumes' alternatives), the
 # pod waits: each term is checked against every node in every cycle.
 MAX_TERMS = 64
+RWOP = "ReadWriteOncePod"
+ZONE, REGION = "topology.kubernetes.io/zone", "topology.kubernetes.io/region"
+BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"
+BETA_REGION = "failure-domain.beta.kubernetes.io/region"
+TOPOLOGY_KEYS = (BETA_ZONE, BETA_REGION, ZONE, REGION)
+GA_OF = {BETA_ZONE: ZONE, BETA_REGION: REGION}
 
 
 class Waits(Exception):
@@ -44,9 +62,7 @@ def claim_names(pod_name: str, spec: Obj) -> list[tuple[str, bool]]:
     """The claims a pod's volumes name, in its namespace, each with whether it is a
     generic ephemeral volume's (``<pod name>-<volume name>``, made by its controller)."""
     names = []
-    for volume in spec.get("volumes") or []:
-        if not isinstance(volume, Mapping):
-            continue
+    for volume in _mappings(spec.get("volumes")):
         claim = volume.get("persistentVolumeClaim")
         if isinstance(claim, Mapping):
             names.append((str(claim.get("claimName") or ""), False))
@@ -56,43 +72,52 @@ def claim_names(pod_name: str, spec: Obj) -> list[tuple[str, bool]]:
 
 
 class Claims:
-    """The claims and volumes of a snapshot, and which pods use each claim."""
+    """The claims and volumes of a snapshot, and which bound pods use each claim."""
 
     def __init__(self, objects: Iterable[Obj]) -> None:
         self.claims: dict[str, Obj] = {}  # namespace/name -> PersistentVolumeClaim
         self.volumes: dict[str, Obj] = {}  # name -> PersistentVolume
-        self.users: dict[str, set[str]] = {}  # namespace/claim -> pods using it
+        # namespace/claim -> the pods using it: bound ones, then pending ones by name
+        self.users: dict[str, set[str]] = {}
+        self.pending_users: dict[str, str] = {}  # namespace/claim -> the first by name
         for o in objects:
             metadata = o.get("metadata")
             if not isinstance(metadata, Mapping):
                 continue
             if o.get("kind") == "PersistentVolumeClaim":
-                self.claims[f"{metadata.get('namespace')}/{metadata.get('name')}"] = o
+                namespace = metadata.get("namespace") or "default"
+                self.claims[f"{namespace}/{metadata.get('name')}"] = o
             elif o.get("kind") == "PersistentVolume":
                 self.volumes[str(metadata.get("name"))] = o
-        # Whether a bound pod's claims must be known: only a ReadWriteOncePod claim's
+        # Whether a bound pod's claims must be read: only a ReadWriteOncePod claim's
         # users keep other pods off it.
-        self.exclusive = any(
-            "ReadWriteOncePod" in ((c.get("spec") or {}).get("accessModes") or [])
-            for c in self.claims.values()
-        )
+        self.exclusive = any(RWOP in _modes(c) for c in self.claims.values())
 
-    def use(self, namespace: str, pod_name: str, spec: Obj) -> list[tuple[str, bool]]:
+    def use(self, namespace: str, pod_name: str, spec: Obj, bound: bool) -> list[tuple[str, bool]]:
         """Record that pod ``pod_name`` (not finished) uses its claims; returns them."""
         names = claim_names(pod_name, spec)
+        pod = f"{namespace}/{pod_name}"
         for name, _ in names:
-            self.users.setdefault(f"{namespace}/{name}", set()).add(f"{namespace}/{pod_name}")
+            key = f"{namespace}/{name}"
+            if bound:
+                self.users.setdefault(key, set()).add(pod)
+            elif pod < self.pending_users.get(key, "\uffff"):
+                self.pending_users[key] = pod
         return names
 
     def placed(self, pod: Pod, names: list[tuple[str, bool]], uid: str | None) -> Pod:
         """``pod`` with the node affinity of the volumes its claims ``names`` are bound
-        to; ``Waits`` if one of them keeps it from every node now. ``uid``: the pod's,
-        which a generic ephemeral volume's claim must be controlled by."""
+        to; ``Waits`` if one of them keeps it from every node now, ``BadObject`` if a
+        claim or volume is malformed. ``uid``: the pod's, which a generic ephemeral
+        volume's claim must be controlled by."""
         terms: tuple[NodeSelectorTerm, ...] = pod.affinity
         for name, ephemeral in names:
-            volume_terms = self._terms(pod, name, ephemeral, uid)
-            if volume_terms:
-                terms = _both(terms, volume_terms)
+            try:
+                volume_terms = self._terms(pod, name, ephemeral, uid)
+            except (KeyError, TypeError, AttributeError, ValueError, ValidationError) as e:
+                raise BadObject(f"PersistentVolumeClaim {name!r} or its volume: {e!r}") from e
+            for alternatives in volume_terms:
+                terms = _both(terms, alternatives)
                 if len(terms) > MAX_TERMS:
                     raise Waits(
                         f"its node affinity and its volumes' allow nodes in {len(terms)} "
@@ -102,7 +127,8 @@ class Claims:
 
     def _terms(
         self, pod: Pod, name: str, ephemeral: bool, uid: str | None
-    ) -> tuple[NodeSelectorTerm, ...]:
+    ) -> list[tuple[NodeSelectorTerm, ...]]:
+        """What the claim's volume asks of a node: ORed terms, ANDed with each other."""
         key = f"{pod.namespace}/{name}"
         claim = self.claims.get(key)
         what = f"PersistentVolumeClaim {name!r}"
@@ -113,10 +139,13 @@ class Claims:
             raise Waits(f"waits: {what} is being deleted")
         if ephemeral and not _controlled_by(claim, uid):
             raise Waits(f"waits: {what} was not made for this pod's ephemeral volume")
+        if RWOP in _modes(claim):
+            if self.users.get(key, set()) - {pod.name}:
+                raise Waits(f"waits: {what} is {RWOP} and a running pod uses it")
+            first = self.pending_users.get(key, pod.name)
+            if first != pod.name:
+                raise Waits(f"waits: {what} is {RWOP}, and pending pod {first} goes first")
         spec = claim.get("spec") or {}
-        modes = spec.get("accessModes") or []
-        if "ReadWriteOncePod" in modes and self.users.get(key, set()) - {pod.name}:
-            raise Waits(f"waits: {what} is ReadWriteOncePod and another pod uses it")
         volume_name = spec.get("volumeName")
         phase = (claim.get("status") or {}).get("phase")
         if not volume_name or phase not in (None, "Bound"):
@@ -127,22 +156,79 @@ class Claims:
         volume = self.volumes.get(str(volume_name))
         if volume is None:
             raise Waits(f"waits for PersistentVolume {volume_name!r} of {what}: not found")
+        asked = [*_zones(volume)]
         required = ((volume.get("spec") or {}).get("nodeAffinity") or {}).get("required")
-        if not required:
-            return ()  # reached from every node
-        terms = node_selector_terms(required)
-        if not terms:
-            raise Waits(f"PersistentVolume {volume_name!r} of {what} allows no node")
-        return terms
+        if required:
+            terms = tuple(_by_labels(t) for t in node_selector_terms(required))
+            if not any(t.match_expressions or t.match_fields for t in terms):
+                raise Waits(f"PersistentVolume {volume_name!r} of {what} allows no node")
+            asked.append(terms)
+        return asked
+
+
+def _zones(volume: Obj) -> list[tuple[NodeSelectorTerm, ...]]:
+    """A volume's zone and region labels, as kube-scheduler's VolumeZone reads them: a
+    node without any zone or region label passes; one with them must hold, for each of
+    the volume's, a value it lists (a beta key on the volume is read from the node's GA
+    key where the node lacks the beta one)."""
+    labels = (volume.get("metadata") or {}).get("labels") or {}
+    asked = [
+        (k, tuple(sorted(set(str(labels[k]).split("__"))))) for k in TOPOLOGY_KEYS if k in labels
+    ]
+    if not asked:
+        return []
+    unlabelled = NodeSelectorTerm(
+        match_expressions=tuple(_requirement(k, "DoesNotExist") for k in TOPOLOGY_KEYS)
+    )
+    # Per label of the volume, the ways a labelled node holds it; one of each, ANDed.
+    ways = []
+    for key, values in asked:
+        own: list[tuple[NodeSelectorRequirement, ...]] = [(_requirement(key, "In", values),)]
+        if key in GA_OF:
+            own.append((_requirement(key, "DoesNotExist"), _requirement(GA_OF[key], "In", values)))
+        ways.append(own)
+    labelled = tuple(
+        NodeSelectorTerm(match_expressions=tuple(r for way in combination for r in way))
+        for combination in product(*ways)
+    )
+    return [(unlabelled, *labelled)]
+
+
+def _by_labels(term: NodeSelectorTerm) -> NodeSelectorTerm:
+    """A volume's term as kube-scheduler matches it, against the node's labels only:
+    the node's name reads empty, so a ``matchFields`` ``In`` never holds (the term
+    matches no node) and a ``NotIn`` always does."""
+    if not term.match_fields:
+        return term
+    if any(f.operator != "NotIn" for f in term.match_fields):
+        return NodeSelectorTerm()
+    # Every node has a name: NotIn "" holds on each, where no requirement left would
+    # make a term that matches no node.
+    anywhere = _requirement(NODE_NAME_FIELD, "NotIn", ("",))
+    return NodeSelectorTerm(match_expressions=term.match_expressions, match_fields=(anywhere,))
+
+
+def _requirement(key: str, operator: str, values: tuple[str, ...] = ()) -> NodeSelectorRequirement:
+    return NodeSelectorRequirement(key=key, operator=operator, values=values)
 
 
 def _controlled_by(claim: Obj, uid: str | None) -> bool:
     """Whether ``claim``'s controller is the pod of ``uid`` (a pod read from a manifest,
     without one: any pod)."""
-    for ref in (claim.get("metadata") or {}).get("ownerReferences") or []:
-        if isinstance(ref, Mapping) and ref.get("controller") and ref.get("kind") == "Pod":
+    for ref in _mappings((claim.get("metadata") or {}).get("ownerReferences")):
+        if ref.get("controller") and ref.get("kind") == "Pod":
             return uid is None or ref.get("uid") == uid
     return False
+
+
+def _modes(claim: Obj) -> list[Any]:
+    spec = claim.get("spec")
+    modes = spec.get("accessModes") if isinstance(spec, Mapping) else None
+    return modes if isinstance(modes, list) else []
+
+
+def _mappings(items: Any) -> list[Mapping[str, Any]]:
+    return [i for i in items if isinstance(i, Mapping)] if isinstance(items, list) else []
 
 
 def _both(

@@ -15,6 +15,7 @@ from adapter.kube.memo import Memo
 from adapter.kube.resources import CLAIMS, VOLUMES
 from adapter.loop import run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
+from solver.predicates import placement_reason
 from solver.schedulers import schedule
 from tests.adapter.kube.manifests import apply, binds, bound_pods, gang_pods, wait_until
 from tests.adapter.kube.manifests import node as kube_node
@@ -177,9 +178,86 @@ def test_a_read_write_once_pod_claim_another_pod_uses_makes_the_pod_wait() -> No
     assert [p.name for p in conversion.state.pods] == ["team/r"]
     (finding,) = conversion.findings
     assert "ReadWriteOncePod" in finding.message
-    # Alone on it, the pod is placed.
-    alone = convert([*NODES, exclusive, volume(), mounting(pod("p"), "solo")])
-    assert [p.name for p in alone.state.pods] == ["team/p"] and alone.findings == []
+    # Pending pods sharing it: one goes (the first by name), the others wait for it.
+    sharing = [mounting(pod(n), "solo") for n in ("q", "p", "s")]
+    shared = convert([*NODES, exclusive, volume(), *sharing])
+    assert [p.name for p in shared.state.pods] == ["team/p"]
+    assert sorted(f.name for f in shared.findings) == ["team/q", "team/s"]
+    assert "team/p" in placed([*NODES, exclusive, volume(), *sharing])
+
+
+def labelled(name: str, **labels: str) -> dict[str, Any]:
+    return node(name, metadata={"name": name, "labels": labels})
+
+
+def test_a_volumes_zone_labels_keep_its_pods_in_its_zones_as_volume_zone_reads_them() -> None:
+    beta = "failure-domain.beta.kubernetes.io/zone"
+    nodes = [
+        labelled("ga-a", **{ZONE: "a"}),
+        labelled("beta-b", **{beta: "b"}),
+        labelled("ga-c", **{ZONE: "c"}),
+        labelled("both", **{beta: "c", ZONE: "b"}),  # its beta label is read first
+        labelled("bare"),  # no zone or region label: any volume's zone passes
+    ]
+    pv = volume()
+    pv["metadata"]["labels"] = {beta: "a__b"}  # an in-tree volume: two zones, beta key
+    state = convert([*nodes, claim("data"), pv, mounting(pod("p"), "data")]).state
+    (read,) = state.pods
+    allowed = {n.name for n in state.nodes if placement_reason(read, n) is None}
+    assert allowed == {"ga-a", "beta-b", "bare"}
+
+
+def test_a_volumes_match_fields_read_the_node_by_its_labels_only() -> None:
+    # kube-scheduler and the kubelet match a volume's terms against the node's labels:
+    # the node's name reads empty, so In on it never holds and NotIn always does.
+    by_name = [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b1"]}]}]
+    conversion = convert([*NODES, claim("data"), volume(terms=by_name), mounting(pod("p"), "data")])
+    (finding,) = conversion.findings
+    assert "allows no node" in finding.message
+    not_named = [{"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["b1"]}]}]
+    objects = [*NODES, claim("data"), volume(terms=not_named), mounting(pod("p"), "data")]
+    (read,) = convert(objects).state.pods
+    assert all(placement_reason(read, n) is None for n in convert(objects).state.nodes)
+
+
+MALFORMED: dict[str, list[dict[str, Any]]] = {
+    "access modes": [{**claim("data"), "spec": {"accessModes": 5, "volumeName": "pv"}}, volume()],
+    "node affinity": [claim("data"), {**volume(), "spec": {"nodeAffinity": "x"}}],
+    "keyless": [claim("data"), volume(terms=[{"matchExpressions": [{"operator": "In"}]}])],
+    "operator": [
+        claim("data"),
+        volume(terms=[{"matchExpressions": [{"key": "k", "operator": "Foo"}]}]),
+    ],
+    "owners": [claim("p-scratch", ownerReferences=5), volume()],
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_a_malformed_claim_or_volume_is_a_finding_never_a_failed_conversion(case: str) -> None:
+    p = mounting(pod("p"), "data", ephemeral="scratch")
+    other = pod("other")
+    other["spec"]["volumes"] = 5  # not a list: no claims read
+    conversion = convert([*NODES, *MALFORMED[case], p, other])
+    assert [q.name for q in conversion.state.pods] == ["team/other"]
+    assert [f.name for f in conversion.findings] == ["team/p"]
+
+
+def test_the_last_object_of_a_name_is_the_one_its_claims_are_read_for() -> None:
+    first = mounting(pod("p"), "data")
+    second = pod("p")  # kept (last wins), and asks for no claim
+    conversion = convert([*NODES, claim("data"), volume(terms=[in_zones("b")]), first, second])
+    (read,) = conversion.state.pods
+    assert read.affinity == ()
+    assert convert([*NODES, first, mounting(pod("p"), "missing")]).state.pods == ()
+
+
+def test_a_claim_without_a_namespace_in_a_manifest_is_the_default_namespaces() -> None:
+    made = claim("data")
+    del made["metadata"]["namespace"]
+    p = mounting(pod("p"), "data")
+    del p["metadata"]["namespace"]
+    conversion = convert([*NODES, made, volume(), p])
+    assert [q.name for q in conversion.state.pods] == ["default/p"]
 
 
 def test_a_jobs_pods_read_the_claims_of_its_template() -> None:
@@ -221,7 +299,9 @@ def test_on_an_api_server_a_gang_waits_for_its_claim_then_binds_where_its_volume
 
     made = claim("data")
     made["metadata"]["namespace"] = "default"
-    pinned = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}
+    pinned = {
+        "matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["n2"]}]
+    }
     apply(server, [made, volume(terms=[pinned])])
     wait_until(
         lambda: (
@@ -232,4 +312,5 @@ def test_on_an_api_server_a_gang_waits_for_its_claim_then_binds_where_its_volume
     )
     run_cycle(cluster, FAST)
     assert set(bound_pods(server)) == {"default/g-0", "default/g-1"}
-    assert server.get("", "pods", "default", "g-1")["spec"]["nodeName"] == "n2"
+    bound = server.get("", "pods", "default", "g-1")
+    assert bound is not None and bound["spec"]["nodeName"] == "n2"
