@@ -11,6 +11,8 @@ touches the scheduling loop.
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,13 +23,14 @@ Readiness = Callable[[], tuple[bool, str]]
 
 
 class Endpoint:
-    """``/metrics``, ``/healthz`` and ``/readyz`` on ``host:port`` (port 0: any free port)."""
+    """``/metrics``, ``/healthz`` and ``/readyz`` on ``host:port`` (port 0: any free port).
+    ``host`` "" (the default): every address of both families (``listening``)."""
 
     def __init__(
         self,
         registry: CollectorRegistry,
         ready: Readiness,
-        host: str = "0.0.0.0",
+        host: str = "",
         port: int = 8080,
         alive: Readiness | None = None,
     ) -> None:
@@ -63,7 +66,7 @@ class Endpoint:
         self.registry = registry
         self.ready = ready
         self.alive: Readiness = alive or (lambda: (True, "ok"))
-        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server = listening(host, port, Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -79,3 +82,30 @@ class Endpoint:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
+
+
+class _Inet6Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+class _DualStackServer(_Inet6Server):
+    def server_bind(self) -> None:
+        # IPv4 clients too, as ::ffff:a.b.c.d: where the kernel refuses, IPv6 only.
+        with contextlib.suppress(OSError):
+            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        super().server_bind()
+
+
+def listening(host: str, port: int, handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    """A server on ``host:port``. "" is every address of both families: the kubelet probes
+    the pod's IP and Prometheus scrapes it, and on an IPv6-only or IPv6-first cluster
+    that address is IPv6, which a server on 0.0.0.0 never answers (the pod would never
+    be ready). Where the machine has no IPv6 (disabled in the pod), "" is 0.0.0.0."""
+    if not host:
+        try:
+            return _DualStackServer(("::", port), handler)
+        except OSError:
+            return ThreadingHTTPServer(("0.0.0.0", port), handler)
+    if ":" in host:
+        return _Inet6Server((host, port), handler)
+    return ThreadingHTTPServer((host, port), handler)

@@ -102,7 +102,7 @@ OVERRIDE_FLAGS = {
 @dataclass
 class KubeOptions:
     settings_path: Path | None = None
-    metrics_host: str = "0.0.0.0"
+    metrics_host: str = ""  # every address, IPv6 and IPv4 (``adapter.serve.listening``)
     metrics_port: int = 8080
     leader_elect: bool = True
     lease_namespace: str = "gangsat-system"

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from adapter import serve
 from adapter.loop import CycleResult
 from adapter.metrics import LoopMetrics
 from adapter.serve import Endpoint
@@ -90,3 +91,40 @@ def test_build_info_and_no_created_series(served: tuple[Endpoint, LoopMetrics, R
     _, text = get(endpoint, "/metrics")
     assert 'gangsat_build_info{version="' in text
     assert "_created" not in text
+
+
+def probe(host: str, port: int) -> int:
+    with urllib.request.urlopen(f"http://{host}:{port}/healthz", timeout=5) as r:
+        return int(r.status)
+
+
+def test_by_default_the_endpoint_answers_on_ipv6_and_ipv4() -> None:
+    # The kubelet probes the pod's IP: on an IPv6-only cluster an IPv6 address.
+    endpoint = Endpoint(LoopMetrics().registry, Ready(), port=0).start()
+    try:
+        assert probe("[::1]", endpoint.port) == 200
+        assert probe("127.0.0.1", endpoint.port) == 200
+    finally:
+        endpoint.stop()
+
+
+def test_without_ipv6_the_default_endpoint_falls_back_to_ipv4(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_ipv6(*args: object, **kwargs: object) -> None:
+        raise OSError("Address family not supported by protocol")
+
+    monkeypatch.setattr(serve._DualStackServer, "__init__", no_ipv6)
+    endpoint = Endpoint(LoopMetrics().registry, Ready(), port=0).start()
+    try:
+        assert probe("127.0.0.1", endpoint.port) == 200
+    finally:
+        endpoint.stop()
+
+
+def test_an_explicit_ipv6_host_is_served() -> None:
+    endpoint = Endpoint(LoopMetrics().registry, Ready(), host="::1", port=0).start()
+    try:
+        assert probe("[::1]", endpoint.port) == 200
+    finally:
+        endpoint.stop()
