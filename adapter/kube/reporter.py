@@ -14,8 +14,9 @@ server must not be sent thousands of identical patches a second.
   bound; ``FailedScheduling`` on pending pods of a waiting gang and on pods that wait
   for a reason of their own (a PodGroup that does not exist); ``Unschedulable`` on the
   PodGroup; ``InvalidSpec`` on objects gangsat could not read (a PodGroup with
-  ``minMember: -1``, an unparseable quantity); ``FailedScheduling`` on a pod whose
-  volumes keep it pending (``adapter.kube.volumes``).
+  ``minMember: -1``, an unparseable quantity); ``FailedScheduling`` and the
+  ``PodScheduled`` condition on a pod whose volumes keep it pending
+  (``adapter.kube.volumes``).
 """
 
 from __future__ import annotations
@@ -202,7 +203,12 @@ class Reporter:
 
     def _findings(self, findings: Sequence[Finding]) -> None:
         for finding in findings:
-            self._finding(finding)
+            if finding.kind == "Pod" and finding.reason == "FailedScheduling":
+                # A pod that waits (for its volumes) reads as one kube-scheduler cannot
+                # place: the Event and PodScheduled=False, which `kubectl get` shows.
+                self._pod_waiting(finding.name, finding.message)
+            else:
+                self._finding(finding)
 
     def failed_writes(self) -> bool:
         return not self._failed.empty()

@@ -296,6 +296,10 @@ def test_on_an_api_server_a_gang_waits_for_its_claim_then_binds_where_its_volume
     assert any(
         e["involvedObject"]["name"] == "g-1" and "'data': not found" in e["message"] for e in waits
     )
+    waiting = server.get("", "pods", "default", "g-1")
+    assert waiting is not None
+    (scheduled,) = [c for c in waiting["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert scheduled["status"] == "False" and "'data': not found" in scheduled["message"]
 
     made = claim("data")
     made["metadata"]["namespace"] = "default"
