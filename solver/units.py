@@ -1,8 +1,8 @@
 """Model units: amounts as the CP-SAT and LP models count them, and the rounding each way.
 
-Byte-counted resources are modelled in MiB. A pod's requests round up (it never gets
-less than it asked) and a node's capacity rounds down (the model never packs past what
-the node really has).
+Byte-counted resources are modelled in MiB, hugepages in pages. A pod's requests round
+up (it never gets less than it asked) and a node's capacity rounds down (the model never
+packs past what the node really has).
 """
 
 from __future__ import annotations
@@ -12,11 +12,22 @@ import numpy as np
 from solver.arrays import IntArray
 from solver.model import EPHEMERAL_STORAGE, HUGEPAGES_PREFIX, MEMORY, MIB
 
+_BINARY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
+
 
 def model_unit(resource: str) -> int:
     """Byte-counted resources are modelled in MiB: coefficients near 1e11 slow CP-SAT's
-    presolve and LP by orders of magnitude, and a MiB is below any request's precision."""
-    if resource in (MEMORY, EPHEMERAL_STORAGE) or resource.startswith(HUGEPAGES_PREFIX):
+    presolve and LP by orders of magnitude, and a MiB is below any request's precision.
+    Hugepages count in pages (``hugepages-2Mi``: 2 MiB), which requests and capacity are
+    whole numbers of: in MiB, 64 KiB pages were each rounded up to a MiB, and a node's
+    ten of them down to none."""
+    if resource.startswith(HUGEPAGES_PREFIX):
+        size = resource[len(HUGEPAGES_PREFIX) :]
+        number, suffix = size[:-2], size[-2:]
+        if suffix in _BINARY and number.isdigit() and int(number) > 0:
+            return int(number) * _BINARY[suffix]
+        return MIB
+    if resource in (MEMORY, EPHEMERAL_STORAGE):
         return MIB
     return 1
 

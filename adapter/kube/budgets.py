@@ -26,6 +26,8 @@ def _holds(requirement: Any, labels: Mapping[str, str]) -> bool:
         return False
     key, op = str(requirement.get("key")), requirement.get("operator")
     values = requirement.get("values") or []
+    if not isinstance(values, list):
+        return False  # the API server admits only a list: a hand-written object's mistake
     match op:
         case "In":
             return key in labels and labels[key] in values

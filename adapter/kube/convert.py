@@ -46,7 +46,7 @@ from adapter.kube.fields import (
     quantities,
 )
 from adapter.kube.memo import Memo, memo_key
-from adapter.kube.pods import TASK_ANNOTATION, pod_of_object
+from adapter.kube.pods import TASK_ANNOTATION, pod_of_object, room_held
 from adapter.kube.unmodelled import BoundAntiAffinity, kept_off
 from adapter.kube.volumes import Claims, Waits
 from solver.model import (
@@ -60,6 +60,7 @@ from solver.model import (
 )
 
 VOLUME_KINDS = ("PersistentVolumeClaim", "PersistentVolume")
+NOT_READY, UNREACHABLE = "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"
 MAX_JOB_PODS = 20_000  # pods of one Job: a finding above, not minutes of conversion
 
 
@@ -120,17 +121,26 @@ def _node(obj: Obj) -> Node:
     if not allocatable:
         raise BadObject("status.allocatable is missing")
     conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
-    not_ready = "Ready" in conditions and conditions["Ready"] != "True"
     taints = tuple(
         Taint(key=t["key"], value=t.get("value") or "", effect=t["effect"])
         for t in spec.get("taints") or []
     )
+    # kube-scheduler reads readiness through the taints the node lifecycle controller
+    # adds (not-ready when Ready is False, unreachable when Unknown); a node read before
+    # the controller tainted it gets the taint here, so only pods that tolerate it go
+    # there, as they will once it is tainted.
+    ready = conditions.get("Ready", "True")
+    condition_taint = None if ready == "True" else UNREACHABLE if ready == "Unknown" else NOT_READY
+    if condition_taint and not any(
+        t.key == condition_taint and t.effect in ("NoSchedule", "NoExecute") for t in taints
+    ):
+        taints = (*taints, Taint(key=condition_taint, effect="NoSchedule"))
     return Node(
         name=name,
         allocatable=Resources(quantities(allocatable, "status.allocatable")),
         labels=(obj.get("metadata") or {}).get("labels") or {},
         taints=taints,
-        unschedulable=bool(spec.get("unschedulable")) or not_ready,
+        unschedulable=bool(spec.get("unschedulable")),
     )
 
 
@@ -305,20 +315,39 @@ def convert(
 
     def pod_of(o: Obj, spec: Obj, index: int) -> Pod:
         created = created_s(o)
-        return pod_of_object(
-            *meta(o),
-            o.get("metadata") or {},
-            spec,
-            created or float(index),
-            priorities,
-            default_priority,
-            # The cache ignores status changes (startTime among them): the age since
-            # creation bounds the work an eviction loses from above.
-            created or None,
-            bool(o.get(LEAVING)),
-        )
+        try:
+            return pod_of_object(
+                *meta(o),
+                o.get("metadata") or {},
+                spec,
+                created or float(index),
+                priorities,
+                default_priority,
+                # The cache ignores status changes (startTime among them): the age since
+                # creation bounds the work an eviction loses from above.
+                created or None,
+                bool(o.get(LEAVING)),
+            )
+        except (BadObject, ValidationError, KeyError, TypeError, AttributeError) as e:
+            node = spec.get("nodeName")
+            if not isinstance(node, str) or not node:
+                raise
+            held = room_held(*meta(o), spec, created or float(index), node)  # may raise too
+            why = str(e).splitlines()[0] if not isinstance(e, ValidationError) else (
+                "; ".join(validation_lines("", e, None))
+            )
+            findings.append(
+                Finding(
+                    kind="Pod",
+                    name=held.name,
+                    message=f"read only for the room it holds on {node}, no gang, no "
+                    f"victim: {why}",
+                )
+            )
+            return held
 
     anti = BoundAntiAffinity()
+    unknown_room: set[str] = set()  # nodes with a bound pod whose requests are unreadable
     pending: list[tuple[Obj, str]] = []  # pending pods, as objects, and their keys
     for index, o in enumerate(items):
         kind = o.get("kind")
@@ -339,6 +368,9 @@ def convert(
                     continue
                 pod = attempt("Pod", o, lambda o=o, spec=spec, index=index: pod_of(o, spec, index))
             if pod is None:
+                node_name = (o.get("spec") or {}).get("nodeName")
+                if isinstance(node_name, str) and node_name in nodes:
+                    unknown_room.add(node_name)
                 continue
             if pod.node_name is not None and pod.node_name not in nodes:
                 findings.append(
@@ -388,6 +420,11 @@ def convert(
                 if pod.gang is not None:
                     owned.add(pod.gang)
 
+    for name in sorted(unknown_room):
+        # What is free there is unknown: no new pod goes there this cycle.
+        nodes[name] = nodes[name].model_copy(update={"unschedulable": True})
+        message = "a pod bound here has requests gangsat cannot read: no new pods here"
+        findings.append(Finding(kind="Node", name=name, message=message))
     for name, (used, uid) in claiming.items():
         try:
             pods[name] = claims.placed(pods[name], used, uid)

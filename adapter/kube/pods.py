@@ -107,6 +107,22 @@ def node_selector_terms(selector: Obj) -> tuple[NodeSelectorTerm, ...]:
     return tuple(terms)
 
 
+def room_held(namespace: str, name: str, spec: Obj, created: float, node: str) -> Pod:
+    """A bound pod read for the room it holds on ``node`` alone: its requests, as
+    kube-scheduler counts them whatever else the pod says. For a bound pod whose other
+    fields gangsat cannot read (a toleration operator of a newer API, say): left out,
+    its node would look freer than it is, and a pod placed there be refused by the
+    kubelet after its gang was bound."""
+    return Pod(
+        name=f"{namespace}/{name}",
+        namespace=namespace,
+        requests=_resources(tuple(sorted(_requests(spec).items()))),
+        node_name=node,
+        created_s=created,
+        started_s=created,
+    )
+
+
 # Most pods of a cluster share their requests and tolerations (every pod gets the same
 # two from the DefaultTolerationSeconds admission plugin): built once, as validated
 # models, they cost a dictionary lookup instead of a validation per pod.

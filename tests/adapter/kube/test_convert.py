@@ -382,18 +382,6 @@ def test_a_daemonset_pod_is_marked_so_its_node_still_counts_as_empty() -> None:
     assert pods["team/job-0"].daemon is False
 
 
-def test_a_node_not_ready_or_cordoned_takes_no_new_pods() -> None:
-    not_ready = node("sick", status=None)
-    not_ready["status"] = {
-        "allocatable": {"cpu": "4"},
-        "conditions": [{"type": "Ready", "status": "False"}],
-    }
-    cordoned = node("cordoned", spec={"unschedulable": True})
-    c = convert([not_ready, cordoned, node("fine")])
-    flags = {n.name: n.unschedulable for n in c.state.nodes}
-    assert flags == {"sick": True, "cordoned": True, "fine": False}
-
-
 def test_solve_manifests_places_the_seed_gang_whole(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["solve", "--manifests", str(SEED), "-t", "5"])
     assert result.exit_code == 0, result.output

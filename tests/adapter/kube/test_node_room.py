@@ -1,0 +1,96 @@
+"""What a node has room for, as kube-scheduler reads it: a node that is not ready is
+tainted as the node lifecycle controller taints it (not cordoned); a bound pod holds its
+room even where gangsat cannot read the rest of it; hugepages count in pages."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from adapter.kube.convert import convert
+from solver.schedulers import schedule
+from tests.adapter.kube.test_convert import node, pod
+
+NOT_READY = "node.kubernetes.io/not-ready"
+
+
+def ready(name: str, status: str) -> dict[str, Any]:
+    obj = node(name)
+    obj["status"]["conditions"] = [{"type": "Ready", "status": status}]
+    return obj
+
+
+def tolerating(obj: dict[str, Any], key: str) -> dict[str, Any]:
+    changed = copy.deepcopy(obj)
+    changed["spec"]["tolerations"] = [{"key": key, "operator": "Exists", "effect": "NoSchedule"}]
+    return changed
+
+
+def test_a_node_not_ready_takes_only_pods_that_tolerate_it_and_a_cordoned_one_none() -> None:
+    objects = [
+        ready("sick", "False"),
+        ready("lost", "Unknown"),
+        node("cordoned", spec={"unschedulable": True}),
+        tolerating(pod("tolerant"), NOT_READY),
+        pod("plain"),
+    ]
+    state = convert(objects).state
+    taints = {n.name: {(t.key, t.effect) for t in n.taints} for n in state.nodes}
+    assert taints["sick"] == {(NOT_READY, "NoSchedule")}
+    assert taints["lost"] == {("node.kubernetes.io/unreachable", "NoSchedule")}
+    assert {n.name: n.unschedulable for n in state.nodes}["cordoned"] is True
+    decision = schedule(state, "cpsat")
+    assert decision.placements == {"team/tolerant": "sick"}
+    assert "team/plain" not in decision.placements
+    # Already tainted by the controller: not tainted twice.
+    tainted = ready("sick", "False")
+    tainted["spec"] = {"taints": [{"key": NOT_READY, "effect": "NoExecute"}]}
+    (read,) = convert([tainted]).state.nodes
+    assert [(t.key, t.effect) for t in read.taints] == [(NOT_READY, "NoExecute")]
+
+
+def test_a_bound_pod_gangsat_cannot_fully_read_still_holds_its_room() -> None:
+    # A toleration operator of a newer API (1.35's alpha Gt), on a pod another
+    # scheduler bound: the pod still holds 3 of the node's 4 cpu.
+    bound = pod("bound", cpu="3", node_name="n1", scheduler="default-scheduler")
+    bound["spec"]["tolerations"] = [{"key": "sla", "operator": "Gt", "value": "90"}]
+    conversion = convert([node("n1"), bound, pod("p", cpu="3")])
+    (held,) = [p for p in conversion.state.pods if p.node_name == "n1"]
+    assert held.requests.root == {"cpu": 3000}
+    assert "read only for the room" in conversion.findings[0].message
+    assert schedule(conversion.state, "cpsat").placements == {}
+
+
+def test_a_node_with_a_bound_pod_whose_requests_are_unreadable_takes_no_new_pods() -> None:
+    bound = pod("bound", node_name="n1", scheduler="default-scheduler")
+    bound["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    conversion = convert([node("n1"), node("n2"), bound, pod("p", cpu="3")])
+    assert {n.name: n.unschedulable for n in conversion.state.nodes} == {"n1": True, "n2": False}
+    assert any(f.kind == "Node" and f.name == "n1" for f in conversion.findings)
+    assert schedule(conversion.state, "cpsat").placements == {"team/p": "n2"}
+
+
+def test_hugepages_count_in_pages() -> None:
+    # Ten 64 KiB pages: ten pods of one page each fit, as the kubelet would admit them.
+    small = node("n1", status={"allocatable": {"cpu": "16", "hugepages-64Ki": "640Ki"}})
+    pods = []
+    for i in range(11):
+        p = pod(f"p{i}", cpu="100m")
+        p["spec"]["containers"][0]["resources"]["requests"]["hugepages-64Ki"] = "64Ki"
+        pods.append(p)
+    placed = schedule(convert([small, *pods]).state, "cpsat").placements
+    assert len(placed) == 10
+
+
+def test_a_selector_whose_values_are_not_a_list_selects_nothing_and_converts() -> None:
+    # The API server admits only a list; a hand-written manifest may not.
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "b", "namespace": "team"},
+        "spec": {"selector": {"matchExpressions": [{"key": "app", "operator": "In", "values": 7}]}},
+    }
+    group = {"scheduling.k8s.io/group-name": "g"}
+    bound = pod("bound", node_name="n1", labels={"app": "x"}, annotations=group)
+    state = convert([node("n1"), budget, bound]).state
+    assert [p.name for p in state.pods] == ["team/bound"]
