@@ -29,6 +29,10 @@ log = logging.getLogger(__name__)
 LIST_PAGE = 500
 WATCH_TIMEOUT_S = 300  # the server ends each watch after this; we resume from our version
 READ_TIMEOUT_S = 90  # silence beyond a bookmark interval: the connection is dead
+# A list's answer (or its next bytes) not within this: the connection is dead. Without
+# it, a re-list sent on a pooled connection to a server that died without closing it
+# waited forever, its resource frozen in the cache while the loop went on.
+LIST_TIMEOUT_S = (10, 60)
 
 
 class Expired(Exception):
@@ -118,6 +122,7 @@ class Reflector:
                 resource_version="0" if first else None,
                 limit=None if first else LIST_PAGE,
                 _continue=token,
+                _request_timeout=LIST_TIMEOUT_S,
             )
             page = decode(response.data)
             items.extend(page.get("items") or [])
