@@ -555,13 +555,22 @@ class Reporter:
                 self._event_names[action.key] = (namespace, created["metadata"]["name"])
             return
         patch = {"count": action.body["count"], "lastTimestamp": action.body["lastTimestamp"]}
-        done(
-            self.core.patch_namespaced_event(
-                where[1],
-                where[0],
-                patch,
-                _content_type=STRATEGIC_MERGE_PATCH,
-                _preload_content=False,
-                _request_timeout=WRITE_TIMEOUT,
+        try:
+            done(
+                self.core.patch_namespaced_event(
+                    where[1],
+                    where[0],
+                    patch,
+                    _content_type=STRATEGIC_MERGE_PATCH,
+                    _preload_content=False,
+                    _request_timeout=WRITE_TIMEOUT,
+                )
             )
-        )
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            # Expired (the API server keeps Events for --event-ttl, an hour by default)
+            # or deleted: a gang still waiting for the same reason says so again.
+            with self._names_lock:
+                self._event_names.pop(action.key, None)
+            self._send(action)

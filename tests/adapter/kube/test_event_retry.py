@@ -41,3 +41,27 @@ def test_an_event_whose_create_failed_is_created_by_a_later_cycle(
         assert ("big", "Unschedulable") in reasons
     finally:
         cluster.stop()
+
+
+def test_an_event_the_server_expired_is_created_again_by_the_next_repeat(
+    server: FakeApiServer,
+) -> None:
+    recorder = EventRecorder(refresh_s=0.0)  # a repeat is written at once
+    cluster = KubeCluster(server.client(), writes_per_s=1000.0, recorder=recorder)
+    cluster.start(sync_timeout_s=10)
+    try:
+        apply(server, [node("n1", cpu="2"), podgroup("big", 3)])
+        apply(server, gang_pods("big", 3, cpu="1"))
+        seen(cluster, server)
+        run_cycle(cluster, FAST)
+        assert cluster.writer.flush()
+        waiting = [e for e in server.objects("", "events") if e["reason"] == "Unschedulable"]
+        (event,) = waiting
+        # The API server's event TTL (an hour by default) ran out.
+        server.delete("", "events", event["metadata"]["namespace"], event["metadata"]["name"])
+        run_cycle(cluster, FAST)
+        assert cluster.writer.flush()
+        again = [e for e in server.objects("", "events") if e["reason"] == "Unschedulable"]
+        assert [e["involvedObject"]["name"] for e in again] == ["big"]
+    finally:
+        cluster.stop()
