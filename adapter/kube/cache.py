@@ -271,6 +271,13 @@ class ClusterCache:
         with self._lock:
             return self._objects.get(resource, {}).get(key)
 
+    def drop(self, resource: Resource) -> None:
+        """Forget every object of a resource no longer watched."""
+        with self._lock:
+            self._objects.pop(resource, None)
+            self._synced.discard(resource)
+            self._touch()
+
 
 def _read_view(resource: Resource, obj: Obj, assumed_node: str | None = None) -> tuple[Any, ...]:
     """What a snapshot can read of ``obj`` (``adapter.kube.convert``): everything but the

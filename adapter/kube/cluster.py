@@ -48,7 +48,13 @@ class KubeCluster:
     ) -> None:
         self.api = api
         self.scheduler_names = tuple(scheduler_names)
+        # Discovered resources are discovered again now and then (``rediscover``); given
+        # ones (tests, tools) are what is watched.
+        self._discovered = resources is None
         self.resources = list(resources) if resources is not None else discover(api)
+        # What must have listed before a snapshot: those of the start; a dialect found
+        # later is read once it has listed, and a broken one never holds up the others.
+        self._required = list(self.resources)
         self.cache = ClusterCache()
         self.reflectors = [Reflector(api, r, self.cache) for r in self.resources]
         self.binder = Binder(api, self.cache, fence=fence, threads=bind_threads)
@@ -116,7 +122,34 @@ class KubeCluster:
         return self.reporter.failed_writes()
 
     def synced(self) -> bool:
-        return self.cache.synced(self.resources)
+        return self.cache.synced(self._required)
+
+    def rediscover(self) -> tuple[list[Resource], list[Resource]]:
+        """Watch the dialects the API server has come to serve since start-up (a CRD
+        installed after gangsat: its pods waited for a PodGroup gangsat never read), and
+        stop watching those it serves no more (a CRD deleted, a version dropped: their
+        objects leave the cache); returns what was added and what was dropped."""
+        if not self._discovered:
+            return [], []
+        served = discover(self.api)
+        added = [r for r in served if r not in self.resources]
+        dropped = [r for r in self.resources if r.custom and r not in served]
+        for resource in dropped:
+            for reflector in [x for x in self.reflectors if x.resource == resource]:
+                reflector.stop()
+                self.reflectors.remove(reflector)
+            self.resources.remove(resource)
+            if resource in self._required:
+                self._required.remove(resource)
+            self.cache.drop(resource)
+        for resource in added:
+            reflector = Reflector(self.api, resource, self.cache)
+            self.reflectors.append(reflector)
+            self.resources.append(resource)
+            reflector.start()
+        if added or dropped:
+            self.reporter.watching(self.resources)
+        return added, dropped
 
     @property
     def version(self) -> int:

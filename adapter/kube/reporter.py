@@ -179,6 +179,10 @@ class Reporter:
         self._guarded("forget", partial(self.recorder.forget, bound))
         self._guarded("prune", partial(self._prune, podgroups))
 
+    def watching(self, resources: Sequence[Resource]) -> None:
+        """The resources watched now (``KubeCluster.rediscover``)."""
+        self._inline_status = {r for r in resources if not r.status_subresource}
+
     @staticmethod
     def _guarded(part: str, write: Callable[[], None]) -> None:
         try:

@@ -7,6 +7,8 @@ service account) runs until stopped:
   ``KubeCluster`` — skipped while nothing a snapshot reads changed since the last
   cycle, except every ``resync_s`` so statuses are re-asserted, and every
   ``write_retry_s`` while status writes that failed wait to be redone;
+- every ``rediscover_s`` the served PodGroup/Queue dialects are discovered again: a CRD
+  installed after start-up is watched, one deleted no longer;
 - the settings file is re-read when it changes (a ConfigMap update); a bad file is
   logged and the previous settings stay;
 - with leader election, only the Lease holder runs cycles; followers keep their caches
@@ -115,6 +117,9 @@ class KubeOptions:
     # Status writes that failed are redone by a cycle's report; while some wait, a cycle
     # runs this often even if nothing changed (no watch event announces a failed write).
     write_retry_s: float = 2.0
+    # How often the API server is asked again which dialects it serves (a CRD installed
+    # or deleted since start-up); every follower too, so a take-over reads them all.
+    rediscover_s: float = 60.0
     max_cycles: int | None = None  # stop after this many cycles (demos, tests)
     bind_threads: int = 16
     # From start until every watched resource has listed once; past it the process exits
@@ -287,10 +292,14 @@ class KubeScheduler:
     def _loop(self) -> None:
         seen_version = -1
         last_cycle = 0.0
+        last_discovery = time.monotonic()
         retry_s = self.options.write_retry_s
         while not self.stop_event.is_set():
             started = self._beat = time.monotonic()
             changed = self.reload_settings()
+            if started - last_discovery >= self.options.rediscover_s:
+                last_discovery = started
+                self._rediscover()
             self.metrics.leader.set(1 if self.leading() else 0)
             due = started - last_cycle >= self.options.resync_s
             # Doubled while writes keep failing (a 403 or 422 does not heal in seconds),
@@ -316,6 +325,17 @@ class KubeScheduler:
                     return
             wait = self.settings.cycle_s - (time.monotonic() - started)
             self.stop_event.wait(max(0.0, wait))
+
+    def _rediscover(self) -> None:
+        try:
+            added, dropped = self.cluster.rediscover()
+        except Exception as e:  # an API server that cannot answer now: the next time
+            log.warning("could not discover the served dialects again: %s", e)
+            return
+        for resource in added:
+            log.info("now watching %s (served since start-up)", resource)
+        for resource in dropped:
+            log.warning("no longer watching %s: the API server serves it no more", resource)
 
     def _observe_waits(self, state: ClusterState, result: CycleResult) -> None:
         """Creation-to-admission time of each gang admitted for the first time (a

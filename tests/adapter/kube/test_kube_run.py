@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from adapter.cli import app
-from adapter.kube.resources import PODS
+from adapter.kube.resources import DIALECTS, PODS
 from adapter.kube.run import KubeOptions, KubeScheduler
 from adapter.settings import Settings, SettingsError
 from benchmarks.fake_apiserver import FakeApiServer
@@ -595,3 +595,22 @@ def test_a_metrics_port_in_use_is_a_clear_error_not_a_traceback(
         result = CliRunner().invoke(cli.app, [*args, "--metrics-port", str(port)])
     assert result.exit_code == 2, result.output
     assert CliRunner().invoke(cli.app, [*args, "--metrics-port", "70000"]).exit_code == 2
+
+
+def test_a_running_scheduler_watches_a_dialect_installed_after_it_started() -> None:
+    with FakeApiServer() as fake:
+        options = KubeOptions(
+            leader_elect=False, metrics_port=0, metrics_host="127.0.0.1", rediscover_s=0.1
+        )
+        scheduler = KubeScheduler(fake.client(), options, QUICK)
+        thread = start(scheduler)
+        try:
+            apply(fake, [node("n1", cpu="4")])
+            for r in DIALECTS:  # kube-batch's CRDs, installed after gangsat started
+                if r.group == "scheduling.sigs.dev":
+                    fake.add_resource(r.group, r.version, r.plural, r.kind, r.namespaced)
+            apply(fake, [podgroup("late", 2), *gang_pods("late", 2)])
+            wait_until(lambda: len(bound_pods(fake)) == 2, what="the late dialect's gang bound")
+        finally:
+            scheduler.stop_event.set()
+            thread.join(timeout=30)
