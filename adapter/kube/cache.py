@@ -294,7 +294,8 @@ def _read_view(resource: Resource, obj: Obj, assumed_node: str | None = None) ->
         spec = {**spec, "nodeName": assumed_node}
     status = obj.get("status")
     if resource == PODS and isinstance(status, dict | None):
-        status = finished(status)
+        # Whether it finished, and what an in-place resize changed (``pods._requests``).
+        status = (finished(status), _resources_of(status) if status else None)
     elif resource == NODES and isinstance(status, dict):
         # Room and readiness; not the heartbeat times a kubelet refreshes.
         conditions = status.get("conditions")
@@ -312,6 +313,26 @@ def _read_view(resource: Resource, obj: Obj, assumed_node: str | None = None) ->
         status = None  # a status that is no mapping makes a finding: kept
     rest = {k: v for k, v in obj.items() if k not in ("metadata", "spec", "status")}
     return meta, spec, status, rest
+
+
+def _resources_of(status: dict[str, Any]) -> Any:
+    """What a pod's status says of the resources its containers hold (in-place resize):
+    nothing for most pods, so the usual status chatter changes no read view."""
+    held = [
+        (c.get("name"), c.get("resources"), c.get("allocatedResources"))
+        for key in ("containerStatuses", "initContainerStatuses")
+        for c in status.get(key) or []
+        if isinstance(c, dict) and (c.get("resources") or c.get("allocatedResources"))
+    ]
+    if not held:
+        return None
+    conditions = status.get("conditions") or []
+    pending = [
+        (c.get("type"), c.get("reason"))
+        for c in conditions
+        if isinstance(c, dict) and str(c.get("type", "")).startswith("PodResize")
+    ]
+    return held, status.get("resize"), pending
 
 
 def _node_of(pod: Obj) -> Any:

@@ -327,21 +327,24 @@ def convert(
                 # creation bounds the work an eviction loses from above.
                 created or None,
                 bool(o.get(LEAVING)),
+                o.get("status"),
             )
         except (BadObject, ValidationError, KeyError, TypeError, AttributeError) as e:
             node = spec.get("nodeName")
             if not isinstance(node, str) or not node:
                 raise
-            held = room_held(*meta(o), spec, created or float(index), node)  # may raise too
-            why = str(e).splitlines()[0] if not isinstance(e, ValidationError) else (
-                "; ".join(validation_lines("", e, None))
+            # May raise too: then the node's room is unknown (``unknown_room``).
+            held = room_held(*meta(o), spec, created or float(index), node, o.get("status"))
+            why = (
+                str(e).splitlines()[0]
+                if not isinstance(e, ValidationError)
+                else ("; ".join(validation_lines("", e, None)))
             )
             findings.append(
                 Finding(
                     kind="Pod",
                     name=held.name,
-                    message=f"read only for the room it holds on {node}, no gang, no "
-                    f"victim: {why}",
+                    message=f"read only for the room it holds on {node}, no gang, no victim: {why}",
                 )
             )
             return held

@@ -30,7 +30,7 @@ from solver.model import (
 TASK_ANNOTATION = "volcano.sh/task-spec"
 
 
-def _requests(spec: Obj) -> dict[str, int]:
+def _requests(spec: Obj, status: Obj | None = None) -> dict[str, int]:
     """What the scheduler reserves, as Kubernetes sums it (``PodRequests``): containers and
     sidecars (init containers with ``restartPolicy: Always``, which keep running) summed;
     or, if larger, an init container with the sidecars started before it; plus overhead.
@@ -39,22 +39,39 @@ def _requests(spec: Obj) -> dict[str, int]:
     limit, as the API server defaults it, resource by resource. Pod-level resources
     (``spec.resources``, PodLevelResources) replace the containers' sum for cpu, memory
     and hugepages, the resources they may set.
-    """
 
-    def of(container: Obj, where: str) -> dict[str, int]:
+    A bound pod's ``status`` counts too (in-place resize, on by default since 1.33): a
+    container holds the most of what its spec asks, what the kubelet runs it with and
+    what it allocated, as kube-scheduler counts it; where a resize is infeasible, not
+    what the spec asks.
+    """
+    resized = _resized(status) if isinstance(status, Mapping) else {}
+
+    def of(container: Obj, where: str, statuses: str = "") -> dict[str, int]:
         resources = container.get("resources") or {}
         limits = quantities(resources.get("limits"), f"{where}.limits")
-        return {**limits, **quantities(resources.get("requests"), f"{where}.requests")}
+        asked = {**limits, **quantities(resources.get("requests"), f"{where}.requests")}
+        seen = resized.get((statuses, str(container.get("name")))) if statuses else None
+        if seen is None:
+            return asked
+        running, allocated, infeasible = seen
+        held = {} if infeasible else asked
+        for amounts in (running, allocated):
+            for r, q in amounts.items():
+                held[r] = max(held.get(r, 0), q)
+        return held
 
     total: dict[str, int] = {}
     for i, c in enumerate(spec.get("containers") or []):
-        for r, q in of(c, f"spec.containers[{i}].resources").items():
+        for r, q in of(c, f"spec.containers[{i}].resources", "containerStatuses").items():
             total[r] = total.get(r, 0) + q
     sidecars: dict[str, int] = {}  # of the sidecars started so far
     init_peak: dict[str, int] = {}
     for i, c in enumerate(spec.get("initContainers") or []):
-        requests = of(c, f"spec.initContainers[{i}].resources")
-        if isinstance(c, Mapping) and c.get("restartPolicy") == "Always":
+        sidecar = isinstance(c, Mapping) and c.get("restartPolicy") == "Always"
+        statuses = "initContainerStatuses" if sidecar else ""  # a sidecar may be resized
+        requests = of(c, f"spec.initContainers[{i}].resources", statuses)
+        if sidecar:
             for r, q in requests.items():
                 total[r] = total.get(r, 0) + q
                 sidecars[r] = sidecars.get(r, 0) + q
@@ -72,6 +89,28 @@ def _requests(spec: Obj) -> dict[str, int]:
         total[r] = total.get(r, 0) + q
     total.pop(PODS, None)
     return total
+
+
+def _resized(status: Obj) -> dict[tuple[str, str], tuple[dict[str, int], dict[str, int], bool]]:
+    """Per (status list, container name), from a pod's status: the requests the kubelet
+    runs it with, what it allocated, and whether a resize was found infeasible. Only
+    containers whose status reports resources (kube-scheduler reads no other)."""
+    infeasible = status.get("resize") == "Infeasible" or any(
+        isinstance(c, Mapping)
+        and c.get("type") == "PodResizePending"
+        and c.get("reason") == "Infeasible"
+        for c in status.get("conditions") or []
+    )
+    out = {}
+    for key in ("containerStatuses", "initContainerStatuses"):
+        for cs in status.get(key) or []:
+            if not isinstance(cs, Mapping) or not isinstance(cs.get("resources"), Mapping):
+                continue
+            where = f"status.{key}[{cs.get('name')}]"
+            running = quantities(cs["resources"].get("requests"), f"{where}.resources.requests")
+            allocated = quantities(cs.get("allocatedResources"), f"{where}.allocatedResources")
+            out[(key, str(cs.get("name")))] = (running, allocated, infeasible)
+    return out
 
 
 def _affinity(spec: Obj) -> tuple[NodeSelectorTerm, ...]:
@@ -107,7 +146,9 @@ def node_selector_terms(selector: Obj) -> tuple[NodeSelectorTerm, ...]:
     return tuple(terms)
 
 
-def room_held(namespace: str, name: str, spec: Obj, created: float, node: str) -> Pod:
+def room_held(
+    namespace: str, name: str, spec: Obj, created: float, node: str, status: Obj | None = None
+) -> Pod:
     """A bound pod read for the room it holds on ``node`` alone: its requests, as
     kube-scheduler counts them whatever else the pod says. For a bound pod whose other
     fields gangsat cannot read (a toleration operator of a newer API, say): left out,
@@ -116,7 +157,7 @@ def room_held(namespace: str, name: str, spec: Obj, created: float, node: str) -
     return Pod(
         name=f"{namespace}/{name}",
         namespace=namespace,
-        requests=_resources(tuple(sorted(_requests(spec).items()))),
+        requests=_resources(tuple(sorted(_requests(spec, status).items()))),
         node_name=node,
         created_s=created,
         started_s=created,
@@ -149,7 +190,9 @@ def pod_of_object(
     default_priority: int,
     started: float | None = None,
     terminating: bool = False,
+    status: Obj | None = None,
 ) -> Pod:
+    """``status``: a bound pod's, for the resources it holds (``_requests``)."""
     if not spec.get("nodeName") and (rule := unmodelled(spec)) is not None:
         raise BadObject(rule)
     group = group_of({"metadata": metadata, "spec": spec})
@@ -159,7 +202,9 @@ def pod_of_object(
     return Pod(
         name=f"{namespace}/{name}",
         namespace=namespace,
-        requests=_resources(tuple(sorted(_requests(spec).items()))),
+        requests=_resources(
+            tuple(sorted(_requests(spec, status if spec.get("nodeName") else None).items()))
+        ),
         priority=priority,
         gang=f"{namespace}/{group}" if group else None,
         task=str((metadata.get("annotations") or {}).get(TASK_ANNOTATION) or "") or None,

@@ -1,13 +1,16 @@
 """What a node has room for, as kube-scheduler reads it: a node that is not ready is
 tainted as the node lifecycle controller taints it (not cordoned); a bound pod holds its
-room even where gangsat cannot read the rest of it; hugepages count in pages."""
+room even where gangsat cannot read the rest of it, and what an in-place resize leaves
+it holding; hugepages count in pages."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
+from adapter.kube.cache import _read_view
 from adapter.kube.convert import convert
+from adapter.kube.resources import PODS
 from solver.schedulers import schedule
 from tests.adapter.kube.test_convert import node, pod
 
@@ -94,3 +97,42 @@ def test_a_selector_whose_values_are_not_a_list_selects_nothing_and_converts() -
     bound = pod("bound", node_name="n1", labels={"app": "x"}, annotations=group)
     state = convert([node("n1"), budget, bound]).state
     assert [p.name for p in state.pods] == ["team/bound"]
+
+
+def resized(cpu_spec: str, cpu_running: str, infeasible: bool = False) -> dict[str, Any]:
+    """A bound pod of one container asking ``cpu_spec``, run by the kubelet with
+    ``cpu_running`` (an in-place resize under way)."""
+    obj = pod("resized", cpu=cpu_spec, node_name="n1", scheduler="default-scheduler")
+    obj["status"] = {
+        "phase": "Running",
+        "containerStatuses": [
+            {"name": "c", "resources": {"requests": {"cpu": cpu_running}}, "ready": True}
+        ],
+    }
+    if infeasible:
+        obj["status"]["conditions"] = [
+            {"type": "PodResizePending", "status": "True", "reason": "Infeasible"}
+        ]
+    return obj
+
+
+def test_a_bound_pod_being_resized_holds_the_most_of_its_spec_and_what_it_runs_with() -> None:
+    # Shrinking 3 -> 1 cpu: until the kubelet has done it, the pod holds 3 of 4.
+    shrinking = convert([node("n1"), resized("1", "3"), pod("p", cpu="2")]).state
+    assert {p.name: p.requests.root["cpu"] for p in shrinking.pods}["team/resized"] == 3000
+    assert schedule(shrinking, "cpsat").placements == {}
+    # Growing 1 -> 3 cpu where it cannot: the resize is infeasible, it holds the 1 it runs
+    # with, and a 2-cpu pod fits beside it.
+    refused = convert([node("n1"), resized("3", "1", infeasible=True), pod("p", cpu="2")]).state
+    assert schedule(refused, "cpsat").placements == {"team/p": "n1"}
+
+
+def test_a_resize_moves_the_caches_read_view_and_ordinary_status_chatter_does_not() -> None:
+    before = resized("1", "1")
+    after = copy.deepcopy(before)
+    after["status"]["containerStatuses"][0]["resources"]["requests"]["cpu"] = "2"
+    assert _read_view(PODS, before) != _read_view(PODS, after)
+    chatter = copy.deepcopy(before)
+    chatter["status"]["containerStatuses"][0]["ready"] = False
+    chatter["status"]["podIP"] = "10.0.0.7"
+    assert _read_view(PODS, before) == _read_view(PODS, chatter)
