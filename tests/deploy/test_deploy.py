@@ -69,6 +69,7 @@ COMPONENTS = (
     "deploy/components/volcano-crds",
     "deploy/components/coscheduling-crds",
     "deploy/components/servicemonitor",
+    "deploy/components/flowcontrol",
     "deploy/grafana",
 )
 COMBINATIONS = [
@@ -91,8 +92,12 @@ CLUSTER_SCOPED_BUILTINS = frozenset(
         "PriorityClass",
         "StorageClass",
         "PersistentVolume",
+        "FlowSchema",
     }
 )
+# API versions younger than the oldest Kubernetes validated against, in optional
+# components that say so: validated from the version that serves them on.
+SERVED_SINCE = {"flowcontrol.apiserver.k8s.io/v1": "1.29.0"}
 # Kinds with no schema here: checked for their wiring instead (test_servicemonitor_*).
 NO_SCHEMA = frozenset({("monitoring.coreos.com", "ServiceMonitor")})
 
@@ -260,11 +265,19 @@ def validation_errors(obj: Obj, versions: tuple[str, ...] = K8S_VERSIONS) -> lis
     if (group, obj["kind"]) in crds():
         return custom_errors(obj)
     canonical = json.dumps(obj, sort_keys=True)
+    since = SERVED_SINCE.get(obj["apiVersion"])
+    if since is not None:
+        newer = tuple(v for v in versions if _version(v) >= _version(since))
+        versions = newer if since in newer else (since, *newer)
     return [
         f"Kubernetes {v}: {error}"
         for v in versions
         if (error := _builtin_check(canonical, v)) is not None
     ]
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
 
 
 def assert_valid(objects: Iterable[Obj], versions: tuple[str, ...] = K8S_VERSIONS) -> None:
@@ -1300,3 +1313,31 @@ def test_gpu_pods_stay_off_gpu_nodes_they_do_not_tolerate(tmp_path: Path) -> Non
         del job["spec"]["template"]["spec"]["tolerations"]
     decision = solve(tmp_path, [*objects, gpu_node("gpu-0", 4), gpu_node("gpu-1", 4)])
     assert decision["placements"] == {}
+
+
+def test_flowschemas_classify_the_pods_service_account_as_kube_schedulers_are() -> None:
+    objects = render_combination(("deploy/components/flowcontrol",))
+    schemas = {o["metadata"]["name"]: o["spec"] for o in of_kind(objects, "FlowSchema")}
+    account = deployment()["spec"]["template"]["spec"]["serviceAccountName"]
+    subject = {
+        "kind": "ServiceAccount",
+        "serviceAccount": {"name": account, "namespace": NAMESPACE},
+    }
+    lease = schemas["gangsat-leader-election"]
+    rest = schemas["gangsat"]
+    # The suggested priority levels every API server keeps; the Lease's matched first.
+    assert lease["priorityLevelConfiguration"]["name"] == "leader-election"
+    assert rest["priorityLevelConfiguration"]["name"] == "workload-high"
+    assert lease["matchingPrecedence"] < rest["matchingPrecedence"] < 9000  # service-accounts
+    for spec in (lease, rest):
+        (rule,) = spec["rules"]
+        assert rule["subjects"] == [subject]
+    (lease_rule,) = lease["rules"][0]["resourceRules"]
+    role = one(base(), "Role", "gangsat-leader-election")
+    assert lease_rule["namespaces"] == [role["metadata"]["namespace"]]
+    assert {
+        (g, r, v)
+        for g in lease_rule["apiGroups"]
+        for r in lease_rule["resources"]
+        for v in lease_rule["verbs"]
+    } == grants(role["rules"])
