@@ -207,6 +207,13 @@ class Node(_Frozen):
     labels: dict[str, str] = Field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
+    ready: bool = Field(
+        default=True,
+        description=(
+            "the kubelet reports it Ready: one that is not counts towards no queue's "
+            "share and no enqueue room (its not-ready taint keeps pods off it)"
+        ),
+    )
 
     @field_validator("allocatable", mode="before")
     @classmethod

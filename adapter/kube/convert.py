@@ -49,6 +49,7 @@ from adapter.kube.memo import Memo, memo_key
 from adapter.kube.pods import TASK_ANNOTATION, pod_of_object, room_held
 from adapter.kube.unmodelled import BoundAntiAffinity, kept_off
 from adapter.kube.volumes import Claims, Waits
+from solver.model import PODS as PODS_RESOURCE
 from solver.model import (
     ClusterState,
     Gang,
@@ -131,8 +132,9 @@ def _node(obj: Obj) -> Node:
     # there, as they will once it is tainted.
     ready = conditions.get("Ready", "True")
     condition_taint = None if ready == "True" else UNREACHABLE if ready == "Unknown" else NOT_READY
+    # (NoSchedule: every pod tolerates the NoExecute one a while, DefaultTolerationSeconds)
     if condition_taint and not any(
-        t.key == condition_taint and t.effect in ("NoSchedule", "NoExecute") for t in taints
+        t.key == condition_taint and t.effect == "NoSchedule" for t in taints
     ):
         taints = (*taints, Taint(key=condition_taint, effect="NoSchedule"))
     return Node(
@@ -141,6 +143,7 @@ def _node(obj: Obj) -> Node:
         labels=(obj.get("metadata") or {}).get("labels") or {},
         taints=taints,
         unschedulable=bool(spec.get("unschedulable")),
+        ready=condition_taint is None,
     )
 
 
@@ -261,6 +264,7 @@ def convert(
     # of two objects of one name, the one kept)
     claiming: dict[str, tuple[list[tuple[str, bool]], str | None]] = {}
     budgeted: set[str] = set()  # gangs with a bound pod a disruption budget covers
+    opaque: set[str] = set()  # gangs with a bound pod read only for its room
     nodes: dict[str, Node] = {}
     gangs: dict[str, Gang] = {}
     queues: dict[str, Queue] = {}
@@ -334,19 +338,16 @@ def convert(
             if not isinstance(node, str) or not node:
                 raise
             # May raise too: then the node's room is unknown (``unknown_room``).
-            held = room_held(*meta(o), spec, created or float(index), node, o.get("status"))
-            why = (
-                str(e).splitlines()[0]
-                if not isinstance(e, ValidationError)
-                else ("; ".join(validation_lines("", e, None)))
-            )
-            findings.append(
-                Finding(
-                    kind="Pod",
-                    name=held.name,
-                    message=f"read only for the room it holds on {node}, no gang, no victim: {why}",
-                )
-            )
+            at = created or float(index)
+            held = room_held(*meta(o), o.get("metadata") or {}, spec, at, node, o.get("status"))
+            if isinstance(e, ValidationError):
+                why = "; ".join(line.removeprefix(": ") for line in validation_lines("", e, None))
+            else:
+                why = str(e).splitlines()[0]
+            message = f"read only for the room it holds on {node} (its gang no victim): {why}"
+            findings.append(Finding(kind="Pod", name=held.name, message=message))
+            if held.gang is not None:
+                opaque.add(held.gang)
             return held
 
     anti = BoundAntiAffinity()
@@ -424,17 +425,24 @@ def convert(
                     owned.add(pod.gang)
 
     for name in sorted(unknown_room):
-        # What is free there is unknown: no new pod goes there this cycle.
-        nodes[name] = nodes[name].model_copy(update={"unschedulable": True})
+        # What is free there is unknown: no new pod goes there this cycle, whatever it
+        # tolerates (every pod takes a pod slot, and the node has none).
+        room = {**nodes[name].allocatable.root, PODS_RESOURCE: 0}
+        nodes[name] = nodes[name].model_copy(update={"allocatable": Resources(room)})
         message = "a pod bound here has requests gangsat cannot read: no new pods here"
         findings.append(Finding(kind="Node", name=name, message=message))
+    placeable: dict[str, list[tuple[str, bool]]] = {}
     for name, (used, uid) in claiming.items():
         try:
             pods[name] = claims.placed(pods[name], used, uid)
+            placeable[name] = used
         except (Waits, BadObject) as e:
             pods.pop(name, None)
             reason = "FailedScheduling" if isinstance(e, Waits) else "InvalidSpec"
             findings.append(Finding(kind="Pod", name=name, message=str(e), reason=reason))
+    for name, why in sorted(claims.one_at_a_time(placeable).items()):
+        pods.pop(name, None)
+        findings.append(Finding(kind="Pod", name=name, message=why, reason="FailedScheduling"))
     for o, name in pending if anti.terms else ():
         if name in pods and (off := anti.requirements_for(o, nodes)):
             pods[name] = kept_off(pods[name], off)
@@ -445,7 +453,7 @@ def convert(
             gangs[name] = gangs[name].model_copy(
                 update={"succeeded": by_task.total(), "succeeded_by_task": tasked}
             )
-    for name in budgeted & gangs.keys():
+    for name in (budgeted | opaque) & gangs.keys():
         gangs[name] = gangs[name].model_copy(update={"preemptible": False})
     if memo is not None:
         memo.by_key, memo.by_id = fresh.by_key, fresh.by_id

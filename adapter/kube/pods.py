@@ -147,17 +147,29 @@ def node_selector_terms(selector: Obj) -> tuple[NodeSelectorTerm, ...]:
 
 
 def room_held(
-    namespace: str, name: str, spec: Obj, created: float, node: str, status: Obj | None = None
+    namespace: str,
+    name: str,
+    metadata: Obj,
+    spec: Obj,
+    created: float,
+    node: str,
+    status: Obj | None = None,
 ) -> Pod:
     """A bound pod read for the room it holds on ``node`` alone: its requests, as
     kube-scheduler counts them whatever else the pod says. For a bound pod whose other
     fields gangsat cannot read (a toleration operator of a newer API, say): left out,
     its node would look freer than it is, and a pod placed there be refused by the
     kubelet after its gang was bound."""
+    try:
+        group = group_of({"metadata": metadata, "spec": spec})
+    except (BadObject, AttributeError, TypeError):
+        group = None
     return Pod(
         name=f"{namespace}/{name}",
         namespace=namespace,
         requests=_resources(tuple(sorted(_requests(spec, status).items()))),
+        # Its gang's member still: it counts towards the gang and the queue's use.
+        gang=f"{namespace}/{group}" if group else None,
         node_name=node,
         created_s=created,
         started_s=created,

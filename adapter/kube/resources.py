@@ -5,7 +5,8 @@ the client call that lists or watches it. Lists and watches go through the offic
 client with ``_preload_content=False``: gangsat reads plain JSON, because decoding
 thousands of pods into client models costs more than the scheduling cycle.
 
-Dialects are discovered at start-up from the API server's group list: gangsat watches
+Dialects are discovered from the API server's group list, at start-up and every minute
+after (``KubeCluster.rediscover``): gangsat watches
 the PodGroup and Queue collections of every dialect the cluster serves, and only those.
 Where a server serves one collection in several versions (the upstream Workload API's
 PodGroups: v1beta1 and v1alpha3 in 1.37, v1alpha2 in 1.36), the newest is watched:

@@ -262,7 +262,7 @@ class KubeScheduler:
                 alive=self.alive,
             ).start()
         except OSError as e:  # the port is in use, or not ours to bind
-            where = f"{self.options.metrics_host}:{self.options.metrics_port}"
+            where = f"{self.options.metrics_host or '[::]'}:{self.options.metrics_port}"
             log.error("cannot serve /metrics, /healthz and /readyz on %s: %s", where, e)
             return EXIT_NO_ENDPOINT
         try:

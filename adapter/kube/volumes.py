@@ -77,9 +77,7 @@ class Claims:
     def __init__(self, objects: Iterable[Obj]) -> None:
         self.claims: dict[str, Obj] = {}  # namespace/name -> PersistentVolumeClaim
         self.volumes: dict[str, Obj] = {}  # name -> PersistentVolume
-        # namespace/claim -> the pods using it: bound ones, then pending ones by name
-        self.users: dict[str, set[str]] = {}
-        self.pending_users: dict[str, str] = {}  # namespace/claim -> the first by name
+        self.users: dict[str, set[str]] = {}  # namespace/claim -> bound pods using it
         for o in objects:
             metadata = o.get("metadata")
             if not isinstance(metadata, Mapping):
@@ -96,14 +94,33 @@ class Claims:
     def use(self, namespace: str, pod_name: str, spec: Obj, bound: bool) -> list[tuple[str, bool]]:
         """Record that pod ``pod_name`` (not finished) uses its claims; returns them."""
         names = claim_names(pod_name, spec)
-        pod = f"{namespace}/{pod_name}"
-        for name, _ in names:
-            key = f"{namespace}/{name}"
-            if bound:
-                self.users.setdefault(key, set()).add(pod)
-            elif pod < self.pending_users.get(key, "\uffff"):
-                self.pending_users[key] = pod
+        if bound:
+            for name, _ in names:
+                self.users.setdefault(f"{namespace}/{name}", set()).add(f"{namespace}/{pod_name}")
         return names
+
+    def one_at_a_time(self, placeable: Mapping[str, list[tuple[str, bool]]]) -> dict[str, str]:
+        """Of the pending pods that ``placed`` let through (pod -> its claims), those that
+        share a ReadWriteOncePod claim with another: all but the first by name wait for
+        it (one pod may use the claim; the solver places a gang's pods at once, where
+        kube-scheduler would bind one and refuse the next). Pod -> why it waits."""
+        sharing: dict[str, list[str]] = {}
+        for pod, names in placeable.items():
+            namespace = pod.partition("/")[0]
+            for name, _ in names:
+                key = f"{namespace}/{name}"
+                claim = self.claims.get(key)
+                if claim is not None and RWOP in _modes(claim):
+                    sharing.setdefault(key, []).append(pod)
+        waits: dict[str, str] = {}
+        for key, pods in sharing.items():
+            first, *rest = sorted(pods)
+            for pod in rest:
+                name = key.partition("/")[2]
+                waits.setdefault(
+                    pod, f"waits: PersistentVolumeClaim {name!r} is {RWOP}, and {first} goes first"
+                )
+        return waits
 
     def placed(self, pod: Pod, names: list[tuple[str, bool]], uid: str | None) -> Pod:
         """``pod`` with the node affinity of the volumes its claims ``names`` are bound
@@ -111,12 +128,17 @@ class Claims:
         claim or volume is malformed. ``uid``: the pod's, which a generic ephemeral
         volume's claim must be controlled by."""
         terms: tuple[NodeSelectorTerm, ...] = pod.affinity
+        applied: set[tuple[NodeSelectorTerm, ...]] = set()
         for name, ephemeral in names:
             try:
                 volume_terms = self._terms(pod, name, ephemeral, uid)
             except (KeyError, TypeError, AttributeError, ValueError, ValidationError) as e:
                 raise BadObject(f"PersistentVolumeClaim {name!r} or its volume: {e!r}") from e
             for alternatives in volume_terms:
+                # Volumes of one zone ask the same: ANDed again, the terms would multiply.
+                if alternatives in applied:
+                    continue
+                applied.add(alternatives)
                 terms = _both(terms, alternatives)
                 if len(terms) > MAX_TERMS:
                     raise Waits(
@@ -139,12 +161,8 @@ class Claims:
             raise Waits(f"waits: {what} is being deleted")
         if ephemeral and not _controlled_by(claim, uid):
             raise Waits(f"waits: {what} was not made for this pod's ephemeral volume")
-        if RWOP in _modes(claim):
-            if self.users.get(key, set()) - {pod.name}:
-                raise Waits(f"waits: {what} is {RWOP} and a running pod uses it")
-            first = self.pending_users.get(key, pod.name)
-            if first != pod.name:
-                raise Waits(f"waits: {what} is {RWOP}, and pending pod {first} goes first")
+        if RWOP in _modes(claim) and self.users.get(key, set()) - {pod.name}:
+            raise Waits(f"waits: {what} is {RWOP} and a running pod uses it")
         spec = claim.get("spec") or {}
         volume_name = spec.get("volumeName")
         phase = (claim.get("status") or {}).get("phase")
@@ -238,13 +256,13 @@ def _both(
     no affinity, any node). A term without requirements matches no node, and stays one."""
     if not ours:
         return theirs
-    return tuple(_and(a, b) for a, b in product(ours, theirs))
+    return tuple(dict.fromkeys(_and(a, b) for a, b in product(ours, theirs)))
 
 
 def _and(a: NodeSelectorTerm, b: NodeSelectorTerm) -> NodeSelectorTerm:
     if not (a.match_expressions or a.match_fields) or not (b.match_expressions or b.match_fields):
         return a if not (a.match_expressions or a.match_fields) else b
     return NodeSelectorTerm(
-        match_expressions=(*a.match_expressions, *b.match_expressions),
-        match_fields=(*a.match_fields, *b.match_fields),
+        match_expressions=tuple(dict.fromkeys((*a.match_expressions, *b.match_expressions))),
+        match_fields=tuple(dict.fromkeys((*a.match_fields, *b.match_fields))),
     )

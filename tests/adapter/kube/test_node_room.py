@@ -47,9 +47,29 @@ def test_a_node_not_ready_takes_only_pods_that_tolerate_it_and_a_cordoned_one_no
     assert "team/plain" not in decision.placements
     # Already tainted by the controller: not tainted twice.
     tainted = ready("sick", "False")
-    tainted["spec"] = {"taints": [{"key": NOT_READY, "effect": "NoExecute"}]}
+    tainted["spec"] = {"taints": [{"key": NOT_READY, "effect": "NoSchedule"}]}
     (read,) = convert([tainted]).state.nodes
-    assert [(t.key, t.effect) for t in read.taints] == [(NOT_READY, "NoExecute")]
+    assert [(t.key, t.effect) for t in read.taints] == [(NOT_READY, "NoSchedule")]
+    # Its NoExecute taint alone keeps no pod off: every pod tolerates it a while (the
+    # DefaultTolerationSeconds admission plugin), so the NoSchedule one is added.
+    evicting = ready("sick", "False")
+    evicting["spec"] = {"taints": [{"key": NOT_READY, "effect": "NoExecute"}]}
+    admitted = pod("admitted")
+    admitted["spec"]["tolerations"] = [
+        {"key": NOT_READY, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+    ]
+    assert schedule(convert([evicting, admitted]).state, "cpsat").placements == {}
+
+
+def test_a_node_not_ready_counts_towards_no_queues_share_and_no_enqueue_room() -> None:
+    from adapter.kube.enqueue import free_room
+    from solver.problem import prepare
+
+    objects = [node("fine"), ready("sick", "False")]
+    state = convert(objects).state
+    assert free_room(state)["cpu"] == 4000  # the ready node's alone
+    problem = prepare(state)
+    assert problem.schedulable_node_count() == 1
 
 
 def test_a_bound_pod_gangsat_cannot_fully_read_still_holds_its_room() -> None:
@@ -61,16 +81,43 @@ def test_a_bound_pod_gangsat_cannot_fully_read_still_holds_its_room() -> None:
     (held,) = [p for p in conversion.state.pods if p.node_name == "n1"]
     assert held.requests.root == {"cpu": 3000}
     assert "read only for the room" in conversion.findings[0].message
+    assert ": :" not in conversion.findings[0].message
     assert schedule(conversion.state, "cpsat").placements == {}
+
+
+def test_a_gang_member_read_for_its_room_still_counts_for_its_gang_and_queue() -> None:
+    from tests.adapter.kube.test_convert import podgroup
+
+    group = {"scheduling.k8s.io/group-name": "g"}
+    bound = pod("g-0", cpu="3", node_name="n1", annotations=group)
+    bound["spec"]["tolerations"] = [{"key": "sla", "operator": "Gt", "value": "90"}]
+    queue = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "capped"},
+        "spec": {"weight": 1, "capability": {"cpu": "4"}},
+    }
+    pg = podgroup("scheduling.sigs.dev/v1alpha2", "g", {"minMember": 1, "queue": "capped"})
+    newcomer = pod("new-0", cpu="3", annotations={"scheduling.k8s.io/group-name": "h"})
+    pg2 = podgroup("scheduling.sigs.dev/v1alpha2", "h", {"minMember": 1, "queue": "capped"})
+    state = convert([node("n1", cpu="8"), queue, pg, pg2, bound, newcomer]).state
+    (held,) = [p for p in state.pods if p.name == "team/g-0"]
+    assert held.gang == "team/g"
+    assert {g.name: g.preemptible for g in state.gangs}["team/g"] is False
+    # 3 of the queue's 4 cpu are used: a second 3-cpu gang would break its capability.
+    assert schedule(state, "cpsat").placements == {}
 
 
 def test_a_node_with_a_bound_pod_whose_requests_are_unreadable_takes_no_new_pods() -> None:
     bound = pod("bound", node_name="n1", scheduler="default-scheduler")
     bound["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
-    conversion = convert([node("n1"), node("n2"), bound, pod("p", cpu="3")])
-    assert {n.name: n.unschedulable for n in conversion.state.nodes} == {"n1": True, "n2": False}
+    # Tolerating everything (a cordon too) is no way past it.
+    anywhere = pod("anywhere", cpu="1")
+    anywhere["spec"]["tolerations"] = [{"operator": "Exists"}]
+    conversion = convert([node("n1"), node("n2", cpu="1"), bound, pod("p", cpu="1"), anywhere])
     assert any(f.kind == "Node" and f.name == "n1" for f in conversion.findings)
-    assert schedule(conversion.state, "cpsat").placements == {"team/p": "n2"}
+    placed = schedule(conversion.state, "cpsat").placements
+    assert "n1" not in placed.values() and len(placed) == 1
 
 
 def test_hugepages_count_in_pages() -> None:

@@ -184,6 +184,11 @@ def test_a_read_write_once_pod_claim_another_pod_uses_makes_the_pod_wait() -> No
     assert [p.name for p in shared.state.pods] == ["team/p"]
     assert sorted(f.name for f in shared.findings) == ["team/q", "team/s"]
     assert "team/p" in placed([*NODES, exclusive, volume(), *sharing])
+    # The first by name among those that could go: one waiting for another claim too
+    # holds no one up.
+    stuck = mounting(pod("a"), "solo", "missing")
+    others = convert([*NODES, exclusive, volume(), stuck, mounting(pod("b"), "solo")])
+    assert [p.name for p in others.state.pods] == ["team/b"]
 
 
 def labelled(name: str, **labels: str) -> dict[str, Any]:
@@ -218,6 +223,30 @@ def test_a_volumes_match_fields_read_the_node_by_its_labels_only() -> None:
     objects = [*NODES, claim("data"), volume(terms=not_named), mounting(pod("p"), "data")]
     (read,) = convert(objects).state.pods
     assert all(placement_reason(read, n) is None for n in convert(objects).state.nodes)
+
+
+def test_volumes_of_one_zone_ask_it_once() -> None:
+    # Three in-tree volumes (beta zone and region labels, five ways each to hold): the
+    # same alternatives ANDed three times would be 125 terms.
+    beta = {
+        "failure-domain.beta.kubernetes.io/zone": "a",
+        "failure-domain.beta.kubernetes.io/region": "r",
+    }
+    region = "topology.kubernetes.io/region"
+    objects: list[dict[str, Any]] = [
+        node(n, metadata={"name": n, "labels": {ZONE: z, region: "r"}})
+        for n, z in (("a1", "a"), ("b1", "b"))
+    ]
+    for i in range(3):
+        pv = volume(f"pv{i}")
+        pv["metadata"]["labels"] = beta
+        objects += [claim(f"d{i}", f"pv{i}"), pv]
+    objects.append(mounting(pod("p"), "d0", "d1", "d2"))
+    conversion = convert(objects)
+    assert conversion.findings == []
+    (read,) = conversion.state.pods
+    assert len(read.affinity) == 5
+    assert placed(objects) == {"team/p": "a1"}
 
 
 MALFORMED: dict[str, list[dict[str, Any]]] = {
