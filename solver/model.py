@@ -210,8 +210,9 @@ class Node(_Frozen):
     ready: bool = Field(
         default=True,
         description=(
-            "the kubelet reports it Ready: one that is not counts towards no queue's "
-            "share and no enqueue room (its not-ready taint keeps pods off it)"
+            "the kubelet reports it Ready (and what it has free is known): one that is "
+            "not counts towards no queue's share and no enqueue room (a not-ready "
+            "taint, or no pod slot, keeps pods off it)"
         ),
     )
 

@@ -43,6 +43,9 @@ class ClusterCache:
         self._lock = threading.Lock()
         self._objects: dict[Resource, dict[str, Obj]] = {}
         self._synced: set[Resource] = set()
+        # No longer watched (``drop``): a list or event of its reflector still in flight
+        # must not bring its objects back.
+        self._dropped: set[Resource] = set()
         self._assumed: dict[str, str] = {}  # pod key -> node, bind sent or about to be
         self._assumed_uid: dict[str, str] = {}  # pod key -> UID of the pod that bind is for
         # Assumed binds whose outcome is unknown (no answer, the pod unreadable): pod key
@@ -63,6 +66,8 @@ class ClusterCache:
         """The result of a (re-)list: everything of ``resource`` that exists now."""
         fresh = {key_of(o): _typed(resource, o) for o in items}
         with self._lock:
+            if resource in self._dropped:
+                return
             self._objects[resource] = fresh
             self._synced.add(resource)
             if resource == PODS:
@@ -77,6 +82,8 @@ class ClusterCache:
         obj = _typed(resource, obj)
         key = key_of(obj)
         with self._lock:
+            if resource in self._dropped:
+                return
             store = self._objects.setdefault(resource, {})
             old = store.get(key)
             if event_type == "DELETED":
@@ -272,11 +279,17 @@ class ClusterCache:
             return self._objects.get(resource, {}).get(key)
 
     def drop(self, resource: Resource) -> None:
-        """Forget every object of a resource no longer watched."""
+        """Forget every object of a resource no longer watched, and take no more."""
         with self._lock:
+            self._dropped.add(resource)
             self._objects.pop(resource, None)
             self._synced.discard(resource)
             self._touch()
+
+    def watch(self, resource: Resource) -> None:
+        """Take objects of ``resource`` (again, if it was dropped)."""
+        with self._lock:
+            self._dropped.discard(resource)
 
 
 def _read_view(resource: Resource, obj: Obj, assumed_node: str | None = None) -> tuple[Any, ...]:
@@ -321,18 +334,22 @@ def _resources_of(status: dict[str, Any]) -> Any:
     held = [
         (c.get("name"), c.get("resources"), c.get("allocatedResources"))
         for key in ("containerStatuses", "initContainerStatuses")
-        for c in status.get(key) or []
+        for c in _listed(status.get(key))
         if isinstance(c, dict) and (c.get("resources") or c.get("allocatedResources"))
     ]
     if not held:
         return None
-    conditions = status.get("conditions") or []
+    conditions = _listed(status.get("conditions"))
     pending = [
         (c.get("type"), c.get("reason"))
         for c in conditions
         if isinstance(c, dict) and str(c.get("type", "")).startswith("PodResize")
     ]
     return held, status.get("resize"), pending
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _node_of(pod: Obj) -> Any:

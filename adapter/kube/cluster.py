@@ -27,7 +27,7 @@ from adapter.kube.heap import collections_paused
 from adapter.kube.memo import Memo
 from adapter.kube.reflector import Reflector
 from adapter.kube.reporter import Reporter
-from adapter.kube.resources import Resource, discover
+from adapter.kube.resources import DIALECTS, Resource, discover
 from adapter.kube.status import EventRecorder
 from adapter.kube.writer import Writer
 from solver.model import ClusterState
@@ -133,16 +133,19 @@ class KubeCluster:
             return [], []
         served = discover(self.api)
         added = [r for r in served if r not in self.resources]
-        dropped = [r for r in self.resources if r.custom and r not in served]
+        # Every dialect, custom or built in (the Workload API's scheduling.k8s.io, whose
+        # served version moves with the cluster's minor version).
+        dropped = [r for r in self.resources if r in DIALECTS and r not in served]
         for resource in dropped:
             for reflector in [x for x in self.reflectors if x.resource == resource]:
-                reflector.stop()
+                reflector.stop(wait=False)  # what it still delivers, the cache refuses
                 self.reflectors.remove(reflector)
             self.resources.remove(resource)
             if resource in self._required:
                 self._required.remove(resource)
             self.cache.drop(resource)
         for resource in added:
+            self.cache.watch(resource)
             reflector = Reflector(self.api, resource, self.cache)
             self.reflectors.append(reflector)
             self.resources.append(resource)

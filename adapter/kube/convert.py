@@ -428,14 +428,17 @@ def convert(
         # What is free there is unknown: no new pod goes there this cycle, whatever it
         # tolerates (every pod takes a pod slot, and the node has none).
         room = {**nodes[name].allocatable.root, PODS_RESOURCE: 0}
-        nodes[name] = nodes[name].model_copy(update={"allocatable": Resources(room)})
+        # ... nor counts towards any queue's share or enqueue room (``Node.ready``).
+        update = {"allocatable": Resources(room), "ready": False}
+        nodes[name] = nodes[name].model_copy(update=update)
         message = "a pod bound here has requests gangsat cannot read: no new pods here"
         findings.append(Finding(kind="Node", name=name, message=message))
     placeable: dict[str, list[tuple[str, bool]]] = {}
     for name, (used, uid) in claiming.items():
         try:
             pods[name] = claims.placed(pods[name], used, uid)
-            placeable[name] = used
+            if not pods[name].gates:  # a gated pod takes no claim from one that could go
+                placeable[name] = used
         except (Waits, BadObject) as e:
             pods.pop(name, None)
             reason = "FailedScheduling" if isinstance(e, Waits) else "InvalidSpec"

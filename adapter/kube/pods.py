@@ -95,15 +95,19 @@ def _resized(status: Obj) -> dict[tuple[str, str], tuple[dict[str, int], dict[st
     """Per (status list, container name), from a pod's status: the requests the kubelet
     runs it with, what it allocated, and whether a resize was found infeasible. Only
     containers whose status reports resources (kube-scheduler reads no other)."""
+    def listed(value: Any) -> list[Any]:
+        # A status a conforming API server would refuse: read as reporting nothing.
+        return value if isinstance(value, list) else []
+
     infeasible = status.get("resize") == "Infeasible" or any(
         isinstance(c, Mapping)
         and c.get("type") == "PodResizePending"
         and c.get("reason") == "Infeasible"
-        for c in status.get("conditions") or []
+        for c in listed(status.get("conditions"))
     )
     out = {}
     for key in ("containerStatuses", "initContainerStatuses"):
-        for cs in status.get(key) or []:
+        for cs in listed(status.get(key)):
             if not isinstance(cs, Mapping) or not isinstance(cs.get("resources"), Mapping):
                 continue
             where = f"status.{key}[{cs.get('name')}]"
@@ -168,8 +172,10 @@ def room_held(
         name=f"{namespace}/{name}",
         namespace=namespace,
         requests=_resources(tuple(sorted(_requests(spec, status).items()))),
-        # Its gang's member still: it counts towards the gang and the queue's use.
+        # Its gang's member still: it counts towards the gang (and its task) and the
+        # queue's use.
         gang=f"{namespace}/{group}" if group else None,
+        task=str((metadata.get("annotations") or {}).get(TASK_ANNOTATION) or "") or None,
         node_name=node,
         created_s=created,
         started_s=created,

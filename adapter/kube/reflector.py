@@ -64,10 +64,11 @@ class Reflector:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
         self._stop.set()
         _abort(self._response)
-        self._thread.join(timeout=5)
+        if wait:
+            self._thread.join(timeout=5)
 
     def _run(self) -> None:
         failures = 0

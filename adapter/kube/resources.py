@@ -130,19 +130,26 @@ def served(
     return found
 
 
+# Discovery runs on the loop thread now and then (``KubeCluster.rediscover``): a server
+# that never answers must not stop the cycles.
+DISCOVERY_TIMEOUT_S = (10, 30)
+
+
 def discover(api: client.ApiClient) -> list[Resource]:
     """Every resource gangsat watches in this cluster: the built-ins plus served dialects.
 
     A group may serve PodGroups without Queues (a cluster with only one CRD installed),
     so each group-version's resource list is read, not just the group list."""
-    group_list = client.ApisApi(api).get_api_versions()
+    group_list = client.ApisApi(api).get_api_versions(_request_timeout=DISCOVERY_TIMEOUT_S)
     versions = {g.name: {v.version for v in g.versions} for g in group_list.groups}
     wanted = sorted(
         (g, v) for g, v in {(r.group, r.version) for r in DIALECTS} if v in versions.get(g, set())
     )
 
     def resources_of(group_version: tuple[str, str]) -> set[str]:
-        listing = client.CustomObjectsApi(api).get_api_resources(*group_version)
+        listing = client.CustomObjectsApi(api).get_api_resources(
+            *group_version, _request_timeout=DISCOVERY_TIMEOUT_S
+        )
         return {r.name for r in listing.resources} if listing else set()
 
     with ThreadPoolExecutor(max_workers=max(1, len(wanted))) as pool:

@@ -108,6 +108,21 @@ def test_a_gang_member_read_for_its_room_still_counts_for_its_gang_and_queue() -
     assert schedule(state, "cpsat").placements == {}
 
 
+def test_a_volcano_member_read_for_its_room_keeps_its_task() -> None:
+    from tests.adapter.kube.test_convert import podgroup
+
+    def member(name: str, task: str, **kw: Any) -> dict[str, Any]:
+        group = {"scheduling.k8s.io/group-name": "g", "volcano.sh/task-spec": task}
+        return pod(name, cpu="1", annotations=group, **kw)
+
+    ps = member("g-ps", "ps", node_name="n1")
+    ps["spec"]["tolerations"] = [{"key": "sla", "operator": "Gt", "value": "90"}]
+    spec = {"minMember": 2, "minTaskMember": {"ps": 1, "worker": 1}}
+    pg = podgroup("scheduling.volcano.sh/v1beta1", "g", spec)
+    state = convert([node("n1", cpu="8"), pg, ps, member("g-worker", "worker")]).state
+    assert schedule(state, "cpsat").placements == {"team/g-worker": "n1"}
+
+
 def test_a_node_with_a_bound_pod_whose_requests_are_unreadable_takes_no_new_pods() -> None:
     bound = pod("bound", node_name="n1", scheduler="default-scheduler")
     bound["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
@@ -118,6 +133,10 @@ def test_a_node_with_a_bound_pod_whose_requests_are_unreadable_takes_no_new_pods
     assert any(f.kind == "Node" and f.name == "n1" for f in conversion.findings)
     placed = schedule(conversion.state, "cpsat").placements
     assert "n1" not in placed.values() and len(placed) == 1
+    # Its room counts towards no queue's share and no enqueue room.
+    from adapter.kube.enqueue import free_room
+
+    assert free_room(conversion.state)["cpu"] == 1000
 
 
 def test_hugepages_count_in_pages() -> None:
@@ -172,6 +191,17 @@ def test_a_bound_pod_being_resized_holds_the_most_of_its_spec_and_what_it_runs_w
     # with, and a 2-cpu pod fits beside it.
     refused = convert([node("n1"), resized("3", "1", infeasible=True), pod("p", cpu="2")]).state
     assert schedule(refused, "cpsat").placements == {"team/p": "n1"}
+
+
+def test_a_malformed_status_is_read_as_reporting_no_resources() -> None:
+    # A conforming API server refuses these; a fake or a broken one may send them, and
+    # neither the watch (the cache's read view) nor the conversion may fail on them.
+    odd = pod("odd", cpu="1", node_name="n1", scheduler="default-scheduler")
+    odd["status"] = {"phase": "Running", "containerStatuses": 3, "conditions": 7}
+    assert _read_view(PODS, odd) == _read_view(PODS, copy.deepcopy(odd))
+    conversion = convert([node("n1"), odd])
+    assert conversion.findings == []
+    assert [p.requests.root["cpu"] for p in conversion.state.pods] == [1000]
 
 
 def test_a_resize_moves_the_caches_read_view_and_ordinary_status_chatter_does_not() -> None:

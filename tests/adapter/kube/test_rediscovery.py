@@ -4,11 +4,18 @@ without a restart; its first list holds up no cycle."""
 
 from __future__ import annotations
 
+import socket
+import threading
+
 import pytest
+from kubernetes import client
+from urllib3.exceptions import HTTPError
 
 from adapter.kube import cluster as cluster_module
+from adapter.kube import resources
+from adapter.kube.cache import ClusterCache
 from adapter.kube.cluster import KubeCluster
-from adapter.kube.resources import DIALECTS, discover
+from adapter.kube.resources import DIALECTS, NODES, PODS, Resource, discover, served
 from adapter.loop import run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
 from tests.adapter.kube.manifests import (
@@ -92,3 +99,59 @@ def test_resources_given_explicitly_are_not_rediscovered() -> None:
         kube = KubeCluster(fake.client(), resources=given)
         serve(fake, VOLCANO)
         assert kube.rediscover() == ([], [])
+
+
+def test_an_upgrade_that_moves_the_workload_apis_version_swaps_the_watched_version(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # scheduling.k8s.io is a built-in group: its PodGroups move from v1alpha2 (1.36) to
+    # v1beta1 (1.37) with the cluster.
+    def serving(*versions: str) -> list[Resource]:
+        plurals = {("scheduling.k8s.io", v): {"podgroups", "podgroups/status"} for v in versions}
+        return [NODES, PODS, *served(DIALECTS, plurals)]
+
+    monkeypatch.setattr(cluster_module, "discover", lambda api: serving("v1alpha2"))
+    nowhere = client.Configuration()
+    nowhere.host = "http://127.0.0.1:9"  # the reflectors it starts find no server
+    kube = KubeCluster(client.ApiClient(nowhere))
+    monkeypatch.setattr(cluster_module, "discover", lambda api: serving("v1beta1", "v1alpha3"))
+    added, dropped = kube.rediscover()
+    try:
+        assert [r.version for r in added] == ["v1beta1"]
+        assert [r.version for r in dropped] == ["v1alpha2"]
+        assert [r.version for r in kube.resources if r.kind == "PodGroup"] == ["v1beta1"]
+    finally:
+        for reflector in kube.reflectors:
+            reflector.stop(wait=False)
+
+
+def test_a_dropped_resource_takes_nothing_its_reflector_still_delivers() -> None:
+    cache = ClusterCache()
+    (groups,) = [r for r in DIALECTS if r.group == SIGS and r.plural == "podgroups"]
+    group = podgroup("g", 2)
+    cache.replace(groups, [group])
+    cache.drop(groups)
+    cache.replace(groups, [group])  # a list that was in flight
+    cache.apply(groups, "ADDED", group)  # an event that was
+    assert cache.of(groups) == [] and not cache.synced([groups])
+    cache.watch(groups)  # served again
+    cache.replace(groups, [group])
+    assert len(cache.of(groups)) == 1
+
+
+def test_discovery_of_a_server_that_never_answers_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(resources, "DISCOVERY_TIMEOUT_S", (1, 1))
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    accepted: list[socket.socket] = []
+    threading.Thread(target=lambda: accepted.append(server.accept()[0]), daemon=True).start()
+    configuration = client.Configuration()
+    configuration.host = f"http://127.0.0.1:{server.getsockname()[1]}"
+    try:
+        with pytest.raises(HTTPError):  # timed out, after the client's retries
+            discover(client.ApiClient(configuration))
+    finally:
+        server.close()
+        for conn in accepted:
+            conn.close()

@@ -189,6 +189,12 @@ def test_a_read_write_once_pod_claim_another_pod_uses_makes_the_pod_wait() -> No
     stuck = mounting(pod("a"), "solo", "missing")
     others = convert([*NODES, exclusive, volume(), stuck, mounting(pod("b"), "solo")])
     assert [p.name for p in others.state.pods] == ["team/b"]
+    # Nor a gated pod (a controller holds it back).
+    gated = mounting(pod("a"), "solo")
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
+    both = convert([*NODES, exclusive, volume(), gated, mounting(pod("b"), "solo")])
+    assert "team/b" in placed([*NODES, exclusive, volume(), gated, mounting(pod("b"), "solo")])
+    assert both.findings == []
 
 
 def labelled(name: str, **labels: str) -> dict[str, Any]:
