@@ -22,6 +22,7 @@ from tests.adapter.kube.manifests import node as kube_node
 from tests.adapter.kube.manifests import podgroup as kube_podgroup
 from tests.adapter.kube.test_convert import node, pod, podgroup
 from tests.adapter.kube.test_kube_cluster import FAST, seen
+from tests.adapter.kube.test_unmodelled import _job
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -296,21 +297,11 @@ def test_a_claim_without_a_namespace_in_a_manifest_is_the_default_namespaces() -
 
 
 def test_a_jobs_pods_read_the_claims_of_its_template() -> None:
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": "j", "namespace": "team"},
-        "spec": {
-            "parallelism": 2,
-            "template": {
-                "spec": {
-                    "schedulerName": "gangsat",
-                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
-                    "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}],
-                }
-            },
-        },
-    }
+    job = _job()  # team/j, one 1-cpu pod for gangsat
+    job["spec"]["parallelism"] = 2
+    job["spec"]["template"]["spec"]["volumes"] = [
+        {"name": "d", "persistentVolumeClaim": {"claimName": "data"}}
+    ]
     objects = [*NODES, claim("data"), volume(terms=[in_zones("a")]), job]
     assert set(placed(objects).values()) == {"a1"}
     assert convert([*NODES, job]).state.pods == ()  # no such claim: both wait
