@@ -62,6 +62,7 @@ from solver.model import (
 
 VOLUME_KINDS = ("PersistentVolumeClaim", "PersistentVolume")
 NOT_READY, UNREACHABLE = "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"
+ROOM_ONLY = "read only for the room it holds"
 MAX_JOB_PODS = 20_000  # pods of one Job: a finding above, not minutes of conversion
 
 
@@ -264,7 +265,6 @@ def convert(
     # of two objects of one name, the one kept)
     claiming: dict[str, tuple[list[tuple[str, bool]], str | None]] = {}
     budgeted: set[str] = set()  # gangs with a bound pod a disruption budget covers
-    opaque: set[str] = set()  # gangs with a bound pod read only for its room
     nodes: dict[str, Node] = {}
     gangs: dict[str, Gang] = {}
     queues: dict[str, Queue] = {}
@@ -344,10 +344,8 @@ def convert(
                 why = "; ".join(line.removeprefix(": ") for line in validation_lines("", e, None))
             else:
                 why = str(e).splitlines()[0]
-            message = f"read only for the room it holds on {node} (its gang no victim): {why}"
+            message = f"{ROOM_ONLY} on {node} (its gang no victim): {why}"
             findings.append(Finding(kind="Pod", name=held.name, message=message))
-            if held.gang is not None:
-                opaque.add(held.gang)
             return held
 
     anti = BoundAntiAffinity()
@@ -456,6 +454,14 @@ def convert(
             gangs[name] = gangs[name].model_copy(
                 update={"succeeded": by_task.total(), "succeeded_by_task": tasked}
             )
+    # Gangs with a bound pod read only for its room (from its finding: a memoised pod's
+    # is replayed, where pod_of does not run again).
+    opaque = {
+        gang
+        for f in findings
+        if f.kind == "Pod" and f.message.startswith(ROOM_ONLY) and f.name in pods
+        if (gang := pods[f.name].gang) is not None
+    }
     for name in (budgeted | opaque) & gangs.keys():
         gangs[name] = gangs[name].model_copy(update={"preemptible": False})
     if memo is not None:

@@ -10,9 +10,12 @@ from typing import Any
 
 from adapter.kube.cache import _read_view
 from adapter.kube.convert import convert
+from adapter.kube.enqueue import free_room
+from adapter.kube.memo import Memo
 from adapter.kube.resources import PODS
+from solver.problem import prepare
 from solver.schedulers import schedule
-from tests.adapter.kube.test_convert import node, pod
+from tests.adapter.kube.test_convert import node, pod, podgroup
 
 NOT_READY = "node.kubernetes.io/not-ready"
 
@@ -62,9 +65,6 @@ def test_a_node_not_ready_takes_only_pods_that_tolerate_it_and_a_cordoned_one_no
 
 
 def test_a_node_not_ready_counts_towards_no_queues_share_and_no_enqueue_room() -> None:
-    from adapter.kube.enqueue import free_room
-    from solver.problem import prepare
-
     objects = [node("fine"), ready("sick", "False")]
     state = convert(objects).state
     assert free_room(state)["cpu"] == 4000  # the ready node's alone
@@ -86,8 +86,6 @@ def test_a_bound_pod_gangsat_cannot_fully_read_still_holds_its_room() -> None:
 
 
 def test_a_gang_member_read_for_its_room_still_counts_for_its_gang_and_queue() -> None:
-    from tests.adapter.kube.test_convert import podgroup
-
     group = {"scheduling.k8s.io/group-name": "g"}
     bound = pod("g-0", cpu="3", node_name="n1", annotations=group)
     bound["spec"]["tolerations"] = [{"key": "sla", "operator": "Gt", "value": "90"}]
@@ -109,8 +107,6 @@ def test_a_gang_member_read_for_its_room_still_counts_for_its_gang_and_queue() -
 
 
 def test_a_volcano_member_read_for_its_room_keeps_its_task() -> None:
-    from tests.adapter.kube.test_convert import podgroup
-
     def member(name: str, task: str, **kw: Any) -> dict[str, Any]:
         group = {"scheduling.k8s.io/group-name": "g", "volcano.sh/task-spec": task}
         return pod(name, cpu="1", annotations=group, **kw)
@@ -134,8 +130,6 @@ def test_a_node_with_a_bound_pod_whose_requests_are_unreadable_takes_no_new_pods
     placed = schedule(conversion.state, "cpsat").placements
     assert "n1" not in placed.values() and len(placed) == 1
     # Its room counts towards no queue's share and no enqueue room.
-    from adapter.kube.enqueue import free_room
-
     assert free_room(conversion.state)["cpu"] == 1000
 
 
@@ -213,3 +207,18 @@ def test_a_resize_moves_the_caches_read_view_and_ordinary_status_chatter_does_no
     chatter["status"]["containerStatuses"][0]["ready"] = False
     chatter["status"]["podIP"] = "10.0.0.7"
     assert _read_view(PODS, before) == _read_view(PODS, chatter)
+
+
+def test_a_gang_with_a_member_read_for_its_room_stays_no_victim_through_the_memo() -> None:
+    group = {"scheduling.k8s.io/group-name": "g"}
+    bound = pod("g-0", cpu="1", node_name="n1", annotations=group)
+    bound["metadata"].update(uid="u-1", resourceVersion="7")
+    bound["spec"]["tolerations"] = [{"key": "sla", "operator": "Gt", "value": "90"}]
+    pg = podgroup("scheduling.sigs.dev/v1alpha2", "g", {"minMember": 1})
+    memo = Memo()
+    for _ in range(3):  # the first conversion, then the memo's by identity
+        state = convert([node("n1"), pg, bound], memo=memo).state
+        assert {g.name: g.preemptible for g in state.gangs}["team/g"] is False
+    again = copy.deepcopy(bound)  # the same object in a new dict: the memo's by key
+    state = convert([node("n1"), pg, again], memo=memo).state
+    assert {g.name: g.preemptible for g in state.gangs}["team/g"] is False
