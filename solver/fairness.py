@@ -111,7 +111,7 @@ def queue_shares(state: ClusterState, resource: str) -> dict[str, QueueShare]:
         # Pod.demand()'s amount, without its dict per pod (every pod, every cycle)
         into[queue] += pod.requests.pod_amount(resource)
     # As the solver totals it (``prepare``): nodes that take pods and report ready.
-    total = sum(n.allocatable[resource] for n in state.nodes if not n.unschedulable and n.ready)
+    total = sum(n.allocatable[resource] for n in state.nodes if n.in_service)
     wants = {name: allocated[name] + pending[name] for name in queues}
     deserved = deserved_by_queue(total, list(queues.values()), wants, resource)
     return {

@@ -227,6 +227,12 @@ class Node(_Frozen):
             return {**value.root, PODS: DEFAULT_MAX_PODS}
         return value
 
+    @property
+    def in_service(self) -> bool:
+        """Neither cordoned nor not ready: its room counts towards the queues' shares
+        and the room a gang is enqueued into."""
+        return not self.unschedulable and self.ready
+
     def __hash__(self) -> int:
         return hash(self.name)
 

@@ -175,7 +175,7 @@ class Problem:
         return None
 
     def schedulable_node_count(self) -> int:
-        return int(sum(1 for n in self.nodes if not n.unschedulable and n.ready))
+        return int(sum(1 for n in self.nodes if n.in_service))
 
 
 def _resource_names(state: ClusterState) -> list[str]:
@@ -205,7 +205,7 @@ def prepare(state: ClusterState) -> Problem:
     raw_free = raw_allocatable.copy()
     allocatable = model_capacity(raw_allocatable, model_units)
     empty = np.ones(len(nodes), dtype=np.bool_)
-    schedulable = np.array([not n.unschedulable and n.ready for n in nodes], dtype=np.bool_)
+    schedulable = np.array([n.in_service for n in nodes], dtype=np.bool_)
     totals = allocatable[schedulable].sum(axis=0) if nodes else np.zeros(len(resources), np.int64)
     gpu_node = (
         allocatable[:, r_index[GPU]] > 0 if GPU in r_index else np.zeros(len(nodes), np.bool_)

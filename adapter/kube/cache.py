@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from adapter.kube.fields import LEAVING, finished
+from adapter.kube.fields import LEAVING, finished, listed
 from adapter.kube.resources import DIALECTS, DISRUPTION_BUDGETS, NODES, PODS, Resource
 
 Obj = dict[str, Any]
@@ -334,22 +334,18 @@ def _resources_of(status: dict[str, Any]) -> Any:
     held = [
         (c.get("name"), c.get("resources"), c.get("allocatedResources"))
         for key in ("containerStatuses", "initContainerStatuses")
-        for c in _listed(status.get(key))
+        for c in listed(status.get(key))
         if isinstance(c, dict) and (c.get("resources") or c.get("allocatedResources"))
     ]
     if not held:
         return None
-    conditions = _listed(status.get("conditions"))
+    conditions = listed(status.get("conditions"))
     pending = [
         (c.get("type"), c.get("reason"))
         for c in conditions
         if isinstance(c, dict) and str(c.get("type", "")).startswith("PodResize")
     ]
     return held, status.get("resize"), pending
-
-
-def _listed(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def _node_of(pod: Obj) -> Any:

@@ -19,7 +19,7 @@ from collections.abc import Collection, Mapping, Sequence
 from kubernetes import client
 
 from adapter.cluster import ClusterError, CycleReport
-from adapter.kube.binder import Binder, Fence, always
+from adapter.kube.binder import Binder, Fence, always, without_retries
 from adapter.kube.cache import ClusterCache
 from adapter.kube.convert import Finding, convert
 from adapter.kube.evictor import Evictor
@@ -51,6 +51,9 @@ class KubeCluster:
         # Discovered resources are discovered again now and then (``rediscover``); given
         # ones (tests, tools) are what is watched.
         self._discovered = resources is None
+        # Asked on the loop thread: one attempt per request, within its timeout (the
+        # client's own three retries would hold the loop four times as long).
+        self._discovery_api = without_retries(api) if self._discovered else api
         self.resources = list(resources) if resources is not None else discover(api)
         # What must have listed before a snapshot: those of the start; a dialect found
         # later is read once it has listed, and a broken one never holds up the others.
@@ -98,6 +101,8 @@ class KubeCluster:
     def stop(self) -> None:
         for reflector in self.reflectors:
             reflector.stop()
+        if self._discovery_api is not self.api:
+            self._discovery_api.rest_client.pool_manager.clear()  # its own connections
         self.writer.stop()
         self.binder.close()
         self.evictor.close()
@@ -131,8 +136,15 @@ class KubeCluster:
         objects leave the cache); returns what was added and what was dropped."""
         if not self._discovered:
             return [], []
-        served = discover(self.api)
+        served = discover(self._discovery_api)
         added = [r for r in served if r not in self.resources]
+        # A dialect that gained or lost its status subresource (a CRD upgraded): its
+        # status is written the new way.
+        for i, known in enumerate(self.resources):
+            now = next((r for r in served if r == known), None)
+            if now is not None and now.status_subresource != known.status_subresource:
+                self.resources[i] = now
+                self.reporter.watching(self.resources)
         # Every dialect, custom or built in (the Workload API's scheduling.k8s.io, whose
         # served version moves with the cluster's minor version).
         dropped = [r for r in self.resources if r in DIALECTS and r not in served]

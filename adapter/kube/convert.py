@@ -433,10 +433,11 @@ def convert(
         findings.append(Finding(kind="Node", name=name, message=message))
     placeable: dict[str, list[tuple[str, bool]]] = {}
     for name, (used, uid) in claiming.items():
+        if pods[name].gates:
+            continue  # not scheduled until its gates lift: its claims are read then
         try:
             pods[name] = claims.placed(pods[name], used, uid)
-            if not pods[name].gates:  # a gated pod takes no claim from one that could go
-                placeable[name] = used
+            placeable[name] = used
         except (Waits, BadObject) as e:
             pods.pop(name, None)
             reason = "FailedScheduling" if isinstance(e, Waits) else "InvalidSpec"

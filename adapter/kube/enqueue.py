@@ -67,7 +67,7 @@ def free_room(state: ClusterState) -> dict[str, int]:
             held[r] = held.get(r, 0) + q
     room: dict[str, int] = {}
     for node in state.nodes:
-        if node.unschedulable or not node.ready:
+        if not node.in_service:
             continue
         for r, q in node.allocatable.items():
             room[r] = room.get(r, 0) + max(0, q - used.get(node.name, {}).get(r, 0))

@@ -93,3 +93,14 @@ def int_field(value: Any, where: str, low: int, default: int | None = None) -> i
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise BadObject(f"{where} must be an integer >= {low}, got {json.dumps(value)}")
     return value
+
+
+def listed(value: Any) -> list[Any]:
+    """A list field as a list; any other value (one a conforming API server would
+    refuse: a fake's, a manifest's) as an empty one."""
+    return value if isinstance(value, list) else []
+
+
+def mappings(items: Any) -> list[Mapping[str, Any]]:
+    """The mappings of a list field (``listed``), the rest left out."""
+    return [i for i in listed(items) if isinstance(i, Mapping)]

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from adapter.kube.dialects import group_of
-from adapter.kube.fields import BadObject, Obj, quantities
+from adapter.kube.fields import BadObject, Obj, listed, quantities
 from adapter.kube.unmodelled import unmodelled
 from solver.model import (
     CPU,
@@ -95,10 +95,6 @@ def _resized(status: Obj) -> dict[tuple[str, str], tuple[dict[str, int], dict[st
     """Per (status list, container name), from a pod's status: the requests the kubelet
     runs it with, what it allocated, and whether a resize was found infeasible. Only
     containers whose status reports resources (kube-scheduler reads no other)."""
-    def listed(value: Any) -> list[Any]:
-        # A status a conforming API server would refuse: read as reporting nothing.
-        return value if isinstance(value, list) else []
-
     infeasible = status.get("resize") == "Infeasible" or any(
         isinstance(c, Mapping)
         and c.get("type") == "PodResizePending"

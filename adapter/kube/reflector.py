@@ -77,6 +77,8 @@ class Reflector:
                 if self.resource_version is None:
                     self._list()
                     self.relists += 1
+                if self._stop.is_set():
+                    return
                 self._watch()
                 failures = 0
             except Expired:
@@ -131,6 +133,8 @@ class Reflector:
             token = meta.get("continue") or None
             if token is None:
                 break
+        if self._stop.is_set():
+            return  # stopped meanwhile (a dialect no longer served): what it read is stale
         self.cache.replace(self.resource, items)
         self.resource_version = str(meta.get("resourceVersion") or "")
 

@@ -15,12 +15,12 @@ room wherever they run.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from adapter.kube.budgets import selects
-from adapter.kube.fields import Obj
+from adapter.kube.fields import Obj, mappings
 from solver.model import Node, NodeSelectorRequirement, NodeSelectorTerm, Pod
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -35,12 +35,12 @@ def unmodelled(spec: Obj) -> str | None:
             rules = affinity.get(kind)
             if isinstance(rules, Mapping) and rules.get(REQUIRED):
                 return f"asks for required {kind}, {NOT_SCHEDULED}"
-    for constraint in _mappings(spec.get("topologySpreadConstraints")):
+    for constraint in mappings(spec.get("topologySpreadConstraints")):
         if constraint.get("whenUnsatisfiable") == "DoNotSchedule":
             return f"asks for a DoNotSchedule topologySpreadConstraint, {NOT_SCHEDULED}"
-    containers = [*_mappings(spec.get("containers")), *_mappings(spec.get("initContainers"))]
+    containers = [*mappings(spec.get("containers")), *mappings(spec.get("initContainers"))]
     for container in containers:
-        for port in _mappings(container.get("ports")):
+        for port in mappings(container.get("ports")):
             if port.get("hostPort"):
                 return f"asks for hostPort {port['hostPort']}, {NOT_SCHEDULED}"
     if spec.get("resourceClaims"):
@@ -67,7 +67,7 @@ class BoundAntiAffinity:
         if not isinstance(rules, Mapping):
             return
         own = str((pod.get("metadata") or {}).get("namespace") or "default")
-        for term in _mappings(rules.get(REQUIRED)):
+        for term in mappings(rules.get(REQUIRED)):
             namespaces: frozenset[str] | None = frozenset({own})
             if term.get("namespaceSelector") is not None:
                 namespaces = None  # read as selecting any namespace: never too few
@@ -118,7 +118,3 @@ def kept_off(pod: Pod, requirements: tuple[NodeSelectorRequirement, ...]) -> Pod
         for t in pod.affinity
     )
     return pod.model_copy(update={"affinity": terms})
-
-
-def _mappings(items: Any) -> Iterable[Mapping[str, Any]]:
-    return [i for i in items if isinstance(i, Mapping)] if isinstance(items, list) else []

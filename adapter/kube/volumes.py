@@ -39,7 +39,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from adapter.kube.fields import BadObject, Obj
+from adapter.kube.fields import BadObject, Obj, mappings
 from adapter.kube.pods import node_selector_terms
 from solver.model import NODE_NAME_FIELD, NodeSelectorRequirement, NodeSelectorTerm, Pod
 
@@ -62,7 +62,7 @@ def claim_names(pod_name: str, spec: Obj) -> list[tuple[str, bool]]:
     """The claims a pod's volumes name, in its namespace, each with whether it is a
     generic ephemeral volume's (``<pod name>-<volume name>``, made by its controller)."""
     names = []
-    for volume in _mappings(spec.get("volumes")):
+    for volume in mappings(spec.get("volumes")):
         claim = volume.get("persistentVolumeClaim")
         if isinstance(claim, Mapping):
             names.append((str(claim.get("claimName") or ""), False))
@@ -233,7 +233,7 @@ def _requirement(key: str, operator: str, values: tuple[str, ...] = ()) -> NodeS
 def _controlled_by(claim: Obj, uid: str | None) -> bool:
     """Whether ``claim``'s controller is the pod of ``uid`` (a pod read from a manifest,
     without one: any pod)."""
-    for ref in _mappings((claim.get("metadata") or {}).get("ownerReferences")):
+    for ref in mappings((claim.get("metadata") or {}).get("ownerReferences")):
         if ref.get("controller") and ref.get("kind") == "Pod":
             return uid is None or ref.get("uid") == uid
     return False
@@ -243,10 +243,6 @@ def _modes(claim: Obj) -> list[Any]:
     spec = claim.get("spec")
     modes = spec.get("accessModes") if isinstance(spec, Mapping) else None
     return modes if isinstance(modes, list) else []
-
-
-def _mappings(items: Any) -> list[Mapping[str, Any]]:
-    return [i for i in items if isinstance(i, Mapping)] if isinstance(items, list) else []
 
 
 def _both(

@@ -4,6 +4,7 @@ without a restart; its first list holds up no cycle."""
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
 
@@ -15,6 +16,7 @@ from adapter.kube import cluster as cluster_module
 from adapter.kube import resources
 from adapter.kube.cache import ClusterCache
 from adapter.kube.cluster import KubeCluster
+from adapter.kube.reflector import Reflector
 from adapter.kube.resources import DIALECTS, NODES, PODS, Resource, discover, served
 from adapter.loop import run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
@@ -155,3 +157,64 @@ def test_discovery_of_a_server_that_never_answers_ends(monkeypatch: pytest.Monke
         server.close()
         for conn in accepted:
             conn.close()
+
+
+def test_rediscovery_asks_each_question_once_within_its_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # On the loop thread: the client's own three retries would hold the loop four times
+    # as long as the timeout says.
+    monkeypatch.setattr(resources, "DISCOVERY_TIMEOUT_S", (1, 1))
+    with FakeApiServer() as fake:
+        serve(fake, SIGS)
+        kube = KubeCluster(fake.client())
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    kube._discovery_api.configuration.host = f"http://127.0.0.1:{server.getsockname()[1]}"
+    try:
+        with pytest.raises(HTTPError):
+            kube.rediscover()
+        assert len(accepted) == 1
+    finally:
+        server.close()
+        for conn in accepted:
+            conn.close()
+
+
+def test_a_dialect_that_gains_its_status_subresource_is_written_the_new_way(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with FakeApiServer() as fake:
+        serve(fake, VOLCANO)  # as it ships: no status subresource on its PodGroup
+        kube = KubeCluster(fake.client())
+        (groups,) = [r for r in kube.resources if r.group == VOLCANO and r.plural == "podgroups"]
+        assert groups in kube.reporter._inline_status
+        upgraded = [dataclasses.replace(r, status_subresource=True) for r in discover(kube.api)]
+        monkeypatch.setattr(cluster_module, "discover", lambda api: upgraded)
+        assert kube.rediscover() == ([], [])
+        (now,) = [r for r in kube.resources if r == groups]
+        assert now.status_subresource is True
+        assert groups not in kube.reporter._inline_status
+
+
+def test_a_stopped_reflector_writes_nothing_it_read_into_the_cache() -> None:
+    with FakeApiServer() as fake:
+        serve(fake, SIGS)
+        apply(fake, [podgroup("g", 2)])
+        (groups,) = [r for r in DIALECTS if r.group == SIGS and r.plural == "podgroups"]
+        cache = ClusterCache()
+        reflector = Reflector(fake.client(), groups, cache)
+        reflector._stop.set()  # stopped while its list was in flight
+        reflector._list()
+        assert cache.of(groups) == [] and not cache.synced([groups])

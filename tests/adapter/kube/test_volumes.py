@@ -190,7 +190,11 @@ def test_a_read_write_once_pod_claim_another_pod_uses_makes_the_pod_wait() -> No
     stuck = mounting(pod("a"), "solo", "missing")
     others = convert([*NODES, exclusive, volume(), stuck, mounting(pod("b"), "solo")])
     assert [p.name for p in others.state.pods] == ["team/b"]
-    # Nor a gated pod (a controller holds it back).
+    # Nor a gated pod (a controller holds it back): its claims are not even read, so it
+    # gets no FailedScheduling, only its gate (kube-scheduler does not look at it).
+    gated_missing = mounting(pod("g"), "missing")
+    gated_missing["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
+    assert convert([*NODES, gated_missing]).findings == []
     gated = mounting(pod("a"), "solo")
     gated["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
     both = convert([*NODES, exclusive, volume(), gated, mounting(pod("b"), "solo")])
