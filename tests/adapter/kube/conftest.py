@@ -1,9 +1,12 @@
 """A fake API server over real HTTP with every PodGroup/Queue dialect's CRDs, and a
-``KubeCluster`` watching it."""
+``KubeCluster`` watching it; and a server that accepts connections and never answers."""
 
 from __future__ import annotations
 
+import socket
+import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -37,3 +40,33 @@ def cluster(server: FakeApiServer) -> Iterator[KubeCluster]:
         yield kube
     finally:
         kube.stop()
+
+
+@dataclass
+class Silent:
+    """A server that accepts every connection and reads and answers nothing (one dead
+    behind a load balancer, a half-open TCP connection)."""
+
+    url: str
+    accepted: list[socket.socket] = field(default_factory=list)
+
+
+@pytest.fixture
+def silent_server() -> Iterator[Silent]:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    silent = Silent(f"http://127.0.0.1:{server.getsockname()[1]}")
+
+    def accept() -> None:
+        while True:
+            try:
+                silent.accepted.append(server.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield silent
+    server.close()
+    for conn in silent.accepted:
+        conn.close()

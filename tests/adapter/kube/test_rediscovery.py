@@ -5,8 +5,6 @@ without a restart; its first list holds up no cycle."""
 from __future__ import annotations
 
 import dataclasses
-import socket
-import threading
 
 import pytest
 from kubernetes import client
@@ -20,6 +18,7 @@ from adapter.kube.reflector import Reflector
 from adapter.kube.resources import DIALECTS, NODES, PODS, Resource, discover, served
 from adapter.loop import run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
+from tests.adapter.kube.conftest import Silent
 from tests.adapter.kube.manifests import (
     apply,
     bound_pods,
@@ -141,26 +140,18 @@ def test_a_dropped_resource_takes_nothing_its_reflector_still_delivers() -> None
     assert len(cache.of(groups)) == 1
 
 
-def test_discovery_of_a_server_that_never_answers_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_discovery_of_a_server_that_never_answers_ends(
+    silent_server: Silent, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(resources, "DISCOVERY_TIMEOUT_S", (1, 1))
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    accepted: list[socket.socket] = []
-    threading.Thread(target=lambda: accepted.append(server.accept()[0]), daemon=True).start()
     configuration = client.Configuration()
-    configuration.host = f"http://127.0.0.1:{server.getsockname()[1]}"
-    try:
-        with pytest.raises(HTTPError):  # timed out, after the client's retries
-            discover(client.ApiClient(configuration))
-    finally:
-        server.close()
-        for conn in accepted:
-            conn.close()
+    configuration.host = silent_server.url
+    with pytest.raises(HTTPError):  # timed out, after the client's retries
+        discover(client.ApiClient(configuration))
 
 
 def test_rediscovery_asks_each_question_once_within_its_timeout(
-    monkeypatch: pytest.MonkeyPatch,
+    silent_server: Silent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # On the loop thread: the client's own three retries would hold the loop four times
     # as long as the timeout says.
@@ -168,28 +159,10 @@ def test_rediscovery_asks_each_question_once_within_its_timeout(
     with FakeApiServer() as fake:
         serve(fake, SIGS)
         kube = KubeCluster(fake.client())
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    accepted: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                accepted.append(server.accept()[0])
-            except OSError:
-                return
-
-    threading.Thread(target=accept, daemon=True).start()
-    kube._discovery_api.configuration.host = f"http://127.0.0.1:{server.getsockname()[1]}"
-    try:
-        with pytest.raises(HTTPError):
-            kube.rediscover()
-        assert len(accepted) == 1
-    finally:
-        server.close()
-        for conn in accepted:
-            conn.close()
+    kube._discovery_api.configuration.host = silent_server.url
+    with pytest.raises(HTTPError):
+        kube.rediscover()
+    assert len(silent_server.accepted) == 1
 
 
 def test_a_dialect_that_gains_its_status_subresource_is_written_the_new_way(
