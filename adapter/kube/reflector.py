@@ -22,7 +22,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from adapter.kube.cache import ClusterCache
-from adapter.kube.resources import Resource, decode
+from adapter.kube.resources import OPTIONAL, Resource, decode
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,8 @@ class Reflector:
                     self.resource_version = None
                     continue
                 failures += 1
+                if e.status in (403, 404) and self.resource in OPTIONAL:
+                    self._read_as_none(e)
                 log.warning("%s: API error %s %s; retrying", self.resource, e.status, e.reason)
             except Exception as e:  # a dropped connection or a bad response
                 if self._stop.is_set():
@@ -110,6 +112,20 @@ class Reflector:
                 low, high = self.backoff_s
                 delay = min(high, low * 2 ** (failures - 1))
                 self._stop.wait(delay * random.uniform(0.5, 1.0))
+
+    def _read_as_none(self, e: ApiException) -> None:
+        """An optional input the server will not list (``resources.OPTIONAL``): none, so
+        that a snapshot need not wait for it, until a later list succeeds."""
+        if self.cache.synced([self.resource]):
+            return  # listed before: what was read stands until the watch resumes
+        log.error(
+            "%s: the API server refuses to list it (%s %s): read as none until it allows it "
+            "(deploy/base/rbac.yaml grants list and watch)",
+            self.resource,
+            e.status,
+            e.reason,
+        )
+        self.cache.replace(self.resource, [])
 
     def _list(self) -> None:
         # The first list asks for resourceVersion "0", as client-go's reflector does: a

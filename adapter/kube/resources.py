@@ -80,6 +80,13 @@ DISRUPTION_BUDGETS = Resource(
 CLAIMS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", namespaced=True)
 VOLUMES = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
 
+# Inputs a snapshot can do without, each read as none where the API server refuses to
+# list it (RBAC that predates it, a server without the API): PriorityClasses (admission
+# copies a pod's priority into it), PodDisruptionBudgets (preemption's dry-run evictions
+# still meet them), claims and volumes (a pod with a claim waits). Without them
+# scheduling goes on; without nodes, pods or PodGroups it could only go wrong.
+OPTIONAL = (PRIORITY_CLASSES, DISRUPTION_BUDGETS, CLAIMS, VOLUMES)
+
 _BUILTIN_LISTS: dict[tuple[str, str], Any] = {
     ("", "persistentvolumeclaims"): (
         lambda api: client.CoreV1Api(api).list_persistent_volume_claim_for_all_namespaces

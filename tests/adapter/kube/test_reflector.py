@@ -4,6 +4,7 @@ time, so the reflector retries instead of freezing its resource in the cache."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -12,9 +13,22 @@ from urllib3.exceptions import HTTPError
 
 from adapter.kube import reflector
 from adapter.kube.cache import ClusterCache
+from adapter.kube.cluster import KubeCluster
 from adapter.kube.reflector import Reflector
-from adapter.kube.resources import PODS
+from adapter.kube.resources import CLAIMS, PODS
+from adapter.loop import run_cycle
+from benchmarks.fake_apiserver import FakeApiError, FakeApiServer
 from tests.adapter.kube.conftest import Silent
+from tests.adapter.kube.manifests import (
+    apply,
+    bound_pods,
+    gang_pods,
+    node,
+    podgroup,
+    wait_until,
+)
+from tests.adapter.kube.test_kube_cluster import FAST, seen
+from tests.adapter.kube.test_volumes import claim
 
 
 @pytest.mark.parametrize("relists", [0, 1], ids=["first list", "re-list"])
@@ -30,3 +44,34 @@ def test_a_list_the_server_never_answers_fails_in_bounded_time(
     with pytest.raises(HTTPError):  # timed out, after the client's retries
         listing._list()
     assert time.monotonic() - started < 10
+
+
+def test_an_optional_input_the_server_refuses_to_list_is_read_as_none(
+    server: FakeApiServer,
+) -> None:
+    # RBAC that predates gangsat's reading claims: their list is refused, and scheduling
+    # must not wait for it (start-up would give up, NotSynced, and exit).
+    refusing = threading.Event()
+    refusing.set()
+
+    def forbidden(method: str, path: str) -> None:
+        if refusing.is_set() and method == "GET" and "persistentvolumeclaims" in path:
+            raise FakeApiError(403, "persistentvolumeclaims is forbidden")
+
+    server.hooks.append(forbidden)
+    cluster = KubeCluster(server.client(), writes_per_s=1000.0).start(sync_timeout_s=10)
+    try:
+        apply(server, [node("n1", cpu="4"), podgroup("g", 2), *gang_pods("g", 2)])
+        seen(cluster, server)
+        run_cycle(cluster, FAST)
+        assert set(bound_pods(server)) == {"default/g-0", "default/g-1"}
+        # Allowed again: the claims are read from then on.
+        refusing.clear()
+        apply(server, [{**claim("data"), "metadata": {"name": "data", "namespace": "default"}}])
+        wait_until(
+            lambda: cluster.cache.get(CLAIMS, "default/data") is not None,
+            what="the claim listed once allowed",
+            timeout_s=60,
+        )
+    finally:
+        cluster.stop()
