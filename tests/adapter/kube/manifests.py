@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +18,7 @@ from adapter.kube.dialects import (
     WORKLOAD_GROUP,
 )
 from adapter.kube.resources import DIALECTS
-from benchmarks.fake_apiserver import FakeApiServer
+from benchmarks.fake_apiserver import FakeApiError, FakeApiServer
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
@@ -154,3 +155,19 @@ def binds(server: FakeApiServer) -> list[str]:
         for r in list(server.requests)
         if r.resource == "pods" and r.subresource == "binding"
     ]
+
+
+def refusing(
+    server: FakeApiServer, method: str, fragment: str, status: int, message: str
+) -> threading.Event:
+    """The fake refuses ``method`` requests whose path holds ``fragment`` (with
+    ``status``) while the returned event is set; clear it to let them through."""
+    on = threading.Event()
+    on.set()
+
+    def refuse(verb: str, path: str) -> None:
+        if on.is_set() and verb == method and fragment in path:
+            raise FakeApiError(status, message)
+
+    server.hooks.append(refuse)
+    return on

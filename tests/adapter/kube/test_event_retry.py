@@ -3,27 +3,18 @@ while its message stays the same (the recorder counts repeats as updates of it).
 
 from __future__ import annotations
 
-import threading
-
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.status import EventRecorder
 from adapter.loop import run_cycle
-from benchmarks.fake_apiserver import FakeApiError, FakeApiServer
-from tests.adapter.kube.manifests import apply, gang_pods, node, podgroup
+from benchmarks.fake_apiserver import FakeApiServer
+from tests.adapter.kube.manifests import apply, gang_pods, node, podgroup, refusing
 from tests.adapter.kube.test_kube_cluster import FAST, seen
 
 
 def test_an_event_whose_create_failed_is_created_by_a_later_cycle(
     server: FakeApiServer,
 ) -> None:
-    failing = threading.Event()
-    failing.set()
-
-    def events_down(method: str, path: str) -> None:
-        if failing.is_set() and method == "POST" and path.endswith("/events"):
-            raise FakeApiError(500, "events are down")
-
-    server.hooks.append(events_down)
+    failing = refusing(server, "POST", "/events", 500, "events are down")
     recorder = EventRecorder(refresh_s=0.0)  # a repeat is written at once
     cluster = KubeCluster(server.client(), writes_per_s=1000.0, recorder=recorder)
     cluster.start(sync_timeout_s=10)

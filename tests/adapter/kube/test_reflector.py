@@ -4,7 +4,6 @@ time, so the reflector retries instead of freezing its resource in the cache."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -17,7 +16,7 @@ from adapter.kube.cluster import KubeCluster
 from adapter.kube.reflector import Reflector
 from adapter.kube.resources import CLAIMS, PODS
 from adapter.loop import run_cycle
-from benchmarks.fake_apiserver import FakeApiError, FakeApiServer
+from benchmarks.fake_apiserver import FakeApiServer
 from tests.adapter.kube.conftest import Silent
 from tests.adapter.kube.manifests import (
     apply,
@@ -25,6 +24,7 @@ from tests.adapter.kube.manifests import (
     gang_pods,
     node,
     podgroup,
+    refusing,
     wait_until,
 )
 from tests.adapter.kube.test_kube_cluster import FAST, seen
@@ -51,14 +51,7 @@ def test_an_optional_input_the_server_refuses_to_list_is_read_as_none(
 ) -> None:
     # RBAC that predates gangsat's reading claims: their list is refused, and scheduling
     # must not wait for it (start-up would give up, NotSynced, and exit).
-    refusing = threading.Event()
-    refusing.set()
-
-    def forbidden(method: str, path: str) -> None:
-        if refusing.is_set() and method == "GET" and "persistentvolumeclaims" in path:
-            raise FakeApiError(403, "persistentvolumeclaims is forbidden")
-
-    server.hooks.append(forbidden)
+    forbidden = refusing(server, "GET", "persistentvolumeclaims", 403, "it is forbidden")
     cluster = KubeCluster(server.client(), writes_per_s=1000.0).start(sync_timeout_s=10)
     try:
         apply(server, [node("n1", cpu="4"), podgroup("g", 2), *gang_pods("g", 2)])
@@ -66,7 +59,7 @@ def test_an_optional_input_the_server_refuses_to_list_is_read_as_none(
         run_cycle(cluster, FAST)
         assert set(bound_pods(server)) == {"default/g-0", "default/g-1"}
         # Allowed again: the claims are read from then on.
-        refusing.clear()
+        forbidden.clear()
         apply(server, [{**claim("data"), "metadata": {"name": "data", "namespace": "default"}}])
         wait_until(
             lambda: cluster.cache.get(CLAIMS, "default/data") is not None,
