@@ -561,7 +561,10 @@ def test_proven_optimum_is_never_below_gang_greedy(s: ClusterState, config: Solv
     exact = schedule(s, "cpsat", config)
     baseline = schedule(s, "gang-greedy", config)
     assert exact.objective is not None and baseline.objective is not None
-    assert exact.objective >= baseline.objective
+    # A decision within the LP's tolerance of its bound stops the baseline early (as the
+    # README says): it may then trail gang-greedy by that tolerance, no more (found by
+    # hypothesis: 1 unit of 2.6e9, where the bound is read to 1e-6).
+    assert exact.objective >= baseline.objective - OPTIMAL_GAP * abs(baseline.objective)
     if exact.status is SolveStatus.OPTIMAL:
         # Proven: by CP-SAT exactly, or by the LP to within its tolerance.
         assert exact.gap is not None and exact.gap <= 1e-6
