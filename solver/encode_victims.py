@@ -98,19 +98,14 @@ def victim_set(
     above = (coef.held - coef.deserved > 0) & reclaimable(problem)
     eligible: dict[int, frozenset[int]] = {}
     refuses: set[int] = set()
-    # Thousands of shapes share a few (queue, priority) pairs: one set each (real-shaped
-    # 1,000 nodes: 0.1 s of a cycle at its limit went to asking again per shape).
-    takes_for: dict[tuple[int, int], frozenset[int]] = {}
+    takes_for = takes_from(victims, below, above)
     for shape in shapes.shapes:
         gangs = [problem.gangs[g] for g in shape.gangs]
         if any(g.name in never for g in gangs):
             refuses.add(shape.index)
         if shape.running or shape.index in refuses:
             continue
-        key = (shape.queue, gangs[0].priority)
-        if key not in takes_for:
-            takes_for[key] = takes_from(victims, *key, below, above)
-        takes = takes_for[key]
+        takes = takes_for(shape.queue, gangs[0].priority)
         if takes:
             eligible[shape.index] = takes
     used = set().union(*eligible.values()) if eligible else set()

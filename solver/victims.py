@@ -21,7 +21,7 @@ pods removed per group and decoding picks the pods that lose the least work.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -173,13 +173,9 @@ def candidates(
     if not victims:
         return None
     preemptors: list[Preemptor] = []
-    # Thousands of pending gangs share a few (queue, priority) pairs: one set each.
-    eligible_for: dict[tuple[int, int], frozenset[int]] = {}
+    takes = takes_from(victims, below, above)
     for g in pending:
-        key = (g.queue, g.priority)
-        if key not in eligible_for:
-            eligible_for[key] = takes_from(victims, g.queue, g.priority, below, above)
-        eligible = eligible_for[key]
+        eligible = takes(g.queue, g.priority)
         if eligible:
             preemptors.append(Preemptor(g.index, eligible))
     if not preemptors:
@@ -235,17 +231,26 @@ def never_preempting(problem: Problem) -> set[str]:
 
 
 def takes_from(
-    victims: list[Victim], queue: int, priority: int, below: BoolArray, above: BoolArray
-) -> frozenset[int]:
-    """The victims a gang of ``queue`` and ``priority`` may take from: lower priorities of
-    its queue (preempt), and, when its queue is ``below`` its deserved share, queues
-    ``above`` theirs (reclaim)."""
-    return frozenset(
-        v.index
-        for v in victims
-        if (v.queue == queue and v.priority < priority)
-        or (v.queue != queue and below[queue] and above[v.queue])
-    )
+    victims: list[Victim], below: BoolArray, above: BoolArray
+) -> Callable[[int, int], frozenset[int]]:
+    """For a gang of a queue and a priority, the victims it may take from: lower
+    priorities of its queue (preempt), and, when its queue is ``below`` its deserved
+    share, queues ``above`` theirs (reclaim). Thousands of pending gangs share a few
+    (queue, priority) pairs: each set is made once (real-shaped 1,000 nodes: 0.1 s of a
+    cycle at its limit went to asking again per gang)."""
+    known: dict[tuple[int, int], frozenset[int]] = {}
+
+    def takes(queue: int, priority: int) -> frozenset[int]:
+        if (queue, priority) not in known:
+            known[queue, priority] = frozenset(
+                v.index
+                for v in victims
+                if (v.queue == queue and v.priority < priority)
+                or (v.queue != queue and below[queue] and above[v.queue])
+            )
+        return known[queue, priority]
+
+    return takes
 
 
 def reclaim_limit(deserved: int, held: int) -> int:
