@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from adapter.kube.affinity import both
 from adapter.kube.budgets import selects
 from adapter.kube.fields import Obj, mappings
 from solver.model import Node, NodeSelectorRequirement, NodeSelectorTerm, Pod
@@ -107,14 +108,7 @@ def kept_off(pod: Pod, requirements: tuple[NodeSelectorRequirement, ...]) -> Pod
     """``pod`` with ``requirements`` added to each of its node affinity terms (or as its
     one term): wherever it goes, they hold. An empty term matches no node, and stays so:
     given the requirements, it matched every node they allow."""
-    if not pod.affinity:
-        return pod.model_copy(
-            update={"affinity": (NodeSelectorTerm(match_expressions=requirements),)}
-        )
-    terms = tuple(
-        t
-        if not t.match_expressions and not t.match_fields
-        else t.model_copy(update={"match_expressions": (*t.match_expressions, *requirements)})
-        for t in pod.affinity
-    )
+    if not requirements:
+        return pod
+    terms = both(pod.affinity, (NodeSelectorTerm(match_expressions=requirements),))
     return pod.model_copy(update={"affinity": terms})

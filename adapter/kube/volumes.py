@@ -39,7 +39,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from adapter.kube.fields import BadObject, Obj, mappings
+from adapter.kube.affinity import both
+from adapter.kube.fields import BadObject, Obj, listed, mappings
 from adapter.kube.pods import node_selector_terms
 from solver.model import NODE_NAME_FIELD, NodeSelectorRequirement, NodeSelectorTerm, Pod
 
@@ -139,7 +140,7 @@ class Claims:
                 if alternatives in applied:
                     continue
                 applied.add(alternatives)
-                terms = _both(terms, alternatives)
+                terms = both(terms, alternatives)
                 if len(terms) > MAX_TERMS:
                     raise Waits(
                         f"its node affinity and its volumes' allow nodes in {len(terms)} "
@@ -241,24 +242,4 @@ def _controlled_by(claim: Obj, uid: str | None) -> bool:
 
 def _modes(claim: Obj) -> list[Any]:
     spec = claim.get("spec")
-    modes = spec.get("accessModes") if isinstance(spec, Mapping) else None
-    return modes if isinstance(modes, list) else []
-
-
-def _both(
-    ours: tuple[NodeSelectorTerm, ...], theirs: tuple[NodeSelectorTerm, ...]
-) -> tuple[NodeSelectorTerm, ...]:
-    """Terms that hold where one of ``ours`` and one of ``theirs`` hold (``ours`` empty:
-    no affinity, any node). A term without requirements matches no node, and stays one."""
-    if not ours:
-        return theirs
-    return tuple(dict.fromkeys(_and(a, b) for a, b in product(ours, theirs)))
-
-
-def _and(a: NodeSelectorTerm, b: NodeSelectorTerm) -> NodeSelectorTerm:
-    if not (a.match_expressions or a.match_fields) or not (b.match_expressions or b.match_fields):
-        return a if not (a.match_expressions or a.match_fields) else b
-    return NodeSelectorTerm(
-        match_expressions=tuple(dict.fromkeys((*a.match_expressions, *b.match_expressions))),
-        match_fields=tuple(dict.fromkeys((*a.match_fields, *b.match_fields))),
-    )
+    return listed(spec.get("accessModes")) if isinstance(spec, Mapping) else []
