@@ -140,11 +140,12 @@ class KubeCluster:
         added = [r for r in served if r not in self.resources]
         # A dialect that gained or lost its status subresource (a CRD upgraded): its
         # status is written the new way.
+        resubresourced = False
         for i, known in enumerate(self.resources):
             now = next((r for r in served if r == known), None)
             if now is not None and now.status_subresource != known.status_subresource:
                 self.resources[i] = now
-                self.reporter.watching(self.resources)
+                resubresourced = True
         # Every dialect, custom or built in (the Workload API's scheduling.k8s.io, whose
         # served version moves with the cluster's minor version).
         dropped = [r for r in self.resources if r in DIALECTS and r not in served]
@@ -162,7 +163,7 @@ class KubeCluster:
             self.reflectors.append(reflector)
             self.resources.append(resource)
             reflector.start()
-        if added or dropped:
+        if added or dropped or resubresourced:
             self.reporter.watching(self.resources)
         return added, dropped
 

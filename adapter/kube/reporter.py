@@ -113,9 +113,8 @@ class Reporter:
         self.writer = writer
         self.recorder = recorder or EventRecorder()
         self.now = now
-        # Resources served without a status subresource (Volcano's PodGroup as it ships):
-        # their status is patched on the object itself.
-        self._inline_status = {r for r in resources if not r.status_subresource}
+        self._inline_status: set[Resource] = set()
+        self.watching(resources)
         self._written: dict[str, tuple[Any, ...]] = {}  # object key -> status signature
         # gang -> (its PodGroup object, its status, the signatures of the status it would
         # be written and of the one it has), as the last report saw them: a PodGroup
@@ -180,7 +179,9 @@ class Reporter:
         self._guarded("prune", partial(self._prune, podgroups))
 
     def watching(self, resources: Sequence[Resource]) -> None:
-        """The resources watched now (``KubeCluster.rediscover``)."""
+        """The resources watched (at start, and as ``KubeCluster.rediscover`` finds
+        them): those served without a status subresource (Volcano's PodGroup as it
+        ships) have their status patched on the object itself."""
         self._inline_status = {r for r in resources if not r.status_subresource}
 
     @staticmethod
