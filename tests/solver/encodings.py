@@ -1,13 +1,18 @@
-"""The node-class model of a prepared problem, as the CP-SAT scheduler first builds it."""
+"""The models of a prepared problem as the CP-SAT scheduler builds them: over classes of
+nodes and over nodes; and what a model prices a decision at."""
 
 from __future__ import annotations
 
-from solver.bins import class_bins, pair_capacity
-from solver.config import SolverConfig
+from ortools.sat.python import cp_model
+
+from solver.bins import class_bins, node_bins, pair_capacity
+from solver.config import ObjectiveWeights, SolverConfig
 from solver.encode import ROUNDING, Encoding, encode
+from solver.model import ClusterState, Decision
 from solver.objective import Coefficients, coefficients
-from solver.problem import Problem
+from solver.problem import Problem, prepare
 from solver.shapes import group
+from solver.solution import hint
 
 
 def class_model(problem: Problem, rounding: int = ROUNDING) -> tuple[Coefficients, Encoding]:
@@ -18,3 +23,23 @@ def class_model(problem: Problem, rounding: int = ROUNDING) -> tuple[Coefficient
     bins = class_bins(problem)
     pairs = pair_capacity(problem, shapes, bins)
     return coef, encode(problem, shapes, bins, coef, pairs, rounding=rounding)
+
+
+def model_price(
+    state: ClusterState, decision: Decision, weights: ObjectiveWeights | None = None
+) -> int:
+    """The node-level model's objective with every variable fixed at ``decision``: what
+    the solver itself makes of a decision, to compare with the solver-free score."""
+    problem = prepare(state)
+    coef = coefficients(problem, weights or SolverConfig().weights)
+    shapes = group(problem, coef)
+    bins = node_bins(problem)
+    enc = encode(problem, shapes, bins, coef, pair_capacity(problem, shapes, bins))
+    index = {n.name: i for i, n in enumerate(problem.nodes)}
+    hint(enc, {pod: index[node] for pod, node in decision.placements.items()}, coef)
+    solver = cp_model.CpSolver()
+    solver.parameters.fix_variables_to_their_hinted_value = True
+    solver.parameters.num_workers = 1
+    status = solver.solve(enc.model)
+    assert status == cp_model.OPTIMAL, solver.status_name(status)
+    return round(solver.objective_value)

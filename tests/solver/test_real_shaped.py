@@ -11,7 +11,6 @@ import inspect
 import threading
 from typing import Any
 
-import numpy as np
 import pytest
 from ortools.sat.python import cp_model
 
@@ -147,48 +146,57 @@ def test_a_decision_is_a_feasible_hint_for_the_neighbourhood_around_it() -> None
 def test_waiting_gangs_may_take_any_bin_in_the_class_models_neighbourhoods(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Real-shaped 40 nodes, seed 8: the RINS neighbourhoods (what the LP or the best
-    decision uses) held no room for the gangs left waiting; with their every pair added
-    the decision is 9.2% from its bound, without them 16.6%. Deterministic, so
-    reproducible. (Across seeds 0-29 the pairs help on 5 and cost on 5: a neighbourhood
-    grown so searches less deeply in the same time.)"""
+    """Real-shaped 40 nodes: the RINS neighbourhoods of the node-class model (what the LP
+    or the best decision uses) also hold every pair of the gangs the best decision leaves
+    waiting, so one may take room where neither put anything; the node-level ones do not
+    (too big to search there). Which pairs they are: ``test_relaxation``."""
+    widened: list[tuple[int, bool]] = []
+    original = cpsat.restricted
+
+    def recorded(enc: Any, coef: Any, guide: Any, incumbent: Any = None, also: Any = None) -> Any:
+        if incumbent is not None:
+            widened.append((len(enc.bins), also is not None and bool(also.any())))
+        return original(enc, coef, guide, incumbent, also)
+
+    monkeypatch.setattr(cpsat, "restricted", recorded)
     cluster = instances.realistic(8, 40, 60)
-    config = SolverConfig(deterministic=True)
-    with_pairs = schedule(cluster, "cpsat", config)
-    monkeypatch.setattr(cpsat, "waiting_pairs", lambda enc, values: np.zeros(len(enc.pairs), bool))
-    without = schedule(cluster, "cpsat", config)
-    assert with_pairs.objective is not None and without.objective is not None
-    assert with_pairs.objective > without.objective
+    decision = schedule(cluster, "cpsat", SolverConfig(deterministic=True))
+    assert check(cluster, decision) == []
+    classes = len(prepare(cluster).node_classes)
+    assert classes < 40
+    on_classes = [wide for bins, wide in widened if bins == classes]
+    on_nodes = [wide for bins, wide in widened if bins == 40]
+    assert on_classes and all(on_classes)
+    assert on_nodes and not any(on_nodes)
 
 
-def test_a_first_search_that_found_nothing_goes_on_to_its_first_solution(
+def test_the_first_lp_guided_search_stops_at_its_first_solution_with_a_floor(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The LP-guided search gets a third of what is left. At a short limit that third can
-    be too short to find anything (real-shaped 200 nodes at 0.5 s: 0.05 s, and every cycle
-    fell back to gang-greedy, 9-24% from the bound); then the same search goes on until
-    its first solution, given at least the floor a 1 s limit would give it."""
+    """The search over the LP's support is a dive: searched on for a third of the
+    stage, it took the time the RINS rounds needed (real-shaped 40 nodes: up to 8% below
+    the decision the dive leaves room for). At a short limit it still gets the floor a
+    1 s limit gives it: a 0.5 s limit's share found nothing on real-shaped 200 nodes,
+    and every cycle fell back to gang-greedy, 9-24% from the bound."""
     calls: list[tuple[str, float, bool]] = []
     original = solver.search.run_cpsat
     signature = inspect.signature(original)
 
-    def third_finds_nothing(*args: Any, **kwargs: Any) -> StageResult:
+    def recorded(*args: Any, **kwargs: Any) -> StageResult:
         given = signature.bind(*args, **kwargs)
         given.apply_defaults()
-        name = given.arguments["name"]
-        calls.append((name, given.arguments["time_limit_s"], given.arguments["first_only"]))
-        result = original(*args, **kwargs)
-        if name == "node-classes-lp-guided":
-            return StageResult(result.report, None, False, result.deterministic_s)
-        return result
+        arguments = given.arguments
+        calls.append((arguments["name"], arguments["time_limit_s"], arguments["first_only"]))
+        return original(*args, **kwargs)
 
-    monkeypatch.setattr(solver.search, "run_cpsat", third_finds_nothing)
+    monkeypatch.setattr(solver.search, "run_cpsat", recorded)
     s = realistic.cluster(0, 200, 300)
     config = CONFIG.model_copy(update={"time_limit_s": 0.5})
     decision = schedule(s, "cpsat", config)
-    assert [c[0] for c in calls[:2]] == ["node-classes-lp-guided", "node-classes-lp-guided-first"]
-    _, first_s, first_only = calls[1]
+    name, first_s, first_only = calls[0]
+    assert name == "node-classes-lp-guided"
     assert first_only and first_s >= cpsat.DIVE_FLOOR * 1.0  # what a 1 s limit gives it
+    assert any(c[0] == "node-classes-rins" for c in calls)  # the time it left is used
     assert check(s, decision) == []
     assert decision.status is not SolveStatus.FALLBACK
     assert decision.decided_by.startswith("node-classes"), decision.decided_by

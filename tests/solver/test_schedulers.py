@@ -21,6 +21,7 @@ from solver.schedulers import SCHEDULERS, schedule
 from solver.search import OPTIMAL_GAP
 from solver.validate import check
 from tests.builders import gang, node, pod, pods_of, queue, state
+from tests.solver.encodings import model_price
 
 FAST = SolverConfig(time_limit_s=5.0, deterministic=True)
 CLASSES_ONLY = SolverConfig(time_limit_s=5.0, deterministic=True, max_node_level_pairs=0)
@@ -83,8 +84,7 @@ def test_cpsat_proves_the_seed_optimum_and_reports_its_terms() -> None:
     assert d.gap is not None and d.gap <= OPTIMAL_GAP
     assert d.objective == sum(d.terms.values())
     # The solver's own objective and the solver-free score agree to the unit.
-    solved = [x for x in d.stages if x.objective is not None]
-    assert solved and solved[0].objective == d.objective
+    assert model_price(seed_deadlock(), d) == d.objective
     # The LP relaxation came first and bounds the decision.
     assert d.stages[0].name == "node-classes-lp"
     assert d.stages[0].bound is not None and d.stages[0].bound >= d.objective
@@ -166,11 +166,11 @@ def test_overuse_above_value_keeps_a_queue_at_its_share(
 
 def test_overuse_lets_a_queue_below_its_share_fill_up_to_it_and_no_further() -> None:
     s = queue_at_share_and_a_gang_that_does_not_fit(a_running=2)
-    d = solve(s, config=with_weights(FAST, overuse=150))
+    config = with_weights(FAST, overuse=150)
+    d = solve(s, config=config)
     assert sum(placed_per_gang(s, d).values()) == 2
     assert d.status is SolveStatus.OPTIMAL
-    solved = [x for x in d.stages if x.objective is not None]
-    assert solved[0].objective == d.objective == sum(d.terms.values())
+    assert model_price(s, d, config.weights) == d.objective == sum(d.terms.values())
 
 
 @pytest.mark.parametrize(("gang_start", "admitted"), [(0, {"big"}), (150, {"s1", "s2"})])
@@ -186,11 +186,11 @@ def test_gang_start_prefers_two_small_gangs_to_one_large(
         pods=pods_of("big", 3, cpu=1) + pods_of("s1", 1, cpu=1) + pods_of("s2", 1, cpu=1),
         gangs=[gang("big", 3).created(0), gang("s1", 1).created(1), gang("s2", 1).created(2)],
     )
-    d = solve(s, config=with_weights(FAST, gang_start=gang_start, fairness=0))
+    config = with_weights(FAST, gang_start=gang_start, fairness=0)
+    d = solve(s, config=config)
     assert set(d.admitted) == admitted
     assert d.terms["gang_start"] == gang_start * len(admitted) * (10_000_000 // 3)
-    solved = [x for x in d.stages if x.objective is not None]
-    assert solved[0].objective == d.objective == sum(d.terms.values())
+    assert model_price(s, d, config.weights) == d.objective == sum(d.terms.values())
 
 
 @pytest.mark.parametrize("scheduler", ["gang-greedy", "cpsat"])
