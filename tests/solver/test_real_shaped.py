@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import inspect
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -19,14 +21,15 @@ import solver.search
 from adapter.sim import realistic
 from benchmarks import instances
 from solver.config import SolverConfig
+from solver.disaggregate import PACK_SHARE, REORDER_SHARE
 from solver.encode import restricted
-from solver.model import ClusterState, SolveStatus
+from solver.model import ClusterState, SolveStatus, StageReport
 from solver.objective import evaluate
 from solver.placement import Placer
 from solver.problem import Problem, prepare
 from solver.relaxation import LinearRows, LpSolution, solve_lp
 from solver.schedulers import schedule
-from solver.search import StageResult, gang_greedy_placer
+from solver.search import Search, StageResult, gang_greedy_placer
 from solver.solution import hint, solution_of
 from solver.validate import check
 from tests.solver.encodings import class_model
@@ -151,7 +154,7 @@ def test_waiting_gangs_may_take_any_bin_in_the_class_models_neighbourhoods(
     waiting, so one may take room where neither put anything; the node-level ones do not
     (too big to search there). Which pairs they are: ``test_relaxation``."""
     widened: list[tuple[int, bool]] = []
-    original = cpsat.restricted
+    original = restricted
 
     def recorded(enc: Any, coef: Any, guide: Any, incumbent: Any = None, also: Any = None) -> Any:
         if incumbent is not None:
@@ -200,6 +203,47 @@ def test_the_first_lp_guided_search_stops_at_its_first_solution_with_a_floor(
     assert check(s, decision) == []
     assert decision.status is not SolveStatus.FALLBACK
     assert decision.decided_by.startswith("node-classes"), decision.decided_by
+
+
+@pytest.mark.parametrize("last", [True, False])
+def test_the_cycles_last_search_takes_all_the_time_but_what_disaggregation_needs(
+    monkeypatch: pytest.MonkeyPatch, last: bool
+) -> None:
+    """Where no node-level stage follows the node-class model and it is too big to be
+    searched whole (real-shaped 200 nodes), its RINS rounds are the cycle's last search.
+    A round given 0.6 of the time left found nothing there (seed 22: its first solution
+    came too late) and the cycle ended with 0.3 s unused; as the last search it gets all
+    of it but what disaggregating its decision takes. Before a node-level stage, 0.6."""
+    given: list[float] = []
+    original = solver.search.run_cpsat
+
+    def nothing_found_in_rins(enc: Any, name: str, time_limit_s: float, *args: Any) -> Any:
+        if name != "node-classes-rins":
+            return original(enc, name, time_limit_s, *args)
+        given.append(time_limit_s)
+        report = StageReport(
+            name=name,
+            variables=0,
+            constraints=0,
+            status="UNKNOWN",
+            objective=None,
+            bound=None,
+            wall_s=0.0,
+        )
+        return StageResult(report, None, False, 0.0)
+
+    monkeypatch.setattr(solver.search, "run_cpsat", nothing_found_in_rins)
+    problem = prepare(instances.realistic(22, 200, 300))
+    config = SolverConfig(time_limit_s=1.0)
+    coef, enc = class_model(problem)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        search = Search(problem, config, coef, time.perf_counter(), pool, threading.Event())
+        left = 0.5  # of the stage's time, whatever the clock says: the rule alone
+        cpsat._guided_search(
+            search, enc, "node-classes", lambda: left, False, free_waiting=True, last=last
+        )
+    after = (PACK_SHARE + REORDER_SHARE) * config.time_limit_s
+    assert given == [pytest.approx(left - after if last else 0.6 * left)]
 
 
 def test_a_short_limit_does_not_shorten_the_first_lp(monkeypatch: pytest.MonkeyPatch) -> None:
