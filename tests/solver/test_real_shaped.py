@@ -205,6 +205,30 @@ def test_the_first_lp_guided_search_stops_at_its_first_solution_with_a_floor(
     assert decision.decided_by.startswith("node-classes"), decision.decided_by
 
 
+def test_rins_rounds_start_from_the_baseline_when_the_dive_found_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A dive does not start gang-greedy beside it; when it finds nothing, the RINS
+    rounds wait for the baseline and start from it, rather than end for want of an
+    incumbent (the cycle would then wait for the baseline at its end, all the same)."""
+    names: list[str] = []
+    original = solver.search.run_cpsat
+
+    def dive_finds_nothing(enc: Any, name: str, *args: Any) -> Any:
+        names.append(name)
+        result = original(enc, name, *args)
+        if name == "node-classes-lp-guided":
+            return StageResult(result.report, None, False, result.deterministic_s)
+        return result
+
+    monkeypatch.setattr(solver.search, "run_cpsat", dive_finds_nothing)
+    cluster = instances.realistic(0, 40, 60)
+    decision = schedule(cluster, "cpsat", SolverConfig(time_limit_s=1.0))
+    assert names[0] == "node-classes-lp-guided"
+    assert names[1] == "node-classes-rins"
+    assert check(cluster, decision) == []
+
+
 @pytest.mark.parametrize("last", [True, False])
 def test_the_cycles_last_search_takes_all_the_time_but_what_disaggregation_needs(
     monkeypatch: pytest.MonkeyPatch, last: bool
@@ -243,7 +267,29 @@ def test_the_cycles_last_search_takes_all_the_time_but_what_disaggregation_needs
             search, enc, "node-classes", lambda: left, False, free_waiting=True, last=last
         )
     after = (PACK_SHARE + REORDER_SHARE) * config.time_limit_s
-    assert given == [pytest.approx(left - after if last else 0.6 * left)]
+    assert given and given[0] == pytest.approx(left - after if last else 0.6 * left)
+
+
+@pytest.mark.parametrize(("nodes", "gangs", "last"), [(200, 300, True), (40, 60, False)])
+def test_the_class_models_rins_rounds_are_the_last_search_only_where_nothing_follows(
+    monkeypatch: pytest.MonkeyPatch, nodes: int, gangs: int, last: bool
+) -> None:
+    """Real-shaped 200 nodes: the class model is too big to be searched whole and the
+    node-level model too big for a stage over every shape. 40 nodes: a node-level stage
+    follows, and its time is not the class stage's to take."""
+    seen: list[bool] = []
+    original = cpsat._guided_search
+
+    def recorded(search: Any, enc: Any, prefix: str, *args: Any, **kwargs: Any) -> None:
+        if prefix == "node-classes":
+            seen.append(kwargs.get("last", False))
+        original(search, enc, prefix, *args, **kwargs)
+
+    monkeypatch.setattr(cpsat, "_guided_search", recorded)
+    cluster = instances.realistic(0, nodes, gangs)
+    decision = schedule(cluster, "cpsat", SolverConfig(time_limit_s=0.3))
+    assert seen == [last]
+    assert check(cluster, decision) == []
 
 
 def test_a_short_limit_does_not_shorten_the_first_lp(monkeypatch: pytest.MonkeyPatch) -> None:
