@@ -77,6 +77,8 @@ class Finding(BaseModel):
     # The Event's reason: a spec gangsat cannot use, or a pod that waits for something
     # to change (its volumes) as kube-scheduler reports one it cannot place.
     reason: str = "InvalidSpec"
+    # A pod that waits: its gang, whose PodGroup's status then says why it waits too.
+    gang: str | None = None
 
     def __str__(self) -> str:
         return f"{self.kind} {self.name}: {self.message}"
@@ -439,12 +441,20 @@ def convert(
             pods[name] = claims.placed(pods[name], used, uid)
             placeable[name] = used
         except (Waits, BadObject) as e:
-            pods.pop(name, None)
-            reason = "FailedScheduling" if isinstance(e, Waits) else "InvalidSpec"
-            findings.append(Finding(kind="Pod", name=name, message=str(e), reason=reason))
+            gang = pods.pop(name).gang_name()
+            if isinstance(e, Waits):
+                findings.append(
+                    Finding(
+                        kind="Pod", name=name, message=str(e), reason="FailedScheduling", gang=gang
+                    )
+                )
+            else:
+                findings.append(Finding(kind="Pod", name=name, message=str(e)))
     for name, why in sorted(claims.one_at_a_time(placeable).items()):
-        pods.pop(name, None)
-        findings.append(Finding(kind="Pod", name=name, message=why, reason="FailedScheduling"))
+        gang = pods.pop(name).gang_name()
+        findings.append(
+            Finding(kind="Pod", name=name, message=why, reason="FailedScheduling", gang=gang)
+        )
     for o, name in pending if anti.terms else ():
         if name in pods and (off := anti.requirements_for(o, nodes)):
             pods[name] = kept_off(pods[name], off)

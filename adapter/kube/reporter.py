@@ -48,6 +48,8 @@ from adapter.kube.status import (
     podgroup_status,
     queue_status,
     unschedulable_message,
+    volume_waits,
+    waiting_for_volumes,
 )
 from adapter.kube.writer import Writer
 from adapter.quantity import quantity
@@ -150,7 +152,15 @@ class Reporter:
         # A gang without a live pod has finished (its pods Succeeded or Failed) or has
         # no pods yet: it is not "unschedulable", and gangsat says nothing about it.
         with_pods = {p.gang_name() for p in state.pods} if state is not None else set()
-        live = [s for s in report.statuses if s.bound or s.gang in with_pods]
+        # Pods that wait for their volumes are in no snapshot: their gang is live too,
+        # and its status says what it waits for (else a gang whose pods all wait said
+        # nothing, and one missing a member blamed the cluster's room).
+        waits = volume_waits(findings)
+        live = [
+            waiting_for_volumes(s, waits.get(s.gang))
+            for s in report.statuses
+            if s.bound or s.gang in with_pods or s.gang in waits
+        ]
         compared, self._compared = self._compared, {}
         for status in live:
             if status.gang in foreign:

@@ -20,12 +20,14 @@ pod condition and the Event policy are testable without an API server:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from adapter.cluster import GangStatus
+from adapter.kube.convert import Finding
 from adapter.kube.dialects import (
     COSCHEDULING_GROUP,
     KUBE_BATCH_GROUPS,
@@ -328,3 +330,23 @@ class EventRecorder:
         """Forget every object ``alive`` says is gone; the Event keys still remembered."""
         self._sent = {k: v for k, v in self._sent.items() if alive(k[0])}
         return {sent.key for sent in self._sent.values()}
+
+
+def volume_waits(findings: Sequence[Finding]) -> dict[str, list[Finding]]:
+    """Per gang, its pods that wait (for their volumes), as convert found them."""
+    waits: dict[str, list[Finding]] = defaultdict(list)
+    for finding in findings:
+        if finding.gang is not None and finding.reason == "FailedScheduling":
+            waits[finding.gang].append(finding)
+    return waits
+
+
+def waiting_for_volumes(status: GangStatus, waits: list[Finding] | None) -> GangStatus:
+    """A pending gang's status, saying first which of its pods wait for their volumes."""
+    if not waits or status.phase != "Pending":
+        return status
+    first = min(waits, key=lambda f: f.name)
+    message = f"{len(waits)} pod(s) wait for their volumes ({first.name}: {first.message})"
+    if status.reason not in (None, "Waiting") and status.message:
+        message = f"{message}; {status.message}"
+    return status.model_copy(update={"reason": "WaitingForVolumes", "message": message})

@@ -330,6 +330,11 @@ def test_on_an_api_server_a_gang_waits_for_its_claim_then_binds_where_its_volume
     assert waiting is not None
     (scheduled,) = [c for c in waiting["status"]["conditions"] if c["type"] == "PodScheduled"]
     assert scheduled["status"] == "False" and "'data': not found" in scheduled["message"]
+    # Its PodGroup says the gang waits for a volume, not for room.
+    (unschedulable,) = _podgroup_conditions(server, "g")
+    assert unschedulable["reason"] == "WaitingForVolumes"
+    assert "1 pod(s) wait for their volumes (default/g-1" in unschedulable["message"]
+    assert "'data': not found" in unschedulable["message"]
 
     made = claim("data")
     made["metadata"]["namespace"] = "default"
@@ -348,3 +353,30 @@ def test_on_an_api_server_a_gang_waits_for_its_claim_then_binds_where_its_volume
     assert set(bound_pods(server)) == {"default/g-0", "default/g-1"}
     bound = server.get("", "pods", "default", "g-1")
     assert bound is not None and bound["spec"]["nodeName"] == "n2"
+
+
+def _podgroup_conditions(server: FakeApiServer, name: str) -> list[dict[str, Any]]:
+    podgroup = server.get("scheduling.sigs.dev", "podgroups", "default", name) or {}
+    conditions: list[dict[str, Any]] = (podgroup.get("status") or {}).get("conditions") or []
+    return conditions
+
+
+def test_a_gang_whose_every_pod_waits_for_its_volumes_says_so_on_its_podgroup(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    """Its pods are in no snapshot (each waits for its claim), so the gang has no live
+    pod there: before, its PodGroup got no status at all."""
+    pods = gang_pods("w", 2)
+    for p in pods:
+        p["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "gone"}}]
+    apply(server, [kube_node("n1", "4"), kube_podgroup("w", 2), *pods])
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert binds(server) == []
+    assert cluster.writer.flush()
+    (unschedulable,) = _podgroup_conditions(server, "w")
+    assert unschedulable["type"] == "Unschedulable" and unschedulable["status"] == "True"
+    assert unschedulable["reason"] == "WaitingForVolumes"
+    message = unschedulable["message"]
+    assert message.startswith("2/2 tasks in gang unschedulable: 2 pod(s) wait for their volumes")
+    assert "default/w-0: " in message and "'gone': not found" in message
