@@ -77,7 +77,8 @@ class Finding(BaseModel):
     # The Event's reason: a spec gangsat cannot use, or a pod that waits for something
     # to change (its volumes) as kube-scheduler reports one it cannot place.
     reason: str = "InvalidSpec"
-    # A pod that waits: its gang, whose PodGroup's status then says why it waits too.
+    # A pod that waits: its PodGroup's gang (none for a pod of no group), whose status
+    # then says why it waits too.
     gang: str | None = None
 
     def __str__(self) -> str:
@@ -441,7 +442,7 @@ def convert(
             pods[name] = claims.placed(pods[name], used, uid)
             placeable[name] = used
         except (Waits, BadObject) as e:
-            gang = pods.pop(name).gang_name()
+            gang = pods.pop(name).gang
             if isinstance(e, Waits):
                 findings.append(
                     Finding(
@@ -451,7 +452,7 @@ def convert(
             else:
                 findings.append(Finding(kind="Pod", name=name, message=str(e)))
     for name, why in sorted(claims.one_at_a_time(placeable).items()):
-        gang = pods.pop(name).gang_name()
+        gang = pods.pop(name).gang
         findings.append(
             Finding(kind="Pod", name=name, message=why, reason="FailedScheduling", gang=gang)
         )

@@ -48,7 +48,6 @@ from adapter.kube.status import (
     podgroup_status,
     queue_status,
     unschedulable_message,
-    volume_waits,
     waiting_for_volumes,
 )
 from adapter.kube.writer import Writer
@@ -155,9 +154,12 @@ class Reporter:
         # Pods that wait for their volumes are in no snapshot: their gang is live too,
         # and its status says what it waits for (else a gang whose pods all wait said
         # nothing, and one missing a member blamed the cluster's room).
-        waits = volume_waits(findings)
+        waits = _volume_waits(findings)
+        members = Counter(p.gang_name() for p in state.pods) if state is not None else Counter()
         live = [
-            waiting_for_volumes(s, waits.get(s.gang))
+            waiting_for_volumes(s, len(waits[s.gang]), _first(waits[s.gang]), members[s.gang])
+            if s.gang in waits
+            else s
             for s in report.statuses
             if s.bound or s.gang in with_pods or s.gang in waits
         ]
@@ -589,3 +591,18 @@ class Reporter:
             with self._names_lock:
                 self._event_names.pop(action.key, None)
             self._send(action)
+
+
+def _volume_waits(findings: Sequence[Finding]) -> dict[str, list[Finding]]:
+    """Per gang (PodGroups only), its pods that wait for their volumes."""
+    waits: dict[str, list[Finding]] = defaultdict(list)
+    for finding in findings:
+        if finding.gang is not None and finding.reason == "FailedScheduling":
+            waits[finding.gang].append(finding)
+    return waits
+
+
+def _first(waits: Sequence[Finding]) -> str:
+    """The first waiting pod by name, and why it waits: the same one every cycle."""
+    first = min(waits, key=lambda f: f.name)
+    return f"{first.name}: {first.message}"

@@ -20,14 +20,12 @@ pod condition and the Event policy are testable without an API server:
 from __future__ import annotations
 
 import time
-from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from adapter.cluster import GangStatus
-from adapter.kube.convert import Finding
 from adapter.kube.dialects import (
     COSCHEDULING_GROUP,
     KUBE_BATCH_GROUPS,
@@ -332,21 +330,18 @@ class EventRecorder:
         return {sent.key for sent in self._sent.values()}
 
 
-def volume_waits(findings: Sequence[Finding]) -> dict[str, list[Finding]]:
-    """Per gang, its pods that wait (for their volumes), as convert found them."""
-    waits: dict[str, list[Finding]] = defaultdict(list)
-    for finding in findings:
-        if finding.gang is not None and finding.reason == "FailedScheduling":
-            waits[finding.gang].append(finding)
-    return waits
-
-
-def waiting_for_volumes(status: GangStatus, waits: list[Finding] | None) -> GangStatus:
-    """A pending gang's status, saying first which of its pods wait for their volumes."""
-    if not waits or status.phase != "Pending":
+def waiting_for_volumes(status: GangStatus, waiting: int, first: str, members: int) -> GangStatus:
+    """A pending gang's status, saying that ``waiting`` of its pods wait for their
+    volumes (``first``: the first of them and why). Where the members that do not wait
+    (``members``, bound or pending, with those that succeeded) cannot reach minMember,
+    the volumes are why it waits: its reason says so. Else its own reason stands (the
+    cluster's room, a failed bind, ...) and the volumes are a note."""
+    if not waiting or status.phase != "Pending":
         return status
-    first = min(waits, key=lambda f: f.name)
-    message = f"{len(waits)} pod(s) wait for their volumes ({first.name}: {first.message})"
-    if status.reason not in (None, "Waiting") and status.message:
-        message = f"{message}; {status.message}"
-    return status.model_copy(update={"reason": "WaitingForVolumes", "message": message})
+    note = f"{waiting} pod(s) wait for their volumes ({first})"
+    short = members + status.succeeded < status.min_member
+    if short and status.reason in (None, "Waiting", "NotEnoughResources"):
+        message = f"{note}; {status.message}" if status.reason and status.message else note
+        return status.model_copy(update={"reason": "WaitingForVolumes", "message": message})
+    message = f"{status.message}; {note}" if status.message else note
+    return status.model_copy(update={"message": message})

@@ -13,6 +13,7 @@ from adapter.kube.status import (
     ObjectRef,
     pod_unschedulable,
     podgroup_status,
+    waiting_for_volumes,
 )
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
@@ -237,3 +238,29 @@ def test_members_that_succeeded_are_not_counted_as_waiting() -> None:
     running = RUNNING.model_copy(update={"bound": 3, "min_member": 4, "succeeded": 1})
     body = podgroup_status(running, "scheduling.sigs.dev/v1alpha2", NOW)
     assert body["conditions"][0]["message"] == "3/4 pods bound, 1 succeeded"
+
+
+def test_volumes_are_the_reason_a_gang_waits_only_where_they_keep_it_short() -> None:
+    pending = GangStatus(
+        gang="ns/g",
+        phase="Pending",
+        bound=0,
+        min_member=3,
+        reason="NotEnoughResources",
+        message="2/3 pods fit",
+    )
+    first = "ns/g-2: its claim 'd' is not bound"
+    short = waiting_for_volumes(pending, 1, first, members=2)
+    assert short.reason == "WaitingForVolumes"
+    assert short.message == f"1 pod(s) wait for their volumes ({first}); 2/3 pods fit"
+    enough = waiting_for_volumes(pending, 1, first, members=3)
+    assert enough.reason == "NotEnoughResources"
+    assert enough.message == f"2/3 pods fit; 1 pod(s) wait for their volumes ({first})"
+    # A bind that failed, or a decision refused, keeps its reason however short the gang.
+    failed = pending.model_copy(update={"reason": "BindFailed", "message": "bind of p failed"})
+    assert waiting_for_volumes(failed, 1, first, members=0).reason == "BindFailed"
+    # Members that succeeded count; a running gang is not rewritten.
+    done = pending.model_copy(update={"succeeded": 1})
+    assert waiting_for_volumes(done, 1, first, members=2).reason == "NotEnoughResources"
+    running = pending.model_copy(update={"phase": "Running", "reason": None, "message": ""})
+    assert waiting_for_volumes(running, 1, first, members=0) == running

@@ -380,3 +380,23 @@ def test_a_gang_whose_every_pod_waits_for_its_volumes_says_so_on_its_podgroup(
     message = unschedulable["message"]
     assert message.startswith("2/2 tasks in gang unschedulable: 2 pod(s) wait for their volumes")
     assert "default/w-0: " in message and "'gone': not found" in message
+
+
+def test_where_the_room_keeps_a_gang_waiting_its_reason_stays_and_the_volumes_are_a_note(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    """minMember 2 of 3 pods, the third waiting for a claim: the other two could reach
+    minMember, but only one fits. The room is why it waits, not the volume."""
+    pods = gang_pods("s", 3, cpu="3")
+    pods[2]["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "gone"}}]
+    apply(server, [kube_node("n1", "4"), kube_podgroup("s", 2), *pods])
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert binds(server) == []
+    assert cluster.writer.flush()
+    (unschedulable,) = _podgroup_conditions(server, "s")
+    assert unschedulable["reason"] == "NotEnoughResources"
+    message = unschedulable["message"]
+    assert "Insufficient cpu" in message
+    assert "; 1 pod(s) wait for their volumes (default/s-2: " in message
+    assert "'gone': not found" in message
