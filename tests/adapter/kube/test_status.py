@@ -241,26 +241,18 @@ def test_members_that_succeeded_are_not_counted_as_waiting() -> None:
 
 
 def test_volumes_are_the_reason_a_gang_waits_only_where_they_keep_it_short() -> None:
-    pending = GangStatus(
-        gang="ns/g",
-        phase="Pending",
-        bound=0,
-        min_member=3,
-        reason="NotEnoughResources",
-        message="2/3 pods fit",
-    )
-    first = "ns/g-2: its claim 'd' is not bound"
-    short = waiting_for_volumes(pending, 1, first, members=2)
+    first = "team/train-4: its claim 'd' is not bound"
+    # minMember 5: four members besides the one that waits cannot reach it.
+    short = waiting_for_volumes(PENDING, 1, first, members=4)
     assert short.reason == "WaitingForVolumes"
-    assert short.message == f"1 pod(s) wait for their volumes ({first}); 2/3 pods fit"
-    enough = waiting_for_volumes(pending, 1, first, members=3)
+    assert short.message == f"1 pod(s) wait for their volumes ({first}); {PENDING.message}"
+    enough = waiting_for_volumes(PENDING, 1, first, members=5)
     assert enough.reason == "NotEnoughResources"
-    assert enough.message == f"2/3 pods fit; 1 pod(s) wait for their volumes ({first})"
+    assert enough.message == f"{PENDING.message}; 1 pod(s) wait for their volumes ({first})"
     # A bind that failed, or a decision refused, keeps its reason however short the gang.
-    failed = pending.model_copy(update={"reason": "BindFailed", "message": "bind of p failed"})
+    failed = PENDING.model_copy(update={"reason": "BindFailed", "message": "bind of p failed"})
     assert waiting_for_volumes(failed, 1, first, members=0).reason == "BindFailed"
     # Members that succeeded count; a running gang is not rewritten.
-    done = pending.model_copy(update={"succeeded": 1})
-    assert waiting_for_volumes(done, 1, first, members=2).reason == "NotEnoughResources"
-    running = pending.model_copy(update={"phase": "Running", "reason": None, "message": ""})
-    assert waiting_for_volumes(running, 1, first, members=0) == running
+    done = PENDING.model_copy(update={"succeeded": 1})
+    assert waiting_for_volumes(done, 1, first, members=4).reason == "NotEnoughResources"
+    assert waiting_for_volumes(RUNNING, 1, first, members=0) == RUNNING

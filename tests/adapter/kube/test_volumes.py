@@ -361,6 +361,20 @@ def _podgroup_conditions(server: FakeApiServer, name: str) -> list[dict[str, Any
     return conditions
 
 
+def _unschedulable_after_a_cycle(
+    server: FakeApiServer, cluster: KubeCluster, group: str, size: int, pods: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The PodGroup's one condition after a cycle over one 4-cpu node that bound nothing."""
+    apply(server, [kube_node("n1", "4"), kube_podgroup(group, size), *pods])
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert binds(server) == []
+    assert cluster.writer.flush()
+    (unschedulable,) = _podgroup_conditions(server, group)
+    assert unschedulable["type"] == "Unschedulable" and unschedulable["status"] == "True"
+    return unschedulable
+
+
 def test_a_gang_whose_every_pod_waits_for_its_volumes_says_so_on_its_podgroup(
     server: FakeApiServer, cluster: KubeCluster
 ) -> None:
@@ -369,13 +383,7 @@ def test_a_gang_whose_every_pod_waits_for_its_volumes_says_so_on_its_podgroup(
     pods = gang_pods("w", 2)
     for p in pods:
         p["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "gone"}}]
-    apply(server, [kube_node("n1", "4"), kube_podgroup("w", 2), *pods])
-    seen(cluster, server)
-    run_cycle(cluster, FAST)
-    assert binds(server) == []
-    assert cluster.writer.flush()
-    (unschedulable,) = _podgroup_conditions(server, "w")
-    assert unschedulable["type"] == "Unschedulable" and unschedulable["status"] == "True"
+    unschedulable = _unschedulable_after_a_cycle(server, cluster, "w", 2, pods)
     assert unschedulable["reason"] == "WaitingForVolumes"
     message = unschedulable["message"]
     assert message.startswith("2/2 tasks in gang unschedulable: 2 pod(s) wait for their volumes")
@@ -389,12 +397,7 @@ def test_where_the_room_keeps_a_gang_waiting_its_reason_stays_and_the_volumes_ar
     minMember, but only one fits. The room is why it waits, not the volume."""
     pods = gang_pods("s", 3, cpu="3")
     pods[2]["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "gone"}}]
-    apply(server, [kube_node("n1", "4"), kube_podgroup("s", 2), *pods])
-    seen(cluster, server)
-    run_cycle(cluster, FAST)
-    assert binds(server) == []
-    assert cluster.writer.flush()
-    (unschedulable,) = _podgroup_conditions(server, "s")
+    unschedulable = _unschedulable_after_a_cycle(server, cluster, "s", 2, pods)
     assert unschedulable["reason"] == "NotEnoughResources"
     message = unschedulable["message"]
     assert "Insufficient cpu" in message
