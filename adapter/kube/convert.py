@@ -442,15 +442,12 @@ def convert(
             pods[name] = claims.placed(pods[name], used, uid)
             placeable[name] = used
         except (Waits, BadObject) as e:
-            gang = pods.pop(name).gang
-            if isinstance(e, Waits):
-                findings.append(
-                    Finding(
-                        kind="Pod", name=name, message=str(e), reason="FailedScheduling", gang=gang
-                    )
-                )
-            else:
-                findings.append(Finding(kind="Pod", name=name, message=str(e)))
+            pod = pods.pop(name)
+            waits = isinstance(e, Waits)
+            reason, gang = ("FailedScheduling", pod.gang) if waits else ("InvalidSpec", None)
+            findings.append(
+                Finding(kind="Pod", name=name, message=str(e), reason=reason, gang=gang)
+            )
     for name, why in sorted(claims.one_at_a_time(placeable).items()):
         gang = pods.pop(name).gang
         findings.append(

@@ -150,12 +150,12 @@ class Reporter:
             gang_queue = {g.name: g.queue for g in state.gangs}
         # A gang without a live pod has finished (its pods Succeeded or Failed) or has
         # no pods yet: it is not "unschedulable", and gangsat says nothing about it.
-        with_pods = {p.gang_name() for p in state.pods} if state is not None else set()
+        members = Counter(p.gang_name() for p in state.pods) if state is not None else Counter()
+        with_pods = set(members)
         # Pods that wait for their volumes are in no snapshot: their gang is live too,
         # and its status says what it waits for (else a gang whose pods all wait said
         # nothing, and one missing a member blamed the cluster's room).
         waits = _volume_waits(findings)
-        members = Counter(p.gang_name() for p in state.pods) if state is not None else Counter()
         live = [
             waiting_for_volumes(s, len(waits[s.gang]), _first(waits[s.gang]), members[s.gang])
             if s.gang in waits
