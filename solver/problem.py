@@ -449,10 +449,18 @@ def fit_per_node(demand: IntArray, free: IntArray) -> IntArray:
     return fit
 
 
+# Share units saturate here: 65,536 times a resource's cluster total, which no placeable
+# pod asks and no queue holds (it would need 65,536 cordoned nodes per schedulable one),
+# where an API server's "1e30" against a 1m total would not fit an int64, and sums of
+# thousands of saturated shares still do.
+MAX_SHARE_UNITS = SHARE_SCALE * 2**16
+
+
 def share_units(quantity: IntArray, totals: IntArray) -> IntArray:
     """Quantities as share units: a resource's cluster total is SHARE_SCALE units."""
     safe = np.where(totals > 0, totals, 1)
-    units = (quantity.astype(np.float64) * SHARE_SCALE / safe).round().astype(np.int64)
+    exact = (quantity.astype(np.float64) * SHARE_SCALE / safe).round()
+    units = np.clip(exact, -MAX_SHARE_UNITS, MAX_SHARE_UNITS).astype(np.int64)
     return np.where(totals > 0, units, 0)
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
+from solver.config import SHARE_SCALE
 from solver.model import CPU, DEFAULT_QUEUE, MEMORY, PODS
-from solver.problem import NO_CAP, prepare
+from solver.problem import MAX_SHARE_UNITS, NO_CAP, prepare, share_units
 from tests.builders import gang, node, pod, pods_of, queue, state
 
 
@@ -283,3 +286,12 @@ def test_byte_resources_round_requests_up_and_capacity_down() -> None:
     mem = problem.r(MEMORY)
     assert problem.allocatable[0, mem] == 1024
     assert problem.classes[0].demand[mem] == 2
+
+
+def test_share_units_saturate_where_a_quantity_dwarfs_its_total() -> None:
+    # An API server stores "1e30"; against a 1m total its share would overflow int64.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        units = share_units(np.array([2**62, 5, -(2**62)]), np.array([1, 10, 1]))
+    assert units.tolist() == [MAX_SHARE_UNITS, SHARE_SCALE // 2, -MAX_SHARE_UNITS]
+    assert int(units[:1].repeat(10_000).sum()) > 0  # sums of saturated shares stay int64
