@@ -460,7 +460,9 @@ def share_units(quantity: IntArray, totals: IntArray) -> IntArray:
     """Quantities as share units: a resource's cluster total is SHARE_SCALE units."""
     safe = np.where(totals > 0, totals, 1)
     exact = (quantity.astype(np.float64) * SHARE_SCALE / safe).round()
-    units = np.clip(exact, -MAX_SHARE_UNITS, MAX_SHARE_UNITS).astype(np.int64)
+    # Not np.clip: called per pod spec and per victim group, where its wrapper cost
+    # twice as much. Quantities may be numpy scalars (a queue's dominant resource).
+    units = np.maximum(np.minimum(exact, MAX_SHARE_UNITS), -MAX_SHARE_UNITS).astype(np.int64)
     return np.where(totals > 0, units, 0)
 
 

@@ -295,3 +295,5 @@ def test_share_units_saturate_where_a_quantity_dwarfs_its_total() -> None:
         units = share_units(np.array([2**62, 5, -(2**62)]), np.array([1, 10, 1]))
     assert units.tolist() == [MAX_SHARE_UNITS, SHARE_SCALE // 2, -MAX_SHARE_UNITS]
     assert int(units[:1].repeat(10_000).sum()) > 0  # sums of saturated shares stay int64
+    one = np.array([2**62, 3])  # a queue's dominant resource: numpy scalars
+    assert int(share_units(one[0], one[1])) == MAX_SHARE_UNITS
