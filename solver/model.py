@@ -279,6 +279,13 @@ class Pod(_Frozen):
         default=None,
         description="its task in its gang (Volcano's volcano.sh/task-spec annotation)",
     )
+    nominated_node: str | None = Field(
+        default=None,
+        description=(
+            "a pending pod's status.nominatedNodeName: where the scheduler that evicted "
+            "pods for its gang will bind it once they are gone"
+        ),
+    )
 
     def demand(self) -> dict[str, int]:
         """Requests plus the pod slot every pod takes."""

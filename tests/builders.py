@@ -121,6 +121,11 @@ class PodBuilder:
         self._fields["terminating"] = True
         return self
 
+    def nominated(self, node_name: str) -> PodBuilder:
+        """status.nominatedNodeName: a preempting scheduler will bind it there."""
+        self._fields["nominated_node"] = node_name
+        return self
+
     def selector(self, labels: Mapping[str, str] | None = None, **kw: str) -> PodBuilder:
         self._selector.update(labels or {})
         self._selector.update(kw)

@@ -307,8 +307,13 @@ def _read_view(resource: Resource, obj: Obj, assumed_node: str | None = None) ->
         spec = {**spec, "nodeName": assumed_node}
     status = obj.get("status")
     if resource == PODS and isinstance(status, dict | None):
-        # Whether it finished, and what an in-place resize changed (``pods._requests``).
-        status = (finished(status), _resources_of(status) if status else None)
+        # Whether it finished, what an in-place resize changed (``pods._requests``), and
+        # where a preemptor is nominated (``pods._nominated``).
+        status = (
+            finished(status),
+            _resources_of(status) if status else None,
+            status.get("nominatedNodeName") if status else None,
+        )
     elif resource == NODES and isinstance(status, dict):
         # Room and readiness; not the heartbeat times a kubelet refreshes.
         conditions = status.get("conditions")

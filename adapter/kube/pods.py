@@ -250,4 +250,12 @@ def pod_of_object(
         may_preempt=spec.get("preemptionPolicy") != "Never",
         started_s=started if spec.get("nodeName") else None,
         terminating=terminating,
+        nominated_node=None if spec.get("nodeName") else _nominated(status),
     )
+
+
+def _nominated(status: Obj | None) -> str | None:
+    """A pending pod's status.nominatedNodeName; anything but a node name reads as none:
+    a nomination only ever holds room, so a bad one must not refuse the pod."""
+    node = (status or {}).get("nominatedNodeName") if isinstance(status, dict) else None
+    return node if isinstance(node, str) and node else None

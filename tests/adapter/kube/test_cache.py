@@ -125,6 +125,8 @@ def test_echoes_of_gangsats_own_writes_start_no_cycle() -> None:
         (PODS, PENDING, _set(("metadata", "annotations"), {}), None),  # left its gang
         (PODS, PENDING, _set(("metadata", "deletionTimestamp"), "2026-01-01T00:00:00Z"), None),
         (PODS, PENDING, _set(("spec", "schedulingGates"), []), None),
+        # Nominated for a preempting gang: a new leader holds its room (``Holds.recover``).
+        (PODS, PENDING, _set(("status", "nominatedNodeName"), "n1"), None),
         (SIGS_PODGROUPS, GROUP, _set(("spec", "minMember"), 3), None),
         (VOLCANO_QUEUES, QUEUE, _set(("spec", "weight"), 5), None),
         (NODES, NODE, _set(("spec", "unschedulable"), True), None),
@@ -229,3 +231,19 @@ def test_what_the_cache_ignores_never_changes_a_snapshot(pair: tuple[Obj, Obj]) 
     before, after = convert([NODE, old]), convert([NODE, new])
     assert before.state == after.state
     assert [f.message for f in before.findings] == [f.message for f in after.findings]
+
+
+def test_convert_reads_a_pending_pods_nomination_and_nothing_else_as_one() -> None:
+    nominated = bumped(PENDING, _set(("status", "nominatedNodeName"), "n1"))
+    garbled = bumped(PENDING, _set(("status", "nominatedNodeName"), ["n1"]))
+    bound = bumped(nominated, _bind("n1"))
+    bound["status"]["nominatedNodeName"] = "n1"
+
+    def nomination(o: Obj) -> str | None:
+        (p,) = convert([NODE, GROUP, o]).state.pods
+        return p.nominated_node
+
+    assert nomination(nominated) == "n1"
+    assert nomination(garbled) is None  # no finding: it would only have held room
+    assert nomination(bound) is None
+    assert nomination(PENDING) is None
