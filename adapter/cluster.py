@@ -74,6 +74,10 @@ class CycleReport(BaseModel):
         default_factory=dict,
         description="pod -> node it will be bound to once the pods evicted for it are gone",
     )
+    unnominated: tuple[str, ...] = Field(
+        default=(),
+        description="pending pods whose nomination lapsed (its hold was released): cleared",
+    )
 
 
 class Cluster(Protocol):

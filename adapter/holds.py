@@ -11,7 +11,14 @@ all-or-nothing bind as any decision.
 
 A hold is dropped (its gang pending again, decided afresh next cycle) when a held pod is
 no longer pending or its node is gone, or when its victims have not gone within
-``timeout_s`` of the snapshot clock (a stuck finalizer, a PodDisruptionBudget).
+``timeout_s`` of the snapshot clock (a stuck finalizer, a PodDisruptionBudget); the
+nominations of its pods are then cleared (``cleared``).
+
+Holds live in the leader's memory, and the nominations in the API server: a new leader
+(or a restarted one) rebuilds them from the pending pods' ``nominatedNodeName`` once, at
+its first cycle (``recover``), as kube-scheduler keeps a nominated pod's room. Which pods
+were evicted for the gang it cannot know: it waits for the pods terminating on the
+nominated nodes, which include them.
 """
 
 from __future__ import annotations
@@ -39,16 +46,69 @@ class Hold:
 class Holds:
     timeout_s: float = HOLD_TIMEOUT_S
     held: dict[str, Hold] = field(default_factory=dict)  # gang -> hold
+    recovered: bool = False  # the nominations found at the first cycle are held
+    # Pods of holds dropped unbound: their nominations are stale, to be cleared.
+    cleared: set[str] = field(default_factory=set)
 
     def __bool__(self) -> bool:
         return bool(self.held)
 
     def add(self, hold: Hold) -> None:
         self.held[hold.gang] = hold
+        self.cleared -= hold.pods.keys()
 
-    def drop(self, gang: str, why: str) -> None:
-        if self.held.pop(gang, None) is not None:
+    def drop(self, gang: str, why: str, bound: bool = False) -> None:
+        """``bound``: its pods were bound as nominated, so their nominations stand."""
+        hold = self.held.pop(gang, None)
+        if hold is not None:
             log.info("room held for gang %s released: %s", gang, why)
+            if not bound:
+                self.cleared |= hold.pods.keys()
+
+    def take_cleared(self, state: ClusterState) -> tuple[str, ...]:
+        """The pods whose nominations lapsed, still pending, once each (a nomination
+        written this term may not show in the snapshot yet: the writer knows)."""
+        if not self.cleared:
+            return ()
+        stale = tuple(p.name for p in state.pods if p.name in self.cleared and p.node_name is None)
+        self.cleared.clear()
+        return stale
+
+    def recover(self, state: ClusterState) -> list[str]:
+        """Hold the room of the pending pods a leader before this one nominated, once
+        (``recovered``); returns the gangs held. Per gang, its nominated pending pods;
+        its victims, the pods terminating on their nodes. A nomination to a node that is
+        gone is no hold: the gang is decided afresh, and the nomination cleared."""
+        if self.recovered:
+            return []
+        self.recovered = True
+        nodes = {n.name for n in state.nodes}
+        nominated: dict[str, dict[str, str]] = {}
+        leaving: dict[str, dict[str, str]] = {}  # node -> terminating pod -> node
+        for pod in state.pods:
+            if pod.terminating and pod.node_name is not None:
+                leaving.setdefault(pod.node_name, {})[pod.name] = pod.node_name
+            elif pod.node_name is None and pod.nominated_node is not None:
+                nominated.setdefault(pod.gang_name(), {})[pod.name] = pod.nominated_node
+        held: list[str] = []
+        for gang, pods in sorted(nominated.items()):
+            if gang in self.held:
+                continue
+            if not set(pods.values()) <= nodes:
+                self.cleared |= pods.keys()
+                continue
+            victims = {
+                p: n for node in set(pods.values()) for p, n in leaving.get(node, {}).items()
+            }
+            self.add(Hold(gang=gang, pods=pods, victim_nodes=victims, since_s=state.now_s))
+            held.append(gang)
+            log.info(
+                "room held for gang %s as nominated before this leader: %d pod(s) on %s",
+                gang,
+                len(pods),
+                ", ".join(sorted(set(pods.values()))),
+            )
+        return held
 
     def refresh(self, state: ClusterState, pods: Mapping[str, Pod]) -> dict[str, str]:
         """Drop the holds the snapshot makes void; returns gang -> why. ``pods``: the

@@ -429,6 +429,8 @@ def run_cycle(
     waiting: list[Hold] = []
     solver_state = checked_state = state
     pods: dict[str, Pod] | None = None
+    if holds is not None and not holds.recovered:
+        holds.recover(state)  # a new leader keeps the room nominated before it
     if holds:
         pods = holds.by_name(state)
         result.released = holds.refresh(state, pods)
@@ -459,7 +461,10 @@ def run_cycle(
         _bind(cluster, gangs, decision, result, atomic, settings.solver, held)
         if holds is not None:
             for hold in ready:
-                holds.drop(hold.gang, "bound" if hold.gang not in result.rejected else "refused")
+                if hold.gang in result.rejected:
+                    holds.drop(hold.gang, "refused")
+                else:
+                    holds.drop(hold.gang, "bound", bound=True)
             if decision.evictions:
                 _preempt(cluster, checked_state, gangs, decision, holds, result)
             # Holds made this cycle find no index above: built only then.
@@ -491,6 +496,7 @@ def run_cycle(
                     for hold in (holds.held.values() if holds is not None else ())
                     for pod, node in hold.pods.items()
                 },
+                unnominated=holds.take_cleared(state) if holds is not None else (),
             )
         )
     except ClusterError as e:

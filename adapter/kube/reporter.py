@@ -217,6 +217,8 @@ class Reporter:
             self._event(self._pod_ref(pod), "Warning", "Preempted", f"Evicted by gangsat: {why}")
         for pod, node in report.nominated.items():
             self._nominate(pod, node)
+        for pod in report.unnominated:
+            self._unnominate(pod)
 
     def _findings(self, findings: Sequence[Finding]) -> None:
         for finding in findings:
@@ -421,6 +423,18 @@ class Reporter:
             f"nominated {pod}",
             self._pod_status_patch(pod, {"nominatedNodeName": node}),
         )
+
+    def _unnominate(self, pod: str) -> None:
+        """A lapsed nomination cleared, as kube-scheduler clears one: else the next leader
+        would hold room for it (``Holds.recover``)."""
+        memory = f"nominated {pod}"
+        current = self.cache.get(PODS, pod)
+        shown = stored_status(current).get("nominatedNodeName") if current is not None else None
+        if current is None or (not shown and self._written.get(memory) in (None, (None,))):
+            return
+        # Under the nomination's key: a nomination still queued is superseded, not undone.
+        patch = self._pod_status_patch(pod, {"nominatedNodeName": None})
+        self._submit(memory, (None,), f"nominated {pod}", patch)
 
     def _pod_status_patch(self, pod: str, status: dict[str, Any]) -> Callable[[], None]:
         """The write that merges ``status`` into the pod's status subresource."""

@@ -190,8 +190,9 @@ class KubeScheduler:
         self.heap = HeapKeeper()
         self._beat: float | None = None  # monotonic time the loop last went round
         self._waited: set[str] = set()  # live gangs whose admission wait was observed
-        # Room held for preempting gangs. Not handed to a new leader: it decides afresh,
-        # and the victims already evicted have freed what they held.
+        # Room held for preempting gangs. A new leader (a process of its own: one that
+        # loses the lease exits) rebuilds it at its first cycle from the pods'
+        # status.nominatedNodeName (``Holds.recover``).
         self.holds = Holds()
 
     def leading(self) -> bool:

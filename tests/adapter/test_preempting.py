@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pytest
 
-from adapter.cluster import ClusterError
+from adapter.cluster import ClusterError, CycleReport
 from adapter.holds import Hold, Holds
 from adapter.loop import LoopSettings, run_cycle
 from adapter.metrics import LoopMetrics
@@ -27,12 +27,19 @@ PREEMPTING = LoopSettings(
 
 
 class GracefulCluster(FakeCluster):
-    def __init__(self, base: ClusterState, refuse: Iterable[str] = ()) -> None:
+    """``nominations``: the reports' nominations show on the pending pods, as an API
+    server keeps status.nominatedNodeName (False: every such write is lost)."""
+
+    def __init__(
+        self, base: ClusterState, refuse: Iterable[str] = (), nominations: bool = True
+    ) -> None:
         super().__init__(base)
         self.refuse = set(refuse)
         self.terminating: set[str] = set()
         self.gone: set[str] = set()  # evicted and terminated: pending again
         self.now_s = 0.0
+        self.keeps_nominations = nominations
+        self.nominations: dict[str, str] = {}
 
     def snapshot(self) -> ClusterState:
         state_ = super().snapshot()
@@ -42,8 +49,17 @@ class GracefulCluster(FakeCluster):
                 p = p.model_copy(update={"node_name": None})
             elif p.name in self.terminating:
                 p = p.model_copy(update={"terminating": True})
+            elif p.node_name is None and p.name in self.nominations:
+                p = p.model_copy(update={"nominated_node": self.nominations[p.name]})
             pods.append(p)
         return state_.model_copy(update={"pods": tuple(pods), "now_s": self.now_s})
+
+    def report(self, report: CycleReport) -> None:
+        super().report(report)
+        if self.keeps_nominations:
+            self.nominations.update(report.nominated)
+            for pod_name in report.unnominated:
+                self.nominations.pop(pod_name, None)
 
     def preempt(self, evictions: Mapping[str, str]) -> dict[str, ClusterError]:
         failures = {}
@@ -152,15 +168,19 @@ def test_a_refused_eviction_holds_nothing_and_the_gang_is_decided_again() -> Non
     assert sample(metrics, "gangsat_evictions_total", reason="refused") == 1
 
 
-def test_a_hold_whose_victims_never_go_is_released() -> None:
+def test_a_hold_whose_victims_never_go_is_released_and_its_nominations_cleared() -> None:
     cluster = GracefulCluster(_cluster())
     holds = Holds(timeout_s=60)
     run_cycle(cluster, PREEMPTING, None, holds)
     assert "hi" in holds.held
+    assert cluster.nominations == {"hi-0": "n0", "hi-1": "n1"}
     cluster.now_s = 61
     result = run_cycle(cluster, PREEMPTING, None, holds)
     assert "hi" in result.released
     assert "victims still running" in result.released["hi"]
+    # Stale, a nomination would have the next leader hold the room again.
+    assert cluster.nominations == {}
+    assert not Holds().recover(cluster.snapshot())
 
 
 def test_without_holds_no_eviction_is_sent() -> None:
@@ -184,11 +204,47 @@ def test_evictions_the_validator_rejects_are_not_sent(monkeypatch: pytest.Monkey
     assert not cluster.terminating
 
 
-def test_a_new_leader_without_the_holds_binds_the_preemptor_whole_once_room_is_free() -> None:
-    """A failover between the evictions and the bind: the new leader starts with no
-    holds. While the victims terminate it evicts nothing more (they are no victims any
-    more) and binds nothing partial; once they are gone the gang is placed as any other."""
+def test_a_new_leader_keeps_the_room_nominated_before_it() -> None:
+    """A failover between the evictions and the bind: the new leader holds the room its
+    predecessor nominated (status.nominatedNodeName), so 'late', of higher priority,
+    does not take it once the victims are gone; hi binds whole where it was nominated."""
     cluster = GracefulCluster(_cluster())
+    run_cycle(cluster, PREEMPTING, None, Holds())  # the old leader evicts, then is gone
+    new_leader = Holds()
+    waiting = run_cycle(cluster, PREEMPTING, None, new_leader)
+    assert not waiting.preempted and not waiting.bound
+    assert set(new_leader.held) == {"hi"}
+    assert new_leader.held["hi"].victim_nodes == {f"lo-{i}": f"n{i // 2}" for i in range(4)}
+    assert waiting.holding["hi"].startswith("preempting: waiting for 4 evicted pod(s)")
+    cluster.grace_passes()
+    after = run_cycle(cluster, PREEMPTING, None, new_leader)
+    assert after.bound == {"hi-0": "n0", "hi-1": "n1"}
+    assert not new_leader.held
+
+
+def test_a_nomination_to_a_node_that_is_gone_holds_nothing_and_is_cleared() -> None:
+    base = state(
+        [node("n0").cap(cpu=4)],
+        [
+            pod("hi-0").req(cpu=4).gang("hi").nominated("n9"),
+            pod("hi-1").req(cpu=4).gang("hi").nominated("n0"),
+        ],
+        [gang("hi", 2)],
+        [queue()],
+    )
+    holds = Holds()
+    assert holds.recover(base) == []
+    assert not holds.held
+    assert holds.take_cleared(base) == ("hi-0", "hi-1")
+    assert holds.recover(base) == []  # once, at the first cycle
+
+
+def test_a_new_leader_without_the_nominations_binds_the_preemptor_whole_once_room_is_free() -> None:
+    """As above, with the nominations lost (their writes failed): the new leader starts
+    with no holds. While the victims terminate it evicts nothing more (they are no victims
+    any more) and binds nothing partial; once they are gone the gang is placed as any
+    other."""
+    cluster = GracefulCluster(_cluster(), nominations=False)
     run_cycle(cluster, PREEMPTING, None, Holds())  # the old leader evicts, then is gone
     new_leader = Holds()
     waiting = run_cycle(cluster, PREEMPTING, None, new_leader)

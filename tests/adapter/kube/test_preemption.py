@@ -286,3 +286,75 @@ def test_a_fault_of_ours_in_a_dry_run_evicts_nothing(
     result, holds = _one_cycle(server, break_dry_runs)
     assert not result.preempted and not _evictions(server) and not holds.held
     assert bound_pods(server) == {"default/low-0": "n1", "default/low-1": "n1"}
+
+
+def _nominations(server: FakeApiServer) -> dict[str, str | None]:
+    return {
+        p["metadata"]["name"]: (p.get("status") or {}).get("nominatedNodeName")
+        for p in server.objects("", "pods")
+        if p["metadata"]["name"].startswith("high")
+    }
+
+
+def _with_late(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Gang late (2 x 1 cpu), of a higher priority that never preempts: it takes n1 as
+    soon as n1 is free, unless n1's room is held."""
+    top = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "top"},
+        "value": 2000,
+        "preemptionPolicy": "Never",
+    }
+    late = gang_pods("late", 2)
+    for p in late:
+        p["spec"]["priorityClassName"] = "top"
+        p["spec"]["preemptionPolicy"] = "Never"
+    group = podgroup("late", 2)
+    group["spec"]["priorityClassName"] = "top"
+    return [*objects, top, group, *late]
+
+
+def test_a_new_leader_holds_the_room_its_predecessor_nominated(server: FakeApiServer) -> None:
+    """A failover while the victims terminate: the new gangsat reads the nominations
+    from the API server and keeps n1 for high; late, of higher priority but never
+    preempting, does not take it once the victims are gone."""
+    apply(server, _with_late(_objects(grace=1)))
+    old = KubeCluster(server.client()).start(10)
+    try:
+        first = run_cycle(old, SETTINGS, None, Holds())
+        assert sorted(first.preempted) == ["default/low-0", "default/low-1"]
+        assert old.writer.flush()
+    finally:
+        old.stop()  # the old leader is gone before its victims are
+    assert _nominations(server) == {"high-0": "n1", "high-1": "n1"}
+    new = KubeCluster(server.client()).start(10)
+    holds = Holds()
+    try:
+        waiting = run_cycle(new, SETTINGS, None, holds)
+        assert not waiting.bound and not waiting.preempted
+        assert set(holds.held) == {"default/high"}
+        wait_until(lambda: not bound_pods(server), what="the grace period to end")
+        wait_until(lambda: not new.snapshot().bound_pods(), what="the watch to see it")
+        last = run_cycle(new, SETTINGS, None, holds)
+        assert sorted(last.bound) == ["default/high-0", "default/high-1"]
+        assert bound_pods(server) == {"default/high-0": "n1", "default/high-1": "n1"}
+    finally:
+        new.stop()
+
+
+def test_a_released_hold_clears_its_nominations(server: FakeApiServer) -> None:
+    apply(server, _objects(grace=30))
+    cluster = KubeCluster(server.client()).start(10)
+    holds = Holds(timeout_s=0.0)  # released at the next cycle, victims still there
+    try:
+        run_cycle(cluster, SETTINGS, None, holds)
+        assert cluster.writer.flush()
+        wait_until(lambda: _nominations(server) == {"high-0": "n1", "high-1": "n1"})
+        wait_until(lambda: all(p.nominated_node for p in cluster.snapshot().pending_pods()))
+        released = run_cycle(cluster, SETTINGS, None, holds)
+        assert "default/high" in released.released
+        assert cluster.writer.flush()
+        assert _nominations(server) == {"high-0": None, "high-1": None}
+    finally:
+        cluster.stop()
