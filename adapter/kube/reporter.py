@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import logging
 import queue
-import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any, Literal
+from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -36,32 +35,24 @@ from kubernetes.client.exceptions import ApiException
 from adapter.cluster import CycleReport, GangStatus
 from adapter.kube.cache import ClusterCache, Obj, key_of
 from adapter.kube.convert import Finding
-from adapter.kube.dialects import COSCHEDULING_GROUP, VOLCANO_GROUP, workload_template
+from adapter.kube.dialects import VOLCANO_GROUP, workload_template
 from adapter.kube.enqueue import to_enqueue
+from adapter.kube.events import Events
 from adapter.kube.fields import stored_status
-from adapter.kube.resources import DIALECTS, NODES, PODS, Resource, done, read_json
+from adapter.kube.queue_report import allocated_by_queue, queue_writes
+from adapter.kube.resources import DIALECTS, NODES, PODS, Resource, done
 from adapter.kube.status import (
-    EventAction,
     EventRecorder,
     ObjectRef,
     pod_unschedulable,
     podgroup_status,
-    queue_status,
     unschedulable_message,
     waiting_for_volumes,
 )
-from adapter.kube.writer import Writer
-from adapter.quantity import quantity
-from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState, Resources
+from adapter.kube.writer import MERGE_PATCH, STRATEGIC_MERGE_PATCH, WRITE_TIMEOUT, Writer
+from solver.model import IMPLICIT_GANG_PREFIX, ClusterState
 
 log = logging.getLogger(__name__)
-
-MERGE_PATCH = "application/merge-patch+json"
-STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
-# (connect, read) seconds for every status and Event write: the writer is one thread, and
-# one request left unanswered (a half-open connection) held every later write, of every
-# gang, with no end.
-WRITE_TIMEOUT = (5.0, 15.0)
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -76,26 +67,6 @@ def _signature(status: dict[str, Any]) -> tuple[Any, ...]:
         for c in status.get("conditions") or []
     )
     return (status.get("phase"), status.get("running"), conditions)
-
-
-def _allocated(state: ClusterState | None, gang_queue: dict[str, str]) -> dict[str, dict[str, str]]:
-    """Per queue, what its PodGroups' bound pods request, as quantities. Pods outside a
-    PodGroup (DaemonSets, other schedulers' pods) are no queue's."""
-    # Counted by request set (pods share a few, the same object each), then summed.
-    counts: Counter[tuple[str, int]] = Counter()  # (queue, id of a request set)
-    sets: dict[int, Resources] = {}
-    for pod in state.pods if state is not None else ():
-        if pod.gang is not None and pod.node_name is not None:
-            counts[gang_queue.get(pod.gang, DEFAULT_QUEUE), id(pod.requests)] += 1
-            sets[id(pod.requests)] = pod.requests
-    totals: dict[str, Counter[str]] = defaultdict(Counter)
-    for (queue_name, requests), count in counts.items():
-        for name, amount in sets[requests].items():
-            totals[queue_name][name] += amount * count
-    return {
-        q: {name: quantity(name, amount) for name, amount in sorted(used.items()) if amount}
-        for q, used in totals.items()
-    }
 
 
 class Reporter:
@@ -113,6 +84,7 @@ class Reporter:
         self.cache = cache
         self.writer = writer
         self.recorder = recorder or EventRecorder()
+        self.events = Events(self.core, writer, self.recorder)
         self.now = now
         self._inline_status: set[Resource] = set()
         self.watching(resources)
@@ -122,8 +94,6 @@ class Reporter:
         # whose object and status are both unchanged needs neither built again (tens of
         # thousands of running gangs, every cycle).
         self._compared: dict[str, tuple[Obj, GangStatus, tuple[Any, ...], tuple[Any, ...]]] = {}
-        self._event_names: dict[Any, tuple[str, str]] = {}  # event key -> (namespace, name)
-        self._names_lock = threading.Lock()  # the writer thread adds, the loop prunes
         self._failed: queue.SimpleQueue[tuple[str, tuple[Any, ...]]] = queue.SimpleQueue()
 
     def report(
@@ -184,7 +154,7 @@ class Reporter:
             self._guarded("enqueue", partial(self._enqueue, podgroups, state, with_pods, placed))
         self._guarded("pod events", partial(self._pod_events, report))
         self._guarded("findings", partial(self._findings, findings))
-        allocated = partial(_allocated, state, gang_queue)
+        allocated = partial(allocated_by_queue, state, gang_queue)
         self._guarded("queues", partial(self._queues, live, gang_queue, allocated))
         bound = {ObjectRef("Pod", *_split(p)) for p in report.bound}
         self._guarded("forget", partial(self.recorder.forget, bound))
@@ -205,7 +175,7 @@ class Reporter:
 
     def _pod_events(self, report: CycleReport) -> None:
         for pod, node in report.bound.items():
-            self._event(
+            self.events.event(
                 self._pod_ref(pod),
                 "Normal",
                 "Scheduled",
@@ -214,7 +184,9 @@ class Reporter:
         for pod, why in report.waiting_pods.items():
             self._pod_waiting(pod, why)
         for pod, why in report.preempted.items():
-            self._event(self._pod_ref(pod), "Warning", "Preempted", f"Evicted by gangsat: {why}")
+            self.events.event(
+                self._pod_ref(pod), "Warning", "Preempted", f"Evicted by gangsat: {why}"
+            )
         for pod, node in report.nominated.items():
             self._nominate(pod, node)
         for pod in report.unnominated:
@@ -233,13 +205,11 @@ class Reporter:
         return not self._failed.empty()
 
     def sizes(self) -> dict[str, int]:
-        with self._names_lock:
-            event_names = len(self._event_names)
         return {
             "statuses written": len(self._written),
             "statuses compared": len(self._compared),
             "event topics": self.recorder.topics(),
-            "event names": event_names,
+            "event names": self.events.names(),
         }
 
     def _submit(
@@ -279,9 +249,7 @@ class Reporter:
                 return key in podgroups
             return ref.name in queues if ref.kind == "Queue" else True
 
-        remembered = self.recorder.keep(alive)
-        with self._names_lock:
-            self._event_names = {k: v for k, v in self._event_names.items() if k in remembered}
+        self.events.keep(alive)
 
         def exists(written: str) -> bool:
             kind, _, name = written.partition(" ")
@@ -372,7 +340,7 @@ class Reporter:
             message = unschedulable_message(status)
             uid = str((obj.get("metadata") or {}).get("uid") or "")
             ref = ObjectRef("PodGroup", namespace, name, resource.api_version, uid)
-            self._event(ref, "Warning", "Unschedulable", message)
+            self.events.event(ref, "Warning", "Unschedulable", message)
             for pod in pending:
                 self._pod_waiting(pod, message)
 
@@ -387,7 +355,7 @@ class Reporter:
         return ObjectRef("Pod", namespace, name, uid=(current.get("metadata") or {}).get("uid", ""))
 
     def _pod_waiting(self, pod: str, message: str) -> None:
-        self._event(self._pod_ref(pod), "Warning", "FailedScheduling", message)
+        self.events.event(self._pod_ref(pod), "Warning", "FailedScheduling", message)
         current = self.cache.get(PODS, pod)
         if current is None:
             return
@@ -467,9 +435,11 @@ class Reporter:
                 break
         ref = ObjectRef(finding.kind, namespace, name, api_version, uid)
         if finding.reason == "InvalidSpec":
-            self._event(ref, "Warning", finding.reason, f"gangsat cannot use it: {finding.message}")
+            self.events.event(
+                ref, "Warning", finding.reason, f"gangsat cannot use it: {finding.message}"
+            )
         else:
-            self._event(ref, "Warning", finding.reason, finding.message)
+            self.events.event(ref, "Warning", finding.reason, finding.message)
 
     # --- Queues -------------------------------------------------------------------------------
 
@@ -479,43 +449,16 @@ class Reporter:
         gang_queue: dict[str, str],
         allocation: Callable[[], dict[str, dict[str, str]]],
     ) -> None:
-        """``allocation`` totals every bound pod's requests by queue: asked for only when
-        there is a Queue object to write it to."""
-        queues = [
-            (resource, self.cache.of(resource))
-            for resource in DIALECTS
-            if resource.kind == "Queue" and resource.group != COSCHEDULING_GROUP
-        ]
-        if not any(objects for _, objects in queues):
-            return
-        allocated = allocation()
-        counts: dict[str, Counter[str]] = defaultdict(Counter)
-        for s in statuses:
-            if not s.gang.startswith(IMPLICIT_GANG_PREFIX):
-                counts[gang_queue.get(s.gang, DEFAULT_QUEUE)][s.phase.lower()] += 1
-        for resource, objects in queues:
-            for obj in objects:
-                name = key_of(obj)
-                c = counts.get(name, Counter())
-                current = stored_status(obj)
-                body = queue_status(
-                    resource.group,
-                    c["pending"],
-                    c["running"],
-                    allocated.get(name, {}),
-                    current.get("allocated"),
-                )
-                sig = ("Queue", body["pending"], body["running"], str(body.get("allocated")))
-                if {k: current.get(k, 0) for k in body} == body or self._written.get(
-                    f"queue {resource.group} {name}"
-                ) == sig:
-                    continue
-                self._submit(
-                    f"queue {resource.group} {name}",
-                    sig,
-                    f"status queues.{resource.group} {name}",
-                    partial(self._patch_status, resource, None, name, body),
-                )
+        for w in queue_writes(self.cache, statuses, gang_queue, allocation):
+            memory = f"queue {w.resource.group} {w.name}"
+            if self._written.get(memory) == w.sig:
+                continue
+            self._submit(
+                memory,
+                w.sig,
+                f"status queues.{w.resource.group} {w.name}",
+                partial(self._patch_status, w.resource, None, w.name, w.body),
+            )
 
     def _patch_status(
         self, resource: Resource, namespace: str | None, name: str, status: dict[str, Any]
@@ -557,54 +500,6 @@ class Reporter:
             _content_type=kind,
             _request_timeout=WRITE_TIMEOUT,
         )
-
-    # --- Events -------------------------------------------------------------------------------
-
-    def _event(
-        self, ref: ObjectRef, type_: Literal["Normal", "Warning"], reason: str, message: str
-    ) -> None:
-        action = self.recorder.record(ref, type_, reason, message)
-        if action is not None:
-            self.writer.submit(f"event {action.key}", lambda: self._send(action))
-
-    def _send(self, action: EventAction) -> None:
-        namespace = action.body["metadata"]["namespace"]
-        with self._names_lock:
-            where = self._event_names.get(action.key)
-        # An update of an Event whose create failed creates it: else a failed create was
-        # never sent again (the recorder counts repeats as updates of what it made).
-        if action.verb == "create" or where is None:
-            created = read_json(
-                self.core.create_namespaced_event(
-                    namespace,
-                    client.CoreV1Event.model_validate(action.body),
-                    _preload_content=False,
-                    _request_timeout=WRITE_TIMEOUT,
-                )
-            )
-            with self._names_lock:
-                self._event_names[action.key] = (namespace, created["metadata"]["name"])
-            return
-        patch = {"count": action.body["count"], "lastTimestamp": action.body["lastTimestamp"]}
-        try:
-            done(
-                self.core.patch_namespaced_event(
-                    where[1],
-                    where[0],
-                    patch,
-                    _content_type=STRATEGIC_MERGE_PATCH,
-                    _preload_content=False,
-                    _request_timeout=WRITE_TIMEOUT,
-                )
-            )
-        except ApiException as e:
-            if e.status != 404:
-                raise
-            # Expired (the API server keeps Events for --event-ttl, an hour by default)
-            # or deleted: a gang still waiting for the same reason says so again.
-            with self._names_lock:
-                self._event_names.pop(action.key, None)
-            self._send(action)
 
 
 def _volume_waits(findings: Sequence[Finding]) -> dict[str, list[Finding]]:

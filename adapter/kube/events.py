@@ -1,0 +1,85 @@
+"""Events as users read them (`kubectl describe`, `kubectl get events`): what the
+``EventRecorder`` decides to write (deduplicated, rate-limited) sent through the
+``Writer``, each repeat an update of the Event it made.
+
+The API server names each Event it creates; the name is kept per recorder key, so a
+repeat patches the count of the Event already there instead of creating another.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Literal
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from adapter.kube.resources import done, read_json
+from adapter.kube.status import EventAction, EventRecorder, ObjectRef
+from adapter.kube.writer import STRATEGIC_MERGE_PATCH, WRITE_TIMEOUT, Writer
+
+
+class Events:
+    def __init__(self, core: client.CoreV1Api, writer: Writer, recorder: EventRecorder) -> None:
+        self.core = core
+        self.writer = writer
+        self.recorder = recorder
+        self._names: dict[Any, tuple[str, str]] = {}  # event key -> (namespace, name)
+        self._lock = threading.Lock()  # the writer thread adds, the loop prunes
+
+    def event(
+        self, ref: ObjectRef, type_: Literal["Normal", "Warning"], reason: str, message: str
+    ) -> None:
+        action = self.recorder.record(ref, type_, reason, message)
+        if action is not None:
+            self.writer.submit(f"event {action.key}", lambda: self._send(action))
+
+    def keep(self, alive: Callable[[ObjectRef], bool]) -> None:
+        """Forget the Events of objects that are gone (``EventRecorder.keep``)."""
+        remembered = self.recorder.keep(alive)
+        with self._lock:
+            self._names = {k: v for k, v in self._names.items() if k in remembered}
+
+    def names(self) -> int:
+        with self._lock:
+            return len(self._names)
+
+    def _send(self, action: EventAction) -> None:
+        namespace = action.body["metadata"]["namespace"]
+        with self._lock:
+            where = self._names.get(action.key)
+        # An update of an Event whose create failed creates it: else a failed create was
+        # never sent again (the recorder counts repeats as updates of what it made).
+        if action.verb == "create" or where is None:
+            created = read_json(
+                self.core.create_namespaced_event(
+                    namespace,
+                    client.CoreV1Event.model_validate(action.body),
+                    _preload_content=False,
+                    _request_timeout=WRITE_TIMEOUT,
+                )
+            )
+            with self._lock:
+                self._names[action.key] = (namespace, created["metadata"]["name"])
+            return
+        patch = {"count": action.body["count"], "lastTimestamp": action.body["lastTimestamp"]}
+        try:
+            done(
+                self.core.patch_namespaced_event(
+                    where[1],
+                    where[0],
+                    patch,
+                    _content_type=STRATEGIC_MERGE_PATCH,
+                    _preload_content=False,
+                    _request_timeout=WRITE_TIMEOUT,
+                )
+            )
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            # Expired (the API server keeps Events for --event-ttl, an hour by default)
+            # or deleted: a gang still waiting for the same reason says so again.
+            with self._lock:
+                self._names.pop(action.key, None)
+            self._send(action)
