@@ -9,6 +9,7 @@
     gangsat-bench restart ...           (start-up to first bind at 5,000 nodes: benchmarks.restart)
     gangsat-bench cycle ...             (a cycle at scale by phase, no server: benchmarks.cycle)
     gangsat-bench joint ...             (preemption with placement or after it: benchmarks.joint)
+    gangsat-bench optimum ...           (a decision against the optimum: benchmarks.optimum)
 
 Flow: each scenario (a packaged name or a file, ``adapter.sim.scenario.load_scenario``)
 is materialised once and replayed by every scheduler through the real scheduling loop
@@ -450,6 +451,10 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
         from benchmarks import joint
 
         return joint.main(given[1:], console)
+    if given[:1] == ["optimum"]:
+        from benchmarks import optimum
+
+        return optimum.main(given[1:], console)
     if given[:1] == ["preemption"]:
         from benchmarks import preemption
 

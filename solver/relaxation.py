@@ -66,11 +66,19 @@ class LpSolution:
     values: FloatArray  # per variable
 
 
-def solve_lp(rows: LinearRows, time_limit_s: float) -> LpSolution | None:
-    """The LP optimum, or None when HiGHS does not prove one within the limit."""
+@dataclass(frozen=True)
+class Matrices:
+    """``LinearRows`` as HiGHS takes them: minimise ``cost`` (the objective negated) over
+    ``a_ub @ x <= b_ub`` within ``bounds`` (one (low, high) row per variable)."""
+
+    cost: FloatArray
+    a_ub: csr_matrix
+    b_ub: FloatArray
+    bounds: FloatArray
+
+
+def matrices(rows: LinearRows) -> Matrices:
     n = len(rows.low)
-    if n == 0:
-        return None
     lengths = [len(v) for v in rows.row_vars]
     row_index = np.repeat(np.arange(len(lengths)), lengths)
     # chain.from_iterable iterates in C, a generator expression in Python: 0.01-0.03 s
@@ -86,11 +94,19 @@ def solve_lp(rows: LinearRows, time_limit_s: float) -> LpSolution | None:
     cost = np.zeros(n)
     np.add.at(cost, rows.objective_vars, -np.array(rows.objective_coeffs, dtype=np.float64))
     bounds = np.stack([np.array(rows.low, np.float64), np.array(rows.high, np.float64)], axis=1)
+    return Matrices(cost, a_ub, b_ub, bounds)
+
+
+def solve_lp(rows: LinearRows, time_limit_s: float) -> LpSolution | None:
+    """The LP optimum, or None when HiGHS does not prove one within the limit."""
+    if not rows.low:
+        return None
+    m = matrices(rows)
     result = linprog(
-        cost,
-        A_ub=a_ub,
-        b_ub=b_ub,
-        bounds=bounds,
+        m.cost,
+        A_ub=m.a_ub,
+        b_ub=m.b_ub,
+        bounds=m.bounds,
         method="highs",
         # HiGHS' presolve took 40% of the solve on real-shaped node-class models.
         options={"time_limit": max(0.01, time_limit_s), "presolve": False},
