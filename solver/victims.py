@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import cast
 
 import numpy as np
 
@@ -320,7 +321,30 @@ def running_victims(
 ) -> tuple[list[Victim], list[VictimGroup]]:
     """The running PodGroups that may lose pods (preemptible, none terminating, every pod
     on a known node, at least minMember bound; not in ``skip``), grouped per (node, pod
-    spec)."""
+    spec). Fresh lists and victims each call (callers add to them and price them); the
+    scan of every bound pod behind them is made once per cycle (``Problem.memo``): the
+    joint stage's victims and the preemption model's candidates both need it (real-shaped
+    1,000 nodes: 0.04 s each)."""
+    key = ("running victims", w)
+    if key not in problem.memo:
+        problem.memo[key] = _running_victims(problem, w)
+    every, every_group = cast(tuple[list[Victim], list[VictimGroup]], problem.memo[key])
+    victims: list[Victim] = []
+    groups: list[VictimGroup] = []
+    for old in every:
+        if old.name in skip:
+            continue
+        victim = replace(old, index=len(victims), groups=[])
+        for g in old.groups:
+            victim.groups.append(len(groups))
+            groups.append(replace(every_group[g], victim=victim.index))
+        victims.append(victim)
+    return victims, groups
+
+
+def _running_victims(
+    problem: Problem, w: ObjectiveWeights
+) -> tuple[list[Victim], list[VictimGroup]]:
     state = problem.state
     q_index = {q.name: q.index for q in problem.queues}
     n_index = {n.name: i for i, n in enumerate(problem.nodes)}
@@ -339,7 +363,6 @@ def running_victims(
         q = q_index.get(gang.queue)
         if (
             not gang.preemptible
-            or gang.name in skip
             or gang.name in terminating
             or q is None
             or not bound

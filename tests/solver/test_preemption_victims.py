@@ -11,8 +11,10 @@ from solver.config import ObjectiveWeights, SolverConfig
 from solver.cpsat import solve
 from solver.freed_room import hall_sets
 from solver.model import ClusterState, Decision, SolveStatus
+from solver.problem import prepare
 from solver.schedulers import schedule
 from solver.validate import check
+from solver.victims import running_victims
 from tests.builders import gang, node, pod, queue, state
 from tests.solver.test_preemption import PATHS, _decide
 
@@ -211,3 +213,27 @@ def test_a_pod_outside_any_podgroup_may_preempt_and_the_validator_agrees(how: st
     decision = _decide(st_, how)
     assert set(decision.evictions) == {"lo-0"} and decision.nominated == {"plain": "n0"}
     assert check(st_, decision) == []
+
+
+def test_running_victims_are_fresh_each_call_and_renumbered_without_the_skipped() -> None:
+    st_ = state(
+        [node("n0").cap(cpu=4), node("n1").cap(cpu=4)],
+        [
+            *(pod(f"a-{i}").req(cpu=1).gang("a").on(f"n{i}") for i in range(2)),
+            *(pod(f"b-{i}").req(cpu=1).gang("b").on(f"n{i}") for i in range(2)),
+        ],
+        [gang("a", 2), gang("b", 2)],
+        [queue()],
+    )
+    problem = prepare(st_)
+    w = ObjectiveWeights()
+    victims, groups = running_victims(problem, w)
+    assert [v.name for v in victims] == ["a", "b"] and len(groups) == 4
+    victims[0].evict_cost = 99  # callers price and extend what they are given
+    victims.append(victims[0])
+    skipped, skipped_groups = running_victims(problem, w, skip={"a"})
+    assert [(v.name, v.index) for v in skipped] == [("b", 0)]
+    assert [skipped_groups[g].victim for g in skipped[0].groups] == [0, 0]
+    assert sorted(skipped_groups[g].pods for g in skipped[0].groups) == [("b-0",), ("b-1",)]
+    again, _ = running_victims(problem, w)
+    assert [(v.name, v.evict_cost) for v in again] == [("a", 0), ("b", 0)]
