@@ -18,7 +18,8 @@ Holds live in the leader's memory, and the nominations in the API server: a new 
 (or a restarted one) rebuilds them from the pending pods' ``nominatedNodeName`` once, at
 its first cycle (``recover``), as kube-scheduler keeps a nominated pod's room. Which pods
 were evicted for the gang it cannot know: it waits for the pods terminating on the
-nominated nodes, which include them.
+nominated nodes, which include them (or, for a gang that waited for its queue's
+capability, for its queue's pods terminating anywhere, as ``loop._preempt`` does).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from solver.model import ClusterState, Pod
+from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState, Pod
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,9 @@ class Holds:
         return bool(self.held)
 
     def add(self, hold: Hold) -> None:
+        old = self.held.get(hold.gang)
+        if old is not None:  # held again: the pods it no longer holds are stale
+            self.cleared |= old.pods.keys() - hold.pods.keys()
         self.held[hold.gang] = hold
         self.cleared -= hold.pods.keys()
 
@@ -66,40 +70,49 @@ class Holds:
                 self.cleared |= hold.pods.keys()
 
     def take_cleared(self, state: ClusterState) -> tuple[str, ...]:
-        """The pods whose nominations lapsed, still pending, once each (a nomination
-        written this term may not show in the snapshot yet: the writer knows)."""
+        """The pods whose nominations lapsed, still pending. Each is asked for again while
+        the snapshot shows its nomination (a clear that failed goes out again; the writer
+        sends each once), and once more where it shows none (one written this term may not
+        show yet: the writer knows)."""
         if not self.cleared:
             return ()
-        stale = tuple(p.name for p in state.pods if p.name in self.cleared and p.node_name is None)
-        self.cleared.clear()
-        return stale
+        pending = {p.name: p for p in state.pods if p.name in self.cleared and p.node_name is None}
+        self.cleared = {name for name, p in pending.items() if p.nominated_node is not None}
+        return tuple(sorted(pending))
 
     def recover(self, state: ClusterState) -> list[str]:
         """Hold the room of the pending pods a leader before this one nominated, once
         (``recovered``); returns the gangs held. Per gang, its nominated pending pods;
-        its victims, the pods terminating on their nodes. A nomination to a node that is
-        gone is no hold: the gang is decided afresh, and the nomination cleared."""
+        its victims, the pods terminating on their nodes, or where none does (a gang that
+        waited for its queue's capability), those of its queue anywhere. A nomination to
+        a node that is gone, or of a pod whose PodGroup is gone, is no hold: the gang is
+        decided afresh, and the nomination cleared."""
         if self.recovered:
             return []
         self.recovered = True
         nodes = {n.name for n in state.nodes}
+        queue_of = {g.name: g.queue for g in state.gangs}
         nominated: dict[str, dict[str, str]] = {}
         leaving: dict[str, dict[str, str]] = {}  # node -> terminating pod -> node
+        leaving_queue: dict[str, dict[str, str]] = {}  # queue -> terminating pod -> node
         for pod in state.pods:
             if pod.terminating and pod.node_name is not None:
                 leaving.setdefault(pod.node_name, {})[pod.name] = pod.node_name
-            elif pod.node_name is None and pod.nominated_node is not None:
+                queue = queue_of.get(pod.gang_name(), DEFAULT_QUEUE)
+                leaving_queue.setdefault(queue, {})[pod.name] = pod.node_name
+            elif pod.node_name is None and not pod.terminating and pod.nominated_node:
                 nominated.setdefault(pod.gang_name(), {})[pod.name] = pod.nominated_node
         held: list[str] = []
         for gang, pods in sorted(nominated.items()):
             if gang in self.held:
                 continue
-            if not set(pods.values()) <= nodes:
+            implicit = gang.startswith(IMPLICIT_GANG_PREFIX)
+            if not set(pods.values()) <= nodes or not (implicit or gang in queue_of):
                 self.cleared |= pods.keys()
                 continue
             victims = {
                 p: n for node in set(pods.values()) for p, n in leaving.get(node, {}).items()
-            }
+            } or dict(leaving_queue.get(queue_of.get(gang, DEFAULT_QUEUE), {}))
             self.add(Hold(gang=gang, pods=pods, victim_nodes=victims, since_s=state.now_s))
             held.append(gang)
             log.info(

@@ -461,10 +461,10 @@ def run_cycle(
         _bind(cluster, gangs, decision, result, atomic, settings.solver, held)
         if holds is not None:
             for hold in ready:
-                if hold.gang in result.rejected:
-                    holds.drop(hold.gang, "refused")
-                else:
-                    holds.drop(hold.gang, "bound", bound=True)
+                # Refused, or a bind failed and the gang was rolled back: its nominations
+                # are stale (a new leader would hold the room again).
+                bound = all(pod in result.bound for pod in hold.pods)
+                holds.drop(hold.gang, "bound" if bound else "refused", bound=bound)
             if decision.evictions:
                 _preempt(cluster, checked_state, gangs, decision, holds, result)
             # Holds made this cycle find no index above: built only then.

@@ -295,10 +295,11 @@ class ClusterCache:
 def _read_view(resource: Resource, obj: Obj, assumed_node: str | None = None) -> tuple[Any, ...]:
     """What a snapshot can read of ``obj`` (``adapter.kube.convert``): everything but the
     bookkeeping a write bumps (``resourceVersion``, ``generation``) and the status parts
-    no decision reads — a pod's status beyond whether it finished (its conditions, and
-    Running once a kubelet starts it), a node's beyond its room and readiness, a
-    PodGroup's or Queue's status (gangsat's own output). ``assumed_node`` is the bind
-    the snapshot already showed. A test holds convert to this view."""
+    no decision reads — a pod's status beyond whether it finished, what a resize changed
+    and its nomination (its conditions, and Running once a kubelet starts it), a node's
+    beyond its room and readiness, a PodGroup's or Queue's status (gangsat's own
+    output). ``assumed_node`` is the bind the snapshot already showed. A test holds
+    convert to this view."""
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         meta = {k: v for k, v in meta.items() if k not in ("resourceVersion", "generation")}

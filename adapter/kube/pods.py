@@ -206,7 +206,8 @@ def pod_of_object(
     terminating: bool = False,
     status: Obj | None = None,
 ) -> Pod:
-    """``status``: a bound pod's, for the resources it holds (``_requests``)."""
+    """``status``: a bound pod's, for the resources it holds (``_requests``); a pending
+    pod's, for where a preemptor is nominated (``_nominated``)."""
     if not spec.get("nodeName") and (rule := unmodelled(spec)) is not None:
         raise BadObject(rule)
     group = group_of({"metadata": metadata, "spec": spec})

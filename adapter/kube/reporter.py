@@ -380,10 +380,15 @@ class Reporter:
         """status.nominatedNodeName, as kube-scheduler sets it for a preemptor: where the
         pod will run once its victims are gone."""
         memory = f"nominated {pod}"
-        if self._written.get(memory) == (node,):
+        written = self._written.get(memory)
+        if written == (node,):
             return
         current = self.cache.get(PODS, pod)
-        if current is None or stored_status(current).get("nominatedNodeName") == node:
+        if current is None:
+            return
+        # The cache is trusted only where nothing was written: a clear still queued
+        # would otherwise undo a nomination the pod shows.
+        if written is None and stored_status(current).get("nominatedNodeName") == node:
             return
         self._submit(
             memory,
@@ -396,9 +401,11 @@ class Reporter:
         """A lapsed nomination cleared, as kube-scheduler clears one: else the next leader
         would hold room for it (``Holds.recover``)."""
         memory = f"nominated {pod}"
+        written = self._written.get(memory)
         current = self.cache.get(PODS, pod)
         shown = stored_status(current).get("nominatedNodeName") if current is not None else None
-        if current is None or (not shown and self._written.get(memory) in (None, (None,))):
+        # Sent already (a failure forgets it, and the hold asks again), or nothing to clear.
+        if current is None or written == (None,) or (not shown and written is None):
             return
         # Under the nomination's key: a nomination still queued is superseded, not undone.
         patch = self._pod_status_patch(pod, {"nominatedNodeName": None})

@@ -123,10 +123,10 @@ def test_the_preemptor_binds_only_once_its_victims_are_gone_and_no_one_takes_its
     assert status_of(bound, "hi").phase == "Running"
 
 
-def test_a_gang_nominated_beside_the_victims_waits_for_its_queues_capability() -> None:
+def _capped_queue() -> GracefulCluster:
     """hi2 fits on n1, where no victim runs, but only under its queue's cap once lo (on
-    n0) is gone: its hold waits for lo too, and it binds with hi1, not before."""
-    cluster = GracefulCluster(
+    n0) is gone."""
+    return GracefulCluster(
         state(
             [node("n0").cap(cpu=8), node("n1").cap(cpu=8).label(zone="b")],
             [
@@ -142,9 +142,17 @@ def test_a_gang_nominated_beside_the_victims_waits_for_its_queues_capability() -
             [queue("q").capability(cpu="8")],
         )
     )
-    settings = LoopSettings(
-        solver=PREEMPTING.solver.model_copy(update={"weights": ObjectiveWeights(disruption=0)})
-    )
+
+
+CAPPED = LoopSettings(
+    solver=PREEMPTING.solver.model_copy(update={"weights": ObjectiveWeights(disruption=0)})
+)
+
+
+def test_a_gang_nominated_beside_the_victims_waits_for_its_queues_capability() -> None:
+    """hi2's hold waits for lo too, and it binds with hi1, not before."""
+    cluster = _capped_queue()
+    settings = CAPPED
     holds = Holds()
     first = run_cycle(cluster, settings, None, holds)
     assert set(first.preempted) == {"lo-0"} and not first.bound
@@ -220,6 +228,67 @@ def test_a_new_leader_keeps_the_room_nominated_before_it() -> None:
     after = run_cycle(cluster, PREEMPTING, None, new_leader)
     assert after.bound == {"hi-0": "n0", "hi-1": "n1"}
     assert not new_leader.held
+
+
+def test_a_new_leader_keeps_a_gang_waiting_for_its_queues_capability_waiting() -> None:
+    cluster = _capped_queue()
+    run_cycle(cluster, CAPPED, None, Holds())  # the old leader evicts lo, then is gone
+    new_leader = Holds()
+    waiting = run_cycle(cluster, CAPPED, None, new_leader)
+    assert not waiting.bound and not waiting.rejected
+    assert new_leader.held["hi2"].victim_nodes == {"lo-0": "n0"}  # its queue's, on n0
+    cluster.grace_passes()
+    bound = run_cycle(cluster, CAPPED, None, new_leader)
+    assert sorted(bound.bound) == ["hi1-0", "hi2-0"]
+    assert not bound.violations and not new_leader.held
+
+
+def test_a_held_gang_whose_bind_fails_has_its_nominations_cleared() -> None:
+    cluster = GracefulCluster(_cluster())
+    holds = Holds()
+    run_cycle(cluster, PREEMPTING, None, holds)
+    cluster.grace_passes()
+    cluster.fail_binds = {"hi-0"}
+    failed = run_cycle(cluster, PREEMPTING, None, holds)
+    assert "hi" in failed.rolled_back and not holds.held
+    # Else the next leader would hold the room again for a hold that already failed.
+    assert cluster.nominations == {}
+    assert not Holds().recover(cluster.snapshot())
+
+
+def test_a_nomination_of_a_gang_whose_podgroup_is_gone_holds_nothing() -> None:
+    base = state(
+        [node("n0").cap(cpu=4)],
+        [
+            pod("x-0").req(cpu=4).gang("ghost").nominated("n0"),
+            pod("v-0").req(cpu=4).gang("v").on("n0").terminating(),
+        ],
+        [gang("v", 1)],
+        [queue()],
+    )
+    holds = Holds()
+    assert holds.recover(base) == []
+    assert holds.take_cleared(base) == ("x-0",)
+
+
+def test_a_stale_nomination_is_cleared_until_the_snapshot_shows_it_gone() -> None:
+    shown = state(
+        [node("n0").cap(cpu=4)],
+        [pod("hi-0").req(cpu=4).gang("hi").nominated("n0")],
+        [gang("hi", 1)],
+        [queue()],
+    )
+    holds = Holds()
+    holds.add(Hold("hi", {"hi-0": "n0"}, {}, 0.0))
+    holds.drop("hi", "released")
+    # A clear that failed goes out again: asked for while the nomination shows.
+    assert holds.take_cleared(shown) == ("hi-0",)
+    assert holds.take_cleared(shown) == ("hi-0",)
+    gone = shown.model_copy(
+        update={"pods": tuple(p.model_copy(update={"nominated_node": None}) for p in shown.pods)}
+    )
+    assert holds.take_cleared(gone) == ("hi-0",)  # once more: a write may be in flight
+    assert holds.take_cleared(gone) == ()
 
 
 def test_a_nomination_to_a_node_that_is_gone_holds_nothing_and_is_cleared() -> None:

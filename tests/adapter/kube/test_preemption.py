@@ -358,3 +358,25 @@ def test_a_released_hold_clears_its_nominations(server: FakeApiServer) -> None:
         assert _nominations(server) == {"high-0": None, "high-1": None}
     finally:
         cluster.stop()
+
+
+def test_a_nomination_made_again_supersedes_its_queued_clear(server: FakeApiServer) -> None:
+    """A hold dropped (its clear queued) and the gang nominated again to the same node
+    before the clear went out: the pod still shows the old nomination in the cache, yet
+    the new one must be written, else the queued clear would leave it none."""
+    objects = _objects()
+    objects[-1]["status"] = {"nominatedNodeName": "n1"}  # high-1, nominated before
+    apply(server, objects)
+    cluster = KubeCluster(server.client()).start(10)
+    try:
+        reporter = cluster.reporter
+        with cluster.writer.holding():  # both writes wait in the queue, as behind binds
+            reporter._unnominate("default/high-1")
+            reporter._nominate("default/high-1", "n1")
+        assert cluster.writer.flush()
+        assert _nominations(server)["high-1"] == "n1"
+        reporter._unnominate("default/high-1")
+        assert cluster.writer.flush()
+        assert _nominations(server)["high-1"] is None
+    finally:
+        cluster.stop()
