@@ -365,7 +365,11 @@ def prepare(state: ClusterState) -> Problem:
             exemplar = same[0]
             if spec_key not in per_spec:
                 demand = model_demand(vector(exemplar.demand(), r_index), model_units)
-                per_spec[spec_key] = (demand, share_units(demand, totals))
+                # At most the whole cluster: a pod asking more fits nowhere, and its
+                # value, multiplied by priorities and gang sizes in the objective, must
+                # stay inside int64 (an API server's "1e30" against a 1m total did not).
+                share = np.minimum(share_units(demand, totals), SHARE_SCALE)
+                per_spec[spec_key] = (demand, share)
             demand, share = per_spec[spec_key]
             feasible = feasible_nodes(exemplar)
             classes.append(

@@ -6,9 +6,10 @@ import warnings
 
 import numpy as np
 
-from solver.config import SHARE_SCALE
+from solver.config import MAX_WEIGHT, SHARE_SCALE, ObjectiveWeights, SolverConfig
 from solver.model import CPU, DEFAULT_QUEUE, MEMORY, PODS
 from solver.problem import MAX_SHARE_UNITS, NO_CAP, prepare, share_units
+from solver.schedulers import schedule
 from tests.builders import gang, node, pod, pods_of, queue, state
 
 
@@ -297,3 +298,23 @@ def test_share_units_saturate_where_a_quantity_dwarfs_its_total() -> None:
     assert int(units[:1].repeat(10_000).sum()) > 0  # sums of saturated shares stay int64
     one = np.array([2**62, 3])  # a queue's dominant resource: numpy scalars
     assert int(share_units(one[0], one[1])) == MAX_SHARE_UNITS
+
+
+def test_a_pod_asking_more_than_the_cluster_is_worth_at_most_the_cluster() -> None:
+    # Its share saturated at 65,536 clusters, the objective's prices (value x priority
+    # x gang size, at the heaviest weights) left int64 and every scheduler raised.
+    weights = ObjectiveWeights(**dict.fromkeys(ObjectiveWeights.model_fields, MAX_WEIGHT))
+    huge = {"example.com/x": 10**15}
+    st_ = state(
+        [node("n0").cap(cpu=4, pods=2000, **{"example.com/x": 1})],
+        [
+            *(pod(f"a-{i}").req(cpu="1m", **huge).gang("a") for i in range(200)),
+            pod("lo").req(cpu="1m").gang("lo").on("n0"),
+        ],
+        [gang("a", 200).priority(10), gang("lo", 1).priority(1)],
+        [queue()],
+    )
+    assert {c.value for c in prepare(st_).classes} == {SHARE_SCALE}
+    for scheduler in ("cpsat", "greedy", "gang-greedy"):
+        decision = schedule(st_, scheduler, SolverConfig(weights=weights, time_limit_s=0.5))
+        assert "a" not in decision.admitted
