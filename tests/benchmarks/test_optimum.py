@@ -12,13 +12,16 @@ from benchmarks.suite import main
 def test_the_node_level_optimum_bounds_the_decision_and_scores_as_evaluate_does() -> None:
     r = measure(seed=1, nodes=8, gangs=10, time_limit_s=0.3, mip_s=20.0, node_level=True)
     assert r.node_mip is not None and r.node_mip.objective is not None
-    # The exact model's objective is the real one, and its optimum no decision beats.
+    # The exact model's objective is the real one, and its dual bound no decision beats
+    # (HiGHS stops within MIP_GAP of it: its best solution may be below the decision).
     assert r.node_scored == r.node_mip.objective
-    assert r.node_mip.bound is not None and r.node_mip.bound >= r.node_scored >= r.decision
-    # The class model relaxes the real problem: its LP bounds its optimum, which bounds
-    # whatever its packing onto nodes scores.
-    assert r.class_mip.objective is not None and r.class_packed is not None
-    assert r.class_lp >= r.class_mip.objective >= r.class_packed
+    assert r.node_mip.bound is not None and r.node_mip.bound >= max(r.node_scored, r.decision)
+    # The class model relaxes the real problem: its LP bounds what its MIP finds, and its
+    # MIP's bound whatever a packing onto nodes scores.
+    assert r.class_mip.objective is not None and r.class_mip.bound is not None
+    assert r.class_packed is not None
+    assert r.class_lp >= r.class_mip.objective
+    assert r.class_mip.bound >= r.class_packed
     assert r.best_bound() >= r.best_found() >= r.decision
 
 
