@@ -63,7 +63,18 @@ def _tolerates(toleration: Toleration, taint: Taint) -> bool:
         return True
     if toleration.key != taint.key:
         return False
-    return toleration.operator == "Exists" or toleration.value == taint.value
+    match toleration.operator:
+        case "Exists":
+            return True
+        case "Equal":
+            return toleration.value == taint.value
+        case "Gt" | "Lt":
+            # As kube-scheduler: both sides integers (Go's ParseInt), else no match.
+            mine, theirs = int64_of(toleration.value), int64_of(taint.value)
+            if mine is None or theirs is None:
+                return False
+            return mine > theirs if toleration.operator == "Gt" else mine < theirs
+    return False  # pragma: no cover - Literal exhausts the operators
 
 
 def untolerated_taint(pod: Pod, node: Node) -> Taint | None:

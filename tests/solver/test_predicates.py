@@ -124,6 +124,29 @@ def test_noschedule_taint_vs_tolerations(toleration: tuple[str, ...], ok: bool) 
     assert reason == (None if ok else "node(s) had untolerated taint {dedicated: ml}")
 
 
+@pytest.mark.parametrize(
+    ("taint_value", "toleration", "ok"),
+    [
+        ("900", ("sla", "Gt", "950"), True),  # the toleration's value above the taint's
+        ("900", ("sla", "Gt", "900"), False),
+        ("900", ("sla", "Lt", "800"), True),  # below it
+        ("900", ("sla", "Lt", "900"), False),
+        ("900", ("sla", "Gt", "+950"), True),  # Go's ParseInt takes a sign
+        ("900", ("sla", "Gt", "9e9"), False),  # and no exponent: no match
+        ("high", ("sla", "Gt", "950"), False),  # a taint value that is no integer
+        ("900", ("other", "Gt", "950"), False),
+        ("900", ("sla", "Gt", "950", "NoExecute"), False),
+        (str(2**63), ("sla", "Lt", "0"), False),  # past 64 bits: no integer
+    ],
+)
+def test_gt_and_lt_tolerations_compare_integers_as_kubernetes_does(
+    taint_value: str, toleration: tuple[str, ...], ok: bool
+) -> None:
+    n = node("x").taint("sla", taint_value, "NoSchedule").build()
+    tolerating = pod("p").tolerate(*toleration).build()
+    assert (untolerated_taint(tolerating, n) is None) is ok
+
+
 def test_noexecute_taint_is_a_predicate_and_keyless_value_is_shown_bare() -> None:
     n = node("x").taint("maintenance", "", "NoExecute").build()
     assert placement_reason(pod("p").build(), n) == "node(s) had untolerated taint {maintenance}"

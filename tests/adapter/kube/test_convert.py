@@ -672,3 +672,21 @@ def test_members_that_succeeded_are_counted_per_task_too() -> None:
     done["metadata"]["annotations"]["volcano.sh/task-spec"] = "w"
     [gang] = convert([node("n1"), group, done]).state.gangs
     assert gang.succeeded == 1 and gang.succeeded_by_task == {"w": 1}
+
+
+def test_a_pending_pod_with_a_gt_toleration_goes_where_it_tolerates_the_taint() -> None:
+    # Kubernetes 1.35's numeric toleration operators: the toleration's value must be
+    # above the taint's. Before they were read, such a pod was refused as unreadable.
+    def tainted(name: str, sla: str) -> dict[str, Any]:
+        taint = {"key": "example.com/sla", "value": sla, "effect": "NoSchedule"}
+        return node(name, spec={"taints": [taint]})
+
+    wanting = pod("p", cpu="1")
+    toleration = {"key": "example.com/sla", "operator": "Gt", "value": "950"}
+    wanting["spec"]["tolerations"] = [toleration]
+    conversion = convert([tainted("n-990", "990"), tainted("n-900", "900"), wanting])
+    assert not conversion.findings
+    (read,) = conversion.state.pods
+    assert read.tolerations[0].operator == "Gt"
+    assert schedule(conversion.state, "cpsat").placements == {"team/p": "n-900"}
+    assert schedule(conversion.state, "gang-greedy").placements == {"team/p": "n-900"}

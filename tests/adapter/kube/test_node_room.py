@@ -73,10 +73,10 @@ def test_a_node_not_ready_counts_towards_no_queues_share_and_no_enqueue_room() -
 
 
 def test_a_bound_pod_gangsat_cannot_fully_read_still_holds_its_room() -> None:
-    # A toleration operator of a newer API (1.35's alpha Gt), on a pod another
+    # A toleration operator of an API newer than gangsat knows, on a pod another
     # scheduler bound: the pod still holds 3 of the node's 4 cpu.
     bound = pod("bound", cpu="3", node_name="n1", scheduler="default-scheduler")
-    bound["spec"]["tolerations"] = [{"key": "sla", "operator": "Gt", "value": "90"}]
+    bound["spec"]["tolerations"] = [{"key": "sla", "operator": "Ge", "value": "90"}]
     conversion = convert([node("n1"), bound, pod("p", cpu="3")])
     (held,) = [p for p in conversion.state.pods if p.node_name == "n1"]
     assert held.requests.root == {"cpu": 3000}
@@ -88,7 +88,7 @@ def test_a_bound_pod_gangsat_cannot_fully_read_still_holds_its_room() -> None:
 def test_a_gang_member_read_for_its_room_still_counts_for_its_gang_and_queue() -> None:
     group = {"scheduling.k8s.io/group-name": "g"}
     bound = pod("g-0", cpu="3", node_name="n1", annotations=group)
-    bound["spec"]["tolerations"] = [{"key": "sla", "operator": "Gt", "value": "90"}]
+    bound["spec"]["tolerations"] = [{"key": "sla", "operator": "Ge", "value": "90"}]
     queue = {
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "Queue",
@@ -112,7 +112,7 @@ def test_a_volcano_member_read_for_its_room_keeps_its_task() -> None:
         return pod(name, cpu="1", annotations=group, **kw)
 
     ps = member("g-ps", "ps", node_name="n1")
-    ps["spec"]["tolerations"] = [{"key": "sla", "operator": "Gt", "value": "90"}]
+    ps["spec"]["tolerations"] = [{"key": "sla", "operator": "Ge", "value": "90"}]
     spec = {"minMember": 2, "minTaskMember": {"ps": 1, "worker": 1}}
     pg = podgroup("scheduling.volcano.sh/v1beta1", "g", spec)
     state = convert([node("n1", cpu="8"), pg, ps, member("g-worker", "worker")]).state
@@ -213,7 +213,7 @@ def test_a_gang_with_a_member_read_for_its_room_stays_no_victim_through_the_memo
     group = {"scheduling.k8s.io/group-name": "g"}
     bound = pod("g-0", cpu="1", node_name="n1", annotations=group)
     bound["metadata"].update(uid="u-1", resourceVersion="7")
-    bound["spec"]["tolerations"] = [{"key": "sla", "operator": "Gt", "value": "90"}]
+    bound["spec"]["tolerations"] = [{"key": "sla", "operator": "Ge", "value": "90"}]
     pg = podgroup("scheduling.sigs.dev/v1alpha2", "g", {"minMember": 1})
     memo = Memo()
     for _ in range(3):  # the first conversion, then the memo's by identity
