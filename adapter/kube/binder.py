@@ -31,7 +31,8 @@ and serialisation, which cost more than the rest of the client side of a bind.
 
 Rollback deletes the pods of a gang that could not reach minMember (their controllers
 recreate them pending), with the UID they were bound with as a precondition, so a
-recreated pod of the same name is never the one deleted.
+recreated pod of the same name is never the one deleted; each is first marked with the
+``DisruptionTarget`` condition, as kube-scheduler marks the pods it preempts.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import queue
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from urllib.parse import quote
 
 import urllib3
@@ -52,7 +54,7 @@ from kubernetes.client.exceptions import ApiException
 
 from adapter.cluster import ClusterError
 from adapter.kube.cache import ClusterCache, Unbindable
-from adapter.kube.resources import done, read_json
+from adapter.kube.resources import STRATEGIC_MERGE_PATCH, done, read_json
 
 log = logging.getLogger(__name__)
 
@@ -367,6 +369,7 @@ class Binder:
             # Without its UID the delete could hit a namesake created since: not sent.
             return ClusterError("UnknownUID", f"{pod}: no UID known; not deleted")
         options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
+        self._mark_disrupted(namespace, name, uid, reason)
 
         def send(timeout: tuple[float, float]) -> None:
             done(
@@ -381,3 +384,38 @@ class Binder:
         # of a gang the new leader has since completed, leaving that one partial. A gang
         # left short by a lost lease is the new leader's: it counts the bound pods.
         return remove(self.cache, pod, uid, send, RETRYABLE, self.fence, self.backoff_s, budget)
+
+    def _mark_disrupted(self, namespace: str, name: str, uid: str, reason: str) -> None:
+        """The ``DisruptionTarget`` condition, as kube-scheduler sets it on a pod it
+        preempts before deleting it: a Job whose podFailurePolicy ignores that condition
+        (Kubernetes' documented way to keep disruptions off its backoffLimit) does not
+        count the rollback as one of its pod's failures. Best effort, one attempt, fenced:
+        the delete follows whatever the answer. The UID in the patch makes a namesake's
+        answer a conflict, not a write."""
+        left = self.fence()
+        if left <= 0:
+            return
+        condition = {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "PreemptionByScheduler",
+            "message": f"gangsat: {reason}",
+            "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        body = {"metadata": {"uid": uid}, "status": {"conditions": [condition]}}
+        timeout = (min(CONNECT_TIMEOUT_S, left), min(left, MAX_BIND_WAIT_S))
+        try:
+            done(
+                self.core.patch_namespaced_pod_status(
+                    name,
+                    namespace,
+                    body,
+                    _content_type=STRATEGIC_MERGE_PATCH,
+                    _preload_content=False,
+                    _request_timeout=timeout,
+                )
+            )
+        except Exception as e:  # the rollback must go on: the gang is short either way
+            log.warning(
+                "could not mark %s/%s as disrupted before deleting it: %s", namespace, name, e
+            )

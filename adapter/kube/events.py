@@ -15,9 +15,9 @@ from typing import Any, Literal
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from adapter.kube.resources import done, read_json
+from adapter.kube.resources import STRATEGIC_MERGE_PATCH, done, read_json
 from adapter.kube.status import EventAction, EventRecorder, ObjectRef
-from adapter.kube.writer import STRATEGIC_MERGE_PATCH, WRITE_TIMEOUT, Writer
+from adapter.kube.writer import WRITE_TIMEOUT, Writer
 
 
 class Events:

@@ -40,7 +40,15 @@ from adapter.kube.enqueue import to_enqueue
 from adapter.kube.events import Events
 from adapter.kube.fields import stored_status
 from adapter.kube.queue_report import allocated_by_queue, queue_writes
-from adapter.kube.resources import DIALECTS, NODES, PODS, Resource, done
+from adapter.kube.resources import (
+    DIALECTS,
+    MERGE_PATCH,
+    NODES,
+    PODS,
+    STRATEGIC_MERGE_PATCH,
+    Resource,
+    done,
+)
 from adapter.kube.status import (
     EventRecorder,
     ObjectRef,
@@ -49,7 +57,7 @@ from adapter.kube.status import (
     unschedulable_message,
     waiting_for_volumes,
 )
-from adapter.kube.writer import MERGE_PATCH, STRATEGIC_MERGE_PATCH, WRITE_TIMEOUT, Writer
+from adapter.kube.writer import WRITE_TIMEOUT, Writer
 from solver.model import IMPLICIT_GANG_PREFIX, ClusterState
 
 log = logging.getLogger(__name__)

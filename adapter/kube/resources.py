@@ -137,6 +137,10 @@ def served(
     return found
 
 
+# Patch content types: a custom resource takes a JSON merge patch only; a built-in one a
+# strategic merge patch too, which merges lists such as a pod's conditions by type.
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 # Discovery runs on the loop thread now and then (``KubeCluster.rediscover``): a server
 # that never answers must not stop the cycles.
 DISCOVERY_TIMEOUT_S = (10, 30)

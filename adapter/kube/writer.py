@@ -28,8 +28,6 @@ from adapter.kube.binder import Fence, always
 log = logging.getLogger(__name__)
 
 Write = Callable[[], Any]
-MERGE_PATCH = "application/merge-patch+json"
-STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 # (connect, read) seconds for every status and Event write: the writer is one thread, and
 # one request left unanswered (a half-open connection) held every later write, of every
 # gang, with no end.

@@ -724,3 +724,28 @@ def test_a_gang_another_scheduler_runs_is_left_to_it(
     apply(server, [podgroup("big", 3), *gang_pods("big", 3, cpu="1")])
     seen(cluster, server)
     assert run_cycle(cluster, FAST).bound == {}
+
+
+def test_a_rollback_marks_each_pod_as_disrupted_before_deleting_it(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    # So that a Job whose podFailurePolicy ignores DisruptionTarget does not count the
+    # rollback against its backoffLimit (kube-scheduler marks the pods it preempts so).
+    apply(server, [node("n1", "2"), node("n2", "2"), podgroup("g", 3)])
+    pods = gang_pods("g", 3)
+    for p in pods:  # kept, with a deletionTimestamp, while they terminate
+        p["spec"]["terminationGracePeriodSeconds"] = 30
+    apply(server, pods)
+    seen(cluster, server)
+    server.fail("POST", r"/pods/g-1/binding$", 409, reason="Conflict")
+    result = run_cycle(cluster, FAST)
+    assert set(result.evicted) == {"default/g-0", "default/g-2"}
+    for name in ("g-0", "g-2"):
+        pod = server.get("", "pods", "default", name)
+        assert pod is not None and pod["metadata"].get("deletionTimestamp")
+        (mark,) = [c for c in pod["status"]["conditions"] if c["type"] == "DisruptionTarget"]
+        assert mark["status"] == "True" and mark["message"].startswith("gangsat: ")
+        asked = [
+            (r.verb, r.subresource) for r in server.requests if r.name == name and r.verb != "get"
+        ]
+        assert asked.index(("patch", "status")) < asked.index(("delete", None))
