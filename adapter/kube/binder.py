@@ -391,7 +391,7 @@ class Binder:
         (Kubernetes' documented way to keep disruptions off its backoffLimit) does not
         count the rollback as one of its pod's failures. Best effort, one attempt, fenced:
         the delete follows whatever the answer. The UID in the patch makes a namesake's
-        answer a conflict, not a write."""
+        answer an error (the UID is immutable), not a write."""
         left = self.fence()
         if left <= 0:
             return
