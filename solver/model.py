@@ -140,7 +140,7 @@ class Taint(_Frozen):
 class Toleration(_Frozen):
     """An empty ``key`` with operator Exists tolerates every taint; an empty effect, all
     effects. Gt and Lt (Kubernetes 1.35, feature gate TaintTolerationComparisonOperators)
-    compare integers: the toleration's value above (below) the taint's; a value that is
+    compare integers: the taint's value above (below) the toleration's; a value that is
     no integer, on either side, tolerates nothing."""
 
     key: str = ""

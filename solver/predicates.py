@@ -10,6 +10,7 @@ that changes as a decision is built.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping
 
@@ -56,7 +57,7 @@ def _requirement_holds(req: NodeSelectorRequirement, labels: Mapping[str, str]) 
     return False  # pragma: no cover - Literal exhausts the operators
 
 
-def _tolerates(toleration: Toleration, taint: Taint) -> bool:
+def tolerates(toleration: Toleration, taint: Taint) -> bool:
     if toleration.effect and toleration.effect != taint.effect:
         return False
     if not toleration.key:  # validated to be Exists: tolerates every key
@@ -69,26 +70,40 @@ def _tolerates(toleration: Toleration, taint: Taint) -> bool:
         case "Equal":
             return toleration.value == taint.value
         case "Gt" | "Lt":
-            # As kube-scheduler: both sides integers (Go's ParseInt), else no match.
-            mine, theirs = int64_of(toleration.value), int64_of(taint.value)
+            # As kube-scheduler (component-helpers' compareNumericValues): the taint's
+            # value above (Gt) or below (Lt) the toleration's, both canonical integers.
+            mine, theirs = _canonical_int(toleration.value), _canonical_int(taint.value)
             if mine is None or theirs is None:
                 return False
-            return mine > theirs if toleration.operator == "Gt" else mine < theirs
+            return theirs > mine if toleration.operator == "Gt" else theirs < mine
     return False  # pragma: no cover - Literal exhausts the operators
+
+
+_CANONICAL_INT = re.compile(r"0|-?[1-9][0-9]*")
+
+
+def _canonical_int(text: str) -> int | None:
+    """An int64 written as Kubernetes' IsDecimalInteger wants it for toleration values:
+    no sign but a minus, no leading zero ("+5", "05" and "-0" are none), then ParseInt's
+    64 bits. Stricter than a node affinity's Gt/Lt operand (``int64_of``)."""
+    if not _CANONICAL_INT.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
 
 
 def untolerated_taint(pod: Pod, node: Node) -> Taint | None:
     for taint in node.taints:
         if taint.effect == TaintEffect.PREFER_NO_SCHEDULE:
             continue  # a preference, not a predicate
-        if not any(_tolerates(t, taint) for t in pod.tolerations):
+        if not any(tolerates(t, taint) for t in pod.tolerations):
             return taint
     return None
 
 
 def placement_reason(pod: Pod, node: Node) -> str | None:
     """Why ``pod`` may not use ``node`` regardless of free capacity; None if it may."""
-    if node.unschedulable and not any(_tolerates(t, CORDONED) for t in pod.tolerations):
+    if node.unschedulable and not any(tolerates(t, CORDONED) for t in pod.tolerations):
         return UNSCHEDULABLE
     for key, value in pod.node_selector.items():
         if node.labels.get(key) != value:

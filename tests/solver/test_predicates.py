@@ -127,16 +127,22 @@ def test_noschedule_taint_vs_tolerations(toleration: tuple[str, ...], ok: bool) 
 @pytest.mark.parametrize(
     ("taint_value", "toleration", "ok"),
     [
-        ("900", ("sla", "Gt", "950"), True),  # the toleration's value above the taint's
+        ("950", ("sla", "Gt", "900"), True),  # the taint's value above the toleration's
         ("900", ("sla", "Gt", "900"), False),
-        ("900", ("sla", "Lt", "800"), True),  # below it
+        ("800", ("sla", "Gt", "900"), False),
+        ("800", ("sla", "Lt", "900"), True),  # below it
         ("900", ("sla", "Lt", "900"), False),
-        ("900", ("sla", "Gt", "+950"), True),  # Go's ParseInt takes a sign
-        ("900", ("sla", "Gt", "9e9"), False),  # and no exponent: no match
-        ("high", ("sla", "Gt", "950"), False),  # a taint value that is no integer
-        ("900", ("other", "Gt", "950"), False),
-        ("900", ("sla", "Gt", "950", "NoExecute"), False),
-        (str(2**63), ("sla", "Lt", "0"), False),  # past 64 bits: no integer
+        ("-5", ("sla", "Lt", "0"), True),
+        ("950", ("sla", "Gt", "+900"), False),  # not canonical: no sign but a minus
+        ("950", ("sla", "Gt", "0900"), False),  # no leading zero
+        ("5", ("sla", "Gt", "-0"), False),
+        ("0950", ("sla", "Gt", "900"), False),  # on the taint's side too
+        ("950", ("sla", "Gt", "9e2"), False),
+        ("high", ("sla", "Gt", "900"), False),  # a taint value that is no integer
+        ("950", ("other", "Gt", "900"), False),
+        ("950", ("sla", "Gt", "900", "NoExecute"), False),
+        ("950", ("sla", "Gt", "900", ""), True),  # an empty effect: every effect
+        (str(2**63), ("sla", "Gt", "0"), False),  # past 64 bits: no integer
     ],
 )
 def test_gt_and_lt_tolerations_compare_integers_as_kubernetes_does(

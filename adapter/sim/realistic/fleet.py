@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 from adapter.sim.realistic.catalog import HOSTNAME, JITTERED
 from solver.model import GPU, PODS, Node, NodeSelectorTerm, Pod, TaintEffect, Toleration
+from solver.predicates import tolerates
 
 
 class Constraints(NamedTuple):
@@ -110,6 +111,5 @@ def admits(c: Constraints, node: Node) -> bool:
             return False
     return all(
         t.effect == TaintEffect.PREFER_NO_SCHEDULE
-        or any(tol.effect in ("", t.effect) and (not tol.key or (tol.key == t.key and (
-            tol.operator == "Exists" or tol.value == t.value))) for tol in c.tolerations)
+        or any(tolerates(tol, t) for tol in c.tolerations)
         for t in node.taints)

@@ -675,8 +675,8 @@ def test_members_that_succeeded_are_counted_per_task_too() -> None:
 
 
 def test_a_pending_pod_with_a_gt_toleration_goes_where_it_tolerates_the_taint() -> None:
-    # Kubernetes 1.35's numeric toleration operators: the toleration's value must be
-    # above the taint's. Before they were read, such a pod was refused as unreadable.
+    # Kubernetes 1.35's numeric toleration operators: the taint's value must be above
+    # the toleration's. Before they were read, such a pod was refused as unreadable.
     def tainted(name: str, sla: str) -> dict[str, Any]:
         taint = {"key": "example.com/sla", "value": sla, "effect": "NoSchedule"}
         return node(name, spec={"taints": [taint]})
@@ -688,5 +688,5 @@ def test_a_pending_pod_with_a_gt_toleration_goes_where_it_tolerates_the_taint() 
     assert not conversion.findings
     (read,) = conversion.state.pods
     assert read.tolerations[0].operator == "Gt"
-    assert schedule(conversion.state, "cpsat").placements == {"team/p": "n-900"}
-    assert schedule(conversion.state, "gang-greedy").placements == {"team/p": "n-900"}
+    assert schedule(conversion.state, "cpsat").placements == {"team/p": "n-990"}
+    assert schedule(conversion.state, "gang-greedy").placements == {"team/p": "n-990"}
