@@ -61,6 +61,10 @@ log = logging.getLogger(__name__)
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
 CONNECT_TIMEOUT_S = 5.0
 MAX_BIND_WAIT_S = 10.0
+MARK_WAIT_S = 2.0  # for the DisruptionTarget mark before a rollback's delete
+# The condition's reason on a pod a rollback deletes (Jobs match the condition's type; the
+# reason says who and why, as kube-scheduler's PreemptionByScheduler does).
+ROLLBACK_REASON = "GangRollbackByScheduler"
 # urllib3's connection retries in a client's pool (its default, Retry(3)): a request may
 # connect up to this many times more. The binder's and the evictor's clients retry nothing
 # (``without_retries``); their connect timeouts still allow for it, a margin.
@@ -389,8 +393,9 @@ class Binder:
         """The ``DisruptionTarget`` condition, as kube-scheduler sets it on a pod it
         preempts before deleting it: a Job whose podFailurePolicy ignores that condition
         (Kubernetes' documented way to keep disruptions off its backoffLimit) does not
-        count the rollback as one of its pod's failures. Best effort, one attempt, fenced:
-        the delete follows whatever the answer. The UID in the patch makes a namesake's
+        count the rollback as one of its pod's failures. Best effort, one attempt (a 429
+        loses the mark), fenced: the delete follows whatever the answer. The fake API
+        server does not model a UID in a status patch. The UID in the patch makes a namesake's
         answer an error (the UID is immutable), not a write."""
         left = self.fence()
         if left <= 0:
@@ -398,12 +403,15 @@ class Binder:
         condition = {
             "type": "DisruptionTarget",
             "status": "True",
-            "reason": "PreemptionByScheduler",
+            "reason": ROLLBACK_REASON,
             "message": f"gangsat: {reason}",
             "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
         body = {"metadata": {"uid": uid}, "status": {"conditions": [condition]}}
-        timeout = (min(CONNECT_TIMEOUT_S, left), min(left, MAX_BIND_WAIT_S))
+        # Within the leadership left, as every request of ours (the pool may connect 1 +
+        # POOL_CONNECT_RETRIES times), and short: a hung patch must leave the delete time.
+        connect = min(CONNECT_TIMEOUT_S, left / (1 + POOL_CONNECT_RETRIES))
+        timeout = (connect, min(left / 2, MARK_WAIT_S))
         try:
             done(
                 self.core.patch_namespaced_pod_status(

@@ -131,9 +131,11 @@ def test_no_bind_or_delete_can_connect_after_the_leadership_left(
         assert bind["timeout"].connect_timeout <= left
         sent.clear()
         assert binder.delete(["default/solo-0"], "test") == {}
-        (delete,) = sent
+        mark, delete = sent  # the DisruptionTarget condition, then the delete
         # The pool may connect 1 + POOL_CONNECT_RETRIES times: all of it within ``left``.
-        assert delete["timeout"].connect_timeout * (1 + POOL_CONNECT_RETRIES) <= left + 1e-9
+        for request in (mark, delete):
+            assert request["timeout"].connect_timeout * (1 + POOL_CONNECT_RETRIES) <= left + 1e-9
+        assert mark["timeout"].connect_timeout + mark["timeout"].read_timeout <= left
     finally:
         binder.close()
 
