@@ -102,12 +102,7 @@ def test_victims_are_evicted_through_the_eviction_api_and_the_preemptor_bound_af
         assert sorted(_evictions(server)) == ["default/low-0", "default/low-1"]
         assert not first.bound
         assert cluster.writer.flush()
-        nominated = {
-            p["metadata"]["name"]: (p.get("status") or {}).get("nominatedNodeName")
-            for p in server.objects("", "pods")
-            if p["metadata"]["name"].startswith("high")
-        }
-        assert nominated == {"high-0": "n1", "high-1": "n1"}
+        assert _nominations(server) == {"high-0": "n1", "high-1": "n1"}
         preempted = {
             e["involvedObject"]["name"]
             for e in server.objects("", "events")
