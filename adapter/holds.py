@@ -18,8 +18,9 @@ Holds live in the leader's memory, and the nominations in the API server: a new 
 (or a restarted one) rebuilds them from the pending pods' ``nominatedNodeName`` once, at
 its first cycle (``recover``), as kube-scheduler keeps a nominated pod's room. Which pods
 were evicted for the gang it cannot know: it waits for the pods terminating on the
-nominated nodes, which include them (or, for a gang that waited for its queue's
-capability, for its queue's pods terminating anywhere, as ``loop._preempt`` does).
+nominated nodes, which include them (or, where none terminates there and its queue has a
+capability the gang may have waited for, for the pods of that queue's PodGroups
+terminating anywhere, as ``loop._preempt`` waits for its queue's victims).
 """
 
 from __future__ import annotations
@@ -83,8 +84,10 @@ class Holds:
     def recover(self, state: ClusterState) -> list[str]:
         """Hold the room of the pending pods a leader before this one nominated, once
         (``recovered``); returns the gangs held. Per gang, its nominated pending pods;
-        its victims, the pods terminating on their nodes, or where none does (a gang that
-        waited for its queue's capability), those of its queue anywhere. A nomination to
+        its victims, the pods terminating on their nodes, or where none does and its queue
+        has a capability (the gang may have waited for it), the terminating pods of that
+        queue's PodGroups anywhere. Where none terminates, the hold binds at once, through
+        the validator. A nomination to
         a node that is gone, or of a pod whose PodGroup is gone, is no hold: the gang is
         decided afresh, and the nomination cleared."""
         if self.recovered:
@@ -92,14 +95,15 @@ class Holds:
         self.recovered = True
         nodes = {n.name for n in state.nodes}
         queue_of = {g.name: g.queue for g in state.gangs}
+        capped = {q.name for q in state.queues if q.capability is not None}
         nominated: dict[str, dict[str, str]] = {}
         leaving: dict[str, dict[str, str]] = {}  # node -> terminating pod -> node
         leaving_queue: dict[str, dict[str, str]] = {}  # queue -> terminating pod -> node
         for pod in state.pods:
             if pod.terminating and pod.node_name is not None:
                 leaving.setdefault(pod.node_name, {})[pod.name] = pod.node_name
-                queue = queue_of.get(pod.gang_name(), DEFAULT_QUEUE)
-                leaving_queue.setdefault(queue, {})[pod.name] = pod.node_name
+                if (queue := queue_of.get(pod.gang_name())) is not None:  # PodGroups only
+                    leaving_queue.setdefault(queue, {})[pod.name] = pod.node_name
             elif pod.node_name is None and not pod.terminating and pod.nominated_node:
                 nominated.setdefault(pod.gang_name(), {})[pod.name] = pod.nominated_node
         held: list[str] = []
@@ -112,7 +116,10 @@ class Holds:
                 continue
             victims = {
                 p: n for node in set(pods.values()) for p, n in leaving.get(node, {}).items()
-            } or dict(leaving_queue.get(queue_of.get(gang, DEFAULT_QUEUE), {}))
+            }
+            queue = queue_of.get(gang, DEFAULT_QUEUE)
+            if not victims and queue in capped:  # it may have waited for its capability
+                victims = dict(leaving_queue.get(queue, {}))
             self.add(Hold(gang=gang, pods=pods, victim_nodes=victims, since_s=state.now_s))
             held.append(gang)
             log.info(

@@ -464,7 +464,8 @@ def run_cycle(
                 # Refused, or a bind failed and the gang was rolled back: its nominations
                 # are stale (a new leader would hold the room again).
                 bound = all(pod in result.bound for pod in hold.pods)
-                holds.drop(hold.gang, "bound" if bound else "refused", bound=bound)
+                why = "bound" if bound else "refused" if hold.gang in result.rejected else "short"
+                holds.drop(hold.gang, why, bound=bound)
             if decision.evictions:
                 _preempt(cluster, checked_state, gangs, decision, holds, result)
             # Holds made this cycle find no index above: built only then.

@@ -82,7 +82,8 @@ def solve_mip(rows: LinearRows, time_limit_s: float) -> MipResult:
     bound = None
     if dual is not None and math.isfinite(dual):
         bound = math.ceil(-float(dual) + 1e-7 * max(1.0, abs(float(dual))))
-    objective = round(-float(result.fun)) if values is not None else None
+    # Of the rounded values (what is decoded and scored), not of HiGHS' own x.
+    objective = round(-float(m.cost @ np.array(values))) if values is not None else None
     return MipResult(objective, bound, values, wall)
 
 

@@ -365,9 +365,11 @@ def prepare(state: ClusterState) -> Problem:
             exemplar = same[0]
             if spec_key not in per_spec:
                 demand = model_demand(vector(exemplar.demand(), r_index), model_units)
-                # At most the whole cluster: a pod asking more fits nowhere, and its
-                # value, multiplied by priorities and gang sizes in the objective, must
-                # stay inside int64 (an API server's "1e30" against a 1m total did not).
+                # At most the whole cluster: a pod asking more fits on no schedulable node
+                # (one tolerating a cordon may go to a cordoned one, out of the totals: its
+                # value is then understated), and its value, multiplied by priorities and
+                # gang sizes in the objective, must stay inside int64 (an API server's
+                # "1e30" against a 1m total did not).
                 share = np.minimum(share_units(demand, totals), SHARE_SCALE)
                 per_spec[spec_key] = (demand, share)
             demand, share = per_spec[spec_key]

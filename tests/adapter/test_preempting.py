@@ -452,3 +452,23 @@ def test_a_hold_whose_pod_is_being_deleted_is_released() -> None:
     dropped = holds.refresh(base, {p.name: p for p in base.pods})
     assert dropped == {"hi": "pod hi-1 is no longer pending"}
     assert not holds.held
+
+
+def test_a_recovered_hold_does_not_wait_for_pods_that_were_never_its_victims() -> None:
+    # Its victims on n0 are gone already; a pod of its queue (no capability) terminates
+    # elsewhere for another reason: the hold binds at once, as the old leader's would.
+    base = state(
+        [node("n0").cap(cpu=4), node("n1").cap(cpu=4)],
+        [
+            pod("hi-0").req(cpu=4).gang("hi").nominated("n0"),
+            pod("other-0").req(cpu=1).gang("other").on("n1").terminating(),
+            pod("loose").req(cpu=1).on("n1").terminating(),  # no PodGroup: no queue's
+        ],
+        [gang("hi", 1).queue("b"), gang("other", 1).queue("b")],
+        [queue("a"), queue("b")],
+    )
+    holds = Holds()
+    assert holds.recover(base) == ["hi"]
+    assert holds.held["hi"].victim_nodes == {}
+    ready, waiting = holds.split(holds.by_name(base))
+    assert [h.gang for h in ready] == ["hi"] and not waiting

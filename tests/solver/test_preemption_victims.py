@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from solver.config import ObjectiveWeights, SolverConfig
+from solver.config import MAX_WEIGHT, SHARE_SCALE, ObjectiveWeights, SolverConfig
 from solver.cpsat import solve
 from solver.freed_room import hall_sets
 from solver.model import ClusterState, Decision, SolveStatus
@@ -237,3 +237,29 @@ def test_running_victims_are_fresh_each_call_and_renumbered_without_the_skipped(
     assert sorted(skipped_groups[g].pods for g in skipped[0].groups) == [("b-0",), ("b-1",)]
     again, _ = running_victims(problem, w)
     assert [(v.name, v.evict_cost) for v in again] == [("a", 0), ("b", 0)]
+
+
+def test_a_victims_price_stays_inside_int64_where_its_node_shrank_below_it() -> None:
+    # lo holds far more of x than the schedulable nodes have (its node's allocatable
+    # shrank, a device plugin restarted): its share, uncapped, times the heaviest
+    # weights overflowed the objective, and the cycle raised.
+    weights = ObjectiveWeights(**dict.fromkeys(ObjectiveWeights.model_fields, MAX_WEIGHT))
+    x = "example.com/x"
+    st_ = state(
+        [
+            node("n0").cap(cpu=204, pods=2000, **{x: 1}),
+            node("n1").cap(cpu=400, pods=2000, **{x: 10**12}).cordon(),
+        ],
+        [
+            *(pod(f"lo-{i}").req(cpu="1", **{x: 10**9}).gang("lo").on("n0") for i in range(200)),
+            *(pod(f"hi-{i}").req(cpu="10").gang("hi") for i in range(8)),
+        ],
+        [gang("lo", 200).priority(5), gang("hi", 8).priority(10)],
+        [queue()],
+    )
+    victims, _ = running_victims(prepare(st_), weights)
+    assert victims[0].value == SHARE_SCALE
+    for scheduler in ("cpsat", "greedy", "gang-greedy"):
+        config = SolverConfig(weights=weights, time_limit_s=0.5, preemption=True)
+        decision = schedule(st_, scheduler, config)
+        assert check(st_, decision) == []

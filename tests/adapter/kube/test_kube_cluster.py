@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from adapter.kube.binder import ROLLBACK_REASON
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.resources import DIALECTS, discover
 from adapter.loop import LoopSettings, run_cycle
@@ -745,7 +746,20 @@ def test_a_rollback_marks_each_pod_as_disrupted_before_deleting_it(
         assert pod is not None and pod["metadata"].get("deletionTimestamp")
         (mark,) = [c for c in pod["status"]["conditions"] if c["type"] == "DisruptionTarget"]
         assert mark["status"] == "True" and mark["message"].startswith("gangsat: ")
+        assert mark["reason"] == ROLLBACK_REASON
         asked = [
             (r.verb, r.subresource) for r in server.requests if r.name == name and r.verb != "get"
         ]
         assert asked.index(("patch", "status")) < asked.index(("delete", None))
+
+
+def test_a_rollback_whose_mark_fails_still_deletes(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    two_node_gang(server)
+    seen(cluster, server)
+    server.fail("POST", r"/pods/g-1/binding$", 409, reason="Conflict")
+    server.fail("PATCH", r"/pods/g-0/status$", 500, times=5)
+    result = run_cycle(cluster, FAST)
+    assert set(result.evicted) == {"default/g-0", "default/g-2"}
+    assert live_pods(server) == {}  # the mark is best effort: no partial gang stays
