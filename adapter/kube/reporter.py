@@ -42,12 +42,9 @@ from adapter.kube.fields import stored_status
 from adapter.kube.queue_report import allocated_by_queue, queue_writes
 from adapter.kube.resources import (
     DIALECTS,
-    MERGE_PATCH,
     NODES,
     PODS,
-    STRATEGIC_MERGE_PATCH,
     Resource,
-    done,
 )
 from adapter.kube.status import (
     EventRecorder,
@@ -57,7 +54,8 @@ from adapter.kube.status import (
     unschedulable_message,
     waiting_for_volumes,
 )
-from adapter.kube.writer import WRITE_TIMEOUT, Writer
+from adapter.kube.status_patches import patch_object_status, pod_status_write
+from adapter.kube.writer import Writer
 from solver.model import IMPLICIT_GANG_PREFIX, ClusterState
 
 log = logging.getLogger(__name__)
@@ -381,7 +379,7 @@ class Reporter:
             f"pod {pod}",
             ("PodScheduled", message),
             f"condition {pod}",
-            self._pod_status_patch(pod, {"conditions": [condition]}),
+            pod_status_write(self.core, pod, {"conditions": [condition]}),
         )
 
     def _nominate(self, pod: str, node: str) -> None:
@@ -402,7 +400,7 @@ class Reporter:
             memory,
             (node,),
             f"nominated {pod}",
-            self._pod_status_patch(pod, {"nominatedNodeName": node}),
+            pod_status_write(self.core, pod, {"nominatedNodeName": node}),
         )
 
     def _unnominate(self, pod: str) -> None:
@@ -416,26 +414,8 @@ class Reporter:
         if current is None or written == (None,) or (not shown and written is None):
             return
         # Under the nomination's key: a nomination still queued is superseded, not undone.
-        patch = self._pod_status_patch(pod, {"nominatedNodeName": None})
+        patch = pod_status_write(self.core, pod, {"nominatedNodeName": None})
         self._submit(memory, (None,), f"nominated {pod}", patch)
-
-    def _pod_status_patch(self, pod: str, status: dict[str, Any]) -> Callable[[], None]:
-        """The write that merges ``status`` into the pod's status subresource."""
-        namespace, name = _split(pod)
-
-        def write() -> None:
-            done(
-                self.core.patch_namespaced_pod_status(
-                    name,
-                    namespace,
-                    {"status": status},
-                    _content_type=STRATEGIC_MERGE_PATCH,
-                    _preload_content=False,
-                    _request_timeout=WRITE_TIMEOUT,
-                )
-            )
-
-        return write
 
     def _finding(self, finding: Finding) -> None:
         namespace, _, name = finding.name.rpartition("/")
@@ -478,43 +458,9 @@ class Reporter:
     def _patch_status(
         self, resource: Resource, namespace: str | None, name: str, status: dict[str, Any]
     ) -> None:
-        """Patch ``status`` into a PodGroup (``namespace``) or Queue (None): through the
-        status subresource, or on the object where the CRD has none. A built-in resource
-        (the Workload API's PodGroup) takes a strategic merge patch, which merges its
-        conditions by type: a ``DisruptionTarget`` someone else set stays."""
-        body = {"status": status}
-        where = (resource.group, resource.version)
+        # Inline or not as the resource is served when the write goes out (rediscovery).
         inline = resource in self._inline_status
-        kind = MERGE_PATCH if resource.custom else STRATEGIC_MERGE_PATCH
-        if namespace is None:
-            cluster_patch = (
-                self.custom.patch_cluster_custom_object
-                if inline
-                else self.custom.patch_cluster_custom_object_status
-            )
-            cluster_patch(
-                *where,
-                resource.plural,
-                name,
-                body,
-                _content_type=kind,
-                _request_timeout=WRITE_TIMEOUT,
-            )
-            return
-        namespaced_patch = (
-            self.custom.patch_namespaced_custom_object
-            if inline
-            else self.custom.patch_namespaced_custom_object_status
-        )
-        namespaced_patch(
-            *where,
-            namespace,
-            resource.plural,
-            name,
-            body,
-            _content_type=kind,
-            _request_timeout=WRITE_TIMEOUT,
-        )
+        patch_object_status(self.custom, resource, inline, namespace, name, status)
 
 
 def _volume_waits(findings: Sequence[Finding]) -> dict[str, list[Finding]]:

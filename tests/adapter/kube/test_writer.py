@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 
 from adapter.cluster import ClusterError
-from adapter.kube import events, reporter
+from adapter.kube import events, status_patches
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.writer import Writer
 from adapter.loop import LoopSettings, run_cycle
@@ -114,7 +114,7 @@ def test_a_write_left_unanswered_times_out_and_the_rest_go_out(
 ) -> None:
     # One writer thread: a PodGroup status PATCH the server never answers (a half-open
     # connection) held every later status and Event, of every gang, with no end.
-    for module in (reporter, events):  # status writes, and the Events behind them
+    for module in (status_patches, events):  # status writes, and the Events behind them
         monkeypatch.setattr(module, "WRITE_TIMEOUT", (1.0, 0.5))
     release = threading.Event()
 
