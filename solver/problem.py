@@ -365,13 +365,7 @@ def prepare(state: ClusterState) -> Problem:
             exemplar = same[0]
             if spec_key not in per_spec:
                 demand = model_demand(vector(exemplar.demand(), r_index), model_units)
-                # At most the whole cluster: a pod asking more fits on no schedulable node
-                # (one tolerating a cordon may go to a cordoned one, out of the totals: its
-                # value is then understated), and its value, multiplied by priorities and
-                # gang sizes in the objective, must stay inside int64 (an API server's
-                # "1e30" against a 1m total did not).
-                share = np.minimum(share_units(demand, totals), SHARE_SCALE)
-                per_spec[spec_key] = (demand, share)
+                per_spec[spec_key] = (demand, pod_share_units(demand, totals))
             demand, share = per_spec[spec_key]
             feasible = feasible_nodes(exemplar)
             classes.append(
@@ -470,6 +464,15 @@ def share_units(quantity: IntArray, totals: IntArray) -> IntArray:
     # twice as much. Quantities may be numpy scalars (a queue's dominant resource).
     units = np.maximum(np.minimum(exact, MAX_SHARE_UNITS), -MAX_SHARE_UNITS).astype(np.int64)
     return np.where(totals > 0, units, 0)
+
+
+def pod_share_units(demand: IntArray, totals: IntArray) -> IntArray:
+    """One pod's demand as share units, at most the whole cluster: a pod asking more fits
+    on no schedulable node (one tolerating a cordon may go to a cordoned one, out of the
+    totals: its value is then understated), and its value, multiplied by priorities and
+    gang sizes in the objective, must stay inside int64 (an API server's "1e30" against a
+    1m total did not; nor did a running pod whose node's allocatable shrank below it)."""
+    return np.minimum(share_units(demand, totals), SHARE_SCALE)
 
 
 def _queue_infos(

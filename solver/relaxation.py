@@ -113,7 +113,11 @@ def solve_lp(rows: LinearRows, time_limit_s: float) -> LpSolution | None:
     )
     if result.status != 0 or result.x is None:
         return None
-    optimum = -float(result.fun)
-    # HiGHS is exact to its feasibility tolerance: round up past it, never down.
-    bound = math.ceil(optimum + 1e-7 * max(1.0, abs(optimum)))
+    bound = bound_of(-float(result.fun))
     return LpSolution(bound=bound, values=np.asarray(result.x, dtype=np.float64))
+
+
+def bound_of(optimum: float) -> int:
+    """HiGHS' optimum (or dual bound) of a maximisation as an integer bound: HiGHS is exact
+    to its feasibility tolerance, so rounded up past it, never down."""
+    return math.ceil(optimum + 1e-7 * max(1.0, abs(optimum)))

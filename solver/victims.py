@@ -28,10 +28,10 @@ from typing import cast
 import numpy as np
 
 from solver.arrays import BoolArray, IntArray
-from solver.config import SHARE_SCALE, ObjectiveWeights
+from solver.config import ObjectiveWeights
 from solver.model import Pod, StageReport
 from solver.objective import Coefficients
-from solver.problem import GangInfo, Problem, share_units
+from solver.problem import GangInfo, Problem, pod_share_units
 from solver.units import model_demand, units
 
 SECONDS_PER_HOUR = 3600.0
@@ -389,10 +389,7 @@ def _running_victims(
         for (node, _), same in sorted(by_group.items(), key=lambda kv: str(kv[0])):
             same.sort(key=lambda p: (-(p.started_s or 0.0), p.name))
             demand = _model_demand(problem, same[0])
-            # At most the whole cluster, as a pending pod's (``problem.prepare``): a node
-            # whose allocatable shrank below what runs on it makes more, and the victim's
-            # price (value x priority x minMember) must stay inside int64.
-            share = np.minimum(share_units(demand, problem.totals), SHARE_SCALE)
+            share = pod_share_units(demand, problem.totals)
             node_i = n_index[str(node)]
             # Where the node holds more than its allocatable, an eviction first repays
             # that: credited as room, it let a preemptor be nominated where it cannot fit.
