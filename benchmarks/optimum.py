@@ -49,7 +49,7 @@ from solver.disaggregate import disaggregate, placer_from_counts
 from solver.encode import Encoding, encode
 from solver.objective import coefficients, evaluate
 from solver.problem import prepare
-from solver.relaxation import LinearRows, matrices, solve_lp
+from solver.relaxation import LinearRows, bound_of, matrices, solve_lp
 from solver.shapes import group
 from solver.solution import decode_admitted, decode_counts
 
@@ -79,9 +79,7 @@ def solve_mip(rows: LinearRows, time_limit_s: float) -> MipResult:
     wall = time.perf_counter() - started
     values = [round(v) for v in result.x] if result.x is not None else None
     dual = getattr(result, "mip_dual_bound", None)
-    bound = None
-    if dual is not None and math.isfinite(dual):
-        bound = math.ceil(-float(dual) + 1e-7 * max(1.0, abs(float(dual))))
+    bound = bound_of(-float(dual)) if dual is not None and math.isfinite(dual) else None
     # Of the rounded values (what is decoded and scored), not of HiGHS' own x.
     objective = round(-float(m.cost @ np.array(values))) if values is not None else None
     return MipResult(objective, bound, values, wall)
