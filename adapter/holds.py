@@ -87,9 +87,8 @@ class Holds:
         its victims, the pods terminating on their nodes, or where none does and its queue
         has a capability (the gang may have waited for it), the terminating pods of that
         queue's PodGroups anywhere. Where none terminates, the hold binds at once, through
-        the validator. A nomination to
-        a node that is gone, or of a pod whose PodGroup is gone, is no hold: the gang is
-        decided afresh, and the nomination cleared."""
+        the validator. A nomination to a node that is gone, or of a pod whose PodGroup is
+        gone, is no hold: the gang is decided afresh, and the nomination cleared."""
         if self.recovered:
             return []
         self.recovered = True

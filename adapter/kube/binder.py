@@ -394,9 +394,9 @@ class Binder:
         preempts before deleting it: a Job whose podFailurePolicy ignores that condition
         (Kubernetes' documented way to keep disruptions off its backoffLimit) does not
         count the rollback as one of its pod's failures. Best effort, one attempt (a 429
-        loses the mark), fenced: the delete follows whatever the answer. The fake API
-        server does not model a UID in a status patch. The UID in the patch makes a namesake's
-        answer an error (the UID is immutable), not a write."""
+        loses the mark), fenced: the delete follows whatever the answer. The UID in the
+        patch makes a namesake's answer an error (the UID is immutable), not a write; the
+        fake API server does not model that."""
         left = self.fence()
         if left <= 0:
             return

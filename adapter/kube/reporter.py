@@ -33,6 +33,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from adapter.cluster import CycleReport, GangStatus
+from adapter.kube.binder import split_key
 from adapter.kube.cache import ClusterCache, Obj, key_of
 from adapter.kube.convert import Finding
 from adapter.kube.dialects import VOLCANO_GROUP, workload_template
@@ -59,11 +60,6 @@ from adapter.kube.writer import Writer
 from solver.model import IMPLICIT_GANG_PREFIX, ClusterState
 
 log = logging.getLogger(__name__)
-
-
-def _split(key: str) -> tuple[str, str]:
-    namespace, _, name = key.partition("/")
-    return namespace, name
 
 
 def _signature(status: dict[str, Any]) -> tuple[Any, ...]:
@@ -162,7 +158,7 @@ class Reporter:
         self._guarded("findings", partial(self._findings, findings))
         allocated = partial(allocated_by_queue, state, gang_queue)
         self._guarded("queues", partial(self._queues, live, gang_queue, allocated))
-        bound = {ObjectRef("Pod", *_split(p)) for p in report.bound}
+        bound = {ObjectRef("Pod", *split_key(p)) for p in report.bound}
         self._guarded("forget", partial(self.recorder.forget, bound))
         self._guarded("prune", partial(self._prune, podgroups))
 
@@ -294,7 +290,7 @@ class Reporter:
         ]
         for key in to_enqueue(volcano, state, with_pods):
             resource, _ = podgroups[key]
-            namespace, name = _split(key)
+            namespace, name = split_key(key)
             sig = ("Inqueue",)
             if self._written.get(f"podgroup {key}") == sig:
                 continue
@@ -325,7 +321,7 @@ class Reporter:
                     self._pod_waiting(pod, unschedulable_message(status))
             return
         resource, obj = podgroup
-        namespace, name = _split(status.gang)
+        namespace, name = split_key(status.gang)
         body: dict[str, Any] | None = None
         if compared is not None and compared[0] is obj and compared[1] == status:
             sig, has = compared[2], compared[3]
@@ -356,7 +352,7 @@ class Reporter:
         return status.phase == "Pending" and status.reason not in (None, "Waiting")
 
     def _pod_ref(self, pod: str) -> ObjectRef:
-        namespace, name = _split(pod)
+        namespace, name = split_key(pod)
         current = self.cache.get(PODS, pod) or {}
         return ObjectRef("Pod", namespace, name, uid=(current.get("metadata") or {}).get("uid", ""))
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from kubernetes import client
 
+from adapter.kube.binder import split_key
 from adapter.kube.resources import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Resource, done
 from adapter.kube.writer import WRITE_TIMEOUT
 
@@ -57,7 +58,7 @@ def pod_status_write(
     core: client.CoreV1Api, pod: str, status: dict[str, Any]
 ) -> Callable[[], None]:
     """The write that merges ``status`` into the pod's (``namespace/name``) status."""
-    namespace, _, name = pod.partition("/")
+    namespace, name = split_key(pod)
 
     def write() -> None:
         done(
