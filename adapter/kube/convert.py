@@ -45,7 +45,7 @@ from adapter.kube.fields import (
     meta,
     quantities,
 )
-from adapter.kube.memo import Memo, memo_key
+from adapter.kube.memo import Memo, Shapes, memo_key
 from adapter.kube.pods import TASK_ANNOTATION, pod_of_object, room_held
 from adapter.kube.unmodelled import BoundAntiAffinity, kept_off
 from adapter.kube.volumes import Claims, Waits
@@ -178,6 +178,7 @@ def convert(
     findings: list[Finding] = []
     fresh = Memo()
     seen = memo.by_id if memo is not None else {}
+    shapes = Shapes(memo.shapes if memo is not None else {}, fresh.shapes)
     items = []
     for o in objects:
         if id(o) in seen and seen[id(o)][0] is o:
@@ -335,6 +336,7 @@ def convert(
                 created or None,
                 bool(o.get(LEAVING)),
                 o.get("status"),
+                shapes,
             )
         except (BadObject, ValidationError, KeyError, TypeError, AttributeError) as e:
             node = spec.get("nodeName")
@@ -474,7 +476,7 @@ def convert(
     for name in (budgeted | opaque) & gangs.keys():
         gangs[name] = gangs[name].model_copy(update={"preemptible": False})
     if memo is not None:
-        memo.by_key, memo.by_id = fresh.by_key, fresh.by_id
+        memo.by_key, memo.by_id, memo.shapes = fresh.by_key, fresh.by_id, fresh.shapes
     state = ClusterState(
         nodes=tuple(nodes.values()),
         pods=tuple(pods.values()),
@@ -564,6 +566,7 @@ def _job_pods(
     if pod_spec.get("schedulerName", "default-scheduler") not in scheduler_names:
         return []
     created = created_s(job) or float(index)
+    shapes = Shapes()  # its pods are one template's: read once
     return [
         pod_of_object(
             namespace,
@@ -573,6 +576,7 @@ def _job_pods(
             created,
             priorities,
             default_priority,
+            shapes=shapes,
         )
         for i in range(parallelism)
     ]

@@ -25,8 +25,32 @@ class Memo:
     by_key: dict[tuple[Any, ...], tuple[Any, Any]] = field(default_factory=dict)
     by_id: dict[int, tuple[Obj, tuple[Any, ...], Any, Any]] = field(default_factory=dict)
 
+    # Pending pods' conversions by shape (``pods.shape_key``), for the pods a later
+    # snapshot converts afresh (``Shapes``).
+    shapes: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+
     def __len__(self) -> int:
-        return len(self.by_key)
+        return len(self.by_key) + len(self.shapes)
+
+
+@dataclass
+class Shapes:
+    """What pending pods converted to, by shape: the pods of a gang come from one
+    template, so all but the first of them are copies with their own name (``pods.
+    pod_of_object``). A shape is kept while the snapshot before converted a pod of it
+    afresh (``earlier``), so the memory follows the pods arriving, not the history."""
+
+    earlier: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    now: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+
+    def get(self, key: tuple[Any, ...]) -> Any:
+        hit = self.now.get(key)
+        if hit is None and (hit := self.earlier.get(key)) is not None:
+            self.now[key] = hit
+        return hit
+
+    def put(self, key: tuple[Any, ...], value: Any) -> None:
+        self.now[key] = value
 
 
 def memo_key(kind: str, o: Obj, priorities: tuple[Any, ...]) -> tuple[Any, ...] | None:

@@ -10,8 +10,11 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 from adapter.kube.dialects import group_of
 from adapter.kube.fields import BadObject, Obj, listed, quantities
+from adapter.kube.memo import Shapes
 from adapter.kube.unmodelled import unmodelled
 from solver.model import (
     CPU,
@@ -205,24 +208,45 @@ def pod_of_object(
     started: float | None = None,
     terminating: bool = False,
     status: Obj | None = None,
+    shapes: Shapes | None = None,
 ) -> Pod:
     """``status``: a bound pod's, for the resources it holds (``_requests``); a pending
-    pod's, for where a preemptor is nominated (``_nominated``)."""
-    if not spec.get("nodeName") and (rule := unmodelled(spec)) is not None:
-        raise BadObject(rule)
+    pod's, for where a preemptor is nominated (``_nominated``). ``shapes``: pending pods
+    read before, by all their conversion reads but their name and times (``shape_key``);
+    a pod of a known shape is a copy with its own, not read again (3,000 new pods of a
+    backlog took 0.12 s to read one by one)."""
+    bound = bool(spec.get("nodeName"))
     group = group_of({"metadata": metadata, "spec": spec})
     priority = spec.get("priority")
     if not isinstance(priority, int):
         priority = priorities.get(spec.get("priorityClassName") or "", default_priority)
-    return Pod(
+    task = str((metadata.get("annotations") or {}).get(TASK_ANNOTATION) or "") or None
+    daemon = any(
+        isinstance(ref, dict) and ref.get("kind") == "DaemonSet"
+        for ref in metadata.get("ownerReferences") or []
+    )
+    key = None
+    if shapes is not None and not bound:
+        key = shape_key(namespace, group, task, daemon, priority, spec)
+        template = shapes.get(key) if key is not None else None
+        if template is not None:
+            return template.model_copy(
+                update={
+                    "name": f"{namespace}/{name}",
+                    "created_s": created,
+                    "terminating": terminating,
+                    "nominated_node": _nominated(status),
+                }
+            )
+    if not bound and (rule := unmodelled(spec)) is not None:
+        raise BadObject(rule)
+    pod = Pod(
         name=f"{namespace}/{name}",
         namespace=namespace,
-        requests=_resources(
-            tuple(sorted(_requests(spec, status if spec.get("nodeName") else None).items()))
-        ),
+        requests=_resources(tuple(sorted(_requests(spec, status if bound else None).items()))),
         priority=priority,
         gang=f"{namespace}/{group}" if group else None,
-        task=str((metadata.get("annotations") or {}).get(TASK_ANNOTATION) or "") or None,
+        task=task,
         node_selector=spec.get("nodeSelector") or {},
         affinity=_affinity(spec),
         tolerations=_tolerations(
@@ -243,16 +267,28 @@ def pod_of_object(
             for g in spec.get("schedulingGates") or []
             if isinstance(g, dict)
         ),
-        daemon=any(
-            isinstance(ref, dict) and ref.get("kind") == "DaemonSet"
-            for ref in metadata.get("ownerReferences") or []
-        ),
+        daemon=daemon,
         # The API server copies the PriorityClass's policy into the pod.
         may_preempt=spec.get("preemptionPolicy") != "Never",
-        started_s=started if spec.get("nodeName") else None,
+        started_s=started if bound else None,
         terminating=terminating,
-        nominated_node=None if spec.get("nodeName") else _nominated(status),
+        nominated_node=None if bound else _nominated(status),
     )
+    if key is not None and shapes is not None:
+        shapes.put(key, pod)
+    return pod
+
+
+def shape_key(
+    namespace: str, group: str | None, task: str | None, daemon: bool, priority: int, spec: Obj
+) -> tuple[Any, ...] | None:
+    """All a pending pod's conversion reads but its name, times and status: its spec
+    whole (any field of it may decide a rule), and what it takes from elsewhere.
+    None for a spec that is no JSON (a manifest's YAML may hold anything): read alone."""
+    try:
+        return (namespace, group, task, daemon, priority, orjson.dumps(spec))
+    except TypeError:  # orjson's JSONEncodeError is one
+        return None
 
 
 def _nominated(status: Obj | None) -> str | None:

@@ -1,0 +1,183 @@
+"""Pending pods of one shape are converted once (``pods.shape_key``): every copy must be
+what reading the pod alone gives, whatever differs between pods of a backlog."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adapter.kube.convert import convert
+from adapter.kube.memo import Memo, Shapes
+from adapter.kube.pods import pod_of_object
+
+# A PriorityClass created or changed between two snapshots changes what a shape read
+# before means: shapes live from one snapshot to the next.
+PRIORITIES = ({"high": 1000, "low": -5}, {"high": 1000, "low": -5, "unknown": 9})
+
+
+@st.composite
+def pending_pods(draw: st.DrawFn, index: int) -> dict[str, Any]:
+    """A pending pod as an API server stores it; every field drawn from a few values, so
+    that many pods of a draw share a shape and the others differ from them in one way."""
+    group = draw(st.sampled_from([None, "g1", "g2"]))
+    annotations: dict[str, str] = {}
+    if group:
+        annotations["scheduling.k8s.io/group-name"] = group
+    task = draw(st.sampled_from([None, "master", "worker"]))
+    if task:
+        annotations["volcano.sh/task-spec"] = task
+    metadata: dict[str, Any] = {
+        "name": f"p{index}",
+        "namespace": draw(st.sampled_from(["a", "b"])),
+        "uid": f"uid-{index}",
+        "resourceVersion": str(index + 1),
+        "creationTimestamp": draw(
+            st.sampled_from(["2026-12-01T00:00:00Z", "2026-12-01T00:00:07Z", None])
+        ),
+        "annotations": annotations,
+    }
+    if draw(st.booleans()):
+        metadata["ownerReferences"] = [
+            {"kind": draw(st.sampled_from(["DaemonSet", "Job"])), "name": "o", "uid": "o"}
+        ]
+    spec: dict[str, Any] = {
+        "schedulerName": "gangsat",
+        "containers": [
+            {
+                "name": "c",
+                "resources": {"requests": {"cpu": draw(st.sampled_from(["100m", "1", "2"]))}},
+            }
+        ],
+    }
+    optional: dict[str, Any] = {
+        "priority": st.sampled_from([0, 7]),
+        "priorityClassName": st.sampled_from(["high", "low", "unknown"]),
+        "preemptionPolicy": st.sampled_from(["Never", "PreemptLowerPriority"]),
+        "nodeSelector": st.sampled_from([{"zone": "z1"}, {"zone": "z2"}]),
+        "tolerations": st.sampled_from(
+            [[{"key": "gpu", "operator": "Exists"}], [{"key": "gpu", "value": "x"}]]
+        ),
+        "schedulingGates": st.sampled_from([[{"name": "wait"}], [{"name": "other"}]]),
+        "affinity": st.sampled_from(
+            [
+                {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": "k", "operator": "Exists"}]}
+                            ]
+                        }
+                    }
+                },
+                {
+                    "podAntiAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {"topologyKey": "zone", "labelSelector": {}}
+                        ]
+                    }
+                },
+            ]
+        ),
+    }
+    for field in draw(st.sets(st.sampled_from(sorted(optional)), max_size=3)):
+        spec[field] = draw(optional[field])
+    pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+    nominated = draw(st.sampled_from([None, "n1", "n2"]))
+    if nominated:
+        pod["status"] = {"nominatedNodeName": nominated}
+    return pod
+
+
+def read(
+    pod: dict[str, Any], shapes: Shapes | None, terminating: bool = False, priorities: int = 0
+) -> Any:
+    """``pod_of_object`` as convert calls it, or the error it raises."""
+    metadata, spec = pod["metadata"], pod["spec"]
+    try:
+        return pod_of_object(
+            metadata["namespace"],
+            metadata["name"],
+            metadata,
+            spec,
+            float(len(str(metadata["creationTimestamp"]))),
+            PRIORITIES[priorities],
+            3 + priorities,
+            None,
+            terminating,
+            pod.get("status"),
+            shapes,
+        )
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(0, 10**6), min_size=2, max_size=12), st.data())
+def test_a_pod_read_through_its_shape_is_the_pod_read_alone(
+    seeds: list[int], data: st.DataObject
+) -> None:
+    pods = [data.draw(pending_pods(i)) for i in range(len(seeds))]
+    # Twins: the same spec under other metadata and status, as a gang's pods have it.
+    pods += [
+        {**data.draw(pending_pods(len(pods) + i)), "spec": p["spec"]} for i, p in enumerate(pods)
+    ]
+    shapes = Shapes()
+    for i, pod in enumerate(pods):
+        terminating, table = i % 3 == 2, i % 2
+        alone = read(pod, None, terminating, table)
+        shaped = read(pod, shapes, terminating, table)
+        if isinstance(alone, str):
+            assert shaped == alone
+        else:
+            assert shaped.model_dump() == alone.model_dump()
+
+
+def test_pods_of_one_template_are_read_once_and_keep_their_own_names() -> None:
+    pods = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"w-{i}",
+                "namespace": "a",
+                "uid": f"u{i}",
+                "resourceVersion": "1",
+                "creationTimestamp": f"2026-12-01T00:00:0{i}Z",
+                "annotations": {"scheduling.k8s.io/group-name": "g"},
+            },
+            "spec": {
+                "schedulerName": "gangsat",
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+            },
+            "status": {"nominatedNodeName": "n1"} if i == 1 else {},
+        }
+        for i in range(4)
+    ]
+    memo = Memo()
+    state = convert(pods, ("gangsat",), memo).state
+    by_name = {p.name: p for p in state.pods}
+    assert sorted(by_name) == [f"a/w-{i}" for i in range(4)]
+    first = by_name["a/w-0"].created_s
+    assert [by_name[f"a/w-{i}"].created_s - first for i in range(4)] == [0, 1, 2, 3]
+    assert [by_name[f"a/w-{i}"].nominated_node for i in range(4)] == [None, "n1", None, None]
+    assert {p.gang for p in state.pods} == {"a/g"}
+    assert len(memo.shapes) == 1
+    # A later snapshot in which no pod is new keeps no shape: the memory follows arrivals.
+    convert(pods, ("gangsat",), memo)
+    assert memo.shapes == {}
+
+
+def test_a_spec_that_is_no_json_is_read_alone() -> None:
+    spec: dict[str, Any] = {
+        "schedulerName": "gangsat",
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+        "odd": {1, 2},  # a manifest's YAML may hold what JSON cannot
+    }
+    shapes = Shapes()
+    for name in ("p", "q"):
+        metadata = {"name": name, "namespace": "a", "creationTimestamp": None}
+        pod = read({"metadata": metadata, "spec": spec}, shapes)
+        assert pod.name == f"a/{name}"
+    assert shapes.now == {}
