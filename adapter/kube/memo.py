@@ -7,6 +7,7 @@ from typing import Any
 
 from adapter.kube.dialects import group_of
 from adapter.kube.fields import LEAVING, Obj
+from solver.model import Pod
 
 
 @dataclass
@@ -27,7 +28,7 @@ class Memo:
 
     # Pending pods' conversions by shape (``pods.shape_key``), for the pods a later
     # snapshot converts afresh (``Shapes``).
-    shapes: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    shapes: dict[tuple[Any, ...], Pod] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.by_key) + len(self.shapes)
@@ -40,16 +41,16 @@ class Shapes:
     pod_of_object``). A shape is kept while the snapshot before converted a pod of it
     afresh (``earlier``), so the memory follows the pods arriving, not the history."""
 
-    earlier: dict[tuple[Any, ...], Any] = field(default_factory=dict)
-    now: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    earlier: dict[tuple[Any, ...], Pod] = field(default_factory=dict)
+    now: dict[tuple[Any, ...], Pod] = field(default_factory=dict)
 
-    def get(self, key: tuple[Any, ...]) -> Any:
+    def get(self, key: tuple[Any, ...]) -> Pod | None:
         hit = self.now.get(key)
         if hit is None and (hit := self.earlier.get(key)) is not None:
             self.now[key] = hit
         return hit
 
-    def put(self, key: tuple[Any, ...], value: Any) -> None:
+    def put(self, key: tuple[Any, ...], value: Pod) -> None:
         self.now[key] = value
 
 
