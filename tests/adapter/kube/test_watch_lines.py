@@ -3,6 +3,7 @@ events cut anywhere."""
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.kube.reflector import lines
+from adapter.kube.reflector import StreamEnded, lines
 from adapter.kube.resources import decode
 
 
@@ -75,3 +76,81 @@ def test_decode_reads_what_the_stdlib_reads(document: bytes) -> None:
 def test_decode_refuses_what_is_not_json() -> None:
     with pytest.raises(json.JSONDecodeError):
         decode(b'{"type": "ADDED", "object": ')
+
+
+class Pieces(io.RawIOBase):
+    """A socket that hands out its bytes in the pieces given, one per read."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = list(pieces)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if not self.pieces:
+            return 0
+        piece = self.pieces.pop(0)
+        n = min(len(piece), len(buffer))
+        buffer[:n] = piece[:n]
+        if n < len(piece):
+            self.pieces.insert(0, piece[n:])
+        return n
+
+
+class Chunked:
+    """A urllib3 response to a watch, its body chunked as an API server sends it."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.chunked = True
+        self._fp = type("HTTPResponse", (), {})()
+        self._fp.fp = io.BufferedReader(Pieces(pieces))
+
+    def stream(self, amt: Any = None, decode_content: bool = False) -> Iterator[Any]:
+        raise AssertionError("a chunked body is read off the socket, not chunk by chunk")
+
+
+def chunked(events: list[bytes], extension: bytes = b"") -> bytes:
+    """Every event a chunk of its own, as kube-apiserver flushes them, and the last chunk."""
+    body = b"".join(b"%x%s\r\n%s\n\r\n" % (len(e) + 1, extension, e) for e in events)
+    return body + b"0\r\n\r\n"
+
+
+@given(st.integers(1, 30), st.lists(st.integers(0, 10**5), max_size=15), st.booleans())
+def test_a_chunked_stream_cut_anywhere_gives_back_every_event(
+    n: int, cuts: list[int], extended: bool
+) -> None:
+    sent = events(n)
+    body = chunked(sent, b";ext=1" if extended else b"")
+    edges = sorted({0, len(body), *(c % (len(body) + 1) for c in cuts)})
+    pieces = [body[a:b] for a, b in itertools.pairwise(edges)]
+    assert [line for line in lines(Chunked(pieces)) if line] == sent
+
+
+def test_reads_take_every_chunk_that_came_at_once() -> None:
+    sent = events(50)
+    response = Chunked([chunked(sent)])
+    reads: list[int] = []
+    real = response._fp.fp.read1
+
+    def counted(n: int) -> bytes:
+        data: bytes = real(n)
+        reads.append(len(data))
+        return data
+
+    response._fp.fp.read1 = counted
+    assert [line for line in lines(response) if line] == sent
+    assert len(reads) == 1  # 50 events, one read (urllib3 reads one chunk per read)
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (chunked(events(3))[:-5], "before its last chunk"),  # the connection closed early
+        (b"zz\r\n{}\n\r\n0\r\n\r\n", "bad chunk size"),
+        (b"-1\r\n{}\n\r\n0\r\n\r\n", "bad chunk size"),
+    ],
+)
+def test_a_stream_cut_short_or_garbled_ends_the_watch(body: bytes, why: str) -> None:
+    with pytest.raises(StreamEnded, match=why):
+        list(lines(Chunked([body])))
