@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from solver.bins import Bin, Pairs, pair_capacity
+from solver.bins import Bin, Pairs, class_bin, pair_capacity
 from solver.decode import decision_from_placements, relative_gap
 from solver.encode_victims import (
     VictimSet,
@@ -108,11 +108,13 @@ def decide_jointly(search: Search, shapes: Shapes, best: Placer) -> Decision:
     (``decide_after``). The placement stages' bounds are not bounds on it (evictions free
     room): only its own is reported."""
     problem, config = search.problem, search.config
+    most = min(config.max_node_level_pairs, JOINT_MAX_PAIRS)
+    if pairs_away_from_victims(problem, shapes) > most:
+        return decide_after(search, best)  # as below, without finding the victims first
     victims = victim_set(problem, shapes, search.coef, config.weights)
     if victims is None:
         return decide_after(search, best)  # nothing running to take from: placement is all
     bins = joint_bins(problem, victims)
-    most = min(config.max_node_level_pairs, JOINT_MAX_PAIRS)
     # The pairs of the nodes without a victim, which every model, whole or narrowed,
     # holds: counted first, on their few bins (the pairs of every victim's node too took
     # 0.04 s of real-shaped 1,000-node cycles, already at their limit, for nothing).
@@ -156,6 +158,23 @@ def decide_jointly(search: Search, shapes: Shapes, best: Placer) -> Decision:
     # Over some victims only, the model's bound is none on the cycle's decision: another
     # eviction might score more. Its stage reports keep it.
     return _decided(search, found or start, None if narrow else bound)
+
+
+def pairs_away_from_victims(problem: Problem, shapes: Shapes) -> int:
+    """At most the pairs the joint model has away from every victim (``base`` above),
+    known before the victims are: the pairs in what each class of nodes keeps of the
+    nodes that run no pod of a PodGroup, so no victim. The joint model's bin of the
+    class (``joint_bins``) holds those nodes and maybe more, and a bin has a pair where
+    any of its nodes fits a pod of the shape. At real-shaped 1,000 nodes, finding the
+    victims and counting their model's pairs to learn it was too big took 0.09 s of a
+    cycle already past its limit."""
+    running = {p.node_name for p in problem.state.pods if p.gang is not None and p.node_name}
+    bins: list[Bin] = []
+    for members in problem.node_classes:
+        clean = [n for n in members if problem.nodes[n].name not in running]
+        if clean:
+            bins.append(class_bin(problem, clean, len(bins)))
+    return len(pair_capacity(problem, shapes, bins)) if bins else 0
 
 
 def _decided(search: Search, chosen: JointDecision, bound: int | None) -> Decision:

@@ -15,7 +15,7 @@ import solver.disaggregate
 import solver.joint
 import solver.last_stage
 import solver.search
-from solver.bins import Bin, Pairs
+from solver.bins import Bin, Pairs, class_bins, pair_capacity
 from solver.config import SolverConfig
 from solver.cpsat import solve
 from solver.encode_victims import (
@@ -327,3 +327,69 @@ def test_narrowed_joint_models_hold_the_rules(cluster: ClusterState, empty: int,
     greedy = schedule(cluster, "gang-greedy", config)
     assert check(cluster, joint) == []
     assert _joint_score(cluster, joint) >= _joint_score(cluster, greedy)
+
+
+@settings(max_examples=40, deadline=None)
+@given(cluster=_clusters(), empty=st.integers(0, 4), half=st.integers(0, 2))
+def test_the_pairs_known_before_the_victims_never_exceed_the_joint_models(
+    cluster: ClusterState, empty: int, half: int
+) -> None:
+    """``pairs_away_from_victims`` lets a too large joint model be refused before its
+    victims are found: it must never count more than the model has away from them."""
+    cluster = _with_empty_nodes(cluster, empty, half)
+    problem = prepare(cluster)
+    coef = coefficients(problem, JOINT.weights)
+    shapes = group(problem, coef)
+    known = solver.last_stage.pairs_away_from_victims(problem, shapes)
+    vs = victim_set(problem, shapes, coef, JOINT.weights)
+    single = set(victim_nodes(vs)) if vs is not None else set()
+    bins = joint_bins(problem, vs) if vs is not None else []
+    others = [b for b in bins if not (len(b.nodes) == 1 and b.nodes[0] in single)]
+    assert vs is None or known <= len(pair_capacity(problem, shapes, others))
+
+
+def test_a_joint_model_known_too_large_is_refused_before_its_victims_are_found() -> None:
+    """The same decision as finding the victims first, without finding them."""
+    st_ = _with_empty_nodes(_two_preemptors(), 4)
+    config = SolverConfig(preemption=True, time_limit_s=0.5, deterministic=True)
+    problem = prepare(st_)
+    known = solver.last_stage.pairs_away_from_victims(
+        problem, group(problem, coefficients(problem, config.weights))
+    )
+    assert known > 0  # the four empty nodes take every pending pod
+    decisions = []
+    calls: list[int] = []
+    real = solver.last_stage.victim_set
+    for bound in (lambda problem, shapes: 0, solver.last_stage.pairs_away_from_victims):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(solver.last_stage, "JOINT_MAX_PAIRS", known - 1)
+            patch.setattr(solver.last_stage, "pairs_away_from_victims", bound)
+            patch.setattr(
+                solver.last_stage,
+                "victim_set",
+                lambda *a, **k: calls.append(1) or real(*a, **k),
+            )
+            decisions.append(solve(st_, config))
+    assert calls == [1]  # only where the bound was not asked
+    first, second = decisions
+    assert second.placements == first.placements and second.evictions == first.evictions
+    assert second.nominated == first.nominated and second.objective == first.objective
+    assert not any(s.name.startswith("joint") for s in second.stages)
+    assert check(st_, second) == []
+
+
+def test_a_victims_node_counts_no_pair_before_the_victims_are_known() -> None:
+    """v0 runs lo (a victim for hi) and has room for hi beside it; e0 and e1 are empty.
+    The joint model keeps v0 as a bin of its own, outside ``base``: one pair there."""
+    nodes = [node("v0").cap(cpu=8).build(), node("e0").cap(cpu=4).build()]
+    nodes.append(node("e1").cap(cpu=4).build())
+    running = pod("lo-0").req(cpu=4).gang("lo").on("v0").started(0)
+    hi = pod("hi-0").req(cpu=4).gang("hi")
+    st_ = state(nodes, [running, hi], [gang("lo", 1), gang("hi", 1).priority(10)], [queue()], 600)
+    problem = prepare(st_)
+    coef = coefficients(problem, JOINT.weights)
+    shapes = group(problem, coef)
+    vs = victim_set(problem, shapes, coef, JOINT.weights)
+    assert vs is not None and [problem.nodes[n].name for n in victim_nodes(vs)] == ["v0"]
+    assert len(pair_capacity(problem, shapes, class_bins(problem))) == 2
+    assert solver.last_stage.pairs_away_from_victims(problem, shapes) == 1
