@@ -216,15 +216,21 @@ def pod_of_object(
     a pod of a known shape is a copy with its own, not read again (3,000 new pods of a
     backlog took 0.12 s to read one by one)."""
     bound = bool(spec.get("nodeName"))
-    group = group_of({"metadata": metadata, "spec": spec})
+    try:
+        group = group_of({"metadata": metadata, "spec": spec})
+        task = str((metadata.get("annotations") or {}).get(TASK_ANNOTATION) or "") or None
+        daemon = any(
+            isinstance(ref, dict) and ref.get("kind") == "DaemonSet"
+            for ref in metadata.get("ownerReferences") or []
+        )
+    except (AttributeError, TypeError):
+        # Malformed: the rule it asks for, if any, is what the user reads first.
+        if not bound and (rule := unmodelled(spec)) is not None:
+            raise BadObject(rule) from None
+        raise
     priority = spec.get("priority")
     if not isinstance(priority, int):
         priority = priorities.get(spec.get("priorityClassName") or "", default_priority)
-    task = str((metadata.get("annotations") or {}).get(TASK_ANNOTATION) or "") or None
-    daemon = any(
-        isinstance(ref, dict) and ref.get("kind") == "DaemonSet"
-        for ref in metadata.get("ownerReferences") or []
-    )
     key = None
     if shapes is not None and not bound:
         key = shape_key(namespace, group, task, daemon, priority, spec)
@@ -279,16 +285,40 @@ def pod_of_object(
     return pod
 
 
+# What no conversion here reads (``pod_of_object``, ``unmodelled``) and what differs from
+# pod to pod of one template: the ServiceAccount admission's ``kube-api-access-<random>``
+# volume and its mounts, an indexed Job's hostname and index variables. Left out of a
+# shape's key, so that a gang's pods share one; a field read here must not be listed.
+UNREAD_SPEC = frozenset({"volumes", "hostname", "subdomain"})
+UNREAD_CONTAINER = frozenset({"env", "envFrom", "volumeMounts", "command", "args", "image"})
+
+
 def shape_key(
     namespace: str, group: str | None, task: str | None, daemon: bool, priority: int, spec: Obj
 ) -> tuple[Any, ...] | None:
-    """All a pending pod's conversion reads but its name, times and status: its spec
-    whole (any field of it may decide a rule), and what it takes from elsewhere.
-    None for a spec that is no JSON (a manifest's YAML may hold anything): read alone."""
+    """All a pending pod's conversion reads but its name, times and status: its spec but
+    the fields listed above (any other may decide a rule), and what it takes from
+    elsewhere. None for a spec that is not as JSON has it (a manifest's YAML may hold a
+    date where a string was meant, JSON decoded by the standard library a NaN): such a
+    spec may be told apart from another only by a type the key does not keep, so it is
+    read alone."""
+    read = {k: v for k, v in spec.items() if k not in UNREAD_SPEC}
+    for field in ("containers", "initContainers"):
+        containers = read.get(field)
+        if isinstance(containers, list):
+            read[field] = [
+                {k: v for k, v in c.items() if k not in UNREAD_CONTAINER}
+                if isinstance(c, dict)
+                else c
+                for c in containers
+            ]
     try:
-        return (namespace, group, task, daemon, priority, orjson.dumps(spec))
+        text = orjson.dumps(read)
     except TypeError:  # orjson's JSONEncodeError is one
         return None
+    if orjson.loads(text) != read:
+        return None
+    return (namespace, group, task, daemon, priority, text)
 
 
 def _nominated(status: Obj | None) -> str | None:
