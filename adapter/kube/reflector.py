@@ -262,19 +262,22 @@ def _dechunked(fp: Any, pause_s: float) -> Iterator[bytes]:
     each read takes what the socket holds, up to READ_AT_MOST, and gives back the data
     of every chunk it completes, joined. Ends at the last (empty) chunk; its trailers,
     if any, are not read (the connection is closed after a watch)."""
-    buffer = b""
+    buffer = bytearray()
+    need = 0  # bytes the buffer must hold before the chunk at its start is whole
     while True:
         data = fp.read1(READ_AT_MOST)
         if not data:
             raise StreamEnded("the watch stream ended before its last chunk")
-        buffer = buffer + data if buffer else data
+        buffer += data
+        if len(buffer) < need:
+            continue  # a large chunk still arriving: not scanned again for each read
         parts: list[bytes] = []
-        start = 0
+        start = need = 0
         while True:
             line_end = buffer.find(b"\r\n", start)
             if line_end < 0:
                 break
-            size_field = buffer[start:line_end].split(b";", 1)[0].strip()  # no extensions
+            size_field = bytes(buffer[start:line_end]).split(b";", 1)[0].strip()  # extensions
             if not HEX.fullmatch(size_field):
                 raise StreamEnded(f"bad chunk size {size_field[:20]!r}")
             size = int(size_field, 16)
@@ -284,10 +287,13 @@ def _dechunked(fp: Any, pause_s: float) -> Iterator[bytes]:
                 return
             data_end = line_end + 2 + size
             if len(buffer) < data_end + 2:
-                break  # this chunk is not all here yet
-            parts.append(buffer[line_end + 2 : data_end])
+                need = data_end + 2 - start
+                break
+            if buffer[data_end : data_end + 2] != b"\r\n":
+                raise StreamEnded("a chunk's data is not followed by CRLF")
+            parts.append(bytes(buffer[line_end + 2 : data_end]))
             start = data_end + 2
-        buffer = buffer[start:]
+        del buffer[:start]
         if parts:
             yield b"".join(parts)
             if pause_s > 0:

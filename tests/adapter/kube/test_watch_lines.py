@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapter.kube.reflector import StreamEnded, lines
@@ -116,15 +116,46 @@ def chunked(events: list[bytes], extension: bytes = b"") -> bytes:
     return body + b"0\r\n\r\n"
 
 
-@given(st.integers(1, 30), st.lists(st.integers(0, 10**5), max_size=15), st.booleans())
+def rechunked(data: bytes, sizes: list[int], extension: bytes = b"") -> bytes:
+    """``data`` in chunks of the ``sizes`` given (cycled), as a proxy may cut it: events
+    split across chunks, several in one."""
+    body, at = b"", 0
+    for size in itertools.cycle([s for s in sizes if s > 0] or [len(data)]):
+        if at >= len(data):
+            return body + b"0\r\nTrailer: x\r\n\r\n"
+        piece = data[at : at + size]
+        body += b"%X%s\r\n%s\r\n" % (len(piece), extension, piece)
+        at += size
+    raise AssertionError
+
+
+@settings(deadline=None)
+@given(
+    st.integers(1, 30),
+    st.lists(st.integers(0, 10**5), max_size=15),
+    st.booleans(),
+    st.one_of(st.none(), st.lists(st.integers(1, 3000), min_size=1, max_size=4)),
+    st.sampled_from([0.0, 0.001]),
+)
 def test_a_chunked_stream_cut_anywhere_gives_back_every_event(
-    n: int, cuts: list[int], extended: bool
+    n: int, cuts: list[int], extended: bool, sizes: list[int] | None, pause_s: float
 ) -> None:
     sent = events(n)
-    body = chunked(sent, b";ext=1" if extended else b"")
+    extension = b";ext=1" if extended else b""
+    if sizes is None:
+        body = chunked(sent, extension)  # an event per chunk, as kube-apiserver sends them
+    else:
+        body = rechunked(b"".join(e + b"\n" for e in sent), sizes, extension)
     edges = sorted({0, len(body), *(c % (len(body) + 1) for c in cuts)})
     pieces = [body[a:b] for a, b in itertools.pairwise(edges)]
-    assert [line for line in lines(Chunked(pieces)) if line] == sent
+    assert [line for line in lines(Chunked(pieces), pause_s) if line] == sent
+
+
+def test_a_chunk_may_hold_crlf_and_be_larger_than_any_read() -> None:
+    data = b"x" * 300_000 + b"\r\n" + b"y" * 10 + b"\n"
+    body = rechunked(data, [len(data)])
+    pieces = [body[i : i + 4096] for i in range(0, len(body), 4096)]
+    assert list(lines(Chunked(pieces))) == [b"x" * 300_000 + b"\r", b"y" * 10]
 
 
 def test_reads_take_every_chunk_that_came_at_once() -> None:
@@ -149,6 +180,7 @@ def test_reads_take_every_chunk_that_came_at_once() -> None:
         (chunked(events(3))[:-5], "before its last chunk"),  # the connection closed early
         (b"zz\r\n{}\n\r\n0\r\n\r\n", "bad chunk size"),
         (b"-1\r\n{}\n\r\n0\r\n\r\n", "bad chunk size"),
+        (b"3\r\n{}\nxx0\r\n\r\n", "not followed by CRLF"),
     ],
 )
 def test_a_stream_cut_short_or_garbled_ends_the_watch(body: bytes, why: str) -> None:
