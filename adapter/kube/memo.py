@@ -37,9 +37,10 @@ class Memo:
 @dataclass
 class Shapes:
     """What pending pods converted to, by shape: the pods of a gang come from one
-    template, so all but the first of them are copies with their own name (``pods.
-    pod_of_object``). A shape is kept while the snapshot before converted a pod of it
-    afresh (``earlier``), so the memory follows the pods arriving, not the history."""
+    template, so all but the first of them are copies with their own name
+    (``pods.pod_of_object``). A shape is kept while the snapshot before converted a pod
+    of it afresh (``earlier``), so the memory follows the pods arriving, not the
+    history."""
 
     earlier: dict[tuple[Any, ...], Pod] = field(default_factory=dict)
     now: dict[tuple[Any, ...], Pod] = field(default_factory=dict)

@@ -213,8 +213,8 @@ def pod_of_object(
     """``status``: a bound pod's, for the resources it holds (``_requests``); a pending
     pod's, for where a preemptor is nominated (``_nominated``). ``shapes``: pending pods
     read before, by all their conversion reads but their name and times (``shape_key``);
-    a pod of a known shape is a copy with its own, not read again (3,000 new pods of a
-    backlog took 0.12 s to read one by one)."""
+    a pod of a known shape is a copy with its own, not read again (a 2-container
+    training pod, 8 per gang: 49-54 -> 27-29 us per pod)."""
     bound = bool(spec.get("nodeName"))
     try:
         group = group_of({"metadata": metadata, "spec": spec})

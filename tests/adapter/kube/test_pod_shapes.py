@@ -115,7 +115,7 @@ def read(
             metadata["name"],
             metadata,
             spec,
-            float(len(str(metadata["creationTimestamp"]))),
+            float(int.from_bytes(metadata["name"].encode(), "big")),  # each its own time
             PRIORITIES[priorities],
             3 + priorities,
             None,
@@ -128,11 +128,9 @@ def read(
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.integers(0, 10**6), min_size=2, max_size=12), st.data())
-def test_a_pod_read_through_its_shape_is_the_pod_read_alone(
-    seeds: list[int], data: st.DataObject
-) -> None:
-    pods = [data.draw(pending_pods(i)) for i in range(len(seeds))]
+@given(st.integers(2, 12), st.data())
+def test_a_pod_read_through_its_shape_is_the_pod_read_alone(n: int, data: st.DataObject) -> None:
+    pods = [data.draw(pending_pods(i)) for i in range(n)]
     # Twins: the same spec under other metadata and status, as a gang's pods have it.
     pods += [
         {**data.draw(pending_pods(len(pods) + i)), "spec": p["spec"]} for i, p in enumerate(pods)
