@@ -17,16 +17,16 @@ import logging
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from adapter.cluster import Cluster, ClusterError, CycleReport, GangStatus
+from adapter.cluster import Cluster, ClusterError, CycleReport
 from adapter.gangs import Gangs
 from adapter.holds import Hold, Holds
 from adapter.metrics import LoopMetrics
 from adapter.repair import place_again
+from adapter.results import CycleResult, gang_statuses
 from solver.config import SolverConfig
 from solver.model import ClusterState, Decision, Pod
 from solver.schedulers import SCHEDULERS
@@ -51,44 +51,6 @@ class LoopSettings(BaseModel):
         if self.atomic_gangs is not None:
             return self.atomic_gangs
         return self.scheduler not in NOT_GANG_AWARE
-
-
-@dataclass
-class CycleResult:
-    """What one cycle did; ``error`` is set when it could not decide at all."""
-
-    scheduler: str
-    decision: Decision | None = None
-    bound: dict[str, str] = field(default_factory=dict)  # pod -> node, bound this cycle
-    failed_binds: dict[str, str] = field(default_factory=dict)  # pod -> why
-    failure_reasons: dict[str, str] = field(default_factory=dict)  # pod -> ClusterError.reason
-    rolled_back: dict[str, str] = field(default_factory=dict)  # gang -> why
-    evicted: list[str] = field(default_factory=list)  # pods bound, then evicted in rollback
-    eviction_causes: dict[str, str] = field(default_factory=dict)  # pod -> ClusterError.reason
-    repaired: dict[str, str] = field(default_factory=dict)  # pod -> node, bound at a 2nd try
-    stranded: dict[str, str] = field(default_factory=dict)  # pod -> eviction failure
-    rejected: dict[str, str] = field(default_factory=dict)  # gang -> validator finding
-    preempted: dict[str, str] = field(default_factory=dict)  # pod -> why, evicted for a gang
-    preempt_failed: dict[str, str] = field(default_factory=dict)  # pod -> eviction refusal
-    preemption_rejected: str = ""  # the validator's finding, when no eviction was sent
-    holding: dict[str, str] = field(default_factory=dict)  # gang -> what its hold waits for
-    released: dict[str, str] = field(default_factory=dict)  # gang -> why its hold was dropped
-    violations: list[Violation] = field(default_factory=list)
-    statuses: list[GangStatus] = field(default_factory=list)
-    pending_pods: int = 0
-    error: str | None = None
-    snapshot_s: float = 0.0
-    decide_s: float = 0.0
-    bind_s: float = 0.0
-    report_s: float = 0.0
-    total_s: float = 0.0
-
-    def admitted(self) -> list[str]:
-        """Gangs the decision admitted that this cycle bound and kept."""
-        if self.decision is None:
-            return []
-        dropped = self.rolled_back.keys() | self.rejected.keys()
-        return [g for g in self.decision.admitted if g not in dropped]
 
 
 POD_FINDINGS = frozenset(
@@ -321,63 +283,6 @@ def _explained(decision: Decision, gangs: Gangs) -> Decision:
         return decision.with_reasons({g: why for g in gangs.need if g not in admitted})
 
 
-def _statuses(state: ClusterState, gangs: Gangs, result: CycleResult) -> list[GangStatus]:
-    held = dict(gangs.held)
-    for pod in [*result.bound, *result.stranded]:
-        held[gangs.gang(pod)] = held.get(gangs.gang(pod), 0) + 1
-    decision = result.decision
-    reasons = decision.unschedulable if decision else {}
-    # Each gang's first failed pod, found in one pass: per gang, a scan of every failure
-    # was quadratic in a cycle whose binds all failed (thousands of gangs and pods).
-    first_failed: dict[str, str] = {}
-    for pod in sorted(result.failed_binds):
-        first_failed.setdefault(gangs.gang(pod), pod)
-    statuses = []
-    for gang in state.gangs:
-        bound = held.get(gang.name, 0)
-        if bound >= gang.min_running:  # members that succeeded count
-            statuses.append(
-                GangStatus(
-                    gang=gang.name,
-                    phase="Running",
-                    bound=bound,
-                    min_member=gang.min_member,
-                    succeeded=gang.succeeded,
-                    queue=gang.queue,
-                )
-            )
-            continue
-        failed = first_failed.get(gang.name)
-        if gang.name in result.rolled_back:
-            reason, message = "BindFailed", result.rolled_back[gang.name]
-        elif failed is not None:
-            reason = "BindFailed"
-            message = f"bind of {failed} failed ({result.failed_binds[failed]})"
-        elif gang.name in result.rejected:
-            reason, message = "InvalidDecision", result.rejected[gang.name]
-        elif gang.name in result.holding:
-            reason, message = "Preempting", result.holding[gang.name]
-        elif gang.name in reasons:
-            reason, message = "NotEnoughResources", reasons[gang.name]
-        elif result.error:
-            reason, message = "SchedulerError", result.error
-        else:
-            reason, message = "Waiting", "not considered this cycle"
-        statuses.append(
-            GangStatus(
-                gang=gang.name,
-                phase="Pending",
-                bound=bound,
-                min_member=gang.min_member,
-                succeeded=gang.succeeded,
-                reason=reason,
-                message=message,
-                queue=gang.queue,
-            )
-        )
-    return statuses
-
-
 def _with_held(
     decision: Decision, ready: list[Hold], waiting: list[Hold], gangs: Gangs
 ) -> Decision:
@@ -483,7 +388,7 @@ def run_cycle(
         result.decision = _explained(decision, gangs)
         # Deciding's own work, done after the binds: counted as deciding, not binding.
         result.decide_s += time.perf_counter() - bind_started - result.bind_s
-    result.statuses = _statuses(state, gangs, result)
+    result.statuses = gang_statuses(state, gangs, result)
     report_started = time.perf_counter()
     try:
         cluster.report(

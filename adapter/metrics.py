@@ -21,7 +21,7 @@ from prometheus_client import (
 )
 
 if TYPE_CHECKING:
-    from adapter.loop import CycleResult
+    from adapter.results import CycleResult
     from solver.fairness import QueueShare
 
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0)

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from adapter.loop import CycleResult
+from adapter.results import CycleResult
 from adapter.sim.cluster import SimEvent, SimulatedCluster
 from adapter.sim.measures import RunSummary
 from adapter.sim.run import SimRun

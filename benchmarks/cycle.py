@@ -31,7 +31,8 @@ from rich.table import Table
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.heap import HeapKeeper
 from adapter.kube.resources import DIALECTS, NODES, PODS
-from adapter.loop import CycleResult, LoopSettings, run_cycle
+from adapter.loop import LoopSettings, run_cycle
+from adapter.results import CycleResult
 from benchmarks.churn import GROUP, QUEUES, VERSION, pod_manifest
 from benchmarks.footprint import DAEMONS_PER_NODE, daemon_pod, node_manifest
 from benchmarks.gangsat_process import SCHEDULER

@@ -56,7 +56,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from adapter.loop import CycleResult, LoopSettings
+from adapter.loop import LoopSettings
+from adapter.results import CycleResult
 from adapter.sim.cluster import SimEvent, SimulatedCluster
 from adapter.sim.measures import RunSummary, summarise
 from adapter.sim.run import SimRun, simulate

@@ -38,8 +38,9 @@ from adapter.holds import Holds
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.heap import HeapKeeper
 from adapter.kube.lease import LeaseElector
-from adapter.loop import CycleResult, LoopSettings, run_cycle
+from adapter.loop import LoopSettings, run_cycle
 from adapter.metrics import LoopMetrics
+from adapter.results import CycleResult
 from adapter.serve import Endpoint
 from adapter.settings import Settings, SettingsError
 from solver.fairness import fair_resource, queue_shares

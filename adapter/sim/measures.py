@@ -24,7 +24,7 @@ from itertools import pairwise
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from adapter.loop import CycleResult
+from adapter.results import CycleResult
 from adapter.sim.run import Sample, SimRun
 from solver.fairness import deserved_by_queue
 from solver.model import Queue

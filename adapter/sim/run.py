@@ -23,8 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from adapter.holds import Holds
-from adapter.loop import CycleResult, LoopSettings, run_cycle
+from adapter.loop import LoopSettings, run_cycle
 from adapter.metrics import LoopMetrics
+from adapter.results import CycleResult
 from adapter.sim.cluster import SimEvent, SimulatedCluster
 from adapter.sim.scenario import Workload
 

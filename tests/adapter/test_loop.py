@@ -13,8 +13,9 @@ from collections.abc import Iterable, Sequence
 import pytest
 
 from adapter.cluster import ClusterError, CycleReport, GangStatus
-from adapter.loop import CycleResult, LoopSettings, run_cycle
+from adapter.loop import LoopSettings, run_cycle
 from adapter.metrics import LoopMetrics
+from adapter.results import CycleResult
 from solver.config import SolverConfig
 from solver.model import ClusterState, Decision, SolveStatus
 from solver.schedulers import SCHEDULERS

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from adapter import serve
-from adapter.loop import CycleResult
 from adapter.metrics import LoopMetrics
+from adapter.results import CycleResult
 from adapter.serve import Endpoint
 
 

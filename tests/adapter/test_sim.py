@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapter.cluster import ClusterError
-from adapter.loop import CycleResult, LoopSettings
+from adapter.loop import LoopSettings
+from adapter.results import CycleResult
 from adapter.sim.cluster import SimulatedCluster
 from adapter.sim.measures import RunSummary, summarise
 from adapter.sim.run import SimRun, simulate

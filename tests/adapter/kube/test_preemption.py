@@ -15,7 +15,8 @@ from kubernetes.client.exceptions import ApiException
 from adapter.holds import Holds
 from adapter.kube.budgets import Budgets
 from adapter.kube.cluster import KubeCluster
-from adapter.loop import CycleResult, LoopSettings, run_cycle
+from adapter.loop import LoopSettings, run_cycle
+from adapter.results import CycleResult
 from benchmarks.fake_apiserver import FakeApiServer
 from solver.config import SolverConfig
 from tests.adapter.kube.manifests import (
