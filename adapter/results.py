@@ -67,20 +67,11 @@ def gang_statuses(state: ClusterState, gangs: Gangs, result: CycleResult) -> lis
     statuses = []
     for gang in state.gangs:
         bound = held.get(gang.name, 0)
-        if bound >= gang.min_running:  # members that succeeded count
-            statuses.append(
-                GangStatus(
-                    gang=gang.name,
-                    phase="Running",
-                    bound=bound,
-                    min_member=gang.min_member,
-                    succeeded=gang.succeeded,
-                    queue=gang.queue,
-                )
-            )
-            continue
         failed = first_failed.get(gang.name)
-        if gang.name in result.rolled_back:
+        reason: str | None
+        if bound >= gang.min_running:  # members that succeeded count: Running
+            reason, message = None, ""
+        elif gang.name in result.rolled_back:
             reason, message = "BindFailed", result.rolled_back[gang.name]
         elif failed is not None:
             reason = "BindFailed"
@@ -98,7 +89,7 @@ def gang_statuses(state: ClusterState, gangs: Gangs, result: CycleResult) -> lis
         statuses.append(
             GangStatus(
                 gang=gang.name,
-                phase="Pending",
+                phase="Running" if reason is None else "Pending",
                 bound=bound,
                 min_member=gang.min_member,
                 succeeded=gang.succeeded,
