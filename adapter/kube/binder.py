@@ -53,7 +53,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from adapter.cluster import ClusterError
-from adapter.kube.cache import ClusterCache, Unbindable
+from adapter.kube.cache import ClusterCache, Unbindable, split_key
 from adapter.kube.resources import STRATEGIC_MERGE_PATCH, done, read_json
 
 log = logging.getLogger(__name__)
@@ -82,11 +82,6 @@ def without_retries(api: client.ApiClient) -> client.ApiClient:
     configuration = copy.deepcopy(api.configuration)
     configuration.retries = False
     return client.ApiClient(configuration)
-
-
-def split_key(key: str) -> tuple[str, str]:
-    namespace, _, name = key.partition("/")
-    return namespace, name
 
 
 def api_error(e: ApiException) -> ClusterError:

@@ -38,6 +38,12 @@ def key_of(obj: Obj) -> str:
     return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
 
 
+def split_key(key: str) -> tuple[str, str]:
+    """A namespaced object's key (``key_of``) as its namespace and name."""
+    namespace, _, name = key.partition("/")
+    return namespace, name
+
+
 class ClusterCache:
     def __init__(self) -> None:
         self._lock = threading.Lock()

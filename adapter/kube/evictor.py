@@ -40,10 +40,9 @@ from adapter.kube.binder import (
     Fence,
     api_error,
     remove,
-    split_key,
     without_retries,
 )
-from adapter.kube.cache import ClusterCache
+from adapter.kube.cache import ClusterCache, split_key
 from adapter.kube.resources import done
 
 log = logging.getLogger(__name__)

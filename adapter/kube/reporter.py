@@ -33,8 +33,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from adapter.cluster import CycleReport, GangStatus
-from adapter.kube.binder import split_key
-from adapter.kube.cache import ClusterCache, Obj, key_of
+from adapter.kube.cache import ClusterCache, Obj, key_of, split_key
 from adapter.kube.convert import Finding
 from adapter.kube.dialects import VOLCANO_GROUP, workload_template
 from adapter.kube.enqueue import to_enqueue

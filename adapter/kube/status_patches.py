@@ -8,7 +8,7 @@ from typing import Any
 
 from kubernetes import client
 
-from adapter.kube.binder import split_key
+from adapter.kube.cache import split_key
 from adapter.kube.resources import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Resource, done
 from adapter.kube.writer import WRITE_TIMEOUT
 
