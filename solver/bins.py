@@ -9,10 +9,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.sparse import csr_matrix
 
 from solver.arrays import IntArray
 from solver.problem import Problem, fit_per_node
-from solver.shapes import Shapes
+from solver.shapes import ShapeClass, Shapes
 
 
 @dataclass(frozen=True)
@@ -99,26 +100,61 @@ def pair_capacity(
     """Pairs for every shape class (or those of the ``only`` shapes), in the room ``free``
     per node (default: what the nodes have free)."""
     free = problem.free if free is None else free
-    bin_of_node = bin_index(problem, bins)
-    inside = bin_of_node >= 0  # every node, for class and node bins
-    per_spec: dict[int, IntArray] = {}  # pods of a spec that fit per bin, uncapped
+    wanted = [sc for sc in shapes.classes if only is None or sc.shape in only]
+    if not wanted or not bins:
+        empty = np.zeros(0, dtype=np.int64)
+        return Pairs(empty, empty, empty)
+    per_spec, row_of_spec = _fits_per_bin(problem, wanted, bins, free)
+    rows = np.array([row_of_spec[sc.spec] for sc in wanted], dtype=np.int64)
+    counts = np.array([sc.count for sc in wanted], dtype=np.int64)
+    index = np.array([sc.index for sc in wanted], dtype=np.int64)
     cls_idx: list[IntArray] = []
     bin_idx: list[IntArray] = []
     caps: list[IntArray] = []
-    for sc in shapes.classes:
-        if only is not None and sc.shape not in only:
-            continue
-        if sc.spec not in per_spec:
-            per_node = np.where(sc.feasible, fit_per_node(sc.demand, free), 0)
-            per_spec[sc.spec] = np.bincount(
-                bin_of_node[inside], weights=per_node[inside], minlength=len(bins)
-            ).astype(np.int64)
-        per_bin = np.minimum(per_spec[sc.spec], sc.count)
-        where = np.flatnonzero(per_bin > 0)
-        cls_idx.append(np.full(len(where), sc.index, dtype=np.int64))
-        bin_idx.append(where)
-        caps.append(per_bin[where])
-    if not cls_idx:
-        empty = np.zeros(0, dtype=np.int64)
-        return Pairs(empty, empty, empty)
+    step = max(1, CHUNK_CELLS // len(bins))
+    for lo in range(0, len(wanted), step):
+        per_bin = np.minimum(per_spec[rows[lo : lo + step]], counts[lo : lo + step, None])
+        cls_of, bin_of = np.nonzero(per_bin > 0)  # row-major: grouped by class
+        cls_idx.append(index[lo : lo + step][cls_of])
+        bin_idx.append(bin_of.astype(np.int64))
+        caps.append(per_bin[cls_of, bin_of])
     return Pairs(np.concatenate(cls_idx), np.concatenate(bin_idx), np.concatenate(caps))
+
+
+# Largest temporary (cells) a chunk of pair_capacity's arrays may take: 32 MiB of int64.
+CHUNK_CELLS = 1 << 22
+
+
+def _fits_per_bin(
+    problem: Problem, wanted: Sequence[ShapeClass], bins: Sequence[Bin], free: IntArray
+) -> tuple[IntArray, dict[int, int]]:
+    """Pods of each spec that fit per bin, uncapped (one row per spec), and each spec's
+    row. Real-shaped 1,000-node clusters have ~600 specs but ~80 distinct demands: the
+    fits per node are computed once per demand, masked by each spec's feasibility, and
+    summed over each bin's nodes by one sparse product (0.04 s one spec at a time, 0.009
+    s so)."""
+    bin_of_node = bin_index(problem, bins)
+    inside = np.flatnonzero(bin_of_node >= 0)
+    row_of_spec: dict[int, int] = {}
+    exemplars: list[ShapeClass] = []
+    for sc in wanted:
+        if sc.spec not in row_of_spec:
+            row_of_spec[sc.spec] = len(exemplars)
+            exemplars.append(sc)
+    demands, demand_row = np.unique(
+        np.array([sc.demand for sc in exemplars], dtype=np.int64), axis=0, return_inverse=True
+    )
+    demand_row = demand_row.ravel()  # numpy 2.0.0 kept the axis
+    room = free[inside]
+    fit_of = np.array([fit_per_node(d, room) for d in demands], dtype=np.int64)
+    feasible = np.array([sc.feasible[inside] for sc in exemplars], dtype=np.bool_)
+    member = csr_matrix(
+        (np.ones(len(inside), dtype=np.int64), (bin_of_node[inside], np.arange(len(inside)))),
+        shape=(len(bins), len(inside)),
+    )
+    per_spec = np.empty((len(exemplars), len(bins)), dtype=np.int64)
+    step = max(1, CHUNK_CELLS // max(1, len(inside)))
+    for lo in range(0, len(exemplars), step):
+        fit = np.where(feasible[lo : lo + step], fit_of[demand_row[lo : lo + step]], 0)
+        per_spec[lo : lo + step] = (member @ fit.T).T
+    return per_spec, row_of_spec
