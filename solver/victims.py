@@ -119,17 +119,20 @@ class Candidates:
         return {g.node for g in self.groups}
 
 
-def _model_demand(problem: Problem, pod: Pod) -> IntArray:
-    """One pod's demand in model units (memory in MiB, rounded up), as ``prepare`` has
-    it; memoised per requests, as thousands of running pods share a few."""
-    key = ("model_demand", pod.requests.key())
+def _pod_size(problem: Problem, pod: Pod) -> tuple[IntArray, IntArray, int]:
+    """One pod's demand in model units (memory in MiB, rounded up), as ``prepare`` has it,
+    in share units, and its value (the largest share); memoised per requests, as
+    thousands of running pods share a few (real-shaped 1,000 nodes: 1,000 groups of
+    running pods, 0.02 s to convert each group's)."""
+    key = ("pod size", pod.requests.key())
     cached = problem.memo.get(key)
     if cached is None:
         raw = np.array([pod.demand().get(r, 0) for r in problem.resources], dtype=np.int64)
-        cached = model_demand(raw, units(problem.resources))
+        demand = model_demand(raw, units(problem.resources))
+        share = pod_share_units(demand, problem.totals)
+        cached = (demand, share, max(1, int(share.max()) if len(share) else 1))
         problem.memo[key] = cached
-    demand: IntArray = np.asarray(cached)
-    return demand
+    return cast(tuple[IntArray, IntArray, int], cached)
 
 
 def _age_hours(pod: Pod, now_s: float) -> float:
@@ -388,13 +391,11 @@ def _running_victims(
         values = []
         for (node, _), same in sorted(by_group.items(), key=lambda kv: str(kv[0])):
             same.sort(key=lambda p: (-(p.started_s or 0.0), p.name))
-            demand = _model_demand(problem, same[0])
-            share = pod_share_units(demand, problem.totals)
+            demand, share, value = _pod_size(problem, same[0])
             node_i = n_index[str(node)]
             # Where the node holds more than its allocatable, an eviction first repays
             # that: credited as room, it let a preemptor be nominated where it cannot fit.
             credited = np.where(problem.overcommitted[node_i], 0, demand)
-            value = max(1, int(share.max()) if len(share) else 1)
             values.append(value)
             age = max(_age_hours(p, state.now_s) for p in same)
             cost = int(value * (w.value + w.disruption + w.disruption_per_hour * age))
