@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import random
+
+import numpy as np
 import pytest
 
+import solver.placement
 from adapter.sim import realistic
 from solver.config import SolverConfig
 from solver.model import ClusterState
-from solver.placement import Placer
+from solver.placement import Placer, Policy
 from solver.problem import prepare
 from solver.schedulers import schedule
 
@@ -53,3 +57,35 @@ def test_an_explanation_follows_the_room_not_the_count_of_pods_placed() -> None:
     fresh = Placer(problem)
     fresh.place(other, 1)
     assert placer.explain(waiting) == fresh.explain(waiting) != crowded
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cached_scores_follow_every_change_of_room(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scores are kept per spec and per demand, rescored where room changed since they
+    were read. With caches of two entries (every read may miss the spec's and fall back
+    on the demand's, or miss both), after each placement or roll-back every class's
+    scores are those a placer computing them afresh finds."""
+    monkeypatch.setattr(solver.placement, "MAX_SCORED_SPECS", 2)
+    monkeypatch.setattr(solver.placement, "MAX_SCORED_DEMANDS", 2)
+    problem = prepare(realistic.cluster(seed, 40, 60))
+    rng = random.Random(seed)
+    placer = Placer(problem)
+    placed: list[str] = []
+    for _ in range(60):
+        cls = rng.choice(problem.classes)
+        policy = rng.choice(list(Policy))
+        if placed and rng.random() < 0.25:
+            k = rng.randint(1, min(3, len(placed)))
+            placer.unplace(placed[-k:])
+            del placed[-k:]
+        elif placer.next_pod[cls.index] < cls.count:
+            node = placer.best_node(cls, policy)
+            if node is not None:
+                placed.append(placer.place(cls, node))
+        fresh = Placer(problem)
+        fresh.place_like(placer.placed)
+        for other in rng.sample(problem.classes, 8):
+            got = placer._scores(other, policy)
+            assert np.allclose(got, fresh._score_rows(other, policy, slice(None)), atol=1e-12)
