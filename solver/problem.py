@@ -299,7 +299,7 @@ def prepare(state: ClusterState) -> Problem:
     classes: list[PodClass] = []
     spec_ids: dict[tuple[object, ...], int] = {}
     # Thousands of gangs share a handful of pod specs: convert each spec once.
-    per_spec: dict[tuple[object, ...], tuple[IntArray, IntArray]] = {}
+    per_spec: dict[tuple[object, ...], tuple[IntArray, IntArray, BoolArray]] = {}
     used = np.zeros((len(queue_names), len(resources)), dtype=np.int64)
     if outside_gangs:
         held.by_queues += [q_index[DEFAULT_QUEUE]] * len(outside_gangs)
@@ -365,9 +365,9 @@ def prepare(state: ClusterState) -> Problem:
             exemplar = same[0]
             if spec_key not in per_spec:
                 demand = model_demand(vector(exemplar.demand(), r_index), model_units)
-                per_spec[spec_key] = (demand, pod_share_units(demand, totals))
-            demand, share = per_spec[spec_key]
-            feasible = feasible_nodes(exemplar)
+                share = pod_share_units(demand, totals)
+                per_spec[spec_key] = (demand, share, feasible_nodes(exemplar))
+            demand, share, feasible = per_spec[spec_key]
             classes.append(
                 PodClass(
                     index=len(classes),
