@@ -491,6 +491,62 @@ def test_a_placement_this_cycle_is_taken_back_rather_than_evicting_more(schedule
     assert check(st_, decision) == []
 
 
+@pytest.mark.parametrize("path", ["joint", "after placement", "gang-greedy"])
+def test_a_placement_taken_back_runs_elsewhere_where_there_is_room(path: str) -> None:
+    """'low' (2 cpu) is placed beside r on n0 (the used node; for gang-greedy, the
+    emptier one), not on n2. 'hi' (priority 10, 8 cpu) fits only on a whole n0: r is
+    evicted and low's placement taken back for it. n2 has room for low, which runs
+    there now instead of waiting for the next cycle."""
+    st_ = state(
+        [node("n0").cap(cpu=8), node("n2").cap(cpu=2)],
+        [*_running("r", 1, 4, ["n0"]), *_pending("low", 1, 2), *_pending("hi", 1, 8)],
+        [gang("r", 1), gang("low", 1), gang("hi", 1).priority(10)],
+        [queue()],
+    )
+
+    def decide(config: SolverConfig) -> Decision:
+        if path == "gang-greedy":
+            return schedule(st_, "gang-greedy", config)
+        return solve(st_, config, joint=path == "joint")
+
+    assert decide(SolverConfig()).placements == {"low-0": "n0"}  # without preemption
+    decision = decide(PREEMPT)
+    assert set(decision.evictions) == {"r-0"}
+    assert decision.nominated == {"hi-0": "n0"}
+    assert decision.placements == {"low-0": "n2"}
+    assert check(st_, decision) == []
+
+
+@pytest.mark.parametrize("victims_queue", ["a", "b"])
+def test_a_reclaiming_queues_placement_taken_back_is_not_placed_again(victims_queue: str) -> None:
+    """blo (queue b) is placed on n0 and taken back for bhi (queue b), which r's eviction
+    and blo's room make fit there; n2 has room for blo. When r is of queue a, b is
+    reclaiming: blo placed again would count toward the share b reclaims up to, and
+    stays out. When r is b's own (a preemption), blo runs on n2."""
+    st_ = state(
+        [node("n0").cap(cpu=8), node("n2").cap(cpu=6)],
+        [
+            *_running("r", 1, 2, ["n0"]),
+            pod("blo-0").req(cpu=6).gang("blo"),
+            pod("bhi-0").req(cpu=8).gang("bhi"),
+        ],
+        [
+            gang("r", 1).queue(victims_queue),
+            gang("blo", 1).queue("b"),
+            gang("bhi", 1).queue("b").priority(10),
+        ],
+        [queue("a"), queue("b")],
+    )
+    problem = prepare(st_)
+    placer = Placer(problem)
+    [blo] = [c for c in problem.classes if problem.gangs[c.gang].name == "blo"]
+    placer.place(blo, 0)
+    choice = Preemption(withdrawn={"blo-0"}, evictions={"r-0": "why"}, nominated={"bhi-0": 0})
+    apply_withdrawals(problem, placer, choice)
+    assert placer.placed == ({} if victims_queue == "a" else {"blo-0": 1})
+    assert choice.nominated == {"bhi-0": 0}
+
+
 def test_a_preemptor_that_evicts_nothing_running_is_placed_at_once() -> None:
     """Only a placement of this cycle taken back: nothing has to terminate first."""
     st_ = state(
