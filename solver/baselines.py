@@ -43,7 +43,7 @@ def _baseline(
     if preempts and config.preemption and problem.schedulable_gangs():
         coef = coefficients(problem, config.weights)
         preemption = greedy_preempt(problem, placer, coef, config)
-        apply_withdrawals(problem, placer, preemption)
+        apply_withdrawals(problem, placer, preemption, Policy.SPREAD)
     return decision_from_placements(
         problem,
         placer,

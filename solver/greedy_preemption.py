@@ -48,43 +48,53 @@ def greedy_preempt(
     return split_withdrawn(cand, greedy_choice(problem, cand, coef))
 
 
-def apply_withdrawals(problem: Problem, placer: Placer, choice: Preemption) -> None:
+def apply_withdrawals(
+    problem: Problem, placer: Placer, choice: Preemption, policy: Policy = Policy.PACK
+) -> None:
     """Take the withdrawn placements out of ``placer``. When no running pod is evicted,
     the nominated gangs need not wait for anything: they become placements too. Then
-    the withdrawn gangs are placed again where the room left allows (``_elsewhere``)."""
+    the withdrawn gangs are placed again where the room left allows (``_elsewhere``,
+    by ``policy``: the baselines' own)."""
     if not choice.withdrawn:
         return
     of_pod = problem.class_of_pod()
     withdrawn = {problem.classes[of_pod[pod]].gang for pod in choice.withdrawn}
+    # Who took the room, read before the nominations become placements.
+    takers = {problem.classes[of_pod[pod]].gang for pod in choice.nominated}
     placer.unplace(sorted(choice.withdrawn))
     choice.withdrawn = set()
     if not choice.evictions:
         placer.place_like(choice.nominated)
         choice.nominated = {}
-    _elsewhere(problem, placer, choice, withdrawn)
+    _elsewhere(problem, placer, choice, withdrawn, takers, policy)
 
 
-def _elsewhere(problem: Problem, placer: Placer, choice: Preemption, gangs: set[int]) -> None:
+def _elsewhere(
+    problem: Problem,
+    placer: Placer,
+    choice: Preemption,
+    gangs: set[int],
+    takers: set[int],
+    policy: Policy,
+) -> None:
     """A gang withdrawn for a preemptor's room may fit in other room: placed there whole,
     it runs this cycle instead of waiting for the next (real-shaped 1,000 nodes: 1-4
-    gangs withdrawn per cycle; 200 nodes: up to 11). The nominated pods' room is held
-    while they are placed (their nodes, short of the victims' room until it is freed,
-    take nothing more). Gangs of a queue that may be reclaiming (a nominated gang's,
-    with a victim of another queue) stay out: they would count toward the share it
-    reclaims up to."""
-    of_pod = problem.class_of_pod()
-    nominated = {problem.classes[of_pod[pod]].gang for pod in choice.nominated}
-    takers = {problem.gangs[g].queue for g in nominated}
+    gangs withdrawn per cycle; 200 nodes: up to 11). The pods still nominated hold their
+    room while they are placed (their nodes, short of the victims' room until it is
+    freed, take nothing more). Gangs of a queue that may be reclaiming (a taker's, with a
+    victim, running or withdrawn, of another queue) stay out: they would count toward
+    the share it reclaims up to."""
+    taking = {problem.gangs[g].queue for g in takers}
     victims = {problem.gangs[g].queue for g in gangs} | _queues_of(problem, choice.evictions)
-    reclaiming = {q for q in takers if victims - {q}}
-    again = [g for g in gangs if g not in nominated and problem.gangs[g].queue not in reclaiming]
+    reclaiming = {q for q in taking if victims - {q}}
+    again = [g for g in gangs if g not in takers and problem.gangs[g].queue not in reclaiming]
     if not again:
         return
     held: list[str] = []
     for (c, node), count in sorted(problem.cell_counts(choice.nominated).items()):
         held += placer.place_on(problem.classes[c], node, count)
     for g in sorted(again, key=lambda g: (-problem.gangs[g].priority, problem.gangs[g].name)):
-        placer.try_gang(problem.gangs[g], Policy.PACK)
+        placer.try_gang(problem.gangs[g], policy)
     placer.unplace(held)
 
 

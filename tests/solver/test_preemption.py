@@ -547,6 +547,41 @@ def test_a_reclaiming_queues_placement_taken_back_is_not_placed_again(victims_qu
     assert choice.nominated == {"bhi-0": 0}
 
 
+@pytest.mark.parametrize("alo_queue", ["a", "b"])
+def test_a_placement_taken_back_from_a_reclaiming_queue_without_evictions_stays_out(
+    alo_queue: str,
+) -> None:
+    """alo (4 cpu) and blo (queue b, 6 cpu) are placed on n0 and both taken back for bhi
+    (queue b, 10 cpu); nothing running is evicted, so bhi is placed at once. With alo
+    of queue a, b took a's room: b is reclaiming and blo stays out, while alo, of the
+    queue taken from, runs on n2. With alo of b, blo (the higher priority) runs on n2,
+    and alo no longer fits there."""
+    st_ = state(
+        [node("n0").cap(cpu=10), node("n2").cap(cpu=6)],
+        [
+            pod("alo-0").req(cpu=4).gang("alo"),
+            pod("blo-0").req(cpu=6).gang("blo"),
+            pod("bhi-0").req(cpu=10).gang("bhi"),
+        ],
+        [
+            gang("alo", 1).queue(alo_queue),
+            gang("blo", 1).queue("b").priority(5),
+            gang("bhi", 1).queue("b").priority(10),
+        ],
+        [queue("a"), queue("b")],
+    )
+    problem = prepare(st_)
+    placer = Placer(problem)
+    for name in ("alo", "blo"):
+        [cls] = [c for c in problem.classes if problem.gangs[c.gang].name == name]
+        placer.place(cls, 0)
+    choice = Preemption(withdrawn={"alo-0", "blo-0"}, nominated={"bhi-0": 0})
+    apply_withdrawals(problem, placer, choice)
+    expected = {"bhi-0": 0, "alo-0": 1} if alo_queue == "a" else {"bhi-0": 0, "blo-0": 1}
+    assert placer.placed == expected
+    assert not choice.nominated and not choice.withdrawn
+
+
 def test_a_preemptor_that_evicts_nothing_running_is_placed_at_once() -> None:
     """Only a placement of this cycle taken back: nothing has to terminate first."""
     st_ = state(
