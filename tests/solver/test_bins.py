@@ -4,10 +4,12 @@ over the bin's nodes, node by node, as a reader would count them."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver.bins import Bin, Pairs, class_bins, node_bins, pair_capacity
+import solver.bins
+from solver.bins import CHUNK_CELLS, Bin, Pairs, class_bins, node_bins, pair_capacity
 from solver.config import SolverConfig
 from solver.model import ClusterState
 from solver.objective import coefficients
@@ -75,23 +77,32 @@ def _clusters(draw: st.DrawFn) -> ClusterState:
     return state(nodes, pods, gangs, [queue()])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     cluster=_clusters(),
     per_node=st.booleans(),
-    subset=st.integers(0, 3),
-    extra=st.integers(0, 2),
+    subset=st.integers(-1, 3),
+    extra=st.integers(-2, 2),
+    dropped=st.integers(0, 2),
+    chunk=st.sampled_from([1, 3, 64, CHUNK_CELLS]),
 )
 def test_pairs_are_the_fits_of_each_node_summed_over_its_bin(
-    cluster: ClusterState, per_node: bool, subset: int, extra: int
+    cluster: ClusterState, per_node: bool, subset: int, extra: int, dropped: int, chunk: int
 ) -> None:
-    """Over classes of nodes and over nodes, every shape or some, in the nodes' free room
-    or in more (the room victims would free): the same pairs, in the same order, with
-    the same capacities as counting node by node."""
+    """Over classes of nodes and over nodes, some bins left out, every shape or some or
+    none, in the nodes' free room or in more or less, computed in chunks of any size:
+    the same pairs, in the same order, with the same capacities as counting node by
+    node."""
     problem = prepare(cluster)
     shapes = group(problem, coefficients(problem, SolverConfig().weights))
     bins = node_bins(problem) if per_node else class_bins(problem)
-    only = None if subset == 0 else {sc.shape for sc in shapes.classes[::subset]}
+    if dropped:
+        bins = [b for i, b in enumerate(bins) if i % (dropped + 1)]
+    only = {sc.shape for sc in shapes.classes[::subset]} if subset > 0 else None
+    if subset < 0:
+        only = set()
     free = problem.free + extra
-    got = pair_capacity(problem, shapes, bins, only, free=free if extra else None)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(solver.bins, "CHUNK_CELLS", chunk)
+        got = pair_capacity(problem, shapes, bins, only, free=free if extra else None)
     assert _listed(got) == _by_hand(problem, shapes, bins, only, free)
