@@ -296,7 +296,8 @@ def topped_up(problem: Problem, placer: Placer, weights: ObjectiveWeights) -> Pl
     placed_gangs = {problem.classes[of_pod[pod]].gang for pod in before}
     rest = [g for g in problem.schedulable_gangs() if g.index not in placed_gangs]
     fits: dict[int, int] = {}
-    rest = [g for g in rest if _may_fit(placer, g, fits)]
+    per_node: dict[bytes, IntArray] = {}
+    rest = [g for g in rest if _may_fit(placer, g, fits, per_node)]
     worth = sum(evaluate(problem, placer.placed, weights).values())
     allocate_gangs(problem, placer, rest, Policy.PACK)
     added = [pod for pod in placer.placed if pod not in before]
@@ -305,16 +306,23 @@ def topped_up(problem: Problem, placer: Placer, weights: ObjectiveWeights) -> Pl
     return placer
 
 
-def _may_fit(placer: Placer, gang: GangInfo, fits: dict[int, int]) -> bool:
+def _may_fit(
+    placer: Placer, gang: GangInfo, fits: dict[int, int], per_node: dict[bytes, IntArray]
+) -> bool:
     """Whether the room left could hold the gang's need, node by node, class by class: a
     necessary condition, so a full cluster's hundreds of waiting gangs are not each placed
-    and rolled back. ``fits`` caches, per pod spec, how many fit in the room left."""
+    and rolled back. ``fits`` caches, per pod spec, how many fit in the room left;
+    ``per_node``, per demand, how many fit on each node (real-shaped 1,000 nodes: ~600
+    specs, ~80 demands)."""
     problem = placer.problem
     fit = 0
     for c in gang.classes:
         cls = problem.classes[c]
         if cls.spec not in fits:
-            fits[cls.spec] = int(fit_per_node(cls.demand, placer.free)[cls.feasible].sum())
+            key = cls.demand.tobytes()
+            if key not in per_node:
+                per_node[key] = fit_per_node(cls.demand, placer.free)
+            fits[cls.spec] = int(per_node[key][cls.feasible].sum())
         fit += min(cls.count, fits[cls.spec])
         if fit >= gang.need:
             return True
