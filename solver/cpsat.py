@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from solver.arrays import IntArray
@@ -64,7 +64,14 @@ from solver.search import (
     run_cpsat,
 )
 from solver.shapes import Shapes, group
-from solver.solution import decode_admitted, decode_counts, hint, hint_values, solution_of
+from solver.solution import (
+    decode_admitted,
+    decode_counts,
+    hint,
+    hint_values,
+    rounded_down,
+    solution_of,
+)
 
 # The wide (RINS) neighbourhood is searched on node-class models up to this many times
 # max_exact_class_pairs: above, real-shaped 1,000-node models found nothing in 0.5 s.
@@ -89,6 +96,9 @@ GUIDED_SHARE = 0.6  # of the node-level stage's time, for its LP-guided searches
 BASELINE_STOP_GAP = 0.05
 BASELINE_SKIP_GAP = 0.001  # ... and this close, whether or not time is up
 REPACK_ROUNDS = 2
+# What a large model's dive and the disaggregation of its decision take, per pair
+# (real-shaped 1,000 nodes, 12,000 pairs: 0.2-0.25 s each).
+DIVE_S_PER_PAIR = 4e-5
 REPACK_LOSS = 0.002  # of a class model's objective: below, its disaggregation stands
 
 
@@ -100,12 +110,12 @@ def _lp_stage(search: Search, enc: Encoding, time_limit_s: float, name: str) -> 
 
 
 def _use_class_solution(
-    search: Search, enc: Encoding, result: StageResult
+    search: Search, enc: Encoding, solution: Sequence[int], name: str
 ) -> tuple[Placer, dict[int, list[tuple[int, int]]]]:
-    """The solution disaggregated, as a candidate; returned with the counts it came from."""
-    assert result.solution is not None
-    admitted = decode_admitted(enc, result.solution)
-    counts = decode_counts(enc, result.solution)
+    """The solution disaggregated, as a candidate named ``name``; returned with the
+    counts it came from."""
+    admitted = decode_admitted(enc, solution)
+    counts = decode_counts(enc, solution)
     config = search.config
     # No floor: once the cycle's time is used, an exact packing would only add to it
     # (real-shaped 1,000 nodes: 0.04 s past the limit, for no gain on any seed measured).
@@ -127,7 +137,7 @@ def _use_class_solution(
     ):
         search.admitted = admitted
     search.solved.append(placer)
-    search.origin[id(placer)] = result.report.name
+    search.origin[id(placer)] = name
     return placer, counts
 
 
@@ -159,7 +169,7 @@ def _node_class_stage(search: Search, shapes: Shapes, share: float, repack: bool
     result = search.run(agg, "node-classes", left(), presolve=False)
     if result.solution is not None and result.report.bound is not None:
         search.bounds.append(result.report.bound)
-        _use_class_solution(search, agg, result)
+        _use_class_solution(search, agg, result.solution, result.report.name)
 
 
 def _guided_search(
@@ -192,6 +202,16 @@ def _guided_search(
     lp = _lp_stage(search, enc, max(left(), lp_floor), f"{prefix}-lp")
     if lp is None:
         return
+    if large:
+        # The LP's optimum rounded down (about 110 of 12,000 values are fractional on
+        # real-shaped 1,000 nodes), disaggregated and topped up: a decision without a
+        # search. The dive follows only where its model, its search and the
+        # disaggregation of its decision fit in the time left. Seeds 0-7 at a 1 s limit,
+        # rounding alone against the dive alone, alternately: cycle 1.32 -> 1.13 s
+        # median, objective x0.9979 (x0.9915-1.0074), mean gap 2.18 -> 2.39%.
+        _use_class_solution(search, enc, rounded_down(lp.values), f"{prefix}-lp-rounded")
+        if search.remaining() < DIVE_S_PER_PAIR * len(enc.pairs):
+            return
     narrow = restricted(enc, search.coef, lp.values)
     name = f"{prefix}-lp-guided"
     first_floor = DIVE_FLOOR * limit if not search.solved else MIN_STAGE_S
@@ -276,7 +296,7 @@ def _search_classes(
     Returns whether the restricted model was solved to optimality."""
     result = _run_restricted(search, enc, name, time_limit_s, lp_worker, first_only)
     if result.solution is not None:
-        placer, counts = _use_class_solution(search, enc, result)
+        placer, counts = _use_class_solution(search, enc, result.solution, result.report.name)
         if repack is not None:
             _repack(search, enc, counts, placer, result.report.objective, name, repack)
     return result.optimal
@@ -322,7 +342,7 @@ def _repack(
         result = _run_restricted(search, enc, f"{name}-repacked", left() / 2, lp_worker=True)
         if result.solution is None:
             return
-        placer, counts = _use_class_solution(search, enc, result)
+        placer, counts = _use_class_solution(search, enc, result.solution, result.report.name)
         objective = result.report.objective
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from solver.arrays import IntArray
 from solver.encode import Encoding, queue_of_pair
@@ -102,3 +103,15 @@ def decode_admitted(enc: Encoding, solution: Sequence[int]) -> set[int]:
             continue
         chosen.update(shape.gangs[: _admitted_count(enc, shape, solution)])
     return chosen
+
+
+ROUNDING_TOLERANCE = 1e-6  # of HiGHS' values: within it of an integer, they are it
+
+
+def rounded_down(values: npt.NDArray[np.float64]) -> list[int]:
+    """An LP optimum as a solution: every value rounded down, once past HiGHS' feasibility
+    tolerance (2.9999999 is 3). Counts rounded down still fit every capacity row; a gang
+    admitted with fewer pods than it needs is left to the disaggregation's repair (it is
+    withdrawn, then tried anywhere)."""
+    rounded: list[int] = np.floor(values + ROUNDING_TOLERANCE).astype(np.int64).tolist()
+    return rounded
