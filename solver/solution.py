@@ -110,8 +110,10 @@ ROUNDING_TOLERANCE = 1e-6  # of HiGHS' values: within it of an integer, they are
 
 def rounded_down(values: npt.NDArray[np.float64]) -> list[int]:
     """An LP optimum as a solution: every value rounded down, once past HiGHS' feasibility
-    tolerance (2.9999999 is 3). Counts rounded down still fit every capacity row; a gang
-    admitted with fewer pods than it needs is left to the disaggregation's repair (it is
-    withdrawn, then tried anywhere)."""
-    rounded: list[int] = np.floor(values + ROUNDING_TOLERANCE).astype(np.int64).tolist()
+    tolerance (2.9999999 is 3), and none below 0. Counts rounded down still fit every
+    capacity row; a gang admitted with fewer pods than it needs is left to the
+    disaggregation's repair (it is withdrawn, then tried anywhere)."""
+    # Not below 0: -1 admitted of a shape would admit all its gangs but one.
+    down = np.maximum(np.floor(values + ROUNDING_TOLERANCE), 0)
+    rounded: list[int] = down.astype(np.int64).tolist()
     return rounded
