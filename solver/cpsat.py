@@ -96,10 +96,10 @@ GUIDED_SHARE = 0.6  # of the node-level stage's time, for its LP-guided searches
 BASELINE_STOP_GAP = 0.05
 BASELINE_SKIP_GAP = 0.001  # ... and this close, whether or not time is up
 REPACK_ROUNDS = 2
+REPACK_LOSS = 0.002  # of a class model's objective: below, its disaggregation stands
 # What a large model's dive and the disaggregation of its decision take, per pair
 # (real-shaped 1,000 nodes, 12,000 pairs: 0.2-0.25 s each).
 DIVE_S_PER_PAIR = 4e-5
-REPACK_LOSS = 0.002  # of a class model's objective: below, its disaggregation stands
 
 
 def _lp_stage(search: Search, enc: Encoding, time_limit_s: float, name: str) -> LpSolution | None:

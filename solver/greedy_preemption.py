@@ -78,8 +78,9 @@ def _elsewhere(
     policy: Policy,
 ) -> None:
     """A gang withdrawn for a preemptor's room may fit in other room: placed there whole,
-    it runs this cycle instead of waiting for the next (real-shaped 1,000 nodes: 1-4
-    gangs withdrawn per cycle; 200 nodes: up to 11). The pods still nominated hold their
+    it runs this cycle instead of waiting for the next (real-shaped clusters, 200 and
+    1,000 nodes: 0-11 gangs withdrawn per cycle, none of which found room: their pending
+    work is 1.3-2x the free room). The pods still nominated hold their
     room while they are placed (their nodes, short of the victims' room until it is
     freed, take nothing more). Gangs of a queue that may be reclaiming (a taker's, with a
     victim, running or withdrawn, of another queue) stay out: they would count toward
