@@ -91,9 +91,7 @@ def _elsewhere(
     again = [g for g in gangs if g not in takers and problem.gangs[g].queue not in reclaiming]
     if not again:
         return
-    held: list[str] = []
-    for (c, node), count in sorted(problem.cell_counts(choice.nominated).items()):
-        held += placer.place_on(problem.classes[c], node, count)
+    held = placer.place_like(choice.nominated)
     for g in sorted(again, key=lambda g: (-problem.gangs[g].priority, problem.gangs[g].name)):
         placer.try_gang(problem.gangs[g], policy)
     placer.unplace(held)

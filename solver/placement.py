@@ -96,7 +96,7 @@ class Placer:
                 for node in self._changed[seen:]:
                     scores[node] = self._node_score(cls, node, policy)
             else:
-                rows = np.unique(np.array(self._changed[seen:], dtype=np.int64))
+                rows = self._changed_since(seen)
                 scores[rows] = self._score_rows(cls, policy, rows)
         self._scored[key] = (cls, scores, len(self._changed))
         return scores
@@ -113,7 +113,7 @@ class Placer:
         else:
             scores, seen = entry
             if seen < len(self._changed):
-                rows = np.unique(np.array(self._changed[seen:], dtype=np.int64))
+                rows = self._changed_since(seen)
                 scores[rows] = self._score_rows(cls, policy, rows, masked=False)
         self._by_demand[key] = (scores, len(self._changed))
         return scores
@@ -132,6 +132,10 @@ class Placer:
 
     def _rescore(self, node: int) -> None:
         self._changed.append(node)
+
+    def _changed_since(self, seen: int) -> IntArray:
+        """The nodes whose room changed since the ``seen``-th change, each once."""
+        return np.unique(np.array(self._changed[seen:], dtype=np.int64))
 
     def _room_changes(self) -> int:
         """How often some node's room changed: caches of what the room allows key on it
@@ -166,13 +170,15 @@ class Placer:
         self._rescore(node)
         return pods
 
-    def place_like(self, placements: Mapping[str, int]) -> None:
+    def place_like(self, placements: Mapping[str, int]) -> list[str]:
         """As many pods of each class on each node as ``placements`` (pod -> node) has
         there: the same counts, the class's next pods (which pod of a class goes where
-        does not matter to the problem)."""
+        does not matter to the problem). Returns the pods placed."""
         problem = self.problem
+        placed: list[str] = []
         for (c, node), count in sorted(problem.cell_counts(placements).items()):
-            self.place_on(problem.classes[c], node, count)
+            placed += self.place_on(problem.classes[c], node, count)
+        return placed
 
     def close(self, nodes: Sequence[int]) -> None:
         """No more pods on ``nodes``, whatever room is left there (where victims lose
