@@ -7,6 +7,11 @@ different proportions, so a greedy packing (best-fit decreasing) can fail where 
 exists: measured on real-shaped 200-node clusters, 3-5% of the aggregate's objective was
 lost there. This small CP-SAT model (pod classes x the class's nodes) finds a packing,
 or the most valuable partial one, within a few milliseconds.
+
+Where there is no time for it, ``pack_greedy`` fills the nodes one at a time with the
+items whose demand best matches each node's room (a dot-product heuristic for vector
+bin packing): pod by pod, best-fit decreasing strands one resource on a node while
+another runs out.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 from ortools.sat.python import cp_model
 
-from solver.arrays import IntArray
+from solver.arrays import BoolArray, IntArray
 from solver.problem import fit_per_node
 from solver.search import DETERMINISTIC_WALL_FACTOR
 
@@ -73,3 +78,142 @@ def pack(
         {n: value for n, var in per_node.items() if (value := int(solver.value(var))) > 0}
         for per_node in variables
     ]
+
+
+def pack_greedy(
+    free: IntArray,
+    demands: Sequence[IntArray],
+    counts: Sequence[int],
+    values: Sequence[int],
+    allocatable: IntArray,
+) -> list[dict[int, int]]:
+    """Per item (demand, count), how many go on each node (row of ``free``), greedily.
+
+    Nodes are filled fullest first, each until no item fits, with the item whose demand,
+    as shares of ``allocatable`` (one node's), has the largest dot product with the
+    node's room, times its value per share of a node. A pod that matches the room's
+    shape leaves room another pod can use; value per size keeps the valuable small pods
+    ahead of the cheap large ones. Real-shaped 1,000-node class decisions (rounded LP,
+    seeds 0-3, per class of nodes, against priority-first best-fit decreasing): worth
+    left unplaced 1.7 / 1.3 / 1.3 / 0.9% against 2.6 / 2.7 / 1.8 / 1.3% (an exact packing
+    given 0.5 s per class: 1.1 / 0.8 / 0.7 / 0.7%), in as long.
+
+    A node's fill is copied at once to the nodes after it that it fits and leaves with
+    room for nothing more, as far as the counts go: thousands of alike nodes (the
+    scheduler_perf gangs on 5,000 nodes) took 0.8 s filled one by one, where best-fit
+    decreasing takes 0.13 s."""
+    # Items alike in demand and value are one to the packing (one pod class per gang:
+    # 3,000 gangs of 3 are one kind), packed as one and shared out in the items' order.
+    kinds: dict[tuple[bytes, int], int] = {}
+    kind_of = [
+        kinds.setdefault((np.asarray(d, dtype=np.int64).tobytes(), int(v)), len(kinds))
+        for d, v in zip(demands, values, strict=True)
+    ]
+    first = {k: i for i, k in reversed(list(enumerate(kind_of)))}
+    total = [0] * len(kinds)
+    for i, k in enumerate(kind_of):
+        total[k] += int(counts[i])
+    by_kind = _pack_kinds(
+        free,
+        [np.asarray(demands[first[k]], dtype=np.int64) for k in range(len(kinds))],
+        total,
+        [int(values[first[k]]) for k in range(len(kinds))],
+        allocatable,
+    )
+    placed: list[dict[int, int]] = [{} for _ in counts]
+    nodes = [sorted(plan.items()) for plan in by_kind]
+    at = [0] * len(kinds)  # per kind, the next of its nodes with pods to share out
+    for i, k in enumerate(kind_of):
+        wanted = int(counts[i])
+        while wanted and at[k] < len(nodes[k]):
+            n, there = nodes[k][at[k]]
+            take = min(wanted, there)
+            placed[i][n] = take
+            wanted -= take
+            if take == there:
+                at[k] += 1
+            else:
+                nodes[k][at[k]] = (n, there - take)
+    return placed
+
+
+def _pack_kinds(
+    free: IntArray,
+    demands: Sequence[IntArray],
+    counts: Sequence[int],
+    values: Sequence[int],
+    allocatable: IntArray,
+) -> list[dict[int, int]]:
+    """``pack_greedy`` of items each unlike the others."""
+    room = np.maximum(free, 0).astype(np.int64)
+    item = _Items(np.array(demands, dtype=np.int64).reshape(len(counts), room.shape[1]))
+    left = np.array(counts, dtype=np.int64)
+    inverse = 1.0 / np.maximum(allocatable, 1)
+    shares = item.demand * inverse
+    per_share = np.asarray(values, dtype=np.float64) / np.maximum(shares.max(axis=1), 1e-12)
+    placed: list[dict[int, int]] = [{} for _ in counts]
+    order = np.argsort((room * inverse).sum(axis=1), kind="stable")
+    done = np.zeros(len(room), dtype=np.bool_)
+    for position, n in enumerate(order.tolist()):
+        if done[n]:
+            continue
+        done[n] = True
+        fill: dict[int, int] = {}
+        node_room = room[n]
+        while True:
+            fits = (left > 0) & (item.demand <= node_room).all(axis=1)
+            if not fits.any():
+                break
+            score = np.where(fits, (shares @ (node_room * inverse)) * per_share, -np.inf)
+            i = int(np.argmax(score))
+            take = item.take(i, int(left[i]), node_room, alone=fits.sum() == 1)
+            node_room -= item.demand[i] * take
+            left[i] -= take
+            fill[i] = fill.get(i, 0) + take
+        if not fill:
+            continue
+        for i, k in fill.items():
+            placed[i][n] = k
+        copies = item.copies(fill, left, room, order[position + 1 :][~done[order[position + 1 :]]])
+        if len(copies):
+            room[copies] -= sum(item.demand[i] * k for i, k in fill.items())
+            done[copies] = True
+            for i, k in fill.items():
+                left[i] -= k * len(copies)
+                placed[i].update(dict.fromkeys(copies.tolist(), k))
+    return placed
+
+
+class _Items:
+    """The items' demands, and what ``pack_greedy`` decides from them alone."""
+
+    def __init__(self, demand: IntArray) -> None:
+        self.demand = demand
+        # An item asking for nothing fits anywhere, any number of times: placed at once.
+        self.nothing: BoolArray = demand.sum(axis=1) == 0
+
+    def take(self, i: int, left: int, node_room: IntArray, alone: bool) -> int:
+        """Half of what fits of item ``i`` (all of it where no other item fits), then
+        scored again: the same mix as pod by pod on real-shaped 1,000 nodes, in far fewer
+        steps where a node takes tens of small pods."""
+        if self.nothing[i]:
+            return left
+        most = int(fit_per_node(self.demand[i], node_room[None, :])[0])
+        return min(left, most if alone else max(1, most // 2))
+
+    def copies(
+        self, fill: dict[int, int], left: IntArray, room: IntArray, after: IntArray
+    ) -> IntArray:
+        """Of the nodes ``after`` (in order), those that can take ``fill`` and then no pod
+        of any item still to place, as many as ``left`` has fills for."""
+        total = sum(self.demand[i] * k for i, k in fill.items())
+        most = min(int(left[i]) // k for i, k in fill.items())
+        if not most or not len(after):
+            return np.zeros(0, dtype=np.int64)
+        rest = room[after] - total
+        fits = (rest >= 0).all(axis=1)
+        live = self.demand[(left > 0) & ~self.nothing]
+        if len(live):
+            fits &= ~(rest[:, None, :] >= live[None, :, :]).all(axis=2).any(axis=1)
+        chosen: IntArray = after[fits][:most]
+        return chosen

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 
 import solver.disaggregate
@@ -11,6 +12,7 @@ from solver.config import SolverConfig
 from solver.disaggregate import disaggregate, repacked_bins
 from solver.encode import Encoding
 from solver.model import ClusterState
+from solver.placement import Placer
 from solver.problem import Problem, prepare
 from tests.builders import gang, node, pod, state
 from tests.solver.encodings import class_model
@@ -52,10 +54,10 @@ def test_counts_a_class_cannot_hold_cost_the_lower_priority_gang() -> None:
     assert {placer.placed["high-0"], placer.placed["high-1"]} == {0, 1}
 
 
-def test_a_class_priority_first_leaves_short_is_packed_again_largest_first() -> None:
+def test_a_class_is_packed_node_by_node_where_priority_first_strands_room() -> None:
     """Two 4-cpu nodes (one class); a high-priority gang of two 1-cpu pods and two 3-cpu
-    pods. Priority first puts both small pods on one node, and one 3-cpu pod is left out;
-    largest first places all four, one 3-cpu pod and one small pod per node."""
+    pods. Priority first, pod by pod, puts both small pods on one node, and one 3-cpu pod
+    is left out; filled node by node, each node takes one 3-cpu pod and one small pod."""
     s = state(
         nodes=[
             node(f"n{i}").cap(cpu=4, memory="8Gi").label({"kubernetes.io/hostname": f"n{i}"})
@@ -72,21 +74,79 @@ def test_a_class_priority_first_leaves_short_is_packed_again_largest_first() -> 
     enc = class_encoding(problem)
     counts = {cls.index: [(0, cls.count)] for cls in problem.classes}
     admitted = {g.index for g in problem.gangs}
-    greedy_only = disaggregate(problem, enc, counts, admitted, WEIGHTS)
-    assert len(greedy_only.placed) == 3
-    placer = disaggregate(problem, enc, counts, admitted, WEIGHTS, reorder_budget_s=1.0)
+    placer = disaggregate(problem, enc, counts, admitted, WEIGHTS)
     assert sorted(placer.placed) == ["big-0", "big-1", "small-0", "small-1"]
     assert placer.placed["big-0"] != placer.placed["big-1"]
+    by_priority = [(c, n) for c, [(_, n)] in counts.items()]
+    by_priority.sort(key=lambda item: -problem.gangs[problem.classes[item[0]].gang].rank)
+    spans = {problem.classes[c].spec: True for c, _ in by_priority}
+    mask = np.ones(len(problem.nodes), dtype=np.bool_)
+    pod_by_pod = solver.disaggregate._place_items(Placer(problem), by_priority, mask, spans)
+    assert sum(map(len, pod_by_pod)) == 3
+
+
+def test_a_class_the_first_packing_leaves_short_is_packed_again_pod_by_pod() -> None:
+    """Two nodes of 4 cpu and 4 GiB (one class); high-priority pods of (1 cpu, 2 GiB) and
+    (1 cpu, 1 GiB), and two low-priority pods of (4 cpu, 3 GiB), each its own gang.
+    Matched to the room, the large pods take both nodes, and nothing else fits; priority
+    first, the small pods share one node and one large pod the other: more worth."""
+    s = state(
+        nodes=[
+            node(f"n{i}").cap(cpu=4, memory="4Gi").label({"kubernetes.io/hostname": f"n{i}"})
+            for i in range(2)
+        ],
+        pods=[
+            pod("small-0").req(cpu=1, memory="2Gi").gang("small-0"),
+            pod("small-1").req(cpu=1, memory="1Gi").gang("small-1"),
+            *(pod(f"big-{i}").req(cpu=4, memory="3Gi").gang(f"big-{i}") for i in range(2)),
+        ],
+        gangs=[
+            gang("small-0", 1).priority(1000),
+            gang("small-1", 1).priority(1000),
+            gang("big-0", 1),
+            gang("big-1", 1),
+        ],
+    )
+    problem = prepare(s)
+    assert len(problem.node_classes) == 1
+    enc = class_encoding(problem)
+    counts = {cls.index: [(0, cls.count)] for cls in problem.classes}
+    admitted = {g.index for g in problem.gangs}
+    first_only = disaggregate(problem, enc, counts, admitted, WEIGHTS)
+    assert sorted(first_only.placed) == ["big-0", "big-1"]
+    placer = disaggregate(problem, enc, counts, admitted, WEIGHTS, reorder_budget_s=1.0)
+    assert sorted(placer.placed) == ["big-0", "small-0", "small-1"]
+    assert placer.placed["small-0"] == placer.placed["small-1"] != placer.placed["big-0"]
     # With the cycle's time used, the budget is not spent: the first pass stands.
     late = disaggregate(
         problem, enc, counts, admitted, WEIGHTS, reorder_budget_s=1.0, until=time.perf_counter()
     )
-    assert len(late.placed) == 3
+    assert sorted(late.placed) == ["big-0", "big-1"]
     soon = time.perf_counter() + 60
     in_time = disaggregate(
         problem, enc, counts, admitted, WEIGHTS, reorder_budget_s=1.0, until=soon
     )
-    assert len(in_time.placed) == 4
+    assert len(in_time.placed) == 3
+
+
+def test_a_packing_no_order_improves_on_stays_as_it_was() -> None:
+    """The first packing placed more worth than either pod-by-pod order: what is restored
+    is the first packing's pods on its nodes, not the last order tried."""
+    problem = prepare(two_nodes_one_class("3"))
+    enc = class_encoding(problem)
+    counts = {cls.index: [(0, cls.count)] for cls in problem.classes}
+    items = [(c, n) for c, [(_, n)] in counts.items()]
+    placer = Placer(problem)
+    placed = solver.disaggregate._matched(placer, enc.bins[0], items)
+    before = dict(placer.placed)
+    mask = np.ones(len(problem.nodes), dtype=np.bool_)
+    spans = {problem.classes[c].spec: True for c, _ in items}
+    # Largest first keeps the 3-cpu pod and loses a 2.5-cpu one: less worth.
+    largest = sorted(items, key=lambda it: -int(problem.classes[it[0]].demand.max()))
+    order, again = solver.disaggregate._best_order(placer, items, placed, [largest], mask, spans)
+    assert order == items
+    assert placer.placed == before
+    assert sorted(p for pods in again for p in pods) == sorted(before)
 
 
 def test_the_time_spared_is_what_the_first_passes_to_come_leave() -> None:
