@@ -242,8 +242,10 @@ def _worth(problem: Problem, c: int) -> int:
 def _matched(placer: Placer, bin_: Bin, items: list[tuple[int, int]]) -> list[list[str]]:
     """The bin's items packed node by node (``packing.pack_greedy``), placed: the pods of
     each item, in ``items``' order. Every pod class paired with a class of nodes may run
-    on each of its nodes (bins are what pending pods cannot tell apart), and the counts
-    obey the queues' capabilities, which are sums."""
+    on each of its nodes (bins are what pending pods cannot tell apart). Queues'
+    capabilities are not checked pod by pod, as the exact packing does not check them:
+    the counts obey them (they are sums), but for what the joint model lets a queue take
+    of the capability its victims free, which ``joint`` settles by nominating gangs."""
     problem = placer.problem
     nodes = list(bin_.nodes)
     plan = pack_greedy(

@@ -204,16 +204,26 @@ class _Items:
     def copies(
         self, fill: dict[int, int], left: IntArray, room: IntArray, after: IntArray
     ) -> IntArray:
-        """Of the nodes ``after`` (in order), those that can take ``fill`` and then no pod
-        of any item still to place, as many as ``left`` has fills for."""
+        """The nodes next in ``after``'s order, up to the first that cannot take ``fill``
+        and then no pod of any item still to place, as many as ``left`` has fills for.
+        Only the next ones: copied to any later node that fits, a tight node's fill went
+        to roomier nodes, and the tighter nodes skipped were left the large pods that
+        did not fit them (random rooms, 1,000 nodes: 4% of the worth lost)."""
         total = sum(self.demand[i] * k for i, k in fill.items())
-        most = min(int(left[i]) // k for i, k in fill.items())
-        if not most or not len(after):
-            return np.zeros(0, dtype=np.int64)
-        rest = room[after] - total
-        fits = (rest >= 0).all(axis=1)
+        most = min(min(int(left[i]) // k for i, k in fill.items()), len(after))
         live = self.demand[(left > 0) & ~self.nothing]
-        if len(live):
-            fits &= ~(rest[:, None, :] >= live[None, :, :]).all(axis=2).any(axis=1)
-        chosen: IntArray = after[fits][:most]
+        run, window = 0, 1
+        # Read in growing windows: the run is usually short where nodes differ, and
+        # reading every later node for each node filled made 4,000 nodes take 20 s.
+        while run < most:
+            rest = room[after[run : run + window]] - total
+            fits = (rest >= 0).all(axis=1)
+            if len(live):
+                fits &= ~(rest[:, None, :] >= live[None, :, :]).all(axis=2).any(axis=1)
+            if not fits.all():
+                run += int(np.argmin(fits))
+                break
+            run += len(fits)
+            window *= 2
+        chosen: IntArray = after[: min(run, most)]
         return chosen

@@ -129,24 +129,89 @@ def test_a_class_the_first_packing_leaves_short_is_packed_again_pod_by_pod() -> 
     assert len(in_time.placed) == 3
 
 
+def one_pod_gangs(kinds: list[tuple[str, int, str, int, int]]) -> Problem:
+    """Two nodes of 4 cpu and 4 GiB (one class); per (name, cpu, memory, pods, priority),
+    that many one-pod gangs ``name-i``."""
+    s = state(
+        nodes=[
+            node(f"n{i}").cap(cpu=4, memory="4Gi").label({"kubernetes.io/hostname": f"n{i}"})
+            for i in range(2)
+        ],
+        pods=[
+            pod(f"{name}-{i}").req(cpu=cpu, memory=memory).gang(f"{name}-{i}")
+            for name, cpu, memory, count, _ in kinds
+            for i in range(count)
+        ],
+        gangs=[
+            gang(f"{name}-{i}", 1).priority(priority) if priority else gang(f"{name}-{i}", 1)
+            for name, _, _, count, priority in kinds
+            for i in range(count)
+        ],
+    )
+    problem = prepare(s)
+    assert len(problem.node_classes) == 1
+    return problem
+
+
 def test_a_packing_no_order_improves_on_stays_as_it_was() -> None:
-    """The first packing placed more worth than either pod-by-pod order: what is restored
-    is the first packing's pods on its nodes, not the last order tried."""
-    problem = prepare(two_nodes_one_class("3"))
+    """A high-priority (1 cpu, 2 GiB) pod, two (3, 1) and two (4, 2). Node by node: the
+    high-priority pod and a (3, 1) on one node, a (4, 2) on the other. Priority first, pod
+    by pod, places both (3, 1) and no (4, 2): less worth. What is restored is the first
+    packing, not the order tried, nor the first order placed again pod by pod."""
+    problem = one_pod_gangs(
+        [("high", 1, "2Gi", 1, 1000), ("mid", 3, "1Gi", 2, 0), ("big", 4, "2Gi", 2, 0)]
+    )
     enc = class_encoding(problem)
-    counts = {cls.index: [(0, cls.count)] for cls in problem.classes}
-    items = [(c, n) for c, [(_, n)] in counts.items()]
+    rank = {"high": 0, "mid": 1, "big": 2}  # as given; pod by pod, this order fails
+    items = [(cls.index, cls.count) for cls in problem.classes]
+    items.sort(key=lambda it: rank[problem.gangs[problem.classes[it[0]].gang].name[:-2]])
     placer = Placer(problem)
     placed = solver.disaggregate._matched(placer, enc.bins[0], items)
     before = dict(placer.placed)
+    assert sorted(before) == ["big-0", "high-0", "mid-0"]
     mask = np.ones(len(problem.nodes), dtype=np.bool_)
     spans = {problem.classes[c].spec: True for c, _ in items}
-    # Largest first keeps the 3-cpu pod and loses a 2.5-cpu one: less worth.
-    largest = sorted(items, key=lambda it: -int(problem.classes[it[0]].demand.max()))
-    order, again = solver.disaggregate._best_order(placer, items, placed, [largest], mask, spans)
+    order, again = solver.disaggregate._best_order(placer, items, placed, [items], mask, spans)
     assert order == items
     assert placer.placed == before
     assert sorted(p for pods in again for p in pods) == sorted(before)
+
+
+def test_a_class_both_packings_leave_short_may_be_packed_largest_first() -> None:
+    """Three high-priority 1-cpu pods and three low-priority 3-cpu pods: node by node and
+    priority first both place the three small pods and one large one; largest first, a
+    large and a small pod on each node: more worth."""
+    problem = one_pod_gangs([("small", 1, "1Gi", 3, 1000), ("large", 3, "1Gi", 3, 0)])
+    enc = class_encoding(problem)
+    counts = {cls.index: [(0, cls.count)] for cls in problem.classes}
+    admitted = {g.index for g in problem.gangs}
+    first_only = disaggregate(problem, enc, counts, admitted, WEIGHTS)
+    assert sorted(first_only.placed) == ["large-0", "small-0", "small-1", "small-2"]
+    placer = disaggregate(problem, enc, counts, admitted, WEIGHTS, reorder_budget_s=1.0)
+    assert sorted(placer.placed) == ["large-0", "large-1", "small-0", "small-1"]
+
+
+def test_a_packing_the_exact_packing_cannot_improve_stays_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Three high-priority (1 cpu, 1 GiB) pods and three low-priority (3, 2). Node by
+    node, each node takes a (1, 1) and a (3, 2). When the exact packing finds nothing,
+    that packing stands: the same counts placed again pod by pod, priority first, would
+    put both (1, 1) on one node and only one (3, 2) beside them."""
+    problem = one_pod_gangs([("small", 1, "1Gi", 3, 1000), ("mid", 3, "2Gi", 3, 0)])
+    enc = class_encoding(problem)
+    counts = {cls.index: [(0, cls.count)] for cls in problem.classes}
+    admitted = {g.index for g in problem.gangs}
+    calls: list[int] = []
+
+    def nothing_found(free: object, demands: list[object], *rest: object) -> None:
+        calls.append(len(demands))
+
+    monkeypatch.setattr(solver.disaggregate, "pack", nothing_found)
+    placer = disaggregate(problem, enc, counts, admitted, WEIGHTS, pack_budget_s=1.0)
+    assert calls  # the exact packing was tried
+    assert sorted(placer.placed) == ["mid-0", "mid-1", "small-0", "small-1"]
+    assert placer.placed["small-0"] != placer.placed["small-1"]
 
 
 def test_the_time_spared_is_what_the_first_passes_to_come_leave() -> None:
