@@ -99,6 +99,43 @@ def test_a_large_class_model_is_decided_by_its_rounded_lp_and_a_dive_if_time_all
     assert decision.objective > greedy.objective
 
 
+@pytest.mark.parametrize("far", [True, False])
+def test_a_last_class_search_far_from_the_bound_places_the_rounded_lp_too(
+    far: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the class model is the cycle's last search but not a large one, a dive whose
+    decision is far from the LP bound (here: it places nothing) is followed by the LP's
+    optimum rounded down, which then decides; within ROUNDED_LP_GAP of the bound (here
+    forced by an infinite one), it is not, and gang-greedy's decision stands."""
+    s = realistic.cluster(1, 40, 60)
+    _, enc = class_model(prepare(s))
+    # Too big to search whole, not large: the dive and the RINS rounds are the last search.
+    config = CONFIG.model_copy(
+        update={"max_exact_class_pairs": len(enc.pairs) - 1, "max_node_level_pairs": 0}
+    )
+    assert len(enc.pairs) <= cpsat.RINS_PAIRS * config.max_exact_class_pairs
+
+    def nothing_found(search: Search, enc: Any, name: str, *args: Any, **kwargs: Any) -> bool:
+        if name.endswith("-lp-guided"):
+            placer = Placer(search.problem)  # a dive that placed nothing
+            search.solved.append(placer)
+            search.origin[id(placer)] = name
+        return False
+
+    monkeypatch.setattr(cpsat, "_search_classes", nothing_found)
+    if not far:
+        monkeypatch.setattr(cpsat, "ROUNDED_LP_GAP", float("inf"))
+    decision = schedule(s, "cpsat", config)
+    greedy = schedule(s, "gang-greedy", config)
+    assert check(s, decision) == []
+    assert decision.objective is not None and greedy.objective is not None
+    if far:
+        assert decision.decided_by == "node-classes-lp-rounded", decision.decided_by
+        assert decision.objective > greedy.objective
+    else:
+        assert decision.decided_by == "gang-greedy", decision.decided_by
+
+
 def test_the_rounded_lp_keeps_the_values_within_tolerance_of_an_integer() -> None:
     """HiGHS returns 2.9999999 for 3: rounded down naively, a count and so a gang is lost;
     and -1e-9 for 0: as -1, an admitted count would admit all of a shape's gangs but one."""
