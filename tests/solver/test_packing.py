@@ -33,6 +33,19 @@ def test_a_pod_asking_for_nothing_is_placed_whole() -> None:
     assert plan[1] == {1: 1}
 
 
+def test_a_fill_is_copied_only_to_the_nodes_next_in_order() -> None:
+    """Fullest first: (6, 4), (4, 6), (2, 6), (1, 8). The first node's fill, one (2, 2),
+    also fits the (1, 8) node two places on; copied there, the (2, 6) node between them
+    would be left the valuable (1, 5) pods' share. Copied only to a run of nodes next in
+    order, every node is filled in its turn: worth 21, where copying to any node that
+    fits placed 17."""
+    free = np.array([[6, 4], [4, 6], [2, 6], [1, 8]])
+    demands = [np.array([1, 5]), np.array([2, 2])]
+    plan = pack_greedy(free, demands, [3, 4], [1, 5], np.array([8, 8]))
+    worth = sum(v * sum(p.values()) for v, p in zip([1, 5], plan, strict=True))
+    assert worth == 21
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.integers(1, 4).flatmap(

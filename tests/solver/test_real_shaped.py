@@ -99,14 +99,15 @@ def test_a_large_class_model_is_decided_by_its_rounded_lp_and_a_dive_if_time_all
     assert decision.objective > greedy.objective
 
 
-@pytest.mark.parametrize("far", [True, False])
+@pytest.mark.parametrize(("far", "dive_found"), [(True, True), (False, True), (True, False)])
 def test_a_last_class_search_far_from_the_bound_places_the_rounded_lp_too(
-    far: bool, monkeypatch: pytest.MonkeyPatch
+    far: bool, dive_found: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Where the class model is the cycle's last search but not a large one, a dive whose
     decision is far from the LP bound (here: it places nothing) is followed by the LP's
     optimum rounded down, which then decides; within ROUNDED_LP_GAP of the bound (here
-    forced by an infinite one), it is not, and gang-greedy's decision stands."""
+    forced by an infinite one), it is not, and gang-greedy's decision stands. A dive that
+    found nothing is as far as can be."""
     s = realistic.cluster(1, 40, 60)
     _, enc = class_model(prepare(s))
     # Too big to search whole, not large: the dive and the RINS rounds are the last search.
@@ -116,7 +117,7 @@ def test_a_last_class_search_far_from_the_bound_places_the_rounded_lp_too(
     assert len(enc.pairs) <= cpsat.RINS_PAIRS * config.max_exact_class_pairs
 
     def nothing_found(search: Search, enc: Any, name: str, *args: Any, **kwargs: Any) -> bool:
-        if name.endswith("-lp-guided"):
+        if name.endswith("-lp-guided") and dive_found:
             placer = Placer(search.problem)  # a dive that placed nothing
             search.solved.append(placer)
             search.origin[id(placer)] = name
