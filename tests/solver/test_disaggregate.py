@@ -36,6 +36,13 @@ def two_nodes_one_class(low_cpu: str) -> ClusterState:
     )
 
 
+def every_pod_asked(problem: Problem) -> tuple[dict[int, list[tuple[int, int]]], set[int]]:
+    """Counts asking the one class of nodes for every pod, and every gang admitted."""
+    return {cls.index: [(0, cls.count)] for cls in problem.classes}, {
+        g.index for g in problem.gangs
+    }
+
+
 def class_encoding(problem: Problem) -> Encoding:
     return class_model(problem)[1]
 
@@ -72,8 +79,7 @@ def test_a_class_is_packed_node_by_node_where_priority_first_strands_room() -> N
     problem = prepare(s)
     assert len(problem.node_classes) == 1
     enc = class_encoding(problem)
-    counts = {cls.index: [(0, cls.count)] for cls in problem.classes}
-    admitted = {g.index for g in problem.gangs}
+    counts, admitted = every_pod_asked(problem)
     placer = disaggregate(problem, enc, counts, admitted, WEIGHTS)
     assert sorted(placer.placed) == ["big-0", "big-1", "small-0", "small-1"]
     assert placer.placed["big-0"] != placer.placed["big-1"]
@@ -110,8 +116,7 @@ def test_a_class_the_first_packing_leaves_short_is_packed_again_pod_by_pod() -> 
     problem = prepare(s)
     assert len(problem.node_classes) == 1
     enc = class_encoding(problem)
-    counts = {cls.index: [(0, cls.count)] for cls in problem.classes}
-    admitted = {g.index for g in problem.gangs}
+    counts, admitted = every_pod_asked(problem)
     first_only = disaggregate(problem, enc, counts, admitted, WEIGHTS)
     assert sorted(first_only.placed) == ["big-0", "big-1"]
     placer = disaggregate(problem, enc, counts, admitted, WEIGHTS, reorder_budget_s=1.0)
@@ -127,6 +132,18 @@ def test_a_class_the_first_packing_leaves_short_is_packed_again_pod_by_pod() -> 
         problem, enc, counts, admitted, WEIGHTS, reorder_budget_s=1.0, until=soon
     )
     assert len(in_time.placed) == 3
+
+
+def exact_packing_finds_nothing(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The exact packing replaced by one that finds nothing in its time; returns the
+    number of items of each packing tried."""
+    calls: list[int] = []
+
+    def pack(free: object, demands: list[object], *rest: object) -> None:
+        calls.append(len(demands))
+
+    monkeypatch.setattr(solver.disaggregate, "pack", pack)
+    return calls
 
 
 def one_pod_gangs(kinds: list[tuple[str, int, str, int, int]]) -> Problem:
@@ -183,8 +200,7 @@ def test_a_class_both_packings_leave_short_may_be_packed_largest_first() -> None
     large and a small pod on each node: more worth."""
     problem = one_pod_gangs([("small", 1, "1Gi", 3, 1000), ("large", 3, "1Gi", 3, 0)])
     enc = class_encoding(problem)
-    counts = {cls.index: [(0, cls.count)] for cls in problem.classes}
-    admitted = {g.index for g in problem.gangs}
+    counts, admitted = every_pod_asked(problem)
     first_only = disaggregate(problem, enc, counts, admitted, WEIGHTS)
     assert sorted(first_only.placed) == ["large-0", "small-0", "small-1", "small-2"]
     placer = disaggregate(problem, enc, counts, admitted, WEIGHTS, reorder_budget_s=1.0)
@@ -200,14 +216,8 @@ def test_a_packing_the_exact_packing_cannot_improve_stays_as_it_was(
     put both (1, 1) on one node and only one (3, 2) beside them."""
     problem = one_pod_gangs([("small", 1, "1Gi", 3, 1000), ("mid", 3, "2Gi", 3, 0)])
     enc = class_encoding(problem)
-    counts = {cls.index: [(0, cls.count)] for cls in problem.classes}
-    admitted = {g.index for g in problem.gangs}
-    calls: list[int] = []
-
-    def nothing_found(free: object, demands: list[object], *rest: object) -> None:
-        calls.append(len(demands))
-
-    monkeypatch.setattr(solver.disaggregate, "pack", nothing_found)
+    counts, admitted = every_pod_asked(problem)
+    calls = exact_packing_finds_nothing(monkeypatch)
     placer = disaggregate(problem, enc, counts, admitted, WEIGHTS, pack_budget_s=1.0)
     assert calls  # the exact packing was tried
     assert sorted(placer.placed) == ["mid-0", "mid-1", "small-0", "small-1"]
@@ -257,15 +267,8 @@ def test_a_class_too_large_to_pack_exactly_keeps_the_greedy_packing(
     models found nothing within their time, and building them cost as much again."""
     problem = prepare(two_nodes_one_class("3"))
     enc = class_encoding(problem)
-    counts = {cls.index: [(0, cls.count)] for cls in problem.classes}
-    admitted = {g.index for g in problem.gangs}
-    calls: list[int] = []
-
-    def pack(free: object, demands: list[object], *rest: object) -> None:
-        calls.append(len(demands))
-        return None  # nothing found: the greedy packing stands
-
-    monkeypatch.setattr(solver.disaggregate, "pack", pack)
+    counts, admitted = every_pod_asked(problem)
+    calls = exact_packing_finds_nothing(monkeypatch)
     disaggregate(problem, enc, counts, admitted, WEIGHTS, pack_budget_s=1.0)
     assert calls == [2]  # 2 nodes x 2 items: tried
     monkeypatch.setattr(solver.disaggregate, "PACK_MAX_PAIRS", 3)
