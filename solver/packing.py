@@ -95,7 +95,7 @@ def pack_greedy(
     shape leaves room another pod can use; value per size keeps the valuable small pods
     ahead of the cheap large ones. Real-shaped 1,000-node class decisions (rounded LP,
     seeds 0-3, per class of nodes, against priority-first best-fit decreasing): worth
-    left unplaced 1.7 / 1.3 / 1.3 / 0.9% against 2.6 / 2.7 / 1.8 / 1.3% (an exact packing
+    left unplaced 1.75 / 1.3 / 1.4 / 0.9% against 2.6 / 2.7 / 1.8 / 1.3% (an exact packing
     given 0.5 s per class: 1.1 / 0.8 / 0.7 / 0.7%), in as long.
 
     A node's fill is copied at once to the nodes next in order, up to the first that it
