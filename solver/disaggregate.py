@@ -122,8 +122,7 @@ def disaggregate(
         if left <= 0:
             continue
         nodes = list(bin_.nodes)
-        before = {pod: placer.placed[pod] for pods in placed for pod in pods}
-        placer.unplace([pod for pods in placed for pod in pods])
+        before = _taken_back(placer, placed)
         packed = pack(
             placer.free[nodes],
             [problem.classes[c].demand for c, _ in bin_items],
@@ -136,9 +135,7 @@ def disaggregate(
             # No better packing found in time: the greedy one stands.
             placer.place_like(before)
             continue
-        for (c, _), on_nodes in zip(bin_items, packed, strict=True):
-            for n, count in sorted(on_nodes.items()):
-                placer.place_on(problem.classes[c], nodes[n], count)
+        _place_plan(placer, nodes, bin_items, packed)
 
     def difficulty(g: int) -> tuple[int, int, str]:
         gang = problem.gangs[g]
@@ -255,13 +252,33 @@ def _matched(placer: Placer, bin_: Bin, items: list[tuple[int, int]]) -> list[li
         [_worth(problem, c) for c, _ in items],
         np.maximum(bin_.node_allocatable, 1),
     )
+    return _place_plan(placer, nodes, items, plan)
+
+
+def _place_plan(
+    placer: Placer,
+    nodes: list[int],
+    items: list[tuple[int, int]],
+    plan: list[dict[int, int]],
+) -> list[list[str]]:
+    """A packing's plan (per item, pods per row of ``nodes``) placed: the pods of each
+    item, in ``items``' order."""
+    classes = placer.problem.classes
     placed: list[list[str]] = []
     for (c, _), on_nodes in zip(items, plan, strict=True):
         pods: list[str] = []
         for n, count in sorted(on_nodes.items()):
-            pods += placer.place_on(problem.classes[c], nodes[n], count)
+            pods += placer.place_on(classes[c], nodes[n], count)
         placed.append(pods)
     return placed
+
+
+def _taken_back(placer: Placer, placed: list[list[str]]) -> dict[str, int]:
+    """``placed``'s pods taken out of ``placer``; returns where they were (pod -> node),
+    for ``Placer.place_like`` to put them back."""
+    where = {pod: placer.placed[pod] for pods in placed for pod in pods}
+    placer.unplace([pod for pods in placed for pod in pods])
+    return where
 
 
 def _best_order(
@@ -286,11 +303,10 @@ def _best_order(
     for order in orders:
         if not _short(items, placed):
             break
-        before = {pod: placer.placed[pod] for pods in placed for pod in pods}
-        placer.unplace([pod for pods in placed for pod in pods])
+        before = _taken_back(placer, placed)
         again = _place_items(placer, order, mask, spans)
-        if worth(order, again) > best:
-            items, placed, best = order, again, worth(order, again)
+        if (placed_worth := worth(order, again)) > best:
+            items, placed, best = order, again, placed_worth
             continue
         placer.unplace([pod for pods in again for pod in pods])
         restored = placer.place_like(before)
