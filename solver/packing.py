@@ -22,7 +22,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from solver.arrays import BoolArray, IntArray
-from solver.problem import fit_per_node
+from solver.problem import NO_LIMIT_FIT, fit_per_node
 from solver.search import DETERMINISTIC_WALL_FACTOR
 
 
@@ -163,12 +163,13 @@ def _pack_kinds(
         fill: dict[int, int] = {}
         node_room = room[n]
         while True:
-            fits = (left > 0) & (item.demand <= node_room).all(axis=1)
+            most = item.most(node_room)
+            fits = (left > 0) & (most > 0)
             if not fits.any():
                 break
             score = np.where(fits, (shares @ (node_room * inverse)) * per_share, -np.inf)
             i = int(np.argmax(score))
-            take = item.take(i, int(left[i]), node_room, alone=fits.sum() == 1)
+            take = item.take(i, int(left[i]), int(most[i]), alone=fits.sum() == 1)
             node_room -= item.demand[i] * take
             left[i] -= take
             fill[i] = fill.get(i, 0) + take
@@ -193,14 +194,21 @@ class _Items:
         self.demand = demand
         # An item asking for nothing fits anywhere, any number of times: placed at once.
         self.nothing: BoolArray = demand.sum(axis=1) == 0
+        self._asked = demand > 0
+        self._divisor = np.where(self._asked, demand, 1)
 
-    def take(self, i: int, left: int, node_room: IntArray, alone: bool) -> int:
+    def most(self, node_room: IntArray) -> IntArray:
+        """Per item, how many fit in ``node_room`` (``fit_per_node`` of every item at
+        once: one step of a node's fill read it per item, 30% of the packing's time)."""
+        fit: IntArray = np.where(self._asked, node_room // self._divisor, NO_LIMIT_FIT).min(axis=1)
+        return fit
+
+    def take(self, i: int, left: int, most: int, alone: bool) -> int:
         """Half of what fits of item ``i`` (all of it where no other item fits), then
         scored again: the same mix as pod by pod on real-shaped 1,000 nodes, in far fewer
         steps where a node takes tens of small pods."""
         if self.nothing[i]:
             return left
-        most = int(fit_per_node(self.demand[i], node_room[None, :])[0])
         return min(left, most if alone else max(1, most // 2))
 
     def copies(
