@@ -209,7 +209,7 @@ def _by_bin(enc: Encoding) -> dict[int, IntArray]:
     return {int(bins[s]): order[s:e] for s, e in _runs(bins)}
 
 
-def _demand_matrix(enc: Encoding) -> IntArray:
+def demand_matrix(enc: Encoding) -> IntArray:
     return np.array([sc.demand for sc in enc.shapes.classes], dtype=np.int64).reshape(
         len(enc.shapes.classes), len(enc.problem.resources)
     )
@@ -218,7 +218,7 @@ def _demand_matrix(enc: Encoding) -> IntArray:
 def bin_room(enc: Encoding, by_bin: Mapping[int, IntArray]) -> dict[int, IntArray]:
     """Per class of nodes (bins of one node need none), the room each of its nodes can give
     the pod classes paired with it (``room.usable_free``): what its capacity rows count."""
-    demand = _demand_matrix(enc)
+    demand = demand_matrix(enc)
     free = enc.problem.free
     return {
         b: usable_free(free[list(enc.bins[b].nodes)], demand[enc.pairs.cls[members]])
@@ -256,7 +256,7 @@ def _at_most(
 def add_capacity(
     enc: Encoding, by_bin: Mapping[int, IntArray], room: Mapping[int, IntArray]
 ) -> None:
-    demand = _demand_matrix(enc)
+    demand = demand_matrix(enc)
     for b, members in by_bin.items():
         freed = enc.freed.get(b, [])
         # A lone class on one node: its variable's domain is already the exact capacity.
@@ -280,7 +280,7 @@ def add_rounded_capacity(
     what the disaggregation then failed to place. Sizes below 1/``enc.rounding`` of a
     node's allocatable fragment little and are left to the plain capacity constraint.
     """
-    demand = _demand_matrix(enc)
+    demand = demand_matrix(enc)
     for b, members in by_bin.items():
         bin_ = enc.bins[b]
         if len(bin_.nodes) < 2:
@@ -302,7 +302,7 @@ def add_rounded_capacity(
 
 
 def add_capability(enc: Encoding) -> None:
-    demand = _demand_matrix(enc)
+    demand = demand_matrix(enc)
     pair_queue = queue_of_pair(enc)
     for q in enc.problem.queues:
         capped = np.flatnonzero(q.capability >= 0)
@@ -325,7 +325,7 @@ def add_opened_nodes(
     for a class of nodes, a relaxation that ignores fragmentation (the room counted is
     what ``room.usable_free`` leaves: the used nodes' summed, the empty nodes' largest).
     """
-    demand = _demand_matrix(enc)
+    demand = demand_matrix(enc)
     slot = enc.problem.r(PODS)
     for b, opened in enc.opened.items():
         bin_ = enc.bins[b]

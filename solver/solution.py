@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from solver.arrays import IntArray
-from solver.encode import Encoding, queue_of_pair
+from solver.encode import Encoding, demand_matrix, queue_of_pair
 from solver.objective import Coefficients
 from solver.shapes import Shape, split
 
@@ -111,9 +111,54 @@ ROUNDING_TOLERANCE = 1e-6  # of HiGHS' values: within it of an integer, they are
 def rounded_down(values: npt.NDArray[np.float64]) -> list[int]:
     """An LP optimum as a solution: every value rounded down, once past HiGHS' feasibility
     tolerance (2.9999999 is 3), and none below 0. Counts rounded down still fit every
-    capacity row; a gang admitted with fewer pods than it needs is left to the
-    disaggregation's repair (it is withdrawn, then tried anywhere)."""
+    capacity row, but may leave an admitted gang fewer pods than it needs
+    (``rounded_for_gangs`` puts them back)."""
     # Not below 0: -1 admitted of a shape would admit all its gangs but one.
     down = np.maximum(np.floor(values + ROUNDING_TOLERANCE), 0)
     rounded: list[int] = down.astype(np.int64).tolist()
+    return rounded
+
+
+def rounded_for_gangs(enc: Encoding, values: npt.NDArray[np.float64]) -> list[int]:
+    """``rounded_down``, then each admitted gang's pods that rounding took below its need
+    put back: the shape's most fractional counts rounded up instead, within each class's
+    pods per gang and each queue's capability.
+
+    The LP splits a gang's pods over classes of nodes in fractions (15.6 on one class,
+    0.4 on another); rounded down, an admitted gang of 16 asks for 15, and the
+    disaggregation's repair then finds no node for the 16th among nodes the other counts
+    filled, and withdraws the gang. Real-shaped 1,000 nodes, seed 15: 9 of the 20 gangs
+    the decision lost. A count rounded up may ask a class of nodes for a little more than
+    its capacity row holds: its packing then leaves out the pods worth least.
+    """
+    rounded = rounded_down(values)
+    pairs = enc.pairs
+    frac = values[: len(pairs)] - np.floor(values[: len(pairs)] + ROUNDING_TOLERANCE)
+    demand = demand_matrix(enc)[pairs.cls]
+    pair_queue = queue_of_pair(enc)
+    used = np.zeros((len(enc.problem.queues), demand.shape[1]), dtype=np.int64)
+    np.add.at(used, pair_queue, demand * np.asarray(rounded[: len(pairs)], dtype=np.int64)[:, None])
+    room = {q.index: q.room() - used[q.index] for q in enc.problem.queues}
+    for s, var in enc.admitted.items():
+        admitted = rounded[var]
+        span = enc.shape_span(s)
+        missing = enc.shapes.shapes[s].need * admitted - sum(rounded[v] for v in span)
+        # Most fractional first; Python's sort is stable, so ties keep the pairs' order.
+        for v in sorted(span, key=lambda v: -frac[v]):
+            if missing <= 0 or frac[v] <= ROUNDING_TOLERANCE:
+                break
+            # A fractional count lies below its pair's cap (an LP bound): one more fits it.
+            # Not so the class's pods per gang when fewer gangs are admitted than the LP's
+            # fraction of them.
+            c = int(pairs.cls[v])
+            start, end = enc.class_span[c]
+            left = room[int(pair_queue[v])]
+            if (
+                sum(rounded[start:end]) >= enc.shapes.classes[c].per_gang * admitted
+                or (left < demand[v]).any()
+            ):
+                continue
+            rounded[v] += 1
+            left -= demand[v]
+            missing -= 1
     return rounded

@@ -144,6 +144,18 @@ def test_the_rounded_lp_keeps_the_values_within_tolerance_of_an_integer() -> Non
     assert rounded_down(values) == [3, 3, 0, 0, 4, 0, 0]
 
 
+def test_a_gang_the_lp_splits_over_classes_of_nodes_is_not_lost_to_rounding() -> None:
+    """Real-shaped 1,000 nodes, seed 15: the LP splits admitted gangs' pods over classes of
+    nodes in fractions. Rounded down, 9 of the 20 gangs the decision lost had asked for
+    fewer pods than they need, and the decision ended 6.1% from its bound; with their
+    fractions rounded up (``solution.rounded_for_gangs``), 1.6%."""
+    s = realistic.cluster(15, 1000, 1500)
+    decision = schedule(s, "cpsat", CONFIG)
+    assert check(s, decision) == []
+    assert decision.decided_by == "node-classes-lp-rounded", decision.decided_by
+    assert decision.gap is not None and decision.gap < 0.03, decision.gap
+
+
 @pytest.fixture
 def baseline_starts(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Each start of gang-greedy beside a cpsat solve: whether it was already told to stop."""
