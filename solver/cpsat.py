@@ -101,7 +101,8 @@ REPACK_LOSS = 0.002  # of a class model's objective: below, its disaggregation s
 # (real-shaped 1,000 nodes, 12,000 pairs: 0.2-0.25 s each).
 DIVE_S_PER_PAIR = 4e-5
 # A decision this far from the LP bound when the class model is the cycle's last search:
-# its LP optimum rounded down is placed as well (``_guided_search``).
+# its LP optimum rounded (``solution.rounded_for_gangs``) is placed as well
+# (``_guided_search``).
 ROUNDED_LP_GAP = 0.02
 
 
@@ -246,7 +247,7 @@ def _guided_search(
         # 33: its counts 28% below, the decision 15% from the bound), and the RINS rounds
         # that follow found nothing in their time on 11-12 of the 12 seeds (of 0-23) that
         # ran them. Where the decision so far misses the 2%, or the dive found
-        # nothing, the LP's optimum rounded down is placed too (as on large models).
+        # nothing, the LP's optimum rounded is placed too (as on large models).
         # Seeds 0-47, two runs each way, alternately: mean gap 2.78-2.86 -> 2.49-2.54%,
         # worst 15.0 -> 5.5-6.3% (most of the mean's fall is that one seed); above 2% on
         # 30-32 -> 28-31 of 48. The baseline is not read: deterministic solves must not

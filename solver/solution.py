@@ -13,7 +13,7 @@ import numpy.typing as npt
 from solver.arrays import IntArray
 from solver.encode import Encoding, demand_matrix, queue_of_pair
 from solver.objective import Coefficients
-from solver.shapes import Shape, split
+from solver.shapes import Shape, split, task_positions
 
 
 def hint(enc: Encoding, placements: Mapping[str, int], coef: Coefficients) -> None:
@@ -112,7 +112,7 @@ def rounded_down(values: npt.NDArray[np.float64]) -> list[int]:
     """An LP optimum as a solution: every value rounded down, once past HiGHS' feasibility
     tolerance (2.9999999 is 3), and none below 0. Counts rounded down still fit every
     capacity row, but may leave an admitted gang fewer pods than it needs
-    (``rounded_for_gangs`` puts them back)."""
+    (``rounded_for_gangs`` puts them back where it can)."""
     # Not below 0: -1 admitted of a shape would admit all its gangs but one.
     down = np.maximum(np.floor(values + ROUNDING_TOLERANCE), 0)
     rounded: list[int] = down.astype(np.int64).tolist()
@@ -121,17 +121,19 @@ def rounded_down(values: npt.NDArray[np.float64]) -> list[int]:
 
 def rounded_for_gangs(enc: Encoding, values: npt.NDArray[np.float64]) -> list[int]:
     """``rounded_down``, then each admitted gang's pods that rounding took below its need
-    put back: the shape's most fractional counts rounded up instead, within each class's
-    pods per gang and each queue's capability.
+    (and its tasks' minimums) put back: the most fractional of the shape's counts
+    rounded up instead, within each class's pods per admitted gang and each queue's
+    capability; a shape that cannot be made whole so keeps its counts rounded down.
 
     The LP splits a gang's pods over classes of nodes in fractions (15.6 on one class,
     0.4 on another); rounded down, an admitted gang of 16 asks for 15, and the
-    disaggregation's repair then finds no node for the 16th among nodes the other counts
-    filled, and withdraws the gang. Real-shaped 1,000 nodes, seed 15: 9 of the 20 gangs
-    the decision lost. A count rounded up may ask a class of nodes for a little more than
-    its capacity row holds: its packing then leaves out the pods worth least.
+    disaggregation's repair then often finds no node for the 16th among nodes the other
+    counts filled, and withdraws the gang. Real-shaped 1,000 nodes, seed 15: 9 of the
+    20 gangs the decision lost. A count rounded up may ask a class of nodes for a little
+    more than its capacity row holds: its packing then leaves out other pods.
     """
     rounded = rounded_down(values)
+    _trimmed_to_admitted(enc, values, rounded)
     pairs = enc.pairs
     frac = values[: len(pairs)] - np.floor(values[: len(pairs)] + ROUNDING_TOLERANCE)
     demand = demand_matrix(enc)[pairs.cls]
@@ -139,17 +141,15 @@ def rounded_for_gangs(enc: Encoding, values: npt.NDArray[np.float64]) -> list[in
     used = np.zeros((len(enc.problem.queues), demand.shape[1]), dtype=np.int64)
     np.add.at(used, pair_queue, demand * np.asarray(rounded[: len(pairs)], dtype=np.int64)[:, None])
     room = {q.index: q.room() - used[q.index] for q in enc.problem.queues}
-    for s, var in enc.admitted.items():
-        admitted = rounded[var]
-        span = enc.shape_span(s)
-        missing = enc.shapes.shapes[s].need * admitted - sum(rounded[v] for v in span)
-        # Most fractional first; Python's sort is stable, so ties keep the pairs' order.
-        for v in sorted(span, key=lambda v: -frac[v]):
-            if missing <= 0 or frac[v] <= ROUNDING_TOLERANCE:
+
+    def put_back(span: list[int], missing: int, admitted: int, added: list[int]) -> int:
+        """Up to ``missing`` of ``span``'s fractional counts rounded up, most fractional
+        first (ties in the pairs' order); returns how many are still missing."""
+        # Only fractional counts: each lies below its pair's cap (an LP bound), so one
+        # more fits it; an integral count may be at its cap.
+        for v in sorted((v for v in span if frac[v] > ROUNDING_TOLERANCE), key=lambda v: -frac[v]):
+            if missing <= 0:
                 break
-            # A fractional count lies below its pair's cap (an LP bound): one more fits it.
-            # Not so the class's pods per gang when fewer gangs are admitted than the LP's
-            # fraction of them.
             c = int(pairs.cls[v])
             start, end = enc.class_span[c]
             left = room[int(pair_queue[v])]
@@ -160,5 +160,48 @@ def rounded_for_gangs(enc: Encoding, values: npt.NDArray[np.float64]) -> list[in
                 continue
             rounded[v] += 1
             left -= demand[v]
+            added.append(v)
             missing -= 1
+        return missing
+
+    for s, var in enc.admitted.items():
+        admitted = rounded[var]
+        if admitted <= 0:
+            continue
+        added: list[int] = []
+        short = 0
+        for task_classes, task_need in task_positions(enc.problem, enc.shapes, s):
+            of_task = [
+                v for c in task_classes if c in enc.class_span for v in range(*enc.class_span[c])
+            ]
+            missing = task_need * admitted - sum(rounded[v] for v in of_task)
+            short += max(0, put_back(of_task, missing, admitted, added))
+        span = enc.shape_span(s)
+        missing = enc.shapes.shapes[s].need * admitted - sum(rounded[v] for v in span)
+        short += max(0, put_back(span, missing, admitted, added))
+        if short:
+            # Still short: the pods put back would only take room others can use.
+            for v in added:
+                rounded[v] -= 1
+                room[int(pair_queue[v])] += demand[v]
     return rounded
+
+
+def _trimmed_to_admitted(
+    enc: Encoding, values: npt.NDArray[np.float64], rounded: list[int]
+) -> None:
+    """Counts above what a shape's admitted gangs have of a class (the LP admitted a
+    fraction of a gang more than rounding does), least first: no gang takes them, and
+    counted, they would hide the pods another class is missing."""
+    for s, var in enc.admitted.items():
+        for c in enc.shapes.shapes[s].classes:
+            if c not in enc.class_span:
+                continue
+            start, end = enc.class_span[c]
+            extra = sum(rounded[start:end]) - enc.shapes.classes[c].per_gang * rounded[var]
+            for v in sorted(range(start, end), key=lambda v: values[v]):
+                if extra <= 0:
+                    break
+                take = min(extra, rounded[v])
+                rounded[v] -= take
+                extra -= take
