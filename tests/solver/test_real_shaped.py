@@ -99,15 +99,18 @@ def test_a_large_class_model_is_decided_by_its_rounded_lp_and_a_dive_if_time_all
     assert decision.objective > greedy.objective
 
 
-@pytest.mark.parametrize(("far", "dive_found"), [(True, True), (False, True), (True, False)])
-def test_a_last_class_search_far_from_the_bound_places_the_rounded_lp_too(
-    far: bool, dive_found: bool, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("time_left", "dive_found", "at_bound"),
+    [(True, True, False), (True, False, False), (False, True, False), (True, True, True)],
+)
+def test_a_last_class_search_places_the_rounded_lp_too_where_it_has_the_time(
+    time_left: bool, dive_found: bool, at_bound: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Where the class model is the cycle's last search but not a large one, a dive whose
-    decision is far from the LP bound (here: it places nothing) is followed by the LP's
-    optimum rounded down, which then decides; within ROUNDED_LP_GAP of the bound (here
-    forced by an infinite one), it is not, and gang-greedy's decision stands. A dive that
-    found nothing is as far as can be."""
+    """Where the class model is the cycle's last search but not a large one, the dive (here
+    one that places nothing, or finds nothing) is followed by the LP's optimum rounded,
+    which then decides; not where the stage lacks the time to place it (here forced by a
+    packing share no stage has), nor where a decision already meets the bound (here
+    forced), and gang-greedy's decision stands."""
     s = realistic.cluster(1, 40, 60)
     _, enc = class_model(prepare(s))
     # Too big to search whole, not large: the dive and the RINS rounds are the last search.
@@ -124,13 +127,15 @@ def test_a_last_class_search_far_from_the_bound_places_the_rounded_lp_too(
         return False
 
     monkeypatch.setattr(cpsat, "_search_classes", nothing_found)
-    if not far:
-        monkeypatch.setattr(cpsat, "ROUNDED_LP_GAP", float("inf"))
+    if not time_left:
+        monkeypatch.setattr(cpsat, "PACK_SHARE", 100.0)
+    if at_bound:
+        monkeypatch.setattr(Search, "settled", lambda self, wait_for_baseline=True: True)
     decision = schedule(s, "cpsat", config)
     greedy = schedule(s, "gang-greedy", config)
     assert check(s, decision) == []
     assert decision.objective is not None and greedy.objective is not None
-    if far:
+    if time_left and not at_bound:
         assert decision.decided_by == "node-classes-lp-rounded", decision.decided_by
         assert decision.objective > greedy.objective
     else:
