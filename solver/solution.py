@@ -122,8 +122,9 @@ def rounded_down(values: npt.NDArray[np.float64]) -> list[int]:
 def rounded_for_gangs(enc: Encoding, values: npt.NDArray[np.float64]) -> list[int]:
     """``rounded_down``, then each admitted gang's pods that rounding took below its need
     (and its tasks' minimums) put back: the most fractional of the shape's counts
-    rounded up instead, within each class's pods per admitted gang and each queue's
-    capability; a shape that cannot be made whole so keeps its counts rounded down.
+    rounded up instead (each once), within each class's pods per admitted gang and each
+    queue's capability. A lone admitted gang that cannot be made whole so keeps its
+    counts rounded down (the disaggregation may still find room for what it lacks).
 
     The LP splits a gang's pods over classes of nodes in fractions (15.6 on one class,
     0.4 on another); rounded down, an admitted gang of 16 asks for 15, and the
@@ -147,7 +148,10 @@ def rounded_for_gangs(enc: Encoding, values: npt.NDArray[np.float64]) -> list[in
         first (ties in the pairs' order); returns how many are still missing."""
         # Only fractional counts: each lies below its pair's cap (an LP bound), so one
         # more fits it; an integral count may be at its cap.
-        for v in sorted((v for v in span if frac[v] > ROUNDING_TOLERANCE), key=lambda v: -frac[v]):
+        # Once each: rounded up again, a count would pass its LP value's ceiling (a task's
+        # minimum and then the shape's need may both ask for it).
+        candidates = (v for v in span if frac[v] > ROUNDING_TOLERANCE and v not in added)
+        for v in sorted(candidates, key=lambda v: -frac[v]):
             if missing <= 0:
                 break
             c = int(pairs.cls[v])
@@ -179,8 +183,11 @@ def rounded_for_gangs(enc: Encoding, values: npt.NDArray[np.float64]) -> list[in
         span = enc.shape_span(s)
         missing = enc.shapes.shapes[s].need * admitted - sum(rounded[v] for v in span)
         short += max(0, put_back(span, missing, admitted, added))
-        if short:
-            # Still short: the pods put back would only take room others can use.
+        if short and admitted == 1:
+            # A lone gang still short: the pods put back would take room for a gang the
+            # disaggregation withdraws unless it finds what is missing. Alike gangs are
+            # dealt pods in turn (``shapes.split``): there a pod put back can make one
+            # more of them whole.
             for v in added:
                 rounded[v] -= 1
                 room[int(pair_queue[v])] += demand[v]

@@ -149,6 +149,46 @@ def test_the_rounded_lp_keeps_the_values_within_tolerance_of_an_integer() -> Non
     assert rounded_down(values) == [3, 3, 0, 0, 4, 0, 0]
 
 
+def test_the_rounded_lp_follows_a_last_dive_within_two_percent_of_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Until stop 40 the rounded LP followed the last dive only 2% or more from the bound;
+    now also a dive closer than that (here scored 1% from it), short of the bound."""
+    s = realistic.cluster(1, 40, 60)
+    _, enc = class_model(prepare(s))
+    config = CONFIG.model_copy(
+        update={"max_exact_class_pairs": len(enc.pairs) - 1, "max_node_level_pairs": 0}
+    )
+    dives: list[Placer] = []
+
+    def close_dive(search: Search, enc: Any, name: str, *args: Any, **kwargs: Any) -> bool:
+        if name.endswith("-lp-guided"):
+            dives.append(Placer(search.problem))
+            search.solved.append(dives[-1])
+            search.origin[id(dives[-1])] = name
+        return False
+
+    score = Search.score
+
+    def scored(self: Search, placer: Placer) -> int:
+        if placer in dives:
+            return int(min(self.bounds) * 0.99)
+        return score(self, placer)
+
+    placed: list[str] = []
+    use = cpsat._use_class_solution
+
+    def recorded(search: Search, enc: Any, solution: Any, name: str) -> Any:
+        placed.append(name)
+        return use(search, enc, solution, name)
+
+    monkeypatch.setattr(cpsat, "_search_classes", close_dive)
+    monkeypatch.setattr(Search, "score", scored)
+    monkeypatch.setattr(cpsat, "_use_class_solution", recorded)
+    schedule(s, "cpsat", config)
+    assert dives and placed == ["node-classes-lp-rounded"]
+
+
 def test_a_gang_the_lp_splits_over_classes_of_nodes_is_not_lost_to_rounding() -> None:
     """Real-shaped 1,000 nodes, seed 15: the LP splits admitted gangs' pods over classes of
     nodes in fractions. Rounded down, 9 of the 20 gangs the decision lost had asked for

@@ -147,13 +147,102 @@ def test_a_task_below_its_minimum_gets_its_pods_first() -> None:
 
 def test_no_pod_is_put_back_beyond_the_queue_capability() -> None:
     """The queue may take 1 cpu: of gang a's two 1-cpu pods, one would fit it, the other
-    not; a stays short, and keeps none of them (they would take room for nothing)."""
+    not; a stays short, and keeps none of them (they would take room for nothing). The
+    values are not an LP's (its capability row would not admit a): the rule is checked
+    on its own."""
     enc = two_classes(capability_cpu=1)
     small, large = pair(enc, "a", "small"), pair(enc, "a", "large")
     rounded = rounded_for_gangs(enc, lp_values(enc, {"a": 1.0}, {small: 0.5, large: 0.5}))
     assert rounded[small] + rounded[large] == 0
     rounded = rounded_for_gangs(enc, lp_values(enc, {"a": 1.0}, {small: 1.0, large: 0.5}))
     assert (rounded[small], rounded[large]) == (1, 0)
+
+
+def test_room_a_lone_short_gang_gives_back_goes_to_the_next() -> None:
+    """The queue may take 3 cpu, of which gang b's rounded-down pods hold 2. Gang a (its
+    pods 0.5 and 0.5) gets one of its two back, not the other: short, it gives that cpu
+    back, and gang b's missing pod takes it."""
+    enc = two_classes(capability_cpu=3)
+    assert list(enc.admitted) == sorted(enc.admitted, key=lambda s: shape_of(enc, "a") != s)
+    a_small, a_large = pair(enc, "a", "small"), pair(enc, "a", "large")
+    b_small, b_large = pair(enc, "b", "small"), pair(enc, "b", "large")
+    values = lp_values(
+        enc, {"a": 1.0, "b": 1.0}, {a_small: 0.5, a_large: 0.5, b_small: 1.5, b_large: 1.5}
+    )
+    rounded = rounded_for_gangs(enc, values)
+    assert (rounded[a_small], rounded[a_large]) == (0, 0)
+    assert rounded[b_small] + rounded[b_large] == 3
+
+
+def test_a_count_is_rounded_up_once_for_a_task_and_the_need_together() -> None:
+    """A gang of 5: 1 ps and at least 3 of its 4 workers. The LP (its rows holding): the
+    ps 1.0, workers 1.9, 1.9 and 0.2 on three classes of nodes; rounded down, 2 workers.
+    The workers' task takes the first worker count back to 2; the gang's need, one more
+    pod, takes the second, not the first again (3, above its LP value and its pair's
+    cap of 2)."""
+    pods = [pod(f"job-w{i}").req(cpu=1).gang("job").task("worker") for i in range(4)]
+    pods.append(pod("job-ps").req(cpu="500m").gang("job").task("ps"))
+    s = state(
+        nodes=[
+            node("n16").cap(cpu="2500m", memory="16Gi"),
+            node("n32").cap(cpu=8, memory="32Gi"),
+            node("n64").cap(cpu=8, memory="64Gi"),
+        ],
+        pods=pods,
+        gangs=[gang("job", 5).task_minimums(ps=1, worker=3)],
+    )
+    _, enc = class_model(prepare(s))
+    (shape,) = enc.admitted
+
+    def count(pod_name: str, node_name: str) -> int:
+        c = next(
+            sc.index
+            for sc in enc.shapes.classes
+            if pod_name in enc.problem.classes[sc.members[0]].pods
+        )
+        n = next(i for i, x in enumerate(enc.problem.nodes) if x.name == node_name)
+        return next(
+            v for v in range(*enc.class_span[c]) if n in enc.bins[int(enc.pairs.bin[v])].nodes
+        )
+
+    ps = count("job-ps", "n16")
+    workers = [count("job-w0", n) for n in ("n16", "n32", "n64")]
+    values = np.zeros(len(enc.rows.low))
+    values[enc.admitted[shape]] = 1.0
+    values[ps] = 1.0
+    values[workers] = [1.9, 1.9, 0.2]
+    assert int(enc.pairs.cap[workers[0]]) == 2
+    rounded = rounded_for_gangs(enc, values)
+    assert [rounded[v] for v in workers] == [2, 2, 0]
+    assert rounded[ps] == 1
+
+
+def test_alike_gangs_keep_each_pod_put_back_though_the_last_stays_short() -> None:
+    """Three alike gangs of two 1-cpu pods, admitted; the LP's counts 2.6, 2.7 and 0.7
+    rounded down leave 4 pods, and the queue's capability lets one of the 2 missing
+    back. Dealt in turn, 5 pods make two gangs whole where 4 made one: the pod stays."""
+    s = state(
+        nodes=[node(f"n{m}").cap(cpu=16, memory=f"{m}Gi") for m in (16, 32, 64)],
+        pods=[pod(f"{g}-{i}").req(cpu=1).gang(g) for g in ("y1", "y2", "y3") for i in range(2)],
+        gangs=[gang(g, 2).queue("q") for g in ("y1", "y2", "y3")],
+        queues=[queue("q", 1).capability(cpu=5)],
+    )
+    _, enc = class_model(prepare(s))
+    (shape,) = enc.admitted
+    span = enc.shape_span(shape)
+    assert len(span) == 3
+    values = np.zeros(len(enc.rows.low))
+    values[enc.admitted[shape]] = 3.0
+    values[span] = [2.6, 2.7, 0.7]
+    rounded = rounded_for_gangs(enc, values)
+    assert sum(rounded[v] for v in span) == 5
+    per_class = decode_counts(enc, rounded)
+    whole = [
+        g.name
+        for g in enc.problem.gangs
+        if sum(n for c in g.classes for _, n in per_class.get(c, [])) >= g.need
+    ]
+    assert len(whole) == 2
 
 
 def alike_gangs() -> tuple[Encoding, int, int, int]:
@@ -184,32 +273,32 @@ def alike_gangs() -> tuple[Encoding, int, int, int]:
     return enc, shape, d_start, w_start
 
 
+def alike_rounded(
+    admitted: float, drivers: list[float], workers: list[float]
+) -> tuple[list[int], list[int]]:
+    """``alike_gangs``' drivers and workers counts, rounded from these LP values."""
+    enc, shape, d_start, w_start = alike_gangs()
+    values = np.zeros(len(enc.rows.low))
+    values[enc.admitted[shape]] = admitted
+    values[[d_start, d_start + 1]] = drivers
+    values[[w_start, w_start + 1]] = workers
+    rounded = rounded_for_gangs(enc, values)
+    return rounded[d_start : d_start + 2], rounded[w_start : w_start + 2]
+
+
 def test_pods_of_a_gang_fraction_are_trimmed_before_the_missing_are_counted() -> None:
     """1.5 of the two gangs admitted by the LP, one by rounding, its rows all holding:
     workers 2.0 and 1.0 (3 of the 4 that 1.5 gangs have), drivers 0.7 and 0.8. Rounded
     down: 3 workers, no driver, as many pods as one gang needs; but one gang has only 2
     workers. The smaller worker count is trimmed, and the driver put back."""
-    enc, shape, drivers, workers = alike_gangs()
-    values = np.zeros(len(enc.rows.low))
-    values[enc.admitted[shape]] = 1.5
-    values[[drivers, drivers + 1]] = [0.7, 0.8]
-    values[[workers, workers + 1]] = [2.0, 1.0]
-    rounded = rounded_for_gangs(enc, values)
-    assert rounded[workers : workers + 2] == [2, 0]
-    assert rounded[drivers : drivers + 2] == [0, 1]
+    assert alike_rounded(1.5, [0.7, 0.8], [2.0, 1.0]) == ([0, 1], [2, 0])
 
 
 def test_a_class_never_gets_more_pods_than_its_admitted_gangs_have() -> None:
-    """One of the two gangs admitted; its workers' counts, rounded down, already hold the
-    2 it has, though their fraction is the largest: the missing pod is its driver."""
-    enc, shape, drivers, workers = alike_gangs()
-    values = np.zeros(len(enc.rows.low))
-    values[enc.admitted[shape]] = 1.0
-    values[[drivers, drivers + 1]] = [0.2, 0.3]
-    values[[workers, workers + 1]] = [1.9, 1.1]
-    rounded = rounded_for_gangs(enc, values)
-    assert rounded[workers : workers + 2] == [1, 1]
-    assert rounded[drivers : drivers + 2] == [0, 1]
+    """1.5 of the two gangs admitted by the LP (its rows holding), one by rounding; its
+    workers' counts, 1.9 and 1.1 rounded down, already hold the 2 it has, though their
+    fraction is the largest: the missing pod is its driver."""
+    assert alike_rounded(1.5, [0.7, 0.8], [1.9, 1.1]) == ([0, 1], [1, 1])
 
 
 @settings(max_examples=80, deadline=None)
@@ -218,7 +307,7 @@ def test_a_class_never_gets_more_pods_than_its_admitted_gangs_have() -> None:
     st.lists(st.sampled_from([0.0, 0.6, 1.0]), min_size=2, max_size=2),
     st.sampled_from([None, 2, 4]),
 )
-def test_rounded_counts_stay_within_every_rule_and_shapes_end_whole_or_as_they_were(
+def test_rounded_counts_stay_within_every_rule_and_a_lone_gang_keeps_pods_only_whole(
     counts: list[float], admitted: list[float], capability: int | None
 ) -> None:
     enc = two_classes(capability)
