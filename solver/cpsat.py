@@ -208,9 +208,9 @@ def _guided_search(
         # need put back), disaggregated and topped up: a decision without a
         # search. The dive follows only where its model, its search and the
         # disaggregation of its decision fit in the stage's time left (it then needs no
-        # floor: a solver's decision is there). Seeds 0-7 at a 1 s limit, rounding alone
-        # against the dive alone, alternately: cycle 1.32 -> 1.13 s median, objective
-        # x0.9979 (x0.9915-1.0074), mean gap 2.18 -> 2.39%.
+        # floor: a solver's decision is there). Seeds 0-7 at a 1 s limit, rounding (down,
+        # as it was then) alone against the dive alone, alternately: cycle 1.32 -> 1.13 s
+        # median, objective x0.9979 (x0.9915-1.0074), mean gap 2.18 -> 2.39%.
         _use_class_solution(search, enc, rounded_for_gangs(enc, lp.values), f"{prefix}-lp-rounded")
         if search.settled(wait_for_baseline=False):
             return  # at the LP's bound
