@@ -92,7 +92,13 @@ class Encoding:
         return [self.class_span[c] for c in self.shapes.shapes[s].classes if c in self.class_span]
 
     def shape_span(self, s: int) -> list[int]:
-        return [v for start, end in self.shape_spans(s) for v in range(start, end)]
+        return self.classes_span(self.shapes.shapes[s].classes)
+
+    def classes_span(self, classes: Sequence[int]) -> list[int]:
+        """The count variables of these shape classes (a shape's, or one of its tasks')."""
+        return [
+            v for c in classes if c in self.class_span for v in range(*self.class_span[c])
+        ]
 
     def size(self) -> tuple[int, int]:
         """Variables and constraints (the CP-SAT model's and the rows' are the same)."""
@@ -197,8 +203,7 @@ def add_gang_all_or_nothing(enc: Encoding) -> None:
         need = enc.shapes.shapes[s].need
         _linear(enc, [*members, admitted], [1] * len(members) + [-need], 0, INF)
         for task_classes, task_need in task_positions(enc.problem, enc.shapes, s):
-            spans = [enc.class_span[c] for c in task_classes if c in enc.class_span]
-            of_task = [v for start, end in spans for v in range(start, end)]
+            of_task = enc.classes_span(task_classes)
             # each admitted gang places its task's minimum (Volcano's minTaskMember)
             _linear(enc, [*of_task, admitted], [1] * len(of_task) + [-task_need], 0, INF)
 

@@ -175,9 +175,7 @@ def rounded_for_gangs(enc: Encoding, values: npt.NDArray[np.float64]) -> list[in
         added: list[int] = []
         short = 0
         for task_classes, task_need in task_positions(enc.problem, enc.shapes, s):
-            of_task = [
-                v for c in task_classes if c in enc.class_span for v in range(*enc.class_span[c])
-            ]
+            of_task = enc.classes_span(task_classes)
             missing = task_need * admitted - sum(rounded[v] for v in of_task)
             short += max(0, put_back(of_task, missing, admitted, added))
         span = enc.shape_span(s)
