@@ -190,9 +190,10 @@ def _guided_search(
     better decision (RINS as a large-neighbourhood search): the LP's support alone lost
     up to 16% on real-shaped 200-node clusters. With ``free_waiting`` (node classes), the
     gangs the best decision leaves waiting may take any bin too (``waiting_pairs``). The
-    first search, over the LP's support, stops at its first solution. ``last``: no
-    search follows in the cycle, so a RINS round may take all of the time left but what
-    disaggregating its decision takes.
+    first search, over the LP's support, stops at its first solution. Large models, and
+    ``last`` ones, first place the LP's optimum rounded (``solution.rounded_for_gangs``).
+    ``last``: no search follows in the cycle, so a RINS round may take all of the time
+    left but what disaggregating its decision takes.
     """
     # The cycle's first LP and first search get a floor even when preparing took the
     # cycle's time: without it, 1,000-node cycles fell back to greedy, and so did
@@ -202,19 +203,28 @@ def _guided_search(
     lp = _lp_stage(search, enc, max(left(), lp_floor), f"{prefix}-lp")
     if lp is None:
         return
-    if large:
+    if large or last:
         # The LP's optimum rounded down (about 110 of 12,000 values are fractional on
         # real-shaped 1,000 nodes; an admitted gang's pods that rounding took below its
         # need put back), disaggregated and topped up: a decision without a
-        # search. The dive follows only where its model, its search and the
-        # disaggregation of its decision fit in the stage's time left (it then needs no
-        # floor: a solver's decision is there). Seeds 0-7 at a 1 s limit, rounding (down,
-        # as it was then) alone against the dive alone, alternately: cycle 1.32 -> 1.13 s
-        # median, objective x0.9979 (x0.9915-1.0074), mean gap 2.18 -> 2.39%.
+        # search. On large models the dive follows only where its model, its search and
+        # the disaggregation of its decision fit in the stage's time left (it then needs
+        # no floor: a solver's decision is there). Seeds 0-7 at a 1 s limit, rounding
+        # (down, as it was then) alone against the dive alone, alternately: cycle 1.32 ->
+        # 1.13 s median, objective x0.9979 (x0.9915-1.0074), mean gap 2.18 -> 2.39%.
+        # Where the model's searches are the cycle's last (200 nodes), the dive's first
+        # solution can be far below the LP (seed 33: its counts 28% below, the decision
+        # 15% from the bound), and the RINS rounds after it found nothing in their time on
+        # 11-12 of the 12 seeds (of 0-23) that ran them. Placed after the dive (stop 40),
+        # the rounded LP decided 6 of seeds 0-23 and had no time left on the others: the
+        # dive's disaggregation, and the repacking a short one starts, took it. Placed
+        # first (stop 41), seeds 0-23 at 200 nodes, old and new alternately: see the
+        # README's "The rounded LP first". The baseline is not read: deterministic solves
+        # must not depend on when it finishes.
         _use_class_solution(search, enc, rounded_for_gangs(enc, lp.values), f"{prefix}-lp-rounded")
         if search.settled(wait_for_baseline=False):
             return  # at the LP's bound
-        if left() < DIVE_S_PER_PAIR * len(enc.pairs):
+        if large and left() < DIVE_S_PER_PAIR * len(enc.pairs):
             return
     narrow = restricted(enc, search.coef, lp.values)
     name = f"{prefix}-lp-guided"
@@ -238,19 +248,6 @@ def _guided_search(
     if large:
         return
     after = (PACK_SHARE + REORDER_SHARE) * search.config.time_limit_s
-    if last and left() >= after and not search.settled(wait_for_baseline=False):
-        # The dive's first solution can be far below the LP (real-shaped 200 nodes, seed
-        # 33: its counts 28% below, the decision 15% from the bound), and the RINS rounds
-        # that follow found nothing in their time on 11-12 of the 12 seeds (of 0-23) that
-        # ran them: the LP's optimum rounded is placed too (as on large models). Placed
-        # only where the decision so far missed 2% of the bound (stop 39; seeds 0-47:
-        # mean gap 2.78-2.86 -> 2.49-2.54%, worst 15.0 -> 5.5-6.3%), it decided 2-3 of
-        # seeds 0-23; since the rounding keeps gangs whole, it is placed after every dive
-        # short of the bound and decided 6: two runs each way, alternately, mean gap
-        # 2.48 / 2.40 -> 2.32 / 2.16%, above 2% on 12 / 12 -> 12 / 9 of 24, higher on 24
-        # of 48 paired solves, lower on 13. The baseline is not read: deterministic
-        # solves must not depend on when it finishes.
-        _use_class_solution(search, enc, rounded_for_gangs(enc, lp.values), f"{prefix}-lp-rounded")
     incumbent: Placer | None = None
     for _ in range(RINS_ROUNDS):
         if search.settled(wait_for_baseline=False):
