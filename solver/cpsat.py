@@ -7,12 +7,13 @@ Stages, all within one time limit (``search.Search`` holds what they share):
 2. Where nodes fall into fewer classes than there are nodes, the aggregated model (bins =
    classes of nodes this cycle's pending pods cannot tell apart, ``equivalence``): a
    relaxation, so its bounds hold for the real problem. Its LP relaxation (HiGHS) comes
-   first: a bound, and a guide: CP-SAT searches the model restricted to what the LP uses
-   (a dive, stopped at its first solution; on large models the model itself is then
-   encoded as LP rows only), then, on models of moderate size, to what the LP or the
-   best decision so far uses (RINS rounds); small models are also searched whole. Every
-   candidate's counts are packed onto real nodes (``disaggregate``); what a class's
-   nodes could not hold is re-decided (``_repack``).
+   first: a bound, and a guide. On large models, and where these searches are the
+   cycle's last, the LP's optimum rounded is placed first. CP-SAT searches the model
+   restricted to what the LP uses (a dive, stopped at its first solution; on large models
+   the model itself is encoded as LP rows only), then, on models of moderate size, to
+   what the LP or the best decision so far uses (RINS rounds); small models are also
+   searched whole. Every candidate's counts are packed onto real nodes
+   (``disaggregate``); what a class's nodes could not hold is re-decided (``_repack``).
 3. If the node-level model (all gangs, else the admitted ones) is small enough: the same
    LP-guided searches over nodes, then the whole model from the best decision so far.
 4. Every candidate is scored by the same solver-free objective and the best is returned,
@@ -98,7 +99,8 @@ BASELINE_SKIP_GAP = 0.001  # ... and this close, whether or not time is up
 REPACK_ROUNDS = 2
 REPACK_LOSS = 0.002  # of a class model's objective: below, its disaggregation stands
 # What a large model's dive and the disaggregation of its decision take, per pair
-# (real-shaped 1,000 nodes, 12,000 pairs: 0.2-0.25 s each).
+# (real-shaped 1,000 nodes, 12,000 pairs: 0.2-0.25 s each); below, the dive after the
+# rounded LP is skipped (on large models and where the class searches are the last).
 DIVE_S_PER_PAIR = 4e-5
 
 
@@ -216,7 +218,7 @@ def _guided_search(
         # solution can be far below the LP (seed 33: its counts 28% below, the decision
         # 15% from the bound), and the RINS rounds after it found nothing in their time on
         # 11-12 of the 12 seeds (of 0-23) that ran them. Placed after the dive (stop 40),
-        # the rounded LP decided 6 of seeds 0-23 and had no time left on the others: the
+        # the rounded LP decided 6 of seeds 0-23 and had no time left on most others: the
         # dive's disaggregation, and the repacking a short one starts, took it. Placed
         # first (stop 41), seeds 0-23 at 200 nodes, old and new alternately: see the
         # README's "The rounded LP first". The baseline is not read: deterministic solves
@@ -224,7 +226,10 @@ def _guided_search(
         _use_class_solution(search, enc, rounded_for_gangs(enc, lp.values), f"{prefix}-lp-rounded")
         if search.settled(wait_for_baseline=False):
             return  # at the LP's bound
-        if large and left() < DIVE_S_PER_PAIR * len(enc.pairs):
+        # The dive after it needs no floor (a solver's decision is there), and runs only
+        # where it and the placement of its counts fit in the time left: given 0.05 s at
+        # a 0.3 s limit, 200-node dives found nothing (a review, stop 41).
+        if left() < DIVE_S_PER_PAIR * len(enc.pairs):
             return
     narrow = restricted(enc, search.coef, lp.values)
     name = f"{prefix}-lp-guided"
@@ -233,9 +238,10 @@ def _guided_search(
     # real-shaped 40-node models spent 0.11 s there for a decision the RINS rounds then
     # had no time left to improve; seeds 0-95, one solve each way, against the better of
     # the two: mean loss 0.36 -> 0.09%, worst 8.3 -> 1.2%; gaps over 2% 28 -> 21 (200
-    # nodes, seeds 0-15: no change). It gets at least the floor: a short limit found
-    # nothing in its share (real-shaped 200 nodes at 0.5 s: 0.05 s; every cycle fell
-    # back to gang-greedy).
+    # nodes, seeds 0-15: no change). As the cycle's first solver decision it gets at
+    # least the floor: a short limit found nothing in its share (real-shaped 200 nodes at
+    # 0.5 s, before the rounded LP came first there: 0.05 s; every cycle fell back to
+    # gang-greedy).
     _search_classes(
         search,
         narrow,
@@ -254,7 +260,8 @@ def _guided_search(
             break  # at the LP's bound: no neighbourhood holds more (an easy cycle ends here)
         # Deterministic solves wait for the baseline: whether it has finished by now
         # depends on the load, and the incumbent must not. So does a search without a
-        # candidate of its own (the dive found nothing): the baseline is then the only
+        # candidate of its own (no rounded LP placed, and the dive found nothing): the
+        # baseline is then the only
         # start, a dive does not start it (``Search.run``), and a cycle without a
         # solver's candidate waits for it anyway, at its end.
         waits = search.config.deterministic or not search.solved
@@ -273,8 +280,9 @@ def _guided_search(
         wide = restricted(enc, search.coef, lp.values, values, also)
         if not search.solved:
             # No solver candidate yet: the incumbent is the baseline. Hinted, the search
-            # starts from it; unhinted, real-shaped 200-node models sometimes found
-            # nothing in the time left, and the cycle fell back to greedy (a 29% gap).
+            # starts from it; unhinted, real-shaped 200-node models (before the rounded
+            # LP came first there) sometimes found nothing in the time left, and the
+            # cycle fell back to greedy (a 29% gap).
             # Not hinted otherwise: a hinted search ran longer for the same decisions
             # (500 nodes at 20 gangs/s: creation-to-bound p99 1.36 s instead of 1.15 s).
             hint(wide, incumbent.placed, search.coef)

@@ -99,14 +99,18 @@ def test_a_large_class_model_is_decided_by_its_rounded_lp_and_a_dive_if_time_all
     assert decision.objective > greedy.objective
 
 
-@pytest.mark.parametrize(("dive_found", "at_bound"), [(True, False), (False, False), (True, True)])
+@pytest.mark.parametrize(
+    ("dive_found", "at_bound", "time_left"),
+    [(True, False, True), (False, False, True), (True, True, True), (True, False, False)],
+)
 def test_a_last_class_search_places_the_rounded_lp_before_its_dive(
-    dive_found: bool, at_bound: bool, monkeypatch: pytest.MonkeyPatch
+    dive_found: bool, at_bound: bool, time_left: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Where the class model is the cycle's last search but not a large one, the LP's
-    optimum rounded is placed first, then the dive (here one that places nothing, or
-    finds nothing) runs, unless the rounded LP met the bound (here forced). Placed after
-    the dive, it had no time left on most real-shaped 200-node seeds."""
+    optimum rounded is placed first, once, whatever the time left; then the dive (here
+    one that places nothing, or finds nothing) runs, unless the rounded LP met the bound
+    (here forced) or the time left cannot hold it (here none). Placed after the dive, it
+    had no time left on most real-shaped 200-node seeds."""
     s = realistic.cluster(1, 40, 60)
     _, enc = class_model(prepare(s))
     # Too big to search whole, not large: the dive and the RINS rounds are the last search.
@@ -134,11 +138,16 @@ def test_a_last_class_search_places_the_rounded_lp_before_its_dive(
     monkeypatch.setattr(cpsat, "_use_class_solution", recorded)
     if at_bound:
         monkeypatch.setattr(Search, "settled", lambda self, wait_for_baseline=True: True)
+    if not time_left:
+        monkeypatch.setattr(Search, "remaining", lambda self: 0.0)
     decision = schedule(s, "cpsat", config)
     greedy = schedule(s, "gang-greedy", config)
     assert check(s, decision) == []
-    assert events[0] == "placed node-classes-lp-rounded", events
-    assert ("node-classes-lp-guided" in events) is not at_bound, events
+    if at_bound or not time_left:
+        assert events == ["placed node-classes-lp-rounded"], events
+    else:
+        assert events[:2] == ["placed node-classes-lp-rounded", "node-classes-lp-guided"], events
+        assert events.count("placed node-classes-lp-rounded") == 1, events
     assert decision.decided_by == "node-classes-lp-rounded", decision.decided_by
     assert decision.objective is not None and greedy.objective is not None
     assert decision.objective > greedy.objective
@@ -252,14 +261,18 @@ def test_waiting_gangs_may_take_any_bin_in_the_class_models_neighbourhoods(
     assert on_nodes and not any(on_nodes)
 
 
+@pytest.mark.parametrize(("nodes", "gangs"), [(40, 60), (200, 300)])
 def test_the_first_lp_guided_search_stops_at_its_first_solution_with_a_floor(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, nodes: int, gangs: int
 ) -> None:
     """The search over the LP's support is a dive: searched on for a third of the
     stage, it took the time the RINS rounds needed (real-shaped 40 nodes: up to 8% below
-    the decision the dive leaves room for). At a short limit it still gets the floor a
-    1 s limit gives it: a 0.5 s limit's share found nothing on real-shaped 200 nodes,
-    and every cycle fell back to gang-greedy, 9-24% from the bound."""
+    the decision the dive leaves room for). As the cycle's first solver decision it gets
+    the floor a 1 s limit gives it, however little time is left (here none): with
+    floors scaled to a 0.5 s limit, every real-shaped 200-node cycle fell back to
+    gang-greedy, 9-24% from the bound. Where the rounded LP is placed first (200 nodes:
+    the class searches are the cycle's last) a decision is there, and a dive the time
+    left cannot hold is not started."""
     calls: list[tuple[str, float, bool]] = []
     original = solver.search.run_cpsat
     signature = inspect.signature(original)
@@ -272,16 +285,19 @@ def test_the_first_lp_guided_search_stops_at_its_first_solution_with_a_floor(
         return original(*args, **kwargs)
 
     monkeypatch.setattr(solver.search, "run_cpsat", recorded)
-    s = realistic.cluster(0, 200, 300)
-    config = CONFIG.model_copy(update={"time_limit_s": 0.5})
-    decision = schedule(s, "cpsat", config)
-    name, first_s, first_only = calls[0]
-    assert name == "node-classes-lp-guided"
-    assert first_only and first_s >= cpsat.DIVE_FLOOR * 1.0  # what a 1 s limit gives it
-    assert any(c[0] == "node-classes-rins" for c in calls)  # the time it left is used
+    monkeypatch.setattr(Search, "remaining", lambda self: 0.0)
+    s = realistic.cluster(0, nodes, gangs)
+    decision = schedule(s, "cpsat", CONFIG)
+    dives = [c for c in calls if c[0] == "node-classes-lp-guided"]
+    if nodes == 40:
+        assert dives and calls[0] == dives[0]
+        _, first_s, first_only = dives[0]
+        assert first_only and first_s >= cpsat.DIVE_FLOOR * 1.0  # what a 1 s limit gives
+    else:
+        assert dives == []
+        assert decision.decided_by == "node-classes-lp-rounded", decision.decided_by
     assert check(s, decision) == []
     assert decision.status is not SolveStatus.FALLBACK
-    assert decision.decided_by.startswith("node-classes"), decision.decided_by
 
 
 def test_rins_rounds_start_from_the_baseline_when_the_dive_found_nothing(
