@@ -13,7 +13,10 @@ Stages, all within one time limit (``search.Search`` holds what they share):
    the model itself is encoded as LP rows only), then, on models of moderate size, to
    what the LP or the best decision so far uses (RINS rounds); small models are also
    searched whole. Every candidate's counts are packed onto real nodes
-   (``disaggregate``); what a class's nodes could not hold is re-decided (``_repack``).
+   (``disaggregate``); what a class's nodes could not hold is re-decided (``_repack``),
+   or, where these searches are the cycle's last and the node-level LP over the gangs
+   the class LP admits is small enough, that LP's optimum is rounded and placed instead
+   (``candidates``).
 3. If the node-level model (all gangs, else the admitted ones) is small enough: the same
    LP-guided searches over nodes, then the whole model from the best decision so far.
 4. Every candidate is scored by the same solver-free objective and the best is returned,
@@ -28,17 +31,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from solver.arrays import IntArray
 from solver.bins import class_bins, feasible_pair_estimate, node_bins, pair_capacity
+from solver.candidates import node_lp_pairs, place_counts, place_node_lp
 from solver.config import SolverConfig
 from solver.decode import decision_from_placements, relative_gap
 from solver.disaggregate import (
     PACK_SHARE,
     REORDER_SHARE,
-    disaggregate,
     placer_from_counts,
     repacked_bins,
     topped_up,
@@ -66,7 +69,6 @@ from solver.search import (
 )
 from solver.shapes import Shapes, group
 from solver.solution import (
-    decode_admitted,
     decode_counts,
     hint,
     hint_values,
@@ -111,38 +113,6 @@ def _lp_stage(search: Search, enc: Encoding, time_limit_s: float, name: str) -> 
     return lp
 
 
-def _use_class_solution(
-    search: Search, enc: Encoding, solution: Sequence[int], name: str
-) -> tuple[Placer, dict[int, list[tuple[int, int]]]]:
-    """The solution disaggregated, as a candidate named ``name``; returned with the
-    counts it came from."""
-    admitted = decode_admitted(enc, solution)
-    counts = decode_counts(enc, solution)
-    config = search.config
-    # No floor: once the cycle's time is used, an exact packing would only add to it
-    # (real-shaped 1,000 nodes: 0.04 s past the limit, for no gain on any seed measured).
-    budget = min(PACK_SHARE * config.time_limit_s, max(0.0, search.remaining()))
-    reorder = min(REORDER_SHARE * config.time_limit_s, search.remaining())
-    placer = disaggregate(
-        search.problem,
-        enc,
-        counts,
-        admitted,
-        config.weights,
-        budget,
-        config.deterministic,
-        reorder,
-        until=time.perf_counter() + search.remaining(),
-    )
-    if search.admitted is None or all(
-        search.score(placer) >= search.score(p) for p in search.solved
-    ):
-        search.admitted = admitted
-    search.solved.append(placer)
-    search.origin[id(placer)] = name
-    return placer, counts
-
-
 def _node_class_stage(search: Search, shapes: Shapes, share: float, repack: bool) -> None:
     """Admission on classes of nodes: the LP relaxation bounds it and guides a restricted
     search; small models are then also searched whole. ``repack``: see ``_repack``."""
@@ -171,7 +141,7 @@ def _node_class_stage(search: Search, shapes: Shapes, share: float, repack: bool
     result = search.run(agg, "node-classes", left(), presolve=False)
     if result.solution is not None and result.report.bound is not None:
         search.bounds.append(result.report.bound)
-        _use_class_solution(search, agg, result.solution, result.report.name)
+        place_counts(search, agg, result.solution, result.report.name)
 
 
 def _guided_search(
@@ -223,7 +193,7 @@ def _guided_search(
         # first (stop 41), seeds 0-23 at 200 nodes, old and new alternately: see the
         # README's "The rounded LP first". The baseline is not read: deterministic solves
         # must not depend on when it finishes.
-        _use_class_solution(search, enc, rounded_for_gangs(enc, lp.values), f"{prefix}-lp-rounded")
+        place_counts(search, enc, rounded_for_gangs(enc, lp.values), f"{prefix}-lp-rounded")
         if search.settled(wait_for_baseline=False):
             return  # at the LP's bound
         # The dive after it needs no floor (a solver's decision is there), and runs only
@@ -242,6 +212,10 @@ def _guided_search(
     # least the floor: a short limit found nothing in its share (real-shaped 200 nodes at
     # 0.5 s, before the rounded LP came first there: 0.05 s; every cycle fell back to
     # gang-greedy).
+    # Where the node-level LP over the gangs the class LP admits is small enough (200
+    # nodes), its rounded optimum replaces the repacking and the RINS rounds: see
+    # ``candidates`` and the README's "The node-level LP rounded".
+    node_pairs = node_lp_pairs(search, enc, lp.values) if last and not large else None
     _search_classes(
         search,
         narrow,
@@ -249,9 +223,13 @@ def _guided_search(
         max(left(), first_floor),
         lp_worker=True,
         first_only=True,
-        repack=left if repack and not large else None,
+        repack=left if repack and not large and node_pairs is None else None,
     )
     if large:
+        return
+    if node_pairs is not None:
+        if not search.settled(wait_for_baseline=False):
+            place_node_lp(search, enc.shapes, node_pairs, left)
         return
     after = (PACK_SHARE + REORDER_SHARE) * search.config.time_limit_s
     incumbent: Placer | None = None
@@ -261,9 +239,8 @@ def _guided_search(
         # Deterministic solves wait for the baseline: whether it has finished by now
         # depends on the load, and the incumbent must not. So does a search without a
         # candidate of its own (no rounded LP placed, and the dive found nothing): the
-        # baseline is then the only
-        # start, a dive does not start it (``Search.run``), and a cycle without a
-        # solver's candidate waits for it anyway, at its end.
+        # baseline is then the only start, a dive does not start it (``Search.run``),
+        # and a cycle without a solver's candidate waits for it anyway, at its end.
         waits = search.config.deterministic or not search.solved
         baseline = [search.baseline] if waits else search.finished_baseline()
         candidates = [*search.solved, *baseline]
@@ -318,7 +295,7 @@ def _search_classes(
     Returns whether the restricted model was solved to optimality."""
     result = _run_restricted(search, enc, name, time_limit_s, lp_worker, first_only)
     if result.solution is not None:
-        placer, counts = _use_class_solution(search, enc, result.solution, result.report.name)
+        placer, counts = place_counts(search, enc, result.solution, result.report.name)
         if repack is not None:
             _repack(search, enc, counts, placer, result.report.objective, name, repack)
     return result.optimal
@@ -364,7 +341,7 @@ def _repack(
         result = _run_restricted(search, enc, f"{name}-repacked", left() / 2, lp_worker=True)
         if result.solution is None:
             return
-        placer, counts = _use_class_solution(search, enc, result.solution, result.report.name)
+        placer, counts = place_counts(search, enc, result.solution, result.report.name)
         objective = result.report.objective
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from ortools.sat.python import cp_model
 
+import solver.candidates as candidates
 import solver.cpsat as cpsat
 import solver.search
 from adapter.sim import realistic
@@ -128,14 +129,16 @@ def test_a_last_class_search_places_the_rounded_lp_before_its_dive(
             search.origin[id(placer)] = name
         return False
 
-    use = cpsat._use_class_solution
+    use = cpsat.place_counts
 
     def recorded(search: Search, enc: Any, solution: Any, name: str) -> Any:
         events.append(f"placed {name}")
         return use(search, enc, solution, name)
 
     monkeypatch.setattr(cpsat, "_search_classes", nothing_found)
-    monkeypatch.setattr(cpsat, "_use_class_solution", recorded)
+    monkeypatch.setattr(cpsat, "place_counts", recorded)
+    # The node-level LP's candidate, which may follow the dive, is another test's.
+    monkeypatch.setattr(candidates, "NODE_LP_PAIRS", 0)
     if at_bound:
         monkeypatch.setattr(Search, "settled", lambda self, wait_for_baseline=True: True)
     if not time_left:
@@ -335,7 +338,10 @@ def test_the_cycles_last_search_takes_all_the_time_but_what_disaggregation_needs
     searched whole (real-shaped 200 nodes), its RINS rounds are the cycle's last search.
     A round given 0.6 of the time left found nothing there (seed 22: its first solution
     came too late) and the cycle ended with 0.3 s unused; as the last search it gets all
-    of it but what disaggregating its decision takes. Before a node-level stage, 0.6."""
+    of it but what disaggregating its decision takes. Before a node-level stage, 0.6.
+    (Since stop 41, where the node-level LP over the admitted gangs is small enough, as
+    at 200 nodes, it follows the dive instead: here it is made too big.)"""
+    monkeypatch.setattr(candidates, "NODE_LP_PAIRS", 0)
     given: list[float] = []
     original = solver.search.run_cpsat
 
