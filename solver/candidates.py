@@ -1,12 +1,14 @@
 """Decisions made from a model's counts: placed on real nodes, scored, kept as candidates.
 
-``place_counts`` places any model's counts (node classes or nodes). ``place_node_lp`` adds
-a candidate of its own where the node-class model's searches are the cycle's last (200
-real-shaped nodes): the LP over every node of the gangs the class LP admits, its optimum
-rounded. The class model sums a class's room; where its nodes are nearly full on two
-resources (3-node classes with 98% of their cpu and 100% of their memory asked), its
-counts do not pack, and the gangs the disaggregation then withdraws cost 2-3% of the
-objective. Per node, the LP's rounded counts fit where they are put.
+``place_counts`` places any model's counts (node classes or nodes); ``repack_counts``
+re-decides what a class's nodes could not hold of them. ``place_node_lp`` adds a candidate
+of its own where the node-class model's searches are the cycle's last (200 real-shaped
+nodes): the LP over every node of the gangs the class LP admits, its optimum rounded. The
+class model sums a class's room; where its nodes are nearly full on two resources (3-node
+classes asked for 98% of their cpu and 100% of their memory), its counts do not pack, and
+the gangs the disaggregation then withdraws cost 2-3% of the objective. Per node, counts
+rounded down fit where the LP put them; those rounded up to make a gang whole may not,
+and the disaggregation places them elsewhere or withdraws the gang.
 """
 
 from __future__ import annotations
@@ -17,14 +19,15 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from solver.bins import Pairs, node_bins, pair_capacity
-from solver.disaggregate import PACK_SHARE, REORDER_SHARE, disaggregate
+from solver.bins import Bin, Pairs, node_bins, pair_capacity
+from solver.disaggregate import PACK_SHARE, REORDER_SHARE, disaggregate, repacked_bins
 from solver.encode import RESTRICT_ZERO, Encoding, encode
 from solver.placement import Placer
-from solver.search import Search
-from solver.shapes import Shapes
+from solver.search import DETERMINISTIC_WALL_FACTOR, MIN_STAGE_S, Search, StageResult
 from solver.solution import decode_admitted, decode_counts, rounded_for_gangs
 
+REPACK_ROUNDS = 2
+REPACK_LOSS = 0.002  # of a class model's objective: below, its disaggregation stands
 # The node-level LP's pairs (pod class x node) of the gangs the class LP admits: real-shaped
 # 200 nodes, 9,200-11,800; larger models (more nodes) keep the class searches alone.
 NODE_LP_PAIRS = 15_000
@@ -33,6 +36,11 @@ NODE_LP_PAIRS = 15_000
 # placing. At 3e-5 the time left (0.16-0.36 s after the dive) held it on 3 of seeds 0-23,
 # and cycles ended 0.3 s early; the LP's limit keeps the placement's time instead.
 NODE_LP_S_PER_PAIR = 2e-5
+# Of that, what its LP's limit leaves: the placement. The LP's set-up outside HiGHS' own
+# limit (its matrices: 0.011 s at 10,935 pairs) and part of the placement then come out
+# of the decoding's reserve (``search.DECODE_RESERVE``, 0.08 s; decoding took 2 ms at
+# 200 nodes). Leaving 1.1e-5 s per pair instead cut the LP short on most seeds (given
+# 0.16 s, it needs 0.17-0.19), for cycles of 0.91 s.
 NODE_PLACE_S_PER_PAIR = 8e-6
 
 
@@ -68,27 +76,94 @@ def place_counts(
     return placer, counts
 
 
+def run_restricted(
+    search: Search,
+    enc: Encoding,
+    name: str,
+    time_limit_s: float,
+    lp_worker: bool = False,
+    first_only: bool = False,
+) -> StageResult:
+    """A solve of a model that is no relaxation (restricted, or repacked): its stage
+    reports no bound, so no gap is ever measured against it."""
+    result = search.run(enc, name, time_limit_s, lp_worker=lp_worker, first_only=first_only)
+    search.stages[-1] = search.stages[-1].model_copy(update={"bound": None})
+    return result
+
+
+def repack_counts(
+    search: Search,
+    enc: Encoding,
+    counts: dict[int, list[tuple[int, int]]],
+    placer: Placer,
+    objective: int | None,
+    name: str,
+    left: Callable[[], float],
+) -> None:
+    """Up to REPACK_ROUNDS times: each class's capacity less what its nodes could not
+    hold of the last counts (``repacked_bins``), the same pairs dived again, disaggregated
+    again; every result is a candidate, scored like the rest. Not when the nodes lost
+    less than REPACK_LOSS of the model's objective (5,000 nodes: 0.01%, three rounds for
+    nothing)."""
+    for _ in range(REPACK_ROUNDS):
+        if objective is None or objective - search.score(placer) <= REPACK_LOSS * abs(objective):
+            return
+        bins = repacked_bins(search.problem, enc, counts, placer)
+        if bins is None or left() < MIN_STAGE_S:
+            return
+        problem, rounding = search.problem, enc.rounding
+        enc = encode(problem, enc.shapes, bins, search.coef, enc.pairs, rounding=rounding)
+        result = run_restricted(search, enc, f"{name}-repacked", left() / 2, lp_worker=True)
+        if result.solution is None:
+            return
+        placer, counts = place_counts(search, enc, result.solution, result.report.name)
+        objective = result.report.objective
+
+
 def node_lp_pairs(
     search: Search, classes: Encoding, values: npt.NDArray[np.float64]
-) -> Pairs | None:
-    """The node-level pairs of the shapes the class model's LP optimum ``values`` admits
-    (any fraction of a gang); None above NODE_LP_PAIRS."""
-    only = {s for s, var in classes.admitted.items() if values[var] > RESTRICT_ZERO}
-    pairs = pair_capacity(search.problem, classes.shapes, node_bins(search.problem), only)
-    return pairs if len(pairs) <= NODE_LP_PAIRS else None
+) -> tuple[list[Bin], Pairs] | None:
+    """Every node (one bin each), and the node-level pairs of the shapes the class
+    model's LP optimum ``values`` admits (any fraction of a gang); None where it admits
+    none, or the pairs are more than NODE_LP_PAIRS."""
+    only = {s for s, var in classes.admitted.items() if values[var] >= RESTRICT_ZERO}
+    if not only:
+        return None
+    nodes = node_bins(search.problem)
+    pairs = pair_capacity(search.problem, classes.shapes, nodes, only)
+    return (nodes, pairs) if len(pairs) <= NODE_LP_PAIRS else None
 
 
-def place_node_lp(search: Search, shapes: Shapes, pairs: Pairs, left: Callable[[], float]) -> None:
-    """The LP over ``pairs`` (``node_lp_pairs``), its optimum rounded and placed as the
-    candidate ``node-level-lp-rounded``; not where the time ``left`` cannot hold it. Over
-    some gangs only, it is no relaxation: its stage reports no bound."""
+def place_node_lp(
+    search: Search,
+    classes: Encoding,
+    node_pairs: tuple[list[Bin], Pairs],
+    left: Callable[[], float],
+) -> bool:
+    """The LP over the node-level pairs (``node_lp_pairs``) of ``classes``' shapes, its
+    optimum rounded and placed as the candidate ``node-level-admitted-lp-rounded``;
+    returns whether it was placed. Not where the time ``left`` cannot hold it. Over some
+    gangs only, it is no relaxation: its stage reports no bound. Its rounded counts must
+    go through the disaggregation (not ``placer_from_counts``): a count rounded up may
+    ask a node for more than it has."""
+    nodes, pairs = node_pairs
     if left() < NODE_LP_S_PER_PAIR * len(pairs):
-        return
+        return False
     problem = search.problem
-    enc = encode(problem, shapes, node_bins(problem), search.coef, pairs, lp_only=True)
+    enc = encode(problem, classes.shapes, nodes, search.coef, pairs, lp_only=True)
     # An LP that has not ended when only its placement's time is left is cut short: the
-    # cycle keeps its time limit, and the decision so far stands.
-    lp = search.lp(enc, left() - NODE_PLACE_S_PER_PAIR * len(pairs), "node-level-lp")
+    # cycle keeps its time limit, and the decision so far stands. Deterministic solves
+    # count CP-SAT's time only, so ``left`` holds plenty; HiGHS stops on the wall clock,
+    # which then only guards, as for CP-SAT's solves.
+    limit = left() - NODE_PLACE_S_PER_PAIR * len(pairs)
+    if limit < MIN_STAGE_S:
+        return False
+    if search.config.deterministic:
+        limit *= DETERMINISTIC_WALL_FACTOR
+    lp = search.lp(enc, limit, "node-level-admitted-lp")
     search.stages[-1] = search.stages[-1].model_copy(update={"bound": None})
-    if lp is not None:
-        place_counts(search, enc, rounded_for_gangs(enc, lp.values), "node-level-lp-rounded")
+    if lp is None:
+        return False
+    solution = rounded_for_gangs(enc, lp.values)
+    place_counts(search, enc, solution, "node-level-admitted-lp-rounded")
+    return True

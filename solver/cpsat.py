@@ -13,10 +13,10 @@ Stages, all within one time limit (``search.Search`` holds what they share):
    the model itself is encoded as LP rows only), then, on models of moderate size, to
    what the LP or the best decision so far uses (RINS rounds); small models are also
    searched whole. Every candidate's counts are packed onto real nodes
-   (``disaggregate``); what a class's nodes could not hold is re-decided (``_repack``),
-   or, where these searches are the cycle's last and the node-level LP over the gangs
-   the class LP admits is small enough, that LP's optimum is rounded and placed instead
-   (``candidates``).
+   (``disaggregate``); what a class's nodes could not hold is re-decided
+   (``candidates.repack_counts``), or, where these searches are the cycle's last and the
+   node-level LP over the gangs the class LP admits is small enough, that LP's optimum
+   is rounded and placed instead (``candidates.place_node_lp``).
 3. If the node-level model (all gangs, else the admitted ones) is small enough: the same
    LP-guided searches over nodes, then the whole model from the best decision so far.
 4. Every candidate is scored by the same solver-free objective and the best is returned,
@@ -36,14 +36,20 @@ from concurrent.futures import ThreadPoolExecutor
 
 from solver.arrays import IntArray
 from solver.bins import class_bins, feasible_pair_estimate, node_bins, pair_capacity
-from solver.candidates import node_lp_pairs, place_counts, place_node_lp
+from solver.candidates import (
+    NODE_LP_S_PER_PAIR,
+    node_lp_pairs,
+    place_counts,
+    place_node_lp,
+    repack_counts,
+    run_restricted,
+)
 from solver.config import SolverConfig
 from solver.decode import decision_from_placements, relative_gap
 from solver.disaggregate import (
     PACK_SHARE,
     REORDER_SHARE,
     placer_from_counts,
-    repacked_bins,
     topped_up,
 )
 from solver.encode import (
@@ -98,8 +104,6 @@ GUIDED_SHARE = 0.6  # of the node-level stage's time, for its LP-guided searches
 # be waited for (it could add at most this much).
 BASELINE_STOP_GAP = 0.05
 BASELINE_SKIP_GAP = 0.001  # ... and this close, whether or not time is up
-REPACK_ROUNDS = 2
-REPACK_LOSS = 0.002  # of a class model's objective: below, its disaggregation stands
 # What a large model's dive and the disaggregation of its decision take, per pair
 # (real-shaped 1,000 nodes, 12,000 pairs: 0.2-0.25 s each); below, the dive after the
 # rounded LP is skipped (on large models and where the class searches are the last).
@@ -115,7 +119,8 @@ def _lp_stage(search: Search, enc: Encoding, time_limit_s: float, name: str) -> 
 
 def _node_class_stage(search: Search, shapes: Shapes, share: float, repack: bool) -> None:
     """Admission on classes of nodes: the LP relaxation bounds it and guides a restricted
-    search; small models are then also searched whole. ``repack``: see ``_repack``."""
+    search; small models are then also searched whole. ``repack``: see
+    ``candidates.repack_counts``."""
     problem = search.problem
     config = search.config
     deadline = search.remaining() * (1 - share)  # what this stage leaves to the next
@@ -165,7 +170,9 @@ def _guided_search(
     first search, over the LP's support, stops at its first solution. Large models, and
     ``last`` ones, first place the LP's optimum rounded (``solution.rounded_for_gangs``).
     ``last``: no search follows in the cycle, so a RINS round may take all of the time
-    left but what disaggregating its decision takes.
+    left but what disaggregating its decision takes; where the node-level LP over the
+    gangs the class LP admits is small enough, its optimum rounded follows the dive
+    instead of the repacking and the RINS rounds (``candidates.place_node_lp``).
     """
     # The cycle's first LP and first search get a floor even when preparing took the
     # cycle's time: without it, 1,000-node cycles fell back to greedy, and so did
@@ -201,6 +208,12 @@ def _guided_search(
         # a 0.3 s limit, 200-node dives found nothing (a review, stop 41).
         if left() < DIVE_S_PER_PAIR * len(enc.pairs):
             return
+    # Where the node-level LP over the gangs the class LP admits is small enough (200
+    # nodes), its rounded optimum follows the dive, which leaves it its time, instead of
+    # the repacking and the RINS rounds: see ``candidates`` and the README's "The
+    # node-level LP rounded".
+    node_pairs = node_lp_pairs(search, enc, lp.values) if last and not large else None
+    node_lp_s = NODE_LP_S_PER_PAIR * len(node_pairs[1]) if node_pairs is not None else 0.0
     narrow = restricted(enc, search.coef, lp.values)
     name = f"{prefix}-lp-guided"
     first_floor = DIVE_FLOOR * limit if not search.solved else MIN_STAGE_S
@@ -212,15 +225,11 @@ def _guided_search(
     # least the floor: a short limit found nothing in its share (real-shaped 200 nodes at
     # 0.5 s, before the rounded LP came first there: 0.05 s; every cycle fell back to
     # gang-greedy).
-    # Where the node-level LP over the gangs the class LP admits is small enough (200
-    # nodes), its rounded optimum replaces the repacking and the RINS rounds: see
-    # ``candidates`` and the README's "The node-level LP rounded".
-    node_pairs = node_lp_pairs(search, enc, lp.values) if last and not large else None
     _search_classes(
         search,
         narrow,
         name,
-        max(left(), first_floor),
+        max(left() - node_lp_s, first_floor),
         lp_worker=True,
         first_only=True,
         repack=left if repack and not large and node_pairs is None else None,
@@ -228,8 +237,10 @@ def _guided_search(
     if large:
         return
     if node_pairs is not None:
+        # Where it has no time, neither have the RINS rounds (they need MIN_STAGE_S and
+        # the disaggregation's shares, as much as 10,000 pairs need here).
         if not search.settled(wait_for_baseline=False):
-            place_node_lp(search, enc.shapes, node_pairs, left)
+            place_node_lp(search, enc, node_pairs, left)
         return
     after = (PACK_SHARE + REORDER_SHARE) * search.config.time_limit_s
     incumbent: Placer | None = None
@@ -289,60 +300,17 @@ def _search_classes(
     repack: Callable[[], float] | None = None,
 ) -> bool:
     """A restricted node-class model: its solution is a candidate, its bound is not one.
-    With ``repack`` (time left), what its nodes could not hold is re-decided (``_repack``).
+    With ``repack`` (time left), what its nodes could not hold is re-decided
+    (``candidates.repack_counts``).
     ``lp_worker``, ``first_only``: see ``search.run_cpsat``.
 
     Returns whether the restricted model was solved to optimality."""
-    result = _run_restricted(search, enc, name, time_limit_s, lp_worker, first_only)
+    result = run_restricted(search, enc, name, time_limit_s, lp_worker, first_only)
     if result.solution is not None:
         placer, counts = place_counts(search, enc, result.solution, result.report.name)
         if repack is not None:
-            _repack(search, enc, counts, placer, result.report.objective, name, repack)
+            repack_counts(search, enc, counts, placer, result.report.objective, name, repack)
     return result.optimal
-
-
-def _run_restricted(
-    search: Search,
-    enc: Encoding,
-    name: str,
-    time_limit_s: float,
-    lp_worker: bool = False,
-    first_only: bool = False,
-) -> StageResult:
-    """A solve of a model that is no relaxation (restricted, or repacked): its stage
-    reports no bound, so no gap is ever measured against it."""
-    result = search.run(enc, name, time_limit_s, lp_worker=lp_worker, first_only=first_only)
-    search.stages[-1] = search.stages[-1].model_copy(update={"bound": None})
-    return result
-
-
-def _repack(
-    search: Search,
-    enc: Encoding,
-    counts: dict[int, list[tuple[int, int]]],
-    placer: Placer,
-    objective: int | None,
-    name: str,
-    left: Callable[[], float],
-) -> None:
-    """Up to REPACK_ROUNDS times: each class's capacity less what its nodes could not
-    hold of the last counts (``repacked_bins``), the same pairs dived again, disaggregated
-    again; every result is a candidate, scored like the rest. Not when the nodes lost
-    less than REPACK_LOSS of the model's objective (5,000 nodes: 0.01%, three rounds for
-    nothing)."""
-    for _ in range(REPACK_ROUNDS):
-        if objective is None or objective - search.score(placer) <= REPACK_LOSS * abs(objective):
-            return
-        bins = repacked_bins(search.problem, enc, counts, placer)
-        if bins is None or left() < MIN_STAGE_S:
-            return
-        problem, rounding = search.problem, enc.rounding
-        enc = encode(problem, enc.shapes, bins, search.coef, enc.pairs, rounding=rounding)
-        result = _run_restricted(search, enc, f"{name}-repacked", left() / 2, lp_worker=True)
-        if result.solution is None:
-            return
-        placer, counts = place_counts(search, enc, result.solution, result.report.name)
-        objective = result.report.objective
 
 
 def _node_stage(search: Search, shapes: Shapes, only: set[int] | None) -> None:

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import solver.candidates
 import solver.cpsat
 import solver.disaggregate
 import solver.search
@@ -478,7 +479,7 @@ def test_deterministic_decisions_do_not_depend_on_the_wall_clock(
     # A machine so loaded that each reading of the clock is a second after the last.
     ticks = itertools.count()
     clock = SimpleNamespace(perf_counter=lambda: next(ticks))
-    for module in (solver.cpsat, solver.search, solver.disaggregate):
+    for module in (solver.cpsat, solver.search, solver.disaggregate, solver.candidates):
         monkeypatch.setattr(module, "time", clock)
     loaded = solve(s, config=config)
     assert loaded.placements == calm.placements
