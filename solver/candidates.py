@@ -84,10 +84,10 @@ def run_restricted(
     lp_worker: bool = False,
     first_only: bool = False,
 ) -> StageResult:
-    """A solve of a model that is no relaxation (restricted, or repacked): its stage
-    reports no bound, so no gap is ever measured against it."""
+    """A solve of a model that is no relaxation (restricted, or repacked): see
+    ``Search.no_bound``."""
     result = search.run(enc, name, time_limit_s, lp_worker=lp_worker, first_only=first_only)
-    search.stages[-1] = search.stages[-1].model_copy(update={"bound": None})
+    search.no_bound()
     return result
 
 
@@ -134,6 +134,11 @@ def node_lp_pairs(
     return (nodes, pairs) if len(pairs) <= NODE_LP_PAIRS else None
 
 
+def node_lp_s(node_pairs: tuple[list[Bin], Pairs]) -> float:
+    """The time the node-level LP over ``node_pairs`` needs left to be started."""
+    return NODE_LP_S_PER_PAIR * len(node_pairs[1])
+
+
 def place_node_lp(
     search: Search,
     classes: Encoding,
@@ -147,7 +152,7 @@ def place_node_lp(
     go through the disaggregation (not ``placer_from_counts``): a count rounded up may
     ask a node for more than it has."""
     nodes, pairs = node_pairs
-    if left() < NODE_LP_S_PER_PAIR * len(pairs):
+    if left() < node_lp_s(node_pairs):
         return False
     problem = search.problem
     enc = encode(problem, classes.shapes, nodes, search.coef, pairs, lp_only=True)
@@ -161,7 +166,7 @@ def place_node_lp(
     if search.config.deterministic:
         limit *= DETERMINISTIC_WALL_FACTOR
     lp = search.lp(enc, limit, "node-level-admitted-lp")
-    search.stages[-1] = search.stages[-1].model_copy(update={"bound": None})
+    search.no_bound()
     if lp is None:
         return False
     solution = rounded_for_gangs(enc, lp.values)

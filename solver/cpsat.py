@@ -37,8 +37,8 @@ from concurrent.futures import ThreadPoolExecutor
 from solver.arrays import IntArray
 from solver.bins import class_bins, feasible_pair_estimate, node_bins, pair_capacity
 from solver.candidates import (
-    NODE_LP_S_PER_PAIR,
     node_lp_pairs,
+    node_lp_s,
     place_counts,
     place_node_lp,
     repack_counts,
@@ -213,7 +213,7 @@ def _guided_search(
     # the repacking and the RINS rounds: see ``candidates`` and the README's "The
     # node-level LP rounded".
     node_pairs = node_lp_pairs(search, enc, lp.values) if last and not large else None
-    node_lp_s = NODE_LP_S_PER_PAIR * len(node_pairs[1]) if node_pairs is not None else 0.0
+    for_node_lp = node_lp_s(node_pairs) if node_pairs is not None else 0.0
     narrow = restricted(enc, search.coef, lp.values)
     name = f"{prefix}-lp-guided"
     first_floor = DIVE_FLOOR * limit if not search.solved else MIN_STAGE_S
@@ -229,7 +229,7 @@ def _guided_search(
         search,
         narrow,
         name,
-        max(left() - node_lp_s, first_floor),
+        max(left() - for_node_lp, first_floor),
         lp_worker=True,
         first_only=True,
         repack=left if repack and not large and node_pairs is None else None,

@@ -176,8 +176,7 @@ def joint_stage(
             hint_values(narrow, _values(narrow, vs, narrow_out, best, search))
             limit = max(MIN_STAGE_S, GUIDED_SHARE * left())
             result = search.run(narrow, "joint-lp-guided", limit)
-            # Restricted: not a relaxation, its bound is none.
-            search.stages[-1] = search.stages[-1].model_copy(update={"bound": None})
+            search.no_bound()  # restricted: not a relaxation
             best = _better(decode(narrow, narrow_out, result.solution), best)
     if not _at_bound(best, bounds) and left() >= MIN_STAGE_S:
         hint_values(enc, _values(enc, vs, out, best, search))

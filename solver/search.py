@@ -198,6 +198,11 @@ class Search:
         )
         return lp
 
+    def no_bound(self) -> None:
+        """The last stage's model is no relaxation (restricted, repacked, over some gangs
+        only): its report keeps no bound, so no gap is ever measured against it."""
+        self.stages[-1] = self.stages[-1].model_copy(update={"bound": None})
+
     def score(self, placer: Placer) -> int:
         # Candidates are not changed once made: score each once.
         if id(placer) not in self.scores:
