@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solver.arrays import IntArray
+from solver.arrays import BoolArray, IntArray
 from solver.config import SHARE_SCALE, ObjectiveWeights
 from solver.model import ClusterState, Decision
 from solver.problem import Problem, prepare, share_units
@@ -102,26 +102,32 @@ def evaluate(
     problem: Problem, placements: Mapping[str, int], w: ObjectiveWeights
 ) -> dict[str, int]:
     """Score a decision (pod -> node index) without a solver; the model's terms exactly."""
-    coef = coefficients(problem, w)
     of_pod = problem.class_of_pod()
     count = len(placements)
     classes = np.fromiter((of_pod[pod] for pod in placements), np.int64, count)
     per_class = np.bincount(classes, minlength=len(problem.classes)).astype(np.int64)
     nodes = np.fromiter(placements.values(), np.int64, count)
-    new_on = np.bincount(nodes, minlength=len(problem.nodes))
-    gang_of_class = np.array([cls.gang for cls in problem.classes], dtype=np.int64)
+    opened = problem.empty & (np.bincount(nodes, minlength=len(problem.nodes)) > 0)
+    return terms(problem, w, per_class, opened)
+
+
+def terms(
+    problem: Problem, w: ObjectiveWeights, per_class: IntArray, opened: BoolArray
+) -> dict[str, int]:
+    """``evaluate`` from what it reads of a decision: pods placed per pod class, and the
+    nodes opened (empty before, used after). A repair that moves a few gangs prices each
+    move from these in O(classes), not O(pods placed)."""
+    coef = coefficients(problem, w)
+    gang_of_class, queue_of_class, need = _indices(problem)
     per_gang = np.bincount(gang_of_class, weights=per_class, minlength=len(problem.gangs))
-    need = np.array([g.need for g in problem.gangs], dtype=np.int64)
     reached = (per_gang >= need) & ((per_gang > 0) | (need == 0))
     counted = np.where(reached[gang_of_class], per_class, 0) if len(per_class) else per_class
     newly = reached & (need > 0)
-    queue_of_class = np.array([problem.gangs[g].queue for g in gang_of_class], dtype=np.int64)
     gained = np.bincount(
         queue_of_class, weights=coef.pod_share * counted, minlength=len(problem.queues)
     ).astype(np.int64)
     shortfall = np.maximum(0, coef.deserved - coef.held - gained)
     excess = np.maximum(0, coef.held + gained - coef.deserved)
-    opened = problem.empty & (new_on > 0)
     return {
         "value": int(coef.pod @ counted),
         "priority": int(coef.admitted @ newly.astype(np.int64)),
@@ -131,6 +137,19 @@ def evaluate(
         "packing": coef.node_opened * int(opened.sum()),
         "gpu_nodes": coef.gpu_node_opened * int((opened & problem.gpu_node).sum()),
     }
+
+
+def _indices(problem: Problem) -> tuple[IntArray, IntArray, IntArray]:
+    """Per pod class its gang and queue, per gang its need: memoised on the problem."""
+    cached = problem.memo.get(("objective-indices",))
+    if isinstance(cached, tuple):
+        return cached
+    gang_of_class = np.array([cls.gang for cls in problem.classes], dtype=np.int64)
+    queue_of_gang = np.array([g.queue for g in problem.gangs], dtype=np.int64)
+    need = np.array([g.need for g in problem.gangs], dtype=np.int64)
+    indices = (gang_of_class, queue_of_gang[gang_of_class], need)
+    problem.memo[("objective-indices",)] = indices
+    return indices
 
 
 def score(state: ClusterState, decision: Decision, w: ObjectiveWeights) -> dict[str, int]:

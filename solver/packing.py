@@ -22,8 +22,13 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from solver.arrays import BoolArray, IntArray
-from solver.problem import NO_LIMIT_FIT, fit_per_node
+from solver.problem import NO_LIMIT_FIT, Problem, fit_per_node
 from solver.search import DETERMINISTIC_WALL_FACTOR
+
+
+def pod_worth(problem: Problem, c: int) -> int:
+    """What a pod of class ``c`` is worth to a packing: its value, by its priority."""
+    return problem.classes[c].value * (1 + problem.gangs[problem.classes[c].gang].rank)
 
 
 def pack(

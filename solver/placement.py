@@ -56,6 +56,16 @@ class Placer:
         alloc = problem.allocatable.astype(np.float64)
         self._inv_alloc = np.divide(1.0, alloc, out=np.zeros_like(alloc), where=alloc > 0)
 
+    def copy(self) -> Placer:
+        """The same placements and room, caches rebuilt as read: a second line of
+        decisions tried from here, the better kept."""
+        other = Placer(self.problem, self.respect_capability)
+        other.free = self.free.copy()
+        other.queue_room = [room.copy() for room in self.queue_room]
+        other.placed = dict(self.placed)
+        other.next_pod = list(self.next_pod)
+        return other
+
     # -- scoring -----------------------------------------------------------------------
     def _score_rows(
         self, cls: PodClass, policy: Policy, rows: IntArray | slice, masked: bool = True
@@ -253,6 +263,11 @@ class Placer:
             self.queue_room[self.problem.gangs[cls.gang].queue] += cls.demand
             self.next_pod[cls.index] -= 1
             self._rescore(node)
+
+    def reached(self, gang: GangInfo) -> bool:
+        """The gang has its minMember placed, and each task its minimum."""
+        counts = {c: self.next_pod[c] for c in gang.classes}
+        return gang.reaches(sum(counts.values())) and gang.tasks_met(counts)
 
     def try_gang(
         self, gang: GangInfo, policy: Policy = Policy.SPREAD, extras: bool = True

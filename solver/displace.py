@@ -1,0 +1,209 @@
+"""A gang the disaggregation left a few pods short, completed by taking out whole gangs
+worth less from the nodes its missing pods may use.
+
+Summed over a class of nodes, the LP's counts can ask for more than the nodes pack (one
+node's spare cpu, another's spare memory); the disaggregation then leaves pods out, and
+a gang short of one pod of 35 is withdrawn whole (real-shaped 1,000 nodes: 20-48
+admitted gangs short after every pass, many by one pod). Taking out a one-pod job
+instead, whose room the missing pod fits in, keeps the 35; the job may still find room
+elsewhere (the top-up that follows tries every gang with no pod placed).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from solver.arrays import BoolArray, IntArray
+from solver.config import ObjectiveWeights
+from solver.objective import terms
+from solver.packing import pod_worth
+from solver.placement import Placer
+from solver.problem import GangInfo, Problem
+
+# Of the nodes that could hold a missing pod once gangs are taken out, this many (those
+# needing the least room freed) are priced: the cheapest gangs to take out are sought
+# there only.
+CANDIDATE_NODES = 16
+
+
+@dataclass
+class _Placed:
+    """The pods placed when the repair started, as arrays. Pods the repair places are
+    not in it: they complete gangs and are never taken out again."""
+
+    pods: list[str]
+    node: IntArray
+    gang: IntArray
+    demand: IntArray  # per pod, per resource
+    alive: BoolArray  # not taken out since
+
+
+@dataclass
+class _Move:
+    """What one completion changed, to undo it."""
+
+    taken_out: dict[str, int]  # pod -> node, of the gangs taken out
+    rows: list[int]  # their rows in ``_Placed``
+    added: list[str]  # the short gang's pods placed
+
+
+def objective(placer: Placer, weights: ObjectiveWeights) -> int:
+    """``objective.evaluate`` of what ``placer`` holds, from its counts: O(classes)."""
+    problem = placer.problem
+    opened = problem.empty & (placer.free != problem.free).any(axis=1)
+    return sum(terms(problem, weights, np.array(placer.next_pod, dtype=np.int64), opened).values())
+
+
+def complete_by_displacing(
+    placer: Placer, short: Sequence[int], weights: ObjectiveWeights, until: float | None
+) -> list[int]:
+    """Each gang of ``short`` (in order) completed where gangs worth less in all than its
+    own pods can be taken out to make room, and the objective gains; returns the gangs
+    still short. Which gangs to take out, cheapest first, is read from what their pods
+    are worth to a packing (``packing.pod_worth``); the objective itself (fairness and
+    opened nodes too) decides whether the move stands: rank-weighted value alone took
+    gangs from queues below their share. No gang is started after ``until``."""
+    problem = placer.problem
+    if not short:
+        return []
+    worth_of_class = np.array(
+        [pod_worth(problem, c) for c in range(len(problem.classes))], dtype=np.int64
+    )
+    placed = _placed(problem, placer)
+    of_pod = problem.class_of_pod()
+    classes = np.fromiter((of_pod[p] for p in placed.pods), np.int64, len(placed.pods))
+    gang_worth = np.zeros(len(problem.gangs), dtype=np.int64)
+    np.add.at(gang_worth, placed.gang, worth_of_class[classes])
+    protected = np.zeros(len(problem.gangs), dtype=np.bool_)
+    protected[list(short)] = True
+    still: list[int] = []
+    for g in short:
+        if until is not None and time.perf_counter() > until:
+            still.append(g)
+            continue
+        gang = problem.gangs[g]
+        full = sum(int(worth_of_class[c]) * problem.classes[c].count for c in gang.classes)
+        eligible = placed.alive & ~protected[placed.gang] & (gang_worth[placed.gang] < full)
+        before = objective(placer, weights)
+        move = _complete(placer, gang, placed, eligible, gang_worth, full)
+        if move is not None and objective(placer, weights) > before:
+            protected[g] = True  # completed: its pods stay
+            continue
+        if move is not None:
+            _undo(placer, placed, move)
+        still.append(g)
+    return still
+
+
+def _placed(problem: Problem, placer: Placer) -> _Placed:
+    of_pod = problem.class_of_pod()
+    pods = list(placer.placed)
+    cls = np.fromiter((of_pod[p] for p in pods), np.int64, len(pods))
+    gang_of_class = np.array([c.gang for c in problem.classes], dtype=np.int64)
+    demand = np.array([c.demand for c in problem.classes], dtype=np.int64).reshape(
+        len(problem.classes), len(problem.resources)
+    )
+    return _Placed(
+        pods=pods,
+        node=np.fromiter((placer.placed[p] for p in pods), np.int64, len(pods)),
+        gang=gang_of_class[cls],
+        demand=demand[cls],
+        alive=np.ones(len(pods), dtype=np.bool_),
+    )
+
+
+def _complete(
+    placer: Placer,
+    gang: GangInfo,
+    placed: _Placed,
+    eligible: BoolArray,
+    gang_worth: IntArray,
+    budget: int,
+) -> _Move | None:
+    """``gang`` completed, a pod at a time, taking out eligible gangs worth less than
+    ``budget`` in all, with what it changed; on failure None, everything as it was."""
+    classes = placer.problem.classes
+    move = _Move(taken_out={}, rows=[], added=[])
+    spent = 0
+    # Per node, the room eligible gangs' pods hold there.
+    movable = np.zeros_like(placer.free)
+    np.add.at(movable, placed.node[eligible], placed.demand[eligible])
+    while not placer.reached(gang):
+        cls = next(
+            (classes[c] for c in gang.classes if placer.next_pod[c] < classes[c].count), None
+        )
+        if cls is None:
+            break
+        demand = cls.demand
+        fits_now = cls.feasible & (placer.free >= demand).all(axis=1)
+        if fits_now.any() and placer.queue_allows(cls):
+            move.added += placer.place_on(cls, int(np.flatnonzero(fits_now)[0]), 1)
+            continue
+        could = np.flatnonzero(cls.feasible & (placer.free + movable >= demand).all(axis=1))
+        if not len(could):
+            break
+        lacking = np.maximum(demand - placer.free[could], 0).sum(axis=1)
+        best: tuple[int, int, list[int]] | None = None  # cost, node, gangs
+        for node in could[np.argsort(lacking, kind="stable")[:CANDIDATE_NODES]].tolist():
+            choice = _cheapest(placer, placed, eligible, gang_worth, int(node), demand)
+            if choice is not None and (best is None or choice[0] < best[0]):
+                best = (choice[0], int(node), choice[1])
+        if best is None or spent + best[0] >= budget:
+            break
+        cost, node, gangs = best
+        rows = np.flatnonzero(eligible & np.isin(placed.gang, gangs))
+        for row in rows.tolist():
+            move.taken_out[placed.pods[row]] = int(placed.node[row])
+        placer.unplace([placed.pods[r] for r in rows.tolist()])
+        placed.alive[rows] = False
+        eligible[rows] = False
+        np.subtract.at(movable, placed.node[rows], placed.demand[rows])
+        move.rows += rows.tolist()
+        spent += cost
+        if not placer.queue_allows(cls) or not (placer.free[node] >= demand).all():
+            break
+        move.added += placer.place_on(cls, node, 1)
+    if placer.reached(gang):
+        return move
+    _undo(placer, placed, move)
+    eligible[move.rows] = True
+    return None
+
+
+def _undo(placer: Placer, placed: _Placed, move: _Move) -> None:
+    placer.unplace(move.added)
+    placer.place_like(move.taken_out)
+    # place_like puts a class's first pods back, the same names, maybe on each other's
+    # nodes.
+    for row in move.rows:
+        placed.node[row] = placer.placed[placed.pods[row]]
+    placed.alive[move.rows] = True
+
+
+def _cheapest(
+    placer: Placer,
+    placed: _Placed,
+    eligible: BoolArray,
+    gang_worth: IntArray,
+    node: int,
+    demand: IntArray,
+) -> tuple[int, list[int]] | None:
+    """The gangs on ``node`` whose pods taken out (all of each gang's, everywhere) make room
+    for ``demand``, cheapest first; with their worth, or None if all do not."""
+    here = eligible & (placed.node == node)
+    gangs = np.unique(placed.gang[here])
+    order = gangs[np.argsort(gang_worth[gangs], kind="stable")]
+    room = placer.free[node].copy()
+    chosen: list[int] = []
+    cost = 0
+    for h in order.tolist():
+        room += placed.demand[here & (placed.gang == h)].sum(axis=0)
+        chosen.append(h)
+        cost += int(gang_worth[h])
+        if (room >= demand).all():
+            return cost, chosen
+    return None
