@@ -37,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from solver.arrays import IntArray
 from solver.bins import class_bins, feasible_pair_estimate, node_bins, pair_capacity
 from solver.candidates import (
+    dive_beside,
     node_lp_pairs,
     node_lp_s,
     place_counts,
@@ -68,6 +69,7 @@ from solver.relaxation import LpSolution
 from solver.search import (
     MIN_STAGE_S,
     OPTIMAL_GAP,
+    Beside,
     Search,
     StageResult,
     gang_greedy_placer,
@@ -182,6 +184,7 @@ def _guided_search(
     lp = _lp_stage(search, enc, max(left(), lp_floor), f"{prefix}-lp")
     if lp is None:
         return
+    beside: Beside | None = None
     if large or last:
         # The LP's optimum rounded down (about 110 of 12,000 values are fractional on
         # real-shaped 1,000 nodes; an admitted gang's pods that rounding took below its
@@ -200,13 +203,16 @@ def _guided_search(
         # first (stop 41), seeds 0-23 at 200 nodes, old and new alternately: see the
         # README's "The rounded LP first". The baseline is not read: deterministic solves
         # must not depend on when it finishes.
+        if not large:
+            beside = dive_beside(search, enc, lp, f"{prefix}-lp-guided", left())
         place_counts(search, enc, rounded_for_gangs(enc, lp.values), f"{prefix}-lp-rounded")
-        if search.settled(wait_for_baseline=False):
-            return  # at the LP's bound
         # The dive after it needs no floor (a solver's decision is there), and runs only
         # where it and the placement of its counts fit in the time left: given 0.05 s at
         # a 0.3 s limit, 200-node dives found nothing (a review, stop 41).
-        if left() < DIVE_S_PER_PAIR * len(enc.pairs):
+        at_bound = search.settled(wait_for_baseline=False)
+        if at_bound or left() < DIVE_S_PER_PAIR * len(enc.pairs):
+            if beside is not None:
+                beside.discard()
             return
     # Where the node-level LP over the gangs the class LP admits is small enough (200
     # nodes), its rounded optimum follows the dive, which leaves it its time, instead of
@@ -214,9 +220,9 @@ def _guided_search(
     # node-level LP rounded".
     node_pairs = node_lp_pairs(search, enc, lp.values) if last and not large else None
     for_node_lp = node_lp_s(node_pairs) if node_pairs is not None else 0.0
-    narrow = restricted(enc, search.coef, lp.values)
     name = f"{prefix}-lp-guided"
     first_floor = DIVE_FLOOR * limit if not search.solved else MIN_STAGE_S
+    narrow = beside.enc if beside is not None else restricted(enc, search.coef, lp.values)
     # To its first solution only, on every model. Searched on for a third of the stage,
     # real-shaped 40-node models spent 0.11 s there for a decision the RINS rounds then
     # had no time left to improve; seeds 0-95, one solve each way, against the better of
@@ -233,6 +239,7 @@ def _guided_search(
         lp_worker=True,
         first_only=True,
         repack=left if repack and not large and node_pairs is None else None,
+        beside=beside,
     )
     if large:
         return
@@ -298,14 +305,19 @@ def _search_classes(
     lp_worker: bool = False,
     first_only: bool = False,
     repack: Callable[[], float] | None = None,
+    beside: Beside | None = None,
 ) -> bool:
     """A restricted node-class model: its solution is a candidate, its bound is not one.
     With ``repack`` (time left), what its nodes could not hold is re-decided
     (``candidates.repack_counts``).
-    ``lp_worker``, ``first_only``: see ``search.run_cpsat``.
+    ``lp_worker``, ``first_only``: see ``search.run_cpsat``; ``beside``: the model's
+    search, already running (the other arguments then unused).
 
     Returns whether the restricted model was solved to optimality."""
-    result = run_restricted(search, enc, name, time_limit_s, lp_worker, first_only)
+    if beside is not None:
+        result = beside.result()
+    else:
+        result = run_restricted(search, enc, name, time_limit_s, lp_worker, first_only)
     if result.solution is not None:
         placer, counts = place_counts(search, enc, result.solution, result.report.name)
         if repack is not None:

@@ -35,13 +35,18 @@ DETERMINISTIC_WALL_FACTOR = 10.0
 
 
 class _FirstSolution(cp_model.CpSolverSolutionCallback):
-    def __init__(self) -> None:
+    def __init__(self, beside: Beside | None = None) -> None:
         super().__init__()
         self.first_s: float | None = None
+        self.beside = beside
 
     def on_solution_callback(self) -> None:
         if self.first_s is None:
             self.first_s = self.wall_time
+        if self.beside is not None:
+            self.beside.found.set()
+            if self.beside.wanted.is_set():
+                self.stop_search()
 
 
 @dataclass
@@ -81,9 +86,10 @@ def run_cpsat(
     presolve: bool = True,
     lp_worker: bool = False,
     first_only: bool = False,
+    beside: Beside | None = None,
 ) -> StageResult:
     """``lp_worker``: one worker, CP-SAT's ``max_lp`` subsolver, whatever the config asks;
-    ``first_only``: stopped at its first solution.
+    ``first_only``: stopped at its first solution; ``beside``: run by it (see there).
 
     Measured on LP-guided node-class models of real-shaped 1,000-node clusters (1,300
     variables, 6 seeds, a busy Python thread beside it as the baseline is): that worker's
@@ -93,7 +99,7 @@ def run_cpsat(
     settings nothing on four of six (and the default worker, on 200 nodes, nothing on
     some seeds within a cycle's third).
     """
-    solver = cp_model.CpSolver()
+    solver = beside.solver if beside is not None else cp_model.CpSolver()
     params = solver.parameters
     # Measured on real-shaped node-class models (8,000 variables): presolve took 0.35 s and
     # found little; without it the LP-guided search proved the optimum in 0.45 s. The
@@ -105,7 +111,7 @@ def run_cpsat(
     params.stop_after_first_solution = first_only
     params.relative_gap_limit = config.relative_gap_limit
     params.linearization_level = config.linearization_level
-    callback = _FirstSolution()
+    callback = _FirstSolution(beside)
     started = time.perf_counter()
     status = solver.solve(enc.model, callback)
     found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
@@ -124,6 +130,47 @@ def run_cpsat(
     return StageResult(
         report, solution, status == cp_model.OPTIMAL, solver.response_proto.deterministic_time
     )
+
+
+class Beside:
+    """A CP-SAT solve on the other core while this thread's Python runs (CP-SAT releases
+    the GIL): ``result`` ends it as soon as it has a solution (at its first, if it has
+    none yet), so it searches for as long as the caller has other work. The model is no
+    relaxation (restricted): its report keeps no bound."""
+
+    def __init__(
+        self, search: Search, enc: Encoding, name: str, time_limit_s: float, lp_worker: bool
+    ) -> None:
+        self.search = search
+        self.enc = enc
+        self.solver = cp_model.CpSolver()
+        self.wanted = threading.Event()  # the caller wants the result
+        self.found = threading.Event()  # a solution is there
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="beside")
+        self._job = self._pool.submit(
+            run_cpsat, enc, name, time_limit_s, search.config, lp_worker=lp_worker, beside=self
+        )
+
+    def stop(self) -> None:
+        self.wanted.set()
+        if self.found.is_set():
+            self.solver.stop_search()
+
+    def discard(self) -> None:
+        """Ended at once, its result unread."""
+        self.wanted.set()
+        self.solver.stop_search()
+        self._job.result()
+        self._pool.shutdown()
+
+    def result(self) -> StageResult:
+        self.stop()
+        result = self._job.result()
+        self._pool.shutdown()
+        report = result.report.model_copy(update={"bound": None})
+        self.search.stages.append(report)
+        self.search.deterministic_s += result.deterministic_s
+        return StageResult(report, result.solution, result.optimal, result.deterministic_s)
 
 
 @dataclass

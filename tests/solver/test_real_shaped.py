@@ -345,9 +345,11 @@ def test_the_cycles_last_search_takes_all_the_time_but_what_disaggregation_needs
     given: list[float] = []
     original = solver.search.run_cpsat
 
-    def nothing_found_in_rins(enc: Any, name: str, time_limit_s: float, *args: Any) -> Any:
+    def nothing_found_in_rins(
+        enc: Any, name: str, time_limit_s: float, *args: Any, **kwargs: Any
+    ) -> Any:
         if name != "node-classes-rins":
-            return original(enc, name, time_limit_s, *args)
+            return original(enc, name, time_limit_s, *args, **kwargs)
         given.append(time_limit_s)
         report = StageReport(
             name=name,

@@ -1,0 +1,119 @@
+"""A CP-SAT search on the other core while the cycle's Python runs: the 200-node dive
+beside the rounded LP's placement."""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+import solver.candidates
+import solver.search
+from benchmarks import instances
+from solver.config import SolverConfig
+from solver.cpsat import solve
+from solver.objective import coefficients
+from solver.problem import prepare
+from solver.search import Beside, Search, StageResult
+from solver.validate import check
+from tests.solver.encodings import class_model
+
+TIMED = SolverConfig(time_limit_s=1.0)
+
+
+def a_search(config: SolverConfig, pool: ThreadPoolExecutor) -> tuple[Search, Any]:
+    problem = prepare(instances.realistic(3, 40, 60))
+    coef, enc = class_model(problem)
+    search = Search(
+        problem,
+        config,
+        coefficients(problem, config.weights),
+        time.perf_counter(),
+        pool,
+        threading.Event(),
+    )
+    assert coef == search.coef
+    return search, enc
+
+
+def test_a_search_beside_ends_with_a_solution_and_reports_no_bound() -> None:
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        search, enc = a_search(TIMED, pool)
+        beside = Beside(search, enc, "beside", 30.0, lp_worker=True)
+        result = beside.result()
+    assert result.solution is not None
+    assert result.report.objective is not None
+    assert result.report.bound is None  # a restricted model's bound is no bound
+    assert search.stages == [result.report]
+
+
+def test_a_discarded_search_beside_leaves_no_stage() -> None:
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        search, enc = a_search(TIMED, pool)
+        Beside(search, enc, "beside", 30.0, lp_worker=True).discard()
+    assert search.stages == []
+
+
+def recorded_solves(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, float, float, bool]]:
+    """(name, started, ended, run beside) of every CP-SAT solve."""
+    calls: list[tuple[str, float, float, bool]] = []
+    original = solver.search.run_cpsat
+    signature = inspect.signature(original)
+
+    def recorded(*args: Any, **kwargs: Any) -> StageResult:
+        given = signature.bind(*args, **kwargs)
+        started = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            beside = given.arguments.get("beside") is not None
+            calls.append((given.arguments["name"], started, time.perf_counter(), beside))
+
+    monkeypatch.setattr(solver.search, "run_cpsat", recorded)
+    return calls
+
+
+def recorded_placements(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, float, float]]:
+    placements: list[tuple[str, float, float]] = []
+    original = solver.candidates.disaggregate
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            placements.append(("disaggregate", started, time.perf_counter()))
+
+    monkeypatch.setattr(solver.candidates, "disaggregate", recorded)
+    return placements
+
+
+def test_the_200_node_dive_searches_while_the_rounded_lp_is_placed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cluster = instances.realistic(22, 200, 300)
+    solves = recorded_solves(monkeypatch)
+    placements = recorded_placements(monkeypatch)
+    decision = solve(cluster, TIMED)
+    assert check(cluster, decision) == []
+    dives = [s for s in solves if s[0] == "node-classes-lp-guided"]
+    assert len(dives) == 1 and dives[0][3]
+    _, dive_start, dive_end, _ = dives[0]
+    rounded_start, rounded_end = placements[0][1], placements[0][2]
+    # Started before the rounded LP's placement, still searching while it ran.
+    assert dive_start < rounded_start and dive_end > rounded_start
+    # Its own placement follows it.
+    assert any(start >= dive_end for _, start, _ in placements[1:])
+    assert rounded_end > rounded_start
+
+
+def test_deterministic_solves_search_nothing_beside(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a search beside stops depends on the load: a deterministic solve runs the
+    dive after the placement, stopped at its first solution, as before."""
+    solves = recorded_solves(monkeypatch)
+    solve(instances.realistic(22, 200, 300), SolverConfig(time_limit_s=1.0, deterministic=True))
+    assert solves and not any(beside for *_, beside in solves)
