@@ -205,7 +205,12 @@ def _guided_search(
         # must not depend on when it finishes.
         if not large:
             beside = dive_beside(search, enc, lp, f"{prefix}-lp-guided", left())
-        place_counts(search, enc, rounded_for_gangs(enc, lp.values), f"{prefix}-lp-rounded")
+        try:
+            place_counts(search, enc, rounded_for_gangs(enc, lp.values), f"{prefix}-lp-rounded")
+        except BaseException:
+            if beside is not None:
+                beside.discard()  # not left searching into the next cycle
+            raise
         # The dive after it needs no floor (a solver's decision is there), and runs only
         # where it and the placement of its counts fit in the time left: given 0.05 s at
         # a 0.3 s limit, 200-node dives found nothing (a review, stop 41).

@@ -117,3 +117,19 @@ def test_deterministic_solves_search_nothing_beside(monkeypatch: pytest.MonkeyPa
     solves = recorded_solves(monkeypatch)
     solve(instances.realistic(22, 200, 300), SolverConfig(time_limit_s=1.0, deterministic=True))
     assert solves and not any(beside for *_, beside in solves)
+
+
+def test_a_placement_that_fails_leaves_no_search_running_beside(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The loop reports a failed cycle and goes on: the dive must not search on into the
+    next cycle's time."""
+    import solver.cpsat
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("placement failed")
+
+    monkeypatch.setattr(solver.cpsat, "place_counts", broken)
+    with pytest.raises(RuntimeError, match="placement failed"):
+        solve(instances.realistic(22, 200, 300), TIMED)
+    assert not [t for t in threading.enumerate() if t.name.startswith("beside")]
