@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -157,10 +158,16 @@ class Beside:
             self.solver.stop_search()
 
     def discard(self) -> None:
-        """Ended at once, its result unread."""
+        """Ended at once, its result unread. Asked again until it ends: a stop asked
+        before the thread has entered the solve may be lost."""
         self.wanted.set()
-        self.solver.stop_search()
-        self._job.result()
+        while True:
+            self.solver.stop_search()
+            try:
+                self._job.result(timeout=0.01)
+                break
+            except FuturesTimeout:
+                continue
         self._pool.shutdown()
 
     def result(self) -> StageResult:

@@ -133,3 +133,15 @@ def test_a_placement_that_fails_leaves_no_search_running_beside(
     with pytest.raises(RuntimeError, match="placement failed"):
         solve(instances.realistic(22, 200, 300), TIMED)
     assert not [t for t in threading.enumerate() if t.name.startswith("beside")]
+
+
+def test_a_search_discarded_as_it_starts_still_ends_at_once() -> None:
+    """A stop asked before the thread has entered the solve could be lost, and the
+    search would run on to its limit (here 60 s)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        search, enc = a_search(TIMED, pool)
+        started = time.perf_counter()
+        for _ in range(3):
+            Beside(search, enc, "beside", 60.0, lp_worker=False).discard()
+        assert time.perf_counter() - started < 30.0
+    assert search.stages == []
