@@ -236,6 +236,16 @@ def _guided_search(
     # least the floor: a short limit found nothing in its share (real-shaped 200 nodes at
     # 0.5 s, before the rounded LP came first there: 0.05 s; every cycle fell back to
     # gang-greedy).
+    if beside is not None and node_pairs is not None:
+        # The node-level LP solves on the other core while the dive's counts are placed.
+        place_node_lp(
+            search,
+            enc,
+            node_pairs,
+            left,
+            during=lambda: _search_classes(search, narrow, name, 0.0, beside=beside),
+        )
+        return
     _search_classes(
         search,
         narrow,

@@ -234,8 +234,11 @@ class Search:
         self.deterministic_s += result.deterministic_s
         return result
 
-    def lp(self, enc: Encoding, time_limit_s: float, name: str) -> LpSolution | None:
-        """The model's LP relaxation (HiGHS), reported as a stage named ``name``."""
+    def lp(
+        self, enc: Encoding, time_limit_s: float, name: str, relaxation: bool = True
+    ) -> LpSolution | None:
+        """The model's LP relaxation (HiGHS), reported as a stage named ``name``; without
+        ``relaxation`` (a model over some gangs only) the report keeps no bound."""
         started = time.perf_counter()
         lp = solve_lp(enc.rows, time_limit_s)
         variables, constraints = enc.size()
@@ -246,7 +249,7 @@ class Search:
                 constraints=constraints,
                 status="OPTIMAL" if lp is not None else "UNKNOWN",
                 objective=None,
-                bound=lp.bound if lp is not None else None,
+                bound=lp.bound if lp is not None and relaxation else None,
                 wall_s=time.perf_counter() - started,
             )
         )
