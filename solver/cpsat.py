@@ -21,7 +21,7 @@ Stages, all within one time limit (``search.Search`` holds what they share):
    LP-guided searches over nodes, then the whole model from the best decision so far.
 4. Every candidate is scored by the same solver-free objective and the best is returned,
    so a decision is never below the greedy baseline, but where it could add little
-   (``_baseline_cannot_matter`` says when the baseline may stop early).
+   (``Search.baseline_cannot_matter`` says when the baseline may stop early).
 5. With preemption on, placement holds back ``preemption_time_share`` of the limit for
    what follows (``solver.last_stage``): the joint model of placement and preemption
    where it fits, from the best decision; else the preemption model after it.
@@ -46,7 +46,7 @@ from solver.candidates import (
     run_restricted,
 )
 from solver.config import SolverConfig
-from solver.decode import decision_from_placements, relative_gap
+from solver.decode import decision_from_placements
 from solver.disaggregate import (
     PACK_SHARE,
     REORDER_SHARE,
@@ -68,7 +68,6 @@ from solver.problem import Problem, prepare
 from solver.relaxation import LpSolution
 from solver.search import (
     MIN_STAGE_S,
-    OPTIMAL_GAP,
     Beside,
     Search,
     StageResult,
@@ -102,10 +101,6 @@ DIVE_FLOOR = 0.25
 # ones at 0.5 s fell back to gang-greedy, 9-24% from the bound, as slow or slower.
 FLOOR_LIMIT_S = 1.0
 GUIDED_SHARE = 0.6  # of the node-level stage's time, for its LP-guided searches
-# A solver's decision this close to a bound, with the time used: the baseline need not
-# be waited for (it could add at most this much).
-BASELINE_STOP_GAP = 0.05
-BASELINE_SKIP_GAP = 0.001  # ... and this close, whether or not time is up
 # What a large model's dive and the disaggregation of its decision take, per pair
 # (real-shaped 1,000 nodes, 12,000 pairs: 0.2-0.25 s each); below, the dive after the
 # rounded LP is skipped (on large models and where the class searches are the last).
@@ -427,38 +422,13 @@ def solve(state: ClusterState, config: SolverConfig | None = None, joint: bool =
         )
     # The baseline runs in a thread beside the CP-SAT solves (Search.start_baseline).
     # When a solver's decision makes it moot, it stops at its next gang (a prefix of
-    # gang-greedy's decision: whole gangs only); see _baseline_cannot_matter.
+    # gang-greedy's decision: whole gangs only); see Search.baseline_cannot_matter.
     stop = threading.Event()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gang-greedy") as pool:
         try:
             return _solve(problem, config, started, pool, stop, joint)
         finally:
             stop.set()
-
-
-def _baseline_cannot_matter(search: Search) -> bool:
-    """A solver's decision is optimal, within BASELINE_SKIP_GAP of a bound, or within
-    BASELINE_STOP_GAP when time is up or the baseline has not started: the baseline could
-    add nothing, or little, so it need not be waited for (gang-greedy takes 0.4-0.8 s on
-    5,000 nodes). Deterministic
-    solves wait unless the decision is optimal (the decision must not depend on the
-    load), and so does a solve without such a decision (the baseline is then the
-    guarantee)."""
-    if not search.bounds or not search.solved:
-        return False
-    gap = relative_gap(max(map(search.score, search.solved)), min(search.bounds))
-    if gap is None:
-        return False
-    if gap <= OPTIMAL_GAP:
-        return True  # nothing can score more, and a solver's candidate wins a tie
-    if search.config.deterministic:
-        return False
-    if gap <= BASELINE_SKIP_GAP:
-        return True
-    # Not started (every solve was a dive or tiny), it would now run after them, on the
-    # cycle's time: real-shaped 1,000 nodes waited 0.3 s past a 1 s limit for it.
-    late = search.baseline_job is None or search.remaining() <= 0
-    return late and gap <= BASELINE_STOP_GAP
 
 
 def _solve(
@@ -503,7 +473,7 @@ def _solve(
     ):
         _node_stage(search, shapes, only)
 
-    if _baseline_cannot_matter(search):
+    if search.baseline_cannot_matter():
         stop_baseline.set()
     best = search.best_so_far()
     if joint and config.preemption:

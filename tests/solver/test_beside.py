@@ -77,19 +77,26 @@ def recorded_solves(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, float, f
     return calls
 
 
-def recorded_placements(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, float, float]]:
-    placements: list[tuple[str, float, float]] = []
-    original = solver.candidates.disaggregate
+def recorded_spans(
+    monkeypatch: pytest.MonkeyPatch, module: object, name: str
+) -> list[tuple[float, float]]:
+    """(started, ended) of every call of ``module.name`` from now on."""
+    spans: list[tuple[float, float]] = []
+    original = getattr(module, name)
 
     def recorded(*args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
         try:
             return original(*args, **kwargs)
         finally:
-            placements.append(("disaggregate", started, time.perf_counter()))
+            spans.append((started, time.perf_counter()))
 
-    monkeypatch.setattr(solver.candidates, "disaggregate", recorded)
-    return placements
+    monkeypatch.setattr(module, name, recorded)
+    return spans
+
+
+def recorded_placements(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, float]]:
+    return recorded_spans(monkeypatch, solver.candidates, "disaggregate")
 
 
 def test_the_200_node_dive_searches_while_the_rounded_lp_is_placed(
@@ -103,11 +110,11 @@ def test_the_200_node_dive_searches_while_the_rounded_lp_is_placed(
     dives = [s for s in solves if s[0] == "node-classes-lp-guided"]
     assert len(dives) == 1 and dives[0][3]
     _, dive_start, dive_end, _ = dives[0]
-    rounded_start, rounded_end = placements[0][1], placements[0][2]
+    rounded_start, rounded_end = placements[0]
     # Started before the rounded LP's placement, still searching while it ran.
     assert dive_start < rounded_start and dive_end > rounded_start
     # Its own placement follows it.
-    assert any(start >= dive_end for _, start, _ in placements[1:])
+    assert any(start >= dive_end for start, _ in placements[1:])
     assert rounded_end > rounded_start
 
 
@@ -154,17 +161,7 @@ def test_the_node_level_lp_solves_while_the_dives_counts_are_placed(
     dive's placement and found too little time left on some seeds (seed 14: 2.4% from the
     bound where it would have given 0.9-1.3%); it now solves on the other core while that
     placement runs, and its stage reports no bound (it covers some gangs only)."""
-    lps: list[tuple[float, float]] = []
-    original = solver.search.solve_lp
-
-    def recorded(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            lps.append((started, time.perf_counter()))
-
-    monkeypatch.setattr(solver.search, "solve_lp", recorded)
+    lps = recorded_spans(monkeypatch, solver.search, "solve_lp")
     placements = recorded_placements(monkeypatch)
     cluster = instances.realistic(14, 200, 300)
     decision = solve(cluster, TIMED)
@@ -172,5 +169,5 @@ def test_the_node_level_lp_solves_while_the_dives_counts_are_placed(
     node_lp = [s for s in decision.stages if s.name == "node-level-admitted-lp"]
     assert len(node_lp) == 1 and node_lp[0].bound is None
     assert len(lps) == 2 and len(placements) >= 3
-    (lp_start, lp_end), (_, dive_start, dive_end) = lps[1], placements[1]
+    (lp_start, lp_end), (dive_start, dive_end) = lps[1], placements[1]
     assert lp_start < dive_end and lp_end > dive_start  # the two overlapped
