@@ -19,7 +19,7 @@ import numpy as np
 
 from solver.arrays import BoolArray, IntArray
 from solver.config import ObjectiveWeights
-from solver.objective import terms
+from solver.objective import class_indices, terms
 from solver.packing import pod_worth
 from solver.placement import Placer
 from solver.problem import GangInfo, Problem
@@ -37,6 +37,7 @@ class _Placed:
 
     pods: list[str]
     node: IntArray
+    cls: IntArray  # pod class
     gang: IntArray
     demand: IntArray  # per pod, per resource
     alive: BoolArray  # not taken out since
@@ -74,10 +75,8 @@ def complete_by_displacing(
         [pod_worth(problem, c) for c in range(len(problem.classes))], dtype=np.int64
     )
     placed = _placed(problem, placer)
-    of_pod = problem.class_of_pod()
-    classes = np.fromiter((of_pod[p] for p in placed.pods), np.int64, len(placed.pods))
     gang_worth = np.zeros(len(problem.gangs), dtype=np.int64)
-    np.add.at(gang_worth, placed.gang, worth_of_class[classes])
+    np.add.at(gang_worth, placed.gang, worth_of_class[placed.cls])
     protected = np.zeros(len(problem.gangs), dtype=np.bool_)
     protected[list(short)] = True
     still: list[int] = []
@@ -103,13 +102,14 @@ def _placed(problem: Problem, placer: Placer) -> _Placed:
     of_pod = problem.class_of_pod()
     pods = list(placer.placed)
     cls = np.fromiter((of_pod[p] for p in pods), np.int64, len(pods))
-    gang_of_class = np.array([c.gang for c in problem.classes], dtype=np.int64)
+    gang_of_class = class_indices(problem)[0]
     demand = np.array([c.demand for c in problem.classes], dtype=np.int64).reshape(
         len(problem.classes), len(problem.resources)
     )
     return _Placed(
         pods=pods,
         node=np.fromiter((placer.placed[p] for p in pods), np.int64, len(pods)),
+        cls=cls,
         gang=gang_of_class[cls],
         demand=demand[cls],
         alive=np.ones(len(pods), dtype=np.bool_),

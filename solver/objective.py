@@ -118,7 +118,7 @@ def terms(
     nodes opened (empty before, used after). A repair that moves a few gangs prices each
     move from these in O(classes), not O(pods placed)."""
     coef = coefficients(problem, w)
-    gang_of_class, queue_of_class, need = _indices(problem)
+    gang_of_class, queue_of_class, need = class_indices(problem)
     per_gang = np.bincount(gang_of_class, weights=per_class, minlength=len(problem.gangs))
     reached = (per_gang >= need) & ((per_gang > 0) | (need == 0))
     counted = np.where(reached[gang_of_class], per_class, 0) if len(per_class) else per_class
@@ -139,7 +139,7 @@ def terms(
     }
 
 
-def _indices(problem: Problem) -> tuple[IntArray, IntArray, IntArray]:
+def class_indices(problem: Problem) -> tuple[IntArray, IntArray, IntArray]:
     """Per pod class its gang and queue, per gang its need: memoised on the problem."""
     cached = problem.memo.get(("objective-indices",))
     if isinstance(cached, tuple):
