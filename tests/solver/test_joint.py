@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ortools.sat.python import cp_model
 
 import solver.cpsat
 import solver.disaggregate
@@ -20,6 +21,7 @@ from solver.config import SolverConfig
 from solver.cpsat import solve
 from solver.encode_victims import (
     VictimSet,
+    encode_joint,
     joint_bins,
     joint_pairs,
     narrowed,
@@ -393,3 +395,31 @@ def test_a_victims_node_counts_no_pair_before_the_victims_are_known() -> None:
     assert vs is not None and [problem.nodes[n].name for n in victim_nodes(vs)] == ["v0"]
     assert len(pair_capacity(problem, shapes, class_bins(problem))) == 2
     assert solver.last_stage.pairs_away_from_victims(problem, shapes) == 1
+
+
+def test_a_victims_node_keeps_no_rounded_row_that_its_evictions_would_break() -> None:
+    """n0 runs lo's 3 cores of 4; hi (priority 10) asks for 3. Rounded to 3-core units,
+    n0's free core holds none of hi's pods: such a row counts no room that evictions
+    free, so a victim's node gets none, and the joint model's optimum evicts lo for hi."""
+    st_ = state(
+        [node("n0").cap(cpu=4)],
+        [
+            pod("lo-0").req(cpu=3).gang("lo").on("n0").started(0),
+            pod("hi-0").req(cpu=3).gang("hi"),
+        ],
+        [gang("lo", 1), gang("hi", 1).priority(10)],
+        [queue()],
+        now_s=600,
+    )
+    problem = prepare(st_)
+    coef = coefficients(problem, JOINT.weights)
+    shapes = group(problem, coef)
+    vs = victim_set(problem, shapes, coef, JOINT.weights)
+    assert vs is not None
+    bins = joint_bins(problem, vs)
+    enc, out = encode_joint(problem, shapes, coef, vs, bins, joint_pairs(problem, shapes, bins, vs))
+    solver = cp_model.CpSolver()
+    assert solver.solve(enc.model) == cp_model.OPTIMAL
+    value = enc.model.get_int_var_from_proto_index
+    assert [solver.value(value(p)) for p in range(len(enc.pairs))] == [1]  # hi placed
+    assert [solver.value(value(v)) for v in out.evicted.values()] == [1]  # lo evicted

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
+from ortools.sat.python import cp_model
 
+import solver.encode as solver_encode
+from solver.bins import node_bins, pair_capacity
+from solver.config import SolverConfig
 from solver.encode import (
     ROUNDING,
     Encoding,
@@ -11,10 +16,11 @@ from solver.encode import (
     restricted,
     waiting_pairs,
 )
-from solver.objective import Coefficients
+from solver.objective import Coefficients, coefficients
 from solver.packing import pack
 from solver.problem import prepare
 from solver.relaxation import LinearRows, solve_lp
+from solver.shapes import group
 from solver.solution import solution_of
 from tests.builders import gang, node, pod, pods_of, queue, state
 from tests.solver.encodings import class_model
@@ -158,3 +164,42 @@ def test_pods_of_a_32nd_of_a_node_are_held_to_what_fits_node_by_node() -> None:
     At 1/16 they are left out, and the relaxation is weaker, though still valid."""
     assert _most_pods(*_fragmented_class(ROUNDING)) == 4
     assert _most_pods(*_fragmented_class(16)) == 5
+
+
+def _one_node_mixed_gpu_pods() -> tuple[Coefficients, Encoding]:
+    # A 7-GPU node already in use (no node to open); three 1-pod gangs of 2 GPUs at
+    # priority 10 and one of 3 GPUs at 0. Best: the three 2-GPU pods (1 GPU left over).
+    s = state(
+        nodes=[node("n0").cap(cpu=16, memory="64Gi", gpu=7)],
+        pods=[
+            pod("run-0").req(cpu=1).gang("run").on("n0"),
+            pod("a-0").req(cpu=1, gpu=3).gang("a"),
+            *(pod(f"b{i}-0").req(cpu=1, gpu=2).gang(f"b{i}") for i in range(3)),
+        ],
+        gangs=[gang("run", 1), gang("a", 1), *(gang(f"b{i}", 1).priority(10) for i in range(3))],
+    )
+    problem = prepare(s)
+    coef = coefficients(problem, SolverConfig().weights)
+    shapes = group(problem, coef)
+    bins = node_bins(problem)
+    return coef, encode(problem, shapes, bins, coef, pair_capacity(problem, shapes, bins))
+
+
+def test_a_single_nodes_rounded_rows_cut_its_lp_down_to_the_integer_optimum(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Plain capacity lets the LP add a third of the 3-GPU pod to the three 2-GPU pods;
+    rounded to 2-GPU units the node holds three such pods in all: the LP's bound is the
+    integer optimum."""
+    _, enc = _one_node_mixed_gpu_pods()
+    lp = solve_lp(enc.rows, 5.0)
+    solver = cp_model.CpSolver()
+    assert solver.solve(enc.model) == cp_model.OPTIMAL
+    optimum = round(solver.objective_value)
+    # The bound is HiGHS' optimum rounded up past its tolerance (``relaxation.bound_of``).
+    assert lp is not None and optimum <= lp.bound <= optimum * (1 + 1e-6)
+    # Without them (a model above ROUNDED_NODE_PAIRS), the LP's bound is looser.
+    monkeypatch.setattr(solver_encode, "ROUNDED_NODE_PAIRS", 0)
+    _, plain = _one_node_mixed_gpu_pods()
+    looser = solve_lp(plain.rows, 5.0)
+    assert looser is not None and looser.bound > optimum * 1.01
