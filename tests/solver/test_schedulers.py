@@ -549,6 +549,16 @@ WEIGHTINGS = pytest.mark.parametrize("config", [FAST, RESTRAINED], ids=["default
 
 @PROPERTY
 @given(small_clusters())
+def test_the_node_level_model_cuts_off_no_placement_gang_greedy_makes(s: ClusterState) -> None:
+    """Every row of the node-level model (one node's rounded capacity rows too) holds for
+    a valid decision: fixed at gang-greedy's, the model is feasible and prices it as the
+    solver-free score does."""
+    d = schedule(s, "gang-greedy", FAST)
+    assert model_price(s, d) == d.objective
+
+
+@PROPERTY
+@given(small_clusters())
 def test_validator_accepts_every_gang_aware_decision(s: ClusterState) -> None:
     for scheduler in ("cpsat", "gang-greedy"):
         d = schedule(s, scheduler, FAST)
