@@ -411,13 +411,9 @@ def test_a_victims_node_keeps_no_rounded_row_that_its_evictions_would_break() ->
         [queue()],
         now_s=600,
     )
-    problem = prepare(st_)
+    problem, vs, bins, pairs = _victims_of(st_)
     coef = coefficients(problem, JOINT.weights)
-    shapes = group(problem, coef)
-    vs = victim_set(problem, shapes, coef, JOINT.weights)
-    assert vs is not None
-    bins = joint_bins(problem, vs)
-    enc, out = encode_joint(problem, shapes, coef, vs, bins, joint_pairs(problem, shapes, bins, vs))
+    enc, out = encode_joint(problem, group(problem, coef), coef, vs, bins, pairs)
     solver = cp_model.CpSolver()
     assert solver.solve(enc.model) == cp_model.OPTIMAL
     value = enc.model.get_int_var_from_proto_index
