@@ -25,16 +25,24 @@ def class_model(problem: Problem, rounding: int = ROUNDING) -> tuple[Coefficient
     return coef, encode(problem, shapes, bins, coef, pairs, rounding=rounding)
 
 
+def node_model(
+    problem: Problem, weights: ObjectiveWeights | None = None
+) -> tuple[Coefficients, Encoding]:
+    """Prices at ``weights`` (default: the defaults), and the model over every pair of a
+    pending pod class and a node."""
+    coef = coefficients(problem, weights or SolverConfig().weights)
+    shapes = group(problem, coef)
+    bins = node_bins(problem)
+    return coef, encode(problem, shapes, bins, coef, pair_capacity(problem, shapes, bins))
+
+
 def model_price(
     state: ClusterState, decision: Decision, weights: ObjectiveWeights | None = None
 ) -> int:
     """The node-level model's objective with every variable fixed at ``decision``: what
     the solver itself makes of a decision, to compare with the solver-free score."""
     problem = prepare(state)
-    coef = coefficients(problem, weights or SolverConfig().weights)
-    shapes = group(problem, coef)
-    bins = node_bins(problem)
-    enc = encode(problem, shapes, bins, coef, pair_capacity(problem, shapes, bins))
+    coef, enc = node_model(problem, weights)
     index = {n.name: i for i, n in enumerate(problem.nodes)}
     hint(enc, {pod: index[node] for pod, node in decision.placements.items()}, coef)
     solver = cp_model.CpSolver()

@@ -7,8 +7,6 @@ import pytest
 from ortools.sat.python import cp_model
 
 import solver.encode as solver_encode
-from solver.bins import node_bins, pair_capacity
-from solver.config import SolverConfig
 from solver.encode import (
     ROUNDING,
     Encoding,
@@ -16,14 +14,13 @@ from solver.encode import (
     restricted,
     waiting_pairs,
 )
-from solver.objective import Coefficients, coefficients
+from solver.objective import Coefficients
 from solver.packing import pack
 from solver.problem import prepare
 from solver.relaxation import LinearRows, solve_lp
-from solver.shapes import group
 from solver.solution import solution_of
 from tests.builders import gang, node, pod, pods_of, queue, state
-from tests.solver.encodings import class_model
+from tests.solver.encodings import class_model, node_model
 
 
 def test_lp_optimum_is_rounded_up_into_a_bound() -> None:
@@ -178,11 +175,7 @@ def _one_node_mixed_gpu_pods() -> tuple[Coefficients, Encoding]:
         ],
         gangs=[gang("run", 1), gang("a", 1), *(gang(f"b{i}", 1).priority(10) for i in range(3))],
     )
-    problem = prepare(s)
-    coef = coefficients(problem, SolverConfig().weights)
-    shapes = group(problem, coef)
-    bins = node_bins(problem)
-    return coef, encode(problem, shapes, bins, coef, pair_capacity(problem, shapes, bins))
+    return node_model(prepare(s))
 
 
 def test_a_single_nodes_rounded_rows_cut_its_lp_down_to_the_integer_optimum(
