@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter.kube.reflector import StreamEnded, lines
+from adapter.kube.reflector import WATCH_BATCH_MAX_S, StreamEnded, lines
 from adapter.kube.resources import decode
 
 
@@ -172,6 +172,32 @@ def test_reads_take_every_chunk_that_came_at_once() -> None:
     response._fp.fp.read1 = counted
     assert [line for line in lines(response) if line] == sent
     assert len(reads) == 1  # 50 events, one read (urllib3 reads one chunk per read)
+
+
+@pytest.mark.parametrize(
+    ("per_read", "pause_s", "waits"),
+    [
+        ([1, 1], 0.01, [0.01, 0.01]),  # a trickle: read again as soon as before
+        ([3], 0.01, [0.03]),  # a burst waits longer, so the next read takes more at once
+        ([40], 0.01, [WATCH_BATCH_MAX_S]),  # but never past the cap
+        ([2, 3], 0.08, [0.08, 0.08]),  # a pause set above the cap is kept, not shortened
+    ],
+)
+def test_a_busy_watch_waits_longer_before_its_next_read(
+    per_read: list[int], pause_s: float, waits: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent = events(sum(per_read))
+    reads, done = [], 0
+    for count in per_read:  # each read brings ``count`` whole chunks
+        reads.append(chunked(sent[done : done + count]).removesuffix(b"0\r\n\r\n"))
+        done += count
+    slept: list[float] = []
+    monkeypatch.setattr("adapter.kube.reflector.time.sleep", slept.append)
+    response = Chunked([])
+    pieces = iter([*reads, b"0\r\n\r\n"])
+    response._fp.fp.read1 = lambda n: next(pieces, b"")
+    assert [line for line in lines(response, pause_s) if line] == sent
+    assert slept == pytest.approx(waits)
 
 
 @pytest.mark.parametrize(
