@@ -63,6 +63,17 @@ class HeapKeeper:
         with collections_paused():
             yield
 
+    @contextmanager
+    def cycling(self) -> Iterator[None]:
+        """No automatic collections during a cycle: ``settle`` collects what it left
+        right after, and each collection inside walked the snapshot and the decision's
+        young objects again (1,000 nodes, 3,000 pending pods: about 75 collections, 0.03 s
+        before the first bind and 0.015 s while binding). The garbage a cycle leaves
+        meanwhile is one decision's (5,000 real-shaped nodes, 3,000 pending pods: the
+        solver peaked 47-48 MB above its snapshot with collections and without)."""
+        with collections_paused():
+            yield
+
     def freeze(self) -> None:
         """At start-up: the heap is imports and the initial lists, with next to no
         garbage; frozen as it is, so the first cycle is not slowed by walking it (a full

@@ -354,7 +354,8 @@ class KubeScheduler:
 
     def cycle(self) -> CycleResult:
         settings = LoopSettings(scheduler=self.settings.scheduler, solver=self.settings.solver)
-        result = run_cycle(self.cluster, settings, self.metrics, self.holds)
+        with self.heap.cycling():
+            result = run_cycle(self.cluster, settings, self.metrics, self.holds)
         self.cycles += 1
         self.last = result
         for memory, size in self.cluster.remembered().items():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -13,7 +14,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from adapter import loop
 from adapter.cli import app
+from adapter.kube import run
 from adapter.kube.resources import DIALECTS, PODS
 from adapter.kube.run import KubeOptions, KubeScheduler
 from adapter.settings import Settings, SettingsError
@@ -614,3 +617,36 @@ def test_a_running_scheduler_watches_a_dialect_installed_after_it_started() -> N
         finally:
             scheduler.stop_event.set()
             thread.join(timeout=30)
+
+
+def test_a_cycle_runs_without_automatic_collections_and_they_resume_after(
+    server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    apply(server, manifests(EXAMPLES / "kube-batch-seed.yaml"))
+    options = KubeOptions(leader_elect=False, metrics_port=0, metrics_host="127.0.0.1")
+    scheduler = KubeScheduler(server.client(), options, Settings())
+    scheduler.cluster.start(sync_timeout_s=10)
+    collecting: list[bool] = []
+    real = loop.run_cycle
+
+    def observed(*args: Any, **kwargs: Any) -> Any:
+        collecting.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(run, "run_cycle", observed)
+    try:
+        wait_until(lambda: len(scheduler.cluster.cache.of(PODS)) == 3, what="the seed's pods")
+        assert gc.isenabled()
+        assert scheduler.cycle().admitted() == ["default/mygroup"]
+        assert collecting == [False]  # settle() collects what the cycle left
+        assert gc.isenabled()
+
+        def failing(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("a bug in the loop")
+
+        monkeypatch.setattr(run, "run_cycle", failing)
+        with pytest.raises(RuntimeError):
+            scheduler.cycle()
+        assert gc.isenabled()  # a cycle that fails leaves the collector on
+    finally:
+        scheduler.cluster.stop()
