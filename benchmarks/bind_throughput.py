@@ -34,40 +34,36 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
-import multiprocessing
-import os
 import queue
 import statistics
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import urllib3
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
 from adapter.kube.binder import binding_body, post_binding
-from adapter.kube.reflector import lines
-from adapter.kube.resources import done, raw, read_json
+from adapter.kube.resources import read_json
 from adapter.kube.run import KubeOptions, KubeScheduler, api_client
 from adapter.settings import Settings
-from adapter.sim.realistic.nodes import kubelet_labels
+from benchmarks.bound_watch import BoundWatcher, CpuMeter
+from benchmarks.cluster_setup import (
+    create_gangs,
+    create_nodes,
+    ensure_namespace,
+    ensure_podgroup_crd,
+    fake_server,
+    in_parallel,
+    remove_namespace,
+)
 from benchmarks.suite import at_least_one, non_negative, pairs, positive
 
-PODGROUP = ("scheduling.sigs.dev", "v1alpha2", "podgroups")
 TRIVIAL = "trivial-binder"
 GANGSAT = "gangsat-bench"
 
@@ -92,315 +88,6 @@ class Throughput(BaseModel):
         if self.server_cpu_s is None or not self.pods:
             return None
         return 1000 * self.server_cpu_s / self.pods
-
-
-def process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process of this machine (Linux ``/proc``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-@dataclass
-class CpuMeter:
-    """CPU used from ``start`` until the moment every pod was seen bound: this process's,
-    and the server's when its process is known (the fake, run by ``fake_server``).
-
-    The end is read by the ``BoundWatcher``'s process when it sees the last pod bound,
-    not by this process once it hears of it: to hear of it, this process's waiting thread
-    needs the interpreter lock, which gangsat's loop holds while it goes on after the
-    binds (the cycle's report, the collection after it, the first status writes: read
-    here, gangsat's figure took in 0.35-0.4 s more at 3,000 pods, the trivial binder's,
-    with nothing left to do, 0.01 s)."""
-
-    server_pid: int | None = None
-    _start: tuple[float, ...] = ()
-
-    def pids(self) -> tuple[int, ...]:
-        own = os.getpid()
-        return (own,) if self.server_pid is None else (own, self.server_pid)
-
-    def start(self) -> None:
-        self._start = tuple(process_cpu_s(pid) for pid in self.pids())
-
-    def until(self, readings: Sequence[float]) -> tuple[float, float | None]:
-        """This process's and the server's CPU from ``start`` to ``readings`` (taken by
-        ``BoundWatcher`` of ``pids()``, in that order)."""
-        used = [end - begin for end, begin in zip(readings, self._start, strict=True)]
-        return used[0], used[1] if len(used) > 1 else None
-
-
-@contextmanager
-def fake_server(
-    latency_ms: float, cpu_ms: float = 0.0, pid_out: list[int] | None = None
-) -> Iterator[Path]:
-    """The fake API server in a child process; yields a kubeconfig for it (and appends
-    its pid to ``pid_out``, for CPU accounting). ``cpu_ms`` of CPU is burnt per request,
-    as a real API server and etcd on the same cores would spend it."""
-    with tempfile.TemporaryDirectory() as tmp:
-        kubeconfig = Path(tmp) / "kubeconfig"
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "benchmarks.fake_apiserver",
-                "--port",
-                "0",
-                "--kubeconfig-out",
-                str(kubeconfig),
-                "--latency-ms",
-                str(latency_ms),
-                "--cpu-ms",
-                str(cpu_ms),
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert process.stdout is not None
-            process.stdout.readline()  # the URL, once it listens
-            if pid_out is not None:
-                pid_out.append(process.pid)
-            yield kubeconfig
-        finally:
-            process.terminate()
-            process.wait(timeout=10)
-
-
-def _in_parallel(threads: int, calls: Sequence[Any]) -> None:
-    with ThreadPoolExecutor(threads) as pool:
-        for future in [pool.submit(c) for c in calls]:
-            future.result()
-
-
-def ensure_podgroup_crd(api: client.ApiClient) -> None:
-    """The kube-batch PodGroup CRD, unless the cluster has it (gangsat's deploy/ installs it)."""
-    group, version, plural = PODGROUP
-    body = {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"plural": plural, "singular": "podgroup", "kind": "PodGroup"},
-            "versions": [
-                {
-                    "name": version,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
-    try:
-        client.ApiextensionsV1Api(api).create_custom_resource_definition(
-            client.V1CustomResourceDefinition.model_validate(body), _preload_content=False
-        )
-    except ApiException as e:
-        if e.status != 409:
-            raise
-
-
-def ensure_namespace(api: client.ApiClient, name: str) -> None:
-    try:
-        client.CoreV1Api(api).create_namespace(
-            client.V1Namespace(metadata=client.V1ObjectMeta(name=name))
-        )
-    except ApiException as e:
-        if e.status != 409:
-            raise
-
-
-def remove_namespace(api: client.ApiClient, namespace: str, timeout_s: float = 120.0) -> None:
-    """Delete a round's pods (no grace: nothing runs them) and namespace, and wait until
-    they are gone, so every round starts from the same cluster."""
-    core = client.CoreV1Api(api)
-    done(
-        core.delete_collection_namespaced_pod(
-            namespace, grace_period_seconds=0, _preload_content=False
-        )
-    )
-    try:
-        done(core.delete_namespace(namespace, _preload_content=False))
-    except ApiException as e:
-        if e.status != 404:
-            raise
-    deadline = time.monotonic() + timeout_s
-    while read_json(core.list_namespaced_pod(namespace, limit=1, _preload_content=False))["items"]:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"pods of namespace {namespace} still there after {timeout_s} s")
-        time.sleep(0.5)
-
-
-def create_nodes(
-    api: client.ApiClient, count: int, threads: int, cpu: str = "4", memory: str = "32Gi"
-) -> None:
-    core = client.CoreV1Api(api)
-
-    def make(i: int) -> None:
-        name = f"bench-node-{i}"
-        body = {
-            "apiVersion": "v1",
-            "kind": "Node",
-            # Labelled as kubelets and clouds label nodes: a unique hostname on each.
-            "metadata": {
-                "name": name,
-                "labels": {**kubelet_labels(name, i), "gangsat-bench": "yes"},
-            },
-            "status": {
-                "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
-                "capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
-            },
-        }
-        try:
-            done(core.create_node(client.V1Node.model_validate(body), _preload_content=False))
-        except ApiException as e:
-            if e.status != 409:
-                raise
-
-    _in_parallel(threads, [lambda i=i: make(i) for i in range(count)])
-
-
-def create_gangs(
-    api: client.ApiClient,
-    namespace: str,
-    scheduler: str,
-    gangs: int,
-    size: int,
-    threads: int,
-    prefix: str = "gang",
-) -> list[str]:
-    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    group, version, plural = PODGROUP
-    names: list[str] = []
-
-    def make(g: int) -> None:
-        custom.create_namespaced_custom_object(
-            group,
-            version,
-            namespace,
-            plural,
-            {
-                "apiVersion": f"{group}/{version}",
-                "kind": "PodGroup",
-                "metadata": {"name": f"{prefix}-{g}", "namespace": namespace},
-                "spec": {"minMember": size},
-            },
-        )
-        for i in range(size):
-            pod = client.V1Pod(
-                metadata=client.V1ObjectMeta(
-                    name=f"{prefix}-{g}-{i}",
-                    namespace=namespace,
-                    annotations={"scheduling.k8s.io/group-name": f"{prefix}-{g}"},
-                ),
-                spec=client.V1PodSpec(
-                    scheduler_name=scheduler,
-                    containers=[
-                        client.V1Container(
-                            name="c",
-                            image="registry.k8s.io/pause:3.9",
-                            resources=client.V1ResourceRequirements(
-                                requests={"cpu": "100m", "memory": "100Mi"}
-                            ),
-                        )
-                    ],
-                ),
-            )
-            done(core.create_namespaced_pod(namespace, pod, _preload_content=False))
-
-    _in_parallel(threads, [lambda g=g: make(g) for g in range(gangs)])
-    names.extend(f"{namespace}/{prefix}-{g}-{i}" for g in range(gangs) for i in range(size))
-    return names
-
-
-def _watch_namespace(
-    kubeconfig: str,
-    namespace: str,
-    expected: int,
-    ready: Any,
-    finished: Any,
-    pids: tuple[int, ...] = (),
-) -> None:
-    """In its own process: list, say ready, watch until ``expected`` pods are bound, then
-    send the wall-clock time of that moment and the CPU seconds ``pids`` had used by
-    then."""
-
-    def done() -> None:
-        finished.put((time.time(), [process_cpu_s(pid) for pid in pids]))
-
-    core = client.CoreV1Api(api_client(Path(kubeconfig)))
-    listed = read_json(core.list_namespaced_pod(namespace, _preload_content=False))
-    bound = {p["metadata"]["name"] for p in listed["items"] if p["spec"].get("nodeName")}
-    ready.set()
-    if len(bound) >= expected:
-        done()
-        return
-    response = core.list_namespaced_pod(
-        namespace,
-        watch=True,
-        resource_version=listed["metadata"]["resourceVersion"],
-        timeout_seconds=900,
-        _preload_content=False,
-    )
-    for line in lines(response):
-        pod = json.loads(line)["object"] if line else {}
-        if (pod.get("spec") or {}).get("nodeName"):
-            bound.add(pod["metadata"]["name"])
-            if len(bound) >= expected:
-                done()
-                break
-    raw(response).close()
-
-
-class BoundWatcher:
-    """Watches a namespace's pods from a process of its own and notes when ``expected`` of
-    them are bound: the same outside view of both contenders, from the API server, and
-    one that competes with neither for the interpreter. ``pids``: processes whose CPU it
-    reads at that moment."""
-
-    def __init__(
-        self, kubeconfig: Path, namespace: str, expected: int, pids: tuple[int, ...] = ()
-    ) -> None:
-        context = multiprocessing.get_context("spawn")
-        self.namespace = namespace
-        self.expected = expected
-        self._ready = context.Event()
-        self._finished: Any = context.Queue()
-        self._process = context.Process(
-            target=_watch_namespace,
-            args=(str(kubeconfig), namespace, expected, self._ready, self._finished, pids),
-            daemon=True,
-        )
-        self._process.start()
-        if not self._ready.wait(60):
-            raise RuntimeError(f"the watcher of {namespace} did not start")
-
-    def wait(self, timeout_s: float) -> float:
-        """The wall-clock time (``time.time()``) every pod was seen bound."""
-        return self.wait_cpu(timeout_s)[0]
-
-    def wait_cpu(self, timeout_s: float) -> tuple[float, list[float]]:
-        """The wall-clock time every pod was seen bound, and the CPU seconds each of the
-        ``pids`` had used then."""
-        try:
-            at, cpu = self._finished.get(timeout=timeout_s)
-            return float(at), [float(c) for c in cpu]
-        except queue.Empty:
-            raise RuntimeError(
-                f"not all {self.expected} pods bound in {self.namespace} after {timeout_s:.0f} s"
-            ) from None
-        finally:
-            self._process.join(timeout=5)
-            if self._process.is_alive():
-                self._process.kill()
 
 
 def trivial_binder(
@@ -445,7 +132,7 @@ def trivial_binder(
         while (item := work.get()) is not None:
             bind(*item)
 
-    _in_parallel(threads, [worker] * threads)
+    in_parallel(threads, [worker] * threads)
     done_at, cpu = watcher.wait_cpu(600)
     client_s, server_s = meter.until(cpu)
     return Throughput(

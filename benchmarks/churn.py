@@ -48,7 +48,7 @@ from rich.table import Table
 from adapter.kube.reflector import lines
 from adapter.kube.resources import done, raw, read_json
 from adapter.kube.run import api_client
-from benchmarks.bind_throughput import create_nodes, ensure_namespace, fake_server
+from benchmarks.cluster_setup import create_nodes, ensure_namespace, fake_server
 from benchmarks.gangsat_process import SCHEDULER, GangsatProcess
 from benchmarks.suite import at_least_one, positive
 

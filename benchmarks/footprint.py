@@ -34,7 +34,6 @@ from rich.table import Table
 
 from adapter.kube.resources import done, read_json
 from adapter.kube.run import api_client
-from benchmarks.bind_throughput import ensure_namespace, fake_server
 from benchmarks.churn import (
     NAMESPACE,
     create_queues,
@@ -42,6 +41,7 @@ from benchmarks.churn import (
     post_gang,
     rss_mb,
 )
+from benchmarks.cluster_setup import ensure_namespace, fake_server
 from benchmarks.gangsat_process import GangsatProcess
 from benchmarks.suite import at_least_one, pairs, positive
 

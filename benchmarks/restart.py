@@ -35,8 +35,9 @@ from rich.table import Table
 
 from adapter.kube.resources import done, read_json
 from adapter.kube.run import api_client
-from benchmarks.bind_throughput import BoundWatcher, ensure_namespace, fake_server
+from benchmarks.bound_watch import BoundWatcher
 from benchmarks.churn import post_gang
+from benchmarks.cluster_setup import ensure_namespace, fake_server
 from benchmarks.footprint import DAEMONS_PER_NODE, populate_nodes
 from benchmarks.gangsat_process import GangsatProcess
 from benchmarks.suite import at_least_one, positive
