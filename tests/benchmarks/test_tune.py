@@ -17,7 +17,10 @@ from adapter.settings import Settings
 from adapter.sim.scenario import load_scenario, materialise
 from benchmarks import suite
 from benchmarks.report import PNG_SIGNATURE
-from benchmarks.tune import (
+from benchmarks.tune import _worker, open_storage, run_study, tune
+from benchmarks.tune_choice import holdout_scenario, holdout_workloads, recommend, verdict
+from benchmarks.tune_output import paired_rows
+from benchmarks.tune_trial import (
     DEFAULTS_ATTR,
     DONE,
     PER_DRAW_ATTR,
@@ -26,19 +29,10 @@ from benchmarks.tune import (
     Score,
     TuneError,
     TuneSettings,
-    _holdout_workloads,
-    _worker,
     draws,
     evaluate,
     evaluate_many,
-    holdout_scenario,
-    open_storage,
-    paired_rows,
-    recommend,
-    run_study,
     searched,
-    tune,
-    verdict,
 )
 from solver.config import ObjectiveWeights
 
@@ -246,7 +240,7 @@ def test_the_philly_holdout_is_the_next_slice_with_another_queue_draw(tmp_path: 
     assert held.trace.jobs == trace.jobs
     assert "next slice" in text
     # Its draws are none of the trials': with 2 draws per trial, seeds base+2 and base+3.
-    _, label = _holdout_workloads(
+    _, label = holdout_workloads(
         TuneSettings(scenario="philly", out=tmp_path, draws=2, holdout_draws=2)
     )
     assert label.endswith(f"queue draw seed(s) {trace.seed + 2}, {trace.seed + 3}")
