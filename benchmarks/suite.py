@@ -67,6 +67,7 @@ from solver.schedulers import SCHEDULERS
 
 try:
     from benchmarks import report
+    from benchmarks.plots import plot_scenario
 except ModuleNotFoundError as missing:  # the image and a plain install leave the extra out
     if missing.name not in ("matplotlib", "optuna"):
         raise
@@ -307,7 +308,7 @@ def run_suite(settings: SuiteSettings, console: Console | None = None) -> SuiteR
                 progress.advance(overall)
             result.runs += runs
             result.summaries += summaries
-            plots[scenario.name] = report.plot_scenario(runs, settings.out)
+            plots[scenario.name] = plot_scenario(runs, settings.out)
             for table in scenario_tables(summaries):
                 progress.console.print(table)
             for comparison in report.compare(summaries):

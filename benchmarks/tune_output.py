@@ -11,7 +11,7 @@ import yaml
 from optuna.trial import TrialState
 
 from adapter.settings import Settings
-from benchmarks import report
+from benchmarks import plots, report
 from benchmarks.tune_choice import (
     paired_gains,
 )
@@ -105,7 +105,7 @@ PAIRED_HEADERS = ("", "utilisation", "share error", "mean JCT")
 
 
 def plot_front(study: optuna.Study, result: TuneResult, path: Path) -> Path:
-    fig, ax = report.subplots(figsize=(8, 5))
+    fig, ax = plots.subplots(figsize=(8, 5))
     done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     front = {t.number for t in result.front}
     others = [t for t in done if t.number not in front]
@@ -138,7 +138,7 @@ def plot_front(study: optuna.Study, result: TuneResult, path: Path) -> Path:
     ax.set_ylabel("utilisation while backlogged")
     ax.set_title(f"{result.study}: {len(done)} trials, Pareto front as diamonds")
     ax.grid(alpha=0.3)
-    return report.save_figure(fig, path)
+    return plots.save_figure(fig, path)
 
 
 def markdown(result: TuneResult, settings: TuneSettings, snippet: str) -> str:

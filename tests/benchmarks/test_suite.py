@@ -19,7 +19,7 @@ from rich.console import Console
 
 from adapter.sim.measures import RunSummary
 from adapter.sim.scenario import PhillyTrace, Scenario, load_scenario
-from benchmarks import report, suite
+from benchmarks import plots, report, suite
 
 SCENARIO = "seed-deadlock"
 SCHEDULERS = ("cpsat", "gang-greedy", "greedy")
@@ -94,7 +94,7 @@ def test_report_names_every_scheduler_and_defines_its_terms(out: Path) -> None:
 @pytest.mark.parametrize("plot", PLOTS)
 def test_plots_are_png_files(out: Path, plot: str) -> None:
     path = out / f"{SCENARIO}-{plot}.png"
-    assert path.read_bytes().startswith(report.PNG_SIGNATURE)
+    assert path.read_bytes().startswith(plots.PNG_SIGNATURE)
 
 
 def test_report_can_be_rebuilt_from_results_json(out: Path) -> None:

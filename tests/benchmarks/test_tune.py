@@ -16,7 +16,7 @@ from rich.console import Console
 from adapter.settings import Settings
 from adapter.sim.scenario import load_scenario, materialise
 from benchmarks import suite
-from benchmarks.report import PNG_SIGNATURE
+from benchmarks.plots import PNG_SIGNATURE
 from benchmarks.tune import _worker, open_storage, run_study, tune
 from benchmarks.tune_choice import holdout_scenario, holdout_workloads, recommend, verdict
 from benchmarks.tune_output import paired_rows
