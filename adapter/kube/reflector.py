@@ -42,11 +42,12 @@ LIST_TIMEOUT_S = (10, 60)
 # 3,000 pods, fake API server, 6 paired rounds: the watch's CPU 0.24 -> 0.17 s, the
 # process's 2.58 -> 2.36 s). A quiet watch is read at once.
 WATCH_BATCH_S = 0.01
-# A read that brought several events waits that many times longer, up to this: each
-# wake-up cost the pod watch about 0.25 ms of CPU beside 16 binding threads, whatever it
-# read (3,000 binds, fake API server: 430 reads of 7 events took 0.17-0.22 s; waits of
-# 2 ms, 0.23-0.28 s; of 50 ms, 0.11-0.16 s). In a burst the cache learns of an event up
-# to this late, a twentieth of the default cycle; a trickle is read as before.
+# A read that brought several events waits that many times longer, up to this: beside
+# 16 binding threads a wake-up costs the watch CPU whatever it reads (3,000 binds, fake
+# API server: 430 reads of 7 events took 0.17-0.22 s, where decoding and applying the
+# events alone take 0.06 s; waits of 2 ms, 0.23-0.28 s; of 50 ms, 0.11-0.16 s). In a
+# burst the cache learns of an event up to this late, a twentieth of the default cycle;
+# a trickle is read as before.
 WATCH_BATCH_MAX_S = 0.05
 READ_AT_MOST = 1 << 20  # bytes read from the socket at once
 HEX = re.compile(rb"[0-9A-Fa-f]+")
