@@ -41,10 +41,10 @@ from adapter.kube.fields import (
     api_group,
     created_s,
     finished,
-    int_field,
     meta,
     quantities,
 )
+from adapter.kube.jobs import job_pods, template_of
 from adapter.kube.memo import Memo, Shapes, memo_key
 from adapter.kube.pods import TASK_ANNOTATION, pod_of_object, room_held
 from adapter.kube.unmodelled import BoundAntiAffinity, kept_off
@@ -63,7 +63,6 @@ from solver.model import (
 VOLUME_KINDS = ("PersistentVolumeClaim", "PersistentVolume")
 NOT_READY, UNREACHABLE = "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"
 ROOM_ONLY = "read only for the room it holds"
-MAX_JOB_PODS = 20_000  # pods of one Job: a finding above, not minutes of conversion
 
 
 class Finding(BaseModel):
@@ -412,14 +411,14 @@ def convert(
                 attempt(
                     "Job",
                     o,
-                    lambda o=o, index=index: _job_pods(
+                    lambda o=o, index=index: job_pods(
                         o, scheduler_names, priorities, default_priority, index
                     ),
                 )
                 or []
             ):
                 pods[pod.name] = pod
-                pending.append((_template_of(o), pod.name))
+                pending.append((template_of(o), pod.name))
                 claiming.pop(pod.name, None)
                 template = ((o.get("spec") or {}).get("template") or {}).get("spec") or {}
                 if used := claims.use(pod.namespace, pod.name.partition("/")[2], template, False):
@@ -497,19 +496,6 @@ def convert(
     return Conversion(state, findings, ignored, frozenset(foreign - owned))
 
 
-def _template_of(job: Obj) -> Obj:
-    """What a Job's pods are as a bound pod's anti-affinity reads them: the Job's
-    namespace, its template's labels and those the Job controller adds by the Job's name
-    (not its uid's nor the completion index's, unknown before it makes them)."""
-    template = ((job.get("spec") or {}).get("template") or {}).get("metadata") or {}
-    metadata = job.get("metadata") or {}
-    labels = dict(template.get("labels") or {})
-    name = metadata.get("name")
-    if isinstance(name, str):
-        labels.update({"job-name": name, "batch.kubernetes.io/job-name": name})
-    return {"metadata": {"namespace": metadata.get("namespace"), "labels": labels}}
-
-
 def _count_succeeded(pod: Obj, succeeded: defaultdict[str, Counter[str]]) -> None:
     """Count a finished pod towards its gang (and its task); a malformed one (it is
     finished: nothing else reads it) counts towards none."""
@@ -540,43 +526,3 @@ def _workload_instances(
         of = templates[workload_template(name) or ""]
         priority = max(p.priority for p in its_pods)
         gangs[name] = of.model_copy(update={"name": name, "priority": priority})
-
-
-def _job_pods(
-    job: Obj,
-    scheduler_names: Collection[str],
-    priorities: Mapping[str, int],
-    default_priority: int,
-    index: int,
-) -> list[Pod]:
-    namespace, name = meta(job)
-    spec = job.get("spec") or {}
-    parallelism = int_field(spec.get("parallelism"), "spec.parallelism", 0, default=1)
-    if spec.get("completions") is not None:
-        # The Job controller runs no more pods at once than completions still wanted.
-        completions = int_field(spec.get("completions"), "spec.completions", 0)
-        parallelism = min(parallelism, completions)
-    if spec.get("suspend") is True:
-        return []  # the controller creates no pod until it is resumed
-    if parallelism > MAX_JOB_PODS:
-        # Each would be a pod to convert and place before the cycle's time limit starts.
-        raise BadObject(f"spec.parallelism {parallelism} is above {MAX_JOB_PODS:,} pods a Job")
-    template = spec.get("template") or {}
-    pod_spec = template.get("spec") or {}
-    if pod_spec.get("schedulerName", "default-scheduler") not in scheduler_names:
-        return []
-    created = created_s(job) or float(index)
-    shapes = Shapes()  # its pods are one template's: read once
-    return [
-        pod_of_object(
-            namespace,
-            f"{name}-{i}",
-            template.get("metadata") or {},
-            pod_spec,
-            created,
-            priorities,
-            default_priority,
-            shapes=shapes,
-        )
-        for i in range(parallelism)
-    ]
