@@ -29,7 +29,7 @@ def process_cpu_s(pid: int) -> float:
 @dataclass
 class CpuMeter:
     """CPU used from ``start`` until the moment every pod was seen bound: this process's,
-    and the server's when its process is known (the fake, run by ``fake_server``).
+    and the server's when its process is known (the fake, run by ``cluster_setup.fake_server``).
 
     The end is read by the ``BoundWatcher``'s process when it sees the last pod bound,
     not by this process once it hears of it: to hear of it, this process's waiting thread
