@@ -34,7 +34,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from solver.arrays import IntArray
 from solver.bins import class_bins, feasible_pair_estimate, node_bins, pair_capacity
 from solver.candidates import (
     dive_beside,
@@ -61,18 +60,17 @@ from solver.encode import (
 )
 from solver.last_stage import decide_after, decide_jointly
 from solver.model import ClusterState, Decision, SolveStatus
-from solver.neighbourhoods import improve
+from solver.neighbourhoods import beside_whole_search
 from solver.objective import coefficients
 from solver.placement import Placer
 from solver.problem import Problem, prepare
 from solver.relaxation import LpSolution
 from solver.search import (
     MIN_STAGE_S,
+    Ahead,
     Beside,
     Search,
-    StageResult,
     gang_greedy_placer,
-    run_cpsat,
 )
 from solver.shapes import Shapes, group
 from solver.solution import (
@@ -335,15 +333,16 @@ def _search_classes(
     return result.optimal
 
 
-def _node_stage(search: Search, shapes: Shapes, only: set[int] | None) -> None:
+def _node_stage(
+    search: Search, shapes: Shapes, only: set[int] | None, ahead: Ahead | None = None
+) -> None:
     """The exact model over every shape, or over ``only`` (then topped up greedily).
 
     Over every shape, its LP guides restricted searches first, as on node classes: the
     whole model's search from a hint improved little within a cycle (real-shaped 40-node
     clusters: 2-13% from the bound)."""
     problem = search.problem
-    nodes = node_bins(problem)
-    enc = encode(problem, shapes, nodes, search.coef, pair_capacity(problem, shapes, nodes, only))
+    enc = ahead.enc if ahead is not None else _node_encoding(search, shapes, only)
     if only is None:
         deadline = search.remaining() * (1 - GUIDED_SHARE)
 
@@ -355,9 +354,10 @@ def _node_stage(search: Search, shapes: Shapes, only: set[int] | None) -> None:
             return
     name = "node-level" if only is None else "node-level-admitted"
     values = solution_of(enc, _hint_source(search).placed, search.coef)
-    hint_values(enc, values)
+    if ahead is None:
+        hint_values(enc, values)
     if only is None:
-        result, improved = _whole_beside_neighbourhoods(search, enc, name, values)
+        result, improved = beside_whole_search(search, enc, name, values, ahead)
         placer = placer_from_counts(problem, enc, decode_counts(enc, improved.tolist()))
         search.solved.append(placer)
         search.origin[id(placer)] = "node-level-lns"
@@ -374,25 +374,10 @@ def _node_stage(search: Search, shapes: Shapes, only: set[int] | None) -> None:
         search.origin[id(placer)] = name
 
 
-def _whole_beside_neighbourhoods(
-    search: Search, enc: Encoding, name: str, values: IntArray
-) -> tuple[StageResult, IntArray]:
-    """The whole model's search (its bound, and its decisions) on one core, neighbourhoods
-    of ``values`` on the other (``solver.neighbourhoods``), for the rest of the cycle.
-    Real-shaped 40 nodes x 60 gangs, seeds 0-29, two runs each, against the whole model's
-    search alone: a higher objective in 39 of 60 solves, lower in 7; mean gap 2.30 -> 2.06%.
-    Returns the search's result and the neighbourhoods' best."""
-    search.start_baseline()
-    time_s = search.remaining()
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="node-level") as beside:
-        whole = beside.submit(run_cpsat, enc, name, time_s, search.config)
-        # Once the whole model's search ends (optimal, or its time is up) no
-        # neighbourhood can hold more than its decision, or has time left.
-        improved = improve(search, enc, values, time_s, stop=whole.done)
-        result = whole.result()
-    search.stages.append(result.report)
-    search.deterministic_s += result.deterministic_s
-    return result, improved
+def _node_encoding(search: Search, shapes: Shapes, only: set[int] | None) -> Encoding:
+    problem = search.problem
+    nodes = node_bins(problem)
+    return encode(problem, shapes, nodes, search.coef, pair_capacity(problem, shapes, nodes, only))
 
 
 def _hint_source(search: Search) -> Placer:
@@ -447,8 +432,34 @@ def _solve(
         search.held_back_s = config.preemption_time_share * config.time_limit_s
     shapes = group(problem, coef)
 
-    limit = config.max_node_level_pairs
     pairs_estimate = feasible_pair_estimate(shapes)
+    ahead: Ahead | None = None
+    if pairs_estimate <= config.max_node_level_pairs and not config.deterministic:
+        # A node-level stage over every shape will follow (unless a stage before it
+        # settles the cycle): its whole model's search starts now, on the other core.
+        # Real-shaped 40 nodes x 60 gangs, seeds 0-23, 4 solves each way, alternately:
+        # mean gap 1.72 -> 1.38%, solves above 2% 33 -> 22 of 96, objective x1.0008
+        # (higher on 15 seeds, lower on 3): mostly a tighter bound, from a longer search.
+        ahead = Ahead(search, _node_encoding(search, shapes, None), "node-level")
+    try:
+        _placed(search, shapes, pairs_estimate, ahead)
+    finally:
+        if ahead is not None:
+            ahead.discard()
+
+    if search.baseline_cannot_matter():
+        stop_baseline.set()
+    best = search.best_so_far()
+    if joint and config.preemption:
+        return decide_jointly(search, shapes, best)
+    return decide_after(search, best)
+
+
+def _placed(search: Search, shapes: Shapes, pairs_estimate: int, ahead: Ahead | None) -> None:
+    """The placement stages' candidates, into ``search``."""
+    problem = search.problem
+    config = search.config
+    limit = config.max_node_level_pairs
     if len(problem.node_classes) < len(problem.nodes):
         # Far above the node-level limit no node-level stage follows: take all the time.
         far = pairs_estimate > 2 * limit
@@ -471,11 +482,4 @@ def _solve(
         and feasible_pair_estimate(shapes, only) <= limit
         and not search.settled(wait_for_baseline=False)
     ):
-        _node_stage(search, shapes, only)
-
-    if search.baseline_cannot_matter():
-        stop_baseline.set()
-    best = search.best_so_far()
-    if joint and config.preemption:
-        return decide_jointly(search, shapes, best)
-    return decide_after(search, best)
+        _node_stage(search, shapes, only, ahead if only is None else None)

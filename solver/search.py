@@ -92,6 +92,7 @@ def run_cpsat(
     lp_worker: bool = False,
     first_only: bool = False,
     beside: Beside | None = None,
+    solver: cp_model.CpSolver | None = None,
 ) -> StageResult:
     """``lp_worker``: one worker, CP-SAT's ``max_lp`` subsolver, whatever the config asks;
     ``first_only``: stopped at its first solution; ``beside``: run by it (see there).
@@ -104,7 +105,9 @@ def run_cpsat(
     settings nothing on four of six (and the default worker, on 200 nodes, nothing on
     some seeds within a cycle's third).
     """
-    solver = beside.solver if beside is not None else cp_model.CpSolver()
+    if beside is not None:
+        solver = beside.solver
+    solver = solver or cp_model.CpSolver()
     params = solver.parameters
     # Measured on real-shaped node-class models (8,000 variables): presolve took 0.35 s and
     # found little; without it the LP-guided search proved the optimum in 0.45 s. The
@@ -165,13 +168,7 @@ class Beside:
         """Ended at once, its result unread. Asked again until it ends: a stop asked
         before the thread has entered the solve may be lost."""
         self.wanted.set()
-        while True:
-            self.solver.stop_search()
-            try:
-                self._job.result(timeout=0.01)
-                break
-            except FuturesTimeout:
-                continue
+        _ended(self.solver, self._job)
         self._pool.shutdown()
 
     def result(self) -> StageResult:
@@ -182,6 +179,60 @@ class Beside:
         self.search.stages.append(report)
         self.search.deterministic_s += result.deterministic_s
         return StageResult(report, result.solution, result.optimal, result.deterministic_s)
+
+
+class Ahead:
+    """A whole model searched on the other core from the start of the cycle, while this
+    thread runs the stages before its turn (the node-class stage, the model's LP-guided
+    searches): each of those is one CP-SAT worker, HiGHS or Python, so the second core
+    was idle but for gang-greedy's milliseconds, and the whole model's search, whose
+    bound is often the decision's, had only the cycle's last quarter. Unhinted: no
+    decision exists yet when it starts. Not for deterministic solves (what it finds by
+    the time its result is read depends on the load)."""
+
+    def __init__(self, search: Search, enc: Encoding, name: str) -> None:
+        self.search = search
+        self.enc = enc
+        self._solver = cp_model.CpSolver()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._job = self._pool.submit(
+            run_cpsat, enc, name, search.remaining(), search.config, solver=self._solver
+        )
+        self._read = False
+
+    def done(self) -> bool:
+        """Its time is up, or it proved its optimum."""
+        return self._job.done()
+
+    def result(self) -> StageResult:
+        """Once its time is up (or its optimum proved), reported as a stage."""
+        self._read = True
+        try:
+            result = self._job.result()
+        finally:
+            self._pool.shutdown()
+        self.search.stages.append(result.report)
+        self.search.deterministic_s += result.deterministic_s
+        return result
+
+    def discard(self) -> None:
+        """Ended at once, unless its result was read."""
+        if not self._read:
+            self._read = True
+            _ended(self._solver, self._job)
+            self._pool.shutdown()
+
+
+def _ended(solver: cp_model.CpSolver, job: Future[StageResult]) -> None:
+    """``job``'s solve stopped and waited for. Asked again until it ends: a stop asked
+    before the thread has entered the solve may be lost."""
+    while True:
+        solver.stop_search()
+        try:
+            job.result(timeout=0.01)
+            return
+        except FuturesTimeout:
+            continue
 
 
 @dataclass

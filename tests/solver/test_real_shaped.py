@@ -312,9 +312,9 @@ def test_rins_rounds_start_from_the_baseline_when_the_dive_found_nothing(
     names: list[str] = []
     original = solver.search.run_cpsat
 
-    def dive_finds_nothing(enc: Any, name: str, *args: Any) -> Any:
+    def dive_finds_nothing(enc: Any, name: str, *args: Any, **kwargs: Any) -> Any:
         names.append(name)
-        result = original(enc, name, *args)
+        result = original(enc, name, *args, **kwargs)
         if name == "node-classes-lp-guided":
             return StageResult(result.report, None, False, result.deterministic_s)
         return result
@@ -325,8 +325,9 @@ def test_rins_rounds_start_from_the_baseline_when_the_dive_found_nothing(
     # on the wall clock: a 1 s limit once left the rounds no time on a loaded machine (a
     # fresh clone's run, stop 37); 3 s leaves them plenty wherever the test runs.
     decision = schedule(cluster, "cpsat", SolverConfig(time_limit_s=3.0))
-    assert names[0] == "node-classes-lp-guided"
-    assert names[1] == "node-classes-rins"
+    # The node-level model's search ahead, on the other core, is not one of the rounds.
+    classes = [name for name in names if name.startswith("node-classes")]
+    assert classes[:2] == ["node-classes-lp-guided", "node-classes-rins"]
     assert check(cluster, decision) == []
 
 

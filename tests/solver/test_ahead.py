@@ -1,0 +1,134 @@
+"""The whole node-level model searched on the other core from the start of the cycle,
+while the node-class stage and the node-level LP-guided searches run on this one."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+import solver.cpsat
+import solver.neighbourhoods
+from benchmarks import instances
+from solver.config import SolverConfig
+from solver.cpsat import solve
+from solver.objective import coefficients
+from solver.problem import prepare
+from solver.search import Ahead, Search
+from solver.validate import check
+from tests.solver.encodings import node_model
+from tests.solver.test_beside import recorded_spans
+
+TIMED = SolverConfig(time_limit_s=1.0)
+
+
+def a_search(config: SolverConfig, pool: ThreadPoolExecutor) -> tuple[Search, Any]:
+    problem = prepare(instances.realistic(0, 20, 30))
+    _, enc = node_model(problem)
+    search = Search(
+        problem,
+        config,
+        coefficients(problem, config.weights),
+        time.perf_counter(),
+        pool,
+        threading.Event(),
+    )
+    return search, enc
+
+
+def ahead_solves(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, float]]:
+    """(started, ended) of every search started ahead."""
+    spans: list[tuple[float, float]] = []
+    original = Ahead.__init__
+
+    def recorded(self: Ahead, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        started = time.perf_counter()
+        self._job.add_done_callback(lambda _: spans.append((started, time.perf_counter())))
+
+    monkeypatch.setattr(Ahead, "__init__", recorded)
+    return spans
+
+
+def test_a_search_ahead_reports_its_bound_once_its_time_is_up() -> None:
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        search, enc = a_search(SolverConfig(time_limit_s=1.0), pool)
+        ahead = Ahead(search, enc, "node-level")
+        result = ahead.result()
+        ahead.discard()  # read: nothing left to end
+    assert result.solution is not None
+    report = result.report
+    assert report.objective is not None and report.bound is not None
+    assert report.objective <= report.bound  # the whole model's bound is a real one
+    assert search.stages == [report]
+
+
+def test_a_search_ahead_discarded_as_it_starts_ends_at_once() -> None:
+    """Its time is the cycle's (here about 60 s): a stop asked before its thread entered
+    the solve must not be lost."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        search, enc = a_search(SolverConfig(time_limit_s=60.0), pool)
+        started = time.perf_counter()
+        for _ in range(3):
+            Ahead(search, enc, "node-level").discard()
+        assert time.perf_counter() - started < 30.0
+    assert search.stages == []
+
+
+def test_the_whole_node_level_model_is_searched_from_before_the_node_class_stage(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Real-shaped 40 nodes: the whole model's search ran only in the cycle's last
+    quarter (0.24 s of 0.93), beside the neighbourhoods; it now starts before the
+    node-class stage and its bound counts for the decision."""
+    ahead = ahead_solves(monkeypatch)
+    classes = recorded_spans(monkeypatch, solver.cpsat, "_node_class_stage")
+    lns = recorded_spans(monkeypatch, solver.neighbourhoods, "improve")
+    cluster = instances.realistic(3, 40, 60)
+    decision = solve(cluster, TIMED)
+    assert check(cluster, decision) == []
+    assert len(ahead) == 1 and len(classes) == 1 and len(lns) == 1
+    (ahead_start, ahead_end), (classes_start, _), (lns_start, _) = ahead[0], classes[0], lns[0]
+    assert ahead_start < classes_start  # searching while the class stage ran
+    assert ahead_end > lns_start  # ... and while the neighbourhoods ran
+    assert [s.name for s in decision.stages].count("node-level") == 1
+    bounds = [s.bound for s in decision.stages if s.bound is not None]
+    assert decision.bound == min(bounds)
+
+
+def test_deterministic_solves_search_nothing_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """How far a search ahead gets by the time it is read depends on the load."""
+    ahead = ahead_solves(monkeypatch)
+    config = SolverConfig(time_limit_s=1.0, deterministic=True)
+    decision = solve(instances.realistic(3, 40, 60), config)
+    assert ahead == []
+    assert [s.name for s in decision.stages].count("node-level") == 1  # searched after
+
+
+def test_no_search_ahead_where_no_node_level_stage_over_every_shape_follows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ahead = ahead_solves(monkeypatch)
+    solve(instances.realistic(0, 200, 300), TIMED)
+    assert ahead == []
+
+
+def test_a_stage_that_fails_leaves_no_search_running_ahead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The loop reports a failed cycle and goes on: the search must not run on into the
+    next cycle's time."""
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("node-class stage failed")
+
+    ahead = ahead_solves(monkeypatch)
+    monkeypatch.setattr(solver.cpsat, "_node_class_stage", broken)
+    started = time.perf_counter()
+    with pytest.raises(RuntimeError, match="node-class stage failed"):
+        solve(instances.realistic(3, 40, 60), SolverConfig(time_limit_s=60.0))
+    assert len(ahead) == 1 and ahead[0][1] - started < 30.0
+    assert not [t for t in threading.enumerate() if t.name.startswith("node-level")]
