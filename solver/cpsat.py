@@ -249,6 +249,8 @@ def _guided_search(
         repack=left if repack and not large and node_pairs is None else None,
         beside=beside,
     )
+    if not search.settled(wait_for_baseline=False):
+        search.start_ahead()
     if large:
         return
     if node_pairs is not None:
@@ -433,19 +435,19 @@ def _solve(
     shapes = group(problem, coef)
 
     pairs_estimate = feasible_pair_estimate(shapes)
-    ahead: Ahead | None = None
     if pairs_estimate <= config.max_node_level_pairs and not config.deterministic:
         # A node-level stage over every shape will follow (unless a stage before it
-        # settles the cycle): its whole model's search starts now, on the other core.
-        # Real-shaped 40 nodes x 60 gangs, seeds 0-23, 4 solves each way, alternately:
-        # mean gap 1.72 -> 1.38%, solves above 2% 33 -> 22 of 96, objective x1.0008
-        # (higher on 15 seeds, lower on 3): mostly a tighter bound, from a longer search.
-        ahead = Ahead(search, _node_encoding(search, shapes, None), "node-level")
+        # settles the cycle): its whole model's search starts as soon as the node-class
+        # stage's first decision is not at its bound (``Search.start_ahead``), on the
+        # other core. Real-shaped 40 nodes x 60 gangs, seeds 0-23, 4 solves each way,
+        # alternately: mean gap 1.49 -> 1.32%, solves above 2% 32 -> 22 of 96, objective
+        # x0.9996 (higher on 12 seeds, lower on 6): a tighter bound, from a longer search.
+        search.ahead_of = lambda: Ahead(search, _node_encoding(search, shapes, None), "node-level")
     try:
-        _placed(search, shapes, pairs_estimate, ahead)
+        _placed(search, shapes, pairs_estimate)
     finally:
-        if ahead is not None:
-            ahead.discard()
+        if search.ahead is not None:
+            search.ahead.discard()
 
     if search.baseline_cannot_matter():
         stop_baseline.set()
@@ -455,7 +457,7 @@ def _solve(
     return decide_after(search, best)
 
 
-def _placed(search: Search, shapes: Shapes, pairs_estimate: int, ahead: Ahead | None) -> None:
+def _placed(search: Search, shapes: Shapes, pairs_estimate: int) -> None:
     """The placement stages' candidates, into ``search``."""
     problem = search.problem
     config = search.config
@@ -471,9 +473,8 @@ def _placed(search: Search, shapes: Shapes, pairs_estimate: int, ahead: Ahead | 
         # Repacking class counts that nodes could not hold is left to the exact node-level
         # stage where one follows over every shape (real-shaped 40 nodes: a repacked dive
         # took 0.2 s of that stage's time for a decision 70% below the first).
-        _node_class_stage(
-            search, shapes, 1.0 if over else config.aggregate_time_share, repack=over
-        )
+        _node_class_stage(search, shapes, 1.0 if over else config.aggregate_time_share, repack=over)
+    search.ahead_of = None  # only the node-class stage's first decision starts it
 
     only: set[int] | None = None
     if pairs_estimate > limit and search.admitted is not None:
@@ -484,4 +485,4 @@ def _placed(search: Search, shapes: Shapes, pairs_estimate: int, ahead: Ahead | 
         and feasible_pair_estimate(shapes, only) <= limit
         and not search.settled(wait_for_baseline=False)
     ):
-        _node_stage(search, shapes, only, ahead if only is None else None)
+        _node_stage(search, shapes, only, search.ahead if only is None else None)
