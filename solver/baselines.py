@@ -23,7 +23,8 @@ from solver.greedy_preemption import apply_withdrawals, greedy_preempt
 from solver.model import ClusterState, Decision, SolveStatus
 from solver.objective import coefficients
 from solver.placement import Placer, Policy
-from solver.problem import GangInfo, Problem, prepare, share_units
+from solver.problem import GangInfo, Problem, prepare
+from solver.units import share_units
 
 
 def _baseline(

@@ -12,8 +12,9 @@ import numpy as np
 from scipy.sparse import csr_matrix
 
 from solver.arrays import IntArray
-from solver.problem import Problem, fit_per_node
+from solver.problem import Problem
 from solver.shapes import ShapeClass, Shapes
+from solver.units import fit_per_node
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from solver.encode import Encoding
 from solver.objective import evaluate
 from solver.packing import pack, pack_greedy, pod_worth
 from solver.placement import Placer, Policy
-from solver.problem import GangInfo, Problem, fit_per_node
+from solver.problem import GangInfo, Problem
+from solver.units import fit_per_node
 
 PACK_SHARE = 0.1  # of the time limit, at most, to pack one candidate's node classes exactly
 # ... and to pack them greedily again in another order (real-shaped 1,000-node clusters:

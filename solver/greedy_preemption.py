@@ -23,7 +23,8 @@ from solver.config import SolverConfig
 from solver.evictions import split_withdrawn
 from solver.objective import Coefficients
 from solver.placement import Placer, Policy
-from solver.problem import GangInfo, Problem, fit_per_node
+from solver.problem import GangInfo, Problem
+from solver.units import fit_per_node
 from solver.victims import (
     Candidates,
     Preemption,

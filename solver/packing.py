@@ -22,8 +22,9 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from solver.arrays import BoolArray, IntArray
-from solver.problem import NO_LIMIT_FIT, Problem, fit_per_node
+from solver.problem import Problem
 from solver.search import DETERMINISTIC_WALL_FACTOR
+from solver.units import NO_LIMIT_FIT, fit_per_node
 
 
 def pod_worth(problem: Problem, c: int) -> int:

@@ -17,14 +17,8 @@ import numpy.typing as npt
 from solver.arrays import BoolArray, IntArray
 from solver.model import PODS
 from solver.predicates import TOO_MANY_PODS
-from solver.problem import (
-    NO_LIMIT_FIT,
-    GangInfo,
-    PodClass,
-    Problem,
-    fit_per_node,
-    placement_reasons,
-)
+from solver.problem import GangInfo, PodClass, Problem, placement_reasons
+from solver.units import NO_LIMIT_FIT, fit_per_node
 
 MAX_SCORED_SPECS = 32
 MAX_SCORED_DEMANDS = 64

@@ -46,8 +46,9 @@ from solver.greedy_preemption import greedy_choice
 from solver.model import StageReport
 from solver.objective import Coefficients
 from solver.placement import Placer
-from solver.problem import Problem, fit_per_node
+from solver.problem import Problem
 from solver.search import set_limits
+from solver.units import fit_per_node
 from solver.victims import (
     Candidates,
     Preemption,

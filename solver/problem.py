@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from solver.arrays import BoolArray, IntArray
-from solver.config import SHARE_SCALE
 from solver.equivalence import node_classes, node_view, read_label_keys
 from solver.fairness import deserved
 from solver.held import Held
@@ -36,7 +35,15 @@ from solver.model import (
 )
 from solver.predicates import Feasibility
 from solver.tasks import task_needs
-from solver.units import model_capacity, model_demand, model_unit, units, vector
+from solver.units import (
+    model_capacity,
+    model_demand,
+    model_unit,
+    pod_share_units,
+    share_units,
+    units,
+    vector,
+)
 
 NO_CAP = -1
 
@@ -434,45 +441,6 @@ def prepare(state: ClusterState) -> Problem:
         key_nodes=key_exemplar,
         ranks=ranks,
     )
-
-
-NO_LIMIT_FIT = 2**31  # pods "fitting" where nothing is asked: large, and safe to sum
-
-
-def fit_per_node(demand: IntArray, free: IntArray) -> IntArray:
-    """Per row of ``free`` (a node, or a queue's room): how many pods asking ``demand`` fit
-    there on their own; 0 where the room is short or negative."""
-    asked = demand > 0
-    if not asked.any():
-        return np.full(len(free), NO_LIMIT_FIT, dtype=np.int64)
-    fit: IntArray = (np.maximum(free[:, asked], 0) // demand[asked]).min(axis=1)
-    return fit
-
-
-# Share units saturate here: 65,536 times a resource's cluster total, which no placeable
-# pod asks and no queue holds (it would need 65,536 cordoned nodes per schedulable one),
-# where an API server's "1e30" against a 1m total would not fit an int64, and sums of
-# thousands of saturated shares still do.
-MAX_SHARE_UNITS = SHARE_SCALE * 2**16
-
-
-def share_units(quantity: IntArray, totals: IntArray) -> IntArray:
-    """Quantities as share units: a resource's cluster total is SHARE_SCALE units."""
-    safe = np.where(totals > 0, totals, 1)
-    exact = (quantity.astype(np.float64) * SHARE_SCALE / safe).round()
-    # Not np.clip: called per pod spec and per victim group, where its wrapper cost
-    # twice as much. Quantities may be numpy scalars (a queue's dominant resource).
-    units = np.maximum(np.minimum(exact, MAX_SHARE_UNITS), -MAX_SHARE_UNITS).astype(np.int64)
-    return np.where(totals > 0, units, 0)
-
-
-def pod_share_units(demand: IntArray, totals: IntArray) -> IntArray:
-    """One pod's demand as share units, at most the whole cluster: a pod asking more fits
-    on no schedulable node (one tolerating a cordon may go to a cordoned one, out of the
-    totals: its value is then understated), and its value, multiplied by priorities and
-    gang sizes in the objective, must stay inside int64 (an API server's "1e30" against a
-    1m total did not; nor did a running pod whose node's allocatable shrank below it)."""
-    return np.minimum(share_units(demand, totals), SHARE_SCALE)
 
 
 def _queue_infos(

@@ -31,8 +31,8 @@ from solver.arrays import BoolArray, IntArray
 from solver.config import ObjectiveWeights
 from solver.model import Pod, StageReport
 from solver.objective import Coefficients
-from solver.problem import GangInfo, Problem, pod_share_units
-from solver.units import model_demand, units
+from solver.problem import GangInfo, Problem
+from solver.units import model_demand, pod_share_units, units
 
 SECONDS_PER_HOUR = 3600.0
 MAX_PREEMPTORS = 8  # candidates per cycle, by priority then shortfall then age

@@ -8,8 +8,9 @@ import numpy as np
 
 from solver.config import MAX_WEIGHT, SHARE_SCALE, ObjectiveWeights, SolverConfig
 from solver.model import CPU, DEFAULT_QUEUE, MEMORY, PODS
-from solver.problem import MAX_SHARE_UNITS, NO_CAP, prepare, share_units
+from solver.problem import NO_CAP, prepare
 from solver.schedulers import schedule
+from solver.units import MAX_SHARE_UNITS, share_units
 from tests.builders import gang, node, pod, pods_of, queue, state
 
 
