@@ -22,9 +22,10 @@ import numpy.typing as npt
 
 from solver.bins import Bin, Pairs, node_bins, pair_capacity
 from solver.disaggregate import PACK_SHARE, REORDER_SHARE, disaggregate, repacked_bins
-from solver.encode import RESTRICT_ZERO, Encoding, encode, restricted
+from solver.encode import Encoding, encode
 from solver.placement import Placer
 from solver.relaxation import LpSolution
+from solver.restricted import RESTRICT_ZERO, restricted
 from solver.search import DETERMINISTIC_WALL_FACTOR, MIN_STAGE_S, Beside, Search, StageResult
 from solver.solution import decode_admitted, decode_counts, rounded_for_gangs
 

@@ -52,12 +52,7 @@ from solver.disaggregate import (
     placer_from_counts,
     topped_up,
 )
-from solver.encode import (
-    Encoding,
-    encode,
-    restricted,
-    waiting_pairs,
-)
+from solver.encode import Encoding, encode
 from solver.last_stage import decide_after, decide_jointly
 from solver.model import ClusterState, Decision, SolveStatus
 from solver.neighbourhoods import beside_whole_search
@@ -65,6 +60,7 @@ from solver.objective import coefficients
 from solver.placement import Placer
 from solver.problem import Problem, prepare
 from solver.relaxation import LpSolution
+from solver.restricted import restricted, waiting_pairs
 from solver.search import (
     MIN_STAGE_S,
     Ahead,

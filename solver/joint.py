@@ -31,7 +31,7 @@ from solver.arrays import IntArray
 from solver.bins import Bin, Pairs
 from solver.decode import relative_gap
 from solver.disaggregate import PACK_SHARE, REORDER_SHARE, disaggregate
-from solver.encode import Encoding, restricted_pairs
+from solver.encode import Encoding
 from solver.encode_victims import VictimSet, VictimVars, encode_joint, victim_nodes
 from solver.evictions import evictions_of, placed_load, restore_unneeded, split_withdrawn
 from solver.greedy_preemption import apply_withdrawals, greedy_choice
@@ -39,6 +39,7 @@ from solver.objective import evaluate
 from solver.placement import Placer
 from solver.preemption import preempt
 from solver.problem import Problem
+from solver.restricted import restricted_pairs
 from solver.search import MIN_STAGE_S, OPTIMAL_GAP, Search
 from solver.shapes import Shapes
 from solver.solution import decode_admitted, decode_counts, hint_values, solution_of

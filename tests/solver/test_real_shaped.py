@@ -24,12 +24,12 @@ from adapter.sim import realistic
 from benchmarks import instances
 from solver.config import SolverConfig
 from solver.disaggregate import PACK_SHARE, REORDER_SHARE
-from solver.encode import restricted
 from solver.model import ClusterState, SolveStatus, StageReport
 from solver.objective import evaluate
 from solver.placement import Placer
 from solver.problem import Problem, prepare
 from solver.relaxation import LinearRows, LpSolution, solve_lp
+from solver.restricted import restricted
 from solver.schedulers import schedule
 from solver.search import Search, StageResult, gang_greedy_placer
 from solver.solution import hint, rounded_down, solution_of

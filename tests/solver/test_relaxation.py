@@ -11,13 +11,12 @@ from solver.encode import (
     ROUNDING,
     Encoding,
     encode,
-    restricted,
-    waiting_pairs,
 )
 from solver.objective import Coefficients
 from solver.packing import pack
 from solver.problem import prepare
 from solver.relaxation import LinearRows, solve_lp
+from solver.restricted import restricted, waiting_pairs
 from solver.solution import solution_of
 from tests.builders import gang, node, pod, pods_of, queue, state
 from tests.solver.encodings import class_model, node_model
