@@ -1,7 +1,11 @@
 """The models of a prepared problem as the CP-SAT scheduler builds them: over classes of
-nodes and over nodes; and what a model prices a decision at."""
+nodes and over nodes; what a model prices a decision at; a solve's shared state."""
 
 from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ortools.sat.python import cp_model
 
@@ -11,6 +15,7 @@ from solver.encode import ROUNDING, Encoding, encode
 from solver.model import ClusterState, Decision
 from solver.objective import Coefficients, coefficients
 from solver.problem import Problem, prepare
+from solver.search import Search
 from solver.shapes import group
 from solver.solution import hint
 
@@ -51,3 +56,10 @@ def model_price(
     status = solver.solve(enc.model)
     assert status == cp_model.OPTIMAL, solver.status_name(status)
     return round(solver.objective_value)
+
+
+def search_for(problem: Problem, config: SolverConfig, pool: ThreadPoolExecutor) -> Search:
+    """A solve's shared state over ``problem``, its clock started now; ``pool`` runs its
+    baseline."""
+    coef = coefficients(problem, config.weights)
+    return Search(problem, config, coef, time.perf_counter(), pool, threading.Event())

@@ -15,11 +15,10 @@ import solver.neighbourhoods
 from benchmarks import instances
 from solver.config import SolverConfig
 from solver.cpsat import solve
-from solver.objective import coefficients
 from solver.problem import prepare
 from solver.search import Ahead, Search
 from solver.validate import check
-from tests.solver.encodings import node_model
+from tests.solver.encodings import node_model, search_for
 from tests.solver.test_beside import recorded_spans
 
 TIMED = SolverConfig(time_limit_s=1.0)
@@ -28,15 +27,7 @@ TIMED = SolverConfig(time_limit_s=1.0)
 def a_search(config: SolverConfig, pool: ThreadPoolExecutor) -> tuple[Search, Any]:
     problem = prepare(instances.realistic(0, 20, 30))
     _, enc = node_model(problem)
-    search = Search(
-        problem,
-        config,
-        coefficients(problem, config.weights),
-        time.perf_counter(),
-        pool,
-        threading.Event(),
-    )
-    return search, enc
+    return search_for(problem, config, pool), enc
 
 
 def ahead_solves(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, float]]:
