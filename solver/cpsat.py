@@ -436,8 +436,9 @@ def _solve(
         # settles the cycle): its whole model's search starts as soon as the node-class
         # stage's first decision is not at its bound (``Search.start_ahead``), on the
         # other core. Real-shaped 40 nodes x 60 gangs, seeds 0-23, 4 solves each way,
-        # alternately: mean gap 1.49 -> 1.32%, solves above 2% 32 -> 22 of 96, objective
-        # x0.9996 (higher on 12 seeds, lower on 6): a tighter bound, from a longer search.
+        # alternately: mean gap 1.38 -> 1.33%, solves above 2% 26 -> 21 of 96, objective
+        # x0.9992 (higher on 6 seeds, lower on 12); started with the cycle, 1.49 -> 1.32%,
+        # 32 -> 22, x0.9996 (12 / 6): a tighter bound, from a longer search.
         search.ahead_of = lambda: Ahead(search, _node_encoding(search, shapes, None), "node-level")
     try:
         _placed(search, shapes, pairs_estimate)

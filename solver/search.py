@@ -182,13 +182,14 @@ class Beside:
 
 
 class Ahead:
-    """A whole model searched on the other core from the start of the cycle, while this
-    thread runs the stages before its turn (the node-class stage, the model's LP-guided
-    searches): each of those is one CP-SAT worker, HiGHS or Python, so the second core
-    was idle but for gang-greedy's milliseconds, and the whole model's search, whose
-    bound is often the decision's, had only the cycle's last quarter. Unhinted: no
-    decision exists yet when it starts. Not for deterministic solves (what it finds by
-    the time its result is read depends on the load)."""
+    """A whole model searched on the other core from early in the cycle (``start_ahead``)
+    to its end, while this thread runs the stages before its turn (the rest of the
+    node-class stage, the model's LP-guided searches): each of those is one CP-SAT
+    worker, HiGHS or Python, so the second core was idle but for gang-greedy's
+    milliseconds, and the whole model's search, whose bound is often the decision's, had
+    only the cycle's last quarter. Unhinted: its model is searched from here on, and no
+    later decision can be given to it as a hint. Not for deterministic solves (what it
+    finds by the time its result is read depends on the load)."""
 
     def __init__(self, search: Search, enc: Encoding, name: str) -> None:
         self.search = search
