@@ -331,15 +331,15 @@ def _search_classes(
     return result.optimal
 
 
-def _node_stage(
-    search: Search, shapes: Shapes, only: set[int] | None, ahead: Ahead | None = None
-) -> None:
-    """The exact model over every shape, or over ``only`` (then topped up greedily).
+def _node_stage(search: Search, shapes: Shapes, only: set[int] | None) -> None:
+    """The exact model over every shape, or over ``only`` (then topped up greedily); over
+    every shape, the whole model's search may already run (``search.ahead``).
 
     Over every shape, its LP guides restricted searches first, as on node classes: the
     whole model's search from a hint improved little within a cycle (real-shaped 40-node
     clusters: 2-13% from the bound)."""
     problem = search.problem
+    ahead = search.ahead if only is None else None
     enc = ahead.enc if ahead is not None else _node_encoding(search, shapes, only)
     if only is None:
         deadline = search.remaining() * (1 - GUIDED_SHARE)
@@ -482,4 +482,4 @@ def _placed(search: Search, shapes: Shapes, pairs_estimate: int) -> None:
         and feasible_pair_estimate(shapes, only) <= limit
         and not search.settled(wait_for_baseline=False)
     ):
-        _node_stage(search, shapes, only, search.ahead if only is None else None)
+        _node_stage(search, shapes, only)
