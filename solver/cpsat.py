@@ -108,9 +108,13 @@ def _lp_stage(search: Search, enc: Encoding, time_limit_s: float, name: str) -> 
     return lp
 
 
-def _node_class_stage(search: Search, shapes: Shapes, share: float, repack: bool) -> None:
+def _node_class_stage(
+    search: Search, shapes: Shapes, share: float, repack: bool, ahead: bool
+) -> None:
     """Admission on classes of nodes: the LP relaxation bounds it and guides a restricted
-    search; small models are then also searched whole. ``repack``: see
+    search; small models are then also searched whole: with ``ahead`` (a node-level
+    stage over every shape follows), on the other core from the first decision on, and
+    read by that stage (``search.Ahead``); else here. ``repack``: see
     ``candidates.repack_counts``."""
     problem = search.problem
     config = search.config
@@ -125,6 +129,8 @@ def _node_class_stage(search: Search, shapes: Shapes, share: float, repack: bool
     # A large model is only searched restricted: its own CP-SAT model is never built.
     agg = encode(problem, shapes, bins, search.coef, pairs, lp_only=large)
     too_big = len(pairs) > config.max_exact_class_pairs
+    if ahead and not too_big and not config.deterministic:
+        search.ahead_of = lambda: Ahead(search, agg, "node-classes")
     # Its RINS rounds are the cycle's last search: no whole search of this model follows,
     # nor a node-level stage over every shape (one over the admitted shapes only, topped
     # up greedily, may still take what they leave).
@@ -132,6 +138,8 @@ def _node_class_stage(search: Search, shapes: Shapes, share: float, repack: bool
     _guided_search(search, agg, "node-classes", left, large, repack, free_waiting=True, last=last)
     if search.settled(wait_for_baseline=False) or too_big or left() < MIN_STAGE_S:
         return
+    if search.ahead is not None:
+        return  # searched whole on the other core already
     # No hint: the greedy decision, followed first, held the search near it (real-shaped
     # 200-node models: 18% gap after 0.6 s hinted, proven optimal in 0.45 s unhinted).
     result = search.run(agg, "node-classes", left(), presolve=False)
@@ -332,15 +340,14 @@ def _search_classes(
 
 
 def _node_stage(search: Search, shapes: Shapes, only: set[int] | None) -> None:
-    """The exact model over every shape, or over ``only`` (then topped up greedily); over
-    every shape, the whole model's search may already run (``search.ahead``).
+    """The exact model over every shape, or over ``only`` (then topped up greedily).
 
     Over every shape, its LP guides restricted searches first, as on node classes: the
     whole model's search from a hint improved little within a cycle (real-shaped 40-node
-    clusters: 2-13% from the bound)."""
+    clusters: 2-13% from the bound). The node-class model's search ahead is read before
+    the last phase, so that its decision may be the one that phase starts from."""
     problem = search.problem
-    ahead = search.ahead if only is None else None
-    enc = ahead.enc if ahead is not None else _node_encoding(search, shapes, only)
+    enc = _node_encoding(search, shapes, only)
     if only is None:
         deadline = search.remaining() * (1 - GUIDED_SHARE)
 
@@ -351,11 +358,11 @@ def _node_stage(search: Search, shapes: Shapes, only: set[int] | None) -> None:
         if search.settled(wait_for_baseline=False) or search.remaining() < MIN_STAGE_S:
             return
     name = "node-level" if only is None else "node-level-admitted"
+    _read_ahead(search)
     values = solution_of(enc, _hint_source(search).placed, search.coef)
-    if ahead is None:
-        hint_values(enc, values)
+    hint_values(enc, values)
     if only is None:
-        result, improved = beside_whole_search(search, enc, name, values, ahead)
+        result, improved = beside_whole_search(search, enc, name, values)
         placer = placer_from_counts(problem, enc, decode_counts(enc, improved.tolist()))
         search.solved.append(placer)
         search.origin[id(placer)] = "node-level-lns"
@@ -370,6 +377,17 @@ def _node_stage(search: Search, shapes: Shapes, only: set[int] | None) -> None:
             placer = topped_up(problem, placer, search.config.weights)
             search.solved.append(placer)
         search.origin[id(placer)] = name
+
+
+def _read_ahead(search: Search) -> None:
+    """The search ahead, if one runs, stopped: its bound counts, its decision is placed."""
+    ahead, search.ahead = search.ahead, None
+    if ahead is None:
+        return
+    result = ahead.result()
+    if result.solution is not None and result.report.bound is not None:
+        search.bounds.append(result.report.bound)
+        place_counts(search, ahead.enc, result.solution, result.report.name)
 
 
 def _node_encoding(search: Search, shapes: Shapes, only: set[int] | None) -> Encoding:
@@ -431,15 +449,6 @@ def _solve(
     shapes = group(problem, coef)
 
     pairs_estimate = feasible_pair_estimate(shapes)
-    if pairs_estimate <= config.max_node_level_pairs and not config.deterministic:
-        # A node-level stage over every shape will follow (unless a stage before it
-        # settles the cycle): its whole model's search starts as soon as the node-class
-        # stage's first decision is not at its bound (``Search.start_ahead``), on the
-        # other core. Real-shaped 40 nodes x 60 gangs, seeds 0-23, 4 solves each way,
-        # alternately: mean gap 1.38 -> 1.33%, solves above 2% 26 -> 21 of 96, objective
-        # x0.9992 (higher on 6 seeds, lower on 12); started with the cycle, 1.49 -> 1.32%,
-        # 32 -> 22, x0.9996 (12 / 6): a tighter bound, from a longer search.
-        search.ahead_of = lambda: Ahead(search, _node_encoding(search, shapes, None), "node-level")
     try:
         _placed(search, shapes, pairs_estimate)
     finally:
@@ -470,7 +479,14 @@ def _placed(search: Search, shapes: Shapes, pairs_estimate: int) -> None:
         # Repacking class counts that nodes could not hold is left to the exact node-level
         # stage where one follows over every shape (real-shaped 40 nodes: a repacked dive
         # took 0.2 s of that stage's time for a decision 70% below the first).
-        _node_class_stage(search, shapes, 1.0 if over else config.aggregate_time_share, repack=over)
+        # Where one follows, the class model's search ahead (``search.Ahead``) is read by
+        # it. In its place, the node-level model's own search ran ahead (stop 46): against
+        # that, real-shaped 40 nodes x 60 gangs, seeds 0-23, three solves each way,
+        # alternately: mean gap 1.33 -> 1.02%, above 2% in 16 -> 8 of 72, objective
+        # x1.0026 (higher on 12 seeds, lower on 9); 60 nodes (seeds 0-11, two each):
+        # 2.81 -> 2.01%, x1.0068 (11 / 1); 80 nodes 2.80 -> 2.33%, x1.0049 (3 / 3).
+        share = 1.0 if over else config.aggregate_time_share
+        _node_class_stage(search, shapes, share, repack=over, ahead=not over)
     search.ahead_of = None  # only the node-class stage's first decision starts it
 
     only: set[int] | None = None

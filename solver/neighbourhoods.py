@@ -28,7 +28,7 @@ from ortools.sat.python import cp_model
 from solver.arrays import IntArray
 from solver.encode import Encoding
 from solver.model import StageReport
-from solver.search import Ahead, Search, StageResult, run_cpsat, set_limits
+from solver.search import Search, StageResult, run_cpsat, set_limits
 
 # Freed per round: a share of the nodes, within these limits (a sub-model of 8-12 nodes
 # of a real-shaped 40-node cluster solved to optimality in 0.01-0.05 s).
@@ -109,19 +109,15 @@ def improve(
 
 
 def beside_whole_search(
-    search: Search, enc: Encoding, name: str, values: IntArray, ahead: Ahead | None
+    search: Search, enc: Encoding, name: str, values: IntArray
 ) -> tuple[StageResult, IntArray]:
-    """The whole model's search (its bound, and its decisions) on one core, neighbourhoods
-    of ``values`` on the other, for the rest of the cycle; the search is ``ahead``'s, if
-    given (started earlier, unhinted), else started here from the model's hint.
+    """The whole model's search (its bound, and its decisions) from the model's hint on
+    one core, neighbourhoods of ``values`` on the other, for the rest of the cycle.
     Real-shaped 40 nodes x 60 gangs, seeds 0-29, two runs each, against the whole model's
     search alone: a higher objective in 39 of 60 solves, lower in 7; mean gap 2.30 -> 2.06%.
     Returns the search's result and the neighbourhoods' best."""
     search.start_baseline()
     time_s = search.remaining()
-    if ahead is not None:  # the whole model's search is already running
-        improved = improve(search, enc, values, time_s, stop=ahead.done)
-        return ahead.result(), improved
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="node-level") as beside:
         whole = beside.submit(run_cpsat, enc, name, time_s, search.config)
         # Once the whole model's search ends (optimal, or its time is up) no

@@ -1,5 +1,6 @@
-"""The whole node-level model searched on the other core from the start of the cycle,
-while the node-class stage and the node-level LP-guided searches run on this one."""
+"""The node-class model searched whole on the other core from the node-class stage's
+first decision, while the rest of that stage and the node-level LP-guided searches run
+on this one; read before the node-level stage's last phase."""
 
 from __future__ import annotations
 
@@ -18,15 +19,16 @@ from solver.cpsat import solve
 from solver.problem import prepare
 from solver.search import Ahead, Search
 from solver.validate import check
-from tests.solver.encodings import node_model, search_for
+from tests.solver.encodings import class_model, search_for
 from tests.solver.test_beside import recorded_spans
 
 TIMED = SolverConfig(time_limit_s=1.0)
 
 
 def a_search(config: SolverConfig, pool: ThreadPoolExecutor) -> tuple[Search, Any]:
-    problem = prepare(instances.realistic(0, 20, 30))
-    _, enc = node_model(problem)
+    """A class model its search does not prove optimal at once (about 1 s alone)."""
+    problem = prepare(instances.realistic(3, 40, 60))
+    _, enc = class_model(problem)
     return search_for(problem, config, pool), enc
 
 
@@ -44,40 +46,47 @@ def ahead_solves(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, float]]:
     return spans
 
 
-def test_a_search_ahead_reports_its_bound_once_its_time_is_up() -> None:
+def test_a_search_ahead_read_early_stops_and_reports_its_bound() -> None:
+    """Its time is the cycle's (here about 60 s): read after 0.3 s, it stops there."""
     with ThreadPoolExecutor(max_workers=1) as pool:
-        search, enc = a_search(SolverConfig(time_limit_s=1.0), pool)
-        ahead = Ahead(search, enc, "node-level")
+        search, enc = a_search(SolverConfig(time_limit_s=60.0), pool)
+        ahead = Ahead(search, enc, "node-classes")
+        time.sleep(0.3)
+        started = time.perf_counter()
         result = ahead.result()
+        waited = time.perf_counter() - started
         ahead.discard()  # read: nothing left to end
+    assert waited < 30.0
     assert result.solution is not None
     report = result.report
     assert report.objective is not None and report.bound is not None
-    assert report.objective <= report.bound  # the whole model's bound is a real one
+    assert report.objective <= report.bound
     assert search.stages == [report]
 
 
 def test_a_search_ahead_discarded_as_it_starts_ends_at_once() -> None:
-    """Its time is the cycle's (here about 60 s): a stop asked before its thread entered
-    the solve must not be lost."""
+    """A stop asked before its thread entered the solve must not be lost."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         search, enc = a_search(SolverConfig(time_limit_s=60.0), pool)
         started = time.perf_counter()
         for _ in range(3):
-            Ahead(search, enc, "node-level").discard()
+            Ahead(search, enc, "node-classes").discard()
         assert time.perf_counter() - started < 30.0
     assert search.stages == []
 
 
-def test_the_whole_node_level_model_is_searched_from_the_node_class_stages_first_decision(
+def test_the_class_model_is_searched_whole_from_the_class_stages_first_decision(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Real-shaped 40 nodes: the whole model's search ran only in the cycle's last
-    quarter (0.24 s of 0.93), beside the neighbourhoods; it now starts once the
-    node-class stage's first decision is short of its bound, and its bound counts."""
+    """Real-shaped 40 nodes: the second core was idle through the node-class stage and
+    the node-level LP-guided searches. The class model's search now runs there from the
+    class stage's first decision (short of its bound) until the node-level stage's last
+    phase, which reads it (its bound counts, its decision is placed) and is not searched
+    again on this core."""
     ahead = ahead_solves(monkeypatch)
     classes = recorded_spans(monkeypatch, solver.cpsat, "_node_class_stage")
     lns = recorded_spans(monkeypatch, solver.neighbourhoods, "improve")
+    placed = recorded_spans(monkeypatch, solver.cpsat, "place_counts")
     cluster = instances.realistic(3, 40, 60)
     decision = solve(cluster, TIMED)
     assert check(cluster, decision) == []
@@ -88,16 +97,20 @@ def test_the_whole_node_level_model_is_searched_from_the_node_class_stages_first
         lns[0],
     )
     assert classes_start < ahead_start < classes_end  # searching during the class stage
-    assert ahead_end > lns_start  # ... and while the neighbourhoods ran
-    assert [s.name for s in decision.stages].count("node-level") == 1
-    bounds = [s.bound for s in decision.stages if s.bound is not None]
-    assert decision.bound == min(bounds)
+    assert classes_end < ahead_end < lns_start  # ... and after it, until read
+    assert any(ahead_end < start < lns_start for start, _ in placed)  # its decision placed
+    names = [s.name for s in decision.stages]
+    assert names.count("node-classes") == 1 and names.count("node-level") == 1
+    ahead_report = next(s for s in decision.stages if s.name == "node-classes")
+    assert ahead_report.bound is not None
+    assert decision.bound == min(s.bound for s in decision.stages if s.bound is not None)
 
 
-def test_an_easy_cycle_builds_and_searches_nothing_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_easy_cycle_searches_nothing_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
     """Identical gangs on identical nodes (scheduler_perf's shape, each node with its
-    hostname): the node-class stage's first decision is at its bound, so no node-level
-    model is built (it took the decision's CPU from 0.07 to 0.2 s at 1,000 nodes)."""
+    hostname): the node-class stage's first decision is at its bound, so nothing is
+    searched ahead (a node-level search ahead, started with the cycle, took the
+    decision's CPU from 0.07 to 0.2 s at 1,000 nodes)."""
     ahead = ahead_solves(monkeypatch)
     cluster = instances.scheduler_perf(1000, 1000)
     cluster = cluster.model_copy(
@@ -120,7 +133,7 @@ def test_deterministic_solves_search_nothing_ahead(monkeypatch: pytest.MonkeyPat
     config = SolverConfig(time_limit_s=1.0, deterministic=True)
     decision = solve(instances.realistic(3, 40, 60), config)
     assert ahead == []
-    assert [s.name for s in decision.stages].count("node-level") == 1  # searched after
+    assert [s.name for s in decision.stages].count("node-level") == 1
 
 
 def test_no_search_ahead_where_no_node_level_stage_over_every_shape_follows(
@@ -146,4 +159,4 @@ def test_a_stage_that_fails_leaves_no_search_running_ahead(
     with pytest.raises(RuntimeError, match="node-level stage failed"):
         solve(instances.realistic(3, 40, 60), SolverConfig(time_limit_s=60.0))
     assert len(ahead) == 1 and ahead[0][1] - started < 30.0
-    assert not [t for t in threading.enumerate() if t.name.startswith("node-level")]
+    assert not [t for t in threading.enumerate() if t.name.startswith("node-classes")]

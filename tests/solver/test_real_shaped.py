@@ -325,8 +325,8 @@ def test_rins_rounds_start_from_the_baseline_when_the_dive_found_nothing(
     # on the wall clock: a 1 s limit once left the rounds no time on a loaded machine (a
     # fresh clone's run, stop 37); 3 s leaves them plenty wherever the test runs.
     decision = schedule(cluster, "cpsat", SolverConfig(time_limit_s=3.0))
-    # The node-level model's search ahead, on the other core, is not one of the rounds.
-    classes = [name for name in names if name.startswith("node-classes")]
+    # The node-class model's whole search ahead, on the other core, is not one of them.
+    classes = [name for name in names if name.startswith("node-classes-")]
     assert classes[:2] == ["node-classes-lp-guided", "node-classes-rins"]
     assert check(cluster, decision) == []
 

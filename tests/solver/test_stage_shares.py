@@ -33,10 +33,11 @@ def test_the_node_classes_take_all_the_time_unless_a_node_level_stage_over_every
     shares: list[float] = []
     original = solver.cpsat._node_class_stage
 
-    def recorded(search: Any, shapes: Any, share: float, repack: bool) -> None:
+    def recorded(search: Any, shapes: Any, share: float, repack: bool, ahead: bool) -> None:
         shares.append(share)
         assert repack == whole  # repacking, too, is left to a node-level stage over all
-        original(search, shapes, share, repack)
+        assert ahead != whole  # its whole search ahead is read by that stage only
+        original(search, shapes, share, repack, ahead)
 
     monkeypatch.setattr(solver.cpsat, "_node_class_stage", recorded)
     decision = solver.cpsat.solve(cluster, CONFIG)
