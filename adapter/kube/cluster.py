@@ -21,10 +21,11 @@ from kubernetes import client
 from adapter.cluster import ClusterError, CycleReport
 from adapter.kube.binder import Binder, Fence, always, without_retries
 from adapter.kube.cache import ClusterCache
-from adapter.kube.convert import Finding, convert
+from adapter.kube.convert import convert
 from adapter.kube.evictor import Evictor
 from adapter.kube.heap import collections_paused
 from adapter.kube.memo import Memo
+from adapter.kube.reading import Finding
 from adapter.kube.reflector import Reflector
 from adapter.kube.reporter import Reporter
 from adapter.kube.resources import DIALECTS, Resource, discover

@@ -22,7 +22,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from adapter.errors import validation_lines
 from adapter.kube import dialects
@@ -45,8 +45,9 @@ from adapter.kube.fields import (
     quantities,
 )
 from adapter.kube.jobs import job_pods, template_of
-from adapter.kube.memo import Memo, Shapes, memo_key
+from adapter.kube.memo import Memo, Shapes
 from adapter.kube.pods import TASK_ANNOTATION, pod_of_object, room_held
+from adapter.kube.reading import MISSING, Finding, Reading
 from adapter.kube.unmodelled import BoundAntiAffinity, kept_off
 from adapter.kube.volumes import Claims, Waits
 from solver.model import PODS as PODS_RESOURCE
@@ -63,25 +64,6 @@ from solver.model import (
 VOLUME_KINDS = ("PersistentVolumeClaim", "PersistentVolume")
 NOT_READY, UNREACHABLE = "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"
 ROOM_ONLY = "read only for the room it holds"
-
-
-class Finding(BaseModel):
-    """An object gangsat could not use, and why: reported, never fatal."""
-
-    model_config = ConfigDict(frozen=True)
-
-    kind: str
-    name: str
-    message: str
-    # The Event's reason: a spec gangsat cannot use, or a pod that waits for something
-    # to change (its volumes) as kube-scheduler reports one it cannot place.
-    reason: str = "InvalidSpec"
-    # A pod that waits: its PodGroup's gang (none for a pod of no group), whose status
-    # then says why it waits too.
-    gang: str | None = None
-
-    def __str__(self) -> str:
-        return f"{self.kind} {self.name}: {self.message}"
 
 
 READ_KINDS = (
@@ -175,12 +157,11 @@ def convert(
     ``memo`` (kept by the caller from one cycle to the next) saves re-reading objects
     that have not changed since: on a big cluster most of them."""
     findings: list[Finding] = []
-    fresh = Memo()
-    seen = memo.by_id if memo is not None else {}
-    shapes = Shapes(memo.shapes if memo is not None else {}, fresh.shapes)
+    reading = Reading(memo, findings)
+    shapes = Shapes(memo.shapes if memo is not None else {}, reading.fresh.shapes)
     items = []
     for o in objects:
-        if id(o) in seen and seen[id(o)][0] is o:
+        if reading.known(o):
             items.append(o)  # its shape was read when it was first seen
             continue
         if not isinstance(o, Mapping):
@@ -203,60 +184,12 @@ def convert(
                 priorities[name] = value
                 if o.get("globalDefault"):
                     default_priority = value
-
-    priority_key = (tuple(sorted(priorities.items())), default_priority, tuple(scheduler_names))
-    missing = object()
-
-    def recall(o: Obj) -> Any:
-        """What ``o`` converted to last time if it is the very object seen then, as read
-        with the same priorities and scheduler names; else ``missing``."""
-        hit = seen.get(id(o))
-        if hit is None or hit[0] is not o or hit[1][-1] != priority_key:
-            return missing
-        _, key, value, finding = fresh.by_id[id(o)] = hit
-        fresh.by_key[key] = (value, finding)
-        if finding is not None:
-            findings.append(finding)
-        return value
-
-    def attempt(kind: str, o: Obj, build: Any) -> Any:
-        if memo is None:
-            return _build(kind, o, build)
-        value = recall(o)
-        if value is not missing:
-            return value
-        read_key = memo_key(kind, o, priority_key)
-        if read_key is None:
-            return _build(kind, o, build)
-        if read_key in memo.by_key:
-            value, finding = memo.by_key[read_key]
-            if finding is not None:
-                findings.append(finding)
-        else:
-            known = len(findings)
-            value = _build(kind, o, build)
-            finding = findings[known] if len(findings) > known else None
-        fresh.by_key[read_key] = (value, finding)
-        fresh.by_id[id(o)] = (o, read_key, value, finding)
-        return value
-
-    def _build(kind: str, o: Obj, build: Any) -> Any:
-        metadata = o.get("metadata") or {}
-        label = (
-            f"{metadata.get('namespace')}/{metadata.get('name')}"
-            if metadata.get("namespace")
-            else str(metadata.get("name"))
-        )
-        try:
-            return build()
-        except BadObject as e:
-            findings.append(Finding(kind=kind, name=label, message=str(e)))
-        except ValidationError as e:
-            lines = validation_lines(label, e, None)
-            findings.append(Finding(kind=kind, name=label, message="; ".join(lines)))
-        except (KeyError, TypeError, AttributeError) as e:
-            findings.append(Finding(kind=kind, name=label, message=f"malformed: {e!r}"))
-        return None
+    reading.priority_key = (
+        tuple(sorted(priorities.items())),
+        default_priority,
+        tuple(scheduler_names),
+    )
+    attempt, recall = reading.attempt, reading.recall
 
     unread: Counter[str] = Counter()  # kinds gangsat does not read
     others: Counter[str] = Counter()  # pending pods by another scheduler's name
@@ -361,7 +294,7 @@ def convert(
             # Seen as it is: it passed the checks below then (the scheduler names are in
             # the memo's key), and reading it again would cost more than converting did.
             pod = recall(o)
-            if pod is missing:
+            if pod is MISSING:
                 if finished(o.get("status")):
                     # A member that ran to completion counts towards minMember.
                     if (o.get("status") or {}).get("phase") == "Succeeded":
@@ -426,34 +359,8 @@ def convert(
                 if pod.gang is not None:
                     owned.add(pod.gang)
 
-    for name in sorted(unknown_room):
-        # What is free there is unknown: no new pod goes there this cycle, whatever it
-        # tolerates (every pod takes a pod slot, and the node has none).
-        room = {**nodes[name].allocatable.root, PODS_RESOURCE: 0}
-        # ... nor counts towards any queue's share or enqueue room (``Node.ready``).
-        update = {"allocatable": Resources(room), "ready": False}
-        nodes[name] = nodes[name].model_copy(update=update)
-        message = "a pod bound here has requests gangsat cannot read: no new pods here"
-        findings.append(Finding(kind="Node", name=name, message=message))
-    placeable: dict[str, list[tuple[str, bool]]] = {}
-    for name, (used, uid) in claiming.items():
-        if pods[name].gates:
-            continue  # not scheduled until its gates lift: its claims are read then
-        try:
-            pods[name] = claims.placed(pods[name], used, uid)
-            placeable[name] = used
-        except (Waits, BadObject) as e:
-            pod = pods.pop(name)
-            waits = isinstance(e, Waits)
-            reason, gang = ("FailedScheduling", pod.gang) if waits else ("InvalidSpec", None)
-            findings.append(
-                Finding(kind="Pod", name=name, message=str(e), reason=reason, gang=gang)
-            )
-    for name, why in sorted(claims.one_at_a_time(placeable).items()):
-        gang = pods.pop(name).gang
-        findings.append(
-            Finding(kind="Pod", name=name, message=why, reason="FailedScheduling", gang=gang)
-        )
+    _closed(nodes, unknown_room, findings)
+    _claims_read(pods, claims, claiming, findings)
     for o, name in pending if anti.terms else ():
         if name in pods and (off := anti.requirements_for(o, nodes)):
             pods[name] = kept_off(pods[name], off)
@@ -474,8 +381,7 @@ def convert(
     }
     for name in (budgeted | opaque) & gangs.keys():
         gangs[name] = gangs[name].model_copy(update={"preemptible": False})
-    if memo is not None:
-        memo.by_key, memo.by_id, memo.shapes = fresh.by_key, fresh.by_id, fresh.shapes
+    reading.kept()
     state = ClusterState(
         nodes=tuple(nodes.values()),
         pods=tuple(pods.values()),
@@ -494,6 +400,49 @@ def convert(
         for kind, count in sorted(unread.items())
     ]
     return Conversion(state, findings, ignored, frozenset(foreign - owned))
+
+
+def _closed(nodes: dict[str, Node], unknown_room: Collection[str], findings: list[Finding]) -> None:
+    """Nodes with a bound pod whose requests cannot be read: what is free there is
+    unknown, so no new pod goes there this cycle, whatever it tolerates (every pod takes
+    a pod slot, and the node has none), nor does it count towards any queue's share or
+    enqueue room (``Node.ready``)."""
+    for name in sorted(unknown_room):
+        room = {**nodes[name].allocatable.root, PODS_RESOURCE: 0}
+        update = {"allocatable": Resources(room), "ready": False}
+        nodes[name] = nodes[name].model_copy(update=update)
+        message = "a pod bound here has requests gangsat cannot read: no new pods here"
+        findings.append(Finding(kind="Node", name=name, message=message))
+
+
+def _claims_read(
+    pods: dict[str, Pod],
+    claims: Claims,
+    claiming: Mapping[str, tuple[list[tuple[str, bool]], str | None]],
+    findings: list[Finding],
+) -> None:
+    """Pending pods with volume claims (``claiming``: their claims and uid), checked once
+    every user of a claim is known: each placed where its volumes allow, or taken out of
+    the snapshot with a finding (it waits, or its spec cannot be used)."""
+    placeable: dict[str, list[tuple[str, bool]]] = {}
+    for name, (used, uid) in claiming.items():
+        if pods[name].gates:
+            continue  # not scheduled until its gates lift: its claims are read then
+        try:
+            pods[name] = claims.placed(pods[name], used, uid)
+            placeable[name] = used
+        except (Waits, BadObject) as e:
+            pod = pods.pop(name)
+            waits = isinstance(e, Waits)
+            reason, gang = ("FailedScheduling", pod.gang) if waits else ("InvalidSpec", None)
+            findings.append(
+                Finding(kind="Pod", name=name, message=str(e), reason=reason, gang=gang)
+            )
+    for name, why in sorted(claims.one_at_a_time(placeable).items()):
+        gang = pods.pop(name).gang
+        findings.append(
+            Finding(kind="Pod", name=name, message=why, reason="FailedScheduling", gang=gang)
+        )
 
 
 def _count_succeeded(pod: Obj, succeeded: defaultdict[str, Counter[str]]) -> None:

@@ -34,12 +34,12 @@ from kubernetes.client.exceptions import ApiException
 
 from adapter.cluster import CycleReport, GangStatus
 from adapter.kube.cache import ClusterCache, Obj, key_of, split_key
-from adapter.kube.convert import Finding
 from adapter.kube.dialects import VOLCANO_GROUP, workload_template
 from adapter.kube.enqueue import to_enqueue
 from adapter.kube.events import Events
 from adapter.kube.fields import stored_status
 from adapter.kube.queue_report import allocated_by_queue, queue_writes
+from adapter.kube.reading import Finding
 from adapter.kube.resources import (
     DIALECTS,
     NODES,

@@ -1,0 +1,121 @@
+"""Reading objects into snapshot values, each once per change: what cannot be used
+becomes a ``Finding`` (reported, never fatal), and what was read is kept in a ``Memo``
+for the next snapshot (``adapter.kube.convert``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from adapter.errors import validation_lines
+from adapter.kube.fields import BadObject, Obj
+from adapter.kube.memo import Memo, memo_key
+
+
+class Finding(BaseModel):
+    """An object gangsat could not use, and why: reported, never fatal."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str
+    name: str
+    message: str
+    # The Event's reason: a spec gangsat cannot use, or a pod that waits for something
+    # to change (its volumes) as kube-scheduler reports one it cannot place.
+    reason: str = "InvalidSpec"
+    # A pod that waits: its PodGroup's gang (none for a pod of no group), whose status
+    # then says why it waits too.
+    gang: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name}: {self.message}"
+
+
+MISSING = object()  # ``Reading.recall``'s answer for an object not seen as it is
+
+
+class Reading:
+    """One snapshot's reads: its findings, and its memo for the next (``memo``, kept by
+    the caller from one snapshot to the next; None: nothing kept).
+
+    ``priority_key`` is what every read depends on besides the object itself (the
+    PriorityClasses and the scheduler names): a value read under another is read again.
+    """
+
+    def __init__(self, memo: Memo | None, findings: list[Finding]) -> None:
+        self.memo = memo
+        self.findings = findings
+        self.fresh = Memo()
+        self.seen = memo.by_id if memo is not None else {}
+        self.priority_key: tuple[Any, ...] = ()
+
+    def known(self, o: Obj) -> bool:
+        """Whether ``o`` is the very object a snapshot before read."""
+        hit = self.seen.get(id(o))
+        return hit is not None and hit[0] is o
+
+    def recall(self, o: Obj) -> Any:
+        """What ``o`` converted to last time if it is the very object seen then, as read
+        with the same priorities and scheduler names; else MISSING."""
+        hit = self.seen.get(id(o))
+        if hit is None or hit[0] is not o or hit[1][-1] != self.priority_key:
+            return MISSING
+        _, key, value, finding = self.fresh.by_id[id(o)] = hit
+        self.fresh.by_key[key] = (value, finding)
+        if finding is not None:
+            self.findings.append(finding)
+        return value
+
+    def attempt(self, kind: str, o: Obj, build: Callable[..., Any]) -> Any:
+        """``build()``'s value for ``o`` (None, with a finding, where it fails), or what
+        it gave for the same object or an unchanged copy of it last time."""
+        memo = self.memo
+        if memo is None:
+            return self._build(kind, o, build)
+        value = self.recall(o)
+        if value is not MISSING:
+            return value
+        read_key = memo_key(kind, o, self.priority_key)
+        if read_key is None:
+            return self._build(kind, o, build)
+        if read_key in memo.by_key:
+            value, finding = memo.by_key[read_key]
+            if finding is not None:
+                self.findings.append(finding)
+        else:
+            before = len(self.findings)
+            value = self._build(kind, o, build)
+            finding = self.findings[before] if len(self.findings) > before else None
+        self.fresh.by_key[read_key] = (value, finding)
+        self.fresh.by_id[id(o)] = (o, read_key, value, finding)
+        return value
+
+    def _build(self, kind: str, o: Obj, build: Callable[..., Any]) -> Any:
+        metadata = o.get("metadata") or {}
+        label = (
+            f"{metadata.get('namespace')}/{metadata.get('name')}"
+            if metadata.get("namespace")
+            else str(metadata.get("name"))
+        )
+        try:
+            return build()
+        except BadObject as e:
+            self.findings.append(Finding(kind=kind, name=label, message=str(e)))
+        except ValidationError as e:
+            lines = validation_lines(label, e, None)
+            self.findings.append(Finding(kind=kind, name=label, message="; ".join(lines)))
+        except (KeyError, TypeError, AttributeError) as e:
+            self.findings.append(Finding(kind=kind, name=label, message=f"malformed: {e!r}"))
+        return None
+
+    def kept(self) -> None:
+        """This snapshot's reads kept for the next, in place of the last one's."""
+        if self.memo is not None:
+            fresh = self.fresh
+            self.memo.by_key, self.memo.by_id, self.memo.shapes = (
+                fresh.by_key,
+                fresh.by_id,
+                fresh.shapes,
+            )
