@@ -186,11 +186,11 @@ class Ahead:
     stage's first decision (``Search.start_ahead``) until the node-level stage's last
     phase reads it: each stage between is one CP-SAT worker, HiGHS or Python, so the
     second core was idle but for gang-greedy's milliseconds. Searched whole, with
-    presolve and unhinted, the class model's own bound is often proven within a second
-    where the node-level model's is not (real-shaped 40 nodes, seed 3: 0.06% from its
-    optimum in 0.94 s alone; the node-level model 3% after 1 s, 0.1% after 9 s), and its
-    decisions are often better than the LP-guided ones. Not for deterministic solves
-    (what it finds by the time it is read depends on the load)."""
+    presolve and unhinted, the class model often gets far closer to its bound within a
+    second than the node-level model to its own (real-shaped 40 nodes, seed 3, alone:
+    0.1-3.5% in 0.6 s over six CP-SAT seeds, one proving its optimum; the node-level
+    model 3% after 1 s, 0.1% after 9 s), and its bound is one on the real problem. Not
+    for deterministic solves (what it finds by the time it is read depends on the load)."""
 
     def __init__(self, search: Search, enc: Encoding, name: str) -> None:
         self.search = search

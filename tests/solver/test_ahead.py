@@ -97,7 +97,7 @@ def test_the_class_model_is_searched_whole_from_the_class_stages_first_decision(
         lns[0],
     )
     assert classes_start < ahead_start < classes_end  # searching during the class stage
-    assert classes_end < ahead_end < lns_start  # ... and after it, until read
+    assert ahead_end < lns_start  # ... until read, before the last phase
     assert any(ahead_end < start < lns_start for start, _ in placed)  # its decision placed
     names = [s.name for s in decision.stages]
     assert names.count("node-classes") == 1 and names.count("node-level") == 1
