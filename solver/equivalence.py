@@ -25,6 +25,7 @@ import numpy as np
 
 from solver.arrays import BoolArray, IntArray
 from solver.model import NODE_NAME_FIELD, Node, Pod, TaintEffect
+from solver.predicates import Feasibility
 
 # A node's name as ``node_view`` reads it for a pod's ``matchFields``: not a label key
 # (a colon is not allowed in one), so no label can stand for it.
@@ -79,6 +80,37 @@ def node_view(node: Node, keys: Sequence[tuple[str, frozenset[str] | None]]) -> 
         else:
             seen.append(value)
     return (tuple(seen), taints, node.unschedulable)
+
+
+class NodeViews:
+    """``nodes`` as this cycle's ``pending`` pods see them (``node_view``): predicates run
+    once per distinct view and placement key, and the verdicts are broadcast to the nodes
+    (``feasible_nodes``)."""
+
+    def __init__(self, nodes: Sequence[Node], pending: Iterable[Pod]) -> None:
+        self.feasibility = Feasibility()
+        read_keys = sorted(read_label_keys(pending).items())
+        key_of_view: dict[tuple[object, ...], int] = {}
+        self.exemplars: list[Node] = []  # one node per view
+        view_index: list[int] = []
+        for n in nodes:
+            k = key_of_view.setdefault(node_view(n, read_keys), len(key_of_view))
+            if k == len(self.exemplars):
+                self.exemplars.append(n)
+            view_index.append(k)
+        self.view_of_node: IntArray = np.array(view_index, dtype=np.int64)
+        # Per placement key (``Pod.placement_key``), whether each node may take the pod.
+        self.feasible: dict[tuple[object, ...], BoolArray] = {}
+
+    def feasible_nodes(self, pod: Pod) -> BoolArray:
+        key = pod.placement_key()
+        if key not in self.feasible:
+            verdicts = np.array(
+                [self.feasibility.reason(pod, exemplar) is None for exemplar in self.exemplars],
+                dtype=np.bool_,
+            )
+            self.feasible[key] = verdicts[self.view_of_node]
+        return self.feasible[key]
 
 
 ALLOCATABLE_STEP = 1.01  # nodes within about 1% of each other's allocatable may share a class

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from solver.arrays import BoolArray, IntArray
-from solver.equivalence import node_classes, node_view, read_label_keys
+from solver.equivalence import NodeViews, node_classes
 from solver.fairness import deserved
 from solver.held import Held
 from solver.model import (
@@ -274,33 +274,8 @@ def prepare(state: ClusterState) -> Problem:
         queues_by_name[DEFAULT_QUEUE] = Queue(name=DEFAULT_QUEUE, weight=1)
     q_index = {name: i for i, name in enumerate(queue_names)}
 
-    feasibility = Feasibility()
-    # Predicates run once per distinct view of a node (the labels pending pods read, its
-    # taints, its cordon) and placement key, then broadcast to the nodes.
-    read_keys = sorted(read_label_keys(state.pending_pods()).items())
-    key_of_node: dict[tuple[object, ...], int] = {}
-    key_exemplar: list[Node] = []
-    view_index: list[int] = []
-    for n in nodes:
-        view = node_view(n, read_keys)
-        k = key_of_node.setdefault(view, len(key_of_node))
-        if k == len(key_exemplar):
-            key_exemplar.append(n)
-        view_index.append(k)
-    node_key_index = np.array(view_index, dtype=np.int64)
-    feasible_by_placement: dict[tuple[object, ...], BoolArray] = {}
-
-    def feasible_nodes(pod: Pod) -> BoolArray:
-        key = pod.placement_key()
-        if key not in feasible_by_placement:
-            verdicts = np.array(
-                [feasibility.reason(pod, exemplar) is None for exemplar in key_exemplar],
-                dtype=np.bool_,
-            )
-            feasible_by_placement[key] = (
-                verdicts[node_key_index] if len(nodes) else np.zeros(0, dtype=np.bool_)
-            )
-        return feasible_by_placement[key]
+    views = NodeViews(nodes, state.pending_pods())
+    feasible_nodes = views.feasible_nodes
 
     gangs: list[GangInfo] = []
     classes: list[PodClass] = []
@@ -401,6 +376,36 @@ def prepare(state: ClusterState) -> Problem:
 
     held.add_to(used)
 
+    ranks = _ranked_and_shaped(gangs, classes, state)
+    queues = _queue_infos(queue_names, queues_by_name, r_index, used, used + pending_demand, totals)
+    return Problem(
+        state=state,
+        resources=resources,
+        nodes=nodes,
+        allocatable=allocatable,
+        free=free,
+        overcommitted=overcommitted,
+        empty=empty,
+        gpu_node=gpu_node,
+        totals=totals,
+        queues=queues,
+        gangs=gangs,
+        classes=classes,
+        node_classes=node_classes(allocatable, list(views.feasible.values())),
+        invalid=invalid,
+        waiting_pods=waiting,
+        feasibility=views.feasibility,
+        node_key_index=views.view_of_node,
+        key_nodes=views.exemplars,
+        ranks=ranks,
+    )
+
+
+def _ranked_and_shaped(
+    gangs: list[GangInfo], classes: list[PodClass], state: ClusterState
+) -> dict[int, int]:
+    """Each gang's rank among the priorities in ``state``, and its shape (gangs of one
+    shape are interchangeable: ``solver.shapes``); returns the ranks by priority."""
     levels = {g.priority for g in gangs} | {g.priority for g in state.gangs}
     ranks = {p: i for i, p in enumerate(sorted(levels))}
     shape_ids: dict[tuple[object, ...], int] = {}
@@ -418,29 +423,7 @@ def prepare(state: ClusterState) -> Problem:
             g.name if g.running else None,
         )
         g.shape = shape_ids.setdefault(key, len(shape_ids))
-
-    queues = _queue_infos(queue_names, queues_by_name, r_index, used, used + pending_demand, totals)
-    return Problem(
-        state=state,
-        resources=resources,
-        nodes=nodes,
-        allocatable=allocatable,
-        free=free,
-        overcommitted=overcommitted,
-        empty=empty,
-        gpu_node=gpu_node,
-        totals=totals,
-        queues=queues,
-        gangs=gangs,
-        classes=classes,
-        node_classes=node_classes(allocatable, list(feasible_by_placement.values())),
-        invalid=invalid,
-        waiting_pods=waiting,
-        feasibility=feasibility,
-        node_key_index=node_key_index,
-        key_nodes=key_exemplar,
-        ranks=ranks,
-    )
+    return ranks
 
 
 def _queue_infos(
