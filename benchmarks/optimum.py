@@ -70,10 +70,10 @@ def solve_mip(rows: LinearRows, time_limit_s: float) -> MipResult:
     m = matrices(rows)
     started = time.perf_counter()
     result = milp(
-        m.cost,
-        constraints=LinearConstraint(m.a_ub, -np.inf, m.b_ub),
+        -m.cost,  # milp minimises
+        constraints=LinearConstraint(m.matrix, m.low, m.high),
         integrality=np.ones(len(m.cost)),
-        bounds=Bounds(m.bounds[:, 0], m.bounds[:, 1]),
+        bounds=Bounds(m.col_low, m.col_high),
         options={"time_limit": time_limit_s, "mip_rel_gap": MIP_GAP, "disp": False},
     )
     wall = time.perf_counter() - started
@@ -81,7 +81,7 @@ def solve_mip(rows: LinearRows, time_limit_s: float) -> MipResult:
     dual = getattr(result, "mip_dual_bound", None)
     bound = bound_of(-float(dual)) if dual is not None and math.isfinite(dual) else None
     # Of the rounded values (what is decoded and scored), not of HiGHS' own x.
-    objective = round(-float(m.cost @ np.array(values))) if values is not None else None
+    objective = round(float(m.cost @ np.array(values))) if values is not None else None
     return MipResult(objective, bound, values, wall)
 
 

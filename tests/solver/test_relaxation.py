@@ -35,6 +35,23 @@ def test_lp_optimum_is_rounded_up_into_a_bound() -> None:
     assert np.allclose(lp.values, [3.0, 0.5])
 
 
+def test_a_ranged_row_keeps_both_sides() -> None:
+    # max -x - y, 1 <= x + y <= 3: the optimum is on the lower side, x + y = 1 (without
+    # it, 0 at x = y = 0). With x - y = 2 too (a row whose sides are equal), x = 2, y = 0.
+    rows = LinearRows()
+    rows.add_var(0, 5)
+    rows.add_var(0, 5)
+    rows.add_row([0, 1], [1, 1], 1, 3)
+    rows.maximise([0, 1], [-1, -1])
+    lp = solve_lp(rows, 1.0)
+    assert lp is not None
+    assert lp.values.sum() == pytest.approx(1.0)
+    rows.add_row([0, 1], [1, -1], 2, 2)
+    lp = solve_lp(rows, 1.0)
+    assert lp is not None
+    assert np.allclose(lp.values, [2.0, 0.0])
+
+
 def test_an_infeasible_lp_gives_no_bound() -> None:
     rows = LinearRows()
     rows.add_var(0, 1)
