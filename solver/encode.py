@@ -195,20 +195,42 @@ def build_variables(
 
 
 def add_gang_all_or_nothing(enc: Encoding) -> None:
-    """need x admitted <= placed; per class, placed <= pods per gang x admitted."""
+    """need x admitted <= placed; per class, placed <= pods per gang x admitted.
+
+    In a model only its LP is solved of (``Encoding.lp_only``), where a gang needs every
+    pod (minMember = its pods, the usual case) and each of its classes has pairs, each
+    class's row is an equality and the need row, implied, is left out: the same LP in
+    fewer rows (real-shaped 5,000 nodes x 7,500 gangs: 8,100 instead of 11,200; the LP
+    1.65 -> 1.17 s, 2,000 nodes 0.61 -> 0.44 s, the same bounds). Not in CP-SAT models:
+    their searches did worse with it (real-shaped 40 nodes, seeds 0-23, two solves each:
+    mean gap 0.97 -> 1.21%)."""
+    shapes = enc.shapes
+    whole = (
+        {
+            s
+            for s in enc.admitted
+            if all(c in enc.class_span for c in shapes.shapes[s].classes)
+            and sum(shapes.classes[c].per_gang for c in shapes.shapes[s].classes)
+            == shapes.shapes[s].need
+        }
+        if enc.lp_only
+        else set()
+    )
     for c, (start, end) in enc.class_span.items():
-        sc = enc.shapes.classes[c]
+        sc = shapes.classes[c]
         members = list(range(start, end))
         admitted = enc.admitted.get(sc.shape)
         if admitted is None:  # running gangs: extras only, up to the pods there are
             if len(members) > 1:
                 _linear(enc, members, [1] * len(members), 0, sc.count)
             continue
-        _linear(enc, [*members, admitted], [1] * len(members) + [-sc.per_gang], -INF, 0)
+        low = 0 if sc.shape in whole else -INF
+        _linear(enc, [*members, admitted], [1] * len(members) + [-sc.per_gang], low, 0)
     for s, admitted in enc.admitted.items():
         members = enc.shape_span(s)
-        need = enc.shapes.shapes[s].need
-        _linear(enc, [*members, admitted], [1] * len(members) + [-need], 0, INF)
+        need = shapes.shapes[s].need
+        if s not in whole:
+            _linear(enc, [*members, admitted], [1] * len(members) + [-need], 0, INF)
         for task_classes, task_need in task_positions(enc.problem, enc.shapes, s):
             of_task = enc.classes_span(task_classes)
             # each admitted gang places its task's minimum (Volcano's minTaskMember)

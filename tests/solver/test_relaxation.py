@@ -52,6 +52,33 @@ def test_a_ranged_row_keeps_both_sides() -> None:
     assert np.allclose(lp.values, [2.0, 0.0])
 
 
+def test_an_lp_only_model_writes_whole_gangs_as_equalities() -> None:
+    """A gang that needs every pod: in a model only its LP is solved of, each class row
+    is an equality and the need row is left out; a gang that needs fewer than its pods
+    keeps both. The LP's bound is the same either way."""
+    s = state(
+        nodes=[node("small").cap(cpu=4, memory="16Gi"), node("large").cap(cpu=8, memory="32Gi")],
+        pods=[*pods_of("whole", 3, cpu=2), *pods_of("elastic", 4, cpu=3)],
+        gangs=[gang("whole", 3), gang("elastic", 2)],
+    )
+    problem = prepare(s)
+    coef, enc = class_model(problem)
+    lean = encode(problem, enc.shapes, enc.bins, coef, enc.pairs, lp_only=True)
+    assert len(lean.rows.row_low) == len(enc.rows.row_low) - 1
+    whole = next(
+        sh.index for sh in enc.shapes.shapes if problem.gangs[sh.gangs[0]].name == "whole"
+    )
+    (c,) = enc.shapes.shapes[whole].classes
+    span = list(range(*enc.class_span[c]))
+    sides = zip(lean.rows.row_vars, lean.rows.row_low, lean.rows.row_high, strict=True)
+    own = {*span, lean.admitted[whole]}
+    rows = [(lo, hi) for variables, lo, hi in sides if set(variables) == own]
+    assert rows == [(0, 0)]
+    full_lp, lean_lp = solve_lp(enc.rows, 1.0), solve_lp(lean.rows, 1.0)
+    assert full_lp is not None and lean_lp is not None
+    assert full_lp.bound == lean_lp.bound
+
+
 def test_an_infeasible_lp_gives_no_bound() -> None:
     rows = LinearRows()
     rows.add_var(0, 1)
@@ -109,11 +136,10 @@ def test_an_lp_only_encoding_has_the_rows_and_bound_but_no_cp_sat_model() -> Non
     coef, enc = _class_model()
     lean = encode(enc.problem, enc.shapes, enc.bins, coef, enc.pairs, lp_only=True)
     assert len(lean.model.proto.variables) == 0 and len(lean.model.proto.constraints) == 0
-    assert lean.size() == enc.size() == (
-        len(enc.model.proto.variables),
-        len(enc.model.proto.constraints),
-    )
-    assert lean.rows == enc.rows
+    assert enc.size() == (len(enc.model.proto.variables), len(enc.model.proto.constraints))
+    # The same variables; whole gangs' rows as equalities, fewer (see the test below).
+    assert lean.rows.low == enc.rows.low and lean.rows.high == enc.rows.high
+    assert lean.size()[1] < enc.size()[1]
     full_lp, lean_lp = solve_lp(enc.rows, 1.0), solve_lp(lean.rows, 1.0)
     assert full_lp is not None and lean_lp is not None and full_lp.bound == lean_lp.bound
     # What is searched is restricted from it, and that is a whole CP-SAT model again.
