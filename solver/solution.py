@@ -106,6 +106,14 @@ def decode_admitted(enc: Encoding, solution: Sequence[int]) -> set[int]:
 
 
 ROUNDING_TOLERANCE = 1e-6  # of HiGHS' values: within it of an integer, they are it
+# A shape's admitted gangs this close to one more are rounded up, their pods put back as
+# any admitted gang's: rounded down, one gang the LP admitted at 0.96 took 9% of the
+# decision's objective with it (real-shaped 1,000 nodes, seed 23: 5.6% from the bound
+# instead of 1.5%). Whatever its pods then take from others, the disaggregation places
+# the higher priorities first and withdraws what does not fit. Seeds 0-35 at 1,000 nodes,
+# one solve each, against rounding down: mean gap 1.88 -> 1.86% (0.5: 1.86%), worst
+# 5.60 -> 2.83%; 200 nodes, seeds 0-23: 1.57 -> 1.51%.
+ROUND_UP_ADMITTED = 0.75
 
 
 def rounded_down(values: npt.NDArray[np.float64]) -> list[int]:
@@ -120,7 +128,8 @@ def rounded_down(values: npt.NDArray[np.float64]) -> list[int]:
 
 
 def rounded_for_gangs(enc: Encoding, values: npt.NDArray[np.float64]) -> list[int]:
-    """``rounded_down``, then each admitted gang's pods that rounding took below its need
+    """``rounded_down`` (a shape's admitted count rounded up past ROUND_UP_ADMITTED),
+    then each admitted gang's pods that rounding took below its need
     (and its tasks' minimums) put back: the most fractional of the shape's counts
     rounded up instead (each once), within each class's pods per admitted gang and each
     queue's capability. A lone admitted gang that cannot be made whole so keeps its
@@ -134,6 +143,9 @@ def rounded_for_gangs(enc: Encoding, values: npt.NDArray[np.float64]) -> list[in
     more than its capacity row holds: its packing then leaves out other pods.
     """
     rounded = rounded_down(values)
+    for var in enc.admitted.values():
+        if values[var] - rounded[var] >= ROUND_UP_ADMITTED and rounded[var] < enc.rows.high[var]:
+            rounded[var] += 1
     _trimmed_to_admitted(enc, values, rounded)
     pairs = enc.pairs
     frac = values[: len(pairs)] - np.floor(values[: len(pairs)] + ROUNDING_TOLERANCE)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from solver.encode import Encoding, demand_matrix, queue_of_pair
 from solver.problem import prepare
 from solver.relaxation import FloatArray
-from solver.solution import decode_counts, rounded_down, rounded_for_gangs
+from solver.solution import ROUND_UP_ADMITTED, decode_counts, rounded_down, rounded_for_gangs
 from tests.builders import gang, node, pod, pods_of, queue, state
 from tests.solver.encodings import class_model
 
@@ -86,6 +86,24 @@ def test_gangs_not_admitted_and_whole_gangs_are_left_as_rounded_down() -> None:
         },
     )
     assert rounded_for_gangs(enc, values) == rounded_down(values)
+
+
+def test_a_gang_nearly_admitted_is_rounded_up_with_its_pods() -> None:
+    """Gang b admitted at 0.8 (its pods 1.6 and 0.8): rounded down it would be left out
+    whole, and everything the LP gave it lost; past ROUND_UP_ADMITTED it is admitted,
+    and all three of its pods come back. At 0.5, it stays out."""
+    enc = two_classes()
+    small, large = pair(enc, "b", "small"), pair(enc, "b", "large")
+    b = shape_of(enc, "b")
+    near = lp_values(enc, {"b": 0.8}, {small: 1.6, large: 0.8})
+    assert ROUND_UP_ADMITTED <= 0.8
+    rounded = rounded_for_gangs(enc, near)
+    assert rounded[enc.admitted[b]] == 1
+    assert rounded[small] + rounded[large] == 3
+    half = lp_values(enc, {"b": 0.5}, {small: 1.0, large: 0.5})
+    rounded = rounded_for_gangs(enc, half)
+    assert rounded[enc.admitted[b]] == 0
+    assert rounded[small] + rounded[large] == 0
 
 
 def elastic(task_minimums: bool = False) -> Encoding:
