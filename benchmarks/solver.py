@@ -71,6 +71,9 @@ INSTANCES: dict[str, Callable[[int], ClusterState]] = {
     "real-40": lambda seed: instances.realistic(seed, 40, 60),
     "real-200": lambda seed: instances.realistic(seed, 200, 300),
     "real-1000": lambda seed: instances.realistic(seed, 1000, 1500),
+    # Tens of thousands of pending pods: 21,000 at 2,000 nodes, 55,000 at 5,000.
+    "real-2000": lambda seed: instances.realistic(seed, 2000, 3000),
+    "real-5000": lambda seed: instances.realistic(seed, 5000, 7500),
     "real-perf-5000": lambda seed: instances.realistic_perf(seed, 5000, 3000, ((9, 1000),)),
 }
 """Named instances; the scheduler_perf and deadlock ones ignore the seed."""

@@ -94,6 +94,16 @@ DIVE_FLOOR = 0.25
 # floors scaled to it, real-shaped 200-node cycles at limits of 0.2-0.5 s and 1,000-node
 # ones at 0.5 s fell back to gang-greedy, 9-24% from the bound, as slow or slower.
 FLOOR_LIMIT_S = 1.0
+# A class model this large (real-shaped 2,000 nodes x 3,000 gangs, 21,000 pending pods:
+# 23,000 variables) may need more than the floor for its LP (0.5-0.7 s; 1.1-1.3 s at
+# 5,000 nodes x 7,500 gangs, 55,000 pending pods, which took 1.1 s to prepare and encode).
+# Its first LP may then run to HUGE_LP_CAP of the limit: given the floor, such cycles
+# timed out and fell back to gang-greedy, run after the LP (1.1-1.4 s there: 3.1-3.3 s in
+# all; at 2,000 nodes, some of them). The baseline is not started beside the LP: sharing
+# the GIL with the disaggregation that follows, it cost 5,000-node cycles 1 s. See the
+# README's "Tens of thousands of pending pods".
+HUGE_LP_VARS = 20_000
+HUGE_LP_CAP = 2.0
 GUIDED_SHARE = 0.6  # of the node-level stage's time, for its LP-guided searches
 # What a large model's dive and the disaggregation of its decision take, per pair
 # (real-shaped 1,000 nodes, 12,000 pairs: 0.2-0.25 s each); below, the dive after the
@@ -178,7 +188,10 @@ def _guided_search(
     # 5,000-node ones whose (tiny) model would have been solved in 10 ms.
     limit = max(search.config.time_limit_s, FLOOR_LIMIT_S)
     lp_floor = LP_FLOOR * limit if not search.bounds else MIN_STAGE_S
-    lp = _lp_stage(search, enc, max(left(), lp_floor), f"{prefix}-lp")
+    allowed = max(left(), lp_floor)
+    if large and not search.bounds and enc.size()[0] >= HUGE_LP_VARS:
+        allowed = max(allowed, HUGE_LP_CAP * limit)
+    lp = _lp_stage(search, enc, allowed, f"{prefix}-lp")
     if lp is None:
         return
     beside: Beside | None = None

@@ -415,3 +415,34 @@ def test_a_short_limit_does_not_shorten_the_first_lp(monkeypatch: pytest.MonkeyP
     decision = schedule(realistic.cluster(0, 200, 300), "cpsat", config)
     assert limits[0] >= cpsat.LP_FLOOR * 1.0  # what a 1 s limit gives it
     assert decision.bound is not None
+
+
+@pytest.mark.parametrize("huge", [False, True])
+def test_a_huge_class_model_gets_the_time_its_first_lp_needs(
+    monkeypatch: pytest.MonkeyPatch, huge: bool
+) -> None:
+    """Above HUGE_LP_VARS variables (tens of thousands of pending pods) the class model's
+    first LP may run to HUGE_LP_CAP of the limit: given the floor, it timed out and the
+    cycle fell back to gang-greedy, run after it. Below, the floor as before. Here a
+    200-node model stands in for one of 5,000 nodes (the thresholds lowered)."""
+    limits: list[float] = []
+    original = solve_lp
+
+    def recorded(rows: LinearRows, time_limit_s: float) -> LpSolution | None:
+        limits.append(time_limit_s)
+        return original(rows, time_limit_s)
+
+    monkeypatch.setattr(solver.search, "solve_lp", recorded)
+    if huge:
+        monkeypatch.setattr(cpsat, "HUGE_LP_VARS", 0)
+    # Every class model is then "large": only its LP is solved, as at 1,000 nodes and up.
+    config = CONFIG.model_copy(update={"max_exact_class_pairs": 10, "max_node_level_pairs": 10})
+    cluster = realistic.cluster(0, 200, 300)
+    decision = schedule(cluster, "cpsat", config)
+    assert limits
+    if huge:
+        assert limits[0] >= cpsat.HUGE_LP_CAP * config.time_limit_s
+    else:
+        assert limits[0] < cpsat.HUGE_LP_CAP * config.time_limit_s
+    assert decision.status is SolveStatus.FEASIBLE or decision.status is SolveStatus.OPTIMAL
+    assert check(cluster, decision) == []
