@@ -100,15 +100,21 @@ def matrices(rows: LinearRows) -> Matrices:
     return Matrices(cost, matrix, low, high, col_low, col_high)
 
 
-def _quiet_highs() -> highspy.Highs:
+def _quiet_highs() -> None:
     """HiGHS prints its banner to the process's stdout at its first construction, before
     any option can turn output off: made with stdout pointed at /dev/null (a scheduler's
-    stdout is its users' terminal or log)."""
-    sys.stdout.flush()
-    saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+    stdout is its users' terminal or log). Where stdout cannot be redirected (no file
+    descriptor 1), the banner goes where it goes."""
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+        saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+    except (OSError, ValueError):
+        highspy.Highs()  # type: ignore[no-untyped-call]  # highspy types no __init__
+        return
     os.dup2(null, 1)
     try:
-        return highspy.Highs()  # type: ignore[no-untyped-call]  # highspy types no __init__
+        highspy.Highs()  # type: ignore[no-untyped-call]
     finally:
         os.dup2(saved, 1)
         os.close(saved)

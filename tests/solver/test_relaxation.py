@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from ortools.sat.python import cp_model
@@ -77,6 +82,28 @@ def test_an_lp_only_model_writes_whole_gangs_as_equalities() -> None:
     full_lp, lean_lp = solve_lp(enc.rows, 1.0), solve_lp(lean.rows, 1.0)
     assert full_lp is not None and lean_lp is not None
     assert full_lp.bound == lean_lp.bound
+
+
+def test_solving_an_lp_prints_nothing() -> None:
+    """HiGHS prints a banner at its first construction; a scheduler's stdout is its
+    users' terminal or log. Also with no stdout at all, the import does not fail."""
+    code = (
+        "from solver.relaxation import LinearRows, solve_lp\n"
+        "rows = LinearRows()\n"
+        "rows.add_var(0, 3)\n"
+        "rows.maximise([0], [1])\n"
+        "assert solve_lp(rows, 1.0).values[0] == 3\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert done.stdout == ""
+    closed = subprocess.run(
+        [sys.executable, "-c", code], stdout=subprocess.DEVNULL, env=env, check=False
+    )
+    assert closed.returncode == 0
 
 
 def test_an_infeasible_lp_gives_no_bound() -> None:
