@@ -399,10 +399,8 @@ def test_the_class_models_rins_rounds_are_the_last_search_only_where_nothing_fol
     assert check(cluster, decision) == []
 
 
-def test_a_short_limit_does_not_shorten_the_first_lp(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The cycle's first LP is its bound and its guide: at a 0.2 s limit it still gets the
-    floor a 1 s limit gives it (HiGHS takes 0.07-0.12 s on this cluster, and timed out on
-    some seeds when given what a 0.2 s limit left)."""
+def lp_limits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The time limit of every LP the solve runs, in order, once it has run."""
     limits: list[float] = []
     original = solve_lp
 
@@ -411,6 +409,14 @@ def test_a_short_limit_does_not_shorten_the_first_lp(monkeypatch: pytest.MonkeyP
         return original(rows, time_limit_s)
 
     monkeypatch.setattr(solver.search, "solve_lp", recorded)
+    return limits
+
+
+def test_a_short_limit_does_not_shorten_the_first_lp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cycle's first LP is its bound and its guide: at a 0.2 s limit it still gets the
+    floor a 1 s limit gives it (HiGHS takes 0.07-0.12 s on this cluster, and timed out on
+    some seeds when given what a 0.2 s limit left)."""
+    limits = lp_limits(monkeypatch)
     config = CONFIG.model_copy(update={"time_limit_s": 0.2})
     decision = schedule(realistic.cluster(0, 200, 300), "cpsat", config)
     assert limits[0] >= cpsat.LP_FLOOR * 1.0  # what a 1 s limit gives it
@@ -425,14 +431,7 @@ def test_a_huge_class_model_gets_the_time_its_first_lp_needs(
     first LP may run to HUGE_LP_CAP of the limit: given the floor, it timed out and the
     cycle fell back to gang-greedy, run after it. Below, the floor as before. Here a
     200-node model stands in for one of 5,000 nodes (the thresholds lowered)."""
-    limits: list[float] = []
-    original = solve_lp
-
-    def recorded(rows: LinearRows, time_limit_s: float) -> LpSolution | None:
-        limits.append(time_limit_s)
-        return original(rows, time_limit_s)
-
-    monkeypatch.setattr(solver.search, "solve_lp", recorded)
+    limits = lp_limits(monkeypatch)
     if huge:
         monkeypatch.setattr(cpsat, "HUGE_LP_VARS", 0)
     # Every class model is then "large": only its LP is solved, as at 1,000 nodes and up.
