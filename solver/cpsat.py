@@ -66,6 +66,7 @@ from solver.search import (
     Ahead,
     Beside,
     Search,
+    StageResult,
     gang_greedy_placer,
 )
 from solver.shapes import Shapes, group
@@ -152,7 +153,12 @@ def _node_class_stage(
         return  # searched whole on the other core already
     # No hint: the greedy decision, followed first, held the search near it (real-shaped
     # 200-node models: 18% gap after 0.6 s hinted, proven optimal in 0.45 s unhinted).
-    result = search.run(agg, "node-classes", left(), presolve=False)
+    _class_search_taken(search, agg, search.run(agg, "node-classes", left(), presolve=False))
+
+
+def _class_search_taken(search: Search, agg: Encoding, result: StageResult) -> None:
+    """A whole search of the node-class model, here or ahead: its bound counts (the model
+    is a relaxation of the real problem), its decision is placed."""
     if result.solution is not None and result.report.bound is not None:
         search.bounds.append(result.report.bound)
         place_counts(search, agg, result.solution, result.report.name)
@@ -395,12 +401,8 @@ def _node_stage(search: Search, shapes: Shapes, only: set[int] | None) -> None:
 def _read_ahead(search: Search) -> None:
     """The search ahead, if one runs, stopped: its bound counts, its decision is placed."""
     ahead, search.ahead = search.ahead, None
-    if ahead is None:
-        return
-    result = ahead.result()
-    if result.solution is not None and result.report.bound is not None:
-        search.bounds.append(result.report.bound)
-        place_counts(search, ahead.enc, result.solution, result.report.name)
+    if ahead is not None:
+        _class_search_taken(search, ahead.enc, ahead.result())
 
 
 def _node_encoding(search: Search, shapes: Shapes, only: set[int] | None) -> Encoding:

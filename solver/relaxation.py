@@ -141,8 +141,7 @@ def solve_lp(rows: LinearRows, time_limit_s: float) -> LpSolution | None:
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = len(m.cost), len(m.low)
     lp.col_cost_, lp.col_lower_, lp.col_upper_ = m.cost, m.col_low, m.col_high
-    lp.row_lower_ = np.where(np.isinf(m.low), -highspy.kHighsInf, m.low)
-    lp.row_upper_ = np.where(np.isinf(m.high), highspy.kHighsInf, m.high)
+    lp.row_lower_, lp.row_upper_ = m.low, m.high  # open sides are -inf / inf, as HiGHS'
     lp.sense_ = highspy.ObjSense.kMaximize
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
     lp.a_matrix_.start_ = columns.indptr
