@@ -1,7 +1,8 @@
 """Run every scheduler on benchmark instances and compare them in one table.
 
     python -m benchmarks.solver [--instances reference,large] [--time-limit 1.0]
-                                [--seed 0 | --seeds 0,1,2] [--runs 1] [--json out.json]
+                                [--seed 0 | --seeds 0,1,2] [--runs 1] [--follow 0]
+                                [--json out.json]
 
 Per instance the build time and ``prepare()`` time are printed; per scheduler one row:
 pending pods, model size (sum of ``StageReport.variables``), time to first solution
@@ -24,6 +25,13 @@ the binds are sent), and the instance's objects are frozen out of the garbage
 collector's sight, as the loop freezes its snapshot; otherwise the wall time counted
 full collections over the whole instance that the loop never makes (0.1-0.15 s of a
 real-shaped 1,000-node cycle).
+
+``--follow N`` then binds cpsat's decision (``ClusterState.with_bindings``, as the
+loop's cache holds it before any watch shows it) and runs every scheduler again on what
+is left, N times: a backlog larger than the cluster is decided whole once, when it
+arrives on free nodes, and then again every cycle on a full cluster. Nothing finishes
+in between (no pod leaves), so the follow-ups are the cycles of a backlog on a cluster
+that stays full.
 
 Schedulers come from ``solver.schedulers.SCHEDULERS`` (name -> ``callable(state,
 config) -> Decision``), imported when the benchmark runs. ``--seed`` seeds both the
@@ -60,6 +68,8 @@ from solver.problem import prepare
 
 Scheduler = Callable[[ClusterState, SolverConfig], Decision]
 BASELINE = "gang-greedy"
+# The scheduler whose decisions ``--follow`` binds (the loop's; else the first one run).
+FOLLOWED = "cpsat"
 
 INSTANCES: dict[str, Callable[[int], ClusterState]] = {
     "reference": lambda seed: instances.reference(seed),
@@ -152,8 +162,10 @@ def run_instance(
     state: ClusterState,
     schedulers: Mapping[str, Scheduler],
     config: SolverConfig,
+    decisions: dict[str, Decision] | None = None,
 ) -> list[Row]:
-    """One row per scheduler, in ``schedulers`` order; ratios against gang-greedy."""
+    """One row per scheduler, in ``schedulers`` order; ratios against gang-greedy. Each
+    scheduler's decision also goes into ``decisions``, where given (``--follow``)."""
     pending = len(state.pending_pods())
     rows: list[Row] = []
     for sched_name, schedule in schedulers.items():
@@ -172,6 +184,8 @@ def run_instance(
         decision = decision.explained()
         explain_s = time.perf_counter() - start
         rows.append(decision_row(name, sched_name, pending, decision, wall, explain_s))
+        if decisions is not None:
+            decisions[sched_name] = decision
     baseline = next((r.objective for r in rows if r.scheduler == BASELINE), None)
     for row in rows:
         if row.objective is None or baseline is None:
@@ -357,6 +371,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=SolverConfig().num_workers,
         help=f"CP-SAT workers, 0 = all cores (default {SolverConfig().num_workers})",
     )
+    parser.add_argument(
+        "--follow",
+        type=int,
+        default=0,
+        help=(
+            f"then bind {FOLLOWED}'s decision (of the last run) and decide again, this many "
+            "times: the cycles a loop runs next on what is left of the backlog; rows "
+            "named <instance>+1, +2, ... (default 0)"
+        ),
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
     return parser.parse_args(argv)
 
@@ -376,6 +400,8 @@ def main(
             raise argparse.ArgumentTypeError("--time-limit must be positive")
         if args.runs < 1:
             raise argparse.ArgumentTypeError("--runs must be at least 1")
+        if args.follow < 0:
+            raise argparse.ArgumentTypeError("--follow must be at least 0")
         seeds = _seeds(args.seeds) if args.seeds is not None else [args.seed]
         config = SolverConfig(
             time_limit_s=args.time_limit,
@@ -420,10 +446,21 @@ def main(
             f"pods, built in {build_s:.3f} s, prepare() {prepare_s:.3f} s"
         )
         seeded = config.model_copy(update={"seed": seed})
+        decisions: dict[str, Decision] = {}
         with frozen():
             for run in range(args.runs):
-                for row in run_instance(name, state, schedulers, seeded):
+                for row in run_instance(name, state, schedulers, seeded, decisions):
                     row.seed, row.run = seed, run
+                    rows.append(row)
+        for step in range(1, args.follow + 1):
+            bound = decisions.get(FOLLOWED) or next(iter(decisions.values()), None)
+            if bound is None or not bound.placements:
+                break  # nothing bound: the next cycle would decide the same backlog
+            state = state.with_bindings(bound.placements)
+            decisions = {}
+            with frozen():
+                for row in run_instance(f"{name}+{step}", state, schedulers, seeded, decisions):
+                    row.seed = seed
                     rows.append(row)
 
     console.print(instance_table(built))

@@ -304,6 +304,53 @@ def test_seeds_and_runs_are_summarised_per_instance_and_scheduler(tmp_path: Path
     assert bench.main(["--runs", "0"], {"x": counted}, Console(file=io.StringIO())) == 2
 
 
+def test_follow_binds_cpsats_decision_and_decides_again(tmp_path: Path) -> None:
+    """Each follow-up decides the state the followed decision left (its pods bound), every
+    scheduler on the same state; it stops once a decision binds nothing."""
+    seen: dict[str, list[int]] = defaultdict(list)
+
+    def first_pending(name: str) -> bench.Scheduler:
+        def schedule(state: ClusterState, config: SolverConfig) -> Decision:
+            pending = sorted(p.name for p in state.pending_pods())
+            seen[name].append(len(pending))
+            # "cpsat" binds one pod a cycle; the other would bind two (never bound).
+            take = pending[: 1 if name == "cpsat" else 2]
+            return Decision(
+                scheduler=name,
+                placements={pod: state.nodes[0].name for pod in take},
+                status=SolveStatus.GREEDY,
+                objective=len(take),
+            )
+
+        return schedule
+
+    out = tmp_path / "out.json"
+    code = bench.main(
+        ["--instances", "deadlock", "--follow", "2", "--json", str(out)],
+        schedulers={"gang-greedy": first_pending("gang-greedy"), "cpsat": first_pending("cpsat")},
+        console=Console(file=io.StringIO()),
+    )
+    assert code == 0
+    assert seen == {"gang-greedy": [12, 11, 10], "cpsat": [12, 11, 10]}
+    names = [(r["instance"], r["scheduler"]) for r in json.loads(out.read_text())["results"]]
+    assert [n for n, s in names if s == "cpsat"] == ["deadlock", "deadlock+1", "deadlock+2"]
+
+    def nothing(state: ClusterState, config: SolverConfig) -> Decision:
+        seen["nothing"].append(len(state.pending_pods()))
+        return Decision(scheduler="nothing", status=SolveStatus.GREEDY, objective=0)
+
+    assert (
+        bench.main(
+            ["--instances", "deadlock", "--follow", "3"],
+            {"cpsat": nothing},
+            Console(file=io.StringIO()),
+        )
+        == 0
+    )
+    assert seen["nothing"] == [12]  # nothing bound: no follow-up
+    assert bench.main(["--follow", "-1"], {"cpsat": nothing}, Console(file=io.StringIO())) == 2
+
+
 def test_no_ratio_against_a_negative_baseline() -> None:
     def fixed(objective: int) -> bench.Scheduler:
         def schedule(state: ClusterState, config: SolverConfig) -> Decision:
