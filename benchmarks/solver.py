@@ -84,6 +84,10 @@ INSTANCES: dict[str, Callable[[int], ClusterState]] = {
     # Tens of thousands of pending pods: 21,000 at 2,000 nodes, 55,000 at 5,000.
     "real-2000": lambda seed: instances.realistic(seed, 2000, 3000),
     "real-5000": lambda seed: instances.realistic(seed, 5000, 7500),
+    # Three gangs per node, twice as many as real-200 and real-1000: pending work of about
+    # 2.6-4x the free room (theirs: 1.3-2x), most of it left waiting.
+    "real-200-heavy": lambda seed: instances.realistic(seed, 200, 600),
+    "real-500-heavy": lambda seed: instances.realistic(seed, 500, 1500),
     "real-perf-5000": lambda seed: instances.realistic_perf(seed, 5000, 3000, ((9, 1000),)),
 }
 """Named instances; the scheduler_perf and deadlock ones ignore the seed."""
