@@ -188,7 +188,10 @@ class SolverConfig(BaseModel):
         default=0.001,
         ge=0,
         allow_inf_nan=False,
-        description="stop a CP-SAT call once this close to its bound",
+        description=(
+            "stop a CP-SAT call once this close to its bound, and the cycle once its best "
+            "decision is this close to a proven bound"
+        ),
     )
     max_node_level_pairs: int = Field(
         default=5_000,

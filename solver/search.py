@@ -381,15 +381,17 @@ class Search:
             self.ahead = self.ahead_of()
 
     def settled(self, wait_for_baseline: bool = True) -> bool:
-        """A candidate already meets a proven bound (to the LP's tolerance): nothing left
-        to gain."""
+        """A candidate is within ``relative_gap_limit`` of a proven bound (or at it, to the
+        LP's tolerance): too little left to gain for another stage. Proving the last
+        0.1% took whole searches: 1,000 real-shaped nodes x 1,000 gangs of 3, 0.43 s of
+        both cores for the decision the first search had found."""
         if not self.bounds:
             return False
         candidates = [*self.solved, self.baseline] if wait_for_baseline else self.solved
         if not candidates:
             return False
         gap = relative_gap(max(map(self.score, candidates)), min(self.bounds))
-        return gap is not None and gap <= OPTIMAL_GAP
+        return gap is not None and gap <= max(OPTIMAL_GAP, self.config.relative_gap_limit)
 
 
 def gang_greedy_placer(problem: Problem, stop: threading.Event | None = None) -> Placer:
