@@ -28,10 +28,10 @@ real-shaped 1,000-node cycle).
 
 ``--follow N`` then binds cpsat's decision (``ClusterState.with_bindings``, as the
 loop's cache holds it before any watch shows it) and runs every scheduler again on what
-is left, N times: a backlog larger than the cluster is decided whole once, when it
-arrives on free nodes, and then again every cycle on a full cluster. Nothing finishes
-in between (no pod leaves), so the follow-ups are the cycles of a backlog on a cluster
-that stays full.
+is left, N times, one run each: a backlog larger than the cluster is decided whole once,
+when it arrives on free nodes, and then again every cycle on a full cluster. Nothing
+finishes in between (no pod leaves), so the follow-ups are the cycles of a backlog on a
+cluster that stays full.
 
 Schedulers come from ``solver.schedulers.SCHEDULERS`` (name -> ``callable(state,
 config) -> Decision``), imported when the benchmark runs. ``--seed`` seeds both the
