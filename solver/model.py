@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from enum import StrEnum
 from functools import cached_property
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -131,13 +131,32 @@ class TaintEffect(StrEnum):
     NO_EXECUTE = "NoExecute"
 
 
+class _Hashed(_Frozen):
+    """A small frozen model hashed once: pods' placement keys hold tolerations and
+    affinity terms, and each grouping of pods hashes them again (pydantic hashes every
+    field at every call; cached, ``prepare`` of 5,000 real-shaped nodes took 0.05 s, 9%,
+    less)."""
+
+    @cached_property
+    def _hash(self) -> int:
+        return hash(tuple(self.__dict__[name] for name in type(self).model_fields))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        copied = super().model_copy(update=update, deep=deep)
+        copied.__dict__.pop("_hash", None)  # the copy's fields may differ: hashed afresh
+        return copied
+
+
 class Taint(_Frozen):
     key: str
     value: str = ""
     effect: TaintEffect
 
 
-class Toleration(_Frozen):
+class Toleration(_Hashed):
     """An empty ``key`` with operator Exists tolerates every taint; an empty effect, all
     effects. Gt and Lt (Kubernetes 1.35, feature gate TaintTolerationComparisonOperators)
     compare integers: the taint's value above (below) the toleration's; a value that is
@@ -170,7 +189,7 @@ def int64_of(text: str) -> int | None:
     return value if -(2**63) <= value < 2**63 else None
 
 
-class NodeSelectorRequirement(_Frozen):
+class NodeSelectorRequirement(_Hashed):
     key: str
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
     values: tuple[str, ...] = ()
@@ -195,7 +214,7 @@ class NodeSelectorRequirement(_Frozen):
 NODE_NAME_FIELD = "metadata.name"
 
 
-class NodeSelectorTerm(_Frozen):
+class NodeSelectorTerm(_Hashed):
     """Requirements that must all hold; a pod's terms are ORed, as in Kubernetes.
     ``match_fields`` read node fields (only ``metadata.name``: the DaemonSet controller
     pins each of its pods to a node so)."""

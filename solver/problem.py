@@ -281,7 +281,7 @@ def prepare(state: ClusterState) -> Problem:
     classes: list[PodClass] = []
     spec_ids: dict[tuple[object, ...], int] = {}
     # Thousands of gangs share a handful of pod specs: convert each spec once.
-    per_spec: dict[tuple[object, ...], tuple[IntArray, IntArray, BoolArray]] = {}
+    per_spec: dict[tuple[object, ...], tuple[IntArray, IntArray, BoolArray, int]] = {}
     used = np.zeros((len(queue_names), len(resources)), dtype=np.int64)
     if outside_gangs:
         held.by_queues += [q_index[DEFAULT_QUEUE]] * len(outside_gangs)
@@ -348,8 +348,9 @@ def prepare(state: ClusterState) -> Problem:
             if spec_key not in per_spec:
                 demand = model_demand(vector(exemplar.demand(), r_index), model_units)
                 share = pod_share_units(demand, totals)
-                per_spec[spec_key] = (demand, share, feasible_nodes(exemplar))
-            demand, share, feasible = per_spec[spec_key]
+                value = max(1, int(share.max()) if len(share) else 1)
+                per_spec[spec_key] = (demand, share, feasible_nodes(exemplar), value)
+            demand, share, feasible, value = per_spec[spec_key]
             classes.append(
                 PodClass(
                     index=len(classes),
@@ -359,7 +360,7 @@ def prepare(state: ClusterState) -> Problem:
                     demand=demand,
                     feasible=feasible,
                     share=share,
-                    value=max(1, int(share.max()) if len(share) else 1),
+                    value=value,
                     spec=spec_ids.setdefault(spec_key, len(spec_ids)),
                 )
             )

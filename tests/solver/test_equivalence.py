@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from solver.equivalence import node_view, read_label_keys
+import numpy as np
+
+from solver.equivalence import node_classes, node_view, read_label_keys
 from solver.model import Node, NodeSelectorRequirement, NodeSelectorTerm, Pod
 from solver.problem import prepare
 from tests.builders import node, pod, state
@@ -47,3 +49,14 @@ def test_the_decision_keeps_the_pod_off_the_named_node_among_merged_views() -> N
     problem = prepare(s)
     feasible = problem.classes[0].feasible
     assert not feasible[0] and feasible[1:].all()
+
+
+def test_node_classes_split_by_bucket_and_by_every_placement_in_first_node_order() -> None:
+    # Nodes 1 and 3 differ from 0 only in the ninth placement (the second byte of the
+    # packed key); node 4's memory is 2% larger (another bucket), node 5's has none.
+    allocatable = np.array([[4000, 8000]] * 4 + [[4000, 8160], [4000, 0]], dtype=np.int64)
+    feasible = [np.ones(6, dtype=np.bool_) for _ in range(8)]
+    feasible.append(np.array([True, False, True, False, True, True]))
+    assert node_classes(allocatable, feasible) == [[0, 2], [1, 3], [4], [5]]
+    assert node_classes(allocatable, []) == [[0, 1, 2, 3], [4], [5]]
+    assert node_classes(np.zeros((0, 2), dtype=np.int64), []) == []

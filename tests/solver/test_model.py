@@ -123,6 +123,23 @@ def test_requirement_values_must_suit_operator(
         NodeSelectorRequirement.model_validate({"key": "k", "operator": operator, "values": values})
 
 
+def test_tolerations_and_affinity_terms_hash_by_value_once_and_afresh_when_copied() -> None:
+    a = Toleration(key="gpu", operator="Exists", effect="NoSchedule")
+    b = Toleration(key="gpu", operator="Exists", effect="NoSchedule")
+    assert hash(a) == hash(b) and a == b and {a: 1}[b] == 1
+    changed = a.model_copy(update={"key": "spot"})  # a's hash is cached by now
+    assert hash(changed) == hash(Toleration(key="spot", operator="Exists", effect="NoSchedule"))
+    assert changed not in {a}
+    term = NodeSelectorTerm(
+        match_expressions=(NodeSelectorRequirement(key="zone", operator="In", values=("a",)),)
+    )
+    same = NodeSelectorTerm(
+        match_expressions=(NodeSelectorRequirement(key="zone", operator="In", values=("a",)),)
+    )
+    assert hash(term) == hash(same) and term == same
+    assert term.model_dump() == same.model_dump()  # the cached hash is no field
+
+
 def test_exists_toleration_with_value_is_rejected() -> None:
     with pytest.raises(ValidationError, match="operator Exists must not have a value"):
         Toleration(key="k", operator="Exists", value="v")
