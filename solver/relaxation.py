@@ -138,15 +138,6 @@ def solve_lp(rows: LinearRows, time_limit_s: float) -> LpSolution | None:
         return None
     m = matrices(rows)
     columns = m.matrix.tocsc()
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = len(m.cost), len(m.low)
-    lp.col_cost_, lp.col_lower_, lp.col_upper_ = m.cost, m.col_low, m.col_high
-    lp.row_lower_, lp.row_upper_ = m.low, m.high  # open sides are -inf / inf, as HiGHS'
-    lp.sense_ = highspy.ObjSense.kMaximize
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = columns.indptr
-    lp.a_matrix_.index_ = columns.indices
-    lp.a_matrix_.value_ = columns.data
     highs = highspy.Highs()  # type: ignore[no-untyped-call]
     for option, value in (
         ("output_flag", False),
@@ -157,7 +148,26 @@ def solve_lp(rows: LinearRows, time_limit_s: float) -> LpSolution | None:
         ("time_limit", max(0.01, time_limit_s)),
     ):
         highs.setOptionValue(option, value)
-    highs.passModel(lp)
+    # As arrays, not through a ``HighsLp``: its fields copy a numpy array element by
+    # element (5,000 nodes x 7,500 gangs: 0.13-0.17 s, against 0.02 s so, the same LP).
+    # Open row sides are -inf / inf, as HiGHS' own; every column continuous.
+    highs.passModel(
+        len(m.cost),
+        len(m.low),
+        columns.nnz,
+        int(highspy.MatrixFormat.kColwise),
+        int(highspy.ObjSense.kMaximize),
+        0.0,
+        m.cost,
+        m.col_low,
+        m.col_high,
+        m.low,
+        m.high,
+        columns.indptr.astype(np.int32),
+        columns.indices.astype(np.int32),
+        columns.data.astype(np.float64),
+        np.zeros(len(m.cost), dtype=np.int32),
+    )
     highs.run()
     if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
         return None
