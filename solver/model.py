@@ -149,6 +149,12 @@ class _Hashed(_Frozen):
         copied.__dict__.pop("_hash", None)  # the copy's fields may differ: hashed afresh
         return copied
 
+    def __getstate__(self) -> dict[Any, Any]:
+        # Strings hash differently in another process (PYTHONHASHSEED): never pickled.
+        state = super().__getstate__()
+        state["__dict__"] = {k: v for k, v in state["__dict__"].items() if k != "_hash"}
+        return state
+
 
 class Taint(_Frozen):
     key: str

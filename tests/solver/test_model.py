@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 from pydantic import ValidationError
 
@@ -138,6 +140,8 @@ def test_tolerations_and_affinity_terms_hash_by_value_once_and_afresh_when_copie
     )
     assert hash(term) == hash(same) and term == same
     assert term.model_dump() == same.model_dump()  # the cached hash is no field
+    # Another process hashes strings differently: the cached hash is not pickled.
+    assert "_hash" in a.__dict__ and "_hash" not in pickle.loads(pickle.dumps(a)).__dict__
 
 
 def test_exists_toleration_with_value_is_rejected() -> None:
