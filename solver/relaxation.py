@@ -163,9 +163,9 @@ def solve_lp(rows: LinearRows, time_limit_s: float) -> LpSolution | None:
         m.col_high,
         m.low,
         m.high,
-        columns.indptr.astype(np.int32),
-        columns.indices.astype(np.int32),
-        columns.data.astype(np.float64),
+        columns.indptr.astype(np.int32, copy=False),
+        columns.indices.astype(np.int32, copy=False),
+        columns.data.astype(np.float64, copy=False),
         np.zeros(len(m.cost), dtype=np.int32),
     )
     highs.run()
