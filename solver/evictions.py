@@ -6,7 +6,7 @@ a victim at all."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -21,14 +21,23 @@ def evictions_of(
     victims: list[Victim],
     groups: list[VictimGroup],
     removed: dict[int, int],
-    taker: Callable[[int], int | None],
+    takers: Callable[[int], list[int]],
 ) -> tuple[dict[str, str], int] | None:
-    """Pods removed per group (``removed``, youngest first), each with why (the gang
-    ``taker`` names for its victim), and what they cost; None if a victim has no taker.
-    A placement taken back costs the value it would have earned, priced as placed."""
+    """Pods removed per group (``removed``, youngest first), each with why, and what they
+    cost; None if a victim has no taker. A placement taken back costs the value it would
+    have earned, priced as placed.
+
+    ``takers`` lists the gangs a victim may be evicted for (nominated next to it and
+    allowed to take from it), in preference order; each group names the one named least
+    so far (the first on a tie). Naming always the first, two gangs of a queue nominated
+    on a node whose two victims they took named one of them only: a reclaiming gang
+    no Event named, and a queue that looked, from its victims, to have reclaimed past
+    its share (the property test of ``tests/solver/test_reclaim.py``, seen on a fresh
+    clone)."""
     evictions: dict[str, str] = {}
     cost = 0
     gone: dict[int, int] = defaultdict(int)
+    named: Counter[int] = Counter()
     for g, count in removed.items():
         if not count:
             continue
@@ -37,9 +46,11 @@ def evictions_of(
         gone[grp.victim] += count
         if not victim.placed:
             cost += grp.cost * count
-        gang = taker(grp.victim)
-        if gang is None:
+        candidates = takers(grp.victim)
+        if not candidates:
             return None
+        gang = min(candidates, key=named.__getitem__)
+        named[gang] += 1
         why = reason(problem, victim.queue, victim.priority, problem.gangs[gang])
         evictions.update(dict.fromkeys(grp.pods[:count], why))
     cost += sum(victims[v].evict_cost for v, n in gone.items() if n >= victims[v].bound)

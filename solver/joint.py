@@ -262,7 +262,7 @@ def _decode(
         next_pod[c] = start + count
         takers[node].append(cls.gang)
     taken = evictions_of(
-        problem, vs.victims, vs.groups, removed, partial(_taker, vs, takers=takers, takes=takes)
+        problem, vs.victims, vs.groups, removed, partial(_takers, vs, takers=takers, takes=takes)
     )
     if taken is None:
         return None  # the model forbids it; should it ever happen, it is not used
@@ -398,16 +398,18 @@ def _served(
     return True
 
 
-def _taker(
+def _takers(
     vs: VictimSet,
     v: int,
     *,
     takers: dict[int, list[int]],
     takes: Callable[[int], frozenset[int]],
-) -> int | None:
-    """A nominated gang allowed to take from the victim, on one of its nodes."""
+) -> list[int]:
+    """The nominated gangs allowed to take from the victim, on one of its nodes, each
+    once."""
+    out: list[int] = []
     for g in vs.victims[v].groups:
         for gang in takers.get(vs.groups[g].node, []):
-            if v in takes(gang):
-                return gang
-    return None
+            if v in takes(gang) and gang not in out:
+                out.append(gang)
+    return out

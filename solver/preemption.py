@@ -434,8 +434,8 @@ def _decode(problem: Problem, m: _Model, solver: cp_model.CpSolver) -> Preemptio
     removed = restore_unneeded(
         problem, cand.victims, cand.groups, removed, cand.free, load, queue_room, queue_load
     )
-    taker = partial(_taker, cand, users=users)
-    taken = evictions_of(problem, cand.victims, cand.groups, removed, taker)
+    takers = partial(_takers, cand, users=users)
+    taken = evictions_of(problem, cand.victims, cand.groups, removed, takers)
     if taken is None:
         return None  # the model forbids it; should it ever happen, it is not used
     evictions, cost = taken
@@ -446,11 +446,13 @@ def _decode(problem: Problem, m: _Model, solver: cp_model.CpSolver) -> Preemptio
     return Preemption(evictions=evictions, nominated=nominated, disruption=-cost)
 
 
-def _taker(cand: Candidates, v: int, *, users: dict[int, list[int]]) -> int | None:
-    """The gang (index) the victim is evicted for: one nominated to one of its nodes and
-    allowed to take from it."""
+def _takers(cand: Candidates, v: int, *, users: dict[int, list[int]]) -> list[int]:
+    """The gangs (indices) the victim may be evicted for: those nominated to one of its
+    nodes and allowed to take from it, each once."""
+    out: list[int] = []
     for g in cand.victims[v].groups:
         for i in users.get(cand.groups[g].node, []):
-            if v in cand.preemptors[i].eligible:
-                return cand.preemptors[i].gang
-    return None
+            gang = cand.preemptors[i].gang
+            if v in cand.preemptors[i].eligible and gang not in out:
+                out.append(gang)
+    return out

@@ -153,13 +153,44 @@ def test_no_queue_reclaims_past_its_share(how: str, cluster: ClusterState) -> No
 
 
 @pytest.mark.parametrize("how", PATHS)
+def test_every_gang_nominated_next_to_a_reclaimed_victim_is_named_for_one(how: str) -> None:
+    """The example the property test above drew on a fresh clone: three full nodes of qa's
+    1-pod gangs; qb's b0 and b1 (one pod each) and b2 (two) wait. Evicting four victims
+    fits all three, b2 beside b0 on one node and beside b1 on the other. Each victim named
+    the first gang nominated on its node, so b2, which reclaims as much as the two others
+    together, was named by no Event, and qb looked to have reclaimed past its share."""
+    nodes = [node(f"n{i}").cap(cpu=2) for i in range(3)]
+    pods = [pod(f"a{i}-0").req(cpu=1).gang(f"a{i}").on(f"n{i // 2}").started(0) for i in range(6)]
+    gangs = [gang(f"a{i}", 1).queue("qa") for i in range(6)]
+    for k, (size, priority) in enumerate([(1, 6), (1, 1), (2, 9)]):
+        pods += [pod(f"b{k}-{i}").req(cpu=1).gang(f"b{k}") for i in range(size)]
+        gangs.append(gang(f"b{k}", size).queue("qb").priority(priority))
+    pods += [pod(f"c-{i}").req(cpu=1).gang("c").selector(zone="nowhere") for i in range(5)]
+    gangs.append(gang("c", 5).queue("qc"))
+    queues = [queue("qa", 1), queue("qb", 3), queue("qc", 3)]
+    cluster = state(nodes, pods, gangs, queues, now_s=600)
+    decision = _decide(cluster, how)
+    evicted_on = {
+        cluster_pod.node_name
+        for cluster_pod in cluster.pods
+        if cluster_pod.name in decision.evictions
+    }
+    beside = {
+        pod_name.rsplit("-", 1)[0] for pod_name, n in decision.nominated.items() if n in evicted_on
+    }
+    named = {m[2] for why in decision.evictions.values() if (m := RECLAIMED.search(why))}
+    assert beside <= named
+    assert below_when_reclaiming(cluster, decision) == []
+    assert check(cluster, decision) == []
+
+
+@pytest.mark.parametrize("how", PATHS)
 def test_no_queue_reclaims_from_one_marked_not_reclaimable(how: str) -> None:
     """As Volcano's ``spec.reclaimable: false``: qa is far above its share, qb below it,
     and still nothing is taken from qa."""
     cluster = _overfull(pending_b=4)
     closed = tuple(
-        q.model_copy(update={"reclaimable": False}) if q.name == "qa" else q
-        for q in cluster.queues
+        q.model_copy(update={"reclaimable": False}) if q.name == "qa" else q for q in cluster.queues
     )
     cluster = cluster.model_copy(update={"queues": closed})
     decision = _decide(cluster, how)
@@ -176,8 +207,7 @@ def test_the_validator_refuses_a_reclaim_from_a_queue_marked_not_reclaimable() -
     )
     assert check(cluster, reclaim) == []
     closed = tuple(
-        q.model_copy(update={"reclaimable": False}) if q.name == "qa" else q
-        for q in cluster.queues
+        q.model_copy(update={"reclaimable": False}) if q.name == "qa" else q for q in cluster.queues
     )
     violations = check(cluster.model_copy(update={"queues": closed}), reclaim)
     # No taker for a0, and b0's pod in room it may not take.
