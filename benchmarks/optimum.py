@@ -103,7 +103,8 @@ class SeedResult:
     pattern: PatternBound | None = None
 
     def best_bound(self) -> int:
-        bounds = [self.class_lp, self.decision_bound]
+        # The class model relaxes the real problem: its MIP's dual bound holds for it too.
+        bounds = [self.class_lp, self.decision_bound, self.class_mip.bound]
         if self.node_mip is not None:
             bounds.append(self.node_mip.bound)
         if self.pattern is not None:

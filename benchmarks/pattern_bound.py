@@ -1,4 +1,4 @@
-"""A valid bound on a cycle's problem, tighter than the LP's: each node's pods as whole packings.
+"""A valid bound on a cycle's problem that counts each node's pods as whole packings.
 
 The cycle's bound is the LP relaxation of its model, where a node may hold a fraction of a
 pod and summed or rounded capacity stands for how pods really pack. On real-shaped
@@ -18,7 +18,9 @@ bounded above by the knapsack's proven bound) is a valid bound on the node-level
 model (Farley's bound: the master's duals, the convexity rows' raised by that amount, are
 then feasible for the full master's dual), hence on the real problem. It is at least as
 tight as the node-level LP once no packing adds anything, and it holds at any round, so a
-time limit only loosens it.
+time limit only loosens it. The cycle's class model adds rows of its own (room per class,
+rounded capacity over a class's nodes) and its LP is sometimes tighter still: ``optimum``
+reports the least of the bounds.
 
 Seconds to minutes at hundreds of nodes: a measurement (``gangsat-bench optimum``), not
 something a cycle could run.

@@ -23,6 +23,7 @@ def test_the_node_level_optimum_bounds_the_decision_and_scores_as_evaluate_does(
     assert r.class_lp >= r.class_mip.objective
     assert r.class_mip.bound >= r.class_packed
     assert r.best_bound() >= r.best_found() >= r.decision
+    assert r.best_bound() <= min(r.class_lp, r.class_mip.bound)
 
 
 def test_the_optimum_benchmark_prints_a_row_per_seed() -> None:
