@@ -179,7 +179,7 @@ def joint_stage(
             result = search.run(narrow, "joint-lp-guided", limit)
             search.no_bound()  # restricted: not a relaxation
             best = _better(decode(narrow, narrow_out, result.solution), best)
-    if not _at_bound(best, bounds) and left() >= MIN_STAGE_S:
+    if not _at_bound(best, bounds, search.config.relative_gap_limit) and left() >= MIN_STAGE_S:
         hint_values(enc, _values(enc, vs, out, best, search))
         result = search.run(enc, "joint", left())
         if result.report.bound is not None:
@@ -189,9 +189,12 @@ def joint_stage(
     return (best if best is not start else None), bound
 
 
-def _at_bound(best: JointDecision, bounds: list[int]) -> bool:
+def _at_bound(best: JointDecision, bounds: list[int], gap_limit: float) -> bool:
+    """Within ``gap_limit`` of a proven bound, as ``Search.settled`` ends the placement
+    stages: the whole model would stop there too (CP-SAT's ``relative_gap_limit``), but
+    only once its own search had proved as much."""
     gap = relative_gap(best.score, min(bounds)) if bounds else None
-    return gap is not None and gap <= OPTIMAL_GAP
+    return gap is not None and gap <= max(OPTIMAL_GAP, gap_limit)
 
 
 def _better(found: JointDecision | None, best: JointDecision) -> JointDecision:

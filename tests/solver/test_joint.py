@@ -16,6 +16,7 @@ import solver.disaggregate
 import solver.joint
 import solver.last_stage
 import solver.search
+from benchmarks.instances import realistic
 from solver.bins import Bin, Pairs, class_bins, pair_capacity
 from solver.config import SolverConfig
 from solver.cpsat import solve
@@ -152,6 +153,24 @@ def test_a_deterministic_joint_decision_does_not_depend_on_the_load(
     )
     assert [s.name for s in loaded.stages] == [s.name for s in calm.stages]
     assert calm.nominated["mid-0"] == "n2"
+
+
+def test_the_joint_model_is_searched_whole_only_while_short_of_the_gap_limit() -> None:
+    """Real-shaped 40 nodes with running gangs: the LP bounds the joint model and guides a
+    restricted search; the whole model follows unless that decision is within
+    ``relative_gap_limit`` of the bound, as the placement stages end (``Search.settled``)."""
+    cluster = realistic(0, 40, 60)
+    config = SolverConfig(preemption=True, time_limit_s=1.0, deterministic=True)
+
+    def joint_stages(gap_limit: float) -> list[str]:
+        decision = solve(cluster, config.model_copy(update={"relative_gap_limit": gap_limit}))
+        assert check(cluster, decision) == []
+        stages = [s for s in decision.stages if s.name.startswith("joint")]
+        assert stages[0].name == "joint-lp" and stages[0].bound is not None
+        return [s.name for s in stages]
+
+    assert "joint" in joint_stages(0.0)  # this guided decision is short of its bound
+    assert "joint" not in joint_stages(1e9)  # any decision is within that of it
 
 
 def _with_empty_nodes(cluster: ClusterState, count: int, half: int = 0) -> ClusterState:
