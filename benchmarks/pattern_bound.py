@@ -58,6 +58,7 @@ class PatternBound:
     rounds: int
     columns: int  # packings in the master
     kinds: int  # distinct kinds of node priced
+    converged: bool  # the last round priced no packing worth adding: the master is optimal
     wall_s: float
 
 
@@ -289,6 +290,7 @@ def pattern_bound(
     best = math.inf
     rounds = 0
     value = -math.inf
+    converged = False
     while True:
         rounds += 1
         value, duals = master.solve()
@@ -305,7 +307,8 @@ def pattern_bound(
             ):
                 added += master.add(k, packing)
         best = min(best, value + gain)
-        if not added or time.perf_counter() - started > time_limit_s:
+        converged = not added
+        if converged or time.perf_counter() - started > time_limit_s:
             break
     return PatternBound(
         bound=bound_of(best),
@@ -313,5 +316,6 @@ def pattern_bound(
         rounds=rounds,
         columns=master.columns,
         kinds=len(kinds),
+        converged=converged,
         wall_s=time.perf_counter() - started,
     )
