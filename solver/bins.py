@@ -131,9 +131,12 @@ def _fits_per_bin(
 ) -> tuple[IntArray, dict[int, int]]:
     """Pods of each spec that fit per bin, uncapped (one row per spec), and each spec's
     row. Real-shaped 1,000-node clusters have ~600 specs but ~80 distinct demands: the
-    fits per node are computed once per demand, masked by each spec's feasibility, and
-    summed over each bin's nodes by one sparse product (0.04 s one spec at a time, 0.009
-    s so)."""
+    fits per node are computed once per demand and summed over each bin's nodes by one
+    sparse product (0.04 s one spec at a time, 0.009 s so), then masked by each spec's
+    feasibility on the bin's first node. That stands for the bin's: a bin is a node, or a
+    class of nodes that no pending pod tells apart (``equivalence``), or part of one.
+    Masked node by node before the sum, real-shaped 5,000 nodes x 7,500 gangs took 0.2 s
+    more (5,900 specs x 5,000 nodes)."""
     bin_of_node = bin_index(problem, bins)
     inside = np.flatnonzero(bin_of_node >= 0)
     row_of_spec: dict[int, int] = {}
@@ -148,14 +151,12 @@ def _fits_per_bin(
     demand_row = demand_row.ravel()  # numpy 2.0.0 kept the axis
     room = free[inside]
     fit_of = np.array([fit_per_node(d, room) for d in demands], dtype=np.int64)
-    feasible = np.array([sc.feasible[inside] for sc in exemplars], dtype=np.bool_)
     member = csr_matrix(
         (np.ones(len(inside), dtype=np.int64), (bin_of_node[inside], np.arange(len(inside)))),
         shape=(len(bins), len(inside)),
     )
-    per_spec = np.empty((len(exemplars), len(bins)), dtype=np.int64)
-    step = max(1, CHUNK_CELLS // max(1, len(inside)))
-    for lo in range(0, len(exemplars), step):
-        fit = np.where(feasible[lo : lo + step], fit_of[demand_row[lo : lo + step]], 0)
-        per_spec[lo : lo + step] = (member @ fit.T).T
+    per_demand = np.asarray((member @ fit_of.T).T, dtype=np.int64).reshape(len(demands), len(bins))
+    first = np.array([b.nodes[0] for b in bins], dtype=np.int64)
+    feasible = np.array([sc.feasible[first] for sc in exemplars], dtype=np.bool_)
+    per_spec: IntArray = np.where(feasible, per_demand[demand_row], 0)
     return per_spec, row_of_spec
