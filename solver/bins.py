@@ -156,7 +156,8 @@ def _fits_per_bin(
         shape=(len(bins), len(inside)),
     )
     per_demand = np.asarray((member @ fit_of.T).T, dtype=np.int64).reshape(len(demands), len(bins))
-    first = np.array([b.nodes[0] for b in bins], dtype=np.int64)
+    # A bin without nodes (none is built so) sums to 0 whatever node stands for it.
+    first = np.array([b.nodes[0] if b.nodes else 0 for b in bins], dtype=np.int64)
     feasible = np.array([sc.feasible[first] for sc in exemplars], dtype=np.bool_)
     per_spec: IntArray = np.where(feasible, per_demand[demand_row], 0)
     return per_spec, row_of_spec

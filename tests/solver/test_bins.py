@@ -3,13 +3,23 @@ over the bin's nodes, node by node, as a reader would count them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import solver.bins
-from solver.bins import CHUNK_CELLS, Bin, Pairs, class_bins, node_bins, pair_capacity
+from solver.bins import (
+    CHUNK_CELLS,
+    Bin,
+    Pairs,
+    class_bin,
+    class_bins,
+    node_bins,
+    pair_capacity,
+)
 from solver.config import SolverConfig
 from solver.model import ClusterState
 from solver.objective import coefficients
@@ -85,17 +95,37 @@ def _clusters(draw: st.DrawFn) -> ClusterState:
     extra=st.integers(-2, 2),
     dropped=st.integers(0, 2),
     chunk=st.sampled_from([1, 3, 64, CHUNK_CELLS]),
+    split=st.integers(0, 2),
+    empty=st.booleans(),
 )
 def test_pairs_are_the_fits_of_each_node_summed_over_its_bin(
-    cluster: ClusterState, per_node: bool, subset: int, extra: int, dropped: int, chunk: int
+    cluster: ClusterState,
+    per_node: bool,
+    subset: int,
+    extra: int,
+    dropped: int,
+    chunk: int,
+    split: int,
+    empty: bool,
 ) -> None:
-    """Over classes of nodes and over nodes, some bins left out, every shape or some or
-    none, in the nodes' free room or in more or less, computed in chunks of any size:
-    the same pairs, in the same order, with the same capacities as counting node by
-    node."""
+    """Over classes of nodes and over nodes, or classes with some of their nodes alone
+    (as the joint model has them: ``encode_victims.joint_bins``), some bins left out, a
+    bin of no node, every shape or some or none, in the nodes' free room or in more or
+    less, computed in chunks of any size: the same pairs, in the same order, with the
+    same capacities as counting node by node."""
     problem = prepare(cluster)
     shapes = group(problem, coefficients(problem, SolverConfig().weights))
     bins = node_bins(problem) if per_node else class_bins(problem)
+    if split and not per_node:
+        alone = node_bins(problem)
+        parts: list[Bin] = []
+        for members in problem.node_classes:
+            parts += [alone[n] for n in members[:split]]
+            if members[split:]:
+                parts.append(class_bin(problem, members[split:], len(parts)))
+        bins = parts
+    if empty:
+        bins = [replace(bins[0], nodes=()), *bins]
     if dropped:
         bins = [b for i, b in enumerate(bins) if i % (dropped + 1)]
     only = {sc.shape for sc in shapes.classes[::subset]} if subset > 0 else None
