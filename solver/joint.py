@@ -29,7 +29,6 @@ import numpy as np
 
 from solver.arrays import IntArray
 from solver.bins import Bin, Pairs
-from solver.decode import relative_gap
 from solver.disaggregate import PACK_SHARE, REORDER_SHARE, disaggregate
 from solver.encode import Encoding
 from solver.encode_victims import VictimSet, VictimVars, encode_joint, victim_nodes
@@ -40,7 +39,7 @@ from solver.placement import Placer
 from solver.preemption import preempt
 from solver.problem import Problem
 from solver.restricted import restricted_pairs
-from solver.search import MIN_STAGE_S, OPTIMAL_GAP, Search
+from solver.search import MIN_STAGE_S, Search
 from solver.shapes import Shapes
 from solver.solution import decode_admitted, decode_counts, hint_values, solution_of
 from solver.victims import (
@@ -179,7 +178,11 @@ def joint_stage(
             result = search.run(narrow, "joint-lp-guided", limit)
             search.no_bound()  # restricted: not a relaxation
             best = _better(decode(narrow, narrow_out, result.solution), best)
-    if not _at_bound(best, bounds, search.config.relative_gap_limit) and left() >= MIN_STAGE_S:
+    # Within the gap limit of a bound, as ``Search.settled`` ends the placement stages: the
+    # whole model would stop there too (CP-SAT's ``relative_gap_limit``), but only once its
+    # own search had proved as much.
+    at_bound = bool(bounds) and search.close_enough(best.score, min(bounds))
+    if not at_bound and left() >= MIN_STAGE_S:
         hint_values(enc, _values(enc, vs, out, best, search))
         result = search.run(enc, "joint", left())
         if result.report.bound is not None:
@@ -187,14 +190,6 @@ def joint_stage(
         best = _better(decode(enc, out, result.solution), best)
     bound = min(bounds) if bounds else None
     return (best if best is not start else None), bound
-
-
-def _at_bound(best: JointDecision, bounds: list[int], gap_limit: float) -> bool:
-    """Within ``gap_limit`` of a proven bound, as ``Search.settled`` ends the placement
-    stages: the whole model would stop there too (CP-SAT's ``relative_gap_limit``), but
-    only once its own search had proved as much."""
-    gap = relative_gap(best.score, min(bounds)) if bounds else None
-    return gap is not None and gap <= max(OPTIMAL_GAP, gap_limit)
 
 
 def _better(found: JointDecision | None, best: JointDecision) -> JointDecision:

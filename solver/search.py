@@ -390,7 +390,12 @@ class Search:
         candidates = [*self.solved, self.baseline] if wait_for_baseline else self.solved
         if not candidates:
             return False
-        gap = relative_gap(max(map(self.score, candidates)), min(self.bounds))
+        return self.close_enough(max(map(self.score, candidates)), min(self.bounds))
+
+    def close_enough(self, score: int, bound: int) -> bool:
+        """``score`` is within ``relative_gap_limit`` of the proven ``bound`` (or at it, to
+        the LP's tolerance): no stage need search for more."""
+        gap = relative_gap(score, bound)
         return gap is not None and gap <= max(OPTIMAL_GAP, self.config.relative_gap_limit)
 
 
