@@ -149,9 +149,9 @@ def measure(
         )
         packed = sum(evaluate(problem, placer.placed, config.weights).values())
     node_mip = scored = pattern = None
-    every = node_bins(problem)
     exact: Encoding | None = None
     if node_level or pattern_s > 0:
+        every = node_bins(problem)
         exact = encode(problem, shapes, every, coef, pair_capacity(problem, shapes, every), True)
     if pattern_s > 0 and exact is not None:
         index = {n.name: i for i, n in enumerate(problem.nodes)}

@@ -67,6 +67,7 @@ class _Kind:
     """Nodes whose variables and rows over themselves read alike: one pricing problem."""
 
     variables: IntArray  # of its first node, in the model's order
+    high: IntArray  # their upper bounds (every lower bound is 0)
     members: list[IntArray]  # every node's variables, position by position as the first's
     rows: list[tuple[IntArray, IntArray, float, float]]  # positions, coefficients, low, high
     lifts: IntArray  # positions whose increase can help a row hold (kept when not worth it)
@@ -101,7 +102,7 @@ def _local_rows(matrix: csr_matrix, node_of: IntArray) -> IntArray:
 def _kinds(m: Matrices, coupling: csc_matrix, node_of: IntArray, owner: IntArray) -> list[_Kind]:
     """Nodes grouped by what their pricing problems read: per variable its bounds, cost and
     column in the spanning rows; per row over the node its entries and sides."""
-    matrix = m.matrix.tocsr()
+    matrix = m.matrix
     order = np.argsort(node_of, kind="stable")
     sorted_nodes = node_of[order]
     starts = np.searchsorted(sorted_nodes, np.arange(sorted_nodes.max(initial=-1) + 2))
@@ -139,25 +140,21 @@ def _kinds(m: Matrices, coupling: csc_matrix, node_of: IntArray, owner: IntArray
             lifts = np.zeros(len(variables), dtype=bool)
             for at, coeffs, lo, hi in rows:
                 lifts[at] |= ((coeffs < 0) & math.isfinite(hi)) | ((coeffs > 0) & math.isfinite(lo))
-            kinds[key] = _Kind(variables, [variables], rows, np.flatnonzero(lifts))
+            high = m.col_high[variables].astype(np.int64)
+            kinds[key] = _Kind(variables, high, [variables], rows, np.flatnonzero(lifts))
         else:
             kind.members.append(variables)
     return list(kinds.values())
 
 
-def _price(
-    kind: _Kind, worth: FloatArray, m: Matrices, time_limit_s: float
-) -> tuple[float, FloatArray | None]:
+def _price(kind: _Kind, worth: FloatArray, time_limit_s: float) -> tuple[float, FloatArray | None]:
     """The most a packing of this kind of node is worth at ``worth`` per unit of each of
     its variables: an upper bound on it, and the best packing found (or None)."""
     keep = np.union1d(np.flatnonzero(worth > 0), kind.lifts)
     if not len(keep):
         return 0.0, None
     model = cp_model.CpModel()
-    low, high = m.col_low[kind.variables], m.col_high[kind.variables]
-    if (low != 0).any():
-        raise ValueError("the pattern bound expects every node variable to start at 0")
-    x = {int(i): model.new_int_var(0, int(high[i]), f"x{i}") for i in keep.tolist()}
+    x = {int(i): model.new_int_var(0, int(kind.high[i]), f"x{i}") for i in keep.tolist()}
     for at, coeffs, lo, hi in kind.rows:
         terms = [
             (x[int(i)], int(c))
@@ -277,6 +274,8 @@ def pattern_bound(
     started = time.perf_counter()
     m = matrices(enc.rows)
     node_of = _nodes_of_variables(enc, len(m.cost))
+    if (m.col_low[node_of >= 0] != 0).any():
+        raise ValueError("the pattern bound expects every node variable to start at 0")
     owner = _local_rows(m.matrix, node_of)
     spanning = np.flatnonzero(owner < 0)
     coupling = m.matrix[spanning].tocsc()
@@ -300,7 +299,7 @@ def pattern_bound(
         added = 0
         for k, kind in enumerate(kinds):
             worth = worth_all[kind.variables]
-            upper, packing = _price(kind, worth, m, price_s)
+            upper, packing = _price(kind, worth, price_s)
             gain += len(kind.members) * max(0.0, upper - rest[k])
             if packing is not None and float(worth @ packing) - rest[k] > ENTER_TOLERANCE * max(
                 1.0, abs(value)
