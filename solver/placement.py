@@ -12,9 +12,8 @@ from collections.abc import Mapping, Sequence
 from enum import StrEnum
 
 import numpy as np
-import numpy.typing as npt
 
-from solver.arrays import BoolArray, IntArray
+from solver.arrays import BoolArray, FloatArray, IntArray
 from solver.model import PODS
 from solver.predicates import TOO_MANY_PODS
 from solver.problem import GangInfo, PodClass, Problem, placement_reasons
@@ -23,7 +22,6 @@ from solver.units import NO_LIMIT_FIT, fit_per_node
 MAX_SCORED_SPECS = 32
 MAX_SCORED_DEMANDS = 64
 SCALAR_RESCORE = 4  # up to this many changed nodes are rescored one by one
-FloatArray = npt.NDArray[np.float64]
 
 
 class Policy(StrEnum):

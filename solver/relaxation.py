@@ -22,10 +22,10 @@ from itertools import chain
 
 import highspy
 import numpy as np
-import numpy.typing as npt
 from scipy.sparse import csr_matrix
 
-FloatArray = npt.NDArray[np.float64]
+from solver.arrays import FloatArray
+
 # Rows beyond this magnitude are one-sided (the encoder writes int64 limits for "none").
 UNBOUNDED = 1e18
 

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from solver.arrays import BoolArray, IntArray
+from solver.arrays import BoolArray, FloatArray, IntArray
 from solver.bins import Pairs
 from solver.encode import Encoding, encode
 from solver.objective import Coefficients
-from solver.relaxation import FloatArray
 
 RESTRICT_ZERO = 1e-6  # an LP value below this is zero (HiGHS' feasibility tolerance is 1e-7)
 

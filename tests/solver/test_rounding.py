@@ -7,9 +7,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from solver.arrays import FloatArray
 from solver.encode import Encoding, demand_matrix, queue_of_pair
 from solver.problem import prepare
-from solver.relaxation import FloatArray
 from solver.solution import ROUND_UP_ADMITTED, decode_counts, rounded_down, rounded_for_gangs
 from tests.builders import gang, node, pod, pods_of, queue, state
 from tests.solver.encodings import class_model
