@@ -111,7 +111,7 @@ def allocate_gangs(
         gang = pending[queue].pop(0)
         if not pending[queue]:
             del pending[queue]
-        shape = _one_class_shape(problem, gang)
+        shape = one_class_shape(problem, gang)
         if shape in failed:
             continue
         placed = placer.try_gang(gang, policy)
@@ -123,7 +123,7 @@ def allocate_gangs(
             failed.add(shape)
 
 
-def _one_class_shape(problem: Problem, gang: GangInfo) -> tuple[int, int, int, int] | None:
+def one_class_shape(problem: Problem, gang: GangInfo) -> tuple[int, int, int, int] | None:
     """What decides whether a gang of one pod class fits: queue, need, spec, pod count."""
     if len(gang.classes) != 1:
         return None

@@ -46,12 +46,7 @@ from solver.candidates import (
 )
 from solver.config import SolverConfig
 from solver.decode import decision_from_placements
-from solver.disaggregate import (
-    PACK_SHARE,
-    REORDER_SHARE,
-    placer_from_counts,
-    topped_up,
-)
+from solver.disaggregate import PACK_SHARE, REORDER_SHARE, placer_from_counts
 from solver.encode import Encoding, encode
 from solver.last_stage import decide_after, decide_jointly
 from solver.model import ClusterState, Decision, SolveStatus
@@ -77,6 +72,7 @@ from solver.solution import (
     rounded_for_gangs,
     solution_of,
 )
+from solver.topup import topped_up
 
 # The wide (RINS) neighbourhood is searched on node-class models up to this many times
 # max_exact_class_pairs: above, real-shaped 1,000-node models found nothing in 0.5 s.

@@ -11,16 +11,14 @@ from functools import partial
 import numpy as np
 
 from solver.arrays import BoolArray, IntArray
-from solver.baselines import allocate_gangs
 from solver.bins import Bin, bin_index
 from solver.config import ObjectiveWeights
 from solver.displace import complete_by_displacing, objective
 from solver.encode import Encoding
-from solver.objective import evaluate
 from solver.packing import pack, pack_greedy, pod_worth
 from solver.placement import Placer, Policy
-from solver.problem import GangInfo, Problem
-from solver.units import fit_per_node
+from solver.problem import Problem
+from solver.topup import topped_up
 
 PACK_SHARE = 0.1  # of the time limit, at most, to pack one candidate's node classes exactly
 # ... and to pack them greedily again in another order (real-shaped 1,000-node clusters:
@@ -358,45 +356,3 @@ def _place_items(
         placed += placer.place_alike(run, Policy.PACK, None if spans[first.spec] else mask)
         start = end
     return placed
-
-
-def topped_up(problem: Problem, placer: Placer, weights: ObjectiveWeights) -> Placer:
-    """Fill what room is left with the gangs that have no pod placed yet (gang-greedy),
-    unless that lowers the objective: with overuse or opening priced above value, the
-    room a solver left empty may be empty on purpose."""
-    of_pod = problem.class_of_pod()
-    before = set(placer.placed)
-    placed_gangs = {problem.classes[of_pod[pod]].gang for pod in before}
-    rest = [g for g in problem.schedulable_gangs() if g.index not in placed_gangs]
-    fits: dict[int, int] = {}
-    per_node: dict[bytes, IntArray] = {}
-    rest = [g for g in rest if _may_fit(placer, g, fits, per_node)]
-    worth = sum(evaluate(problem, placer.placed, weights).values())
-    allocate_gangs(problem, placer, rest, Policy.PACK)
-    added = [pod for pod in placer.placed if pod not in before]
-    if added and sum(evaluate(problem, placer.placed, weights).values()) < worth:
-        placer.unplace(added)
-    return placer
-
-
-def _may_fit(
-    placer: Placer, gang: GangInfo, fits: dict[int, int], per_node: dict[bytes, IntArray]
-) -> bool:
-    """Whether the room left could hold the gang's need, node by node, class by class: a
-    necessary condition, so a full cluster's hundreds of waiting gangs are not each placed
-    and rolled back. ``fits`` caches, per pod spec, how many fit in the room left;
-    ``per_node``, per demand, how many fit on each node (real-shaped 1,000 nodes: ~600
-    specs, ~80 demands)."""
-    problem = placer.problem
-    fit = 0
-    for c in gang.classes:
-        cls = problem.classes[c]
-        if cls.spec not in fits:
-            key = cls.demand.tobytes()
-            if key not in per_node:
-                per_node[key] = fit_per_node(cls.demand, placer.free)
-            fits[cls.spec] = int(per_node[key][cls.feasible].sum())
-        fit += min(cls.count, fits[cls.spec])
-        if fit >= gang.need:
-            return True
-    return fit >= gang.need and fit > 0

@@ -35,7 +35,7 @@ def test_skipping_repeats_of_a_failed_one_class_gang_changes_no_decision(
     monkeypatch.setattr(Placer, "try_gang", counted)
     skipping = schedule(s, "gang-greedy", CONFIG)
     tried_with_skips = attempts[0]
-    monkeypatch.setattr(solver.baselines, "_one_class_shape", lambda problem, gang: None)
+    monkeypatch.setattr(solver.baselines, "one_class_shape", lambda problem, gang: None)
     attempts[0] = 0
     every = schedule(s, "gang-greedy", CONFIG)
     assert skipping.placements == every.placements
