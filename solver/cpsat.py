@@ -47,6 +47,7 @@ from solver.candidates import (
 from solver.config import SolverConfig
 from solver.decode import decision_from_placements
 from solver.disaggregate import PACK_SHARE, REORDER_SHARE, placer_from_counts
+from solver.displace import exchanged
 from solver.encode import Encoding, encode
 from solver.last_stage import decide_after, decide_jointly
 from solver.model import ClusterState, Decision, SolveStatus
@@ -468,10 +469,26 @@ def _solve(
 
     if search.baseline_cannot_matter():
         stop_baseline.set()
-    best = search.best_so_far()
+    best = _exchanged(search, search.best_so_far())
     if joint and config.preemption:
         return decide_jointly(search, shapes, best)
     return decide_after(search, best)
+
+
+def _exchanged(search: Search, best: Placer) -> Placer:
+    """The best placement, or where the time left holds it, a better one that places some
+    of the most valuable waiting gangs instead of gangs worth less (``displace.exchanged``)."""
+    at_bound = bool(search.bounds) and search.close_enough(search.score(best), min(search.bounds))
+    if at_bound or search.remaining() <= 0:
+        return best
+    deterministic = search.config.deterministic
+    until = None if deterministic else time.perf_counter() + search.remaining()
+    trial = exchanged(best, search.config.weights, until)
+    if trial is None:
+        return best
+    search.solved.append(trial)
+    search.origin[id(trial)] = f"{search.origin.get(id(best), 'gang-greedy')}+exchange"
+    return trial
 
 
 def _placed(search: Search, shapes: Shapes, pairs_estimate: int) -> None:
