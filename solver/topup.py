@@ -33,7 +33,7 @@ from solver.units import fit_per_node
 
 
 @dataclass(frozen=True)
-class _GangPrices:
+class GangPrices:
     """Per gang: what it adds but fairness (all its pods placed), the share units of its
     queue's dominant resource it takes, and the largest share of the cluster's
     allocatable it asks for."""
@@ -77,12 +77,11 @@ def fill_by_worth(
     """Each of ``gangs`` tried whole, most worth per share of the cluster first; a gang's
     fairness is what its queue still lacks of its deserved share, at most its own."""
     coef = coefficients(problem, weights)
-    prices = _gang_prices(problem, weights)
-    short = _shortfall(problem, placer, weights)
+    prices = gang_prices(problem, weights)
+    short = shortfall(problem, placer, weights)
 
     def density(g: GangInfo) -> float:
-        gain = prices.base[g.index] - coef.shortfall * min(short[g.queue], prices.units[g.index])
-        return float(gain / prices.size[g.index])
+        return worth(g, prices, short, coef.shortfall) / float(prices.size[g.index])
 
     heap = [(-density(g), g.index) for g in gangs]
     heapq.heapify(heap)
@@ -110,10 +109,17 @@ def fill_by_worth(
             failed.add(shape)
 
 
-def _gang_prices(problem: Problem, weights: ObjectiveWeights) -> _GangPrices:
+def worth(gang: GangInfo, prices: GangPrices, short: FloatArray, per_unit: int) -> float:
+    """What the gang adds placed whole: its base price, and the fairness it buys of its
+    queue's ``short`` share units (at ``per_unit``, the shortfall's negative price)."""
+    bought = min(float(short[gang.queue]), float(prices.units[gang.index]))
+    return float(prices.base[gang.index]) - per_unit * bought
+
+
+def gang_prices(problem: Problem, weights: ObjectiveWeights) -> GangPrices:
     """Memoised on the problem: every candidate of a cycle is topped up at the same prices."""
     cached = problem.memo.get(("gang-prices", weights))
-    if isinstance(cached, _GangPrices):
+    if isinstance(cached, GangPrices):
         return cached
     coef = coefficients(problem, weights)
     gang_of_class = class_indices(problem)[0]
@@ -130,12 +136,12 @@ def _gang_prices(problem: Problem, weights: ObjectiveWeights) -> _GangPrices:
     # A gang asking for nothing takes no share: the smallest positive one, not a division
     # by zero.
     size = np.maximum((demand / totals).max(axis=1, initial=0.0), 1e-12)
-    prices = _GangPrices(base=base, units=units.astype(np.float64), size=size)
+    prices = GangPrices(base=base, units=units.astype(np.float64), size=size)
     problem.memo[("gang-prices", weights)] = prices
     return prices
 
 
-def _shortfall(problem: Problem, placer: Placer, weights: ObjectiveWeights) -> FloatArray:
+def shortfall(problem: Problem, placer: Placer, weights: ObjectiveWeights) -> FloatArray:
     """Per queue, share units below its deserved share with what ``placer`` holds (as
     ``objective.terms`` counts them: pods of gangs that reach minMember)."""
     coef = coefficients(problem, weights)

@@ -10,11 +10,11 @@ from solver.baselines import allocate_gangs
 from solver.config import SolverConfig
 from solver.decode import decision_from_placements
 from solver.model import ClusterState, SolveStatus
-from solver.objective import evaluate
+from solver.objective import coefficients, evaluate
 from solver.placement import Placer, Policy
 from solver.problem import Problem, prepare
 from solver.search import gang_greedy_placer
-from solver.topup import fill_by_worth, topped_up
+from solver.topup import fill_by_worth, gang_prices, shortfall, topped_up, worth
 from solver.validate import check
 from tests.builders import gang, node, pod, queue, state
 
@@ -128,3 +128,22 @@ def test_a_top_up_never_lowers_the_objective_nor_leaves_a_partial_gang(seed: int
         problem, topped, CONFIG, scheduler="cpsat", status=SolveStatus.FEASIBLE
     )
     assert check(problem.state, decision) == []
+
+
+def test_a_gang_buys_fairness_only_up_to_what_its_queue_lacks() -> None:
+    """With a-first placed, queue a is at its deserved share and b lacks 2 cpu: b-only is
+    worth its base price and b's shortfall, a-second its base price alone."""
+    problem = prepare(two_queues_one_slot())
+    prices = gang_prices(problem, WEIGHTS)
+    per_unit = coefficients(problem, WEIGHTS).shortfall
+    by_name = {g.name: g for g in problem.gangs}
+    short = shortfall(problem, with_a_first_placed(problem), WEIGHTS)
+    b_only, a_second = by_name["b-only"], by_name["a-second"]
+    assert short[a_second.queue] == 0
+    assert short[b_only.queue] == prices.units[b_only.index] > 0
+    base = prices.base
+    assert worth(a_second, prices, short, per_unit) == base[a_second.index]
+    assert worth(b_only, prices, short, per_unit) == (
+        base[b_only.index] - per_unit * prices.units[b_only.index]
+    )
+    assert base[b_only.index] == base[a_second.index]
