@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import solver.disaggregate
+import solver.displace
 from benchmarks import instances
 from solver.config import ObjectiveWeights, SolverConfig
 from solver.decode import decision_from_placements
@@ -189,3 +190,29 @@ def test_an_exchange_leaves_no_partial_gang_and_passes_the_validator(seed: int) 
         problem, better, SolverConfig(), scheduler="cpsat", status=SolveStatus.FEASIBLE
     )
     assert check(problem.state, decision) == []
+
+
+def test_a_completion_the_clock_stops_is_undone_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clock passes ``until`` after the gang's first pod is placed: the gang is not
+    left half placed, and nothing it took out stays out."""
+    problem = prepare(one_pod_short(other_priority=0))
+    placer = Placer(problem)
+    by_gang = {problem.gangs[cls.gang].name: cls for cls in problem.classes}
+    placer.place_on(by_gang["job"], 1, 1)
+    placed, free = dict(placer.placed), placer.free.copy()
+    ticks = iter(range(100))
+    monkeypatch.setattr(solver.displace.time, "perf_counter", lambda: float(next(ticks)))
+    big = next(g.index for g in problem.gangs if g.name == "big")
+    # Read at the gang's start (0), then before each pod (1: the first, 2: past until).
+    assert complete_by_displacing(placer, [big], WEIGHTS, until=1.5) == [big]
+    assert placer.placed == placed
+    assert np.array_equal(placer.free, free)
+
+
+def test_without_a_clock_the_exchange_tries_no_more_pods_than_its_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    placer = one_node_held_by("cheap")
+    monkeypatch.setattr(solver.displace, "EXCHANGE_PODS", 0)
+    assert exchanged(placer, WEIGHTS, until=None) is None
+    assert exchanged(placer, WEIGHTS, until=float("inf")) is not None
