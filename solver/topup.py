@@ -54,7 +54,7 @@ def topped_up(problem: Problem, placer: Placer, weights: ObjectiveWeights) -> Pl
     fits: dict[int, int] = {}
     per_node: dict[bytes, IntArray] = {}
     rest = [g for g in rest if _may_fit(placer, g, fits, per_node)]
-    worth = sum(evaluate(problem, placer.placed, weights).values())
+    start = sum(evaluate(problem, placer.placed, weights).values())
     # Neither order wins everywhere (real-shaped 120 nodes x 480 gangs, seeds 0-11, whole
     # cycles against kube-batch's order alone: by worth alone x0.9992, lower on 5 seeds,
     # one 5.4% -> 6.0% from its bound; the better of the two x1.0008, higher on 7, lower
@@ -66,7 +66,7 @@ def topped_up(problem: Problem, placer: Placer, weights: ObjectiveWeights) -> Pl
         ((p, sum(evaluate(problem, p.placed, weights).values())) for p in (placer, by_queue)),
         key=lambda pair: pair[1],
     )
-    if score < worth:
+    if score < start:
         filled.unplace([pod for pod in filled.placed if pod not in before])
     return filled
 
