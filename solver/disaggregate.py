@@ -13,8 +13,9 @@ import numpy as np
 from solver.arrays import BoolArray, IntArray
 from solver.bins import Bin, bin_index
 from solver.config import ObjectiveWeights
-from solver.displace import complete_by_displacing, objective
+from solver.displace import complete_by_displacing
 from solver.encode import Encoding
+from solver.objective import objective_of
 from solver.packing import pack, pack_greedy, pod_worth
 from solver.placement import Placer, Policy
 from solver.problem import Problem
@@ -173,7 +174,7 @@ def disaggregate(
     if len(still) == len(short):
         return withdrawn  # nothing completed: the same decision
     other = _withdrawn(repaired, still, weights)
-    return other if objective(other, weights) > objective(withdrawn, weights) else withdrawn
+    return other if objective_of(other, weights) > objective_of(withdrawn, weights) else withdrawn
 
 
 def _withdrawn(placer: Placer, short: list[int], weights: ObjectiveWeights) -> Placer:

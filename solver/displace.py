@@ -19,11 +19,11 @@ import numpy as np
 
 from solver.arrays import BoolArray, IntArray
 from solver.config import ObjectiveWeights
-from solver.objective import class_indices, coefficients, terms
+from solver.objective import class_indices, coefficients, objective_of, shortfall
 from solver.packing import pod_worth
 from solver.placement import Placer
 from solver.problem import GangInfo, Problem
-from solver.topup import gang_prices, shortfall, topped_up, worth
+from solver.topup import gang_prices, topped_up, worth
 
 # Of the nodes that could hold a missing pod once gangs are taken out, this many (those
 # needing the least room freed) are priced: the cheapest gangs to take out are sought
@@ -63,13 +63,6 @@ class _Move:
     added: list[str]  # the short gang's pods placed
 
 
-def objective(placer: Placer, weights: ObjectiveWeights) -> int:
-    """``objective.evaluate`` of what ``placer`` holds, from its counts: O(classes)."""
-    problem = placer.problem
-    opened = problem.empty & (placer.free != problem.free).any(axis=1)
-    return sum(terms(problem, weights, np.array(placer.next_pod, dtype=np.int64), opened).values())
-
-
 def complete_by_displacing(
     placer: Placer, short: Sequence[int], weights: ObjectiveWeights, until: float | None
 ) -> list[int]:
@@ -99,9 +92,9 @@ def complete_by_displacing(
         gang = problem.gangs[g]
         full = sum(int(worth_of_class[c]) * problem.classes[c].count for c in gang.classes)
         eligible = placed.alive & ~protected[placed.gang] & (gang_worth[placed.gang] < full)
-        before = objective(placer, weights)
+        before = objective_of(placer, weights)
         move = _complete(placer, gang, placed, eligible, gang_worth, full, until)
-        if move is not None and objective(placer, weights) > before:
+        if move is not None and objective_of(placer, weights) > before:
             protected[g] = True  # completed: its pods stay
             continue
         if move is not None:
@@ -123,7 +116,7 @@ def exchanged(placer: Placer, weights: ObjectiveWeights, until: float | None) ->
     of them would have been worth that room. Here it is asked, gang by gang."""
     problem = placer.problem
     prices = gang_prices(problem, weights)
-    short = shortfall(problem, placer, weights)
+    short = shortfall(problem, weights, placer.next_pod)
     per_unit = coefficients(problem, weights).shortfall
     waiting = [
         g
@@ -147,7 +140,7 @@ def exchanged(placer: Placer, weights: ObjectiveWeights, until: float | None) ->
     if len(complete_by_displacing(trial, chosen, weights, until)) == len(chosen):
         return None
     trial = topped_up(problem, trial, weights)
-    return trial if objective(trial, weights) > objective(placer, weights) else None
+    return trial if objective_of(trial, weights) > objective_of(placer, weights) else None
 
 
 def _placed(problem: Problem, placer: Placer) -> _Placed:

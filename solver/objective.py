@@ -19,8 +19,9 @@ Terms (quantities in share units, weights from ``ObjectiveWeights``):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +30,9 @@ from solver.config import SHARE_SCALE, ObjectiveWeights
 from solver.model import ClusterState, Decision
 from solver.problem import Problem, prepare
 from solver.units import share_units
+
+if TYPE_CHECKING:  # placement prices through this module; it is not imported at run time
+    from solver.placement import Placer
 
 
 @dataclass(frozen=True)
@@ -119,14 +123,10 @@ def terms(
     nodes opened (empty before, used after). A repair that moves a few gangs prices each
     move from these in O(classes), not O(pods placed)."""
     coef = coefficients(problem, w)
-    gang_of_class, queue_of_class, need = class_indices(problem)
-    per_gang = np.bincount(gang_of_class, weights=per_class, minlength=len(problem.gangs))
-    reached = (per_gang >= need) & ((per_gang > 0) | (need == 0))
-    counted = np.where(reached[gang_of_class], per_class, 0) if len(per_class) else per_class
+    _, _, need = class_indices(problem)
+    reached, counted = _counted(problem, per_class)
     newly = reached & (need > 0)
-    gained = np.bincount(
-        queue_of_class, weights=coef.pod_share * counted, minlength=len(problem.queues)
-    ).astype(np.int64)
+    gained = _gained(problem, coef, counted)
     shortfall = np.maximum(0, coef.deserved - coef.held - gained)
     excess = np.maximum(0, coef.held + gained - coef.deserved)
     return {
@@ -138,6 +138,42 @@ def terms(
         "packing": coef.node_opened * int(opened.sum()),
         "gpu_nodes": coef.gpu_node_opened * int((opened & problem.gpu_node).sum()),
     }
+
+
+def shortfall(problem: Problem, w: ObjectiveWeights, per_class: Sequence[int]) -> IntArray:
+    """Per queue, the share units it lacks of its deserved share with ``per_class`` pods
+    placed (as ``terms`` counts them: pods of gangs that reach minMember)."""
+    coef = coefficients(problem, w)
+    _, counted = _counted(problem, np.asarray(per_class, dtype=np.int64))
+    short: IntArray = np.maximum(0, coef.deserved - coef.held - _gained(problem, coef, counted))
+    return short
+
+
+def objective_of(placer: Placer, w: ObjectiveWeights) -> int:
+    """``evaluate`` of what ``placer`` holds, from its counts: O(classes), not O(pods)."""
+    problem = placer.problem
+    opened = problem.empty & (placer.free != problem.free).any(axis=1)
+    per_class = np.array(placer.next_pod, dtype=np.int64)
+    return sum(terms(problem, w, per_class, opened).values())
+
+
+def _counted(problem: Problem, per_class: IntArray) -> tuple[BoolArray, IntArray]:
+    """Per gang whether it reaches minMember, and per pod class the pods that count:
+    those of gangs that do (pods below minMember hold room and do no work)."""
+    gang_of_class, _, need = class_indices(problem)
+    per_gang = np.bincount(gang_of_class, weights=per_class, minlength=len(problem.gangs))
+    reached = (per_gang >= need) & ((per_gang > 0) | (need == 0))
+    counted = np.where(reached[gang_of_class], per_class, 0) if len(per_class) else per_class
+    return reached, counted
+
+
+def _gained(problem: Problem, coef: Coefficients, counted: IntArray) -> IntArray:
+    """Per queue, share units of its dominant resource the counted pods take."""
+    _, queue_of_class, _ = class_indices(problem)
+    gained: IntArray = np.bincount(
+        queue_of_class, weights=coef.pod_share * counted, minlength=len(problem.queues)
+    ).astype(np.int64)
+    return gained
 
 
 def class_indices(problem: Problem) -> tuple[IntArray, IntArray, IntArray]:

@@ -14,9 +14,9 @@ from benchmarks import instances
 from solver.config import ObjectiveWeights, SolverConfig
 from solver.decode import decision_from_placements
 from solver.disaggregate import disaggregate
-from solver.displace import complete_by_displacing, exchanged, objective
+from solver.displace import complete_by_displacing, exchanged
 from solver.model import ClusterState, SolveStatus
-from solver.objective import coefficients, evaluate
+from solver.objective import coefficients, evaluate, objective_of
 from solver.placement import Placer
 from solver.problem import Problem, prepare
 from solver.relaxation import solve_lp
@@ -69,11 +69,11 @@ def repair(problem: Problem, placer: Placer) -> list[int]:
 def test_a_gang_one_pod_short_takes_the_room_of_a_job_worth_less() -> None:
     problem = prepare(one_pod_short(other_priority=0))
     placer = placed_as_the_packing_left_it(problem)
-    before = objective(placer, WEIGHTS)
+    before = objective_of(placer, WEIGHTS)
     assert repair(problem, placer) == []
     assert placer.placed == {"big-0": 0, "big-1": 1}
-    assert objective(placer, WEIGHTS) > before
-    assert objective(placer, WEIGHTS) == sum(evaluate(problem, placer.placed, WEIGHTS).values())
+    assert objective_of(placer, WEIGHTS) > before
+    assert objective_of(placer, WEIGHTS) == sum(evaluate(problem, placer.placed, WEIGHTS).values())
 
 
 def test_nothing_is_taken_out_where_the_objective_would_fall() -> None:
@@ -91,7 +91,7 @@ def test_nothing_is_taken_out_where_the_objective_would_fall() -> None:
 def test_the_objective_from_counts_is_the_evaluated_one() -> None:
     problem = prepare(instances.realistic(1, 40, 60))
     placer = gang_greedy_placer(problem)
-    assert objective(placer, WEIGHTS) == sum(evaluate(problem, placer.placed, WEIGHTS).values())
+    assert objective_of(placer, WEIGHTS) == sum(evaluate(problem, placer.placed, WEIGHTS).values())
     assert coefficients(problem, WEIGHTS) is coefficients(problem, WEIGHTS)
 
 
@@ -160,7 +160,7 @@ def test_a_waiting_gang_worth_more_takes_the_room_of_one_worth_less() -> None:
     better = exchanged(placer, WEIGHTS, until=None)
     assert better is not None
     assert better.placed == {"dear-0": 0}
-    assert objective(better, WEIGHTS) > objective(placer, WEIGHTS)
+    assert objective_of(better, WEIGHTS) > objective_of(placer, WEIGHTS)
     assert placer.placed == placed  # a copy: the candidate it came from is unchanged
 
 
@@ -182,7 +182,7 @@ def test_an_exchange_leaves_no_partial_gang_and_passes_the_validator(seed: int) 
         assert better is not None
     if better is None:
         return
-    assert objective(better, WEIGHTS) > objective(start, WEIGHTS)
+    assert objective_of(better, WEIGHTS) > objective_of(start, WEIGHTS)
     for g in problem.gangs:
         pods = sum(better.next_pod[c] for c in g.classes)
         assert pods == 0 or better.reached(g), g.name

@@ -10,11 +10,11 @@ from solver.baselines import allocate_gangs
 from solver.config import SolverConfig
 from solver.decode import decision_from_placements
 from solver.model import ClusterState, SolveStatus
-from solver.objective import coefficients, evaluate
+from solver.objective import coefficients, evaluate, shortfall
 from solver.placement import Placer, Policy
 from solver.problem import Problem, prepare
 from solver.search import gang_greedy_placer
-from solver.topup import fill_by_worth, gang_prices, shortfall, topped_up, worth
+from solver.topup import fill_by_worth, gang_prices, topped_up, worth
 from solver.validate import check
 from tests.builders import gang, node, pod, queue, state
 
@@ -137,7 +137,7 @@ def test_a_gang_buys_fairness_only_up_to_what_its_queue_lacks() -> None:
     prices = gang_prices(problem, WEIGHTS)
     per_unit = coefficients(problem, WEIGHTS).shortfall
     by_name = {g.name: g for g in problem.gangs}
-    short = shortfall(problem, with_a_first_placed(problem), WEIGHTS)
+    short = shortfall(problem, WEIGHTS, with_a_first_placed(problem).next_pod)
     b_only, a_second = by_name["b-only"], by_name["a-second"]
     assert short[a_second.queue] == 0
     assert short[b_only.queue] == prices.units[b_only.index] > 0
