@@ -216,3 +216,24 @@ def test_without_a_clock_the_exchange_tries_no_more_pods_than_its_budget(
     monkeypatch.setattr(solver.displace, "EXCHANGE_PODS", 0)
     assert exchanged(placer, WEIGHTS, until=None) is None
     assert exchanged(placer, WEIGHTS, until=float("inf")) is not None
+
+
+@pytest.mark.parametrize(("share", "completed"), [(0.01, True), (0.95, False)])
+def test_a_short_gang_worth_much_of_the_candidate_is_completed_before_any_withdrawal(
+    monkeypatch: pytest.MonkeyPatch, share: float, completed: bool
+) -> None:
+    """The gang (priority 100) is worth 94% of the two gangs admitted: at a share of 1%
+    completed at once, where a cycle short of time would only have withdrawn it; at
+    95%, left to the withdrawal and the repair after it, as before."""
+    monkeypatch.setattr(solver.disaggregate, "VALUABLE_SHARE", share)
+    problem = prepare(one_pod_short(other_priority=0))
+    placer = placed_as_the_packing_left_it(problem)
+    big = next(g.index for g in problem.gangs if g.name == "big")
+    admitted = {big, next(g.index for g in problem.gangs if g.name == "job")}
+    still = solver.disaggregate._valuable_completed(placer, [big], admitted, WEIGHTS, None)
+    if completed:
+        assert still == []
+        assert placer.placed == {"big-0": 0, "big-1": 1}
+    else:
+        assert still == [big]
+        assert placer.placed == placed_as_the_packing_left_it(problem).placed
