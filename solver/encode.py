@@ -84,6 +84,10 @@ class Encoding:
     # model, whose searches are over ``restricted`` ones). Building the CP-SAT model
     # too took 0.1-0.15 s of a 1,000-node cycle.
     lp_only: bool = False
+    # Rows [0, gang_rows) are the gangs' (``add_gang_all_or_nothing``), each over whole
+    # shape classes; every other row is over whole groups of pairs alike on one bin
+    # (``grouped_lp``). 0 until the rows are added.
+    gang_rows: int = 0
     rounding: int = ROUNDING  # see ROUNDING; kept by ``restricted`` models
     # Per class of nodes, the room its nodes can give (``bin_room``); a restricted model
     # keeps its model's: still valid for fewer pod classes, and not computed again.
@@ -472,6 +476,7 @@ def add_rows_and_objective(
     by_bin = _by_bin(enc)
     enc.room = room = bin_room(enc, by_bin) if room is None else room
     add_gang_all_or_nothing(enc)
+    enc.gang_rows = len(enc.rows.row_low)
     add_capacity(enc, by_bin, room)
     add_rounded_capacity(enc, by_bin, room)
     add_capability(enc)

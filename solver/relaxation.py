@@ -136,7 +136,12 @@ def solve_lp(rows: LinearRows, time_limit_s: float) -> LpSolution | None:
     Python thread, stop 42 measured 0.77 s through scipy and 0.38 s through the binding)."""
     if not rows.low:
         return None
-    m = matrices(rows)
+    found = solve_matrices(matrices(rows), time_limit_s)
+    return None if found is None else LpSolution(bound=bound_of(found[0]), values=found[1])
+
+
+def solve_matrices(m: Matrices, time_limit_s: float) -> tuple[float, FloatArray] | None:
+    """The LP's optimum and an optimal solution, or None (``solve_lp``)."""
     columns = m.matrix.tocsc()
     highs = highspy.Highs()  # type: ignore[no-untyped-call]
     for option, value in (
@@ -172,8 +177,7 @@ def solve_lp(rows: LinearRows, time_limit_s: float) -> LpSolution | None:
     if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
         return None
     optimum = float(highs.getInfo().objective_function_value)
-    values = np.asarray(highs.getSolution().col_value, dtype=np.float64)
-    return LpSolution(bound=bound_of(optimum), values=values)
+    return optimum, np.asarray(highs.getSolution().col_value, dtype=np.float64)
 
 
 def bound_of(optimum: float) -> int:

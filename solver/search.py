@@ -18,11 +18,12 @@ from solver.baselines import allocate_gangs
 from solver.config import SolverConfig
 from solver.decode import relative_gap
 from solver.encode import Encoding
+from solver.grouped_lp import model_lp
 from solver.model import StageReport
 from solver.objective import Coefficients, evaluate
 from solver.placement import Placer
 from solver.problem import Problem
-from solver.relaxation import LpSolution, solve_lp
+from solver.relaxation import LpSolution
 
 MIN_STAGE_S = 0.05
 # An LP bound is exact to HiGHS' tolerance and rounded up past it: a decision this close
@@ -298,7 +299,7 @@ class Search:
         """The model's LP relaxation (HiGHS), reported as a stage named ``name``; without
         ``relaxation`` (a model over some gangs only) the report keeps no bound."""
         started = time.perf_counter()
-        lp = solve_lp(enc.rows, time_limit_s)
+        lp = model_lp(enc, time_limit_s)
         variables, constraints = enc.size()
         self.stages.append(
             StageReport(

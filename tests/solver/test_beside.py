@@ -153,7 +153,7 @@ def test_the_node_level_lp_solves_while_the_dives_counts_are_placed(
     dive's placement and found too little time left on some seeds (seed 14: 2.4% from the
     bound where it would have given 0.9-1.3%); it now solves on the other core while that
     placement runs, and its stage reports no bound (it covers some gangs only)."""
-    lps = recorded_spans(monkeypatch, solver.search, "solve_lp")
+    lps = recorded_spans(monkeypatch, solver.search, "model_lp")
     placements = recorded_placements(monkeypatch)
     cluster = instances.realistic(14, 200, 300)
     decision = solve(cluster, TIMED)

@@ -24,11 +24,13 @@ from adapter.sim import realistic
 from benchmarks import instances
 from solver.config import SolverConfig
 from solver.disaggregate import PACK_SHARE, REORDER_SHARE
+from solver.encode import Encoding
+from solver.grouped_lp import model_lp
 from solver.model import ClusterState, Decision, SolveStatus, StageReport
 from solver.objective import evaluate
 from solver.placement import Placer
 from solver.problem import Problem, prepare
-from solver.relaxation import LinearRows, LpSolution, solve_lp
+from solver.relaxation import LpSolution, solve_lp
 from solver.restricted import restricted
 from solver.schedulers import schedule
 from solver.search import Search, StageResult, gang_greedy_placer
@@ -408,13 +410,13 @@ def test_the_class_models_rins_rounds_are_the_last_search_only_where_nothing_fol
 def lp_limits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The time limit of every LP the solve runs, in order, once it has run."""
     limits: list[float] = []
-    original = solve_lp
+    original = model_lp
 
-    def recorded(rows: LinearRows, time_limit_s: float) -> LpSolution | None:
+    def recorded(enc: Encoding, time_limit_s: float) -> LpSolution | None:
         limits.append(time_limit_s)
-        return original(rows, time_limit_s)
+        return original(enc, time_limit_s)
 
-    monkeypatch.setattr(solver.search, "solve_lp", recorded)
+    monkeypatch.setattr(solver.search, "model_lp", recorded)
     return limits
 
 

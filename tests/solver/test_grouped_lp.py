@@ -1,0 +1,108 @@
+"""A large class model's LP over groups of pods alike (``solver.grouped_lp``): the same
+optimum as the model's own LP, and a solution of the model split back from it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import solver.grouped_lp as grouped_lp
+from benchmarks.instances import realistic
+from solver.bins import class_bins, pair_capacity
+from solver.config import SolverConfig
+from solver.encode import Encoding, encode
+from solver.grouped_lp import groups_apply, solve_grouped_lp
+from solver.objective import coefficients
+from solver.problem import prepare
+from solver.relaxation import LpSolution, matrices, solve_lp
+from solver.shapes import group
+from tests.builders import gang, node, pods_of, state
+
+
+def _lp_only_model(s: object) -> Encoding:
+    problem = prepare(s)  # type: ignore[arg-type]
+    coef = coefficients(problem, SolverConfig().weights)
+    shapes = group(problem, coef)
+    bins = class_bins(problem)
+    return encode(problem, shapes, bins, coef, pair_capacity(problem, shapes, bins), True)
+
+
+def _alike_gangs() -> Encoding:
+    # Two kinds of node (two bins); three gangs of one spec, queue and priority but of
+    # 3, 2 and 5 pods (three shapes, one group): 6 pairs, 2 columns. Room for 8 of the
+    # 10 pods: the LP admits part of a gang.
+    return _lp_only_model(
+        state(
+            nodes=[
+                node("small-0").cap(cpu=4, memory="16Gi"),
+                node("small-1").cap(cpu=4, memory="16Gi"),
+                node("large").cap(cpu=8, memory="32Gi"),
+            ],
+            pods=[
+                *pods_of("a", 3, cpu=2, memory="1Gi"),
+                *pods_of("b", 2, cpu=2, memory="1Gi"),
+                *pods_of("c", 5, cpu=2, memory="1Gi"),
+            ],
+            gangs=[gang("a", 3), gang("b", 2), gang("c", 5)],
+        )
+    )
+
+
+def _assert_solves_the_model(enc: Encoding, lp: LpSolution, plain: LpSolution) -> None:
+    """``lp``'s values meet every row and bound of ``enc`` and score its bound, which is
+    the model's own LP's."""
+    m = matrices(enc.rows)
+    row = m.matrix @ lp.values
+    assert (row >= m.low - 1e-6).all() and (row <= m.high + 1e-6).all()
+    assert (lp.values >= m.col_low - 1e-6).all() and (lp.values <= m.col_high + 1e-6).all()
+    assert lp.bound == pytest.approx(plain.bound, rel=1e-9, abs=1)
+    # bound_of rounds the optimum up past 1e-7 of it (HiGHS' tolerance).
+    assert float(m.cost @ lp.values) == pytest.approx(plain.bound, rel=1e-6)
+
+
+def test_pods_alike_are_one_column_and_the_optimum_is_the_models() -> None:
+    enc = _alike_gangs()
+    assert groups_apply(enc)
+    grouping = grouped_lp._grouping(enc)
+    assert (len(enc.pairs), grouping.columns) == (6, 2)
+    assert grouped_lp._grouped(enc, matrices(enc.rows), grouping) is not None
+    lp, plain = solve_grouped_lp(enc, 1.0), solve_lp(enc.rows, 1.0)
+    assert lp is not None and plain is not None
+    _assert_solves_the_model(enc, lp, plain)
+    # Split class after class, bin after bin: at most classes + bins - 1 pairs used.
+    assert np.count_nonzero(lp.values[: len(enc.pairs)] > 1e-9) <= 3 + 2 - 1
+
+
+def test_a_row_over_part_of_a_group_falls_back_to_the_models_lp() -> None:
+    """Were a row over some of a group's pairs only, one column could not stand for
+    them: the model's own LP is solved instead (its optimum and values)."""
+    enc = _alike_gangs()
+    capacity = next(
+        r
+        for r in range(enc.gang_rows, len(enc.rows.row_vars))
+        if len([v for v in enc.rows.row_vars[r] if v < len(enc.pairs)]) > 1
+    )
+    enc.rows.row_vars[capacity] = list(enc.rows.row_vars[capacity])[1:]
+    enc.rows.row_coeffs[capacity] = list(enc.rows.row_coeffs[capacity])[1:]
+    assert grouped_lp._grouped(enc, matrices(enc.rows), grouped_lp._grouping(enc)) is None
+    lp, plain = solve_grouped_lp(enc, 1.0), solve_lp(enc.rows, 1.0)
+    assert lp is not None and plain is not None
+    assert lp.bound == plain.bound
+    assert np.allclose(lp.values, plain.values)
+
+
+@pytest.mark.parametrize(("nodes", "gangs", "seed"), [(40, 60, 0), (40, 60, 3), (120, 240, 1)])
+def test_real_shaped_class_models_keep_their_optimum(
+    monkeypatch: pytest.MonkeyPatch, nodes: int, gangs: int, seed: int
+) -> None:
+    """Real-shaped class models (selectors, tolerations, running pods, queues): grouped
+    wherever anything groups, the same bound as the model's LP, and the split values a
+    solution of the model that scores it."""
+    monkeypatch.setattr(grouped_lp, "GROUPED_MAX_SHARE", 1.0)
+    enc = _lp_only_model(realistic(seed, nodes, gangs))
+    grouping = grouped_lp._grouping(enc)
+    assert grouping.columns < len(enc.pairs)
+    assert grouped_lp._grouped(enc, matrices(enc.rows), grouping) is not None
+    lp, plain = solve_grouped_lp(enc, 10.0), solve_lp(enc.rows, 10.0)
+    assert lp is not None and plain is not None
+    _assert_solves_the_model(enc, lp, plain)
