@@ -73,7 +73,7 @@ def solve_grouped_lp(enc: Encoding, time_limit_s: float) -> LpSolution | None:
     variables; None when HiGHS proves no optimum within the limit."""
     plain = matrices(enc.rows)
     grouping = _grouping(enc)
-    few = grouping.columns <= GROUPED_MAX_SHARE * len(enc.pairs)
+    few = 0 < grouping.columns <= GROUPED_MAX_SHARE * len(enc.pairs)
     grouped = _grouped(enc, plain, grouping) if few else None
     if grouped is None:
         found = solve_matrices(plain, time_limit_s)

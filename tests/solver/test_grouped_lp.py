@@ -11,7 +11,7 @@ from benchmarks.instances import realistic
 from solver.bins import class_bins, pair_capacity
 from solver.config import SolverConfig
 from solver.encode import Encoding, encode
-from solver.grouped_lp import groups_apply, solve_grouped_lp
+from solver.grouped_lp import groups_apply, model_lp, solve_grouped_lp
 from solver.objective import coefficients
 from solver.problem import prepare
 from solver.relaxation import LpSolution, matrices, solve_lp
@@ -89,6 +89,23 @@ def test_a_row_over_part_of_a_group_falls_back_to_the_models_lp() -> None:
     assert lp is not None and plain is not None
     assert lp.bound == plain.bound
     assert np.allclose(lp.values, plain.values)
+
+
+def test_a_model_without_pairs_is_solved_as_it_is() -> None:
+    """No pod fits any node: no gang row, no column to group; the model's own LP (its
+    fairness rows), called through the scheduler's entry or directly."""
+    enc = _lp_only_model(
+        state(
+            nodes=[node("small").cap(cpu=4, memory="16Gi")],
+            pods=pods_of("huge", 2, cpu=64, memory="1Gi"),
+            gangs=[gang("huge", 2)],
+        )
+    )
+    assert len(enc.pairs) == 0 and not groups_apply(enc)
+    plain = solve_lp(enc.rows, 1.0)
+    assert plain is not None
+    for lp in (model_lp(enc, 1.0), solve_grouped_lp(enc, 1.0)):
+        assert lp is not None and lp.bound == plain.bound
 
 
 @pytest.mark.parametrize(("nodes", "gangs", "seed"), [(40, 60, 0), (40, 60, 3), (120, 240, 1)])
