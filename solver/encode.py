@@ -42,7 +42,7 @@ from solver.bins import Bin, Pairs
 from solver.model import PODS
 from solver.objective import Coefficients
 from solver.problem import Problem
-from solver.relaxation import LinearRows
+from solver.relaxation import LinearRows, RowEntries
 from solver.room import usable_free
 from solver.shapes import Shapes, task_positions
 
@@ -147,17 +147,29 @@ def _new_count_vars(enc: Encoding) -> None:
 
 def _linear(
     enc: Encoding,
-    variables: Sequence[int],
-    coeffs: Sequence[int],
+    variables: RowEntries,
+    coeffs: RowEntries,
     low: int,
     high: int,
 ) -> None:
+    """A row, into the CP-SAT model (unless ``lp_only``) and the LP's rows. Rows over a
+    bin's or a queue's pairs come as arrays, which the LP's rows keep as they are."""
     if not enc.lp_only:
         ct = enc.model.proto.constraints.add()
-        ct.linear.vars.extend(variables)
-        ct.linear.coeffs.extend(coeffs)
+        ct.linear.vars.extend(_listed(variables))
+        ct.linear.coeffs.extend(_listed(coeffs))
         ct.linear.domain.extend([max(low, -INF), min(high, INF)])
     enc.rows.add_row(variables, coeffs, low, high)
+
+
+def _listed(entries: RowEntries) -> Sequence[int]:
+    listed: Sequence[int] = entries.tolist() if isinstance(entries, np.ndarray) else entries
+    return listed
+
+
+def _with(first: int, rest: IntArray) -> IntArray:
+    """``first`` and then ``rest``, as one array."""
+    return np.concatenate((np.array([first], dtype=np.int64), rest.astype(np.int64)))
 
 
 def _runs(keys: IntArray) -> list[tuple[int, int]]:
@@ -282,13 +294,9 @@ def _at_most(
     """Resource ``r``: the pairs' demand, less what the ``freed`` variables free of it,
     at most ``high``."""
     gains = [(var, -int(d[r])) for var, d in freed if d[r]]
-    _linear(
-        enc,
-        [*members.tolist(), *(var for var, _ in gains)],
-        [*coeffs.tolist(), *(c for _, c in gains)],
-        -INF,
-        high,
-    )
+    variables = np.concatenate((members, np.array([v for v, _ in gains], dtype=np.int64)))
+    scaled = np.concatenate((coeffs, np.array([c for _, c in gains], dtype=np.int64)))
+    _linear(enc, variables, scaled, -INF, high)
 
 
 def add_capacity(
@@ -336,7 +344,7 @@ def add_rounded_capacity(
                 if rhs * u == int(capacity[r]) and (rounded * u == coeffs[:, r]).all():
                     continue  # nothing rounds: the capacity constraint says the same
                 keep = rounded > 0
-                _linear(enc, members[keep].tolist(), rounded[keep].tolist(), -INF, rhs)
+                _linear(enc, members[keep], rounded[keep], -INF, rhs)
 
 
 def add_capability(enc: Encoding) -> None:
@@ -376,13 +384,8 @@ def add_opened_nodes(
             per_node = np.minimum(per_node, room[b][empty].max(axis=0))
             used = np.minimum(used, room[b][~empty].sum(axis=0))
         for r in resources:
-            _linear(
-                enc,
-                [opened, *members.tolist()],
-                [int(per_node[r]), *(-coeffs[:, r]).tolist()],
-                -int(used[r]),
-                INF,
-            )
+            load = _with(int(per_node[r]), -coeffs[:, r])
+            _linear(enc, _with(opened, members), load, -int(used[r]), INF)
 
 
 def queue_of_pair(enc: Encoding) -> IntArray:
@@ -403,7 +406,7 @@ def add_fairness_shortfall(enc: Encoding, coef: Coefficients) -> None:
         short = _new_var(enc, 0, target, f"short[{q.name}]")
         enc.short[q.index] = short
         shares = share[enc.pairs.cls[members]] if len(members) else np.zeros(0, np.int64)
-        _linear(enc, [short, *members.tolist()], [1, *shares.tolist()], target, INF)
+        _linear(enc, _with(short, members), _with(1, shares), target, INF)
 
 
 def add_overuse_excess(enc: Encoding, coef: Coefficients) -> None:
@@ -422,7 +425,7 @@ def add_overuse_excess(enc: Encoding, coef: Coefficients) -> None:
         high = max(0, base) + int((shares * enc.pairs.cap[members]).sum())
         over = _new_var(enc, max(0, base), high, f"over[{q.name}]")
         enc.over[q.index] = over
-        _linear(enc, [over, *members.tolist()], [1, *(-shares).tolist()], base, INF)
+        _linear(enc, _with(over, members), _with(1, -shares), base, INF)
 
 
 def set_objective(enc: Encoding, coef: Coefficients) -> None:
