@@ -49,6 +49,7 @@ class _Grouping:
     first: IntArray  # per column, its first pair
     classes: IntArray  # shape classes with pairs, in ``y``'s order
     group_of_class: IntArray  # per entry of ``classes``, its group
+    group_of_column: IntArray  # per column, its group
 
     @property
     def columns(self) -> int:
@@ -96,7 +97,9 @@ def _grouping(enc: Encoding) -> _Grouping:
     code = group[cls] * len(enc.bins) + pairs.bin.astype(np.int64)
     _, first, column = np.unique(code, return_index=True, return_inverse=True)
     classes = np.array(sorted(enc.class_span), dtype=np.int64)
-    return _Grouping(column.astype(np.int64), first.astype(np.int64), classes, group[classes])
+    return _Grouping(
+        column.astype(np.int64), first.astype(np.int64), classes, group[classes], group[cls[first]]
+    )
 
 
 def _grouped(enc: Encoding, plain: Matrices, grouping: _Grouping) -> Matrices | None:
@@ -118,7 +121,7 @@ def _grouped(enc: Encoding, plain: Matrices, grouping: _Grouping) -> Matrices | 
         return None
     classes, columns = len(grouping.classes), grouping.columns
     groups = int(grouping.group_of_class.max()) + 1
-    of_column = _column_group(enc, grouping)
+    of_column = grouping.group_of_column
     # ``_split`` reads every class of a group as having a pair on each of its bins.
     if np.bincount(of_column, minlength=groups)[grouping.group_of_class].sum() != pairs:
         return None
@@ -160,13 +163,6 @@ def _grouped(enc: Encoding, plain: Matrices, grouping: _Grouping) -> Matrices | 
 def _stands_for(kept: csr_matrix, size: IntArray) -> int:
     """How many entries the kept ones stand for, each its column's ``size``."""
     return int(size[kept.indices].sum())
-
-
-def _column_group(enc: Encoding, grouping: _Grouping) -> IntArray:
-    group_of = np.zeros(len(enc.shapes.classes), dtype=np.int64)
-    group_of[grouping.classes] = grouping.group_of_class
-    column_group: IntArray = group_of[enc.pairs.cls[grouping.first]]
-    return column_group
 
 
 def _column_high(enc: Encoding, grouping: _Grouping, high: FloatArray) -> FloatArray:
