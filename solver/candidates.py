@@ -16,15 +16,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
 
+from solver.arrays import FloatArray
 from solver.bins import Bin, Pairs, node_bins, pair_capacity
 from solver.disaggregate import PACK_SHARE, REORDER_SHARE, disaggregate, repacked_bins
 from solver.encode import Encoding, encode
+from solver.model import StageReport
 from solver.placement import Placer
-from solver.relaxation import LpSolution
+from solver.relaxation import LpSolution, Matrices, matrices, solve_matrices
 from solver.restricted import RESTRICT_ZERO, restricted
 from solver.search import DETERMINISTIC_WALL_FACTOR, MIN_STAGE_S, Beside, Search, StageResult
 from solver.solution import decode_admitted, decode_counts, rounded_for_gangs
@@ -45,6 +48,16 @@ NODE_LP_S_PER_PAIR = 2e-5
 # 200 nodes). Leaving 1.1e-5 s per pair instead cut the LP short on most seeds (given
 # 0.16 s, it needs 0.17-0.19), for cycles of 0.91 s.
 NODE_PLACE_S_PER_PAIR = 8e-6
+# The class LP's optimum is one of many: alike gangs of different sizes score the same per
+# pod, and which optimum rounds and packs best on nodes is a coin flip (stop 52: guessed
+# from what each admits, right on 13 of 24 seeds). Where the cycle's time holds them, the
+# optima with the pods' prices tilted by this share of themselves, toward smaller gangs
+# then toward larger ones, are rounded and placed too (``place_other_optima``).
+TILT = 1e-5
+# What solving, rounding and placing one such optimum takes per pair, counted where a
+# solve is deterministic (its wall time may not decide what runs): real-shaped 100-1,000
+# nodes, deterministic placements, 3.5e-5 - 7e-5.
+OTHER_OPTIMUM_S_PER_PAIR = 7e-5
 
 
 def place_counts(
@@ -57,6 +70,7 @@ def place_counts(
     config = search.config
     # No floor: once the cycle's time is used, an exact packing would only add to it
     # (real-shaped 1,000 nodes: 0.04 s past the limit, for no gain on any seed measured).
+    started = time.perf_counter()
     budget = min(PACK_SHARE * config.time_limit_s, max(0.0, search.remaining()))
     reorder = min(REORDER_SHARE * config.time_limit_s, search.remaining())
     placer = disaggregate(
@@ -76,6 +90,7 @@ def place_counts(
         search.admitted = admitted
     search.solved.append(placer)
     search.origin[id(placer)] = name
+    search.placing_s = max(search.placing_s, time.perf_counter() - started)
     return placer, counts
 
 
@@ -203,3 +218,65 @@ def place_node_lp(
     solution = rounded_for_gangs(enc, lp.values)
     place_counts(search, enc, solution, "node-level-admitted-lp-rounded")
     return True
+
+
+def tilted_costs(enc: Encoding, cost: FloatArray, toward_smaller: bool) -> FloatArray:
+    """The LP's ``cost`` with each pod's price lowered by up to TILT of itself, the more
+    the larger its gang (``toward_smaller``) or the smaller: of the LP's optima, HiGHS
+    then returns one that leaves the other gangs fractional or out. Other prices are
+    kept."""
+    pairs = len(enc.pairs)
+    tilted = cost.copy()
+    if not pairs:
+        return tilted
+    needs = np.array([enc.shapes.shapes[sc.shape].need for sc in enc.shapes.classes], np.float64)
+    size = needs[enc.pairs.cls] / max(1.0, float(needs.max()))
+    tilted[:pairs] *= 1 - TILT * (size if toward_smaller else 1 - size)
+    return tilted
+
+
+def place_other_optima(search: Search) -> None:
+    """Where the time left holds each, the node-class LP's optimum with its pods' prices
+    tilted toward smaller gangs, then toward larger ones (``tilted_costs``), rounded and
+    placed as candidates (``node-classes-lp-smaller-rounded``, ``-larger-``) unless the
+    rounding is one already placed. Neither LP is the model's: they report no bound.
+    Timed, each needs the class LP's time and the longest placement's so far left;
+    deterministic, OTHER_OPTIMUM_S_PER_PAIR per pair, counted as spent."""
+    if search.class_lp is None:
+        return
+    enc, lp, lp_s = search.class_lp
+    deterministic = search.config.deterministic
+    need = OTHER_OPTIMUM_S_PER_PAIR * len(enc.pairs) if deterministic else lp_s + search.placing_s
+    plain: Matrices | None = None
+    seen: set[tuple[int, ...]] = set()
+    for name, toward_smaller in (("smaller", True), ("larger", False)):
+        if search.settled(wait_for_baseline=False) or search.remaining() < need:
+            return
+        started = time.perf_counter()
+        if plain is None:
+            plain = matrices(enc.rows)
+            seen.add(tuple(rounded_for_gangs(enc, lp.values)))
+        limit = search.remaining() - search.placing_s
+        if deterministic:
+            search.deterministic_s += need
+            limit = need * DETERMINISTIC_WALL_FACTOR  # a guard only, as for CP-SAT's solves
+        cost = tilted_costs(enc, plain.cost, toward_smaller)
+        found = solve_matrices(replace(plain, cost=cost), limit)
+        variables, constraints = enc.size()
+        search.stages.append(
+            StageReport(
+                name=f"node-classes-lp-{name}",
+                variables=variables,
+                constraints=constraints,
+                status="OPTIMAL" if found is not None else "UNKNOWN",
+                objective=None,
+                bound=None,
+                wall_s=time.perf_counter() - started,
+            )
+        )
+        if found is None:
+            return
+        solution = rounded_for_gangs(enc, found[1])
+        if tuple(solution) not in seen:
+            seen.add(tuple(solution))
+            place_counts(search, enc, solution, f"node-classes-lp-{name}-rounded")

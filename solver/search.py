@@ -258,6 +258,9 @@ class Search:
     # Builds the node-class model's search ahead (``start_ahead``), where one may run.
     ahead_of: Callable[[], Ahead] | None = None
     ahead: Ahead | None = None  # that search, once started
+    # The node-class model, its LP's optimum and wall time (``candidates.place_other_optima``).
+    class_lp: tuple[Encoding, LpSolution, float] | None = None
+    placing_s: float = 0.0  # the longest placement of a model's counts so far
 
     def remaining(self) -> float:
         """Time left for solving: wall time, or with ``deterministic`` the solves'

@@ -108,6 +108,7 @@ def test_the_node_level_lp_is_not_started_where_the_time_left_cannot_hold_it(
         return place_node_lp(search, classes, node_pairs, lambda: short)
 
     monkeypatch.setattr(cpsat, "place_node_lp", no_time)
+    monkeypatch.setattr(cpsat, "place_other_optima", lambda search: None)  # placed here too
     s = realistic.cluster(14, 200, 300)
     decision = schedule(s, "cpsat", CONFIG)
     assert called  # it was reached, and declined

@@ -92,6 +92,8 @@ def test_a_large_class_model_is_decided_by_its_rounded_lp_and_a_dive_if_time_all
     or never), by an LP-guided dive too; on a real-shaped cluster the better decides,
     validly, above gang-greedy."""
     monkeypatch.setattr(cpsat, "DIVE_S_PER_PAIR", 0.0 if time_for_the_dive else 1e9)
+    # The tilted LPs' optima, placed where time is left, are another test's.
+    monkeypatch.setattr(cpsat, "place_other_optima", lambda search: None)
     s = realistic.cluster(1, 40, 60)
     config = CONFIG.model_copy(update={"max_exact_class_pairs": 0, "max_node_level_pairs": 0})
     decision = schedule(s, "cpsat", config)
@@ -171,11 +173,15 @@ def test_the_rounded_lp_keeps_the_values_within_tolerance_of_an_integer() -> Non
     assert rounded_down(values) == [3, 3, 0, 0, 4, 0, 0]
 
 
-def test_a_gang_the_lp_splits_over_classes_of_nodes_is_not_lost_to_rounding() -> None:
+def test_a_gang_the_lp_splits_over_classes_of_nodes_is_not_lost_to_rounding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Real-shaped 1,000 nodes, seed 15: the LP splits admitted gangs' pods over classes of
     nodes in fractions. Rounded down, 9 of the 20 gangs the decision lost had asked for
     fewer pods than they need, and the decision ended 6.1% from its bound; with their
-    fractions rounded up (``solution.rounded_for_gangs``), 1.6%."""
+    fractions rounded up (``solution.rounded_for_gangs``), 1.6%. (The tilted LPs' optima,
+    rounded the same way, are left out: this is the LP's own optimum.)"""
+    monkeypatch.setattr(cpsat, "place_other_optima", lambda search: None)
     s = realistic.cluster(15, 1000, 1500)
     decision = schedule(s, "cpsat", CONFIG)
     assert check(s, decision) == []
@@ -220,7 +226,8 @@ def test_a_baseline_that_never_ran_beside_a_dive_is_not_run_after_it(
     monkeypatch.setattr(cpsat, "DIVE_S_PER_PAIR", 0.0)
     config = SolverConfig(max_exact_class_pairs=0, max_node_level_pairs=0)
     decision = schedule(realistic.cluster(1, 200, 300), "cpsat", config)
-    assert stage_of(decision) in ("node-classes-lp-rounded", "node-classes-lp-guided")
+    # The rounded LP, the dive, or one of the LP's other optima (tilted prices) rounded.
+    assert stage_of(decision).startswith("node-classes-lp-"), decision.decided_by
     assert "node-classes-lp-guided" in [s.name for s in decision.stages]
     assert decision.gap is not None and decision.gap <= 0.05
     assert baseline_starts == [True]  # started once, at the end, already told to stop

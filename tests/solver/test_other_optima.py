@@ -1,0 +1,185 @@
+"""Other optima of the node-class LP (``candidates.place_other_optima``): its pods' prices
+tilted by gang size, each optimum rounded and placed where the cycle's time holds it; and
+the exchange from the runner-up (``cpsat._best_exchanged``)."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+
+import solver.candidates as candidates
+import solver.cpsat as cpsat
+from adapter.sim import realistic
+from solver.config import SolverConfig
+from solver.encode import Encoding
+from solver.placement import Placer
+from solver.problem import prepare
+from solver.relaxation import matrices, solve_lp, solve_matrices
+from solver.schedulers import schedule
+from solver.search import Search
+from solver.validate import check
+from tests.solver.encodings import class_model, search_for
+
+TIMED = SolverConfig(time_limit_s=1.0)
+DETERMINISTIC = SolverConfig(time_limit_s=1.0, deterministic=True)
+
+
+def pod_sizes(enc: Encoding) -> Any:
+    """Per count variable, the size (pods it needs) of its gang."""
+    needs = np.array([enc.shapes.shapes[sc.shape].need for sc in enc.shapes.classes])
+    return needs[enc.pairs.cls]
+
+
+def test_tilted_prices_lower_each_pods_price_by_its_gang_size_and_no_other_price() -> None:
+    _, enc = class_model(prepare(realistic.cluster(0, 40, 60)))
+    cost = matrices(enc.rows).cost
+    pairs = len(enc.pairs)
+    size = pod_sizes(enc)
+    assert len(set(size.tolist())) > 2 and (cost[:pairs] > 0).all()
+    by_size = np.argsort(size, kind="stable")
+    for toward_smaller in (True, False):
+        tilted = candidates.tilted_costs(enc, cost, toward_smaller)
+        assert np.array_equal(tilted[pairs:], cost[pairs:])
+        lowered = ((cost[:pairs] - tilted[:pairs]) / cost[:pairs])[by_size]
+        assert (lowered >= 0).all() and (lowered <= candidates.TILT * (1 + 1e-9)).all()
+        steps = np.diff(lowered)
+        # Toward smaller gangs, a larger gang's pods lose more of their price.
+        assert (steps >= -1e-15).all() if toward_smaller else (steps <= 1e-15).all()
+        assert lowered[-1] != lowered[0]
+
+
+def test_a_tilted_optimum_is_an_optimum_of_the_lp_to_within_the_tilt() -> None:
+    """Its value under the LP's own prices is at least the optimum less TILT of what the
+    optimum's pods are priced at (the tilted LP's optimum is at least the optimum's
+    tilted value), and it meets every row and bound."""
+    _, enc = class_model(prepare(realistic.cluster(0, 200, 600)))
+    m = matrices(enc.rows)
+    found = solve_matrices(m, 10.0)
+    assert found is not None
+    optimum, best = found
+    pairs = len(enc.pairs)
+    for toward_smaller in (True, False):
+        tilted = solve_matrices(
+            replace(m, cost=candidates.tilted_costs(enc, m.cost, toward_smaller)), 10.0
+        )
+        assert tilted is not None
+        values = tilted[1]
+        value = float(m.cost @ values)
+        slack = candidates.TILT * float(m.cost[:pairs] @ best[:pairs])
+        assert optimum - slack - 1e-6 * abs(optimum) <= value <= optimum + 1e-6 * abs(optimum)
+        rows = m.matrix @ values
+        assert (rows >= m.low - 1e-6).all() and (rows <= m.high + 1e-6).all()
+        assert (values >= m.col_low - 1e-6).all() and (values <= m.col_high + 1e-6).all()
+
+
+def placed_by(search: Search) -> list[str]:
+    return [search.origin[id(p)] for p in search.solved]
+
+
+def test_other_optima_are_placed_where_the_time_left_holds_them() -> None:
+    """Timed: each needs the class LP's time and the longest placement's so far left.
+    A rounding already placed (here: no tilt, so HiGHS returns the LP's own optimum) is
+    not placed again; neither tilted LP reports a bound."""
+    problem = prepare(realistic.cluster(8, 200, 600))
+    _, enc = class_model(problem)
+    lp = solve_lp(enc.rows, 10.0)
+    assert lp is not None
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        search = search_for(problem, TIMED, pool)
+        search.class_lp = (enc, lp, 0.05)
+        search.placing_s = 2.0  # more than the whole limit
+        candidates.place_other_optima(search)
+        assert search.solved == [] and search.stages == []
+
+        search = search_for(problem, TIMED, pool)
+        search.class_lp = (enc, lp, 0.05)
+        candidates.place_other_optima(search)
+        names = [s.name for s in search.stages]
+        assert names == ["node-classes-lp-smaller", "node-classes-lp-larger"]
+        assert all(s.bound is None and s.status == "OPTIMAL" for s in search.stages)
+        assert "node-classes-lp-smaller-rounded" in placed_by(search)
+        for placer in search.solved:
+            assert placer.placed
+
+    with pytest.MonkeyPatch.context() as patch, ThreadPoolExecutor(max_workers=1) as pool:
+        patch.setattr(candidates, "TILT", 0.0)
+        search = search_for(problem, TIMED, pool)
+        search.class_lp = (enc, lp, 0.05)
+        candidates.place_other_optima(search)
+        assert len(search.stages) == 2 and search.solved == []
+
+
+def test_deterministic_solves_count_each_optimum_at_its_price_per_pair(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    problem = prepare(realistic.cluster(8, 200, 600))
+    _, enc = class_model(problem)
+    lp = solve_lp(enc.rows, 10.0)
+    assert lp is not None
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        search = search_for(problem, DETERMINISTIC, pool)
+        search.class_lp = (enc, lp, 0.0)
+        search.placing_s = 2.0  # wall times: not read by deterministic solves
+        left = search.remaining()
+        per_optimum = candidates.OTHER_OPTIMUM_S_PER_PAIR * len(enc.pairs)
+        assert left >= 2 * per_optimum  # 5,200 pairs: 0.36 s each
+        candidates.place_other_optima(search)
+        assert len(search.stages) == 2
+        assert search.remaining() == pytest.approx(left - 2 * per_optimum)
+
+        monkeypatch.setattr(candidates, "OTHER_OPTIMUM_S_PER_PAIR", left / len(enc.pairs) * 1.01)
+        search = search_for(problem, DETERMINISTIC, pool)
+        search.class_lp = (enc, lp, 0.0)
+        candidates.place_other_optima(search)
+        assert search.stages == [] and search.solved == []
+
+
+def test_a_degenerate_lp_is_decided_by_its_better_optimum() -> None:
+    """Real-shaped 200 nodes x 600 gangs, seed 8, deterministic: the LP's own optimum
+    rounded and placed ends 3.8% from the bound; its optimum with prices tilted toward
+    smaller gangs 1.35%. The bound stays the class LP's."""
+    s = realistic.cluster(8, 200, 600)
+    decision = schedule(s, "cpsat", DETERMINISTIC)
+    assert check(s, decision) == []
+    stages = {stage.name: stage for stage in decision.stages}
+    assert stages["node-classes-lp-smaller"].bound is None
+    assert decision.bound == stages["node-classes-lp"].bound
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cpsat, "place_other_optima", lambda search: None)
+        alone = schedule(s, "cpsat", DETERMINISTIC)
+    assert "node-classes-lp-smaller" not in {stage.name for stage in alone.stages}
+    assert decision.bound == alone.bound
+    assert decision.gap is not None and alone.gap is not None
+    assert decision.gap < alone.gap - 0.01, (decision.gap, alone.gap)
+
+
+def test_the_runner_up_is_exchanged_too_and_decides_where_it_then_scores_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An exchange gains more from some candidates than from others: where the runner-up
+    exchanged scores above the best one exchanged, it is the decision."""
+    problem = prepare(realistic.cluster(0, 40, 60))
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        search = search_for(problem, TIMED, pool)
+        best, runner_up, worst, exchanged = (Placer(problem) for _ in range(4))
+        baseline: Future[Placer] = Future()
+        baseline.set_result(worst)
+        search.baseline_job = baseline
+        scores = {id(best): 100, id(runner_up): 90, id(worst): 10}
+        trials: list[Placer] = []
+
+        def exchanged_from(placer: Placer, weights: Any, until: Any) -> Placer | None:
+            trials.append(placer)
+            return exchanged if placer is runner_up else None
+
+        monkeypatch.setattr(cpsat, "exchanged", exchanged_from)
+        for value, decided in ((101, exchanged), (95, best)):
+            search.solved = [runner_up, best]
+            search.scores = {**scores, id(exchanged): value}
+            trials.clear()
+            assert cpsat._best_exchanged(search) is decided
+            assert trials == [best, runner_up]
