@@ -288,15 +288,30 @@ def prepare(state: ClusterState) -> Problem:
         held.by_sets += [pod.requests for pod in outside_gangs]
     pending_demand = np.zeros_like(used)
 
+    # Per admitted class: its queue, its spec's demand and its pods, summed once at the
+    # end (a numpy update per class took 10% of preparing 5,000 nodes x 7,500 gangs).
+    demand_queues: list[int] = []
+    demand_specs: list[IntArray] = []
+    demand_counts: list[int] = []
     for gang in sorted(gangs_by_name.values(), key=lambda g: g.name):
         pods = members.get(gang.name, [])
-        bound = [p for p in pods if p.node_name is not None]
-        gated = [p for p in pods if p.node_name is None and p.gates]
-        # A pending pod being deleted is no pod to bind (kube-scheduler skips it too).
-        pending = sorted(
-            (p for p in pods if p.node_name is None and not p.gates and not p.terminating),
-            key=_pod_order,
-        )
+        # One pass: bound (terminating too: they hold room), gated, and pending, where a
+        # pod being deleted is no pod to bind (kube-scheduler skips it too).
+        bound: list[Pod] = []
+        gated: list[Pod] = []
+        pending: list[Pod] = []
+        leaving = 0
+        for pod in pods:
+            if pod.terminating:
+                leaving += 1
+            if pod.node_name is not None:
+                bound.append(pod)
+            elif pod.gates:
+                gated.append(pod)
+            elif not pod.terminating:
+                pending.append(pod)
+        if len(pending) > 1:
+            pending.sort(key=_pod_order)
         for pod in gated:
             waiting[pod.name] = f"scheduling gates: {', '.join(pod.gates)}"
         q = q_index.get(gang.queue)
@@ -311,18 +326,19 @@ def prepare(state: ClusterState) -> Problem:
         # A terminating pod (evicted, deleted) holds its room until it is gone but is no
         # member any more: counted, a gang preempted whole looked running, and its
         # pending pods were bound on their own, below minMember.
-        leaving = sum(1 for p in pods if p.terminating)
-        bound = [p for p in bound if not p.terminating]
-        pods = [p for p in pods if not p.terminating]
-        if len(pods) < gang.min_running:
+        if leaving:
+            bound = [p for p in bound if not p.terminating]
+        members_left = len(pods) - leaving
+        min_running = gang.min_running
+        if members_left < min_running:
             also = f" (and {leaving} terminating)" if leaving else ""
             done = f", {gang.succeeded} succeeded" if gang.succeeded else ""
             invalid[gang.name] = (
-                f"NotEnoughTasks: {len(pods)} pod(s) exist{also}{done}, "
+                f"NotEnoughTasks: {members_left} pod(s) exist{also}{done}, "
                 f"minMember is {gang.min_member}"
             )
             continue
-        if len(bound) + len(pending) < gang.min_running:
+        if len(bound) + len(pending) < min_running:
             # Binding what is not gated would leave the gang short of minMember: it waits,
             # untouched, until a controller (Kueue, a job operator) lifts the gates.
             gates = sorted({g for p in gated for g in p.gates})
@@ -337,12 +353,18 @@ def prepare(state: ClusterState) -> Problem:
             queue=q,
             priority=gang.priority,
             created_s=gang.created_s,
-            min_member=gang.min_running,  # its members that succeeded count
+            min_member=min_running,  # its members that succeeded count
             bound=len(bound),
         )
-        by_spec: dict[tuple[object, ...], list[Pod]] = defaultdict(list)
+        by_spec: dict[tuple[object, ...], list[Pod]] = {}
         for pod in pending:
-            by_spec[pod.spec_key()].append(pod)
+            key = pod.spec_key()
+            same = by_spec.get(key)
+            if same is None:
+                by_spec[key] = [pod]
+            else:
+                same.append(pod)
+        first_class = len(classes)
         for spec_key, same in by_spec.items():
             exemplar = same[0]
             if spec_key not in per_spec:
@@ -351,11 +373,12 @@ def prepare(state: ClusterState) -> Problem:
                 value = max(1, int(share.max()) if len(share) else 1)
                 per_spec[spec_key] = (demand, share, feasible_nodes(exemplar), value)
             demand, share, feasible, value = per_spec[spec_key]
+            info.classes.append(len(classes))
             classes.append(
                 PodClass(
                     index=len(classes),
                     gang=info.index,
-                    pods=tuple(p.name for p in same),
+                    pods=tuple([p.name for p in same]),
                     exemplar=exemplar,
                     demand=demand,
                     feasible=feasible,
@@ -364,16 +387,24 @@ def prepare(state: ClusterState) -> Problem:
                     spec=spec_ids.setdefault(spec_key, len(spec_ids)),
                 )
             )
-            info.classes.append(classes[-1].index)
-            pending_demand[q] += demand * len(same)
         if gang.task_minimums:
             short = task_needs(gang, info, bound, classes, gated)
             if short is not None:
                 invalid[gang.name] = short
-                pending_demand[q] -= sum(classes[c].demand * classes[c].count for c in info.classes)
-                del classes[len(classes) - len(info.classes) :]
+                del classes[first_class:]
                 continue
+        for cls in classes[first_class:]:
+            demand_queues.append(q)
+            demand_specs.append(cls.demand)
+            demand_counts.append(cls.count)
         gangs.append(info)
+    if demand_specs:
+        np.add.at(
+            pending_demand,
+            np.array(demand_queues, dtype=np.int64),
+            np.array(demand_specs, dtype=np.int64)
+            * np.array(demand_counts, dtype=np.int64)[:, None],
+        )
 
     held.add_to(used)
 
