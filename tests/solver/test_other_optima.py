@@ -17,14 +17,16 @@ from adapter.sim import realistic
 from solver.config import SolverConfig
 from solver.encode import Encoding
 from solver.placement import Placer
-from solver.problem import prepare
-from solver.relaxation import matrices, solve_lp, solve_matrices
+from solver.problem import Problem, prepare
+from solver.relaxation import LpSolution, matrices, solve_lp, solve_matrices
 from solver.schedulers import schedule
 from solver.search import Search
 from solver.validate import check
 from tests.solver.encodings import class_model, search_for
 
 TIMED = SolverConfig(time_limit_s=1.0)
+# Long enough that no machine's pace decides whether both optima fit.
+ROOMY = SolverConfig(time_limit_s=10.0)
 DETERMINISTIC = SolverConfig(time_limit_s=1.0, deterministic=True)
 
 
@@ -80,23 +82,36 @@ def placed_by(search: Search) -> list[str]:
     return [search.origin[id(p)] for p in search.solved]
 
 
-def test_other_optima_are_placed_where_the_time_left_holds_them() -> None:
-    """Timed: each needs the class LP's time and the longest placement's so far left.
-    A rounding already placed (here: no tilt, so HiGHS returns the LP's own optimum) is
-    not placed again; neither tilted LP reports a bound."""
+def heavy_class_lp() -> tuple[Problem, Encoding, LpSolution]:
+    """Real-shaped 200 nodes x 600 gangs, seed 8: its class model and LP optimum."""
     problem = prepare(realistic.cluster(8, 200, 600))
     _, enc = class_model(problem)
     lp = solve_lp(enc.rows, 10.0)
     assert lp is not None
+    return problem, enc, lp
+
+
+def after_the_class_lp(
+    problem: Problem, enc: Encoding, lp: LpSolution, config: SolverConfig, pool: Any
+) -> Search:
+    """A solve's state once the class LP (taken to last 0.05 s) is solved."""
+    search = search_for(problem, config, pool)
+    search.class_lp = (enc, lp, 0.05)
+    return search
+
+
+def test_other_optima_are_placed_where_the_time_left_holds_them() -> None:
+    """Timed: each needs the class LP's time and the longest placement's so far left.
+    A rounding already placed (here: no tilt, so HiGHS returns the LP's own optimum) is
+    not placed again; neither tilted LP reports a bound."""
+    problem, enc, lp = heavy_class_lp()
     with ThreadPoolExecutor(max_workers=1) as pool:
-        search = search_for(problem, TIMED, pool)
-        search.class_lp = (enc, lp, 0.05)
+        search = after_the_class_lp(problem, enc, lp, TIMED, pool)
         search.placing_s = 2.0  # more than the whole limit
         candidates.place_other_optima(search)
         assert search.solved == [] and search.stages == []
 
-        search = search_for(problem, TIMED, pool)
-        search.class_lp = (enc, lp, 0.05)
+        search = after_the_class_lp(problem, enc, lp, ROOMY, pool)
         candidates.place_other_optima(search)
         names = [s.name for s in search.stages]
         assert names == ["node-classes-lp-smaller", "node-classes-lp-larger"]
@@ -107,8 +122,7 @@ def test_other_optima_are_placed_where_the_time_left_holds_them() -> None:
 
     with pytest.MonkeyPatch.context() as patch, ThreadPoolExecutor(max_workers=1) as pool:
         patch.setattr(candidates, "TILT", 0.0)
-        search = search_for(problem, TIMED, pool)
-        search.class_lp = (enc, lp, 0.05)
+        search = after_the_class_lp(problem, enc, lp, ROOMY, pool)
         candidates.place_other_optima(search)
         assert len(search.stages) == 2 and search.solved == []
 
@@ -116,13 +130,9 @@ def test_other_optima_are_placed_where_the_time_left_holds_them() -> None:
 def test_deterministic_solves_count_each_optimum_at_its_price_per_pair(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    problem = prepare(realistic.cluster(8, 200, 600))
-    _, enc = class_model(problem)
-    lp = solve_lp(enc.rows, 10.0)
-    assert lp is not None
+    problem, enc, lp = heavy_class_lp()
     with ThreadPoolExecutor(max_workers=1) as pool:
-        search = search_for(problem, DETERMINISTIC, pool)
-        search.class_lp = (enc, lp, 0.0)
+        search = after_the_class_lp(problem, enc, lp, DETERMINISTIC, pool)
         search.placing_s = 2.0  # wall times: not read by deterministic solves
         left = search.remaining()
         per_optimum = candidates.OTHER_OPTIMUM_S_PER_PAIR * len(enc.pairs)
@@ -132,8 +142,7 @@ def test_deterministic_solves_count_each_optimum_at_its_price_per_pair(
         assert search.remaining() == pytest.approx(left - 2 * per_optimum)
 
         monkeypatch.setattr(candidates, "OTHER_OPTIMUM_S_PER_PAIR", left / len(enc.pairs) * 1.01)
-        search = search_for(problem, DETERMINISTIC, pool)
-        search.class_lp = (enc, lp, 0.0)
+        search = after_the_class_lp(problem, enc, lp, DETERMINISTIC, pool)
         candidates.place_other_optima(search)
         assert search.stages == [] and search.solved == []
 
