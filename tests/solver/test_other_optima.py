@@ -170,7 +170,9 @@ def test_the_runner_up_is_exchanged_too_and_decides_where_it_then_scores_more(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """An exchange gains more from some candidates than from others: where the runner-up
-    exchanged scores above the best one exchanged, it is the decision."""
+    exchanged scores above the best one exchanged, it is the decision. The best's
+    exchange comes before the LP's other optima, which only take the time it leaves, and
+    the runner-up is chosen after them (one of them may be it)."""
     problem = prepare(realistic.cluster(0, 40, 60))
     with ThreadPoolExecutor(max_workers=1) as pool:
         search = search_for(problem, TIMED, pool)
@@ -179,16 +181,21 @@ def test_the_runner_up_is_exchanged_too_and_decides_where_it_then_scores_more(
         baseline.set_result(worst)
         search.baseline_job = baseline
         scores = {id(best): 100, id(runner_up): 90, id(worst): 10}
-        trials: list[Placer] = []
+        trials: list[object] = []
 
         def exchanged_from(placer: Placer, weights: Any, until: Any) -> Placer | None:
             trials.append(placer)
             return exchanged if placer is runner_up else None
 
+        def other_optimum(search: Search) -> None:
+            trials.append("other optima")
+            search.solved.append(runner_up)  # one of them is the runner-up
+
         monkeypatch.setattr(cpsat, "exchanged", exchanged_from)
+        monkeypatch.setattr(cpsat, "place_other_optima", other_optimum)
         for value, decided in ((101, exchanged), (95, best)):
-            search.solved = [runner_up, best]
+            search.solved = [best]
             search.scores = {**scores, id(exchanged): value}
             trials.clear()
             assert cpsat._best_exchanged(search) is decided
-            assert trials == [best, runner_up]
+            assert trials == [best, "other optima", runner_up]
