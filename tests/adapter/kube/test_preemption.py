@@ -110,7 +110,9 @@ def test_victims_are_evicted_through_the_eviction_api_and_the_preemptor_bound_af
             if e.get("reason") == "Preempted"
         }
         assert preempted == {"low-0", "low-1"}
-        # Grace 0: deleted at once, so the next cycle finds them gone.
+        # Grace 0: deleted at once, so the next cycle finds them gone, once the watch has
+        # told (started at once, the cycle once saw them still bound: a CI run, stop 53).
+        wait_until(lambda: not cluster.snapshot().bound_pods(), what="the watch to see it")
         second = run_cycle(cluster, SETTINGS, None, holds)
         assert sorted(second.bound) == ["default/high-0", "default/high-1"]
         assert bound_pods(server) == {"default/high-0": "n1", "default/high-1": "n1"}
