@@ -19,11 +19,12 @@ Stages, all within one time limit (``search.Search`` holds what they share):
    is rounded and placed instead (``candidates.place_node_lp``).
 3. If the node-level model (all gangs, else the admitted ones) is small enough: the same
    LP-guided searches over nodes, then the whole model from the best decision so far.
-4. Where time is left, the node-class LP's other optima (prices tilted a hair by gang
-   size) are rounded and placed too (``candidates.place_other_optima``); the best
-   candidate and the runner-up each go through an exchange (``displace.exchanged``).
-   Every candidate is scored by the same solver-free objective and the best is returned,
-   so a decision is never below the greedy baseline, but where it could add little
+4. The best candidate goes through an exchange (``displace.exchanged``); then, where
+   time is left, the node-class LP's other optima (prices tilted a hair by gang size)
+   are rounded and placed too (``candidates.place_other_optima``), and the runner-up
+   goes through an exchange as well (``_best_exchanged``). Every candidate is scored by
+   the same solver-free objective and the best is returned, so a decision is never
+   below the greedy baseline, but where it could add little
    (``Search.baseline_cannot_matter`` says when the baseline may stop early).
 5. With preemption on, placement holds back ``preemption_time_share`` of the limit for
    what follows (``solver.last_stage``): the joint model of placement and preemption
