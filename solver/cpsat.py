@@ -148,7 +148,9 @@ def _node_class_stage(
     # nor a node-level stage over every shape (one over the admitted shapes only, topped
     # up greedily, may still take what they leave).
     last = too_big and share >= 1.0
-    _guided_search(search, agg, "node-classes", left, large, repack, free_waiting=True, last=last)
+    _guided_search(
+        search, agg, "node-classes", left, large, repack, free_waiting=True, last=last, keep_lp=True
+    )
     if search.settled(wait_for_baseline=False) or too_big or left() < MIN_STAGE_S:
         return
     if search.ahead is not None:
@@ -175,6 +177,7 @@ def _guided_search(
     repack: bool = False,
     free_waiting: bool = False,
     last: bool = False,
+    keep_lp: bool = False,
 ) -> None:
     """The model's LP relaxation bounds it and guides restricted searches (``restricted``).
 
@@ -190,6 +193,7 @@ def _guided_search(
     left but what disaggregating its decision takes; where the node-level LP over the
     gangs the class LP admits is small enough, its optimum rounded follows the dive
     instead of the repacking and the RINS rounds (``candidates.place_node_lp``).
+    ``keep_lp``: the LP is kept in ``search.class_lp`` (the node-class model's).
     """
     # The cycle's first LP and first search get a floor even when preparing took the
     # cycle's time: without it, 1,000-node cycles fell back to greedy, and so did
@@ -199,11 +203,12 @@ def _guided_search(
     allowed = max(left(), lp_floor)
     if large and not search.bounds and enc.size()[0] >= HUGE_LP_VARS:
         allowed = max(allowed, HUGE_LP_CAP * limit)
+    started = time.perf_counter()
     lp = _lp_stage(search, enc, allowed, f"{prefix}-lp")
     if lp is None:
         return
-    if free_waiting:  # the node-class model's: see ``candidates.place_other_optima``
-        search.class_lp = (enc, lp, search.stages[-1].wall_s or 0.0)
+    if keep_lp:  # for ``candidates.place_other_optima``
+        search.class_lp = (enc, lp, time.perf_counter() - started)
     beside: Beside | None = None
     if large or last:
         # The LP's optimum rounded down (about 110 of 12,000 values are fractional on
@@ -500,7 +505,8 @@ def _best_exchanged(search: Search) -> Placer:
     best = _exchanged(search, first)
     place_other_optima(search)
     others = [p for p in search.solved if p is not first and p is not best]
-    if not others:
+    at_bound = bool(search.bounds) and search.close_enough(search.score(best), min(search.bounds))
+    if not others or at_bound:
         return best
     second = max(others, key=search.score)
     trial = _exchanged(search, second)

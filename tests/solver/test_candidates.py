@@ -108,7 +108,8 @@ def test_the_node_level_lp_is_not_started_where_the_time_left_cannot_hold_it(
         return place_node_lp(search, classes, node_pairs, lambda: short)
 
     monkeypatch.setattr(cpsat, "place_node_lp", no_time)
-    monkeypatch.setattr(cpsat, "place_other_optima", lambda search: None)  # placed here too
+    # The other optima go through ``candidates.place_counts`` too, recorded here.
+    monkeypatch.setattr(cpsat, "place_other_optima", lambda search: None)
     s = realistic.cluster(14, 200, 300)
     decision = schedule(s, "cpsat", CONFIG)
     assert called  # it was reached, and declined

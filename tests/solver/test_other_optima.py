@@ -14,6 +14,7 @@ import pytest
 import solver.candidates as candidates
 import solver.cpsat as cpsat
 from adapter.sim import realistic
+from solver.bins import class_bins
 from solver.config import SolverConfig
 from solver.encode import Encoding
 from solver.placement import Placer
@@ -57,13 +58,15 @@ def test_tilted_prices_lower_each_pods_price_by_its_gang_size_and_no_other_price
 def test_a_tilted_optimum_is_an_optimum_of_the_lp_to_within_the_tilt() -> None:
     """Its value under the LP's own prices is at least the optimum less TILT of what the
     optimum's pods are priced at (the tilted LP's optimum is at least the optimum's
-    tilted value), and it meets every row and bound."""
+    tilted value), and it meets every row and bound; and on this degenerate LP it is
+    another optimum than HiGHS' own."""
     _, enc = class_model(prepare(realistic.cluster(0, 200, 600)))
     m = matrices(enc.rows)
     found = solve_matrices(m, 10.0)
     assert found is not None
     optimum, best = found
     pairs = len(enc.pairs)
+    moved = []
     for toward_smaller in (True, False):
         tilted = solve_matrices(
             replace(m, cost=candidates.tilted_costs(enc, m.cost, toward_smaller)), 10.0
@@ -76,6 +79,8 @@ def test_a_tilted_optimum_is_an_optimum_of_the_lp_to_within_the_tilt() -> None:
         rows = m.matrix @ values
         assert (rows >= m.low - 1e-6).all() and (rows <= m.high + 1e-6).all()
         assert (values >= m.col_low - 1e-6).all() and (values <= m.col_high + 1e-6).all()
+        moved.append(float(np.abs(values - best).max()) > 0.5)
+    assert any(moved)
 
 
 def placed_by(search: Search) -> list[str]:
@@ -103,7 +108,7 @@ def after_the_class_lp(
 def test_other_optima_are_placed_where_the_time_left_holds_them() -> None:
     """Timed: each needs the class LP's time and the longest placement's so far left.
     A rounding already placed (here: no tilt, so HiGHS returns the LP's own optimum) is
-    not placed again; neither tilted LP reports a bound."""
+    not placed again; neither tilted LP reports a bound; a decision at its bound ends it."""
     problem, enc, lp = heavy_class_lp()
     with ThreadPoolExecutor(max_workers=1) as pool:
         search = after_the_class_lp(problem, enc, lp, TIMED, pool)
@@ -119,10 +124,27 @@ def test_other_optima_are_placed_where_the_time_left_holds_them() -> None:
         assert "node-classes-lp-smaller-rounded" in placed_by(search)
         for placer in search.solved:
             assert placer.placed
+        assert search.placing_s > 0  # what the next optimum's time is judged by
+
+        # A decision at its bound already: nothing more is searched.
+        search = after_the_class_lp(problem, enc, lp, ROOMY, pool)
+        settled = Placer(problem)
+        search.solved = [settled]
+        search.scores[id(settled)] = 1000
+        search.bounds = [1000]
+        candidates.place_other_optima(search)
+        assert search.stages == [] and search.solved == [settled]
 
     with pytest.MonkeyPatch.context() as patch, ThreadPoolExecutor(max_workers=1) as pool:
         patch.setattr(candidates, "TILT", 0.0)
+        # Not placed yet (the LP's own rounding is placed on some models only): once.
         search = after_the_class_lp(problem, enc, lp, ROOMY, pool)
+        candidates.place_other_optima(search)
+        assert len(search.stages) == 2
+        assert placed_by(search) == ["node-classes-lp-smaller-rounded"]
+        # Placed already: not again.
+        search = after_the_class_lp(problem, enc, lp, ROOMY, pool)
+        search.origin[0] = "node-classes-lp-rounded"
         candidates.place_other_optima(search)
         assert len(search.stages) == 2 and search.solved == []
 
@@ -172,10 +194,11 @@ def test_the_runner_up_is_exchanged_too_and_decides_where_it_then_scores_more(
     """An exchange gains more from some candidates than from others: where the runner-up
     exchanged scores above the best one exchanged, it is the decision. The best's
     exchange comes before the LP's other optima, which only take the time it leaves, and
-    the runner-up is chosen after them (one of them may be it)."""
+    the runner-up is chosen after them (one of them may be it). A best at its bound
+    needs no exchange, its own or the runner-up's."""
     problem = prepare(realistic.cluster(0, 40, 60))
     with ThreadPoolExecutor(max_workers=1) as pool:
-        search = search_for(problem, TIMED, pool)
+        search = search_for(problem, ROOMY, pool)
         best, runner_up, worst, exchanged = (Placer(problem) for _ in range(4))
         baseline: Future[Placer] = Future()
         baseline.set_result(worst)
@@ -199,3 +222,25 @@ def test_the_runner_up_is_exchanged_too_and_decides_where_it_then_scores_more(
             trials.clear()
             assert cpsat._best_exchanged(search) is decided
             assert trials == [best, "other optima", runner_up]
+        # The best at its bound: neither it nor the runner-up is exchanged.
+        search.solved = [best]
+        search.bounds = [100]
+        trials.clear()
+        assert cpsat._best_exchanged(search) is best
+        assert trials == ["other optima"]
+
+
+def test_the_lp_kept_is_the_node_class_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real-shaped 40 nodes: a node-level stage follows the class stage and solves an LP
+    of its own; the one kept for the other optima is the class model's."""
+    kept: list[Any] = []
+    monkeypatch.setattr(cpsat, "place_other_optima", lambda search: kept.append(search.class_lp))
+    s = realistic.cluster(0, 40, 60)
+    decision = schedule(s, "cpsat", DETERMINISTIC)
+    assert "node-level-lp" in {stage.name for stage in decision.stages}
+    problem = prepare(s)
+    assert len(kept) == 1 and kept[0] is not None
+    enc, lp, lp_s = kept[0]
+    assert len(enc.bins) == len(class_bins(problem)) < len(problem.nodes)
+    assert lp.bound == {st.name: st for st in decision.stages}["node-classes-lp"].bound
+    assert lp_s > 0
