@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 import numpy.typing as npt
@@ -26,9 +27,8 @@ from solver.bins import Bin, Pairs, node_bins, pair_capacity
 from solver.disaggregate import PACK_SHARE, REORDER_SHARE, disaggregate, repacked_bins
 from solver.encode import Encoding, encode
 from solver.grouped_lp import groups_apply
-from solver.model import StageReport
 from solver.placement import Placer
-from solver.relaxation import LpSolution, Matrices, matrices, solve_matrices
+from solver.relaxation import LpSolution, Matrices, lp_solution, matrices
 from solver.restricted import RESTRICT_ZERO, restricted
 from solver.search import DETERMINISTIC_WALL_FACTOR, MIN_STAGE_S, Beside, Search, StageResult
 from solver.solution import decode_admitted, decode_counts, rounded_for_gangs
@@ -251,45 +251,30 @@ def place_other_optima(search: Search) -> None:
     OTHER_OPTIMUM_S_PER_PAIR per pair, counted as spent."""
     if search.class_lp is None:
         return
-    enc, lp, lp_s = search.class_lp
+    enc, _, lp_s = search.class_lp
     deterministic = search.config.deterministic
     if groups_apply(enc):
         lp_s *= UNGROUPED_LP_FACTOR
     per_pairs = OTHER_OPTIMUM_S_PER_PAIR * len(enc.pairs)
     plain: Matrices | None = None
-    seen: set[tuple[int, ...]] = set()
+    seen = {search.class_rounded} if search.class_rounded is not None else set()
     for name, toward_smaller in (("smaller", True), ("larger", False)):
         # Again for the second: the first's placement may have been the longest so far.
         need = per_pairs if deterministic else lp_s + search.placing_s
         if search.settled(wait_for_baseline=False) or search.remaining() < need:
             return
-        started = time.perf_counter()
-        if plain is None:
-            plain = matrices(enc.rows)
-            # Named so by ``cpsat._guided_search``, which places it on some models only.
-            if "node-classes-lp-rounded" in search.origin.values():
-                seen.add(tuple(rounded_for_gangs(enc, lp.values)))
+        plain = plain if plain is not None else matrices(enc.rows)
         limit = search.remaining() - search.placing_s
         if deterministic:
             search.deterministic_s += need
             limit = need * DETERMINISTIC_WALL_FACTOR  # a guard only, as for CP-SAT's solves
-        cost = tilted_costs(enc, plain.cost, toward_smaller)
-        found = solve_matrices(replace(plain, cost=cost), limit)
-        variables, constraints = enc.size()
-        search.stages.append(
-            StageReport(
-                name=f"node-classes-lp-{name}",
-                variables=variables,
-                constraints=constraints,
-                status="OPTIMAL" if found is not None else "UNKNOWN",
-                objective=None,
-                bound=None,
-                wall_s=time.perf_counter() - started,
-            )
-        )
-        if found is None:
+        tilted = replace(plain, cost=tilted_costs(enc, plain.cost, toward_smaller))
+        name_lp = f"node-classes-lp-{name}"
+        solve = partial(lp_solution, tilted)
+        lp_tilted = search.lp(enc, limit, name_lp, relaxation=False, solve=solve)
+        if lp_tilted is None:
             return
-        solution = rounded_for_gangs(enc, found[1])
-        if tuple(solution) not in seen:
-            seen.add(tuple(solution))
-            place_counts(search, enc, solution, f"node-classes-lp-{name}-rounded")
+        solution = tuple(rounded_for_gangs(enc, lp_tilted.values))
+        if solution not in seen:
+            seen.add(solution)
+            place_counts(search, enc, solution, f"{name_lp}-rounded")

@@ -231,7 +231,10 @@ def _guided_search(
         if not large:
             beside = dive_beside(search, enc, lp, f"{prefix}-lp-guided", left())
         try:
-            place_counts(search, enc, rounded_for_gangs(enc, lp.values), f"{prefix}-lp-rounded")
+            rounded = rounded_for_gangs(enc, lp.values)
+            if keep_lp:  # ``candidates.place_other_optima`` places it no second time
+                search.class_rounded = tuple(rounded)
+            place_counts(search, enc, rounded, f"{prefix}-lp-rounded")
         except BaseException:
             if beside is not None:
                 beside.discard()  # not left searching into the next cycle
@@ -505,8 +508,7 @@ def _best_exchanged(search: Search) -> Placer:
     best = _exchanged(search, first)
     place_other_optima(search)
     others = [p for p in search.solved if p is not first and p is not best]
-    at_bound = bool(search.bounds) and search.close_enough(search.score(best), min(search.bounds))
-    if not others or at_bound:
+    if not others or search.at_bound(best):
         return best
     second = max(others, key=search.score)
     trial = _exchanged(search, second)
@@ -516,8 +518,7 @@ def _best_exchanged(search: Search) -> Placer:
 def _exchanged(search: Search, best: Placer) -> Placer:
     """The best placement, or where the time left holds it, a better one that places some
     of the most valuable waiting gangs instead of gangs worth less (``displace.exchanged``)."""
-    at_bound = bool(search.bounds) and search.close_enough(search.score(best), min(search.bounds))
-    if at_bound or search.remaining() <= 0:
+    if search.at_bound(best) or search.remaining() <= 0:
         return best
     deterministic = search.config.deterministic
     until = None if deterministic else time.perf_counter() + search.remaining()

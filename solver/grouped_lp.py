@@ -33,7 +33,15 @@ from scipy.sparse import csr_matrix, hstack, vstack
 
 from solver.arrays import FloatArray, IntArray
 from solver.encode import Encoding
-from solver.relaxation import LpSolution, Matrices, bound_of, matrices, solve_lp, solve_matrices
+from solver.relaxation import (
+    LpSolution,
+    Matrices,
+    bound_of,
+    lp_solution,
+    matrices,
+    solve_lp,
+    solve_matrices,
+)
 
 # Values this close to zero are spent when the split fills a class or a bin.
 SPLIT_TOLERANCE = 1e-9
@@ -77,8 +85,7 @@ def solve_grouped_lp(enc: Encoding, time_limit_s: float) -> LpSolution | None:
     few = 0 < grouping.columns <= GROUPED_MAX_SHARE * len(enc.pairs)
     grouped = _grouped(enc, plain, grouping) if few else None
     if grouped is None:
-        found = solve_matrices(plain, time_limit_s)
-        return None if found is None else LpSolution(bound_of(found[0]), found[1])
+        return lp_solution(plain, time_limit_s)
     found = solve_matrices(grouped, time_limit_s)
     if found is None:
         return None

@@ -161,7 +161,12 @@ def solve_lp(rows: LinearRows, time_limit_s: float) -> LpSolution | None:
     Python thread, stop 42 measured 0.77 s through scipy and 0.38 s through the binding)."""
     if not rows.low:
         return None
-    found = solve_matrices(matrices(rows), time_limit_s)
+    return lp_solution(matrices(rows), time_limit_s)
+
+
+def lp_solution(m: Matrices, time_limit_s: float) -> LpSolution | None:
+    """``solve_matrices``' optimum as a bound and values, or None."""
+    found = solve_matrices(m, time_limit_s)
     return None if found is None else LpSolution(bound=bound_of(found[0]), values=found[1])
 
 

@@ -260,6 +260,7 @@ class Search:
     ahead: Ahead | None = None  # that search, once started
     # The node-class model, its LP's optimum and wall time (``candidates.place_other_optima``).
     class_lp: tuple[Encoding, LpSolution, float] | None = None
+    class_rounded: tuple[int, ...] | None = None  # that optimum rounded, where placed
     placing_s: float = 0.0  # the longest placement of a model's counts so far
 
     def remaining(self) -> float:
@@ -297,12 +298,18 @@ class Search:
         return result
 
     def lp(
-        self, enc: Encoding, time_limit_s: float, name: str, relaxation: bool = True
+        self,
+        enc: Encoding,
+        time_limit_s: float,
+        name: str,
+        relaxation: bool = True,
+        solve: Callable[[float], LpSolution | None] | None = None,
     ) -> LpSolution | None:
         """The model's LP relaxation (HiGHS), reported as a stage named ``name``; without
-        ``relaxation`` (a model over some gangs only) the report keeps no bound."""
+        ``relaxation`` (a model over some gangs only, or other prices) the report keeps
+        no bound. ``solve``: another LP of the model's rows, given the time limit."""
         started = time.perf_counter()
-        lp = model_lp(enc, time_limit_s)
+        lp = model_lp(enc, time_limit_s) if solve is None else solve(time_limit_s)
         variables, constraints = enc.size()
         self.stages.append(
             StageReport(
@@ -395,6 +402,10 @@ class Search:
         if not candidates:
             return False
         return self.close_enough(max(map(self.score, candidates)), min(self.bounds))
+
+    def at_bound(self, placer: Placer) -> bool:
+        """``placer`` is ``close_enough`` to the lowest bound proven so far."""
+        return bool(self.bounds) and self.close_enough(self.score(placer), min(self.bounds))
 
     def close_enough(self, score: int, bound: int) -> bool:
         """``score`` is within ``relative_gap_limit`` of the proven ``bound`` (or at it, to

@@ -22,6 +22,7 @@ from solver.problem import Problem, prepare
 from solver.relaxation import LpSolution, matrices, solve_lp, solve_matrices
 from solver.schedulers import schedule
 from solver.search import Search
+from solver.solution import rounded_for_gangs
 from solver.validate import check
 from tests.solver.encodings import class_model, search_for
 
@@ -144,7 +145,7 @@ def test_other_optima_are_placed_where_the_time_left_holds_them() -> None:
         assert placed_by(search) == ["node-classes-lp-smaller-rounded"]
         # Placed already: not again.
         search = after_the_class_lp(problem, enc, lp, ROOMY, pool)
-        search.origin[0] = "node-classes-lp-rounded"
+        search.class_rounded = tuple(rounded_for_gangs(enc, lp.values))
         candidates.place_other_optima(search)
         assert len(search.stages) == 2 and search.solved == []
 
