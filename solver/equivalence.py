@@ -49,7 +49,15 @@ def read_label_keys(pods: Iterable[Pod]) -> dict[str, frozenset[str] | None]:
         elif (known := named.setdefault(key, set())) is not None:
             known.update(values)
 
+    prev: Pod | None = None
     for pod in pods:
+        if (
+            prev is not None
+            and pod.node_selector == prev.node_selector
+            and pod.affinity == prev.affinity
+        ):
+            continue  # a gang's pods come from a few templates, in runs: read once
+        prev = pod
         for key, value in pod.node_selector.items():
             read(key, (value,))
         for term in pod.affinity:

@@ -357,13 +357,16 @@ def prepare(state: ClusterState) -> Problem:
             bound=len(bound),
         )
         by_spec: dict[tuple[object, ...], list[Pod]] = {}
+        prev: Pod | None = None
+        same: list[Pod] = []
         for pod in pending:
-            key = pod.spec_key()
-            same = by_spec.get(key)
-            if same is None:
-                by_spec[key] = [pod]
+            if prev is not None and pod.same_spec(prev):
+                same.append(pod)  # a gang's pods come from a few templates, in runs
             else:
+                key = pod.spec_key()
+                same = by_spec.setdefault(key, [])
                 same.append(pod)
+            prev = pod
         first_class = len(classes)
         for spec_key, same in by_spec.items():
             exemplar = same[0]

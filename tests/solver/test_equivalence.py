@@ -37,6 +37,24 @@ def test_values_no_pod_names_do_not_tell_nodes_apart() -> None:
     assert node_view(bare, keys) != node_view(nodes[4], keys)
 
 
+def test_every_pod_is_read_where_runs_of_pods_share_a_selector() -> None:
+    # Alike pods are read once per run: a pod with the run's selector but its own
+    # affinity, and the pods after it, are still read.
+    pods = [
+        pod("a").selector(zone="a").build(),
+        pod("b").selector(zone="a").build(),
+        pod("c").selector(zone="a").affinity(HOST, "Gt", "2").build(),
+        pod("d").selector(zone="a").affinity(HOST, "Gt", "2").build(),
+        pod("e").selector(zone="b").build(),
+        pod("f").affinity("rack", "In", "r1").build(),
+    ]
+    assert read_label_keys(pods) == {
+        "zone": frozenset({"a", "b"}),
+        HOST: None,
+        "rack": frozenset({"r1"}),
+    }
+
+
 def test_a_compared_value_keeps_every_value_apart() -> None:
     # Gt and Lt read the value itself: no value may be merged.
     nodes = _hosts(5)

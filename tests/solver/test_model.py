@@ -24,7 +24,7 @@ from solver.model import (
     Toleration,
 )
 from solver.schedulers import schedule
-from tests.builders import gang, node, pod, queue, resources, state
+from tests.builders import PodBuilder, gang, node, pod, queue, resources, state
 
 
 def _error(exc: pytest.ExceptionInfo[ValidationError]) -> tuple[str, str]:
@@ -207,6 +207,28 @@ def test_implicit_gang_name_and_keys() -> None:
     assert pod("d").gang("g").build().gang_name() == "g"
     assert a.spec_key() == b.spec_key() != c.spec_key()
     assert a.placement_key() == c.placement_key()
+
+
+def test_same_spec_agrees_with_spec_key() -> None:
+    # Pods built apart (equal, not identical, requests and selectors), and pods differing
+    # from the first in one field each: same_spec holds exactly where the keys are equal.
+    def base() -> PodBuilder:
+        return pod("p").req(cpu=1).selector(zone="a").affinity("k", "In", "v").tolerate("t")
+
+    pods = [
+        base().build(),
+        base().build(),
+        base().req(cpu=2).build(),
+        base().selector(zone="b").build(),
+        base().affinity("k2", "Exists").build(),
+        base().tolerate("u").build(),
+        base().task("worker").build(),
+        pod("p").req(cpu=1).build(),
+    ]
+    for a in pods:
+        for b in pods:
+            assert a.same_spec(b) == (a.spec_key() == b.spec_key())
+    assert pods[0].same_spec(pods[1]) and not pods[0].same_spec(pods[2])
 
 
 def test_state_accessors() -> None:

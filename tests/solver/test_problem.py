@@ -33,6 +33,21 @@ def test_identical_pods_of_a_gang_form_one_class() -> None:
     assert four.feasible.tolist() == [True]
 
 
+def test_a_gangs_pods_alternating_between_specs_form_one_class_per_spec() -> None:
+    # Pending pods in name order: small, big, small, big. Each spec's pods are one
+    # class, in that order, however the runs break.
+    s = state(
+        nodes=[node("n1").cap(cpu=16)],
+        pods=[pod(f"g-{i}").req(cpu=1 + i % 2).gang("g") for i in range(4)],
+        gangs=[gang("g", min_member=4)],
+    )
+    problem = prepare(s)
+    assert [problem.classes[c].pods for c in problem.gangs[0].classes] == [
+        ("g-0", "g-2"),
+        ("g-1", "g-3"),
+    ]
+
+
 def test_pods_of_different_gangs_never_share_a_class() -> None:
     s = state(
         nodes=[node("n1").cap(cpu=8)],
