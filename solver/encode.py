@@ -192,6 +192,7 @@ def build_variables(
         problem=problem, shapes=shapes, bins=bins, pairs=pairs, lp_only=lp_only, rounding=rounding
     )
     _new_count_vars(enc)
+    room_before = np.concatenate([[0], np.cumsum(pairs.cap)]).tolist()  # room of pairs [0, i)
     for s, e in _runs(pairs.cls):
         enc.class_span[int(pairs.cls[s])] = (s, e)
     for s in sorted({shapes.classes[c].shape for c in enc.class_span}):
@@ -201,7 +202,7 @@ def build_variables(
             label = name if shape.size == 1 else f"{name}+{shape.size - 1} alike"
             # No more gangs than the room there is for need pods each: without this the
             # LP admits part of a gang that fits nowhere, at a part of its (large) price.
-            room = sum(int(pairs.cap[a:b].sum()) for a, b in enc.shape_spans(s))
+            room = sum(room_before[b] - room_before[a] for a, b in enc.shape_spans(s))
             most = min(shape.size, room // shape.need) if shape.need else shape.size
             enc.admitted[s] = _new_var(enc, 0, most, f"admitted[{label}]")
     for b in sorted({int(b) for b in pairs.bin}):
@@ -268,10 +269,15 @@ def demand_matrix(enc: Encoding) -> IntArray:
 def bin_room(enc: Encoding, by_bin: Mapping[int, IntArray]) -> dict[int, IntArray]:
     """Per class of nodes (bins of one node need none), the room each of its nodes can give
     the pod classes paired with it (``room.usable_free``): what its capacity rows count."""
-    demand = demand_matrix(enc)
+    # Thousands of pod classes share a few hundred demands: each bin's are found among
+    # those (real-shaped 5,000 nodes: 51 -> 28 ms).
+    specs, spec_of_class = np.unique(demand_matrix(enc), axis=0, return_inverse=True)
+    spec_of_class = spec_of_class.reshape(-1)
     free = enc.problem.free
     return {
-        b: usable_free(free[list(enc.bins[b].nodes)], demand[enc.pairs.cls[members]])
+        b: usable_free(
+            free[list(enc.bins[b].nodes)], specs[np.unique(spec_of_class[enc.pairs.cls[members]])]
+        )
         for b, members in by_bin.items()
         if len(enc.bins[b].nodes) > 1
     }

@@ -9,6 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks import instances
 from solver.problem import prepare
 from solver.room import usable_free
 from tests.builders import gang, node, pod, state
@@ -86,3 +87,20 @@ def test_a_class_model_counts_no_room_its_pods_cannot_use() -> None:
     assert len(problem.node_classes) == 1
     _, enc = class_model(problem)
     assert _most_pods(enc, len(enc.pairs)) == 8
+
+
+def test_each_class_of_nodes_gets_the_room_of_every_pod_class_paired_with_it() -> None:
+    # A real-shaped cluster: many pod classes per bin, most sharing a demand with others.
+    problem = prepare(instances.realistic(0, 200, 300))
+    _, enc = class_model(problem)
+    demand = np.array([sc.demand for sc in enc.shapes.classes])
+    bins_with_room = 0
+    for b in {int(b) for b in enc.pairs.bin}:
+        nodes = list(enc.bins[b].nodes)
+        if len(nodes) < 2:
+            assert b not in enc.room  # a bin of one node needs none
+            continue
+        paired = demand[enc.pairs.cls[enc.pairs.bin == b]]
+        assert enc.room[b].tolist() == usable_free(problem.free[nodes], paired).tolist()
+        bins_with_room += 1
+    assert bins_with_room >= 5
