@@ -89,14 +89,17 @@ class Matrices:
 
 def matrices(rows: LinearRows) -> Matrices:
     n = len(rows.low)
-    lengths = [len(v) for v in rows.row_vars]
-    row_index = np.repeat(np.arange(len(lengths)), lengths)
+    starts = np.zeros(len(rows.row_vars) + 1, dtype=np.int64)
+    np.cumsum([len(v) for v in rows.row_vars], out=starts[1:])
     # Row by row as arrays, joined once: the large rows already are arrays (real-shaped
     # 5,000 nodes, 965,000 entries: 0.155 -> 0.04 s against reading every entry through
-    # one iterator, as when every row was a list).
+    # one iterator, as when every row was a list). Rows are built in order: the matrix
+    # is read as compressed rows at once (16 -> 8 ms there), canonical as a COO build
+    # leaves it (columns sorted in each row, repeated ones summed).
     col_index = _joined(rows.row_vars, np.int64)
     data = _joined(rows.row_coeffs, np.float64)
-    matrix = csr_matrix((data, (row_index, col_index)), shape=(len(lengths), n))
+    matrix = csr_matrix((data, col_index, starts), shape=(len(starts) - 1, n))
+    matrix.sum_duplicates()
     low = np.array(rows.row_low, dtype=np.float64)
     high = np.array(rows.row_high, dtype=np.float64)
     low[low <= -UNBOUNDED] = -np.inf

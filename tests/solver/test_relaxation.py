@@ -20,7 +20,7 @@ from solver.encode import (
 from solver.objective import Coefficients
 from solver.packing import pack
 from solver.problem import prepare
-from solver.relaxation import LinearRows, solve_lp
+from solver.relaxation import LinearRows, matrices, solve_lp
 from solver.restricted import restricted, waiting_pairs
 from solver.solution import solution_of
 from tests.builders import gang, node, pod, pods_of, queue, state
@@ -265,3 +265,15 @@ def test_a_single_nodes_rounded_rows_cut_its_lp_down_to_the_integer_optimum(
     _, plain = _one_node_mixed_gpu_pods()
     looser = solve_lp(plain.rows, 5.0)
     assert looser is not None and looser.bound > optimum * 1.01
+
+
+def test_rows_read_as_a_matrix_sum_a_repeated_variable_and_keep_empty_rows() -> None:
+    rows = LinearRows()
+    rows.add_vars([0] * 4, [5] * 4)
+    rows.add_row([3, 0, 3], [1, 2, 4], 0, 10)  # columns out of order, one repeated
+    rows.add_row([], [], -(2**62), 2**62)  # empty, and open on both sides
+    rows.add_row(np.array([2, 1]), np.array([7, 1]), 1, 1)  # an array row
+    m = matrices(rows)
+    assert m.matrix.toarray().tolist() == [[2, 0, 0, 5], [0, 0, 0, 0], [0, 1, 7, 0]]
+    assert m.matrix.has_canonical_format
+    assert m.low.tolist() == [0, -np.inf, 1] and m.high.tolist() == [10, np.inf, 1]
