@@ -5,8 +5,8 @@ pods on nodes, losing as little of what the aggregate won as the nodes allow.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
 
 import numpy as np
 
@@ -98,7 +98,7 @@ def disaggregate(
         bin_ = enc.bins[b]
         mask = np.zeros(len(problem.nodes), dtype=np.bool_)
         mask[list(bin_.nodes)] = True
-        size = partial(_largest_first, problem, np.maximum(bin_.node_allocatable, 1))
+        size = _largest_first(problem, np.maximum(bin_.node_allocatable, 1), bin_items)
         # Priority first (real-shaped 200- and 1,000-node clusters, 5 seeds each: 2.0% of
         # the aggregate's objective lost here on average, 2.8% largest-first), then largest
         # first; equal specs of one queue adjacent, so they are placed in one pass.
@@ -275,11 +275,19 @@ def repacked_bins(
 
 
 def _largest_first(
-    problem: Problem, alloc: IntArray, item: tuple[int, int]
-) -> tuple[float, int, int, int]:
-    """Sort key: largest share of a node first; equal specs of one queue adjacent."""
-    cls = problem.classes[item[0]]
-    return (-float((cls.demand / alloc).max()), cls.spec, problem.gangs[cls.gang].queue, item[0])
+    problem: Problem, alloc: IntArray, items: list[tuple[int, int]]
+) -> Callable[[tuple[int, int]], tuple[float, int, int, int]]:
+    """Sort key of ``items`` (a bin's; each pod class once): largest share of a node
+    first; equal specs of one queue adjacent. Shares divided at once for all of them
+    (5,000 nodes, 4,800 items: 15 ms one by one)."""
+    classes = [problem.classes[c] for c, _ in items]
+    demand = np.array([cls.demand for cls in classes], dtype=np.int64).reshape(-1, len(alloc))
+    largest = (-(demand / alloc).max(axis=1)).tolist()
+    keys = {
+        c: (largest[i], cls.spec, problem.gangs[cls.gang].queue, c)
+        for i, ((c, _), cls) in enumerate(zip(items, classes, strict=True))
+    }
+    return lambda item: keys[item[0]]
 
 
 def _short(items: list[tuple[int, int]], placed: list[list[str]]) -> bool:

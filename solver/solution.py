@@ -216,6 +216,8 @@ def _trimmed_to_admitted(
                 continue
             start, end = enc.class_span[c]
             extra = sum(rounded[start:end]) - enc.shapes.classes[c].per_gang * rounded[var]
+            if extra <= 0:
+                continue
             for v in sorted(range(start, end), key=lambda v: values[v]):
                 if extra <= 0:
                     break
