@@ -16,7 +16,8 @@ of this LP, and any solution of this LP splits back into one of the model
 optima are equal. One bound is added: a column's upper bound is the pairs' summed, and
 at most what the spec's pods fit in the bin, which the model's LP lacked; it holds for
 any placement, so the optimum may only be lower, and is still a bound (it was equal on
-every instance measured).
+every instance measured). The gang rows that fix a class's ``y`` to a multiple of its
+gangs' admitted count are then substituted out (``_substituted``), with those ``y``.
 
 Real-shaped class models (``benchmarks.instances.realistic``; the same bound, the model's
 rows met by the split values to 1e-7), the model's LP against this one, building the
@@ -86,11 +87,12 @@ def solve_grouped_lp(enc: Encoding, time_limit_s: float) -> LpSolution | None:
     grouped = _grouped(enc, plain, grouping) if few else None
     if grouped is None:
         return lp_solution(plain, time_limit_s)
-    found = solve_matrices(grouped, time_limit_s)
+    reduced, restore = _substituted(grouped, enc.gang_rows, grouping)
+    found = solve_matrices(reduced, time_limit_s)
     if found is None:
         return None
     optimum, values = found
-    return LpSolution(bound_of(optimum), _split(enc, grouping, values))
+    return LpSolution(bound_of(optimum), _split(enc, grouping, restore @ values))
 
 
 def _grouping(enc: Encoding) -> _Grouping:
@@ -165,6 +167,65 @@ def _grouped(enc: Encoding, plain: Matrices, grouping: _Grouping) -> Matrices | 
             ]
         ),
     )
+
+
+def _substituted(m: Matrices, gang_rows: int, grouping: _Grouping) -> tuple[Matrices, csr_matrix]:
+    """The grouped LP without the gang rows that fix a class's ``y`` to its gangs'
+    admitted count (``y = per_gang x admitted``, every whole gang of a large model): each
+    such ``y`` is that multiple of its shape's column wherever it appears (the group
+    rows), its bounds moved onto that column. The same LP in fewer rows and columns
+    (real-shaped 5,000 nodes x 7,500 gangs: 9,700 x 19,800 -> 4,700 x 14,900; HiGHS 0.25
+    -> 0.15 s, the same optimum, 4 ms to substitute); returned with the matrix that maps
+    its solutions back to the grouped LP's columns. Another LP, so HiGHS may end at
+    another of its optima (see the README's "Fewer rows for the grouped LP")."""
+    matrix = m.matrix
+    if not matrix.has_sorted_indices:
+        matrix.sort_indices()
+    first_y, end_y = grouping.columns, grouping.columns + len(grouping.classes)
+    starts = matrix.indptr[:gang_rows]
+    rows = np.flatnonzero(
+        (np.diff(matrix.indptr[: gang_rows + 1]) == 2)
+        & (m.low[:gang_rows] == 0)
+        & (m.high[:gang_rows] == 0)
+    )
+    # Columns are sorted in each row (``matrices``): a class's y comes before its shape's
+    # admitted count, which lies past every y.
+    y, other = matrix.indices[starts[rows]], matrix.indices[starts[rows] + 1]
+    y_coef, other_coef = matrix.data[starts[rows]], matrix.data[starts[rows] + 1]
+    times = -other_coef / np.where(y_coef != 0, y_coef, 1)
+    fixed = (y >= first_y) & (y < end_y) & (other >= end_y) & (y_coef != 0) & (times > 0)
+    fixed &= m.col_low[y] == 0
+    fixed &= m.col_low[other] == 0
+    rows, y, other, times = rows[fixed], y[fixed], other[fixed], times[fixed]
+    y, once = np.unique(y, return_index=True)  # a y fixed by two rows keeps one of them
+    rows, other, times = rows[once], other[once], times[once]
+    columns = len(m.cost)
+    kept = np.ones(columns, dtype=np.bool_)
+    kept[y] = False
+    new_index = np.cumsum(kept) - 1
+    restore = csr_matrix(
+        (
+            np.concatenate([np.ones(int(kept.sum())), times]),
+            (
+                np.concatenate([np.flatnonzero(kept), y]),
+                np.concatenate([new_index[kept], new_index[other]]),
+            ),
+        ),
+        shape=(columns, int(kept.sum())),
+    )
+    keep_rows = np.ones(len(m.low), dtype=np.bool_)
+    keep_rows[rows] = False
+    col_high = m.col_high[kept].copy()
+    np.minimum.at(col_high, new_index[other], m.col_high[y] / times)
+    reduced = Matrices(
+        cost=restore.T @ m.cost,
+        matrix=(matrix[keep_rows] @ restore).tocsr(),
+        low=m.low[keep_rows],
+        high=m.high[keep_rows],
+        col_low=m.col_low[kept],
+        col_high=col_high,
+    )
+    return reduced, restore
 
 
 def _stands_for(kept: csr_matrix, size: IntArray) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.sparse import csr_matrix
 
 import solver.grouped_lp as grouped_lp
 from benchmarks.instances import realistic
@@ -14,7 +15,7 @@ from solver.encode import Encoding, encode
 from solver.grouped_lp import groups_apply, model_lp, solve_grouped_lp
 from solver.objective import coefficients
 from solver.problem import prepare
-from solver.relaxation import LpSolution, matrices, solve_lp
+from solver.relaxation import LpSolution, Matrices, matrices, solve_lp, solve_matrices
 from solver.shapes import group
 from tests.builders import gang, node, pods_of, state
 
@@ -123,3 +124,51 @@ def test_real_shaped_class_models_keep_their_optimum(
     lp, plain = solve_grouped_lp(enc, 10.0), solve_lp(enc.rows, 10.0)
     assert lp is not None and plain is not None
     _assert_solves_the_model(enc, lp, plain)
+
+
+def test_each_classs_pods_fixed_by_its_gangs_count_are_substituted_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every whole gang's class row (``y = per_gang x admitted``) and its ``y`` leave the
+    LP: its optimum is the grouped LP's, and its solution mapped back meets every row
+    and bound of the grouped LP, those rows included."""
+    monkeypatch.setattr(grouped_lp, "GROUPED_MAX_SHARE", 1.0)
+    enc = _lp_only_model(realistic(1, 120, 240))
+    grouping = grouped_lp._grouping(enc)
+    grouped = grouped_lp._grouped(enc, matrices(enc.rows), grouping)
+    assert grouped is not None
+    reduced, restore = grouped_lp._substituted(grouped, enc.gang_rows, grouping)
+    fixed = sum(1 for r in range(enc.gang_rows) if enc.rows.row_low[r] == enc.rows.row_high[r] == 0)
+    assert fixed > 0
+    assert grouped.matrix.shape[0] - reduced.matrix.shape[0] == fixed
+    assert grouped.matrix.shape[1] - reduced.matrix.shape[1] == fixed
+    full, small = solve_matrices(grouped, 10.0), solve_matrices(reduced, 10.0)
+    assert full is not None and small is not None
+    assert small[0] == pytest.approx(full[0], rel=1e-9)
+    values = restore @ small[1]
+    row = grouped.matrix @ values
+    assert (row >= grouped.low - 1e-6).all() and (row <= grouped.high + 1e-6).all()
+    assert (values >= grouped.col_low - 1e-6).all()
+    assert (values <= grouped.col_high + 1e-6).all()
+    assert float(grouped.cost @ values) == pytest.approx(full[0], rel=1e-9)
+
+
+def test_a_substituted_classs_bounds_bound_its_gangs_count() -> None:
+    """Columns x (a group on a bin), y (its class's pods), a (the class's gangs): y = 2a,
+    x = y, y <= 3. With y substituted out, a <= 1.5 holds it: the optimum stays 3."""
+    grouped = Matrices(
+        cost=np.array([1.0, 0.0, 0.0]),
+        matrix=csr_matrix(np.array([[0.0, 1.0, -2.0], [1.0, -1.0, 0.0]])),
+        low=np.zeros(2),
+        high=np.zeros(2),
+        col_low=np.zeros(3),
+        col_high=np.array([10.0, 3.0, 5.0]),
+    )
+    one = np.zeros(1, dtype=np.int64)
+    grouping = grouped_lp._Grouping(one, one, one, one, one)
+    reduced, restore = grouped_lp._substituted(grouped, 1, grouping)
+    assert reduced.matrix.shape == (1, 2)
+    assert reduced.col_high.tolist() == [10.0, 1.5]
+    found = solve_matrices(reduced, 1.0)
+    assert found is not None and found[0] == pytest.approx(3.0)
+    assert (restore @ found[1]).tolist() == pytest.approx([3.0, 3.0, 1.5])

@@ -171,10 +171,10 @@ def test_deterministic_solves_count_each_optimum_at_its_price_per_pair(
 
 
 def test_a_degenerate_lp_is_decided_by_its_better_optimum() -> None:
-    """Real-shaped 200 nodes x 600 gangs, seed 8, deterministic: the LP's own optimum
-    rounded and placed ends 3.8% from the bound; its optimum with prices tilted toward
-    smaller gangs 1.35%. The bound stays the class LP's."""
-    s = realistic.cluster(8, 200, 600)
+    """Real-shaped 200 nodes x 600 gangs, seed 10, deterministic: the LP's own optimum
+    rounded and placed ends 4.35% from the bound; its optimum with prices tilted toward
+    smaller gangs 2.48%. The bound stays the class LP's."""
+    s = realistic.cluster(10, 200, 600)
     decision = schedule(s, "cpsat", DETERMINISTIC)
     assert check(s, decision) == []
     stages = {stage.name: stage for stage in decision.stages}
