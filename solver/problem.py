@@ -231,6 +231,7 @@ def prepare(state: ClusterState) -> Problem:
     held = Held(r_index, model_units)
     busy: list[int] = []  # nodes running a pod other than a DaemonSet's
     outside_gangs: list[Pod] = []
+    unbound: list[Pod] = []  # ``state.pending_pods()``, in one pass with the rest
     for pod in state.pods:
         if pod.node_name is not None:
             node_i = n_index.get(pod.node_name)
@@ -240,12 +241,16 @@ def prepare(state: ClusterState) -> Problem:
                 # Every node runs DaemonSet pods: only other pods make a node used.
                 if not pod.daemon:
                     busy.append(node_i)
-        if pod.gang is not None and pod.gang not in gangs_by_name:
-            if pod.node_name is None:
+        else:
+            unbound.append(pod)
+        if pod.gang is not None:
+            if pod.gang in gangs_by_name:
+                members[pod.gang].append(pod)
+            elif pod.node_name is None:
                 waiting[pod.name] = f"PodGroup {pod.gang!r} not found"
             continue
         name = pod.gang_name()
-        if pod.gang is None and name not in gangs_by_name:
+        if name not in gangs_by_name:
             if pod.node_name is not None:
                 outside_gangs.append(pod)
                 continue
@@ -274,7 +279,7 @@ def prepare(state: ClusterState) -> Problem:
         queues_by_name[DEFAULT_QUEUE] = Queue(name=DEFAULT_QUEUE, weight=1)
     q_index = {name: i for i, name in enumerate(queue_names)}
 
-    views = NodeViews(nodes, state.pending_pods())
+    views = NodeViews(nodes, unbound)
     feasible_nodes = views.feasible_nodes
 
     gangs: list[GangInfo] = []
