@@ -80,7 +80,8 @@ class Pairs:
 
 def feasible_pair_estimate(shapes: Shapes, only: set[int] | None = None) -> int:
     """An upper bound on the node-level model's pairs, without computing fits."""
-    # Classes of one spec share its array: each counted once (5,000 nodes: 13 -> 0.6 ms).
+    # Classes of one placement share its array (``NodeViews``): each array's nodes counted
+    # once, added for every class (5,000 nodes: 13 -> 0.6 ms).
     counted: dict[int, int] = {}
     total = 0
     for sc in shapes.classes:

@@ -26,7 +26,6 @@ from solver.arrays import FloatArray
 from solver.bins import Bin, Pairs, node_bins, pair_capacity
 from solver.disaggregate import PACK_SHARE, REORDER_SHARE, disaggregate, repacked_bins
 from solver.encode import Encoding, encode
-from solver.grouped_lp import groups_apply
 from solver.placement import Placer
 from solver.relaxation import LpSolution, Matrices, lp_solution, matrices
 from solver.restricted import RESTRICT_ZERO, restricted
@@ -62,9 +61,9 @@ OTHER_OPTIMUM_S_PER_PAIR = 7e-5
 # The tilted LPs are solved over the model's own columns; a large model's LP may have
 # been solved over groups (``grouped_lp``), in a fraction of that time. Real-shaped,
 # seeds 0-3, best of 3: 1,000 x 1,500 gangs 0.074-0.086 against 0.094-0.144 s (x1.25-1.75),
-# 500 x 1,500 x1.14-1.70, 200 x 600 x0.95-0.99; 5,000 nodes, where no other optimum has
-# time, 0.23 against 0.68 s (x2.9).
-UNGROUPED_LP_FACTOR = 2.3
+# 500 x 1,500 x1.14-1.70; 5,000 nodes, where no other optimum has time, 0.23 against
+# 0.68 s (x2.9). (200 x 600 x0.95-0.99: its LP falls back to the model's own.)
+UNGROUPED_LP_FACTOR = 1.8
 
 
 def place_counts(
@@ -253,9 +252,9 @@ def place_other_optima(search: Search) -> None:
     OTHER_OPTIMUM_S_PER_PAIR per pair, counted as spent."""
     if search.class_lp is None:
         return
-    enc, _, lp_s = search.class_lp
+    enc, class_lp, lp_s = search.class_lp
     deterministic = search.config.deterministic
-    if groups_apply(enc):
+    if class_lp.over_groups:
         lp_s *= UNGROUPED_LP_FACTOR
     per_pairs = OTHER_OPTIMUM_S_PER_PAIR * len(enc.pairs)
     plain: Matrices | None = None

@@ -21,8 +21,9 @@ gangs' admitted count are then substituted out (``_substituted``), with those ``
 
 Real-shaped class models (``benchmarks.instances.realistic``; the same bound, the model's
 rows met by the split values to 1e-7), the model's LP against this one, building the
-matrices included: 5,000 nodes x 7,500 gangs 1.11 -> 0.49 s, 1,000 x 1,500 0.18-0.22 ->
-0.12-0.17 s. At 200 nodes 57% of the columns are left and it took as long.
+matrices included: at stop 52, 5,000 nodes x 7,500 gangs 1.11 -> 0.49 s, 1,000 x 1,500
+0.18-0.22 -> 0.12-0.17 s; with the substitution (stop 54), 0.68 -> 0.23 s and
+0.094-0.144 -> 0.074-0.086 s. At 200 nodes 57% of the columns are left and it took as long.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def solve_grouped_lp(enc: Encoding, time_limit_s: float) -> LpSolution | None:
     if found is None:
         return None
     optimum, values = found
-    return LpSolution(bound_of(optimum), _split(enc, grouping, restore @ values))
+    return LpSolution(bound_of(optimum), _split(enc, grouping, restore @ values), over_groups=True)
 
 
 def _grouping(enc: Encoding) -> _Grouping:
@@ -176,11 +177,9 @@ def _substituted(m: Matrices, gang_rows: int, grouping: _Grouping) -> tuple[Matr
     rows), its bounds moved onto that column. The same LP in fewer rows and columns
     (real-shaped 5,000 nodes x 7,500 gangs: 9,700 x 19,800 -> 4,700 x 14,900; HiGHS 0.25
     -> 0.15 s, the same optimum, 4 ms to substitute); returned with the matrix that maps
-    its solutions back to the grouped LP's columns. Another LP, so HiGHS may end at
+    its solutions back to the grouped LP's columns. Another formulation: HiGHS may end at
     another of its optima (see the README's "Fewer rows for the grouped LP")."""
-    matrix = m.matrix
-    if not matrix.has_sorted_indices:
-        matrix.sort_indices()
+    matrix = m.matrix if m.matrix.has_sorted_indices else m.matrix.sorted_indices()
     first_y, end_y = grouping.columns, grouping.columns + len(grouping.classes)
     starts = matrix.indptr[:gang_rows]
     rows = np.flatnonzero(
@@ -188,8 +187,8 @@ def _substituted(m: Matrices, gang_rows: int, grouping: _Grouping) -> tuple[Matr
         & (m.low[:gang_rows] == 0)
         & (m.high[:gang_rows] == 0)
     )
-    # Columns are sorted in each row (``matrices``): a class's y comes before its shape's
-    # admitted count, which lies past every y.
+    # Columns sorted in each row: a class's y comes before its shape's admitted count,
+    # which lies past every y.
     y, other = matrix.indices[starts[rows]], matrix.indices[starts[rows] + 1]
     y_coef, other_coef = matrix.data[starts[rows]], matrix.data[starts[rows] + 1]
     times = -other_coef / np.where(y_coef != 0, y_coef, 1)

@@ -72,6 +72,7 @@ class LinearRows:
 class LpSolution:
     bound: int  # rounded up: no integer solution of the model scores more
     values: FloatArray  # per variable
+    over_groups: bool = False  # solved over pods alike (``grouped_lp``), in less time
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,10 @@ def matrices(rows: LinearRows) -> Matrices:
     # leaves it (columns sorted in each row, repeated ones summed).
     col_index = _joined(rows.row_vars, np.int64)
     data = _joined(rows.row_coeffs, np.float64)
+    # Built so, the matrix checks no column index (a COO build did): an encoder's slip
+    # would reach HiGHS.
+    if len(col_index) and (int(col_index.min()) < 0 or int(col_index.max()) >= n):
+        raise ValueError(f"a row reads a variable outside 0..{n - 1}")
     matrix = csr_matrix((data, col_index, starts), shape=(len(starts) - 1, n))
     matrix.sum_duplicates()
     low = np.array(rows.row_low, dtype=np.float64)

@@ -172,3 +172,42 @@ def test_a_substituted_classs_bounds_bound_its_gangs_count() -> None:
     found = solve_matrices(reduced, 1.0)
     assert found is not None and found[0] == pytest.approx(3.0)
     assert (restore @ found[1]).tolist() == pytest.approx([3.0, 3.0, 1.5])
+
+
+def test_only_rows_fixing_a_ys_pods_to_its_gangs_count_are_substituted() -> None:
+    """Columns: x, then y0..y3 (four classes), then a0..a2. Substituted: y0 = 2 a0
+    (written y0 - 2 a0 = 0) and y3 = 3 a2 (written -y3 + 3 a2 = 0). Kept: y1 = y3 (two
+    ys), y2 = a1 where y2 may not be 0 (its lower bound is 1), y1 - a1 <= 0 (not an
+    equation), and y0 = 2 a1 (y0 is substituted once; this row then reads 2 a0 = 2 a1)."""
+    cost = np.array([1.0, 0, 0, 0, 0, 0, 0, 0])
+    rows = [
+        ([1, 5], [1.0, -2.0], 0.0, 0.0),
+        ([4, 7], [-1.0, 3.0], 0.0, 0.0),
+        ([2, 4], [1.0, -1.0], 0.0, 0.0),
+        ([3, 6], [1.0, -1.0], 0.0, 0.0),
+        ([2, 6], [1.0, -1.0], -np.inf, 0.0),
+        ([1, 6], [1.0, -2.0], 0.0, 0.0),
+        ([0, 1, 2, 3, 4], [1.0, -1.0, -1.0, -1.0, -1.0], 0.0, 0.0),  # x: every class's pods
+    ]
+    dense = np.zeros((len(rows), len(cost)))
+    for r, (cols, coeffs, _, _) in enumerate(rows):
+        dense[r, cols] = coeffs
+    grouped = Matrices(
+        cost=cost,
+        matrix=csr_matrix(dense),
+        low=np.array([r[2] for r in rows]),
+        high=np.array([r[3] for r in rows]),
+        col_low=np.array([0.0, 0, 0, 1, 0, 0, 0, 0]),
+        col_high=np.array([100.0, 8, 8, 8, 9, 5, 5, 5]),
+    )
+    ids = np.arange(4, dtype=np.int64)
+    grouping = grouped_lp._Grouping(ids[:1], ids[:1], ids, ids, ids[:1])
+    reduced, restore = grouped_lp._substituted(grouped, 6, grouping)
+    assert reduced.matrix.shape == (5, 6)  # rows 0 and 1 out; columns y0 and y3 out
+    assert reduced.col_high.tolist() == [100, 8, 8, 4, 5, 3]  # a0 <= 8 / 2, a2 <= 9 / 3
+    mapped = restore @ np.arange(1.0, 7.0)  # x, y1, y2, a0, a1, a2 = 1..6
+    assert mapped.tolist() == [1, 2 * 4, 2, 3, 3 * 6, 4, 5, 6]
+    found = solve_matrices(grouped, 1.0)
+    small = solve_matrices(reduced, 1.0)
+    assert found is not None and small is not None
+    assert small[0] == pytest.approx(found[0])

@@ -150,6 +150,23 @@ def test_other_optima_are_placed_where_the_time_left_holds_them() -> None:
         assert len(search.stages) == 2 and search.solved == []
 
 
+def test_an_lp_solved_over_pods_alike_is_judged_at_the_models_own_lps_time() -> None:
+    """The tilted LPs are over the model's own columns: where the class LP was solved
+    over groups, it is taken to need UNGROUPED_LP_FACTOR times its time, not otherwise
+    (an LP that fell back to the model's own took that time already)."""
+    problem, enc, lp = heavy_class_lp()
+    lp_s = 1.0
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        for over_groups, placed in ((False, True), (True, False)):
+            search = search_for(problem, ROOMY, pool)
+            search.class_lp = (enc, replace(lp, over_groups=over_groups), lp_s)
+            # Room for the LP's own time and 0.4 s more; not for 1.8 times it.
+            search.placing_s = search.remaining() - lp_s - 0.4
+            assert lp_s * candidates.UNGROUPED_LP_FACTOR > lp_s + 0.4 + 0.2
+            candidates.place_other_optima(search)
+            assert ("node-classes-lp-smaller" in [s.name for s in search.stages]) == placed
+
+
 def test_deterministic_solves_count_each_optimum_at_its_price_per_pair(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -70,9 +70,7 @@ def test_an_lp_only_model_writes_whole_gangs_as_equalities() -> None:
     coef, enc = class_model(problem)
     lean = encode(problem, enc.shapes, enc.bins, coef, enc.pairs, lp_only=True)
     assert len(lean.rows.row_low) == len(enc.rows.row_low) - 1
-    whole = next(
-        sh.index for sh in enc.shapes.shapes if problem.gangs[sh.gangs[0]].name == "whole"
-    )
+    whole = next(sh.index for sh in enc.shapes.shapes if problem.gangs[sh.gangs[0]].name == "whole")
     (c,) = enc.shapes.shapes[whole].classes
     span = list(range(*enc.class_span[c]))
     sides = zip(lean.rows.row_vars, lean.rows.row_low, lean.rows.row_high, strict=True)
@@ -277,3 +275,11 @@ def test_rows_read_as_a_matrix_sum_a_repeated_variable_and_keep_empty_rows() -> 
     assert m.matrix.toarray().tolist() == [[2, 0, 0, 5], [0, 0, 0, 0], [0, 1, 7, 0]]
     assert m.matrix.has_canonical_format
     assert m.low.tolist() == [0, -np.inf, 1] and m.high.tolist() == [10, np.inf, 1]
+
+
+def test_a_row_reading_a_variable_that_does_not_exist_is_an_error() -> None:
+    rows = LinearRows()
+    rows.add_vars([0, 0], [1, 1])
+    rows.add_row([0, 2], [1, 1], 0, 1)
+    with pytest.raises(ValueError, match=r"outside 0\.\.1"):
+        matrices(rows)
