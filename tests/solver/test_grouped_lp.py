@@ -17,7 +17,7 @@ from solver.objective import coefficients
 from solver.problem import prepare
 from solver.relaxation import LpSolution, Matrices, matrices, solve_lp, solve_matrices
 from solver.shapes import group
-from tests.builders import gang, node, pods_of, state
+from tests.builders import gang, node, pod, pods_of, state
 
 
 def _lp_only_model(s: object) -> Encoding:
@@ -211,3 +211,37 @@ def test_only_rows_fixing_a_ys_pods_to_its_gangs_count_are_substituted() -> None
     small = solve_matrices(reduced, 1.0)
     assert found is not None and small is not None
     assert small[0] == pytest.approx(found[0])
+
+
+def test_gangs_with_task_minimums_and_extras_keep_their_optimum(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whole gangs with a task minimum (their task rows read the substituted ys), gangs
+    with pods beyond minMember (their class rows are not equations, and stay), alike
+    gangs of two sizes: grouped and substituted, the optimum is the model's own LP's
+    and the values mapped back meet every row of the model."""
+    monkeypatch.setattr(grouped_lp, "GROUPED_MAX_SHARE", 1.0)
+    pods = []
+    gangs = []
+    for j, workers in enumerate((3, 5, 3, 4)):
+        name = f"tasks-{j}"
+        pods += [pod(f"{name}-w{i}").req(cpu=2).gang(name).task("worker") for i in range(workers)]
+        pods += [pod(f"{name}-ps").req(cpu="500m").gang(name).task("ps")]
+        gangs.append(gang(name, workers + 1).task_minimums(ps=1, worker=workers))
+    for j, size in enumerate((4, 6, 4)):
+        name = f"extras-{j}"
+        pods += pods_of(name, size, cpu=1, memory="1Gi")
+        gangs.append(gang(name, 2))
+    nodes = [node(f"small-{i}").cap(cpu=4, memory="16Gi") for i in range(4)]
+    nodes += [node(f"large-{i}").cap(cpu=8, memory="32Gi") for i in range(2)]
+    enc = _lp_only_model(state(nodes=nodes, pods=pods, gangs=gangs))
+    assert groups_apply(enc)
+    grouping = grouped_lp._grouping(enc)
+    grouped = grouped_lp._grouped(enc, matrices(enc.rows), grouping)
+    assert grouped is not None
+    reduced, _ = grouped_lp._substituted(grouped, enc.gang_rows, grouping)
+    kept = grouped.matrix.shape[0] - reduced.matrix.shape[0]
+    assert 0 < kept < enc.gang_rows  # some gang rows substituted, the extras' kept
+    lp, plain = solve_grouped_lp(enc, 10.0), solve_lp(enc.rows, 10.0)
+    assert lp is not None and plain is not None and lp.over_groups
+    _assert_solves_the_model(enc, lp, plain)
