@@ -21,10 +21,12 @@ lowest and median ratio to gang-greedy.
 
 Each call runs as the scheduling loop makes it (``adapter.loop``, ``adapter.kube.heap``):
 why each gang not admitted waits is worked out after the decision (the loop does it once
-the binds are sent), and the instance's objects are frozen out of the garbage
-collector's sight, as the loop freezes its snapshot; otherwise the wall time counted
-full collections over the whole instance that the loop never makes (0.1-0.15 s of a
-real-shaped 1,000-node cycle).
+the binds are sent), the instance's objects are frozen out of the garbage collector's
+sight, as the loop freezes its snapshot (otherwise the wall time counted full
+collections over the whole instance that the loop never makes: 0.1-0.15 s of a
+real-shaped 1,000-node cycle), and no automatic collection runs during the call, as
+none runs during the loop's cycle (``HeapKeeper.cycling``); what the call left is
+collected after it, outside the time measured.
 
 ``--follow N`` then binds cpsat's decision (``ClusterState.with_bindings``, as the
 loop's cache holds it before any watch shows it) and runs every scheduler again on what
@@ -61,6 +63,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from adapter.kube.heap import collections_paused
 from benchmarks import instances
 from solver.config import SolverConfig
 from solver.model import ClusterState, Decision
@@ -175,7 +178,8 @@ def run_instance(
     for sched_name, schedule in schedulers.items():
         start = time.perf_counter()
         try:
-            decision = schedule(state, config)
+            with collections_paused():  # as the loop runs a cycle (``HeapKeeper.cycling``)
+                decision = schedule(state, config)
         except Exception as exc:  # a crashing scheduler is a result, not the end of the run
             wall = time.perf_counter() - start
             traceback.print_exc(file=sys.stderr)
@@ -184,6 +188,7 @@ def run_instance(
             )
             continue
         wall = time.perf_counter() - start
+        gc.collect()  # what the call left, as the loop's ``HeapKeeper.settle`` after a cycle
         start = time.perf_counter()
         decision = decision.explained()
         explain_s = time.perf_counter() - start

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import re
 
 import pytest
 from rich.console import Console
 
+import benchmarks.cycle
 from adapter.loop import LoopSettings, run_cycle
 from benchmarks.cycle import cluster
 from benchmarks.suite import main
@@ -36,6 +38,21 @@ def test_the_cycle_benchmark_prints_each_phase_of_the_first_and_later_cycles() -
     assert first and later
     total = [int(v) for v in re.findall(r"\d+", later.group(1))]
     assert total[-1] >= max(total[:-1])  # the total holds every phase
+
+
+def test_no_collection_runs_inside_a_cycle_as_in_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    collecting: list[bool] = []
+
+    def recorded(*args: object, **kwargs: object) -> object:
+        collecting.append(gc.isenabled())
+        return run_cycle(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(benchmarks.cycle, "run_cycle", recorded)
+    args = ["cycle", "--nodes", "4", "--bound", "6", "--pending", "4", "--gang-size", "2"]
+    assert main([*args, "--cycles", "2", "--time-limit", "0.2"], Console(record=True)) == 0
+    assert collecting == [False, False] and gc.isenabled()
 
 
 def test_a_negative_count_of_pods_is_refused() -> None:

@@ -370,12 +370,15 @@ def test_no_ratio_against_a_negative_baseline() -> None:
 
 
 def test_schedulers_run_as_the_loop_runs_them(tmp_path: Path) -> None:
-    """Explanations deferred and timed apart; the instance frozen during the runs only."""
+    """Explanations deferred and timed apart; the instance frozen during the runs only;
+    no automatic collection during a call, as during the loop's cycle."""
     seen: list[tuple[bool, int]] = []
+    collecting: list[bool] = []
     explained: list[str] = []
 
     def loop_like(state: ClusterState, config: SolverConfig) -> Decision:
         seen.append((config.defer_explanations, gc.get_freeze_count()))
+        collecting.append(gc.isenabled())
         decision = schedule(state, "gang-greedy", config)
         explain = decision._explain
         assert explain is not None  # deferred: left to the runner
@@ -397,6 +400,7 @@ def test_schedulers_run_as_the_loop_runs_them(tmp_path: Path) -> None:
     deferred, frozen = seen[0]
     assert deferred and frozen > 0  # the instance's objects were out of the collector's sight
     assert gc.get_freeze_count() == 0  # and are back in it once the runs are over
+    assert collecting == [False] and gc.isenabled()  # collections resume after the call
     assert explained == ["after the decision"]
     row = json.loads(out.read_text())["results"][0]
     assert row["explain_s"] is not None and row["explain_s"] >= 0
