@@ -51,11 +51,7 @@ def read_label_keys(pods: Iterable[Pod]) -> dict[str, frozenset[str] | None]:
 
     prev: Pod | None = None
     for pod in pods:
-        if (
-            prev is not None
-            and pod.node_selector == prev.node_selector
-            and pod.affinity == prev.affinity
-        ):
+        if prev is not None and pod.same_placement(prev):
             continue  # a gang's pods come from a few templates, in runs: read once
         prev = pod
         for key, value in pod.node_selector.items():

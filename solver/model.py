@@ -329,10 +329,16 @@ class Pod(_Frozen):
         it, most often from the same template)."""
         return (
             (self.requests is other.requests or self.requests.key() == other.requests.key())
-            and self.node_selector == other.node_selector
+            and self.same_placement(other)
+            and self.task == other.task
+        )
+
+    def same_placement(self, other: Pod) -> bool:
+        """Whether both have one ``placement_key``, read without building either."""
+        return (
+            self.node_selector == other.node_selector
             and self.affinity == other.affinity
             and self.tolerations == other.tolerations
-            and self.task == other.task
         )
 
     def placement_key(self) -> tuple[object, ...]:

@@ -397,11 +397,9 @@ class Search:
         0.1% took whole searches: 1,000 real-shaped nodes x 1,000 gangs of 3, 0.43 s of
         both cores for the decision the first search had found."""
         if not self.bounds:
-            return False
+            return False  # and no waiting for the baseline
         candidates = [*self.solved, self.baseline] if wait_for_baseline else self.solved
-        if not candidates:
-            return False
-        return self.close_enough(max(map(self.score, candidates)), min(self.bounds))
+        return bool(candidates) and self.at_bound(max(candidates, key=self.score))
 
     def at_bound(self, placer: Placer) -> bool:
         """``placer`` is ``close_enough`` to the lowest bound proven so far."""

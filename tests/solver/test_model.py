@@ -228,6 +228,7 @@ def test_same_spec_agrees_with_spec_key() -> None:
     for a in pods:
         for b in pods:
             assert a.same_spec(b) == (a.spec_key() == b.spec_key())
+            assert a.same_placement(b) == (a.placement_key() == b.placement_key())
     assert pods[0].same_spec(pods[1]) and not pods[0].same_spec(pods[2])
 
 
