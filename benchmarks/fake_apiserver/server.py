@@ -57,6 +57,9 @@ class FakeApiServer(_Api):
         # fail() injection and the request's costs; an exception in a hook answers 500.
         self.hooks = []
         self.requests = []  # every request, failed ones included
+        # Every Binding the server accepted, in order: (pod key, node). A bind sent again
+        # after its answer was lost is a request here but no second binding (a 409).
+        self.bindings = []
         # One lock for every write and every watch registration: that is what makes the
         # version counter, the event order and optimistic concurrency consistent.
         self._lock = threading.RLock()

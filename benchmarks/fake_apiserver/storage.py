@@ -29,6 +29,7 @@ class _Store:
     history: int
     _lock: threading.RLock
     _rv: int
+    bindings: list[tuple[str, str]]
     _resources: dict[tuple[str, str], _Resource]
     _by_kind: dict[tuple[str, str], _Resource]
     _objects: dict[tuple[str, str], dict[tuple[str, str], Obj]]

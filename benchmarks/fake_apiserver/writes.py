@@ -404,6 +404,7 @@ class _Writes(_Admission, _Registry):
             "status": status,
         }
         self._commit(pods, current, new)
+        self.bindings.append((f"{namespace}/{name}", node))
 
 
 def _spec(obj: Obj) -> Obj:

@@ -432,6 +432,8 @@ def test_binding(server: FakeApiServer, api: Any) -> None:
 
     assert RequestRecord("create", "", "pods", "binding", NS, "a") in server.requests
     assert RequestRecord("create", "", "bindings", None, NS, None) in server.requests
+    # The bindings accepted: not the refused second bind of a, nor the missing pod's.
+    assert server.bindings == [(f"{NS}/a", "node-1"), (f"{NS}/b", "node-3")]
 
 
 def test_pod_updates_cannot_bind(server: FakeApiServer, api: Any) -> None:

@@ -157,6 +157,12 @@ def binds(server: FakeApiServer) -> list[str]:
     ]
 
 
+def bindings(server: FakeApiServer) -> list[str]:
+    """Every Binding the server accepted, as pod keys, in order: unlike ``binds``, not a
+    bind sent again after its answer was lost (answered 409: already on that node)."""
+    return [pod for pod, _ in list(server.bindings)]
+
+
 def refusing(
     server: FakeApiServer, method: str, fragment: str, status: int, message: str
 ) -> threading.Event:
