@@ -152,7 +152,8 @@ def disaggregate(
         gang = problem.gangs[g]
         return (-gang.rank, -sum(problem.classes[c].count for c in gang.classes), gang.name)
 
-    short = [g for g in sorted(admitted, key=difficulty) if not placer.reached(problem.gangs[g])]
+    # Only the few gangs short are ordered (5,000 nodes: 7,000 admitted, 20 ms to order).
+    short = sorted((g for g in admitted if not placer.reached(problem.gangs[g])), key=difficulty)
     # The pods a class could not hold may fit elsewhere: a 53-pod gang short of 7 keeps
     # its 46 if the 7 find room; only a gang still short is withdrawn whole.
     for g in short:
