@@ -103,8 +103,8 @@ FLOOR_LIMIT_S = 1.0
 # Its first LP may then run to HUGE_LP_CAP of the limit: given the floor, such cycles
 # timed out and fell back to gang-greedy, run after the LP (1.1-1.4 s there: 3.1-3.3 s in
 # all; at 2,000 nodes, some of them). The baseline is not started beside the LP: sharing
-# the GIL with the disaggregation that follows, it cost 5,000-node cycles 1 s. See the
-# README's "Tens of thousands of pending pods".
+# the GIL with the disaggregation that follows, it cost 5,000-node cycles 1 s. See
+# "Tens of thousands of pending pods" in benchmarks/solver_history.md.
 HUGE_LP_VARS = 20_000
 HUGE_LP_CAP = 2.0
 GUIDED_SHARE = 0.6  # of the node-level stage's time, for its LP-guided searches
@@ -225,9 +225,9 @@ def _guided_search(
         # 11-12 of the 12 seeds (of 0-23) that ran them. Placed after the dive (stop 40),
         # the rounded LP decided 6 of seeds 0-23 and had no time left on most others: the
         # dive's disaggregation, and the repacking a short one starts, took it. Placed
-        # first (stop 41), seeds 0-23 at 200 nodes, old and new alternately: see the
-        # README's "The rounded LP first". The baseline is not read: deterministic solves
-        # must not depend on when it finishes.
+        # first (stop 41), seeds 0-23 at 200 nodes, old and new alternately: see
+        # "The rounded LP first" in benchmarks/solver_history.md. The baseline is not
+        # read: deterministic solves must not depend on when it finishes.
         if not large:
             beside = dive_beside(search, enc, lp, f"{prefix}-lp-guided", left())
         try:
@@ -249,8 +249,8 @@ def _guided_search(
             return
     # Where the node-level LP over the gangs the class LP admits is small enough (200
     # nodes), its rounded optimum follows the dive, which leaves it its time, instead of
-    # the repacking and the RINS rounds: see ``candidates`` and the README's "The
-    # node-level LP rounded".
+    # the repacking and the RINS rounds: see ``candidates`` and "The node-level
+    # LP rounded" in benchmarks/solver_history.md.
     node_pairs = node_lp_pairs(search, enc, lp.values) if last and not large else None
     for_node_lp = node_lp_s(node_pairs) if node_pairs is not None else 0.0
     name = f"{prefix}-lp-guided"
@@ -502,8 +502,8 @@ def _best_exchanged(search: Search) -> Placer:
     best alone left real-shaped 200 nodes x 600 gangs' seeds 1 and 11 (deterministic) at
     4.43% and 2.54% from the bound, the runner-up's exchange 3.46% and 1.92%. In this
     order, the same seeds 0-11 end no further from the bound than without the other
-    optima on any seed (mean 1.99 -> 1.55%); timed: the README's "The LP's other
-    optima"."""
+    optima on any seed (mean 1.99 -> 1.55%); timed: "The LP's other optima" in
+    benchmarks/solver_history.md."""
     first = search.best_so_far()
     best = _exchanged(search, first)
     place_other_optima(search)

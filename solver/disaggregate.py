@@ -26,8 +26,8 @@ PACK_SHARE = 0.1  # of the time limit, at most, to pack one candidate's node cla
 # 0.1-0.4 s to repack every class a first pass left short; 200 nodes: 0.02-0.04 s). At
 # 0.05 a 1,000-node cycle reordered 7 of its 21-22 short classes and ended 0.1-0.15 s
 # before its limit (no dive fits there after the rounded LP); at 0.2 it reorders them all:
-# seeds 0-7, mean gap 1.86 -> 1.70%, above 2% on 4 -> 2 seeds (see the README's "Every
-# short class reordered").
+# seeds 0-7, mean gap 1.86 -> 1.70%, above 2% on 4 -> 2 seeds (see "Every short class
+# reordered" in benchmarks/solver_history.md).
 REORDER_SHARE = 0.2
 PACK_BIN_S = 0.03  # for one class: measured 2-15 ms where a packing exists
 # Largest exact packing tried (nodes x items): real-shaped 1,000-node classes of 65-67

@@ -60,8 +60,8 @@ ROUNDING = 64
 # still cut the LP relaxation, which was looser than the node classes' (real-shaped 40
 # nodes, seed 22: 5.34e9 against 5.24e9; 5.23e9 with them). Seeds 0-47 at 40 nodes,
 # deterministic: mean gap 2.13 -> 2.04%, the bound 0.09% lower, decisions the same on
-# average (timed runs: README). The LP over the admitted gangs' 9,000-12,000 node pairs
-# (200 nodes) took longer for no gain.
+# average (timed runs: benchmarks/solver_history.md). The LP over the admitted gangs'
+# 9,000-12,000 node pairs (200 nodes) took longer for no gain.
 ROUNDED_NODE_PAIRS = 5_000
 
 

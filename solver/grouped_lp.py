@@ -178,7 +178,8 @@ def _substituted(m: Matrices, gang_rows: int, grouping: _Grouping) -> tuple[Matr
     (real-shaped 5,000 nodes x 7,500 gangs: 9,700 x 19,800 -> 4,700 x 14,900; HiGHS 0.25
     -> 0.15 s, the same optimum, 4 ms to substitute); returned with the matrix that maps
     its solutions back to the grouped LP's columns. Another formulation: HiGHS may end at
-    another of its optima (see the README's "Fewer rows for the grouped LP")."""
+    another of its optima (see "Fewer rows for the grouped LP" in
+    benchmarks/solver_history.md)."""
     matrix = m.matrix if m.matrix.has_sorted_indices else m.matrix.sorted_indices()
     first_y, end_y = grouping.columns, grouping.columns + len(grouping.classes)
     starts = matrix.indptr[:gang_rows]
