@@ -42,6 +42,7 @@ import json
 import logging
 import math
 import queue
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -94,6 +95,29 @@ def api_error(e: ApiException) -> ClusterError:
     except (TypeError, ValueError):
         pass
     return ClusterError(reason, message)
+
+
+# kube-apiserver's answer to a Binding of a pod that has a node (its registry's words
+# since Kubernetes 1.0); the UID precondition is checked before it, so the pod is ours.
+_ASSIGNED = re.compile(r'is already assigned to node "([^"]+)"')
+
+
+def _assigned_or(pod: str, node: str, error: ClusterError, message: str) -> ClusterError | None:
+    """Where the pod could not be read after a bind: a 409 that names the node the pod is
+    on still says where it is (success if it is ``node``: an earlier attempt of ours
+    landed); otherwise the outcome is uncertain. Read as uncertain, a new leader whose
+    watch lags behind its predecessor's binds, sending them again, could count such a
+    gang short and delete the pods of it that it took for its own binds."""
+    assigned = _ASSIGNED.search(error.message)
+    if assigned is None:
+        return ClusterError(error.reason, message, uncertain=True)
+    if assigned.group(1) == node:
+        return None
+    return ClusterError(
+        error.reason,
+        f"{pod} was bound to {assigned.group(1)} by another binder",
+        bound_to=assigned.group(1),
+    )
 
 
 def binding_body(namespace: str, name: str, node: str, uid: str = "") -> bytes:
@@ -340,11 +364,9 @@ class Binder:
         except ApiException as e:
             if e.status == 404:
                 return ClusterError("NotFound", f"pod {pod} is gone")
-            return ClusterError(
-                error.reason, f"{error.message}; then: {api_error(e)}", uncertain=True
-            )
+            return _assigned_or(pod, node, error, f"{error.message}; then: {api_error(e)}")
         except Exception as e:
-            return ClusterError(error.reason, f"{error.message}; then: {e}", uncertain=True)
+            return _assigned_or(pod, node, error, f"{error.message}; then: {e}")
         bound = (current.get("spec") or {}).get("nodeName")
         if bound == node:
             return None  # our own earlier attempt landed

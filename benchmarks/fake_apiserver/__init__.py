@@ -74,7 +74,7 @@ serves), ``costs`` (latency, CPU), ``routing`` and ``handler`` (HTTP), ``server`
 
 from benchmarks.fake_apiserver.api import RequestRecord
 from benchmarks.fake_apiserver.cli import main
-from benchmarks.fake_apiserver.objects import FakeApiError
+from benchmarks.fake_apiserver.objects import BindingRecord, FakeApiError
 from benchmarks.fake_apiserver.server import FakeApiServer
 
-__all__ = ["FakeApiError", "FakeApiServer", "RequestRecord", "main"]
+__all__ = ["BindingRecord", "FakeApiError", "FakeApiServer", "RequestRecord", "main"]

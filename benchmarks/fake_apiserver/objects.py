@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 Obj = dict[str, Any]
 
@@ -70,6 +70,15 @@ def _dumps(obj: Any) -> bytes:
 def _clone(obj: Any) -> Any:
     # A JSON round trip is both a deep copy and a check that the object is plain JSON.
     return json.loads(json.dumps(obj))
+
+
+class BindingRecord(NamedTuple):
+    """One Binding the server answered: the pod (namespace/name), the node it named, and
+    the answer's code (201 if it bound the pod)."""
+
+    pod: str
+    node: str
+    status: int
 
 
 class FakeApiError(Exception):

@@ -57,8 +57,8 @@ class FakeApiServer(_Api):
         # fail() injection and the request's costs; an exception in a hook answers 500.
         self.hooks = []
         self.requests = []  # every request, failed ones included
-        # Every Binding the server accepted, in order: (pod key, node). A bind sent again
-        # after its answer was lost is a request here but no second binding (a 409).
+        # Every Binding that reached a pod, in order, with its answer: a bind sent again
+        # after its answer was lost is answered 409 here, the pod left where it is.
         self.bindings = []
         # One lock for every write and every watch registration: that is what makes the
         # version counter, the event order and optimistic concurrency consistent.

@@ -7,7 +7,7 @@ import threading
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 
-from benchmarks.fake_apiserver.objects import Obj, _not_found_path, _Resource
+from benchmarks.fake_apiserver.objects import BindingRecord, Obj, _not_found_path, _Resource
 from benchmarks.fake_apiserver.watch import _Event, _Watcher
 
 
@@ -29,7 +29,7 @@ class _Store:
     history: int
     _lock: threading.RLock
     _rv: int
-    bindings: list[tuple[str, str]]
+    bindings: list[BindingRecord]
     _resources: dict[tuple[str, str], _Resource]
     _by_kind: dict[tuple[str, str], _Resource]
     _objects: dict[tuple[str, str], dict[tuple[str, str], Obj]]

@@ -10,7 +10,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from benchmarks.fake_apiserver.admission import _Admission, _check_name
-from benchmarks.fake_apiserver.objects import TYPE_KEYS, FakeApiError, Obj, _now, _Resource
+from benchmarks.fake_apiserver.objects import (
+    TYPE_KEYS,
+    BindingRecord,
+    FakeApiError,
+    Obj,
+    _now,
+    _Resource,
+)
 from benchmarks.fake_apiserver.patches import (
     JSON_PATCH,
     MERGE_PATCH,
@@ -342,6 +349,16 @@ class _Writes(_Admission, _Registry):
                 self._delete(self._resources[("", "pods")], namespace, name, {})
 
     def _bind(self, namespace: str, name: str, binding: Any) -> None:
+        target = binding.get("target") if isinstance(binding, dict) else None
+        node = target.get("name") if isinstance(target, dict) else None
+        try:
+            self._assign(namespace, name, binding)
+        except FakeApiError as e:
+            self.bindings.append(BindingRecord(f"{namespace}/{name}", str(node or ""), e.code))
+            raise
+        self.bindings.append(BindingRecord(f"{namespace}/{name}", str(node), 201))
+
+    def _assign(self, namespace: str, name: str, binding: Any) -> None:
         pods = self._resources[("", "pods")]
         if not isinstance(binding, dict):
             raise FakeApiError(400, "the body of the request must be a JSON object")
@@ -361,6 +378,16 @@ class _Writes(_Admission, _Registry):
             raise pods.not_found(name)
         binding_res = "pods/binding"
         spec = current.get("spec") or {}
+        # As kube-apiserver: the UID precondition is checked on the stored pod before the
+        # update, so a namesake's bind fails on it even where the pod has a node.
+        if meta.get("uid") and meta["uid"] != current["metadata"].get("uid"):
+            raise FakeApiError(
+                409,
+                f'Operation cannot be fulfilled on {binding_res} "{name}": Precondition '
+                f"failed: UID in precondition: {meta['uid']}, UID in object meta: "
+                f"{current['metadata'].get('uid')}",
+                details={"name": name, "kind": binding_res},
+            )
         if spec.get("nodeName"):
             raise FakeApiError(
                 409,
@@ -374,14 +401,6 @@ class _Writes(_Admission, _Registry):
                 400,
                 f'Binding "{name}" is invalid: pod has scheduling gates',
                 details={"name": name, "kind": "Binding"},
-            )
-        if meta.get("uid") and meta["uid"] != current["metadata"].get("uid"):
-            raise FakeApiError(
-                409,
-                f'Operation cannot be fulfilled on {binding_res} "{name}": Precondition '
-                f"failed: UID in precondition: {meta['uid']}, UID in object meta: "
-                f"{current['metadata'].get('uid')}",
-                details={"name": name, "kind": binding_res},
             )
         status = dict(current.get("status") or {})
         conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
@@ -404,7 +423,6 @@ class _Writes(_Admission, _Registry):
             "status": status,
         }
         self._commit(pods, current, new)
-        self.bindings.append((f"{namespace}/{name}", node))
 
 
 def _spec(obj: Obj) -> Obj:

@@ -19,7 +19,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from benchmarks.fake_apiserver import FakeApiError, FakeApiServer, RequestRecord
+from benchmarks.fake_apiserver import BindingRecord, FakeApiError, FakeApiServer, RequestRecord
 from benchmarks.fake_apiserver.costs import burn_cpu
 
 NS = "default"
@@ -432,8 +432,13 @@ def test_binding(server: FakeApiServer, api: Any) -> None:
 
     assert RequestRecord("create", "", "pods", "binding", NS, "a") in server.requests
     assert RequestRecord("create", "", "bindings", None, NS, None) in server.requests
-    # The bindings accepted: not the refused second bind of a, nor the missing pod's.
-    assert server.bindings == [(f"{NS}/a", "node-1"), (f"{NS}/b", "node-3")]
+    # Every Binding, with its answer.
+    assert server.bindings == [
+        BindingRecord(f"{NS}/a", "node-1", 201),
+        BindingRecord(f"{NS}/a", "node-2", 409),
+        BindingRecord(f"{NS}/missing", "node-1", 404),
+        BindingRecord(f"{NS}/b", "node-3", 201),
+    ]
 
 
 def test_pod_updates_cannot_bind(server: FakeApiServer, api: Any) -> None:

@@ -157,10 +157,19 @@ def binds(server: FakeApiServer) -> list[str]:
     ]
 
 
-def bindings(server: FakeApiServer) -> list[str]:
-    """Every Binding the server accepted, as pod keys, in order: unlike ``binds``, not a
-    bind sent again after its answer was lost (answered 409: already on that node)."""
-    return [pod for pod, _ in list(server.bindings)]
+def bindings(server: FakeApiServer) -> dict[str, list[str]]:
+    """Per pod, the nodes of every Binding of it that reached the server, the one that
+    bound it first (``binds`` counts requests, failed ones included). A pod bound twice
+    has two accepted; one bound and sent again after its answer was lost has a refused
+    bind (409) to the same node."""
+    records = list(server.bindings)
+    accepted = [b for b in records if b.status == 201]
+    nodes: dict[str, list[str]] = {b.pod: [b.node] for b in accepted}
+    assert len(nodes) == len(accepted), "a pod bound twice"
+    for b in records:
+        if b.status != 201:
+            nodes.setdefault(b.pod, []).append(b.node)
+    return nodes
 
 
 def refusing(

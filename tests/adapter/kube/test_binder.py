@@ -172,3 +172,25 @@ def test_a_slow_delete_is_not_sent_again_by_the_connection_pool(
     finally:
         server.hooks.remove(slow)
         binder.close()
+
+
+def test_a_conflict_naming_the_pods_node_settles_the_bind_when_the_pod_cannot_be_read(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    # Another binder (a former leader) bound both pods; this one's cache has not seen it.
+    apply(server, [node("n1", cpu="8"), node("n2", cpu="8"), *gang_pods("solo", 2, cpu="1")])
+    seen(cluster, server)
+    uids = {}
+    for name in ("solo-0", "solo-1"):
+        pod: Any = server.get("", "pods", "default", name)
+        uids[f"default/{name}"] = pod["metadata"]["uid"]
+        server.put({**pod, "spec": {**pod["spec"], "nodeName": "n1"}})
+    server.fail("GET", r"/pods/solo-[01]$", 503, times=1000)  # and the pods cannot be read
+    # The 409's words say where each pod is: on the node asked for, the bind stands...
+    assert cluster.binder._bind_one("default/solo-0", "n1", uids["default/solo-0"]) is None
+    # ...elsewhere, it was bound by another binder: a member of the gang, not a doubt.
+    error = cluster.binder._bind_one("default/solo-1", "n2", uids["default/solo-1"])
+    assert error is not None and error.bound_to == "n1" and not error.uncertain
+    # A conflict that names no node (a namesake's UID) stays uncertain.
+    other = cluster.binder._bind_one("default/solo-1", "n2", "another-uid")
+    assert other is not None and other.uncertain and other.bound_to is None
