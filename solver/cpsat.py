@@ -22,7 +22,9 @@ Stages, all within one time limit (``search.Search`` holds what they share):
 4. The best candidate goes through an exchange (``displace.exchanged``); then, where
    time is left, the node-class LP's other optima (prices tilted a hair by gang size)
    are rounded and placed too (``candidates.place_other_optima``), and the runner-up
-   goes through an exchange as well (``_best_exchanged``). Every candidate is scored by
+   goes through an exchange as well (``_best_exchanged``); time still left goes to
+   further exchanges of the best, over waiting gangs not tried yet
+   (``_exchanged_again``). Every candidate is scored by
    the same solver-free objective and the best is returned, so a decision is never
    below the greedy baseline, but where it could add little
    (``Search.baseline_cannot_matter`` says when the baseline may stop early).
@@ -112,6 +114,8 @@ GUIDED_SHARE = 0.6  # of the node-level stage's time, for its LP-guided searches
 # (real-shaped 1,000 nodes, 12,000 pairs: 0.2-0.25 s each); below, the dive after the
 # rounded LP is skipped (on large models and where the class searches are the last).
 DIVE_S_PER_PAIR = 4e-5
+# Time left below which no further exchange round starts (``_exchanged_again``).
+MIN_EXCHANGE_S = 0.02
 
 
 def _lp_stage(search: Search, enc: Encoding, time_limit_s: float, name: str) -> LpSolution | None:
@@ -508,11 +512,11 @@ def _best_exchanged(search: Search) -> Placer:
     best = _exchanged(search, first)
     place_other_optima(search)
     others = [p for p in search.solved if p is not first and p is not best]
-    if not others or search.at_bound(best):
-        return best
-    second = max(others, key=search.score)
-    trial = _exchanged(search, second)
-    return trial if search.score(trial) > search.score(best) else best
+    if others and not search.at_bound(best):
+        second = max(others, key=search.score)
+        trial = _exchanged(search, second)
+        best = trial if search.score(trial) > search.score(best) else best
+    return _exchanged_again(search, best)
 
 
 def _exchanged(search: Search, best: Placer) -> Placer:
@@ -521,13 +525,36 @@ def _exchanged(search: Search, best: Placer) -> Placer:
     if search.at_bound(best) or search.remaining() <= 0:
         return best
     deterministic = search.config.deterministic
-    until = None if deterministic else time.perf_counter() + search.remaining()
-    trial = exchanged(best, search.config.weights, until)
+    started = time.perf_counter()
+    until = None if deterministic else started + search.remaining()
+    tried = search.exchange_tried.setdefault(id(best), set())
+    trial = exchanged(best, search.config.weights, until, tried)
+    search.exchange_s = max(search.exchange_s, time.perf_counter() - started)
     if trial is None:
         return best
+    search.exchange_tried[id(trial)] = tried
     search.solved.append(trial)
-    search.origin[id(trial)] = f"{search.origin.get(id(best), 'gang-greedy')}+exchange"
+    origin = search.origin.get(id(best), "gang-greedy")
+    search.origin[id(trial)] = origin if origin.endswith("+exchange") else f"{origin}+exchange"
     return trial
+
+
+def _exchanged_again(search: Search, best: Placer) -> Placer:
+    """Where the cycle would otherwise end early, further exchanges of the best placement,
+    each over the most valuable waiting gangs that no exchange of it (or of the candidate
+    it came from) has tried yet, while the time left holds the longest exchange so far.
+    On heavy backlogs the stages before end early with the gap wide (real-shaped 30 nodes
+    x 500 gangs, seed 0: 0.54 s, 2.60% from the bound; 150 x 2,000, seed 2: 0.61 s,
+    2.92%). Not in deterministic solves: how many rounds fit would depend on the load."""
+    if search.config.deterministic:
+        return best
+    while not search.at_bound(best) and search.remaining() > max(search.exchange_s, MIN_EXCHANGE_S):
+        tried = len(search.exchange_tried.get(id(best), ()))
+        trial = _exchanged(search, best)
+        if trial is best and len(search.exchange_tried.get(id(best), ())) == tried:
+            break  # every waiting gang has been tried
+        best = trial
+    return best
 
 
 def _placed(search: Search, shapes: Shapes, pairs_estimate: int) -> None:

@@ -103,11 +103,16 @@ def complete_by_displacing(
     return still
 
 
-def exchanged(placer: Placer, weights: ObjectiveWeights, until: float | None) -> Placer | None:
+def exchanged(
+    placer: Placer,
+    weights: ObjectiveWeights,
+    until: float | None,
+    tried: set[int] | None = None,
+) -> Placer | None:
     """A copy of ``placer`` where the waiting gangs worth most (no pod placed, up to
     EXCHANGE_GANGS, priced as the top-up prices them: fairness too) are each placed whole
     by taking out gangs worth less, the room left then topped up; None where that scores
-    no more.
+    no more. Gangs in ``tried`` are passed over, and those chosen are added to it.
 
     A rounded LP drops the gangs it admitted in part, and on real clusters those are
     often the largest and most valuable (real-shaped 120 nodes x 480 gangs, seed 4: three
@@ -118,10 +123,13 @@ def exchanged(placer: Placer, weights: ObjectiveWeights, until: float | None) ->
     prices = gang_prices(problem, weights)
     short = shortfall(problem, weights, placer.next_pod)
     per_unit = coefficients(problem, weights).shortfall
+    passed = tried if tried is not None else set()
     waiting = [
         g
         for g in problem.schedulable_gangs()
-        if not g.running and not any(placer.next_pod[c] for c in g.classes)
+        if not g.running
+        and g.index not in passed
+        and not any(placer.next_pod[c] for c in g.classes)
     ]
     ranked = sorted(waiting, key=lambda g: (-worth(g, prices, short, per_unit), g.index))
     chosen: list[int] = []
@@ -136,6 +144,7 @@ def exchanged(placer: Placer, weights: ObjectiveWeights, until: float | None) ->
         pods += size
     if not chosen:
         return None
+    passed.update(chosen)
     trial = placer.copy()
     if len(complete_by_displacing(trial, chosen, weights, until)) == len(chosen):
         return None

@@ -262,6 +262,11 @@ class Search:
     class_lp: tuple[Encoding, LpSolution, float] | None = None
     class_rounded: tuple[int, ...] | None = None  # that optimum rounded, where placed
     placing_s: float = 0.0  # the longest placement of a model's counts so far
+    # Per candidate (its id, shared with the exchanges made from it), the waiting gangs
+    # an exchange has tried to place in it (``displace.exchanged``); the longest
+    # exchange so far.
+    exchange_tried: dict[int, set[int]] = field(default_factory=dict)
+    exchange_s: float = 0.0
 
     def remaining(self) -> float:
         """Time left for solving: wall time, or with ``deterministic`` the solves'

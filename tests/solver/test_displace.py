@@ -237,3 +237,12 @@ def test_a_short_gang_worth_much_of_the_candidate_is_completed_before_any_withdr
     else:
         assert still == [big]
         assert placer.placed == placed_as_the_packing_left_it(problem).placed
+
+
+def test_an_exchange_passes_over_the_gangs_tried_and_adds_those_it_chooses() -> None:
+    placer = one_node_held_by("cheap")
+    dear = next(g.index for g in placer.problem.gangs if g.name == "dear")
+    assert exchanged(placer, WEIGHTS, until=None, tried={dear}) is None
+    tried: set[int] = set()
+    assert exchanged(placer, WEIGHTS, until=None, tried=tried) is not None
+    assert tried == {dear}

@@ -13,10 +13,13 @@ import pytest
 
 import solver.candidates as candidates
 import solver.cpsat as cpsat
+import solver.displace
 from adapter.sim import realistic
 from solver.bins import class_bins
 from solver.config import SolverConfig
+from solver.decode import decision_from_placements
 from solver.encode import Encoding
+from solver.model import SolveStatus
 from solver.placement import Placer
 from solver.problem import Problem, prepare
 from solver.relaxation import LpSolution, matrices, solve_lp, solve_matrices
@@ -24,6 +27,7 @@ from solver.schedulers import schedule
 from solver.search import Search
 from solver.solution import rounded_for_gangs
 from solver.validate import check
+from tests.builders import gang, node, pod, state
 from tests.solver.encodings import class_model, search_for
 
 TIMED = SolverConfig(time_limit_s=1.0)
@@ -224,7 +228,9 @@ def test_the_runner_up_is_exchanged_too_and_decides_where_it_then_scores_more(
         scores = {id(best): 100, id(runner_up): 90, id(worst): 10}
         trials: list[object] = []
 
-        def exchanged_from(placer: Placer, weights: Any, until: Any) -> Placer | None:
+        def exchanged_from(
+            placer: Placer, weights: Any, until: Any, tried: set[int]
+        ) -> Placer | None:
             trials.append(placer)
             return exchanged if placer is runner_up else None
 
@@ -239,7 +245,9 @@ def test_the_runner_up_is_exchanged_too_and_decides_where_it_then_scores_more(
             search.scores = {**scores, id(exchanged): value}
             trials.clear()
             assert cpsat._best_exchanged(search) is decided
-            assert trials == [best, "other optima", runner_up]
+            # Then, the time left holding it, the decision is exchanged again over gangs no
+            # exchange of it has tried: this stub tries none, so one round ends it.
+            assert trials == [best, "other optima", runner_up, decided]
         # The best at its bound: neither it nor the runner-up is exchanged.
         search.solved = [best]
         search.bounds = [100]
@@ -262,3 +270,52 @@ def test_the_lp_kept_is_the_node_class_models(monkeypatch: pytest.MonkeyPatch) -
     assert len(enc.bins) == len(class_bins(problem)) < len(problem.nodes)
     assert lp.bound == {st.name: st for st in decision.stages}["node-classes-lp"].bound
     assert lp_s > 0
+
+
+def two_nodes_held_cheaply() -> Problem:
+    """Two 4-cpu nodes, each held by a cheap one-pod gang (priority 0, 3 cpu); two dear
+    ones (priority 1,000, 3 cpu) wait."""
+    return prepare(
+        state(
+            nodes=[
+                node(f"n{i}").cap(cpu=4, memory="8Gi").label({"kubernetes.io/hostname": f"n{i}"})
+                for i in range(2)
+            ],
+            pods=[
+                *(pod(f"cheap{i}-0").req(cpu=3).gang(f"cheap{i}") for i in range(2)),
+                *(pod(f"dear{i}-0").req(cpu=3).gang(f"dear{i}") for i in range(2)),
+            ],
+            gangs=[
+                *(gang(f"cheap{i}", 1).priority(0) for i in range(2)),
+                *(gang(f"dear{i}", 1).priority(1000) for i in range(2)),
+            ],
+        )
+    )
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_time_left_goes_to_exchanges_of_gangs_not_tried_yet(
+    monkeypatch: pytest.MonkeyPatch, deterministic: bool
+) -> None:
+    """One gang per exchange: the first places one dear gang, the next round the other,
+    then every waiting gang has been tried and the rounds end. Deterministic solves run
+    no further rounds (how many fit would depend on the load)."""
+    monkeypatch.setattr(solver.displace, "EXCHANGE_GANGS", 1)
+    problem = two_nodes_held_cheaply()
+    start = Placer(problem)
+    for cls in problem.classes:
+        if problem.gangs[cls.gang].name.startswith("cheap"):
+            start.place_on(cls, int(cls.gang), 1)
+    config = ROOMY.model_copy(update={"deterministic": deterministic})
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        search = search_for(problem, config, pool)
+        search.solved = [start]
+        once = cpsat._exchanged(search, start)
+        assert sorted(once.placed) == ["cheap1-0", "dear0-0"]
+        best = cpsat._exchanged_again(search, once)
+    placed = sorted(best.placed)
+    assert placed == (["cheap1-0", "dear0-0"] if deterministic else ["dear0-0", "dear1-0"])
+    decision = decision_from_placements(
+        problem, best, config, scheduler="cpsat", status=SolveStatus.FEASIBLE
+    )
+    assert check(problem.state, decision) == []
