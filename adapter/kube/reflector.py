@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import ReadTimeoutError
 
 from adapter.kube.cache import ClusterCache
 from adapter.kube.resources import OPTIONAL, Resource, decode
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 
 LIST_PAGE = 500
 WATCH_TIMEOUT_S = 300  # the server ends each watch after this; we resume from our version
-READ_TIMEOUT_S = 90  # silence beyond a bookmark interval: the connection is dead
+READ_TIMEOUT_S = 90  # a watch silent this long is opened again
 # A list's answer (or its next bytes) not within this: the connection is dead. Without
 # it, a re-list sent on a pooled connection to a server that died without closing it
 # waited forever, its resource frozen in the cache while the loop went on.
@@ -182,12 +183,23 @@ class Reflector:
             _request_timeout=(10, READ_TIMEOUT_S),
         )
         self._response = response
+        opened = time.monotonic()
         try:
             for line in lines(response, WATCH_BATCH_S):
                 if self._stop.is_set():
                     return
                 if line:
                     self._handle(decode(line))
+        except (TimeoutError, ReadTimeoutError):
+            # Nothing for READ_TIMEOUT_S, not even a bookmark: a quiet collection. A real
+            # API server sends a bookmark only once its version has moved past the
+            # watch's, which on a quiet collection may take minutes. Watched again from
+            # the same version at once: counted as a failure, each silence doubled the
+            # wait before the next watch, up to 30 s with no watch open. A timeout sooner
+            # than that is no silence of the server's: a failure, waited on.
+            if time.monotonic() - opened < READ_TIMEOUT_S:
+                raise
+            log.debug("%s: no event for %d s; watching again", self.resource, READ_TIMEOUT_S)
         finally:
             self._response = None
             # A stream left part-read must not go back to the pool: close it.

@@ -51,8 +51,10 @@ nothing extra. How that leans: a PodDisruptionBudget's healthy pods are counted 
 spot (bound, Running, Ready unless no condition says: no kubelet posts one) where a real
 server reads the status the disruption controller keeps; a binding's resourceVersion
 precondition and a bind of a pod being deleted are not refused; bookmarks come every
-``bookmark_interval_s`` (a real server sends one about a minute), so a dropped watch
-resumes from a fresher version than it would; no kubelet posts pod status, so a real
+``bookmark_interval_s`` whether or not the version moved (a real server sends one about a
+minute, and only once its version has moved past the watch's: a quiet collection may
+get none for minutes; 0 here sends none), so a dropped watch resumes from a fresher
+version than it would, and a quiet one is never silent; no kubelet posts pod status, so a real
 cluster's 2-4 extra writes and events per bound pod are missing from every throughput
 figure. A watch from a version the server never reached is a 504
 ``ResourceVersionTooLarge`` at once (a real server first waits up to 3 s for it). Watch

@@ -14,7 +14,7 @@ from adapter.kube import reflector
 from adapter.kube.cache import ClusterCache
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.reflector import Reflector
-from adapter.kube.resources import CLAIMS, PODS
+from adapter.kube.resources import CLAIMS, NODES, PODS
 from adapter.loop import run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
 from tests.adapter.kube.conftest import Silent
@@ -68,3 +68,29 @@ def test_an_optional_input_the_server_refuses_to_list_is_read_as_none(
         )
     finally:
         cluster.stop()
+
+
+def test_a_quiet_watch_is_opened_again_at_once_not_waited_on_as_a_failure(
+    server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real API server sends a bookmark only once its version has moved past the
+    watch's: on a quiet collection, none for minutes. Each silence of READ_TIMEOUT_S ends
+    the watch; it is opened again from the same version at once, so a change after many
+    silences is seen as soon as one after none (counted as failures, the waits doubled to
+    30 s, with no watch open)."""
+    monkeypatch.setattr(reflector, "READ_TIMEOUT_S", 0.3)
+    server.bookmark_interval_s = 0  # no bookmarks at all
+    nodes = Reflector(server.client(), NODES, ClusterCache()).start()
+    try:
+        wait_until(lambda: nodes.cache.synced([NODES]), what="the nodes listed")
+        watches = lambda: sum(  # noqa: E731
+            1 for r in list(server.requests) if r.resource == "nodes" and r.verb == "watch"
+        )
+        wait_until(lambda: watches() >= 8, what="eight quiet watches", timeout_s=10)
+        assert nodes.reconnects == 0
+        created = time.monotonic()
+        apply(server, [node("n1", cpu="4")])
+        wait_until(lambda: nodes.cache.get(NODES, "n1") is not None, what="the new node")
+        assert time.monotonic() - created < 2.0  # after eight failures, the wait was 13-26 s
+    finally:
+        nodes.stop()
