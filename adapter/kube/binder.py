@@ -192,12 +192,14 @@ def remove(
     fence: Fence,
     backoff_s: float,
     budget_s: float,
+    final: Callable[[ApiException], bool] = lambda e: False,
 ) -> ClusterError | None:
     """Send a request that ends a pod (a delete, an eviction), retried with backoff
     within ``budget_s`` while the answer is in ``retryable`` (a 429 waits for the
-    server's Retry-After), each attempt fenced by leadership. The cache leaves the pod
-    out of snapshots meanwhile and takes it back if the request fails. A 404 or 409 is
-    success: the pod is gone, or a namesake replaced it, and nothing of ours holds room."""
+    server's Retry-After) and not ``final``, each attempt fenced by leadership. The cache
+    leaves the pod out of snapshots meanwhile and takes it back if the request fails. A
+    404 or 409 is success: the pod is gone, or a namesake replaced it, and nothing of
+    ours holds room."""
     cache.deleting(pod, uid)  # its DELETED event may come before the answer
     deadline = time.monotonic() + budget_s
     attempt = 0
@@ -217,7 +219,7 @@ def remove(
             if e.status in (404, 409):
                 return None
             error = api_error(e)
-            if e.status not in retryable:
+            if e.status not in retryable or final(e):
                 cache.undelete(pod)
                 return error
             if e.status == 429:

@@ -9,7 +9,10 @@ and the pods' termination grace. Answers, and what they mean:
 - 429: a PodDisruptionBudget forbids it now. Not retried within the cycle: the victim
   stays, and the gang it was evicted for is not held (the loop decides afresh).
 - 404 or 409: the pod is gone, or a namesake replaced it: nothing of ours is left there.
-- 5xx, a timeout: retried with backoff within the retry budget.
+- 5xx, a timeout: retried with backoff within the retry budget; but a pod that more than
+  one PodDisruptionBudget selects, which kube-apiserver refuses to evict on every attempt
+  (a Status of code 500, sent with HTTP 201: its eviction handler returns the Status as
+  its result), is refused as a 429 is, its dry run refusing its victim whole.
 
 The UID the snapshot showed is a precondition, so a recreated pod of the same name is
 never evicted, and leadership fences every request as it fences binds.
@@ -25,6 +28,7 @@ one made between the dry runs and the evictions, and one whose dry run went unan
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -43,11 +47,13 @@ from adapter.kube.binder import (
     without_retries,
 )
 from adapter.kube.cache import ClusterCache, split_key
-from adapter.kube.resources import done
+from adapter.kube.resources import read_json
 
 log = logging.getLogger(__name__)
 
 RETRYABLE = frozenset({500, 502, 503, 504})
+# kube-apiserver's words for a pod under two PodDisruptionBudgets (since policy/v1beta1).
+MULTIPLE_BUDGETS = "more than one PodDisruptionBudget"
 
 
 class Evictor:
@@ -111,7 +117,7 @@ class Evictor:
         if left <= 0:
             return ClusterError("NotLeader", "lost the lease before sending")
         try:
-            done(
+            _answered(
                 self.core.create_namespaced_pod_eviction(
                     name,
                     namespace,
@@ -124,6 +130,8 @@ class Evictor:
         except ApiException as e:
             if e.status in (404, 409):
                 return None
+            if refused_for_good(e):
+                return api_error(e)
             if e.status in RETRYABLE or not e.status:
                 # No answer (status 0: the client's own, e.g. TLS), as with a timeout
                 # below: the eviction itself still meets the budgets, and is retried on
@@ -144,7 +152,7 @@ class Evictor:
         body = _eviction(namespace, name, uid)
 
         def send(timeout: tuple[float, float]) -> None:
-            done(
+            _answered(
                 self.core.create_namespaced_pod_eviction(
                     name, namespace, body, _preload_content=False, _request_timeout=timeout
                 )
@@ -153,8 +161,39 @@ class Evictor:
 
         # A 429 is a disruption budget saying not now: final for this cycle.
         return remove(
-            self.cache, pod, uid, send, RETRYABLE, self.fence, self.backoff_s, self.retry_budget_s
+            self.cache,
+            pod,
+            uid,
+            send,
+            RETRYABLE,
+            self.fence,
+            self.backoff_s,
+            self.retry_budget_s,
+            final=refused_for_good,
         )
+
+
+def _answered(response: object) -> None:
+    """Read an eviction's answer; a Status of failure in a 2xx answer is that failure,
+    raised as the client raises any other (the Go client reads it so too)."""
+    try:
+        answer = read_json(response)
+    except ValueError:  # no JSON body: nothing says it failed
+        return
+    if (
+        isinstance(answer, dict)
+        and answer.get("kind") == "Status"
+        and answer.get("status") == "Failure"
+    ):
+        e = ApiException(status=int(answer.get("code") or 500), reason=answer.get("reason"))
+        e.body = json.dumps(answer)
+        raise e
+
+
+def refused_for_good(e: ApiException) -> bool:
+    """An eviction the API server refuses whatever the retries (``MULTIPLE_BUDGETS``)."""
+    body = e.body.decode("utf-8", "replace") if isinstance(e.body, bytes) else str(e.body or "")
+    return e.status == 500 and MULTIPLE_BUDGETS in body
 
 
 def _eviction(namespace: str, name: str, uid: str) -> client.V1Eviction:

@@ -19,6 +19,7 @@ from benchmarks.fake_apiserver.api import RequestRecord, _Api
 from benchmarks.fake_apiserver.costs import charge
 from benchmarks.fake_apiserver.objects import (
     TYPE_KEYS,
+    FailedInBody,
     FakeApiError,
     Obj,
     _dumps,
@@ -347,8 +348,12 @@ class _Handler(BaseHTTPRequestHandler):
                     405, "the server does not allow this method on the requested resource"
                 )
             assert t.namespace is not None
-            with fake._lock:
-                pod_action(t.namespace, t.name, body)
+            try:
+                with fake._lock:
+                    pod_action(t.namespace, t.name, body)
+            except FailedInBody as e:
+                self._send(201, e.status())
+                return
             self._send(201, _bind_success())
             return
         if t.sub != "status" or not res.status_subresource:

@@ -114,6 +114,11 @@ class FakeApiError(Exception):
         return status
 
 
+class FailedInBody(FakeApiError):
+    """A failure kube-apiserver sends as the Status a create returned, with the create's
+    HTTP 201: the eviction of a pod that two PodDisruptionBudgets select."""
+
+
 def _not_found_path() -> FakeApiError:
     return FakeApiError(404, "the server could not find the requested resource", details={})
 

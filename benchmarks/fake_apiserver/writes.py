@@ -13,6 +13,7 @@ from benchmarks.fake_apiserver.admission import _Admission, _check_name
 from benchmarks.fake_apiserver.objects import (
     TYPE_KEYS,
     BindingRecord,
+    FailedInBody,
     FakeApiError,
     Obj,
     _now,
@@ -475,7 +476,7 @@ def _check_budget(objects: Any, namespace: str, pod: Obj) -> None:
     if not budgets:
         return
     if len(budgets) > 1:
-        raise FakeApiError(
+        raise FailedInBody(
             500,
             "This pod has more than one PodDisruptionBudget, which the eviction subresource "
             "does not support.",

@@ -4,6 +4,7 @@ bound once its victims are gone."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -376,5 +377,86 @@ def test_a_nomination_made_again_supersedes_its_queued_clear(server: FakeApiServ
         reporter._unnominate("default/high-1")
         assert cluster.writer.flush()
         assert _nominations(server)["high-1"] is None
+    finally:
+        cluster.stop()
+
+
+def test_a_pod_two_budgets_select_refuses_its_victim_whole(
+    server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # kube-apiserver evicts no pod that two PodDisruptionBudgets select, however often
+    # asked (a 500): the dry run refuses the victim whole, and nothing is evicted, where
+    # retried as any 500 the other pod went and low-1 stayed: a gang of 2 left with 1.
+    objects = _objects()
+    for o in objects:
+        if o.get("kind") == "Pod" and o["metadata"]["name"] == "low-1":
+            o["metadata"]["labels"] = {"app": "low", "guard": "yes"}
+    budgets = [
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"maxUnavailable": 2, "selector": {"matchLabels": {"guard": "yes"}}},
+        }
+        for name in ("guard", "team")
+    ]
+    apply(server, [*objects, *budgets])
+    monkeypatch.setattr(Budgets, "cover", lambda self, pod: False)  # made since the snapshot
+    result, holds = _one_cycle(server)
+    assert set(result.preempt_failed) == {"default/low-0", "default/low-1"}
+    assert "more than one PodDisruptionBudget" in result.preempt_failed["default/low-1"]
+    assert not result.preempted and not holds.held
+    assert _evictions(server) == []  # dry runs only
+    assert bound_pods(server) == {"default/low-0": "n1", "default/low-1": "n1"}
+
+
+class _Answer:
+    """A raw response of the client (``_preload_content=False``) with this body."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.data = json.dumps(body).encode()
+
+    def release_conn(self) -> None:
+        pass
+
+
+def test_a_failure_status_in_a_created_answer_is_that_failure(
+    server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kube-apiserver's eviction handler answers a pod two budgets select with HTTP 201
+    and a Status of failure, code 500, in the body: read as that failure, not retried, not
+    taken for an eviction."""
+    failure = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": "This pod has more than one PodDisruptionBudget, which the eviction "
+        "subresource does not support.",
+        "code": 500,
+    }
+    apply(server, _objects())
+    cluster = KubeCluster(server.client()).start(10)
+    try:
+        wait_until(lambda: cluster.cache.pod("default/low-0") is not None)
+        calls: list[Any] = []
+
+        def answered(*args: Any, **kwargs: Any) -> Any:
+            calls.append(kwargs.get("dry_run"))
+            return _Answer(failure)
+
+        monkeypatch.setattr(cluster.evictor.core, "create_namespaced_pod_eviction", answered)
+        refused = cluster.evictor.check(["default/low-0"])
+        assert "more than one PodDisruptionBudget" in str(refused["default/low-0"])
+        failed = cluster.evictor.evict({"default/low-0": "for high"})
+        assert "more than one PodDisruptionBudget" in str(failed["default/low-0"])
+        assert calls == ["All", None]  # the eviction sent once: not retried
+        assert cluster.cache.pod("default/low-0") is not None  # not taken for evicted
+        success = {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
+        monkeypatch.setattr(
+            cluster.evictor.core,
+            "create_namespaced_pod_eviction",
+            lambda *args, **kwargs: _Answer(success),
+        )
+        assert cluster.evictor.evict({"default/low-0": "for high"}) == {}
     finally:
         cluster.stop()
