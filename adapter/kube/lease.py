@@ -202,7 +202,7 @@ class LeaseElector:
         return (min(5.0, self.retry_period_s), self.renew_deadline_s / 2)
 
     def _spec(self, transitions: int, acquire: bool, old: Any) -> client.V1LeaseSpec:
-        stamp = datetime.now(UTC)
+        stamp = micro_time(datetime.now(UTC))
         return client.V1LeaseSpec(
             holder_identity=self.identity,
             lease_duration_seconds=int(self.lease_duration_s),
@@ -224,6 +224,10 @@ class LeaseElector:
                 return
             lease.spec.holder_identity = None
             lease.spec.lease_duration_seconds = 1
+            for field in ("acquire_time", "renew_time"):
+                stamp = getattr(lease.spec, field, None)
+                if isinstance(stamp, datetime):
+                    setattr(lease.spec, field, micro_time(stamp))
             self.leases.replace_namespaced_lease(
                 self.name, self.namespace, lease, _request_timeout=self._timeout()
             )
@@ -231,3 +235,11 @@ class LeaseElector:
             log.warning("could not release the lease: %s %s", e.status, e.reason)
         except Exception as e:  # unreachable: the lease runs out on its own
             log.warning("could not release the lease: %s", e)
+
+
+def micro_time(stamp: datetime) -> datetime:
+    """``stamp`` as the client can send a MicroTime: it writes a datetime with
+    ``isoformat()``, which leaves out the fraction at microsecond 0, and kube-apiserver
+    parses MicroTime with exactly six fractional digits (RFC3339Micro): such a write is
+    a 400. One microsecond later says the same."""
+    return stamp.replace(microsecond=1) if stamp.microsecond == 0 else stamp

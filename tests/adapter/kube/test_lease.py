@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime
+
 import pytest
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from adapter.kube.lease import LeaseElector
+from adapter.kube.lease import LeaseElector, micro_time
 from benchmarks.fake_apiserver import FakeApiServer
 
 
@@ -215,3 +219,12 @@ def test_a_release_with_the_api_server_gone_neither_raises_nor_waits_long(
     server.stop()  # as on SIGTERM while the API server is unreachable
     a.stop(release=True)  # urllib3's MaxRetryError used to escape and end the process
     assert not a.is_leader()
+
+
+@pytest.mark.parametrize("microsecond", [0, 1, 999_999])
+def test_lease_times_go_out_with_six_fractional_digits(microsecond: int) -> None:
+    """kube-apiserver reads a MicroTime with exactly six fractional digits; the client
+    writes a datetime with ``isoformat()``, which drops them at microsecond 0."""
+    stamp = datetime(2026, 1, 1, 12, 0, 0, microsecond, tzinfo=UTC)
+    sent = ApiClient().sanitize_for_serialization(micro_time(stamp))
+    assert re.fullmatch(r"2026-01-01T12:00:00\.\d{6}\+00:00", sent), sent
