@@ -214,6 +214,12 @@ class ClusterCache:
         with self._lock:
             return dict(self._assumed)
 
+    def placed(self, key: str) -> bool:
+        """The pod is bound, or a bind of it is sent or about to be."""
+        with self._lock:
+            pod = self._objects.get(PODS, {}).get(key)
+            return key in self._assumed or (pod is not None and bool(_node_of(pod)))
+
     def deleting(self, key: str, uid: str) -> None:
         """Marked before the delete is sent: its DELETED event may come before its answer,
         and a mark made after that would never be settled."""

@@ -370,12 +370,15 @@ class Reporter:
         if self._written.get(f"pod {pod}") == ("PodScheduled", message):
             return
         condition = pod_unschedulable(message, self.now())
-        self._submit(
-            f"pod {pod}",
-            ("PodScheduled", message),
-            f"condition {pod}",
-            pod_status_write(self.core, pod, {"conditions": [condition]}),
-        )
+        write = pod_status_write(self.core, pod, {"conditions": [condition]})
+
+        def unless_placed() -> None:
+            # Queued behind other writes, it may come due after a later cycle bound the
+            # pod: its Binding set PodScheduled True, which this would turn back.
+            if not self.cache.placed(pod):
+                write()
+
+        self._submit(f"pod {pod}", ("PodScheduled", message), f"condition {pod}", unless_placed)
 
     def _nominate(self, pod: str, node: str) -> None:
         """status.nominatedNodeName, as kube-scheduler sets it for a preemptor: where the

@@ -12,6 +12,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from adapter.kube.binder import ROLLBACK_REASON
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.resources import DIALECTS, discover
@@ -763,3 +765,26 @@ def test_a_rollback_whose_mark_fails_still_deletes(
     result = run_cycle(cluster, FAST)
     assert set(result.evicted) == {"default/g-0", "default/g-2"}
     assert live_pods(server) == {}  # the mark is best effort: no partial gang stays
+
+
+def test_a_queued_unschedulable_condition_is_not_written_once_its_pod_is_bound(
+    server: FakeApiServer, cluster: KubeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    apply(server, [node("n1", cpu="4"), *gang_pods("solo", 2, cpu="1")])
+    seen(cluster, server)
+    queued: dict[str, Any] = {}
+    monkeypatch.setattr(cluster.writer, "submit", lambda key, write: queued.update({key: write}))
+    for pod in ("default/solo-0", "default/solo-1"):
+        cluster.reporter._pod_waiting(pod, "0/1 nodes are available: 1 Insufficient cpu")
+    # A later cycle binds solo-1 before the writes come due.
+    assert cluster.bind([("default/solo-1", "n1")]) == {}
+    for key in ("condition default/solo-0", "condition default/solo-1"):
+        queued[key]()
+
+    def scheduled(name: str) -> str:
+        pod: Any = server.get("", "pods", "default", name)
+        [condition] = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+        return str(condition["status"])
+
+    assert scheduled("solo-0") == "False"  # still waiting: told why
+    assert scheduled("solo-1") == "True"  # as its Binding left it
