@@ -144,22 +144,31 @@ def test_an_eviction_refused_with_429_keeps_the_victim_and_holds_nothing(
     assert bound_pods(server) == {"default/low-0": "n1", "default/low-1": "n1"}
 
 
+def _low_1_guarded() -> list[dict[str, Any]]:
+    """``_objects()``, low-1 labelled ``guard: yes`` (low-0 not)."""
+    objects = _objects()
+    for o in objects:
+        if o.get("kind") == "Pod" and o["metadata"]["name"] == "low-1":
+            o["metadata"]["labels"] = {"app": "low", "guard": "yes"}
+    return objects
+
+
+def _guard(name: str, **spec: Any) -> dict[str, Any]:
+    """A PodDisruptionBudget over the pods labelled ``guard: yes``."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {**spec, "selector": {"matchLabels": {"guard": "yes"}}},
+    }
+
+
 def test_a_budget_made_after_the_snapshot_refuses_the_victim_whole(
     server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # gangsat's snapshot has no budget (made since); the API server has one over low-1
     # alone. Evicted pod by pod, low-0 would go and low-1 stay: a gang of 2 left with 1.
-    objects = _objects()
-    for o in objects:
-        if o.get("kind") == "Pod" and o["metadata"]["name"] == "low-1":
-            o["metadata"]["labels"] = {"app": "low", "guard": "yes"}
-    guard = {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": "guard", "namespace": "default"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"guard": "yes"}}},
-    }
-    apply(server, [*objects, guard])
+    apply(server, [*_low_1_guarded(), _guard("guard", minAvailable=1)])
     monkeypatch.setattr(Budgets, "cover", lambda self, pod: False)
     result, holds = _one_cycle(server)
     assert set(result.preempt_failed) == {"default/low-0", "default/low-1"}
@@ -387,20 +396,8 @@ def test_a_pod_two_budgets_select_refuses_its_victim_whole(
     # kube-apiserver evicts no pod that two PodDisruptionBudgets select, however often
     # asked (a 500): the dry run refuses the victim whole, and nothing is evicted, where
     # retried as any 500 the other pod went and low-1 stayed: a gang of 2 left with 1.
-    objects = _objects()
-    for o in objects:
-        if o.get("kind") == "Pod" and o["metadata"]["name"] == "low-1":
-            o["metadata"]["labels"] = {"app": "low", "guard": "yes"}
-    budgets = [
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {"maxUnavailable": 2, "selector": {"matchLabels": {"guard": "yes"}}},
-        }
-        for name in ("guard", "team")
-    ]
-    apply(server, [*objects, *budgets])
+    budgets = [_guard(name, maxUnavailable=2) for name in ("guard", "team")]
+    apply(server, [*_low_1_guarded(), *budgets])
     monkeypatch.setattr(Budgets, "cover", lambda self, pod: False)  # made since the snapshot
     result, holds = _one_cycle(server)
     assert set(result.preempt_failed) == {"default/low-0", "default/low-1"}
