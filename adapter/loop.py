@@ -27,6 +27,7 @@ from adapter.holds import Hold, Holds
 from adapter.metrics import LoopMetrics
 from adapter.repair import place_again
 from adapter.results import CycleResult, gang_statuses
+from adapter.rollbacks import Stranded
 from solver.config import SolverConfig
 from solver.model import ClusterState, Decision, Pod
 from solver.schedulers import SCHEDULERS
@@ -128,12 +129,14 @@ def _bind(
     if not atomic:
         return
 
+    elsewhere: Counter[str] = Counter()  # per gang, pods bound meanwhile by someone else
+
     def short() -> dict[str, list[str]]:
         """Gangs still below minMember (or a task's minimum), with their members that
         failed. One pass over the failures: a lost lease fails every bind of a large
         cycle."""
         failed: dict[str, list[str]] = defaultdict(list)
-        elsewhere: Counter[str] = Counter()  # bound meanwhile by someone else: members
+        elsewhere.clear()
         taken: dict[str, list[str]] = defaultdict(list)  # those pods, of gangs with tasks
         for pod, error in failures.items():
             gang = gangs.gang(pod)
@@ -173,14 +176,22 @@ def _bind(
             result.failed_binds[pod] = str(error)
             result.failure_reasons[pod] = error.reason
     to_evict: list[str] = []
+    tried_on = dict(placements)  # pod -> the node its bind went to (or its second chance)
+    tried_on.update(result.repaired)
     for gang, failed in short().items():
         done = done_by_gang.get(gang, [])
-        maybe = [pod for pod in failed if failures[pod].uncertain]
-        cause = failures[failed[0]]
-        result.rolled_back[gang] = (
-            f"bind of {failed[0]} failed ({cause}); "
-            f"{len(done) + len(maybe)} pod(s) bound this cycle were evicted"
+        # A bind of unknown outcome is evicted where it could leave the gang part-bound
+        # should it have landed; not where any one of them landing makes the gang whole
+        # (a pod of no PodGroup, minMember 1): deleted, a pod no controller recreates was
+        # lost, where the doubt would have lapsed and left it pending.
+        alone = (
+            not done
+            and gang not in gangs.task_need
+            and gangs.held.get(gang, 0) + elsewhere[gang] + 1 >= gangs.need.get(gang, 1)
         )
+        maybe = [] if alone else [pod for pod in failed if failures[pod].uncertain]
+        cause = failures[failed[0]]
+        result.rolled_back[gang] = f"bind of {failed[0]} failed ({cause})"
         for pod in done:
             del result.bound[pod]
             result.repaired.pop(pod, None)
@@ -199,12 +210,35 @@ def _bind(
     refused = cluster.evict(to_evict, "gang rollback: a member could not be bound")
     for pod in to_evict:
         if pod in refused:
-            # The next snapshot shows it bound; the gang is then short and the status
-            # says why, so an operator (or the next cycle) can act.
+            # Bound still, its gang short: deleted again after later cycles' binds
+            # (``rollbacks.Stranded``), and meanwhile the status says why.
             result.stranded[pod] = str(refused[pod])
+            result.stranded_on[pod] = tried_on[pod]
             log.error("could not evict %s after a failed gang bind: %s", pod, refused[pod])
         else:
             result.evicted.append(pod)
+    for gang, pods in Counter(gangs.gang(p) for p in result.evicted).items():
+        result.rolled_back[gang] += f"; {pods} pod(s) bound this cycle were evicted"
+    for gang, pods in Counter(gangs.gang(p) for p in result.stranded).items():
+        result.rolled_back[gang] += f"; {pods} pod(s) bound could not be evicted yet"
+
+
+def _roll_back_again(
+    cluster: Cluster, state: ClusterState, gangs: Gangs, stranded: Stranded, result: CycleResult
+) -> None:
+    """Delete again the pods earlier rollbacks could not, where their gang is still
+    short after this cycle's binds; those that fail again stay stranded."""
+    due = stranded.due(state, gangs, result.bound)
+    if not due:
+        return
+    refused = cluster.evict(due, "gang rollback: a member could not be bound")
+    for pod in due:
+        if pod in refused:
+            log.error("could not evict %s, still stranded: %s", pod, refused[pod])
+        else:
+            del stranded.pods[pod]
+            result.evicted.append(pod)
+            log.warning("evicted %s, stranded by an earlier rollback", pod)
 
 
 def _preempt(
@@ -309,11 +343,14 @@ def run_cycle(
     settings: LoopSettings,
     metrics: LoopMetrics | None = None,
     holds: Holds | None = None,
+    stranded: Stranded | None = None,
 ) -> CycleResult:
     """One scheduling cycle. Never raises for cluster or solver failures.
 
     ``holds`` carries the room held for preempting gangs from cycle to cycle; without it,
-    a decision's evictions are not sent (nothing could bind the gangs they are for)."""
+    a decision's evictions are not sent (nothing could bind the gangs they are for).
+    ``stranded``: the pods rollbacks could not delete, deleted again after the binds
+    (``rollbacks``)."""
     result = CycleResult(scheduler=settings.scheduler)
     started = time.perf_counter()
     try:
@@ -364,6 +401,9 @@ def run_cycle(
         # A second chance may not take the room held for gangs waiting for their victims.
         held = partial(holds.assumed, holds=waiting) if holds and waiting else None
         _bind(cluster, gangs, decision, result, atomic, settings.solver, held)
+        if stranded is not None and atomic:
+            _roll_back_again(cluster, state, gangs, stranded, result)
+            stranded.add(result.stranded, gangs, result.stranded_on)
         if holds is not None:
             for hold in ready:
                 # Refused, or a bind failed and the gang was rolled back: its nominations

@@ -26,6 +26,7 @@ class CycleResult:
     eviction_causes: dict[str, str] = field(default_factory=dict)  # pod -> ClusterError.reason
     repaired: dict[str, str] = field(default_factory=dict)  # pod -> node, bound at a 2nd try
     stranded: dict[str, str] = field(default_factory=dict)  # pod -> eviction failure
+    stranded_on: dict[str, str] = field(default_factory=dict)  # pod -> node it was bound to
     rejected: dict[str, str] = field(default_factory=dict)  # gang -> validator finding
     preempted: dict[str, str] = field(default_factory=dict)  # pod -> why, evicted for a gang
     preempt_failed: dict[str, str] = field(default_factory=dict)  # pod -> eviction refusal

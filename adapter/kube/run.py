@@ -41,6 +41,7 @@ from adapter.kube.lease import LeaseElector
 from adapter.loop import LoopSettings, run_cycle
 from adapter.metrics import LoopMetrics
 from adapter.results import CycleResult
+from adapter.rollbacks import Stranded
 from adapter.serve import Endpoint
 from adapter.settings import Settings, SettingsError
 from solver.fairness import fair_resource, queue_shares
@@ -195,6 +196,7 @@ class KubeScheduler:
         # loses the lease exits) rebuilds it at its first cycle from the pods'
         # status.nominatedNodeName (``Holds.recover``).
         self.holds = Holds()
+        self.stranded = Stranded()  # pods rollbacks could not delete (``rollbacks``)
 
     def leading(self) -> bool:
         return self.leading_for() > 0
@@ -355,7 +357,7 @@ class KubeScheduler:
     def cycle(self) -> CycleResult:
         settings = LoopSettings(scheduler=self.settings.scheduler, solver=self.settings.solver)
         with self.heap.cycling():
-            result = run_cycle(self.cluster, settings, self.metrics, self.holds)
+            result = run_cycle(self.cluster, settings, self.metrics, self.holds, self.stranded)
         self.cycles += 1
         self.last = result
         for memory, size in self.cluster.remembered().items():

@@ -26,6 +26,7 @@ from adapter.holds import Holds
 from adapter.loop import LoopSettings, run_cycle
 from adapter.metrics import LoopMetrics
 from adapter.results import CycleResult
+from adapter.rollbacks import Stranded
 from adapter.sim.cluster import SimEvent, SimulatedCluster
 from adapter.sim.scenario import Workload
 
@@ -174,6 +175,7 @@ def simulate(
 
     record()
     holds = Holds()
+    stranded = Stranded()
     tick = 0.0
     decided_at_version = -1
     last_bind_s = 0.0  # when a cycle last bound or evicted anything
@@ -192,7 +194,7 @@ def simulate(
             run.stopped = "every job finished"
             break
         if cluster.has_waiting() and cluster.version != decided_at_version:
-            result = run_cycle(cluster, settings, metrics, holds)
+            result = run_cycle(cluster, settings, metrics, holds, stranded)
             run.cycles.append(CycleRecord(tick, result))
             if result.bound or result.evicted or result.preempted:
                 last_bind_s = tick

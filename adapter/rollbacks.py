@@ -1,0 +1,51 @@
+"""Rollbacks left to finish: pods a gang's rollback could not delete.
+
+A gang left short of minMember by a cycle's failed binds is rolled back: the pods the
+cycle bound are deleted (``loop._bind``). A delete can fail too (the API server down for
+longer than the retry budget); its pod stays bound, and its gang with it, short: the
+partial gang gang scheduling exists to prevent. Nothing else would undo it (a running
+gang that lost a pod is short too, and is never rolled back), so each such pod is
+remembered and deleted again after each later cycle's binds, until it is gone, or its
+gang holds minMember after all (a later cycle placed the rest). Remembered by the node
+it was bound to: a pod of that name elsewhere is another one, not deleted.
+
+In the leader's memory only: a new leader finds such a gang short like any other.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from adapter.gangs import Gangs
+from solver.model import ClusterState
+
+
+@dataclass
+class Stranded:
+    pods: dict[str, tuple[str, str]] = field(default_factory=dict)  # pod -> (gang, node)
+
+    def __bool__(self) -> bool:
+        return bool(self.pods)
+
+    def add(self, pods: Iterable[str], gangs: Gangs, nodes: Mapping[str, str]) -> None:
+        for pod in pods:
+            self.pods[pod] = (gangs.gang(pod), nodes[pod])
+
+    def due(self, state: ClusterState, gangs: Gangs, bound: Iterable[str]) -> list[str]:
+        """The pods to delete again after this cycle's binds (``bound``), which the
+        snapshot ``state`` preceded; forgets the others: gone or being deleted, on
+        another node (a namesake), or of a gang that holds minMember now."""
+        where = {
+            p.name: p.node_name for p in state.pods if p.name in self.pods and not p.terminating
+        }
+        added = Counter(gangs.gang(pod) for pod in bound)
+        due = []
+        for pod, (gang, node) in list(self.pods.items()):
+            whole = gangs.held.get(gang, 0) + added[gang] >= gangs.need.get(gang, 1)
+            if where.get(pod) != node or whole:
+                del self.pods[pod]
+            else:
+                due.append(pod)
+        return sorted(due)

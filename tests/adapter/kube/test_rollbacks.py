@@ -1,0 +1,124 @@
+"""A gang's rollback when the API server fails it too: a delete that fails is tried
+again in later cycles until its gang is whole or the pod gone, and a bind of unknown
+outcome is deleted only where it could leave a gang part-bound."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from adapter.holds import Holds
+from adapter.kube.cluster import KubeCluster
+from adapter.loop import LoopSettings, run_cycle
+from adapter.rollbacks import Stranded
+from benchmarks.fake_apiserver import FakeApiServer
+from solver.config import SolverConfig
+from tests.adapter.kube.manifests import (
+    apply,
+    bound_pods,
+    gang_pods,
+    live_pods,
+    node,
+    podgroup,
+    refusing,
+    wait_until,
+)
+from tests.adapter.kube.test_kube_cluster import after_first_snapshot, seen
+
+FAST = LoopSettings(scheduler="cpsat", solver=SolverConfig(time_limit_s=2.0, deterministic=True))
+
+
+def _n2_gone(server: FakeApiServer) -> Callable[[KubeCluster], None]:
+    """Node n2 deleted right after the first snapshot, before the binds."""
+
+    def gone(cluster: KubeCluster) -> None:
+        server.delete("", "nodes", None, "n2")
+        wait_until(lambda: not cluster.cache.node_exists("n2"))
+
+    return gone
+
+
+def test_a_rollback_whose_deletes_failed_is_finished_in_a_later_cycle(
+    server: FakeApiServer,
+) -> None:
+    # Gang g (3 x 1 cpu) fits only with n2, which vanishes before the binds: g-2 fails,
+    # finds no room, and the rollback's deletes of g-0 and g-1 fail (the server is
+    # down for them): both stay bound, the gang short.
+    apply(server, [node("n1", cpu="2"), node("n2", cpu="1"), podgroup("g", 3)])
+    apply(server, gang_pods("g", 3, cpu="1"))
+
+    down = refusing(server, "DELETE", "/pods/g-", 503, "the server is down")
+    cluster = after_first_snapshot(_n2_gone(server))(server.client()).start(sync_timeout_s=10)
+    cluster.binder.retry_budget_s = 0.3
+    stranded = Stranded()
+    try:
+        seen(cluster, server)
+        first = run_cycle(cluster, FAST, holds=Holds(), stranded=stranded)
+        assert set(first.stranded) == {"default/g-0", "default/g-1"}
+        assert set(bound_pods(server)) == {"default/g-0", "default/g-1"}
+        # The server answers again: the next cycle deletes them, no gang left part-bound.
+        down.clear()
+        wait_until(lambda: "default/g-2" in {p.name for p in cluster.snapshot().pending_pods()})
+        second = run_cycle(cluster, FAST, holds=Holds(), stranded=stranded)
+        assert sorted(second.evicted) == ["default/g-0", "default/g-1"]
+        assert live_pods(server) == {} and not stranded
+    finally:
+        cluster.stop()
+
+
+def test_a_stranded_pod_whose_gang_was_completed_is_kept(server: FakeApiServer) -> None:
+    # As above, but n2 comes back before the next cycle: that cycle binds g-2 beside
+    # g-0 and g-1, the gang is whole, and nothing is deleted.
+    apply(server, [node("n1", cpu="2"), node("n2", cpu="1"), podgroup("g", 3)])
+    apply(server, gang_pods("g", 3, cpu="1"))
+
+    refusing(server, "DELETE", "/pods/g-", 503, "the server is down")
+    cluster = after_first_snapshot(_n2_gone(server))(server.client()).start(sync_timeout_s=10)
+    cluster.binder.retry_budget_s = 0.3
+    stranded = Stranded()
+    try:
+        seen(cluster, server)
+        first = run_cycle(cluster, FAST, holds=Holds(), stranded=stranded)
+        assert set(first.stranded) == {"default/g-0", "default/g-1"}
+        apply(server, [node("n2", cpu="1")])
+        wait_until(lambda: cluster.cache.node_exists("n2"))
+        seen(cluster, server)
+        second = run_cycle(cluster, FAST, holds=Holds(), stranded=stranded)
+        assert second.bound == {"default/g-2": "n2"} and second.evicted == []
+        assert len(bound_pods(server)) == 3 and not stranded
+    finally:
+        cluster.stop()
+
+
+def test_a_lone_pod_whose_bind_outcome_is_unknown_is_not_deleted(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    # A pod of no PodGroup: every bind is a 503 and it cannot be read back. Bound or not,
+    # it is no part-bound gang: deleted, a pod no controller recreates would be lost.
+    apply(server, [node("n1", cpu="8")])
+    apply(
+        server,
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "solo", "namespace": "default"},
+                "spec": {
+                    "schedulerName": "gangsat",
+                    "containers": [
+                        {"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}
+                    ],
+                },
+            }
+        ],
+    )
+    cluster.binder.retry_budget_s = 0.3
+    seen(cluster, server)
+    server.fail("POST", r"/pods/solo/binding", 503, times=100)
+    server.fail("GET", r"/pods/solo$", 503, times=1)
+    result = run_cycle(cluster, FAST, holds=Holds(), stranded=Stranded())
+    assert "default/solo" in result.failed_binds
+    assert result.evicted == [] and result.stranded == {}
+    assert "evicted" not in result.rolled_back["pod:default/solo"]  # nothing was
+    assert "default/solo" in {
+        f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in server.objects("", "pods")
+    }
