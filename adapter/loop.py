@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from functools import partial
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -104,6 +104,7 @@ def _bind(
     atomic: bool,
     config: SolverConfig,
     held: Callable[[ClusterState], ClusterState] | None = None,
+    stranded_in: Mapping[str, int] | None = None,
 ) -> None:
     """Bind every placement of the gangs not rejected in one batch (a backend may send
     them concurrently: binding is where a scheduler meets the API server's limit); give
@@ -118,6 +119,7 @@ def _bind(
         if gangs.gang(pod) not in result.rejected
     ]
     failures = cluster.bind(placements)
+    stranded_in = stranded_in or {}  # gang -> its pods remembered as stranded
     done_by_gang: dict[str, list[str]] = defaultdict(list)
     for pod, node in placements:
         if pod in failures:
@@ -163,9 +165,11 @@ def _bind(
             or tasks_short(g)
         }
 
+    tried_on = dict(placements)  # pod -> the node its last bind went to
     again = [p for f in short().values() for p in f if failures[p].retry_elsewhere]
     if again:
-        repaired, refused = place_again(cluster, again, config, held)
+        repaired, refused, went_to = place_again(cluster, again, config, held)
+        tried_on.update(went_to)
         for pod, node in repaired.items():
             del failures[pod]
             result.bound[pod] = node
@@ -176,19 +180,16 @@ def _bind(
             result.failed_binds[pod] = str(error)
             result.failure_reasons[pod] = error.reason
     to_evict: list[str] = []
-    tried_on = dict(placements)  # pod -> the node its bind went to (or its second chance)
-    tried_on.update(result.repaired)
     for gang, failed in short().items():
         done = done_by_gang.get(gang, [])
         # A bind of unknown outcome is evicted where it could leave the gang part-bound
         # should it have landed; not where any one of them landing makes the gang whole
         # (a pod of no PodGroup, minMember 1): deleted, a pod no controller recreates was
         # lost, where the doubt would have lapsed and left it pending.
-        alone = (
-            not done
-            and gang not in gangs.task_need
-            and gangs.held.get(gang, 0) + elsewhere[gang] + 1 >= gangs.need.get(gang, 1)
-        )
+        # Pods an earlier rollback could not delete are no members to count on: they
+        # are deleted after the binds while the gang is short (``rollbacks``).
+        members = gangs.held.get(gang, 0) - stranded_in.get(gang, 0) + elsewhere[gang]
+        alone = not done and gang not in gangs.task_need and members + 1 >= gangs.need.get(gang, 1)
         maybe = [] if alone else [pod for pod in failed if failures[pod].uncertain]
         cause = failures[failed[0]]
         result.rolled_back[gang] = f"bind of {failed[0]} failed ({cause})"
@@ -224,11 +225,17 @@ def _bind(
 
 
 def _roll_back_again(
-    cluster: Cluster, state: ClusterState, gangs: Gangs, stranded: Stranded, result: CycleResult
+    cluster: Cluster,
+    state: ClusterState,
+    gangs: Gangs,
+    stranded: Stranded,
+    result: CycleResult,
+    completing: Collection[str],
 ) -> None:
     """Delete again the pods earlier rollbacks could not, where their gang is still
-    short after this cycle's binds; those that fail again stay stranded."""
-    due = stranded.due(state, gangs, result.bound)
+    short after this cycle's binds and not ``completing``; those that fail again stay
+    stranded."""
+    due = stranded.due(state, gangs, result.bound, completing)
     if not due:
         return
     refused = cluster.evict(due, "gang rollback: a member could not be bound")
@@ -400,9 +407,23 @@ def run_cycle(
         bind_started = time.perf_counter()
         # A second chance may not take the room held for gangs waiting for their victims.
         held = partial(holds.assumed, holds=waiting) if holds and waiting else None
-        _bind(cluster, gangs, decision, result, atomic, settings.solver, held)
+        _bind(
+            cluster,
+            gangs,
+            decision,
+            result,
+            atomic,
+            settings.solver,
+            held,
+            stranded.by_gang() if stranded is not None else None,
+        )
         if stranded is not None and atomic:
-            _roll_back_again(cluster, state, gangs, stranded, result)
+            # A gang nominated to preempt (this cycle, or held since) is being completed:
+            # its stranded pods wait for the hold's end.
+            completing = {gangs.gang(p) for p in decision.nominated}
+            if holds is not None:
+                completing |= holds.held.keys()
+            _roll_back_again(cluster, state, gangs, stranded, result, completing)
             stranded.add(result.stranded, gangs, result.stranded_on)
         if holds is not None:
             for hold in ready:

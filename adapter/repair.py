@@ -27,23 +27,23 @@ def place_again(
     pods: Collection[str],
     config: SolverConfig,
     held: Callable[[ClusterState], ClusterState] | None = None,
-) -> tuple[dict[str, str], dict[str, ClusterError]]:
+) -> tuple[dict[str, str], dict[str, ClusterError], dict[str, str]]:
     """Bind ``pods`` (pending members of short gangs) elsewhere if their gangs can still
     reach minMember, in the room ``held`` leaves of the snapshot (the room held for gangs
-    waiting for their victims); the pods bound (pod -> node) and the binds that failed
-    again."""
+    waiting for their victims); the pods bound (pod -> node), the binds that failed
+    again, and where each bind went (pod -> node: one of unknown outcome may be there)."""
     try:
         placements = _placements(cluster, pods, config, held)
     except ClusterError as e:
         log.warning("no second chance for %d pod(s): %s", len(pods), e)
-        return {}, {}
+        return {}, {}, {}
     except Exception:  # a bug here must not skip the rollback the caller does next
         log.exception("no second chance for %d pod(s): deciding it failed", len(pods))
-        return {}, {}
+        return {}, {}, {}
     if not placements:
-        return {}, {}
+        return {}, {}, {}
     failures = cluster.bind(placements)
-    return {p: n for p, n in placements if p not in failures}, failures
+    return {p: n for p, n in placements if p not in failures}, failures, dict(placements)
 
 
 def _placements(

@@ -15,7 +15,7 @@ In the leader's memory only: a new leader finds such a gang short like any other
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from adapter.gangs import Gangs
@@ -33,10 +33,20 @@ class Stranded:
         for pod in pods:
             self.pods[pod] = (gangs.gang(pod), nodes[pod])
 
-    def due(self, state: ClusterState, gangs: Gangs, bound: Iterable[str]) -> list[str]:
+    def by_gang(self) -> Counter[str]:
+        return Counter(gang for gang, _ in self.pods.values())
+
+    def due(
+        self,
+        state: ClusterState,
+        gangs: Gangs,
+        bound: Iterable[str],
+        completing: Collection[str] = (),
+    ) -> list[str]:
         """The pods to delete again after this cycle's binds (``bound``), which the
-        snapshot ``state`` preceded; forgets the others: gone or being deleted, on
-        another node (a namesake), or of a gang that holds minMember now."""
+        snapshot ``state`` preceded, but those of gangs ``completing`` (nominated to
+        preempt: kept until their hold ends); forgets the others: gone or being deleted,
+        on another node (a namesake), or of a gang that holds minMember now."""
         where = {
             p.name: p.node_name for p in state.pods if p.name in self.pods and not p.terminating
         }
@@ -46,6 +56,6 @@ class Stranded:
             whole = gangs.held.get(gang, 0) + added[gang] >= gangs.need.get(gang, 1)
             if where.get(pod) != node or whole:
                 del self.pods[pod]
-            else:
+            elif gang not in completing:
                 due.append(pod)
         return sorted(due)

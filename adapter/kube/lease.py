@@ -206,7 +206,7 @@ class LeaseElector:
         return client.V1LeaseSpec(
             holder_identity=self.identity,
             lease_duration_seconds=int(self.lease_duration_s),
-            acquire_time=stamp if acquire or old is None else old.acquire_time,
+            acquire_time=stamp if acquire or old is None else _micro_or_none(old.acquire_time),
             renew_time=stamp,
             lease_transitions=transitions,
         )
@@ -243,3 +243,8 @@ def micro_time(stamp: datetime) -> datetime:
     parses MicroTime with exactly six fractional digits (RFC3339Micro): such a write is
     a 400. One microsecond later says the same."""
     return stamp.replace(microsecond=1) if stamp.microsecond == 0 else stamp
+
+
+def _micro_or_none(stamp: object) -> object:
+    """``micro_time`` of a time read back (which another writer may have left out)."""
+    return micro_time(stamp) if isinstance(stamp, datetime) else stamp

@@ -372,13 +372,19 @@ class Reporter:
         condition = pod_unschedulable(message, self.now())
         write = pod_status_write(self.core, pod, {"conditions": [condition]})
 
+        memory, sig = f"pod {pod}", ("PodScheduled", message)
+
         def unless_placed() -> None:
             # Queued behind other writes, it may come due after a later cycle bound the
-            # pod: its Binding set PodScheduled True, which this would turn back.
-            if not self.cache.placed(pod):
+            # pod: its Binding set PodScheduled True, which this would turn back. Not
+            # written, not remembered as written: should the bind fail, the pod waits
+            # again, and is told so.
+            if self.cache.placed(pod):
+                self._failed.put((memory, sig))
+            else:
                 write()
 
-        self._submit(f"pod {pod}", ("PodScheduled", message), f"condition {pod}", unless_placed)
+        self._submit(memory, sig, f"condition {pod}", unless_placed)
 
     def _nominate(self, pod: str, node: str) -> None:
         """status.nominatedNodeName, as kube-scheduler sets it for a preemptor: where the

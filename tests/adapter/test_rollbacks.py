@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from adapter.cluster import ClusterError
 from adapter.gangs import Gangs
+from adapter.holds import Holds
+from adapter.loop import LoopSettings, run_cycle
 from adapter.rollbacks import Stranded
-from tests.builders import gang, node, pod, state
+from solver.config import SolverConfig
+from solver.model import ClusterState
+from tests.adapter.test_loop import FakeCluster
+from tests.adapter.test_preempting import PREEMPTING, GracefulCluster
+from tests.builders import gang, node, pod, queue, state
+
+SETTINGS = LoopSettings(solver=SolverConfig(time_limit_s=2.0, deterministic=True))
 
 
 def test_only_pods_still_where_the_rollback_left_them_of_a_gang_still_short_are_due() -> None:
@@ -31,3 +42,69 @@ def test_only_pods_still_where_the_rollback_left_them_of_a_gang_still_short_are_
     assert set(stranded.pods) == {"g-0", "g-1"}
     # A cycle that binds g-4 makes the gang whole: nothing is due, nothing remembered.
     assert stranded.due(s, gangs, bound=["g-4"]) == [] and not stranded
+
+
+def _stranded_gang() -> tuple[ClusterState, Stranded]:
+    """Gang g needs 3: g-0 and g-1 stayed bound on n0 after a rollback (remembered as
+    stranded), g-2 waits; n1 is free."""
+    s = state(
+        [node("n0").cap(cpu=4), node("n1").cap(cpu=4)],
+        [
+            pod("g-0").req(cpu=1).gang("g").on("n0"),
+            pod("g-1").req(cpu=1).gang("g").on("n0"),
+            pod("g-2").req(cpu=1).gang("g"),
+        ],
+        [gang("g", 3)],
+        [queue()],
+    )
+    stranded = Stranded()
+    stranded.add(["g-0", "g-1"], Gangs.of(s), {"g-0": "n0", "g-1": "n0"})
+    return s, stranded
+
+
+class _Unanswered(FakeCluster):
+    """g-2's bind lands, its answer lost: of unknown outcome."""
+
+    def bind(self, placements: Sequence[tuple[str, str]]) -> dict[str, ClusterError]:
+        failures = super().bind(placements)
+        if any(p == "g-2" for p, _ in placements):
+            failures["g-2"] = ClusterError("ReadTimeoutError", "no answer", uncertain=True)
+        return failures
+
+
+def test_stranded_pods_count_for_nothing_when_a_bind_of_unknown_outcome_is_weighed() -> None:
+    """The cycle completes g with g-2, whose outcome is unknown. Counted as members, the
+    stranded pods made g-2 look harmless, kept, while they themselves were deleted as
+    their gang was short: g left with g-2 alone. All three go."""
+    s, stranded = _stranded_gang()
+    cluster = _Unanswered(s)
+    cluster.bound.update({"g-0": "n0", "g-1": "n0"})
+    result = run_cycle(cluster, SETTINGS, None, Holds(), stranded)
+    assert sorted(result.evicted) == ["g-0", "g-1", "g-2"]
+    assert cluster.bound == {} and not stranded
+
+
+def test_stranded_pods_of_a_gang_nominated_to_preempt_wait_for_its_hold() -> None:
+    """g (priority 10) is completed by evicting gang lo from n1: its stranded pods are
+    kept while the hold waits for the victims, not deleted in the cycle that evicts for
+    them."""
+    lo = [pod(f"lo-{i}").req(cpu=2).gang("lo").on("n1") for i in range(2)]
+    g = [
+        pod("g-0").req(cpu=2).gang("g").on("n0"),
+        pod("g-1").req(cpu=2).gang("g").on("n0"),
+        pod("g-2").req(cpu=4).gang("g"),
+    ]
+    s = state(
+        [node("n0").cap(cpu=4), node("n1").cap(cpu=4)],
+        [*lo, *g],
+        [gang("lo", 2), gang("g", 3).priority(10)],
+        [queue()],
+    )
+    cluster = GracefulCluster(s)
+    cluster.bound.update({"g-0": "n0", "g-1": "n0"})
+    stranded = Stranded()
+    stranded.add(["g-0", "g-1"], Gangs.of(s), {"g-0": "n0", "g-1": "n0"})
+    holds = Holds()
+    result = run_cycle(cluster, PREEMPTING, None, holds, stranded)
+    assert sorted(result.preempted) == ["lo-0", "lo-1"] and "g" in holds.held
+    assert result.evicted == [] and set(stranded.pods) == {"g-0", "g-1"}

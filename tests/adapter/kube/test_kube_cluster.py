@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from adapter.cluster import CycleReport
 from adapter.kube.binder import ROLLBACK_REASON
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.resources import DIALECTS, discover
@@ -788,3 +789,23 @@ def test_a_queued_unschedulable_condition_is_not_written_once_its_pod_is_bound(
 
     assert scheduled("solo-0") == "False"  # still waiting: told why
     assert scheduled("solo-1") == "True"  # as its Binding left it
+
+
+def test_a_condition_skipped_for_a_bind_that_then_failed_is_written_next_time(
+    server: FakeApiServer, cluster: KubeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    apply(server, [node("n1", cpu="4"), *gang_pods("solo", 1, cpu="1")])
+    seen(cluster, server)
+    queued: dict[str, Any] = {}
+    monkeypatch.setattr(cluster.writer, "submit", lambda key, write: queued.update({key: write}))
+    pod, message = "default/solo-0", "0/1 nodes are available: 1 Insufficient cpu"
+    cluster.reporter._pod_waiting(pod, message)
+    cluster.cache.assume(pod, "n1")  # a bind in flight when the write comes due: skipped
+    queued.pop(f"condition {pod}")()
+    cluster.cache.forget(pod)  # the bind failed: the pod waits again, for the same reason
+    cluster.reporter.report(CycleReport(statuses=()), None, ())
+    cluster.reporter._pod_waiting(pod, message)
+    queued.pop(f"condition {pod}")()
+    current: Any = server.get("", "pods", "default", "solo-0")
+    [condition] = [c for c in current["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
