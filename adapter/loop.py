@@ -150,7 +150,9 @@ def _bind(
                 failed[gang].append(pod)
 
         def tasks_short(g: str) -> bool:
-            if g not in gangs.task_need:
+            # A gang already running is checked for minMember only, as the validator
+            # checks it: its extras' failed binds do not undo the extras that bound.
+            if g not in gangs.task_need or gangs.held.get(g, 0) >= gangs.need.get(g, 1):
                 return False
             members: Counter[str | None] = Counter(
                 gangs.task_of.get(p) for p in (*done_by_gang.get(g, []), *taken.get(g, []))

@@ -542,3 +542,27 @@ def test_a_pod_being_deleted_is_not_bound_whatever_the_decision_says(
     result = run_cycle(cluster, LoopSettings(scheduler="rogue"), LoopMetrics())
     assert set(result.rejected) == {"g", "pod:solo"}
     assert cluster.bound == {}
+
+
+@pytest.mark.parametrize("scheduler", GANG_AWARE)
+def test_a_running_gang_keeps_the_extras_that_bound_when_a_tasks_bind_fails(
+    scheduler: str,
+) -> None:
+    # minMember 4 = a ps and 3 workers; running with 2 ps and 2 workers (a worker was
+    # recreated); the worker and a third ps wait. The worker's bind fails: the gang still
+    # runs, and, as the validator checks a running gang, no task minimum undoes the ps.
+    bound = ["job-ps0", "job-ps1", "job-w0", "job-w1"]
+    pods = [pod(name).req(cpu=1).gang("job").task(name[4:-1]).on("n0") for name in bound]
+    pods += [pod("job-w2").req(cpu=1).gang("job").task("w")]
+    pods += [pod("job-ps2").req(cpu=1).gang("job").task("ps")]
+    base = state(
+        [node("n0").cap(cpu=8)],
+        pods,
+        [gang("job", 4).task_minimums(ps=1, w=3)],
+        [queue()],
+    )
+    cluster = FakeCluster(base, fail_binds={"job-w2"})
+    cluster.bound.update(dict.fromkeys(bound, "n0"))
+    result = run_cycle(cluster, LoopSettings(scheduler=scheduler, solver=FAST), LoopMetrics())
+    assert "job" not in result.rolled_back and result.evicted == []
+    assert cluster.bound["job-ps2"] == "n0"
