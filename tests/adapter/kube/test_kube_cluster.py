@@ -768,44 +768,50 @@ def test_a_rollback_whose_mark_fails_still_deletes(
     assert live_pods(server) == {}  # the mark is best effort: no partial gang stays
 
 
-def test_a_queued_unschedulable_condition_is_not_written_once_its_pod_is_bound(
-    server: FakeApiServer, cluster: KubeCluster, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    apply(server, [node("n1", cpu="4"), *gang_pods("solo", 2, cpu="1")])
+WAITS = "0/1 nodes are available: 1 Insufficient cpu"
+
+
+def _waiting_solo(
+    server: FakeApiServer, cluster: KubeCluster, monkeypatch: pytest.MonkeyPatch, pods: int
+) -> dict[str, Any]:
+    """``pods`` pending pods solo-i on a 4-cpu node, each told it waits (WAITS); the
+    writes are kept, by key, to be run when the test says (the writer's queue)."""
+    apply(server, [node("n1", cpu="4"), *gang_pods("solo", pods, cpu="1")])
     seen(cluster, server)
     queued: dict[str, Any] = {}
     monkeypatch.setattr(cluster.writer, "submit", lambda key, write: queued.update({key: write}))
-    for pod in ("default/solo-0", "default/solo-1"):
-        cluster.reporter._pod_waiting(pod, "0/1 nodes are available: 1 Insufficient cpu")
+    for i in range(pods):
+        cluster.reporter._pod_waiting(f"default/solo-{i}", WAITS)
+    return queued
+
+
+def _pod_scheduled(server: FakeApiServer, name: str) -> tuple[str, str]:
+    pod: Any = server.get("", "pods", "default", name)
+    [condition] = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+    return str(condition["status"]), str(condition.get("reason") or "")
+
+
+def test_a_queued_unschedulable_condition_is_not_written_once_its_pod_is_bound(
+    server: FakeApiServer, cluster: KubeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queued = _waiting_solo(server, cluster, monkeypatch, 2)
     # A later cycle binds solo-1 before the writes come due.
     assert cluster.bind([("default/solo-1", "n1")]) == {}
     for key in ("condition default/solo-0", "condition default/solo-1"):
         queued[key]()
-
-    def scheduled(name: str) -> str:
-        pod: Any = server.get("", "pods", "default", name)
-        [condition] = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
-        return str(condition["status"])
-
-    assert scheduled("solo-0") == "False"  # still waiting: told why
-    assert scheduled("solo-1") == "True"  # as its Binding left it
+    assert _pod_scheduled(server, "solo-0")[0] == "False"  # still waiting: told why
+    assert _pod_scheduled(server, "solo-1")[0] == "True"  # as its Binding left it
 
 
 def test_a_condition_skipped_for_a_bind_that_then_failed_is_written_next_time(
     server: FakeApiServer, cluster: KubeCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    apply(server, [node("n1", cpu="4"), *gang_pods("solo", 1, cpu="1")])
-    seen(cluster, server)
-    queued: dict[str, Any] = {}
-    monkeypatch.setattr(cluster.writer, "submit", lambda key, write: queued.update({key: write}))
-    pod, message = "default/solo-0", "0/1 nodes are available: 1 Insufficient cpu"
-    cluster.reporter._pod_waiting(pod, message)
+    queued = _waiting_solo(server, cluster, monkeypatch, 1)
+    pod = "default/solo-0"
     cluster.cache.assume(pod, "n1")  # a bind in flight when the write comes due: skipped
     queued.pop(f"condition {pod}")()
     cluster.cache.forget(pod)  # the bind failed: the pod waits again, for the same reason
     cluster.reporter.report(CycleReport(statuses=()), None, ())
-    cluster.reporter._pod_waiting(pod, message)
+    cluster.reporter._pod_waiting(pod, WAITS)
     queued.pop(f"condition {pod}")()
-    current: Any = server.get("", "pods", "default", "solo-0")
-    [condition] = [c for c in current["status"]["conditions"] if c["type"] == "PodScheduled"]
-    assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
+    assert _pod_scheduled(server, "solo-0") == ("False", "Unschedulable")

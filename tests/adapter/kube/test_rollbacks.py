@@ -4,7 +4,11 @@ outcome is deleted only where it could leave a gang part-bound."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pytest
 
 from adapter.holds import Holds
 from adapter.kube.cluster import KubeCluster
@@ -37,15 +41,20 @@ def _n2_gone(server: FakeApiServer) -> Callable[[KubeCluster], None]:
     return gone
 
 
-def test_a_rollback_whose_deletes_failed_is_finished_in_a_later_cycle(
-    server: FakeApiServer,
-) -> None:
-    # Gang g (3 x 1 cpu) fits only with n2, which vanishes before the binds: g-2 fails,
-    # finds no room, and the rollback's deletes of g-0 and g-1 fail (the server is
-    # down for them): both stay bound, the gang short.
+@dataclass
+class Stranding:
+    cluster: KubeCluster
+    stranded: Stranded
+    down: threading.Event  # set while the server refuses the pods' deletes
+
+
+@pytest.fixture
+def stranding(server: FakeApiServer) -> Iterator[Stranding]:
+    """Gang g (3 x 1 cpu) fits only with n2, which vanishes before the binds: g-2 fails,
+    finds no room, and the rollback's deletes of g-0 and g-1 fail (the server is down
+    for them). After that first cycle both stay bound, stranded, the gang short."""
     apply(server, [node("n1", cpu="2"), node("n2", cpu="1"), podgroup("g", 3)])
     apply(server, gang_pods("g", 3, cpu="1"))
-
     down = refusing(server, "DELETE", "/pods/g-", 503, "the server is down")
     cluster = after_first_snapshot(_n2_gone(server))(server.client()).start(sync_timeout_s=10)
     cluster.binder.retry_budget_s = 0.3
@@ -55,38 +64,35 @@ def test_a_rollback_whose_deletes_failed_is_finished_in_a_later_cycle(
         first = run_cycle(cluster, FAST, holds=Holds(), stranded=stranded)
         assert set(first.stranded) == {"default/g-0", "default/g-1"}
         assert set(bound_pods(server)) == {"default/g-0", "default/g-1"}
-        # The server answers again: the next cycle deletes them, no gang left part-bound.
-        down.clear()
-        wait_until(lambda: "default/g-2" in {p.name for p in cluster.snapshot().pending_pods()})
-        second = run_cycle(cluster, FAST, holds=Holds(), stranded=stranded)
-        assert sorted(second.evicted) == ["default/g-0", "default/g-1"]
-        assert live_pods(server) == {} and not stranded
+        yield Stranding(cluster, stranded, down)
     finally:
         cluster.stop()
 
 
-def test_a_stranded_pod_whose_gang_was_completed_is_kept(server: FakeApiServer) -> None:
-    # As above, but n2 comes back before the next cycle: that cycle binds g-2 beside
-    # g-0 and g-1, the gang is whole, and nothing is deleted.
-    apply(server, [node("n1", cpu="2"), node("n2", cpu="1"), podgroup("g", 3)])
-    apply(server, gang_pods("g", 3, cpu="1"))
+def test_a_rollback_whose_deletes_failed_is_finished_in_a_later_cycle(
+    server: FakeApiServer, stranding: Stranding
+) -> None:
+    # The server answers again: the next cycle deletes them, no gang left part-bound.
+    stranding.down.clear()
+    cluster = stranding.cluster
+    wait_until(lambda: "default/g-2" in {p.name for p in cluster.snapshot().pending_pods()})
+    second = run_cycle(cluster, FAST, holds=Holds(), stranded=stranding.stranded)
+    assert sorted(second.evicted) == ["default/g-0", "default/g-1"]
+    assert live_pods(server) == {} and not stranding.stranded
 
-    refusing(server, "DELETE", "/pods/g-", 503, "the server is down")
-    cluster = after_first_snapshot(_n2_gone(server))(server.client()).start(sync_timeout_s=10)
-    cluster.binder.retry_budget_s = 0.3
-    stranded = Stranded()
-    try:
-        seen(cluster, server)
-        first = run_cycle(cluster, FAST, holds=Holds(), stranded=stranded)
-        assert set(first.stranded) == {"default/g-0", "default/g-1"}
-        apply(server, [node("n2", cpu="1")])
-        wait_until(lambda: cluster.cache.node_exists("n2"))
-        seen(cluster, server)
-        second = run_cycle(cluster, FAST, holds=Holds(), stranded=stranded)
-        assert second.bound == {"default/g-2": "n2"} and second.evicted == []
-        assert len(bound_pods(server)) == 3 and not stranded
-    finally:
-        cluster.stop()
+
+def test_a_stranded_pod_whose_gang_was_completed_is_kept(
+    server: FakeApiServer, stranding: Stranding
+) -> None:
+    # n2 comes back before the next cycle: that cycle binds g-2 beside g-0 and g-1, the
+    # gang is whole, and nothing is deleted.
+    cluster = stranding.cluster
+    apply(server, [node("n2", cpu="1")])
+    wait_until(lambda: cluster.cache.node_exists("n2"))
+    seen(cluster, server)
+    second = run_cycle(cluster, FAST, holds=Holds(), stranded=stranding.stranded)
+    assert second.bound == {"default/g-2": "n2"} and second.evicted == []
+    assert len(bound_pods(server)) == 3 and not stranding.stranded
 
 
 def test_a_lone_pod_whose_bind_outcome_is_unknown_is_not_deleted(
