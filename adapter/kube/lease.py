@@ -225,9 +225,7 @@ class LeaseElector:
             lease.spec.holder_identity = None
             lease.spec.lease_duration_seconds = 1
             for field in ("acquire_time", "renew_time"):
-                stamp = getattr(lease.spec, field, None)
-                if isinstance(stamp, datetime):
-                    setattr(lease.spec, field, micro_time(stamp))
+                setattr(lease.spec, field, _micro_or_none(getattr(lease.spec, field, None)))
             self.leases.replace_namespaced_lease(
                 self.name, self.namespace, lease, _request_timeout=self._timeout()
             )

@@ -367,12 +367,11 @@ class Reporter:
                 c.get("message"),
             ) == ("False", "Unschedulable", message):
                 return
-        if self._written.get(f"pod {pod}") == ("PodScheduled", message):
+        memory, sig = f"pod {pod}", ("PodScheduled", message)
+        if self._written.get(memory) == sig:
             return
         condition = pod_unschedulable(message, self.now())
         write = pod_status_write(self.core, pod, {"conditions": [condition]})
-
-        memory, sig = f"pod {pod}", ("PodScheduled", message)
 
         def unless_placed() -> None:
             # Queued behind other writes, it may come due after a later cycle bound the
