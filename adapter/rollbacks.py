@@ -6,8 +6,9 @@ longer than the retry budget); its pod stays bound, and its gang with it, short:
 partial gang gang scheduling exists to prevent. Nothing else would undo it (a running
 gang that lost a pod is short too, and is never rolled back), so each such pod is
 remembered and deleted again after each later cycle's binds, until it is gone, or its
-gang holds minMember after all (a later cycle placed the rest). Remembered by the node
-it was bound to: a pod of that name elsewhere is another one, not deleted.
+gang holds minMember after all (a later cycle placed the rest; and each task's minimum,
+as the rollback judged it). Remembered by the node it was bound to: a pod of that name
+elsewhere is another one, not deleted.
 
 In the leader's memory only: a new leader finds such a gang short like any other.
 """
@@ -50,12 +51,29 @@ class Stranded:
         where = {
             p.name: p.node_name for p in state.pods if p.name in self.pods and not p.terminating
         }
+        bound = list(bound)
         added = Counter(gangs.gang(pod) for pod in bound)
+        stranded = self.by_gang()
         due = []
         for pod, (gang, node) in list(self.pods.items()):
-            whole = gangs.held.get(gang, 0) + added[gang] >= gangs.need.get(gang, 1)
-            if where.get(pod) != node or whole:
+            if where.get(pod) != node or self._whole(gang, gangs, bound, added, stranded):
                 del self.pods[pod]
             elif gang not in completing:
                 due.append(pod)
         return sorted(due)
+
+    @staticmethod
+    def _whole(
+        gang: str, gangs: Gangs, bound: Iterable[str], added: Counter[str], stranded: Counter[str]
+    ) -> bool:
+        """Whether the gang holds minMember with this cycle's binds, and each task's
+        minimum unless it held minMember without its stranded pods (it ran before: the
+        rollback checks a running gang for minMember only)."""
+        need = gangs.need.get(gang, 1)
+        held = gangs.held.get(gang, 0)
+        if held + added[gang] < need:
+            return False
+        if gang not in gangs.task_need or held - stranded[gang] >= need:
+            return True
+        by_task = Counter(gangs.task_of.get(p) for p in bound if gangs.gang(p) == gang)
+        return not gangs.short_of_a_task(gang, by_task)

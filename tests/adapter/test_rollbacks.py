@@ -108,3 +108,43 @@ def test_stranded_pods_of_a_gang_nominated_to_preempt_wait_for_its_hold() -> Non
     result = run_cycle(cluster, PREEMPTING, None, holds, stranded)
     assert sorted(result.preempted) == ["lo-0", "lo-1"] and "g" in holds.held
     assert result.evicted == [] and set(stranded.pods) == {"g-0", "g-1"}
+
+
+def test_a_stranded_gang_at_minmember_but_short_of_a_task_is_still_due() -> None:
+    """Gang g needs 2, one ps and one worker. Its rollback left both workers bound (the
+    ps's bind failed): two members, minMember met, but no ps. Counted by minMember
+    alone they were forgotten, bound for good without their ps; they stay due until a
+    cycle binds the ps."""
+    s = state(
+        nodes=[node("n1").cap(cpu=8)],
+        pods=[
+            pod("g-w0").req(cpu=1).gang("g").task("worker").on("n1"),
+            pod("g-w1").req(cpu=1).gang("g").task("worker").on("n1"),
+            pod("g-ps").req(cpu=1).gang("g").task("ps"),
+        ],
+        gangs=[gang("g", 2).task_minimums(ps=1, worker=1)],
+    )
+    gangs = Gangs.of(s)
+    stranded = Stranded()
+    stranded.add(["g-w0", "g-w1"], gangs, {"g-w0": "n1", "g-w1": "n1"})
+    assert stranded.due(s, gangs, bound=[]) == ["g-w0", "g-w1"]
+    assert stranded.due(s, gangs, bound=["g-ps"]) == [] and not stranded
+
+
+def test_a_stranded_pod_of_a_gang_that_ran_without_it_is_not_due() -> None:
+    """Gang g (minMember 2, one ps) ran with g-ps and g-w0 before a cycle's extra worker
+    g-w1 was stranded: the gang held minMember without it, so, as the rollback judges a
+    running gang, it is whole: g-w1 is not deleted for a third worker it never had."""
+    s = state(
+        nodes=[node("n1").cap(cpu=8)],
+        pods=[
+            pod("g-ps").req(cpu=1).gang("g").task("ps").on("n1"),
+            pod("g-w0").req(cpu=1).gang("g").task("worker").on("n1"),
+            pod("g-w1").req(cpu=1).gang("g").task("worker").on("n1"),
+        ],
+        gangs=[gang("g", 2).task_minimums(ps=1, worker=3)],
+    )
+    gangs = Gangs.of(s)
+    stranded = Stranded()
+    stranded.add(["g-w1"], gangs, {"g-w1": "n1"})
+    assert stranded.due(s, gangs, bound=[]) == [] and not stranded
