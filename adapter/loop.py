@@ -173,7 +173,10 @@ def _bind(
         repaired, refused, went_to = place_again(cluster, again, config, held)
         tried_on.update(went_to)
         for pod, node in repaired.items():
+            # Bound after all: a failed bind no more (its first refusal stays counted by
+            # reason, in failure_reasons).
             del failures[pod]
+            del result.failed_binds[pod]
             result.bound[pod] = node
             result.repaired[pod] = node
             done_by_gang[gangs.gang(pod)].append(pod)
@@ -210,20 +213,27 @@ def _bind(
         to_evict += done + maybe
     if not to_evict:
         return
-    refused = cluster.evict(to_evict, "gang rollback: a member could not be bound")
-    for pod in to_evict:
-        if pod in refused:
-            # Bound still, its gang short: deleted again after later cycles' binds
-            # (``rollbacks.Stranded``), and meanwhile the status says why.
-            result.stranded[pod] = str(refused[pod])
-            result.stranded_on[pod] = tried_on[pod]
-            log.error("could not evict %s after a failed gang bind: %s", pod, refused[pod])
-        else:
-            result.evicted.append(pod)
+    refused = _evicted(cluster, to_evict, result)
+    for pod, error in refused.items():
+        # Bound still, its gang short: deleted again after later cycles' binds
+        # (``rollbacks.Stranded``), and meanwhile the status says why.
+        result.stranded[pod] = str(error)
+        result.stranded_on[pod] = tried_on[pod]
     for gang, pods in Counter(gangs.gang(p) for p in result.evicted).items():
         result.rolled_back[gang] += f"; {pods} pod(s) bound this cycle were evicted"
     for gang, pods in Counter(gangs.gang(p) for p in result.stranded).items():
         result.rolled_back[gang] += f"; {pods} pod(s) bound could not be evicted yet"
+
+
+def _evicted(cluster: Cluster, pods: list[str], result: CycleResult) -> dict[str, ClusterError]:
+    """Delete ``pods`` of gangs rolled back, noting those deleted; the ones refused."""
+    refused = cluster.evict(pods, "gang rollback: a member could not be bound")
+    for pod in pods:
+        if pod in refused:
+            log.error("could not evict %s of a gang rolled back: %s", pod, refused[pod])
+        else:
+            result.evicted.append(pod)
+    return refused
 
 
 def _roll_back_again(
@@ -240,14 +250,10 @@ def _roll_back_again(
     due = stranded.due(state, gangs, result.bound, completing)
     if not due:
         return
-    refused = cluster.evict(due, "gang rollback: a member could not be bound")
+    refused = _evicted(cluster, due, result)
     for pod in due:
-        if pod in refused:
-            log.error("could not evict %s, still stranded: %s", pod, refused[pod])
-        else:
+        if pod not in refused:
             del stranded.pods[pod]
-            result.evicted.append(pod)
-            log.warning("evicted %s, stranded by an earlier rollback", pod)
 
 
 def _preempt(

@@ -53,6 +53,12 @@ def test_a_member_whose_node_vanished_is_bound_elsewhere_and_nothing_is_deleted(
         assert bound_pods(server) == {"default/g-0": "n3", "default/g-1": "n3"}
         assert set(result.repaired) == {"default/g-0", "default/g-1"}
         assert metrics.registry.get_sample_value("gangsat_second_chance_binds_total") == 2
+        # Bound at the second try: no failed binds, though each first refusal is counted.
+        assert result.failed_binds == {}
+        sample = metrics.registry.get_sample_value
+        assert sample("gangsat_binds_total", {"result": "failed"}) in (None, 0)
+        assert sample("gangsat_binds_total", {"result": "bound"}) == 2
+        assert sample("gangsat_bind_failures_total", {"reason": "NodeGone"}) == 2
         assert not any(r.verb == "delete" for r in server.requests)
     finally:
         cluster.stop()
