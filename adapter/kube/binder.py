@@ -250,6 +250,10 @@ class Binder:
         self.retry_budget_s = retry_budget_s
         self.backoff_s = backoff_s
         self._uids: dict[str, str] = {}  # pod -> UID it was bound with, this batch
+        # pod -> UID of a delete that failed: the pod a later delete must reach, where a
+        # namesake may hold the name by then (the watch has long shown the bind, so the
+        # UIDs above forgot it). Kept while the name is in the cache.
+        self._undeleted: dict[str, str] = {}
         self.threads = threads
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bind")
 
@@ -266,6 +270,7 @@ class Binder:
         # whatever pod holds the name by then.
         assumed = self.cache.assumed()
         self._uids = {pod: uid for pod, uid in self._uids.items() if pod in assumed}
+        self._undeleted = {p: uid for p, uid in self._undeleted.items() if self.cache.pod(p)}
         if self.fence() <= 0:
             return {
                 p: ClusterError("NotLeader", "this replica does not hold the lease")
@@ -315,6 +320,9 @@ class Binder:
         body = binding_body(namespace, name, node, uid)
         deadline = time.monotonic() + self.retry_budget_s
         ambiguous = False  # an attempt may have landed although it did not say so
+        # An attempt unanswered (a timeout, a reset, the server's own 504) may be running
+        # still, and land after the pod reads unbound.
+        in_flight = False
         attempt = 0
         while True:
             left = self.fence()
@@ -340,19 +348,25 @@ class Binder:
                 if e.status not in RETRYABLE:
                     break
                 ambiguous = ambiguous or e.status != 429  # a 5xx may follow a committed write
+                in_flight = in_flight or e.status == 504
                 if e.status == 429:
                     delay = max(delay, _retry_after(e, delay))
             except Exception as e:  # timeouts, resets: the bind may or may not have landed
                 error = ClusterError(type(e).__name__, str(e))
-                ambiguous = True
+                ambiguous = in_flight = True
             attempt += 1
             if time.monotonic() + delay > deadline:
                 break
             time.sleep(delay)
-        return self._settle(pod, node, error, uid) if ambiguous else error
+        return self._settle(pod, node, error, uid, in_flight) if ambiguous else error
 
-    def _settle(self, pod: str, node: str, error: ClusterError, uid: str) -> ClusterError | None:
-        """Read the pod to learn where an ambiguous or conflicting bind left it."""
+    def _settle(
+        self, pod: str, node: str, error: ClusterError, uid: str, in_flight: bool = False
+    ) -> ClusterError | None:
+        """Read the pod to learn where an ambiguous or conflicting bind left it. Read
+        unbound after an attempt left ``in_flight``, its outcome stays unknown: counted a
+        plain failure, a gang rolled back around it kept it pending, and its bind, landing
+        later, left that one member running alone."""
         namespace, name = split_key(pod)
         try:
             current = read_json(
@@ -376,6 +390,9 @@ class Binder:
             return ClusterError(
                 error.reason, f"{pod} was bound to {bound} by another binder", bound_to=bound
             )
+        if in_flight and not bound:
+            why = f"{error.message}; it read unbound then, but that bind may still land"
+            return ClusterError(error.reason, why, uncertain=True)
         return error
 
     def delete(self, pods: Sequence[str], reason: str) -> dict[str, ClusterError]:
@@ -384,7 +401,7 @@ class Binder:
 
     def _delete_one(self, pod: str, reason: str) -> ClusterError | None:
         namespace, name = split_key(pod)
-        uid = self._uids.get(pod)
+        uid = self._uids.get(pod) or self._undeleted.get(pod)
         if not uid:
             current = self.cache.pod(pod)
             uid = ((current or {}).get("metadata") or {}).get("uid")
@@ -406,7 +423,12 @@ class Binder:
         # Fenced like the binds: a delete sent after the lease passed could take a pod
         # of a gang the new leader has since completed, leaving that one partial. A gang
         # left short by a lost lease is the new leader's: it counts the bound pods.
-        return remove(self.cache, pod, uid, send, RETRYABLE, self.fence, self.backoff_s, budget)
+        error = remove(self.cache, pod, uid, send, RETRYABLE, self.fence, self.backoff_s, budget)
+        if error is None:
+            self._undeleted.pop(pod, None)
+        else:
+            self._undeleted[pod] = uid
+        return error
 
     def _mark_disrupted(self, namespace: str, name: str, uid: str, reason: str) -> None:
         """The ``DisruptionTarget`` condition, as kube-scheduler sets it on a pod it

@@ -35,6 +35,11 @@ class _Faults(_Store):
                 _Failure(method.upper(), re.compile(path_regex), code, times, reason)
             )
 
+    def clear_faults(self) -> None:
+        """Every injected failure not yet used is dropped."""
+        with self._lock:
+            self._failures.clear()
+
     def expire_history(self) -> None:
         """Compact: every watch or continue token from before now gets 410 Expired."""
         with self._lock:

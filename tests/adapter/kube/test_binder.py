@@ -194,3 +194,71 @@ def test_a_conflict_naming_the_pods_node_settles_the_bind_when_the_pod_cannot_be
     # A conflict that names no node (a namesake's UID) stays uncertain.
     other = cluster.binder._bind_one("default/solo-1", "n2", "another-uid")
     assert other is not None and other.uncertain and other.bound_to is None
+
+
+def test_a_delete_that_failed_is_sent_again_for_the_same_pod_not_a_namesake(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    # A rollback's delete of solo-0 fails; by the next attempt the watch has shown the
+    # bind (the batch's UIDs forgot it) and a namesake holds the name on the same node.
+    apply(server, [node("n1", cpu="8"), *gang_pods("solo", 1, cpu="1")])
+    seen(cluster, server)
+    assert cluster.bind([("default/solo-0", "n1")]) == {}
+    wait_until(lambda: not cluster.cache.assumed(), what="the bind seen")
+    cluster.binder.retry_budget_s, cluster.binder.backoff_s = 0.2, 0.01
+    server.fail("DELETE", r"/pods/solo-0$", 503, times=1000)
+    assert set(cluster.evict(["default/solo-0"], "rollback")) == {"default/solo-0"}
+    server.clear_faults()
+    old: Any = server.get("", "pods", "default", "solo-0")
+    server.delete("", "pods", "default", "solo-0")
+    namesake = {**old, "metadata": {k: v for k, v in old["metadata"].items() if k != "uid"}}
+    server.put(namesake)
+    new: Any = server.get("", "pods", "default", "solo-0")
+    assert new["metadata"]["uid"] != old["metadata"]["uid"] and new["spec"]["nodeName"] == "n1"
+    wait_until(
+        lambda: (
+            (cluster.cache.pod("default/solo-0") or {}).get("metadata", {}).get("uid")
+            == new["metadata"]["uid"]
+        ),
+        what="the namesake seen",
+    )
+    cluster.bind([])  # a later cycle's binds
+    # The pod the delete was for is gone: done, and the namesake lives, not terminating.
+    assert cluster.evict(["default/solo-0"], "rollback") == {}
+    after: Any = server.get("", "pods", "default", "solo-0")
+    assert after["metadata"]["uid"] == new["metadata"]["uid"]
+    assert "deletionTimestamp" not in after["metadata"]
+
+
+def test_a_bind_that_timed_out_and_then_read_unbound_is_of_unknown_outcome(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    # The server takes 1.2 s over the Binding: the client gives up at 1 s and reads
+    # the pod, unbound yet; the Binding lands after.
+    apply(server, [node("n1"), *gang_pods("solo", 1)])
+    seen(cluster, server)
+    expires = time.monotonic() + 60.0
+    binder = Binder(
+        cluster.api,
+        cluster.cache,
+        fence=lambda: expires - time.monotonic(),
+        threads=1,
+        retry_budget_s=0.1,
+    )
+
+    def slow(method: str, path: str) -> None:
+        if method == "POST" and path.endswith("/pods/solo-0/binding"):
+            time.sleep(1.2)
+
+    server.hooks.append(slow)
+    try:
+        expires = time.monotonic() + 1.0
+        failed = binder.bind([("default/solo-0", "n1")])
+        # Counted a plain failure, a gang rolled back around it kept it, pending, and
+        # the late Binding left it running alone: of unknown outcome, it is evicted too.
+        assert failed["default/solo-0"].uncertain
+        assert "may still land" in failed["default/solo-0"].message
+        wait_until(lambda: bound_pods(server) == {"default/solo-0": "n1"}, what="it landed")
+    finally:
+        server.hooks.remove(slow)
+        binder.close()
