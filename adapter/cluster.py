@@ -81,8 +81,11 @@ class CycleReport(BaseModel):
 
 
 class Cluster(Protocol):
-    def snapshot(self) -> ClusterState:
-        """One consistent, immutable view; pods the loop bound earlier show as bound."""
+    def snapshot(self, again: bool = False) -> ClusterState:
+        """One consistent, immutable view; pods the loop bound earlier show as bound.
+        ``again``: a second view within the cycle (its second chance), whose binds it
+        serves; what the cycle's decision was made on still names the pods that the
+        cycle's later evictions are for (a namesake created since is not evicted)."""
         ...
 
     def bind(self, placements: Sequence[tuple[str, str]]) -> dict[str, ClusterError]:

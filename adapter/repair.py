@@ -53,7 +53,7 @@ def _placements(
     held: Callable[[ClusterState], ClusterState] | None,
 ) -> list[tuple[str, str]]:
     """Where gang-greedy puts ``pods`` on a fresh snapshot; none if the validator refuses."""
-    state = cluster.snapshot()
+    state = cluster.snapshot(again=True)
     if held is not None:
         state = held(state)
     wanted = set(pods)

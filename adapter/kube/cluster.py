@@ -175,7 +175,7 @@ class KubeCluster:
 
     # --- the Cluster protocol ---------------------------------------------------------------
 
-    def snapshot(self) -> ClusterState:
+    def snapshot(self, again: bool = False) -> ClusterState:
         if not self.synced():
             raise ClusterError("NotSynced", "the watches have not listed every resource yet")
         # The first conversion of a big cluster builds a model per object: 0.4-0.6 s of
@@ -183,6 +183,14 @@ class KubeCluster:
         uids: dict[str, str] = {}
         with collections_paused():
             conversion = convert(self.cache.objects(uids), self.scheduler_names, self._memo)
+        state = conversion.state.model_copy(update={"now_s": time.time()})
+        if again:
+            # The second chance binds pods of this view; the cycle's evictions, sent
+            # after it, are for the pods of its decision's view, which keeps its UIDs
+            # (a victim replaced by a namesake in between is not evicted: 409), its
+            # findings, and its state for the report.
+            self.seen_uids = {**uids, **self.seen_uids}
+            return state
         # What the decision is about: a pod replaced by a namesake since is not bound or
         # evicted in its place.
         self.seen_uids = uids
@@ -192,7 +200,7 @@ class KubeCluster:
             log.debug("not used: %s", finding)
         # The clock ages running pods (what an eviction loses); convert itself stays a
         # function of the objects.
-        self.last_state = conversion.state.model_copy(update={"now_s": time.time()})
+        self.last_state = state
         self.state_after = None
         return self.last_state
 

@@ -98,7 +98,7 @@ class SimulatedCluster:
 
     # --- the Cluster protocol -------------------------------------------------------------
 
-    def snapshot(self) -> ClusterState:
+    def snapshot(self, again: bool = False) -> ClusterState:
         active = [js.job.name for js in self.jobs.values() if js.arrived and js.finished_s is None]
         return ClusterState(
             nodes=self.workload.nodes,

@@ -47,7 +47,7 @@ class FakeCluster:
         self.evict_calls: list[str] = []
         self.reports: list[list[GangStatus]] = []
 
-    def snapshot(self) -> ClusterState:
+    def snapshot(self, again: bool = False) -> ClusterState:
         if self.snapshot_error is not None:
             raise self.snapshot_error
         pods = tuple(

@@ -41,8 +41,8 @@ class GracefulCluster(FakeCluster):
         self.keeps_nominations = nominations
         self.nominations: dict[str, str] = {}
 
-    def snapshot(self) -> ClusterState:
-        state_ = super().snapshot()
+    def snapshot(self, again: bool = False) -> ClusterState:
+        state_ = super().snapshot(again)
         pods = []
         for p in state_.pods:
             if p.name in self.gone:

@@ -63,8 +63,8 @@ def after_first_snapshot(change: Callable[[KubeCluster], None]) -> type[KubeClus
     class Changed(KubeCluster):
         changed = False
 
-        def snapshot(self) -> ClusterState:
-            state = super().snapshot()
+        def snapshot(self, again: bool = False) -> ClusterState:
+            state = super().snapshot(again)
             if not self.changed:
                 self.changed = True
                 change(self)

@@ -68,3 +68,29 @@ def test_a_victim_replaced_while_deciding_is_not_evicted_in_its_place(
         assert "default/low-1" in result.preempted
     finally:
         cluster.stop()
+
+
+def test_a_second_view_within_the_cycle_keeps_the_pods_its_evictions_are_for(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    # The second chance takes a second view before the cycle's evictions go out: a victim
+    # replaced by a namesake in between is not evicted in its place.
+    objects = _objects()
+    apply(server, objects)
+    seen(cluster, server)
+    cluster.snapshot()
+    (low0,) = [o for o in objects if o.get("metadata", {}).get("name") == "low-0"]
+    old: Any = server.get("", "pods", "default", "low-0")
+    server.delete("", "pods", "default", "low-0")
+    apply(server, [low0])
+    new: Any = server.get("", "pods", "default", "low-0")
+    seen(cluster, server)
+    cluster.snapshot(again=True)
+    assert cluster.preempt({"default/low-0": "for gang high"}) == {}  # 409: gone
+    namesake: Any = server.get("", "pods", "default", "low-0")
+    assert namesake is not None and namesake["metadata"]["uid"] == new["metadata"]["uid"]
+    assert "deletionTimestamp" not in namesake["metadata"]
+    assert cluster.seen_uids["default/low-0"] == old["metadata"]["uid"]
+    # The next cycle's view is about the namesake.
+    cluster.snapshot()
+    assert cluster.seen_uids["default/low-0"] == new["metadata"]["uid"]
