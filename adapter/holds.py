@@ -159,12 +159,24 @@ class Holds:
         return {p.name: p for p in state.pods}
 
     @staticmethod
-    def victims_gone(hold: Hold, pods: Mapping[str, Pod]) -> bool:
-        """No victim still on the node it was evicted from (deleted, or pending again)."""
-        return all(
-            (pod := pods.get(name)) is None or pod.node_name != node
+    def victims_left(hold: Hold, pods: Mapping[str, Pod]) -> list[str]:
+        """The victims still on the node they were evicted from: not deleted, pending
+        again, or replaced by a namesake created since the evictions (a Volcano job
+        recreates its pods under their names, and one placed where its predecessor ran
+        kept the hold waiting out its timeout). A namesake has a later creation time. That
+        is the API server's clock, ``since_s`` the scheduler's: a victim younger than
+        their skew would be taken for gone (its node's kubelet then refuses the bind)."""
+        return [
+            name
             for name, node in hold.victim_nodes.items()
-        )
+            if (pod := pods.get(name)) is not None
+            and pod.node_name == node
+            and pod.created_s <= hold.since_s
+        ]
+
+    @classmethod
+    def victims_gone(cls, hold: Hold, pods: Mapping[str, Pod]) -> bool:
+        return not cls.victims_left(hold, pods)
 
     def split(self, pods: Mapping[str, Pod]) -> tuple[list[Hold], list[Hold]]:
         """(holds whose victims are gone: bind them now, holds still waiting); ``pods``:

@@ -446,9 +446,7 @@ def run_cycle(
             if pods is None:
                 pods = holds.by_name(state) if holds.held else {}
             for hold in holds.held.values():
-                left = [
-                    p for p, n in hold.victim_nodes.items() if p in pods and pods[p].node_name == n
-                ]
+                left = holds.victims_left(hold, pods)
                 result.holding[hold.gang] = (
                     f"preempting: waiting for {len(left) or len(hold.victim_nodes)} evicted pod(s) "
                     f"to terminate on {', '.join(sorted(set(hold.pods.values())))}"

@@ -16,10 +16,10 @@ from adapter.holds import Hold, Holds
 from adapter.loop import LoopSettings, run_cycle
 from adapter.metrics import LoopMetrics
 from solver.config import ObjectiveWeights, SolverConfig
-from solver.model import ClusterState
+from solver.model import ClusterState, Pod
 from solver.schedulers import SCHEDULERS
 from tests.adapter.test_loop import FakeCluster, sample, status_of
-from tests.builders import gang, node, pod, queue, state
+from tests.builders import PodBuilder, gang, node, pod, queue, state
 
 PREEMPTING = LoopSettings(
     solver=SolverConfig(time_limit_s=2.0, deterministic=True, preemption=True)
@@ -472,3 +472,20 @@ def test_a_recovered_hold_does_not_wait_for_pods_that_were_never_its_victims() -
     assert holds.held["hi"].victim_nodes == {}
     ready, waiting = holds.split(holds.by_name(base))
     assert [h.gang for h in ready] == ["hi"] and not waiting
+
+
+def test_a_victim_replaced_by_a_namesake_on_its_node_is_gone() -> None:
+    """A Volcano job recreates its evicted pods under their names: lo-0's namesake,
+    created after the eviction and placed on n0 again, is not the victim the hold waits
+    for (it waited out its timeout, then let the preemptor go)."""
+    hold = Hold(gang="hi", pods={"hi-0": "n0"}, victim_nodes={"lo-0": "n0"}, since_s=100.0)
+
+    def pods(*p: PodBuilder) -> dict[str, Pod]:
+        return {b.build().name: b.build() for b in p}
+
+    victim = pod("lo-0").req(cpu=2).gang("lo").created(50.0)
+    assert Holds.victims_left(hold, pods(victim.on("n0"))) == ["lo-0"]
+    namesake = pod("lo-0").req(cpu=2).gang("lo").created(130.0).on("n0")
+    assert Holds.victims_gone(hold, pods(namesake))
+    assert Holds.victims_gone(hold, pods(pod("lo-0").created(50.0).on("n1")))
+    assert Holds.victims_gone(hold, pods())
