@@ -250,6 +250,7 @@ def _roll_back_again(
     due = stranded.due(state, gangs, result.bound, completing)
     if not due:
         return
+    log.warning("deleting again %d pod(s) an earlier rollback could not delete", len(due))
     refused = _evicted(cluster, due, result)
     for pod in due:
         if pod not in refused:
