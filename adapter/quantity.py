@@ -25,6 +25,10 @@ class QuantityError(ValueError):
     """A quantity that cannot be a resource amount (unparseable, negative, not finite)."""
 
 
+class QuantityTooLarge(QuantityError):
+    """A quantity far past any machine's amount: no resource amount, but as a cap, none."""
+
+
 @functools.lru_cache(maxsize=8192, typed=True)
 def parse(name: str, value: Quantity) -> int:
     """One resource amount in the solver's unit for ``name``.
@@ -45,7 +49,7 @@ def parse(name: str, value: Quantity) -> int:
     # exponent this large overflows the arithmetic below or takes seconds to round.
     if amount.adjusted() > HUGE_EXPONENT:
         shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:36]}..."
-        raise QuantityError(f"{name}: {shown} is above the largest any machine has")
+        raise QuantityTooLarge(f"{name}: {shown} is above the largest any machine has")
     if name == CPU:
         amount *= 1000
     return math.ceil(amount)

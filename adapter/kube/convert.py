@@ -28,6 +28,7 @@ from adapter.errors import validation_lines
 from adapter.kube import dialects
 from adapter.kube.budgets import Budgets
 from adapter.kube.dialects import (
+    COSCHEDULING_GROUP,
     PODGROUP_GROUPS,
     QUEUE_GROUPS,
     WORKLOAD_GROUP,
@@ -206,6 +207,7 @@ def convert(
     queues: dict[str, Queue] = {}
     pods: dict[str, Pod] = {}
     templates: dict[str, Gang] = {}  # 1.35 Workloads' pod groups
+    by_pods: set[str] = set()  # gangs whose priority is their pods' (no field of their own)
     owned: set[str] = set()  # gangs with a pod gangsat schedules
     foreign: set[str] = set()  # gangs with a pod another scheduler bound
 
@@ -232,6 +234,8 @@ def convert(
             )
             if gang is not None:
                 keep("PodGroup", gangs, gang.name, gang)
+                if group == COSCHEDULING_GROUP:
+                    by_pods.add(gang.name)
         elif kind == "Workload" and group == WORKLOAD_GROUP:
             read = attempt("Workload", o, lambda o=o: dialects.workload_templates(o))
             templates.update(read or {})
@@ -365,6 +369,8 @@ def convert(
         if name in pods and (off := anti.requirements_for(o, nodes)):
             pods[name] = kept_off(pods[name], off)
     _workload_instances(templates, pods.values(), gangs)
+    if by_pods:
+        _priorities_of_pods(by_pods, pods.values(), gangs)
     for name, by_task in succeeded.items():
         if name in gangs:
             tasked = {task: n for task, n in by_task.items() if task}
@@ -457,6 +463,22 @@ def _count_succeeded(pod: Obj, succeeded: defaultdict[str, Counter[str]]) -> Non
         return
     if group:
         succeeded[f"{namespace}/{group}"][task] += 1
+
+
+def _priorities_of_pods(
+    names: Collection[str], pods: Iterable[Pod], gangs: dict[str, Gang]
+) -> None:
+    """The gangs ``names`` at their pods' highest priority: scheduler-plugins' PodGroup
+    has no priority of its own, and Coscheduling orders (and kube-scheduler preempts) by
+    each pod's. Read as the cluster's default, a gang of priority-1000 pods lost its room
+    to a priority-500 pod, and was evicted for it."""
+    highest: dict[str, int] = {}
+    for pod in pods:
+        if (gang := pod.gang) is not None and gang in names:
+            highest[gang] = max(highest.get(gang, pod.priority), pod.priority)
+    for name, priority in highest.items():
+        if name in gangs and gangs[name].priority != priority:
+            gangs[name] = gangs[name].model_copy(update={"priority": priority})
 
 
 def _workload_instances(

@@ -8,7 +8,8 @@ A cluster may run any mix; every dialect becomes the same domain ``Gang`` and ``
   pods join with the annotation ``scheduling.k8s.io/group-name`` (Volcano also
   ``scheduling.volcano.sh/group-name``).
 - scheduler-plugins ``scheduling.x-k8s.io``: PodGroup ``spec.minMember``; pods join with
-  the label ``scheduling.x-k8s.io/pod-group``; no queues (the ``default`` queue).
+  the label ``scheduling.x-k8s.io/pod-group``; no queues (the ``default`` queue), and
+  no priority field: a gang has its pods' highest priority (``convert``).
 - the upstream Workload API ``scheduling.k8s.io`` (KEP-4671: v1alpha2 in 1.36, v1beta1
   and v1alpha3 in 1.37): PodGroup ``spec.schedulingPolicy`` ``gang.minCount`` (``basic``:
   each pod on its own, a gang of one), ``spec.priority`` / ``spec.priorityClassName``;
@@ -88,7 +89,9 @@ def podgroup(obj: Obj, priorities: Mapping[str, int], default_priority: int = 0)
     if api_group(str(obj.get("apiVersion") or "")) == WORKLOAD_GROUP:
         min_member, queue, priority = _workload_podgroup(obj, spec, priorities, default_priority)
     else:
-        min_member = int_field(spec.get("minMember"), "spec.minMember", 1, default=1)
+        # 0, which neither CRD refuses, asks for no gang: each pod on its own, as Volcano
+        # and Coscheduling schedule it (and as an unset minMember is read).
+        min_member = max(1, int_field(spec.get("minMember"), "spec.minMember", 0, default=1))
         queue = spec.get("queue") or DEFAULT_QUEUE
         priority = priorities.get(spec.get("priorityClassName") or "", default_priority)
     if not isinstance(queue, str):
@@ -167,9 +170,13 @@ def queue(obj: Obj) -> Queue:
     reclaimable = spec.get("reclaimable", True)
     if not isinstance(reclaimable, bool):
         raise BadObject(f"spec.reclaimable must be true or false, got {json.dumps(reclaimable)}")
+    # A cap above any machine's amount is no cap: how some write "unlimited" (Volcano's
+    # root queue in volcano#4350 caps memory at 7630840000Gi). Refused, it took the Queue,
+    # and every gang in it waited for a queue "not found".
+    caps = quantities(capability, "spec.capability", caps=True)
     return Queue(
         name=name,
         weight=weight,
-        capability=Resources(quantities(capability, "spec.capability")) if capability else None,
+        capability=Resources(caps) if caps else None,
         reclaimable=reclaimable,
     )

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from adapter.quantity import QuantityError, parse
+from adapter.quantity import QuantityError, QuantityTooLarge, parse
+from solver.model import MAX_QUANTITY
 
 Obj = Mapping[str, Any]
 
@@ -76,15 +77,26 @@ def created_s(obj: Obj) -> float:
         return 0.0
 
 
-def quantities(values: Any, where: str) -> dict[str, int]:
+def quantities(values: Any, where: str, caps: bool = False) -> dict[str, int]:
+    """``caps``: the values are upper limits, and one above any machine's amount (how
+    some write "unlimited") limits nothing: left out."""
     if values is None:
         return {}
     if not isinstance(values, Mapping):
         raise BadObject(f"{where} must be a map of quantities")
-    try:
-        return {str(name): parse(str(name), q) for name, q in values.items()}
-    except QuantityError as e:
-        raise BadObject(f"{where}: {e}") from None
+    read = {}
+    for name, q in values.items():
+        try:
+            amount = parse(str(name), q)
+        except QuantityTooLarge as e:
+            if caps:
+                continue
+            raise BadObject(f"{where}: {e}") from None
+        except QuantityError as e:
+            raise BadObject(f"{where}: {e}") from None
+        if not caps or amount <= MAX_QUANTITY:
+            read[str(name)] = amount
+    return read
 
 
 def int_field(value: Any, where: str, low: int, default: int | None = None) -> int:

@@ -178,8 +178,8 @@ def test_every_dialect_is_read() -> None:
 @pytest.mark.parametrize(
     ("spec", "fragment"),
     [
-        ({"minMember": -1}, "spec.minMember must be an integer >= 1, got -1"),
-        ({"minMember": "3"}, 'spec.minMember must be an integer >= 1, got "3"'),
+        ({"minMember": -1}, "spec.minMember must be an integer >= 0, got -1"),
+        ({"minMember": "3"}, 'spec.minMember must be an integer >= 0, got "3"'),
         ({"minMember": 2, "queue": 7}, "spec.queue must be a name, got 7"),
     ],
 )
@@ -206,6 +206,80 @@ def test_a_podgroup_without_queue_or_min_member_defaults_them() -> None:
     c = convert([podgroup("scheduling.sigs.dev/v1alpha2", "g", {})])
     [gang] = c.state.gangs
     assert (gang.min_member, gang.queue) == (1, "default")
+
+
+@pytest.mark.parametrize("api", ["scheduling.x-k8s.io/v1alpha1", "scheduling.volcano.sh/v1beta1"])
+def test_a_min_member_of_zero_schedules_each_pod_on_its_own(api: str) -> None:
+    """Neither CRD refuses 0, and Volcano and Coscheduling then run the pods one by one;
+    refused, the PodGroup's pods waited for good."""
+    join = {"labels": {"scheduling.x-k8s.io/pod-group": "g"}}
+    if "volcano" in api:
+        join = {"annotations": {"scheduling.k8s.io/group-name": "g"}}
+    objects = [node("n1"), podgroup(api, "g", {"minMember": 0}), pod("a", **join)]
+    c = convert(objects)
+    assert c.findings == []
+    [gang] = c.state.gangs
+    assert gang.min_member == 1
+    decision = schedule(c.state, "cpsat", SolverConfig(time_limit_s=1.0))
+    assert decision.placements == {"team/a": "n1"}
+
+
+def test_a_queue_capability_above_any_machine_is_no_cap_on_that_resource() -> None:
+    """Volcano's root queue as a user posted it (volcano#4350): memory capped at
+    7630840000Gi, past any machine. Refused, it took the Queue with it, and every gang of
+    the queue waited for a queue "not found"."""
+    queue = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "team-q"},
+        "spec": {
+            "weight": 1,
+            "capability": {"cpu": "91696k", "memory": "7630840000Gi", "pods": "1e999999"},
+        },
+    }
+    objects = [
+        node("n1"),
+        queue,
+        podgroup("scheduling.volcano.sh/v1beta1", "g", {"minMember": 1, "queue": "team-q"}),
+        pod("g-0", annotations={"scheduling.k8s.io/group-name": "g"}),
+    ]
+    c = convert(objects)
+    assert c.findings == []
+    [q] = c.state.queues
+    assert q.capability is not None and q.capability.root == {"cpu": 91_696_000_000}
+    decision = schedule(c.state, "cpsat", SolverConfig(time_limit_s=1.0))
+    assert decision.placements == {"team/g-0": "n1"}
+
+
+def test_a_coscheduling_gang_has_its_pods_highest_priority() -> None:
+    """scheduler-plugins' PodGroup has no priority: Coscheduling orders by each pod's.
+    Read as the default (0), a gang of priority-1000 pods lost the node to a
+    priority-500 pod."""
+    classes = [
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+        }
+        for name, value in (("high", 1000), ("mid", 500))
+    ]
+    train = [pod(f"t-{i}", labels={"scheduling.x-k8s.io/pod-group": "train"}) for i in range(2)]
+    web = pod("web", cpu="2")
+    for p, cls in ((train[0], "high"), (train[1], "high"), (web, "mid")):
+        p["spec"]["priorityClassName"] = cls
+    objects = [
+        *classes,
+        node("n1", cpu="2"),
+        podgroup("scheduling.x-k8s.io/v1alpha1", "train", {"minMember": 2}),
+        *train,
+        web,
+    ]
+    c = convert(objects)
+    [gang] = [g for g in c.state.gangs if g.name == "team/train"]
+    assert gang.priority == 1000
+    decision = schedule(c.state, "cpsat", SolverConfig(time_limit_s=1.0))
+    assert decision.placements == {"team/t-0": "n1", "team/t-1": "n1"}
 
 
 @pytest.mark.parametrize(

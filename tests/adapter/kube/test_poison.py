@@ -77,16 +77,6 @@ POISON: dict[str, list[Obj]] = {
         podgroup("bad", 1, queue="q"),
         *gang_pods("bad", 1),
     ],
-    "Queue capability cpu 1e30": [
-        queue("q", {"weight": 1, "capability": {"cpu": "1e30"}}),
-        podgroup("bad", 1, queue="q"),
-        *gang_pods("bad", 1),
-    ],
-    "Queue capability cpu 1e999999": [
-        queue("q", {"weight": 1, "capability": {"cpu": "1e999999"}}),
-        podgroup("bad", 1, queue="q"),
-        *gang_pods("bad", 1),
-    ],
     "request memory 1e300000": [podgroup("bad", 1), *requesting("bad", 1, memory="1e300000")],
     "Node allocatable cpu 1e30": [node("huge", cpu="1e30")],
     "Node allocatable cpu 1e999999": [node("huge", cpu="1e999999")],
