@@ -228,3 +228,40 @@ def test_lease_times_go_out_with_six_fractional_digits(microsecond: int) -> None
     stamp = datetime(2026, 1, 1, 12, 0, 0, microsecond, tzinfo=UTC)
     sent = ApiClient().sanitize_for_serialization(micro_time(stamp))
     assert re.fullmatch(r"2026-01-01T12:00:00\.\d{6}\+00:00", sent), sent
+
+
+def test_a_leadership_that_lapsed_is_lost_though_a_later_renewal_succeeds(
+    server: FakeApiServer,
+) -> None:
+    """The API server answers 503 past the renew deadline, then a renewal goes through:
+    the replica stopped binding and writing in between (a gang may be half bound, its
+    writes dropped), so it leads no more, as client-go's elector ends it, and says so."""
+    clock = Clock()
+    lost: list[bool] = []
+    a = elector(server, "a", clock, on_lost=lambda: lost.append(True))  # type: ignore[arg-type]
+    real = a.try_acquire_or_renew
+    attempts = 0
+    lapsed_at: list[float] = []
+
+    def attempt() -> bool:
+        nonlocal attempts
+        attempts += 1
+        if 2 <= attempts <= 5:  # about 10 s of 503s
+            clock.now += 0.3
+            raise ApiException(status=503, reason="Service Unavailable")
+        return real()
+
+    def wait(seconds: float) -> bool:
+        clock.now += seconds
+        if not a.is_leader():
+            lapsed_at.append(clock.now)
+        if attempts >= 8:
+            a._stop.set()
+        return a._stop.is_set()
+
+    a.try_acquire_or_renew = attempt  # type: ignore[method-assign]
+    a._stop.wait = wait  # type: ignore[method-assign]
+    a._run()
+    assert lapsed_at, "the scenario must let the renew deadline pass"
+    assert lost == [True] and not a.is_leader()
+    assert attempts == 6  # the renewal after the lapse was the last attempt
