@@ -235,7 +235,10 @@ class Reporter:
                 self._failed.put((memory, sig))
                 raise
 
-        self.writer.submit(key, tracked)
+        # Dropped unsent (the lease lapsed), it is not written either: remembered as
+        # written, a PodGroup's Inqueue was never sent again, and its Volcano job never
+        # got a pod.
+        self.writer.submit(key, tracked, dropped=lambda: self._failed.put((memory, sig)))
 
     def _prune(self, podgroups: dict[str, tuple[Resource, Obj]]) -> None:
         """Forget what was written about objects that are gone, so a long-running

@@ -52,7 +52,8 @@ class Writer:
         self.max_hold_s = max_hold_s
         self._holds = 0
         self._held_since = 0.0
-        self._queue: OrderedDict[str, Write] = OrderedDict()
+        # key -> the write, and what to do if it is dropped unsent
+        self._queue: OrderedDict[str, tuple[Write, Write | None]] = OrderedDict()
         self._cond = threading.Condition()
         self._busy = False
         self._stop = False
@@ -70,9 +71,10 @@ class Writer:
             self._cond.notify_all()
         self._thread.join(timeout=5)
 
-    def submit(self, key: str, write: Write) -> None:
+    def submit(self, key: str, write: Write, dropped: Write | None = None) -> None:
+        """``dropped``: called instead of ``write`` when the replica no longer leads."""
         with self._cond:
-            self._queue[key] = write
+            self._queue[key] = (write, dropped)
             self._cond.notify_all()
 
     @contextmanager
@@ -130,7 +132,7 @@ class Writer:
                     self._cond.wait(left)
                 if self._stop:
                     return
-                key, write = self._queue.popitem(last=False)
+                key, (write, dropped) = self._queue.popitem(last=False)
                 self._busy = True
             self._wait_token()
             try:
@@ -139,6 +141,8 @@ class Writer:
                     # Volcano PodGroup set Inqueue makes its controller create pods)
                     # would undo what the new leader wrote.
                     log.info("write %s dropped: this replica does not hold the lease", key)
+                    if dropped is not None:
+                        dropped()
                     continue
                 write()
             except Exception as e:  # a status write is best effort; the next cycle redoes it

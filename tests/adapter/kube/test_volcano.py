@@ -175,3 +175,32 @@ def test_room_the_cycle_just_bound_is_not_offered_to_a_podgroup_without_pods(
     assert result.admitted() == ["default/running"]
     assert cluster.writer.flush()
     assert podgroup_status(server, "later", VOLCANO).get("phase") in (None, "Pending")
+
+
+def test_an_inqueue_write_dropped_while_the_lease_lapsed_is_sent_again(
+    server: FakeApiServer,
+) -> None:
+    """The cycle decides Inqueue while leading; by the time its write goes out the lease
+    has lapsed, and the writer drops it. Remembered as written, it was never sent again:
+    the PodGroup stayed Pending, and Volcano's job controller never made its pods."""
+    import threading
+
+    leading = threading.Event()
+    leading.set()
+    cluster = KubeCluster(
+        server.client(), writes_per_s=1000.0, fence=lambda: 5.0 if leading.is_set() else 0.0
+    ).start(sync_timeout_s=10)
+    try:
+        apply(server, [node("n1", cpu="8"), volcano_group("job", 2, cpu="2")])
+        seen(cluster, server)
+        with cluster.writer.holding():
+            run_cycle(cluster, FAST)
+            leading.clear()
+        assert cluster.writer.flush()
+        assert podgroup_status(server, "job", VOLCANO).get("phase") != "Inqueue"
+        leading.set()
+        run_cycle(cluster, FAST)
+        assert cluster.writer.flush()
+        assert podgroup_status(server, "job", VOLCANO).get("phase") == "Inqueue"
+    finally:
+        cluster.stop()

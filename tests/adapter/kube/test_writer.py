@@ -102,9 +102,10 @@ def test_a_writer_whose_replica_lost_the_lease_drops_its_writes() -> None:
         writer.submit("status g", lambda: sent.append("g"))
         assert writer.flush(5) and sent == ["g"]
         leading.clear()
-        writer.submit("status h", lambda: sent.append("h"))
+        dropped: list[str] = []
+        writer.submit("status h", lambda: sent.append("h"), dropped=lambda: dropped.append("h"))
         assert writer.flush(5) and writer.queued() == 0
-        assert sent == ["g"]
+        assert sent == ["g"] and dropped == ["h"]  # the submitter hears it was not sent
     finally:
         writer.stop()
 
