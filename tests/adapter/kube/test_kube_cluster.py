@@ -779,7 +779,9 @@ def _waiting_solo(
     apply(server, [node("n1", cpu="4"), *gang_pods("solo", pods, cpu="1")])
     seen(cluster, server)
     queued: dict[str, Any] = {}
-    monkeypatch.setattr(cluster.writer, "submit", lambda key, write: queued.update({key: write}))
+    monkeypatch.setattr(
+        cluster.writer, "submit", lambda key, write, dropped=None: queued.update({key: write})
+    )
     for i in range(pods):
         cluster.reporter._pod_waiting(f"default/solo-{i}", WAITS)
     return queued
