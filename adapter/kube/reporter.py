@@ -303,6 +303,16 @@ class Reporter:
                 partial(self._patch_status, resource, namespace, name, {"phase": "Inqueue"}),
             )
 
+    def _as_written(self, gang: str, stored: Obj) -> Obj:
+        """A PodGroup's status as the cache holds it, but Inqueue where gangsat wrote it
+        and the cache does not show it yet: the PodGroup watch may lag the pods' (its
+        Volcano job's pods come once Inqueue is seen), and built on Pending, the next
+        status wrote Pending over gangsat's own Inqueue."""
+        written = self._written.get(f"podgroup {gang}")
+        if written and written[0] == "Inqueue" and stored.get("phase") in (None, "Pending"):
+            return {**stored, "phase": "Inqueue"}
+        return stored
+
     def _gang(
         self,
         status: GangStatus,
@@ -325,15 +335,16 @@ class Reporter:
         resource, obj = podgroup
         namespace, name = split_key(status.gang)
         body: dict[str, Any] | None = None
+        current = self._as_written(status.gang, stored_status(obj))
         if compared is not None and compared[0] is obj and compared[1] == status:
             sig, has = compared[2], compared[3]
         else:
-            body = podgroup_status(status, resource.api_version, self.now(), stored_status(obj))
+            body = podgroup_status(status, resource.api_version, self.now(), current)
             sig, has = _signature(body), _signature(stored_status(obj))
         self._compared[status.gang] = (obj, status, sig, has)
         if sig not in (has, self._written.get(f"podgroup {status.gang}")):
             if body is None:  # the comparison was remembered: built now, timestamps and all
-                body = podgroup_status(status, resource.api_version, self.now(), stored_status(obj))
+                body = podgroup_status(status, resource.api_version, self.now(), current)
             self._submit(
                 f"podgroup {status.gang}",
                 sig,

@@ -204,3 +204,42 @@ def test_an_inqueue_write_dropped_while_the_lease_lapsed_is_sent_again(
         assert podgroup_status(server, "job", VOLCANO).get("phase") == "Inqueue"
     finally:
         cluster.stop()
+
+
+def test_gangsat_never_writes_pending_over_its_own_inqueue_while_the_podgroup_watch_lags(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    """gangsat writes Inqueue; its PodGroup watch lags (reconnecting) while Volcano's job
+    controller, which saw Inqueue, creates the pods, and another workload fills the node.
+    Built on the cache's Pending, the next status wrote Pending over the Inqueue, and
+    Volcano stopped re-creating the job's pods."""
+    apply(server, [node("n1", cpu="8"), volcano_group("job", 3, cpu="3")])
+    seen(cluster, server)
+    watch = next(
+        r
+        for r in cluster.reflectors
+        if r.resource.group == VOLCANO and r.resource.plural == "podgroups"
+    )
+    watch.stop()
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush()
+    assert podgroup_status(server, "job", VOLCANO).get("phase") == "Inqueue"
+    web = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {
+            "nodeName": "n1",
+            "schedulerName": "default-scheduler",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "7"}}}],
+        },
+    }
+    pods = gang_pods("job", 3, cpu="3")
+    for pod in pods:
+        pod["metadata"]["annotations"] = {"scheduling.volcano.sh/group-name": "job"}
+    apply(server, [web, *pods])
+    seen(cluster, server)
+    result = run_cycle(cluster, FAST)
+    assert result.bound == {}  # no room now: the gang waits, Unschedulable
+    assert cluster.writer.flush()
+    assert podgroup_status(server, "job", VOLCANO).get("phase") == "Inqueue"
