@@ -304,13 +304,14 @@ class Reporter:
             )
 
     def _as_written(self, gang: str, stored: Obj) -> Obj:
-        """A PodGroup's status as the cache holds it, but Inqueue where gangsat wrote it
-        and the cache does not show it yet: the PodGroup watch may lag the pods' (its
-        Volcano job's pods come once Inqueue is seen), and built on Pending, the next
-        status wrote Pending over gangsat's own Inqueue."""
+        """A PodGroup's status as the cache holds it, but at the phase gangsat wrote
+        (Inqueue, Running) where the cache does not show it yet: the PodGroup watch may
+        lag the pods' (a Volcano job's pods come once Inqueue is seen), and built on the
+        cache's Pending, the next status wrote Pending over gangsat's own Inqueue."""
         written = self._written.get(f"podgroup {gang}")
-        if written and written[0] == "Inqueue" and stored.get("phase") in (None, "Pending"):
-            return {**stored, "phase": "Inqueue"}
+        phase = written[0] if written else None
+        if phase in ("Inqueue", "Running") and stored.get("phase") in (None, "Pending"):
+            return {**stored, "phase": phase}
         return stored
 
     def _gang(
