@@ -243,3 +243,16 @@ def test_gangsat_never_writes_pending_over_its_own_inqueue_while_the_podgroup_wa
     assert result.bound == {}  # no room now: the gang waits, Unschedulable
     assert cluster.writer.flush()
     assert podgroup_status(server, "job", VOLCANO).get("phase") == "Inqueue"
+
+
+def test_a_phase_gangsat_wrote_stands_over_the_pending_a_lagging_cache_shows(
+    cluster: KubeCluster,
+) -> None:
+    reporter = cluster.reporter
+    reporter._written["podgroup default/job"] = ("Running", 3, ())
+    assert reporter._as_written("default/job", {"phase": "Pending"})["phase"] == "Running"
+    assert reporter._as_written("default/job", {})["phase"] == "Running"
+    # What the cache shows past Pending is newer than gangsat's write: it stands.
+    assert reporter._as_written("default/job", {"phase": "Completed"})["phase"] == "Completed"
+    reporter._written["podgroup default/job"] = (None, None, ())  # the Workload API's
+    assert reporter._as_written("default/job", {"phase": "Pending"})["phase"] == "Pending"
