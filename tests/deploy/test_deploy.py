@@ -40,7 +40,7 @@ from typer.testing import CliRunner
 
 from adapter.cli import app
 from adapter.kube.convert import convert
-from adapter.kube.dialects import GROUP_ANNOTATIONS, GROUP_LABEL, group_of
+from adapter.kube.dialects import GROUP_ANNOTATIONS, GROUP_LABEL, KUBE_BATCH_GROUPS, group_of
 from adapter.kube.resources import CLAIMS, DIALECTS, NODES, PODS, PRIORITY_CLASSES, VOLUMES
 from adapter.kube.run import KubeOptions
 from adapter.metrics import LoopMetrics
@@ -832,11 +832,14 @@ def test_cluster_role_is_what_the_adapter_uses() -> None:
         ("", "persistentvolumes", "watch"),
     }
     # Every dialect resource gangsat watches: list/watch it, patch its status — on the
-    # object for Volcano's PodGroup, whose CRD ships without a status subresource; 1.35's
-    # Workloads have no status.
+    # object for Volcano's PodGroup, whose CRD ships without a status subresource; on
+    # either for the kube-batch groups, whose CRDs come with or without one, by who
+    # installed them; 1.35's Workloads have no status.
     for r in DIALECTS:
         expected |= {(r.group, r.plural, "list"), (r.group, r.plural, "watch")}
-        if r.kind != "Workload":
+        if r.group in KUBE_BATCH_GROUPS:
+            expected |= {(r.group, r.plural, "patch"), (r.group, f"{r.plural}/status", "patch")}
+        elif r.kind != "Workload":
             inline = ships_inline_status(r.group, r.plural)
             status = r.plural if inline else f"{r.plural}/status"
             expected.add((r.group, status, "patch"))

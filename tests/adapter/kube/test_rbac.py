@@ -15,13 +15,14 @@ import yaml
 
 from adapter.holds import Holds
 from adapter.kube.cluster import KubeCluster
+from adapter.kube.dialects import KUBE_BATCH_GROUPS
 from adapter.kube.lease import LeaseElector
 from adapter.kube.resources import DIALECTS
 from adapter.kube.status import EventRecorder
 from adapter.loop import LoopSettings, run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
 from solver.config import SolverConfig
-from tests.adapter.kube.manifests import apply, gang_pods, node, podgroup
+from tests.adapter.kube.manifests import apply, gang_pods, node, podgroup, ships_inline_status
 
 RBAC = Path(__file__).resolve().parents[3] / "deploy" / "base" / "rbac.yaml"
 Grant = tuple[str, str, str]  # verb, group, resource or resource/subresource
@@ -99,9 +100,27 @@ def exercise(server: FakeApiServer) -> None:
 
 
 def test_the_rbac_rules_are_exactly_the_calls_the_adapter_makes(server: FakeApiServer) -> None:
+    """On the CRDs as each peer ships them, and on the other shape of the two kube-batch
+    groups, whose CRDs kube-batch or early Volcano may have installed (with or without a
+    status subresource): status goes to whichever the cluster has."""
     exercise(server)
+    other = FakeApiServer()
+    for r in DIALECTS:
+        inline = ships_inline_status(r.group, r.plural)
+        if r.group in KUBE_BATCH_GROUPS:
+            inline = not inline
+        other.add_resource(
+            r.group,
+            r.version,
+            r.plural,
+            r.kind,
+            namespaced=r.namespaced,
+            status_subresource=not inline,
+        )
+    with other:
+        exercise(other)
     used: set[Grant] = set()
-    for r in server.requests:
+    for r in [*server.requests, *other.requests]:
         if not r.resource:
             continue  # discovery: the default system:discovery role allows it
         resource = f"{r.resource}/{r.subresource}" if r.subresource else r.resource
