@@ -85,12 +85,17 @@ class KubeCluster:
         deadline = time.monotonic() + sync_timeout_s
         while not self.synced():
             if stop is not None and stop.is_set():
+                # Stopped from outside (a startup probe that gave up first, a rollout):
+                # the reason the start took so long must still be in the log.
+                log.warning(
+                    "stopped after %.0f s, before the initial list of %s",
+                    time.monotonic() - started,
+                    ", ".join(self._unlisted()),
+                )
                 return self
             if time.monotonic() > deadline:
-                missing = [
-                    str(r.resource) for r in self.reflectors if not self.cache.synced([r.resource])
-                ]
-                raise ClusterError("NotSynced", f"no initial list of {', '.join(missing)}")
+                missing = ", ".join(self._unlisted())
+                raise ClusterError("NotSynced", f"no initial list of {missing}")
             time.sleep(0.01)
         log.info(
             "watching %d resources; every one listed in %.0f ms",
@@ -98,6 +103,9 @@ class KubeCluster:
             (time.monotonic() - started) * 1000,
         )
         return self
+
+    def _unlisted(self) -> list[str]:
+        return [str(r.resource) for r in self.reflectors if not self.cache.synced([r.resource])]
 
     def stop(self) -> None:
         for reflector in self.reflectors:

@@ -681,6 +681,15 @@ def test_probes_and_service_point_at_the_metrics_port() -> None:
     assert container_port(port["targetPort"]) == metrics_port
 
 
+def test_the_startup_probe_outlasts_the_sync_timeout() -> None:
+    """Killed by the probe first, a gangsat whose first list never came exited 0 with no
+    word of it; its own exit names the missing list (code 3). The window starts with the
+    container, the timeout after imports and discovery: a quarter more at least."""
+    probe = container()["startupProbe"]
+    window = probe["periodSeconds"] * probe["failureThreshold"]
+    assert window >= 1.25 * KubeOptions().sync_timeout_s
+
+
 def test_the_pdb_keeps_one_replica_of_the_same_pods() -> None:
     pdb = one(base(), "PodDisruptionBudget", "gangsat")
     assert pdb["metadata"]["namespace"] == NAMESPACE

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from adapter import loop
 from adapter.cli import app
 from adapter.kube import run
+from adapter.kube.cluster import KubeCluster
 from adapter.kube.resources import DIALECTS, PODS
 from adapter.kube.run import KubeOptions, KubeScheduler
 from adapter.settings import Settings, SettingsError
@@ -297,6 +298,30 @@ def test_gangsat_run_gives_up_on_a_first_list_past_its_sync_timeout(
     # The list answers after 3 s, well within the default 60: only the flag ends it.
     assert result.exit_code == 3, result.output
     assert "no initial list of pods" in caplog.text
+
+
+def test_a_start_stopped_before_the_first_lists_says_which_never_came(
+    server: FakeApiServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Stopped from outside while a list is still out (a startup probe that gave up, a
+    rollout): it left no word of why the start took so long."""
+
+    def slow(method: str, path: str) -> None:
+        if method == "GET" and path == "/api/v1/pods":
+            time.sleep(2)
+
+    server.hooks.append(slow)
+    stop = threading.Event()
+    cluster = KubeCluster(server.client())
+    try:
+        threading.Timer(0.5, stop.set).start()
+        with caplog.at_level(logging.WARNING):
+            cluster.start(sync_timeout_s=30, stop=stop)
+        assert not cluster.synced()
+        assert "before the initial list of pods" in caplog.text
+    finally:
+        server.hooks.remove(slow)
+        cluster.stop()
 
 
 def test_in_cluster_the_service_account_configures_the_client(
