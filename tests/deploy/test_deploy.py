@@ -487,9 +487,14 @@ def test_podgroup_schemas_take_a_gang_and_refuse_bad_ones(api_version: str) -> N
         == []
     )
     assert custom_errors(_podgroup(api_version, minMember=1)) == []
+    # gangsat's own CRD refuses a minMember below 1; the peers' copies take any integer,
+    # as their upstream CRDs do (gangsat reads 0 as 1, and refuses -1 with a finding).
+    below_one: tuple[dict[str, int], ...] = ({"minMember": 0}, {"minMember": -1})
+    if api_version != "scheduling.sigs.dev/v1alpha2":
+        assert not any(custom_errors(_podgroup(api_version, **spec)) for spec in below_one)
+        below_one = ()
     for bad in (
-        {"minMember": 0},
-        {"minMember": -1},
+        *below_one,
         {"minMember": "3"},
         {"minMember": 1.5},
         {"minMember": 2, "minResources": {"cpu": "two"}},
@@ -1353,3 +1358,22 @@ def test_flowschemas_classify_the_pods_service_account_as_kube_schedulers_are() 
         for r in lease_rule["resources"]
         for v in lease_rule["verbs"]
     } == grants(role["rules"])
+
+
+@pytest.mark.parametrize(
+    ("api", "extra"),
+    [
+        ("scheduling.volcano.sh/v1beta1", {"subGroupPolicy": [{"name": "workers"}]}),
+        ("scheduling.x-k8s.io/v1alpha1", {}),
+    ],
+)
+def test_the_peers_crds_take_what_theirs_upstream_take(api: str, extra: dict[str, Any]) -> None:
+    """minMember 0, which neither upstream CRD refuses (a 422 here made a valid manifest
+    fail), and Volcano's subGroupPolicy, which a schema without it prunes."""
+    podgroup = {
+        "apiVersion": api,
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "default"},
+        "spec": {"minMember": 0, **extra},
+    }
+    assert custom_errors(podgroup) == []
