@@ -9,9 +9,9 @@ quantity once.
 
 from __future__ import annotations
 
-import os
-
 from pydantic import BaseModel, ConfigDict, Field
+
+from solver.cores import usable_cores
 
 SHARE_SCALE = 10_000_000
 WEIGHT_UNIT = 100
@@ -130,9 +130,11 @@ class SolverConfig(BaseModel):
         le=256,  # more is no machine's core count; CP-SAT refuses billions
 
         description=(
-            "CP-SAT workers; 0 = all cores. One worker with full LP measured best at "
-            "one-second cycles on 2 cores (1,000 nodes x 5,000 pods: 0.3-3.2% gaps over "
-            "3 seeds vs 2.1-8.8% with 2 workers); raise it on bigger machines"
+            "CP-SAT workers; 0 = every core this process may use (its CPU affinity and "
+            "cgroup quota: a container's limit, not the node's cores). One worker with "
+            "full LP measured best at one-second cycles on 2 cores (1,000 nodes x 5,000 "
+            "pods: 0.3-3.2% gaps over 3 seeds vs 2.1-8.8% with 2 workers); raise it on "
+            "bigger machines"
         ),
     )
     linearization_level: int = Field(
@@ -223,4 +225,4 @@ class SolverConfig(BaseModel):
     )
 
     def workers(self) -> int:
-        return self.num_workers or os.cpu_count() or 1
+        return self.num_workers or usable_cores()
