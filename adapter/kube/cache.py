@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from adapter.kube.fields import LEAVING, finished, listed
+from adapter.kube.kept import kept
 from adapter.kube.resources import DIALECTS, DISRUPTION_BUDGETS, NODES, PODS, Resource
 
 Obj = dict[str, Any]
@@ -68,9 +69,10 @@ class ClusterCache:
 
     # --- what the watches deliver ------------------------------------------------------------
 
-    def replace(self, resource: Resource, items: Iterable[Obj]) -> None:
-        """The result of a (re-)list: everything of ``resource`` that exists now."""
-        fresh = {key_of(o): _typed(resource, o) for o in items}
+    def replace(self, resource: Resource, items: Iterable[Obj], trimmed: bool = False) -> None:
+        """The result of a (re-)list: everything of ``resource`` that exists now;
+        ``trimmed``: the items are as the cache keeps them already (``kept``)."""
+        fresh = {key_of(o): o if trimmed else kept(resource, o) for o in items}
         with self._lock:
             if resource in self._dropped:
                 return
@@ -85,7 +87,7 @@ class ClusterCache:
 
     def apply(self, resource: Resource, event_type: str, obj: Obj) -> None:
         """One watch event (ADDED, MODIFIED or DELETED)."""
-        obj = _typed(resource, obj)
+        obj = kept(resource, obj)
         key = key_of(obj)
         with self._lock:
             if resource in self._dropped:
@@ -381,20 +383,3 @@ def _leaving(pod: Obj, assumed_node: str | None = None) -> Obj | None:
     if assumed_node is None:
         return None
     return {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": assumed_node}, LEAVING: True}
-
-
-def _typed(resource: Resource, obj: Obj) -> Obj:
-    """The object as the cache keeps it: typed, and without what gangsat never reads but
-    a real API server sends with every object — ``managedFields`` (often the largest
-    part of a pod) and a node's ``status.images`` (every image it holds, tens of KB on
-    a busy node). As client-go's informers strip them, for the same reason: memory."""
-    if "kind" not in obj or "apiVersion" not in obj:
-        obj = {**obj, "kind": resource.kind, "apiVersion": resource.api_version}
-    meta = obj.get("metadata")
-    if isinstance(meta, dict) and "managedFields" in meta:
-        meta = {k: v for k, v in meta.items() if k != "managedFields"}
-        obj = {**obj, "metadata": meta}
-    status = obj.get("status")
-    if resource == NODES and isinstance(status, dict) and "images" in status:
-        obj = {**obj, "status": {k: v for k, v in status.items() if k != "images"}}
-    return obj

@@ -25,6 +25,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import ReadTimeoutError
 
 from adapter.kube.cache import ClusterCache
+from adapter.kube.lists import list_page
 from adapter.kube.resources import OPTIONAL, Resource, decode
 
 log = logging.getLogger(__name__)
@@ -162,15 +163,14 @@ class Reflector:
                 _continue=token,
                 _request_timeout=LIST_TIMEOUT_S,
             )
-            page = decode(response.data)
-            items.extend(page.get("items") or [])
-            meta = page.get("metadata") or {}
+            page, meta = list_page(self.resource, response.data)
+            items.extend(page)
             token = meta.get("continue") or None
             if token is None:
                 break
         if self._stop.is_set():
             return  # stopped meanwhile (a dialect no longer served): what it read is stale
-        self.cache.replace(self.resource, items)
+        self.cache.replace(self.resource, items, trimmed=True)
         self.resource_version = str(meta.get("resourceVersion") or "")
 
     def _watch(self) -> None:

@@ -1,0 +1,98 @@
+"""What the cache keeps of an object: the fields some part of gangsat reads, and not what
+a real API server sends besides.
+
+A pod as kube-apiserver stores it is 5-7 KB of JSON and 30-40 KB as decoded Python: its
+``managedFields``, its containers' env, commands, mounts and probes, the service-account
+token volume, and the kubelet's per-container state. gangsat reads little of it, and at
+50,000 such pods the cache held about 1.9 GB (a Deployment limited to 2 GiB). As
+client-go's informer transforms do, each object is trimmed as it enters the cache:
+
+- every kind: ``metadata.managedFields`` and kubectl's last-applied-configuration
+  annotation (the whole object again, on anything applied with ``kubectl apply``);
+- nodes: ``status.images`` (every image the node holds);
+- pods: of each container, init container and their statuses only what conversion reads
+  (``pods._requests``: name, resources, restartPolicy; ``unmodelled``: ports; the
+  statuses' resources of an in-place resize), not the volumes no scheduling rule reads
+  (the service-account token, ConfigMaps, Secrets, scratch space), and no ephemeral
+  containers (kube-scheduler ignores them).
+
+A field read anywhere in ``convert``, ``pods``, ``unmodelled``, ``volumes`` or the reporter
+must not be trimmed here: the tests convert objects both ways and compare.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapter.kube.resources import NODES, PODS, Resource
+
+Obj = dict[str, Any]  # as the cache holds objects
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+CONTAINER_READ = ("name", "resources", "ports", "restartPolicy")
+CONTAINER_STATUS_READ = ("name", "resources", "allocatedResources")
+CONTAINER_LISTS = ("containers", "initContainers")
+STATUS_LISTS = ("containerStatuses", "initContainerStatuses")
+# Volumes no scheduling rule reads (the service-account token, config, scratch space):
+# every other kind is kept, claims and disks alike.
+UNREAD_VOLUMES = frozenset({"projected", "configMap", "secret", "downwardAPI", "emptyDir"})
+
+
+def kept(resource: Resource, obj: Obj) -> Obj:
+    """The object as the cache keeps it: typed (a list's items may lack kind and
+    apiVersion), and trimmed. A copy where anything changes: the decoded object may be
+    shared."""
+    if "kind" not in obj or "apiVersion" not in obj:
+        obj = {**obj, "kind": resource.kind, "apiVersion": resource.api_version}
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        annotations = meta.get("annotations")
+        if not isinstance(annotations, dict) or LAST_APPLIED not in annotations:
+            annotations = None
+        if annotations is not None or "managedFields" in meta:
+            meta = {k: v for k, v in meta.items() if k != "managedFields"}
+            if annotations is not None:
+                meta["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
+            obj = {**obj, "metadata": meta}
+    status = obj.get("status")
+    if resource == NODES and isinstance(status, dict) and "images" in status:
+        obj = {**obj, "status": {k: v for k, v in status.items() if k != "images"}}
+    elif resource == PODS:
+        obj = _pod(obj)
+    return obj
+
+
+def _pod(obj: Obj) -> Obj:
+    spec = obj.get("spec")
+    if isinstance(spec, dict):
+        trimmed: dict[str, Any] = {k: v for k, v in spec.items() if k != "ephemeralContainers"}
+        for field in CONTAINER_LISTS:
+            trimmed[field] = _only(spec.get(field), CONTAINER_READ)
+        volumes = spec.get("volumes")
+        if isinstance(volumes, list):
+            trimmed["volumes"] = [
+                v for v in volumes if not isinstance(v, dict) or not UNREAD_VOLUMES & v.keys()
+            ]
+        obj = {**obj, "spec": {k: v for k, v in trimmed.items() if v is not _ABSENT}}
+    status = obj.get("status")
+    if isinstance(status, dict) and any(
+        k in status for k in (*STATUS_LISTS, "ephemeralContainerStatuses")
+    ):
+        trimmed = {k: v for k, v in status.items() if k != "ephemeralContainerStatuses"}
+        for field in STATUS_LISTS:
+            trimmed[field] = _only(status.get(field), CONTAINER_STATUS_READ)
+        obj = {**obj, "status": {k: v for k, v in trimmed.items() if v is not _ABSENT}}
+    return obj
+
+
+_ABSENT: Any = object()
+
+
+def _only(items: Any, fields: tuple[str, ...]) -> Any:
+    """Each mapping of a list with only ``fields``; anything else as it is (a malformed
+    object stays malformed, for conversion to report)."""
+    if items is None:
+        return _ABSENT
+    if not isinstance(items, list):
+        return items
+    return [{k: c[k] for k in fields if k in c} if isinstance(c, dict) else c for c in items]
