@@ -2,7 +2,8 @@
 
 kube-scheduler filters nodes by more than gangsat's predicates read (selector, required
 node affinity, taints, resources): inter-pod affinity and anti-affinity, topology spread,
-host ports and dynamic resource claims (volumes: ``volumes``). Placed without them, a
+host ports, dynamic resource claims and inline disks one pod at a time may use
+(volumes read from claims: ``volumes``). Placed without them, a
 gang of pods with required anti-affinity went onto one node, and pods asking for one
 host port onto one node (the kubelet then refuses all but one: a gang broken after
 binding). A pending pod with such a rule is therefore not scheduled: it becomes a
@@ -25,6 +26,8 @@ from adapter.kube.fields import Obj, mappings
 from solver.model import Node, NodeSelectorRequirement, NodeSelectorTerm, Pod
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+# Inline volumes that VolumeRestrictions lets no two pods of a node (or any node) share.
+EXCLUSIVE_DISKS = ("gcePersistentDisk", "awsElasticBlockStore", "iscsi", "rbd")
 NOT_SCHEDULED = "which gangsat does not check: not scheduled (kube-scheduler would check it)"
 
 
@@ -46,6 +49,12 @@ def unmodelled(spec: Obj) -> str | None:
                 return f"asks for hostPort {port['hostPort']}, {NOT_SCHEDULED}"
     if spec.get("resourceClaims"):
         return f"asks for resourceClaims (dynamic resource allocation), {NOT_SCHEDULED}"
+    for volume in mappings(spec.get("volumes")):
+        # kube-scheduler's VolumeRestrictions keeps two pods of one such disk apart (but
+        # read-only); placed together, the second pod's attach or mount fails.
+        disk = next((k for k in EXCLUSIVE_DISKS if volume.get(k) is not None), None)
+        if disk is not None:
+            return f"mounts an inline {disk} volume, {NOT_SCHEDULED}"
     return None
 
 

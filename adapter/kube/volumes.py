@@ -19,8 +19,8 @@ makes the pod wait, with the reason, as kube-scheduler's ``VolumeBinding`` and
   first by name is placed, the others wait for it).
 
 A volume is reached where its ``spec.nodeAffinity.required`` holds, as kube-scheduler
-reads it: against the node's labels only (a ``matchFields`` term on the node's name
-matches no node there, and the kubelet refuses the mount alike), and, for volumes
+reads it: against the node's labels only (its ``matchFields`` are skipped there, so a
+term of them alone matches every node, and the kubelet mounts alike), and, for volumes
 labelled with a zone or region (``topology.kubernetes.io/zone``, the older
 ``failure-domain.beta.kubernetes.io/zone`` that in-tree and restored volumes carry;
 ``__`` joins several), where the node's label of that key holds one of the values, or
@@ -191,9 +191,14 @@ def _zones(volume: Obj) -> list[tuple[NodeSelectorTerm, ...]]:
     the volume's, a value it lists (a beta key on the volume is read from the node's GA
     key where the node lacks the beta one)."""
     labels = (volume.get("metadata") or {}).get("labels") or {}
-    asked = [
-        (k, tuple(sorted(set(str(labels[k]).split("__"))))) for k in TOPOLOGY_KEYS if k in labels
-    ]
+    asked: list[tuple[str, tuple[str, ...]]] = []
+    for key in TOPOLOGY_KEYS:
+        if key in labels:
+            pieces = [v.strip() for v in str(labels[key]).split("__")]
+            # A value VolumeZone cannot read (empty, or an empty piece) it ignores, and so
+            # does gangsat: read, it kept the pod off every zoned node.
+            if all(pieces):
+                asked.append((key, tuple(sorted(set(pieces)))))
     if not asked:
         return []
     unlabelled = NodeSelectorTerm(
@@ -214,13 +219,12 @@ def _zones(volume: Obj) -> list[tuple[NodeSelectorTerm, ...]]:
 
 
 def _by_labels(term: NodeSelectorTerm) -> NodeSelectorTerm:
-    """A volume's term as kube-scheduler matches it, against the node's labels only:
-    the node's name reads empty, so a ``matchFields`` ``In`` never holds (the term
-    matches no node) and a ``NotIn`` always does."""
+    """A volume's term as kube-scheduler matches it: against a node made of the labels
+    alone (``CheckNodeAffinity``), whose fields are empty, and a term's ``matchFields``
+    are skipped against empty fields (component-helpers' ``nodeSelectorTerm.match``):
+    the term is its expressions, and one of fields only matches every node."""
     if not term.match_fields:
         return term
-    if any(f.operator != "NotIn" for f in term.match_fields):
-        return NodeSelectorTerm()
     # Every node has a name: NotIn "" holds on each, where no requirement left would
     # make a term that matches no node.
     anywhere = _requirement(NODE_NAME_FIELD, "NotIn", ("",))

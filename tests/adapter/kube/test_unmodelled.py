@@ -66,6 +66,12 @@ UNMODELLED: dict[str, tuple[dict[str, Any], str]] = {
     ),
     "host port": (with_port(pod("p"), containerPort=80, hostPort=8080), "hostPort 8080"),
     "DRA": (with_spec(pod("p"), resourceClaims=[{"name": "gpu"}]), "resourceClaims"),
+    # VolumeRestrictions keeps two pods of one such disk apart: placed together, the
+    # second one's attach fails and it never starts.
+    "inline EBS disk": (
+        with_spec(pod("p"), volumes=[{"name": "d", "awsElasticBlockStore": {"volumeID": "v1"}}]),
+        "inline awsElasticBlockStore volume",
+    ),
 }
 
 

@@ -223,17 +223,24 @@ def test_a_volumes_zone_labels_keep_its_pods_in_its_zones_as_volume_zone_reads_t
     assert allowed == {"ga-a", "beta-b", "bare"}
 
 
-def test_a_volumes_match_fields_read_the_node_by_its_labels_only() -> None:
-    # kube-scheduler and the kubelet match a volume's terms against the node's labels:
-    # the node's name reads empty, so In on it never holds and NotIn always does.
-    by_name = [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b1"]}]}]
-    conversion = convert([*NODES, claim("data"), volume(terms=by_name), mounting(pod("p"), "data")])
-    (finding,) = conversion.findings
-    assert "allows no node" in finding.message
-    not_named = [{"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["b1"]}]}]
-    objects = [*NODES, claim("data"), volume(terms=not_named), mounting(pod("p"), "data")]
-    (read,) = convert(objects).state.pods
-    assert all(placement_reason(read, n) is None for n in convert(objects).state.nodes)
+def test_a_volumes_match_fields_are_skipped_as_kube_scheduler_skips_them() -> None:
+    # kube-scheduler matches a volume's terms against a node of labels alone, and skips
+    # matchFields against its empty fields: a term of them alone matches every node (it
+    # read as none, and the pod waited for good); one with expressions is them alone.
+    for op in ("In", "NotIn"):
+        fields = [{"key": "metadata.name", "operator": op, "values": ["b1"]}]
+        objects = [*NODES, claim("data"), volume(terms=[{"matchFields": fields}])]
+        state = convert([*objects, mounting(pod("p"), "data")]).state
+        (read,) = state.pods
+        assert all(placement_reason(read, n) is None for n in state.nodes), op
+    zone_a = {"key": ZONE, "operator": "In", "values": ["a"]}
+    fields = [{"key": "metadata.name", "operator": "In", "values": ["b1"]}]
+    terms = [{"matchExpressions": [zone_a], "matchFields": fields}]
+    objects = [*NODES, claim("data"), volume(terms=terms), mounting(pod("p"), "data")]
+    state = convert(objects).state
+    (read,) = state.pods
+    allowed = {n.name for n in state.nodes if placement_reason(read, n) is None}
+    assert allowed == {n.name for n in state.nodes if n.labels.get(ZONE) == "a"} != set()
 
 
 def test_volumes_of_one_zone_ask_it_once() -> None:
@@ -403,3 +410,18 @@ def test_where_the_room_keeps_a_gang_waiting_its_reason_stays_and_the_volumes_ar
     assert "Insufficient cpu" in message
     assert "; 1 pod(s) wait for their volumes (default/s-2: " in message
     assert "'gone': not found" in message
+
+
+def test_a_zone_label_volume_zone_cannot_read_is_ignored_as_it_ignores_it() -> None:
+    # An empty value or an empty piece ("a__"): VolumeZone ignores the label; read, it
+    # kept the pod off every zoned node for good. Pieces are read trimmed.
+    for value, allowed in (
+        ("", {"a1", "b1", "c1"}),
+        ("a__", {"a1", "b1", "c1"}),
+        ("a__ b", {"a1", "b1"}),
+    ):
+        pv = volume()
+        pv["metadata"]["labels"] = {ZONE: value}
+        state = convert([*NODES, claim("data"), pv, mounting(pod("p"), "data")]).state
+        (read,) = state.pods
+        assert {n.name for n in state.nodes if placement_reason(read, n) is None} == allowed, value
