@@ -52,6 +52,7 @@ from urllib.parse import quote
 import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
 from adapter.cluster import ClusterError
 from adapter.kube.cache import ClusterCache, Unbindable, split_key
@@ -301,6 +302,10 @@ class Binder:
                 failures[pod] = ClusterError("NotBindable", f"{pod}: {e}", bound_to=e.bound_to)
                 continue
             self._uids[pod] = uid
+            if self._undeleted.get(pod, uid) != uid:
+                # A namesake bound now: the pod the failed delete was for is gone, and a
+                # rollback of this bind must reach this one, not answer 409 for that one.
+                del self._undeleted[pod]
             work.put((pod, node, uid))
         for _ in workers:
             work.put(None)
@@ -353,7 +358,10 @@ class Binder:
                     delay = max(delay, _retry_after(e, delay))
             except Exception as e:  # timeouts, resets: the bind may or may not have landed
                 error = ClusterError(type(e).__name__, str(e))
-                ambiguous = in_flight = True
+                ambiguous = True
+                # Sent, then no answer: it may be running still. A connection never made
+                # (refused, a connect timeout) sent nothing.
+                in_flight = in_flight or isinstance(e, ReadTimeoutError | ProtocolError)
             attempt += 1
             if time.monotonic() + delay > deadline:
                 break

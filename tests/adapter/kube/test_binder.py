@@ -262,3 +262,65 @@ def test_a_bind_that_timed_out_and_then_read_unbound_is_of_unknown_outcome(
     finally:
         server.hooks.remove(slow)
         binder.close()
+
+
+def test_a_failed_deletes_uid_is_forgotten_once_a_namesake_is_bound(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    # A rollback's delete of solo-0 fails; the pod is deleted anyway, its controller makes
+    # it again, and a later cycle binds the new one. A rollback of that bind must delete
+    # the new pod: sent with the old UID, it was answered 409 and counted as done, and
+    # the new pod stayed bound, its gang partial.
+    apply(server, [node("n1", cpu="8"), *gang_pods("solo", 1, cpu="1")])
+    seen(cluster, server)
+    assert cluster.bind([("default/solo-0", "n1")]) == {}
+    wait_until(lambda: not cluster.cache.assumed(), what="the bind seen")
+    cluster.binder.retry_budget_s, cluster.binder.backoff_s = 0.2, 0.01
+    server.fail("DELETE", r"/pods/solo-0$", 503, times=1000)
+    assert set(cluster.evict(["default/solo-0"], "rollback")) == {"default/solo-0"}
+    server.clear_faults()
+    old: Any = server.get("", "pods", "default", "solo-0")
+    server.delete("", "pods", "default", "solo-0")
+    metadata = {k: v for k, v in old["metadata"].items() if k != "uid"}
+    spec = {k: v for k, v in old["spec"].items() if k != "nodeName"}
+    server.put({**old, "metadata": metadata, "spec": spec, "status": {"phase": "Pending"}})
+    new: Any = server.get("", "pods", "default", "solo-0")
+
+    def pending_namesake() -> bool:
+        pod = cluster.cache.pod("default/solo-0") or {}
+        return pod.get("metadata", {}).get("uid") == new["metadata"]["uid"] and not pod.get(
+            "spec", {}
+        ).get("nodeName")
+
+    wait_until(pending_namesake, what="the namesake seen, pending")
+    cluster.snapshot()
+    assert cluster.bind([("default/solo-0", "n1")]) == {}
+    wait_until(lambda: not cluster.cache.assumed(), what="its bind seen")
+    cluster.bind([])  # a second batch of the cycle: the batch's UIDs forget the first
+    assert cluster.evict(["default/solo-0"], "rollback") == {}
+    after: Any = server.get("", "pods", "default", "solo-0")
+    assert after is None or "deletionTimestamp" in after["metadata"]
+
+
+def test_a_bind_that_never_reached_the_server_is_no_doubt(
+    server: FakeApiServer, cluster: KubeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Connection refused: nothing was sent, nothing can land. Taken for a doubt, a gang
+    # rolled back around it deleted the pending pod (lost, without a controller).
+    import urllib3
+
+    from adapter.kube import binder
+
+    apply(server, [node("n1", cpu="8"), *gang_pods("g", 2, cpu="1")])
+    seen(cluster, server)
+    real = binder.post_binding
+
+    def post(api: Any, namespace: str, name: str, body: bytes, timeout: Any) -> None:
+        if name == "g-1":
+            raise urllib3.exceptions.NewConnectionError(None, "Connection refused")  # type: ignore[arg-type]
+        real(api, namespace, name, body, timeout)
+
+    monkeypatch.setattr(binder, "post_binding", post)
+    cluster.binder.retry_budget_s, cluster.binder.backoff_s = 0.1, 0.01
+    failures = cluster.bind([("default/g-0", "n1"), ("default/g-1", "n1")])
+    assert set(failures) == {"default/g-1"} and not failures["default/g-1"].uncertain
