@@ -88,17 +88,18 @@ class LeaseElector:
     def _run(self) -> None:
         led = False
         while not self._stop.is_set():
-            renewed = self._renewed_at
+            renewed, started = self._renewed_at, self.clock()
             try:
                 self.try_acquire_or_renew()
             except ApiException as e:
                 log.warning("%s", self.explain(e))
             except Exception as e:  # the API server may be unreachable for a while
                 log.warning("lease %s/%s: %s", self.namespace, self.name, e)
-            # A renewal that came after the renew deadline does not mend the lapse: the
+            # A renewal begun after the renew deadline does not mend the lapse: the
             # leadership ended there (binds and writes were refused meanwhile, a gang may
-            # be half bound), as client-go's elector ends it. Lost for good.
-            lapsed = renewed is not None and self.clock() - renewed >= self.renew_deadline_s
+            # be half bound), as client-go's elector ends it. Lost for good. One begun
+            # before it that answers late (a slow server) is no lapse.
+            lapsed = renewed is not None and started - renewed >= self.renew_deadline_s
             leading = self.is_leader() and not (led and lapsed)
             if led and not leading:
                 log.error("lost the lease %s/%s", self.namespace, self.name)

@@ -265,3 +265,30 @@ def test_a_leadership_that_lapsed_is_lost_though_a_later_renewal_succeeds(
     assert lapsed_at, "the scenario must let the renew deadline pass"
     assert lost == [True] and not a.is_leader()
     assert attempts == 6  # the renewal after the lapse was the last attempt
+
+
+def test_slow_renewals_that_each_begin_in_time_keep_the_lease(server: FakeApiServer) -> None:
+    """Each renewal takes 4.1 s (within its timeouts) and begins before the deadline:
+    no lapse, whatever the sum of their latencies and waits."""
+    clock = Clock()
+    lost: list[float] = []
+    a = elector(server, "a", clock, on_lost=lambda: lost.append(clock.now))  # type: ignore[arg-type]
+    real = a.try_acquire_or_renew
+    answers: list[bool] = []
+
+    def slow() -> bool:
+        renewed = real()  # dated at its start, as the real one is
+        clock.now += 4.1
+        answers.append(renewed)
+        return renewed
+
+    def wait(seconds: float) -> bool:
+        clock.now += seconds
+        if len(answers) >= 6:
+            a._stop.set()
+        return a._stop.is_set()
+
+    a.try_acquire_or_renew = slow  # type: ignore[method-assign]
+    a._stop.wait = wait  # type: ignore[method-assign]
+    a._run()
+    assert answers == [True] * 6 and lost == [] and a.is_leader()
