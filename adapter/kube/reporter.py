@@ -22,7 +22,6 @@ server must not be sent thousands of identical patches a second.
 from __future__ import annotations
 
 import logging
-import queue
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
@@ -30,7 +29,6 @@ from functools import partial
 from typing import Any
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from adapter.cluster import CycleReport, GangStatus
 from adapter.kube.cache import ClusterCache, Obj, key_of, split_key
@@ -56,6 +54,7 @@ from adapter.kube.status import (
 )
 from adapter.kube.status_patches import patch_object_status, pod_status_write
 from adapter.kube.writer import Writer
+from adapter.kube.written import Written
 from solver.model import IMPLICIT_GANG_PREFIX, ClusterState
 
 log = logging.getLogger(__name__)
@@ -89,13 +88,14 @@ class Reporter:
         self.now = now
         self._inline_status: set[Resource] = set()
         self.watching(resources)
-        self._written: dict[str, tuple[Any, ...]] = {}  # object key -> status signature
+        self.written = Written(writer)  # what was written, not to write again
         # gang -> (its PodGroup object, its status, the signatures of the status it would
-        # be written and of the one it has), as the last report saw them: a PodGroup
-        # whose object and status are both unchanged needs neither built again (tens of
-        # thousands of running gangs, every cycle).
-        self._compared: dict[str, tuple[Obj, GangStatus, tuple[Any, ...], tuple[Any, ...]]] = {}
-        self._failed: queue.SimpleQueue[tuple[str, tuple[Any, ...]]] = queue.SimpleQueue()
+        # be written and of the one it has, the phase it was built on), as the last
+        # report saw them: a PodGroup whose object and status are both unchanged needs
+        # neither built again (tens of thousands of running gangs, every cycle).
+        self._compared: dict[
+            str, tuple[Obj, GangStatus, tuple[Any, ...], tuple[Any, ...], Any]
+        ] = {}
 
     def report(
         self,
@@ -108,11 +108,9 @@ class Reporter:
         snapshot with the cycle's binds). ``foreign``: gangs another scheduler runs
         (``Conversion.foreign_gangs``): neither their PodGroups' status nor Events are
         gangsat's to write (two schedulers writing one status overwrite each other)."""
-        while not self._failed.empty():  # writes that failed: write them again
-            memory, sig = self._failed.get()
-            if self._written.get(memory) == sig:
-                del self._written[memory]
+        self.written.redo_failed()  # writes that failed: written again
         podgroups = self._podgroups()
+        self.written.forget_recreated(podgroups)
         pending_of: dict[str, list[str]] = defaultdict(list)
         gang_queue: dict[str, str] = {}
         if state is not None:  # as the cycle left it: its binds included
@@ -203,42 +201,15 @@ class Reporter:
                 self._finding(finding)
 
     def failed_writes(self) -> bool:
-        return not self._failed.empty()
+        return self.written.any_failed()
 
     def sizes(self) -> dict[str, int]:
         return {
-            "statuses written": len(self._written),
+            "statuses written": len(self.written),
             "statuses compared": len(self._compared),
             "event topics": self.recorder.topics(),
             "event names": self.events.names(),
         }
-
-    def _submit(
-        self, memory: str, sig: tuple[Any, ...], key: str, write: Callable[[], Any]
-    ) -> None:
-        """Send ``write`` off the loop; remember ``sig`` as written under ``memory`` until
-        the write fails (then the next cycle writes it again)."""
-        self._written[memory] = sig
-
-        def tracked() -> None:
-            try:
-                write()
-            except ApiException as e:
-                if e.status == 404:
-                    # Deleted since the cycle (under churn, a finished job every second):
-                    # nothing to write again, and the next prune forgets it.
-                    log.debug("not written, %s is gone", memory)
-                    return
-                self._failed.put((memory, sig))  # the loop thread owns ``_written``
-                raise
-            except Exception:
-                self._failed.put((memory, sig))
-                raise
-
-        # Dropped unsent (the lease lapsed), it is not written either: remembered as
-        # written, a PodGroup's Inqueue was never sent again, and its Volcano job never
-        # got a pod.
-        self.writer.submit(key, tracked, dropped=lambda: self._failed.put((memory, sig)))
 
     def _prune(self, podgroups: dict[str, tuple[Resource, Obj]]) -> None:
         """Forget what was written about objects that are gone, so a long-running
@@ -263,7 +234,7 @@ class Reporter:
                 return self.cache.get(PODS, name) is not None
             return name.split(" ")[-1] in queues  # "queue <group> <name>"
 
-        self._written = {key: sig for key, sig in self._written.items() if exists(key)}
+        self.written.keep(exists)
 
     # --- PodGroups and their pods -------------------------------------------------------------
 
@@ -294,9 +265,9 @@ class Reporter:
             resource, _ = podgroups[key]
             namespace, name = split_key(key)
             sig = ("Inqueue",)
-            if self._written.get(f"podgroup {key}") == sig:
+            if self.written.get(f"podgroup {key}") == sig:
                 continue
-            self._submit(
+            self.written.submit(
                 f"podgroup {key}",
                 sig,
                 f"status {resource.plural}.{resource.group} {key}",
@@ -304,12 +275,11 @@ class Reporter:
             )
 
     def _as_written(self, gang: str, stored: Obj) -> Obj:
-        """A PodGroup's status as the cache holds it, but at the phase gangsat wrote
-        (Inqueue, Running) where the cache does not show it yet: the PodGroup watch may
+        """A PodGroup's status as the cache holds it, but at the phase the server took
+        from gangsat (Inqueue, Running) where the cache does not show it yet: the PodGroup watch may
         lag the pods' (a Volcano job's pods come once Inqueue is seen), and built on the
         cache's Pending, the next status wrote Pending over gangsat's own Inqueue."""
-        written = self._written.get(f"podgroup {gang}")
-        phase = written[0] if written else None
+        phase = self.written.phase(gang)
         if phase in ("Inqueue", "Running") and stored.get("phase") in (None, "Pending"):
             return {**stored, "phase": phase}
         return stored
@@ -319,7 +289,7 @@ class Reporter:
         status: GangStatus,
         podgroup: tuple[Resource, Obj] | None,
         pending: list[str],
-        compared: tuple[Obj, GangStatus, tuple[Any, ...], tuple[Any, ...]] | None = None,
+        compared: tuple[Obj, GangStatus, tuple[Any, ...], tuple[Any, ...], Any] | None = None,
     ) -> None:
         if status.gang.startswith(IMPLICIT_GANG_PREFIX):
             if status.phase == "Pending":
@@ -337,16 +307,22 @@ class Reporter:
         namespace, name = split_key(status.gang)
         body: dict[str, Any] | None = None
         current = self._as_written(status.gang, stored_status(obj))
-        if compared is not None and compared[0] is obj and compared[1] == status:
+        phase = current.get("phase")  # what the body is built on: the cache's, or ours
+        if (
+            compared is not None
+            and compared[0] is obj
+            and compared[1] == status
+            and compared[4] == phase
+        ):
             sig, has = compared[2], compared[3]
         else:
             body = podgroup_status(status, resource.api_version, self.now(), current)
             sig, has = _signature(body), _signature(stored_status(obj))
-        self._compared[status.gang] = (obj, status, sig, has)
-        if sig not in (has, self._written.get(f"podgroup {status.gang}")):
+        self._compared[status.gang] = (obj, status, sig, has, phase)
+        if sig not in (has, self.written.get(f"podgroup {status.gang}")):
             if body is None:  # the comparison was remembered: built now, timestamps and all
                 body = podgroup_status(status, resource.api_version, self.now(), current)
-            self._submit(
+            self.written.submit(
                 f"podgroup {status.gang}",
                 sig,
                 f"status {resource.plural}.{resource.group} {status.gang}",
@@ -383,7 +359,7 @@ class Reporter:
             ) == ("False", "Unschedulable", message):
                 return
         memory, sig = f"pod {pod}", ("PodScheduled", message)
-        if self._written.get(memory) == sig:
+        if self.written.get(memory) == sig:
             return
         condition = pod_unschedulable(message, self.now())
         write = pod_status_write(self.core, pod, {"conditions": [condition]})
@@ -394,17 +370,17 @@ class Reporter:
             # written, not remembered as written: should the bind fail, the pod waits
             # again, and is told so.
             if self.cache.placed(pod):
-                self._failed.put((memory, sig))
+                self.written.failed(memory, sig)
             else:
                 write()
 
-        self._submit(memory, sig, f"condition {pod}", unless_placed)
+        self.written.submit(memory, sig, f"condition {pod}", unless_placed)
 
     def _nominate(self, pod: str, node: str) -> None:
         """status.nominatedNodeName, as kube-scheduler sets it for a preemptor: where the
         pod will run once its victims are gone."""
         memory = f"nominated {pod}"
-        written = self._written.get(memory)
+        written = self.written.get(memory)
         if written == (node,):
             return
         current = self.cache.get(PODS, pod)
@@ -414,7 +390,7 @@ class Reporter:
         # would otherwise undo a nomination the pod shows.
         if written is None and stored_status(current).get("nominatedNodeName") == node:
             return
-        self._submit(
+        self.written.submit(
             memory,
             (node,),
             f"nominated {pod}",
@@ -425,7 +401,7 @@ class Reporter:
         """A lapsed nomination cleared, as kube-scheduler clears one: else the next leader
         would hold room for it (``Holds.recover``)."""
         memory = f"nominated {pod}"
-        written = self._written.get(memory)
+        written = self.written.get(memory)
         current = self.cache.get(PODS, pod)
         shown = stored_status(current).get("nominatedNodeName") if current is not None else None
         # Sent already (a failure forgets it, and the hold asks again), or nothing to clear.
@@ -433,7 +409,7 @@ class Reporter:
             return
         # Under the nomination's key: a nomination still queued is superseded, not undone.
         patch = pod_status_write(self.core, pod, {"nominatedNodeName": None})
-        self._submit(memory, (None,), f"nominated {pod}", patch)
+        self.written.submit(memory, (None,), f"nominated {pod}", patch)
 
     def _finding(self, finding: Finding) -> None:
         namespace, _, name = finding.name.rpartition("/")
@@ -464,9 +440,9 @@ class Reporter:
     ) -> None:
         for w in queue_writes(self.cache, statuses, gang_queue, allocation):
             memory = f"queue {w.resource.group} {w.name}"
-            if self._written.get(memory) == w.sig:
+            if self.written.get(memory) == w.sig:
                 continue
-            self._submit(
+            self.written.submit(
                 memory,
                 w.sig,
                 f"status queues.{w.resource.group} {w.name}",

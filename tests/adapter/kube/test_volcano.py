@@ -249,10 +249,60 @@ def test_a_phase_gangsat_wrote_stands_over_the_pending_a_lagging_cache_shows(
     cluster: KubeCluster,
 ) -> None:
     reporter = cluster.reporter
-    reporter._written["podgroup default/job"] = ("Running", 3, ())
+    reporter.written.landed["podgroup default/job"] = ("Running", 3, ())
     assert reporter._as_written("default/job", {"phase": "Pending"})["phase"] == "Running"
     assert reporter._as_written("default/job", {})["phase"] == "Running"
     # What the cache shows past Pending is newer than gangsat's write: it stands.
     assert reporter._as_written("default/job", {"phase": "Completed"})["phase"] == "Completed"
-    reporter._written["podgroup default/job"] = (None, None, ())  # the Workload API's
+    reporter.written.landed["podgroup default/job"] = (None, None, ())  # the Workload API's
     assert reporter._as_written("default/job", {"phase": "Pending"})["phase"] == "Pending"
+
+
+def test_an_inqueue_stands_after_a_failed_write_while_the_podgroup_watch_lags(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    """As above, and the next status write fails once: the remembered comparison was
+    built on gangsat's Inqueue, and reused after the failure on the cache's Pending."""
+    apply(server, [node("n1", cpu="8"), volcano_group("job", 3, cpu="3")])
+    seen(cluster, server)
+    watch = next(
+        r
+        for r in cluster.reflectors
+        if r.resource.group == VOLCANO and r.resource.plural == "podgroups"
+    )
+    watch.stop()
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush()
+    web = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {
+            "nodeName": "n1",
+            "schedulerName": "default-scheduler",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "7"}}}],
+        },
+    }
+    pods = gang_pods("job", 3, cpu="3")
+    for pod in pods:
+        pod["metadata"]["annotations"] = {"scheduling.volcano.sh/group-name": "job"}
+    apply(server, [web, *pods])
+    seen(cluster, server)
+    server.fail("PATCH", r"podgroups/job", 503, times=1)
+    for _ in range(2):
+        run_cycle(cluster, FAST)
+        assert cluster.writer.flush()
+    assert podgroup_status(server, "job", VOLCANO).get("phase") == "Inqueue"
+
+
+def test_what_was_written_of_a_podgroup_made_again_is_not_the_new_ones(
+    cluster: KubeCluster,
+) -> None:
+    written = cluster.reporter.written
+    written.landed["podgroup default/job"] = ("Inqueue",)
+    old = {"metadata": {"name": "job", "uid": "u1"}}
+    written.forget_recreated({"default/job": (None, old)})
+    assert written.phase("default/job") == "Inqueue"
+    new = {"metadata": {"name": "job", "uid": "u2"}}
+    written.forget_recreated({"default/job": (None, new)})
+    assert written.phase("default/job") is None
