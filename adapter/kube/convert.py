@@ -236,6 +236,8 @@ def convert(
                 keep("PodGroup", gangs, gang.name, gang)
                 if group == COSCHEDULING_GROUP:
                     by_pods.add(gang.name)
+                else:  # of two dialects' PodGroups of one name, the later is kept
+                    by_pods.discard(gang.name)
         elif kind == "Workload" and group == WORKLOAD_GROUP:
             read = attempt("Workload", o, lambda o=o: dialects.workload_templates(o))
             templates.update(read or {})

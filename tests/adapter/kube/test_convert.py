@@ -764,3 +764,24 @@ def test_a_pending_pod_with_a_gt_toleration_goes_where_it_tolerates_the_taint() 
     assert read.tolerations[0].operator == "Gt"
     assert schedule(conversion.state, "cpsat").placements == {"team/p": "n-990"}
     assert schedule(conversion.state, "gang-greedy").placements == {"team/p": "n-990"}
+
+
+def test_a_podgroup_of_another_dialect_kept_under_a_coscheduling_name_keeps_its_priority() -> None:
+    # Two dialects' PodGroups of one name: the later is kept, and a Volcano one has its
+    # own priority (its class), not its pods'.
+    high = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "high"},
+        "value": 1000,
+    }
+    member = pod("g-0", labels={"scheduling.x-k8s.io/pod-group": "g"})
+    member["spec"]["priorityClassName"] = "high"
+    objects = [
+        high,
+        podgroup("scheduling.x-k8s.io/v1alpha1", "g", {"minMember": 1}),
+        podgroup("scheduling.volcano.sh/v1beta1", "g", {"minMember": 1}),
+        member,
+    ]
+    [gang] = convert(objects).state.gangs
+    assert gang.priority == 0
