@@ -65,34 +65,35 @@ def kept(resource: Resource, obj: Obj) -> Obj:
 def _pod(obj: Obj) -> Obj:
     spec = obj.get("spec")
     if isinstance(spec, dict):
-        trimmed: dict[str, Any] = {k: v for k, v in spec.items() if k != "ephemeralContainers"}
-        for field in CONTAINER_LISTS:
-            trimmed[field] = _only(spec.get(field), CONTAINER_READ)
-        volumes = spec.get("volumes")
-        if isinstance(volumes, list):
-            trimmed["volumes"] = [
-                v for v in volumes if not isinstance(v, dict) or not UNREAD_VOLUMES & v.keys()
-            ]
-        obj = {**obj, "spec": {k: v for k, v in trimmed.items() if v is not _ABSENT}}
+        obj = {**obj, "spec": _trimmed(spec, CONTAINER_LISTS, CONTAINER_READ, SPEC_DROPPED)}
     status = obj.get("status")
-    if isinstance(status, dict) and any(
-        k in status for k in (*STATUS_LISTS, "ephemeralContainerStatuses")
-    ):
-        trimmed = {k: v for k, v in status.items() if k != "ephemeralContainerStatuses"}
-        for field in STATUS_LISTS:
-            trimmed[field] = _only(status.get(field), CONTAINER_STATUS_READ)
-        obj = {**obj, "status": {k: v for k, v in trimmed.items() if v is not _ABSENT}}
+    if isinstance(status, dict) and not status.keys().isdisjoint(STATUS_TRIMMED):
+        trimmed = _trimmed(status, STATUS_LISTS, CONTAINER_STATUS_READ, STATUS_DROPPED)
+        obj = {**obj, "status": trimmed}
     return obj
 
 
-_ABSENT: Any = object()
+SPEC_DROPPED = frozenset({"ephemeralContainers"})
+STATUS_DROPPED = frozenset({"ephemeralContainerStatuses"})
+STATUS_TRIMMED = frozenset({*STATUS_LISTS, *STATUS_DROPPED})
 
 
-def _only(items: Any, fields: tuple[str, ...]) -> Any:
-    """Each mapping of a list with only ``fields``; anything else as it is (a malformed
-    object stays malformed, for conversion to report)."""
-    if items is None:
-        return _ABSENT
-    if not isinstance(items, list):
-        return items
-    return [{k: c[k] for k in fields if k in c} if isinstance(c, dict) else c for c in items]
+def _trimmed(
+    part: Obj, lists: tuple[str, ...], fields: tuple[str, ...], dropped: frozenset[str]
+) -> Obj:
+    """A pod's spec or status, in one pass: ``dropped`` left out, each mapping of the
+    ``lists`` with only ``fields``, and the volumes no rule reads left out. Anything of
+    another shape stays as it is (a malformed object stays malformed, for conversion to
+    report)."""
+    out: Obj = {}
+    for key, value in part.items():
+        if key in dropped:
+            continue
+        if key in lists and isinstance(value, list):
+            value = [
+                {k: c[k] for k in fields if k in c} if isinstance(c, dict) else c for c in value
+            ]
+        elif key == "volumes" and isinstance(value, list):
+            value = [v for v in value if not isinstance(v, dict) or UNREAD_VOLUMES.isdisjoint(v)]
+        out[key] = value
+    return out
