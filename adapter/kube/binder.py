@@ -52,13 +52,18 @@ from urllib.parse import quote
 import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import ProtocolError, ReadTimeoutError
+from urllib3.exceptions import ConnectTimeoutError
 
 from adapter.cluster import ClusterError
 from adapter.kube.cache import ClusterCache, Unbindable, split_key
 from adapter.kube.resources import STRATEGIC_MERGE_PATCH, done, read_json
 
 log = logging.getLogger(__name__)
+
+# Answers after which a bind may still land: kube-apiserver's 500 when etcd timed out
+# ("etcdserver: request timed out": the write may commit later), and a gateway's 502 and
+# 504 (the request was passed on, its answer lost).
+LANDS_LATE = frozenset({500, 502, 504})
 
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
 CONNECT_TIMEOUT_S = 5.0
@@ -325,8 +330,8 @@ class Binder:
         body = binding_body(namespace, name, node, uid)
         deadline = time.monotonic() + self.retry_budget_s
         ambiguous = False  # an attempt may have landed although it did not say so
-        # An attempt unanswered (a timeout, a reset, the server's own 504) may be running
-        # still, and land after the pod reads unbound.
+        # An attempt unanswered (a timeout, a reset, a TLS error mid-answer, a gateway's
+        # or etcd's timeout) may be running still, and land after the pod reads unbound.
         in_flight = False
         attempt = 0
         while True:
@@ -353,15 +358,15 @@ class Binder:
                 if e.status not in RETRYABLE:
                     break
                 ambiguous = ambiguous or e.status != 429  # a 5xx may follow a committed write
-                in_flight = in_flight or e.status == 504
+                in_flight = in_flight or e.status in LANDS_LATE
                 if e.status == 429:
                     delay = max(delay, _retry_after(e, delay))
             except Exception as e:  # timeouts, resets: the bind may or may not have landed
                 error = ClusterError(type(e).__name__, str(e))
                 ambiguous = True
                 # Sent, then no answer: it may be running still. A connection never made
-                # (refused, a connect timeout) sent nothing.
-                in_flight = in_flight or isinstance(e, ReadTimeoutError | ProtocolError)
+                # (refused, a connect timeout, a name not resolved) sent nothing.
+                in_flight = in_flight or not isinstance(e, ConnectTimeoutError)
             attempt += 1
             if time.monotonic() + delay > deadline:
                 break
