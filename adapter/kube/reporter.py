@@ -206,6 +206,7 @@ class Reporter:
     def sizes(self) -> dict[str, int]:
         return {
             "statuses written": len(self.written),
+            "statuses landed": len(self.written.landed),
             "statuses compared": len(self._compared),
             "event topics": self.recorder.topics(),
             "event names": self.events.names(),
@@ -272,17 +273,23 @@ class Reporter:
                 sig,
                 f"status {resource.plural}.{resource.group} {key}",
                 partial(self._patch_status, resource, namespace, name, {"phase": "Inqueue"}),
+                uid=_uid(podgroups[key][1]),
             )
 
-    def _as_written(self, gang: str, stored: Obj) -> Obj:
+    def _as_written(self, gang: str, podgroup: Obj) -> Obj:
         """A PodGroup's status as the cache holds it, but at the phase the server took
-        from gangsat (Inqueue, Running) where the cache does not show it yet: the PodGroup watch may
-        lag the pods' (a Volcano job's pods come once Inqueue is seen), and built on the
-        cache's Pending, the next status wrote Pending over gangsat's own Inqueue."""
-        phase = self.written.phase(gang)
-        if phase in ("Inqueue", "Running") and stored.get("phase") in (None, "Pending"):
-            return {**stored, "phase": phase}
-        return stored
+        from gangsat (Inqueue, Running) where the cache does not show it yet: the
+        PodGroup watch may lag the pods' (a Volcano job's pods come once Inqueue is
+        seen), and built on the cache's Pending, the next status wrote Pending over
+        gangsat's own Inqueue. Once the cache shows more than Pending, it stands."""
+        stored = stored_status(podgroup)
+        phase = self.written.phase(gang, _uid(podgroup))
+        if phase is None:
+            return stored
+        if stored.get("phase") not in (None, "Pending"):
+            self.written.settled(gang)
+            return stored
+        return {**stored, "phase": phase} if phase in ("Inqueue", "Running") else stored
 
     def _gang(
         self,
@@ -306,7 +313,7 @@ class Reporter:
         resource, obj = podgroup
         namespace, name = split_key(status.gang)
         body: dict[str, Any] | None = None
-        current = self._as_written(status.gang, stored_status(obj))
+        current = self._as_written(status.gang, obj)
         phase = current.get("phase")  # what the body is built on: the cache's, or ours
         if (
             compared is not None
@@ -327,6 +334,7 @@ class Reporter:
                 sig,
                 f"status {resource.plural}.{resource.group} {status.gang}",
                 partial(self._patch_status, resource, namespace, name, body),
+                uid=_uid(obj),
             )
         if self._unschedulable(status):
             message = unschedulable_message(status)
@@ -455,6 +463,10 @@ class Reporter:
         # Inline or not as the resource is served when the write goes out (rediscovery).
         inline = resource in self._inline_status
         patch_object_status(self.custom, resource, inline, namespace, name, status)
+
+
+def _uid(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
 
 
 def _volume_waits(findings: Sequence[Finding]) -> dict[str, list[Finding]]:

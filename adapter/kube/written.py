@@ -37,10 +37,11 @@ class Written:
         # Written off the loop: the writer's thread reports failures here, the loop's
         # thread, which owns ``sigs``, forgets them.
         self._failed: queue.SimpleQueue[tuple[str, Signature]] = queue.SimpleQueue()
-        # A PodGroup's status the server answered for: what it holds, whatever failed
-        # since (``phase``).
-        self._landed: queue.SimpleQueue[tuple[str, Signature]] = queue.SimpleQueue()
-        self.landed: dict[str, Signature] = {}
+        # A PodGroup's status the server answered for, with the UID it was written to:
+        # what the server holds, whatever failed since (``phase``), until the cache shows
+        # it (``settled``).
+        self._landed: queue.SimpleQueue[tuple[str, Signature, str]] = queue.SimpleQueue()
+        self.landed: dict[str, tuple[Signature, str]] = {}
         self._podgroup_uids: dict[str, Any] = {}  # as the last report saw them
 
     def __len__(self) -> int:
@@ -49,16 +50,19 @@ class Written:
     def get(self, memory: str) -> Signature | None:
         return self.sigs.get(memory)
 
-    def submit(self, memory: str, sig: Signature, key: str, write: Callable[[], Any]) -> None:
+    def submit(
+        self, memory: str, sig: Signature, key: str, write: Callable[[], Any], uid: str = ""
+    ) -> None:
         """Send ``write`` off the loop; remember ``sig`` as written under ``memory`` until
-        the write fails (then the next report writes it again)."""
+        the write fails (then the next report writes it again). ``uid``: a PodGroup's,
+        whose status the server's answer then says it holds."""
         self.sigs[memory] = sig
 
         def tracked() -> None:
             try:
                 write()
-                if memory.startswith("podgroup "):
-                    self._landed.put((memory, sig))
+                if uid:
+                    self._landed.put((memory, sig, uid))
             except ApiException as e:
                 if e.status == 404:
                     # Deleted since the cycle (under churn, a finished job every second):
@@ -87,15 +91,21 @@ class Written:
             if self.sigs.get(memory) == sig:
                 del self.sigs[memory]
         while not self._landed.empty():
-            memory, sig = self._landed.get()
-            self.landed[memory] = sig
+            memory, sig, uid = self._landed.get()
+            self.landed[memory] = (sig, uid)
 
-    def phase(self, gang: str) -> Any:
-        """The phase of the last status of a PodGroup that the server took, if any (a
-        status's signature leads with it; Inqueue's is the phase alone). Not merely the
-        last one queued: that one may fail, and the one before it still stands."""
-        sig = self.landed.get(f"podgroup {gang}")
-        return sig[0] if sig else None
+    def phase(self, gang: str, uid: str) -> Any:
+        """The phase of the last status the server took for the PodGroup of ``uid``, if
+        any (a status's signature leads with it; Inqueue's is the phase alone). Not
+        merely the last one queued: that one may fail, and the one before it stands. An
+        answer that came for a PodGroup deleted since is not its namesake's."""
+        landed = self.landed.get(f"podgroup {gang}")
+        return landed[0][0] if landed and landed[1] == uid else None
+
+    def settled(self, gang: str) -> None:
+        """The cache shows the PodGroup as written, or moved on: what landed no longer
+        stands over it (a Pending someone writes later is theirs to write)."""
+        self.landed.pop(f"podgroup {gang}", None)
 
     def forget_recreated(self, podgroups: Mapping[str, tuple[Any, Obj]]) -> None:
         """What was written of a PodGroup deleted and made again under its name (a
@@ -105,7 +115,6 @@ class Written:
         for key, uid in uids.items():
             if self._podgroup_uids.get(key, uid) != uid:
                 self.sigs.pop(f"podgroup {key}", None)
-                self.landed.pop(f"podgroup {key}", None)
         self._podgroup_uids = uids
 
     def keep(self, exists: Callable[[str], bool]) -> None:

@@ -245,17 +245,36 @@ def test_gangsat_never_writes_pending_over_its_own_inqueue_while_the_podgroup_wa
     assert podgroup_status(server, "job", VOLCANO).get("phase") == "Inqueue"
 
 
-def test_a_phase_gangsat_wrote_stands_over_the_pending_a_lagging_cache_shows(
+def _podgroup_as_cached(uid: str, phase: str | None) -> dict[str, Any]:
+    status = {"phase": phase} if phase else {}
+    return {"metadata": {"name": "job", "namespace": "default", "uid": uid}, "status": status}
+
+
+def test_a_phase_the_server_took_stands_over_the_pending_a_lagging_cache_shows(
     cluster: KubeCluster,
 ) -> None:
     reporter = cluster.reporter
-    reporter.written.landed["podgroup default/job"] = ("Running", 3, ())
-    assert reporter._as_written("default/job", {"phase": "Pending"})["phase"] == "Running"
-    assert reporter._as_written("default/job", {})["phase"] == "Running"
-    # What the cache shows past Pending is newer than gangsat's write: it stands.
-    assert reporter._as_written("default/job", {"phase": "Completed"})["phase"] == "Completed"
-    reporter.written.landed["podgroup default/job"] = (None, None, ())  # the Workload API's
-    assert reporter._as_written("default/job", {"phase": "Pending"})["phase"] == "Pending"
+    reporter.written.landed["podgroup default/job"] = (("Running", 3, ()), "u1")
+    assert reporter._as_written("default/job", _podgroup_as_cached("u1", "Pending")) == {
+        "phase": "Running"
+    }
+    assert (
+        reporter._as_written("default/job", _podgroup_as_cached("u1", None))["phase"] == "Running"
+    )
+    # Not over a namesake: an answer for the PodGroup deleted since is not its.
+    assert reporter._as_written("default/job", _podgroup_as_cached("u2", "Pending")) == {
+        "phase": "Pending"
+    }
+    # Once the cache shows more than Pending, it stands, and what landed is done with: a
+    # Pending someone writes later is not overridden.
+    shown = reporter._as_written("default/job", _podgroup_as_cached("u1", "Inqueue"))
+    assert shown["phase"] == "Inqueue"
+    assert reporter._as_written("default/job", _podgroup_as_cached("u1", "Pending")) == {
+        "phase": "Pending"
+    }
+    reporter.written.landed["podgroup default/job"] = ((None, None, ()), "u1")  # Workload API
+    assert reporter._as_written("default/job", _podgroup_as_cached("u1", None)) == {}
+    assert "statuses landed" in cluster.remembered()
 
 
 def test_an_inqueue_stands_after_a_failed_write_while_the_podgroup_watch_lags(
@@ -299,10 +318,10 @@ def test_what_was_written_of_a_podgroup_made_again_is_not_the_new_ones(
     cluster: KubeCluster,
 ) -> None:
     written = cluster.reporter.written
-    written.landed["podgroup default/job"] = ("Inqueue",)
+    written.sigs["podgroup default/job"] = ("Inqueue",)
     old = {"metadata": {"name": "job", "uid": "u1"}}
     written.forget_recreated({"default/job": (None, old)})
-    assert written.phase("default/job") == "Inqueue"
+    assert written.get("podgroup default/job") == ("Inqueue",)
     new = {"metadata": {"name": "job", "uid": "u2"}}
     written.forget_recreated({"default/job": (None, new)})
-    assert written.phase("default/job") is None
+    assert written.get("podgroup default/job") is None
