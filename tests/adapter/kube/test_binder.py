@@ -198,11 +198,10 @@ def test_a_conflict_naming_the_pods_node_settles_the_bind_when_the_pod_cannot_be
     assert other is not None and other.uncertain and other.bound_to is None
 
 
-def test_a_delete_that_failed_is_sent_again_for_the_same_pod_not_a_namesake(
-    server: FakeApiServer, cluster: KubeCluster
-) -> None:
-    # A rollback's delete of solo-0 fails; by the next attempt the watch has shown the
-    # bind (the batch's UIDs forgot it) and a namesake holds the name on the same node.
+def _undeleted_then_gone(server: FakeApiServer, cluster: KubeCluster) -> Any:
+    """solo-0 bound to n1, the watch has shown it; a rollback's delete of it fails, then
+    it is deleted after all (by someone else, or the delete landed late). The pod as
+    it was."""
     apply(server, [node("n1", cpu="8"), *gang_pods("solo", 1, cpu="1")])
     seen(cluster, server)
     assert cluster.bind([("default/solo-0", "n1")]) == {}
@@ -211,10 +210,18 @@ def test_a_delete_that_failed_is_sent_again_for_the_same_pod_not_a_namesake(
     server.fail("DELETE", r"/pods/solo-0$", 503, times=1000)
     assert set(cluster.evict(["default/solo-0"], "rollback")) == {"default/solo-0"}
     server.clear_faults()
-    old: Any = server.get("", "pods", "default", "solo-0")
+    old = server.get("", "pods", "default", "solo-0")
     server.delete("", "pods", "default", "solo-0")
-    namesake = {**old, "metadata": {k: v for k, v in old["metadata"].items() if k != "uid"}}
-    server.put(namesake)
+    return old
+
+
+def test_a_delete_that_failed_is_sent_again_for_the_same_pod_not_a_namesake(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    # A rollback's delete of solo-0 fails; by the next attempt the watch has shown the
+    # bind (the batch's UIDs forgot it) and a namesake holds the name on the same node.
+    old = _undeleted_then_gone(server, cluster)
+    server.put({**old, "metadata": {k: v for k, v in old["metadata"].items() if k != "uid"}})
     new: Any = server.get("", "pods", "default", "solo-0")
     assert new["metadata"]["uid"] != old["metadata"]["uid"] and new["spec"]["nodeName"] == "n1"
     wait_until(
@@ -273,16 +280,7 @@ def test_a_failed_deletes_uid_is_forgotten_once_a_namesake_is_bound(
     # it again, and a later cycle binds the new one. A rollback of that bind must delete
     # the new pod: sent with the old UID, it was answered 409 and counted as done, and
     # the new pod stayed bound, its gang partial.
-    apply(server, [node("n1", cpu="8"), *gang_pods("solo", 1, cpu="1")])
-    seen(cluster, server)
-    assert cluster.bind([("default/solo-0", "n1")]) == {}
-    wait_until(lambda: not cluster.cache.assumed(), what="the bind seen")
-    cluster.binder.retry_budget_s, cluster.binder.backoff_s = 0.2, 0.01
-    server.fail("DELETE", r"/pods/solo-0$", 503, times=1000)
-    assert set(cluster.evict(["default/solo-0"], "rollback")) == {"default/solo-0"}
-    server.clear_faults()
-    old: Any = server.get("", "pods", "default", "solo-0")
-    server.delete("", "pods", "default", "solo-0")
+    old = _undeleted_then_gone(server, cluster)
     metadata = {k: v for k, v in old["metadata"].items() if k != "uid"}
     spec = {k: v for k, v in old["spec"].items() if k != "nodeName"}
     server.put({**old, "metadata": metadata, "spec": spec, "status": {"phase": "Pending"}})

@@ -206,13 +206,11 @@ def test_an_inqueue_write_dropped_while_the_lease_lapsed_is_sent_again(
         cluster.stop()
 
 
-def test_gangsat_never_writes_pending_over_its_own_inqueue_while_the_podgroup_watch_lags(
+def _inqueue_then_full_while_the_podgroup_watch_lags(
     server: FakeApiServer, cluster: KubeCluster
 ) -> None:
-    """gangsat writes Inqueue; its PodGroup watch lags (reconnecting) while Volcano's job
-    controller, which saw Inqueue, creates the pods, and another workload fills the node.
-    Built on the cache's Pending, the next status wrote Pending over the Inqueue, and
-    Volcano stopped re-creating the job's pods."""
+    """gangsat writes Inqueue for Volcano job "job" (3 x 3 cpu, n1 of 8 cpu) while its
+    PodGroup watch is down; then the job's pods come and another workload fills n1."""
     apply(server, [node("n1", cpu="8"), volcano_group("job", 3, cpu="3")])
     seen(cluster, server)
     watch = next(
@@ -239,6 +237,16 @@ def test_gangsat_never_writes_pending_over_its_own_inqueue_while_the_podgroup_wa
         pod["metadata"]["annotations"] = {"scheduling.volcano.sh/group-name": "job"}
     apply(server, [web, *pods])
     seen(cluster, server)
+
+
+def test_gangsat_never_writes_pending_over_its_own_inqueue_while_the_podgroup_watch_lags(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    """gangsat writes Inqueue; its PodGroup watch lags (reconnecting) while Volcano's job
+    controller, which saw Inqueue, creates the pods, and another workload fills the node.
+    Built on the cache's Pending, the next status wrote Pending over the Inqueue, and
+    Volcano stopped re-creating the job's pods."""
+    _inqueue_then_full_while_the_podgroup_watch_lags(server, cluster)
     result = run_cycle(cluster, FAST)
     assert result.bound == {}  # no room now: the gang waits, Unschedulable
     assert cluster.writer.flush()
@@ -282,31 +290,7 @@ def test_an_inqueue_stands_after_a_failed_write_while_the_podgroup_watch_lags(
 ) -> None:
     """As above, and the next status write fails once: the remembered comparison was
     built on gangsat's Inqueue, and reused after the failure on the cache's Pending."""
-    apply(server, [node("n1", cpu="8"), volcano_group("job", 3, cpu="3")])
-    seen(cluster, server)
-    watch = next(
-        r
-        for r in cluster.reflectors
-        if r.resource.group == VOLCANO and r.resource.plural == "podgroups"
-    )
-    watch.stop()
-    run_cycle(cluster, FAST)
-    assert cluster.writer.flush()
-    web = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "web", "namespace": "default"},
-        "spec": {
-            "nodeName": "n1",
-            "schedulerName": "default-scheduler",
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": "7"}}}],
-        },
-    }
-    pods = gang_pods("job", 3, cpu="3")
-    for pod in pods:
-        pod["metadata"]["annotations"] = {"scheduling.volcano.sh/group-name": "job"}
-    apply(server, [web, *pods])
-    seen(cluster, server)
+    _inqueue_then_full_while_the_podgroup_watch_lags(server, cluster)
     server.fail("PATCH", r"podgroups/job", 503, times=1)
     for _ in range(2):
         run_cycle(cluster, FAST)
