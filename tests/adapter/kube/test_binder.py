@@ -142,21 +142,32 @@ def test_no_bind_or_delete_can_connect_after_the_leadership_left(
         binder.close()
 
 
+class _Lease:
+    def __init__(self) -> None:
+        self.expires = time.monotonic() + 60.0
+
+    def left(self) -> float:
+        return self.expires - time.monotonic()
+
+
+def _solo_with_a_fenced_binder(
+    server: FakeApiServer, cluster: KubeCluster
+) -> tuple[Binder, _Lease]:
+    """Pod solo-0, pending, and a one-thread binder fenced by a lease of 60 s (tests
+    shorten it), retrying for 0.1 s."""
+    apply(server, [node("n1"), *gang_pods("solo", 1)])
+    seen(cluster, server)
+    lease = _Lease()
+    binder = Binder(cluster.api, cluster.cache, fence=lease.left, threads=1, retry_budget_s=0.1)
+    return binder, lease
+
+
 def test_a_slow_delete_is_not_sent_again_by_the_connection_pool(
     server: FakeApiServer, cluster: KubeCluster
 ) -> None:
     # urllib3's default Retry(3) sent a DELETE whose answer was late three times more,
     # each with a fresh read timeout: past the fence, after the lease had run out.
-    apply(server, [node("n1"), *gang_pods("solo", 1)])
-    seen(cluster, server)
-    expires = time.monotonic() + 60.0
-    binder = Binder(
-        cluster.api,
-        cluster.cache,
-        fence=lambda: expires - time.monotonic(),
-        threads=1,
-        retry_budget_s=0.1,
-    )
+    binder, lease = _solo_with_a_fenced_binder(server, cluster)
     arrivals: list[float] = []
 
     def slow(method: str, path: str) -> None:
@@ -167,10 +178,10 @@ def test_a_slow_delete_is_not_sent_again_by_the_connection_pool(
     try:
         assert binder.bind([("default/solo-0", "n1")]) == {}
         server.hooks.append(slow)
-        expires = time.monotonic() + 1.0
+        lease.expires = time.monotonic() + 1.0
         failed = binder.delete(["default/solo-0"], "test")
         assert set(failed) == {"default/solo-0"}  # timed out, and not retried past the fence
-        assert len(arrivals) == 1 and arrivals[0] < expires  # the pool sent it once
+        assert len(arrivals) == 1 and arrivals[0] < lease.expires  # the pool sent it once
     finally:
         server.hooks.remove(slow)
         binder.close()
@@ -244,16 +255,7 @@ def test_a_bind_that_timed_out_and_then_read_unbound_is_of_unknown_outcome(
 ) -> None:
     # The server takes 1.2 s over the Binding: the client gives up at 1 s and reads
     # the pod, unbound yet; the Binding lands after.
-    apply(server, [node("n1"), *gang_pods("solo", 1)])
-    seen(cluster, server)
-    expires = time.monotonic() + 60.0
-    binder = Binder(
-        cluster.api,
-        cluster.cache,
-        fence=lambda: expires - time.monotonic(),
-        threads=1,
-        retry_budget_s=0.1,
-    )
+    binder, lease = _solo_with_a_fenced_binder(server, cluster)
 
     def slow(method: str, path: str) -> None:
         if method == "POST" and path.endswith("/pods/solo-0/binding"):
@@ -261,7 +263,7 @@ def test_a_bind_that_timed_out_and_then_read_unbound_is_of_unknown_outcome(
 
     server.hooks.append(slow)
     try:
-        expires = time.monotonic() + 1.0
+        lease.expires = time.monotonic() + 1.0
         failed = binder.bind([("default/solo-0", "n1")])
         # Counted a plain failure, a gang rolled back around it kept it, pending, and
         # the late Binding left it running alone: of unknown outcome, it is evicted too.
