@@ -21,8 +21,14 @@ from dataclasses import dataclass, field
 
 from adapter.cluster import ClusterError, CycleReport
 from adapter.sim.scenario import Job, Workload
-from solver.model import ClusterState, Gang, Node, Pod
-from solver.predicates import insufficient
+from solver.model import ClusterState, Gang, Node, Pod, TaintEffect
+from solver.predicates import (
+    AFFINITY_MISMATCH,
+    SELECTOR_MISMATCH,
+    insufficient,
+    placement_reason,
+    tolerates,
+)
 
 ARRIVE, READY, FINISH, GONE = "arrive", "ready", "finish", "gone"
 
@@ -165,6 +171,9 @@ class SimulatedCluster:
             raise ClusterError(
                 "Conflict", f"binding {pod} to {node}: injected fault", retry_elsewhere=True
             )
+        refused = kubelet_refuses(current, self.nodes[node])
+        if refused is not None:
+            raise ClusterError("NodeAffinity", f"{pod} on {node}: {refused}", retry_elsewhere=True)
         demand = current.demand()
         free = self.free[node]
         short = insufficient(demand, free)
@@ -380,3 +389,20 @@ class SimulatedCluster:
         req = job.pods[0].requests.nonzero() if job.pods else {}
         shown = ", ".join(f"{r} {q}" for r, q in sorted(req.items()))
         return f"{len(job.pods)} pods ({shown}), minMember {job.min_member}, queue {job.queue}"
+
+
+def kubelet_refuses(pod: Pod, node: Node) -> str | None:
+    """Why a kubelet would refuse ``pod`` bound to ``node`` (its admission, resources
+    aside): a node selector or required node affinity the node does not match, or a
+    NoExecute taint the pod does not tolerate. Not a cordon, nor a NoSchedule taint:
+    those only keep schedulers off. A bug shared by the solver's predicates and the
+    validator would otherwise run its pods here where a real node refuses them."""
+    reason = placement_reason(pod, node)
+    if reason in (SELECTOR_MISMATCH, AFFINITY_MISMATCH):
+        return reason
+    for taint in node.taints:
+        if taint.effect == TaintEffect.NO_EXECUTE and not any(
+            tolerates(t, taint) for t in pod.tolerations
+        ):
+            return f"node(s) had untolerated taint {{{taint.key}}} (NoExecute)"
+    return None

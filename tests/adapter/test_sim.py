@@ -475,3 +475,31 @@ def test_a_refused_bind_is_retried_not_called_a_deadlock(seed: int) -> None:
     run = simulate(materialise(s), LoopSettings(scheduler="greedy"))
     assert run.deadlocks == []
     assert run.stopped == "every job finished"
+
+
+def test_the_simulated_kubelet_refuses_what_a_real_one_refuses() -> None:
+    """A node selector the node does not match, or a NoExecute taint not tolerated:
+    a kubelet refuses the pod; the simulator ran it. A cordon or a NoSchedule taint
+    keeps schedulers off only, and a kubelet runs a pod bound there."""
+    from solver.model import Taint, TaintEffect
+
+    def cluster_of(node: NodeGroup, **job: Any) -> SimulatedCluster:
+        group = JobGroup(name="j", duration_s=100, replicas=1, requests={"cpu": "1"}, **job)
+        cluster = SimulatedCluster(materialise(scenario(group, nodes=(node,))))
+        cluster.step()
+        return cluster
+
+    zoned = NodeGroup(name="n", count=1, allocatable={"cpu": "4"}, labels={"zone": "x"})
+    with pytest.raises(ClusterError, match="node selector"):
+        cluster_of(zoned, node_selector={"zone": "y"}).bind_one("j-0", "n-0")
+    cluster_of(zoned, node_selector={"zone": "x"}).bind_one("j-0", "n-0")
+    for effect, refused in ((TaintEffect.NO_EXECUTE, True), (TaintEffect.NO_SCHEDULE, False)):
+        taint = Taint(key="gpu", value="", effect=effect)
+        tainted = NodeGroup(name="n", count=1, allocatable={"cpu": "4"}, taints=(taint,))
+        cluster = cluster_of(tainted)
+        if refused:
+            with pytest.raises(ClusterError, match="NoExecute"):
+                cluster.bind_one("j-0", "n-0")
+        else:
+            cluster.bind_one("j-0", "n-0")
+            assert cluster.jobs["j"].running
