@@ -109,6 +109,8 @@ OUTCOME_COLUMNS: tuple[Column, ...] = (
 COST_COLUMNS: tuple[Column, ...] = (
     Column("scheduler", lambda s: s.scheduler, numeric=False),
     Column("max share error", lambda s: _pct(s.max_share_error)),
+    Column("max mean |error|", lambda s: _pct(s.max_abs_share_error)),
+    Column("max time >2% off", lambda s: _pct(s.max_off_share)),
     Column("Jain", lambda s: _num(s.jain_index)),
     Column("cycles", lambda s: str(s.cycles)),
     Column("cycle p50 ms", lambda s: _ms(s.cycle_p50_s)),

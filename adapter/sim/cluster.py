@@ -92,6 +92,7 @@ class SimulatedCluster:
         self.job_of: dict[str, str] = {}
         # Kept incrementally: a 1,000-pod gang must not rescan its pods on every bind.
         self._bound_count: dict[str, int] = defaultdict(int)  # job -> pods bound
+        self.bound_changed_s: dict[str, float] = {}  # job -> when its bound count last moved
         self._ready_count: dict[str, int] = defaultdict(int)  # job -> pods past bind latency
         self._ready: set[str] = set()
         self._terminating: set[str] = set()  # evicted, still holding their node's room
@@ -187,6 +188,7 @@ class SimulatedCluster:
         self.version += 1
         job = self.job_of[pod]
         self._bound_count[job] += 1
+        self.bound_changed_s[job] = self.now
         if self.bind_latency_s:
             self._seq += 1
             self._bind_serial[pod] = self._seq
@@ -287,6 +289,14 @@ class SimulatedCluster:
     def bound_count(self, job: str) -> int:
         return self._bound_count[job]
 
+    def stuck_partial_jobs(self, for_s: float) -> list[str]:
+        """Partial jobs whose bound pods have not changed for ``for_s``."""
+        return [
+            job
+            for job in self.partial_jobs()
+            if self.now - self.bound_changed_s.get(job, 0.0) >= for_s
+        ]
+
     def partial_jobs(self) -> list[str]:
         """Jobs holding some pods but fewer than minMember: resources held, no progress.
 
@@ -316,6 +326,7 @@ class SimulatedCluster:
         self._bind_serial.pop(name, None)  # a bind latency still running never ends
         self._terminating.add(name)
         self._bound_count[self.job_of[name]] -= 1
+        self.bound_changed_s[self.job_of[name]] = self.now
         self._push(self.now + self.termination_grace_s, GONE, name)
         return ran
 
@@ -336,6 +347,7 @@ class SimulatedCluster:
             self._terminating.discard(pod.name)  # counted out when it was evicted
         else:
             self._bound_count[job] -= 1
+            self.bound_changed_s[job] = self.now
         if pod.name in self._ready:
             self._ready.discard(pod.name)
             self._ready_count[job] -= 1

@@ -11,8 +11,12 @@ its capability (``solver.fairness.water_fill``, as kube-batch's proportion plugi
 every queue is backlogged and asks for more than its weight's share, that is exactly
 ``weight / sum(weights)`` of the cluster. A queue's share error is the time average,
 over its backlogged time, of (held - deserved) / cluster total; ``max_share_error`` is the
-largest absolute one. Jain's index is taken over queues of held / deserved (time
-integrals while backlogged): 1.0 is perfectly proportional.
+largest absolute one. That is a signed mean: a queue over its share for an hour and under
+it for the next scores near 0. ``max_abs_share_error`` is the largest time average of
+|held - deserved| / cluster total, and ``max_off_share`` the largest share of a queue's
+backlogged time spent more than ``OFF_BY`` (2%) of the cluster off. Jain's index is taken
+over queues of held / deserved (time integrals while backlogged): 1.0 is perfectly
+proportional.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from adapter.sim.run import Sample, SimRun
 from solver.fairness import deserved_by_queue
 from solver.model import Queue
 
+OFF_BY = 0.02  # of the cluster: the fairness bar
+
 
 class QueueFairness(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -38,7 +44,9 @@ class QueueFairness(BaseModel):
     backlogged_s: float
     share: float  # mean held / cluster total while backlogged
     deserved: float  # mean deserved / cluster total while backlogged
-    error: float  # share - deserved
+    error: float  # share - deserved: the signed mean, where over and under cancel
+    abs_error: float = 0.0  # mean |held - deserved| / cluster total while backlogged
+    off_s: float = 0.0  # backlogged time spent more than OFF_BY of the cluster off
 
 
 class RunSummary(BaseModel):
@@ -69,6 +77,8 @@ class RunSummary(BaseModel):
     backlogged_s: float  # time some queue was backlogged
     all_backlogged_s: float  # time every queue was
     max_share_error: float | None
+    max_abs_share_error: float | None = None
+    max_off_share: float | None = None  # of a queue's backlogged time
     jain_index: float | None
     queues: dict[str, QueueFairness]
     cycles: int
@@ -121,6 +131,8 @@ def fairness(run: SimRun) -> tuple[dict[str, QueueFairness], float, float]:
     backlog_s: dict[str, float] = defaultdict(float)
     held_s: dict[str, float] = defaultdict(float)
     deserved_s: dict[str, float] = defaultdict(float)
+    abs_s: dict[str, float] = defaultdict(float)  # |held - deserved| * dt
+    off_s: dict[str, float] = defaultdict(float)  # time more than OFF_BY off
     any_s = all_s = 0.0
     for sample, dt in zip(run.samples, durations(run.samples, run.end_s), strict=True):
         backlogged = sample.backlogged()
@@ -132,8 +144,12 @@ def fairness(run: SimRun) -> tuple[dict[str, QueueFairness], float, float]:
         deserved = deserved_at(sample, total, run.workload.queues, run.fair_resource)
         for q in backlogged:
             backlog_s[q] += dt
-            held_s[q] += sample.queue_allocated.get(q, 0) * dt
+            held = sample.queue_allocated.get(q, 0)
+            held_s[q] += held * dt
             deserved_s[q] += deserved[q] * dt
+            abs_s[q] += abs(held - deserved[q]) * dt
+            if abs(held - deserved[q]) > OFF_BY * total:
+                off_s[q] += dt
     queues = {}
     for q, w in weights.items():
         span = backlog_s[q]
@@ -146,6 +162,8 @@ def fairness(run: SimRun) -> tuple[dict[str, QueueFairness], float, float]:
             share=share,
             deserved=fair,
             error=share - fair,
+            abs_error=abs_s[q] / (span * total) if span and total else 0.0,
+            off_s=off_s[q],
         )
     return queues, any_s, all_s
 
@@ -224,6 +242,12 @@ def summarise(run: SimRun) -> RunSummary:
         # Shares between queues need two queues; alone, a queue's "error" is only its
         # wait for the next cycle.
         max_share_error=max((abs(q.error) for q in judged), default=None)
+        if len(judged) > 1
+        else None,
+        max_abs_share_error=max((q.abs_error for q in judged), default=None)
+        if len(judged) > 1
+        else None,
+        max_off_share=max((q.off_s / q.backlogged_s for q in judged), default=None)
         if len(judged) > 1
         else None,
         jain_index=jain(ratios) if len(judged) > 1 else None,

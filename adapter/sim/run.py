@@ -11,7 +11,10 @@ near-equal answers), and skipping keeps month-long traces fast.
 Deadlock: partial gangs hold resources, no job runs, and nothing has changed for
 ``deadlock_after_s``. Nothing can then ever change (preemption only evicts whole running
 gangs or their pods above minMember, never a partial gang), so the run is reported as
-deadlocked and ends there.
+deadlocked and ends there. A run that ends otherwise (its horizon, nothing left to run)
+with partial gangs unchanged for ``deadlock_after_s`` is deadlocked too: while other jobs
+ran, the check above could not see them. Partial gangs that block each other while other
+jobs keep running are otherwise seen only in the partial-gang count, not as a deadlock.
 """
 
 from __future__ import annotations
@@ -189,6 +192,7 @@ def simulate(
         cluster.advance(until)
         if sim.horizon_s is not None and tick > sim.horizon_s:
             run.stopped = f"horizon {sim.horizon_s:g} s reached"
+            _stuck_at_the_end(cluster, run, sim.deadlock_after_s)
             break
         if cluster.done():
             run.stopped = "every job finished"
@@ -228,6 +232,7 @@ def simulate(
             run.stopped = (
                 "nothing left that can run" if cluster.has_waiting() else "every job finished"
             )
+            _stuck_at_the_end(cluster, run, sim.deadlock_after_s)
             break
         else:
             tick = max(tick + sim.cycle_s, math.ceil(nxt / sim.cycle_s) * sim.cycle_s)
@@ -248,3 +253,16 @@ def simulate(
     ]
     run.wall_s = time.perf_counter() - started
     return run
+
+
+def _stuck_at_the_end(cluster: SimulatedCluster, run: SimRun, for_s: float) -> None:
+    """A run that ends (its horizon, nothing left to run) with partial gangs whose bound
+    pods have not moved for ``for_s`` ends deadlocked: the check above needs every job
+    idle, so gangs that blocked each other while other jobs kept running went unreported
+    when the run ended first."""
+    stuck = cluster.stuck_partial_jobs(for_s)
+    if stuck and not run.deadlocks:
+        run.deadlocks.append(cluster.now)
+        run.stopped += (
+            f"; deadlock: {len(stuck)} partly bound gang(s) unchanged for {for_s:g} s at the end"
+        )

@@ -330,3 +330,25 @@ def test_jain_index() -> None:
     assert jain([1.0, 3.0]) == pytest.approx(16 / 20)
     assert jain([]) is None
     assert jain([0.0, 0.0]) is None
+
+
+def test_a_queue_over_then_under_its_share_is_off_though_its_signed_error_is_nought() -> None:
+    # 10 GPUs, queues a and b of equal weight, both backlogged: a holds 9 for an hour,
+    # then 1 for an hour (deserving 5 throughout). Signed, the hours cancel: 0 error.
+    w = workload(
+        NodeGroup(name="g", count=10, allocatable={GPU: 1}),
+        queues=(Queue(name="a", weight=1), Queue(name="b", weight=1)),
+    )
+    samples = [
+        sample(0, held={"a": 9, "b": 1}, pending={"a": 10, "b": 10}),
+        sample(3600, held={"a": 1, "b": 9}, pending={"a": 10, "b": 10}),
+    ]
+    run = hand_run(w, samples, end_s=7200)
+    queues, _, _ = fairness(run)
+    assert queues["a"].error == pytest.approx(0.0)
+    assert queues["a"].abs_error == pytest.approx(0.4)  # 4 of 10 GPUs off, all the time
+    assert queues["a"].off_s == pytest.approx(7200)
+    summary = summarise(run)
+    assert summary.max_share_error == pytest.approx(0.0)
+    assert summary.max_abs_share_error == pytest.approx(0.4)
+    assert summary.max_off_share == pytest.approx(1.0)

@@ -503,3 +503,58 @@ def test_the_simulated_kubelet_refuses_what_a_real_one_refuses() -> None:
         else:
             cluster.bind_one("j-0", "n-0")
             assert cluster.jobs["j"].running
+
+
+def test_gangs_that_block_each_other_while_other_jobs_run_are_a_deadlock_at_the_end() -> None:
+    """The seed's two half-placed gangs (greedy), beside a side node that runs one small
+    job after another until the horizon: no moment is idle, so the idle-cluster check
+    never fired, and the run ended at its horizon with 0 deadlocks."""
+    import json
+
+    raw = {
+        "name": "busy",
+        "settings": {"cycle_s": 15, "deadlock_after_s": 60, "seed": 0, "horizon_s": 3000},
+        "nodes": [
+            {"name": "node", "count": 3, "allocatable": {"cpu": "2", "pods": 2}},
+            {
+                "name": "side",
+                "count": 1,
+                "allocatable": {"cpu": "1", "pods": 1},
+                "labels": {"side": "yes"},
+            },
+        ],
+        "jobs": [
+            {
+                "name": "job-a",
+                "submit_s": 0,
+                "duration_s": 60,
+                "replicas": 6,
+                "requests": {"cpu": "1"},
+                "pod_interval_s": 2,
+            },
+            {
+                "name": "job-b",
+                "submit_s": 1,
+                "duration_s": 60,
+                "replicas": 6,
+                "requests": {"cpu": "1"},
+                "pod_interval_s": 2,
+            },
+            {
+                "name": "small",
+                "count": 60,
+                "submit_s": 0,
+                "submit_every_s": 0,
+                "duration_s": 100,
+                "replicas": 1,
+                "requests": {"cpu": "1"},
+                "node_selector": {"side": "yes"},
+            },
+        ],
+    }
+    busy = Scenario.model_validate_json(json.dumps(raw))
+    greedy = summarise(simulate(materialise(busy), loop("greedy")))
+    assert greedy.partial_gangs == 2 and greedy.deadlocks == 1
+    assert "unchanged for 60 s at the end" in greedy.stopped
+    gang = summarise(simulate(materialise(busy), loop("gang-greedy")))
+    assert gang.partial_gangs == 0 and gang.deadlocks == 0
