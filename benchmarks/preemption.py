@@ -67,6 +67,8 @@ def run_one(
         "preemption": preemption,
         "disruption": disruption,
         "share_error": s.max_share_error,
+        "abs_share_error": s.max_abs_share_error,
+        "off_share": s.max_off_share,
         "backlogged_utilisation": s.backlogged_utilisation.get(s.fair_resource),
         "jct_mean_h": (s.jct_mean_s or 0.0) / 3600,
         "evicted_pods": s.evicted_pods,
@@ -83,6 +85,7 @@ def _pct(x: float | None) -> str:
 def table(rows: list[dict[str, Any]]) -> Table:
     t = Table(title="philly: preemption and reclaim (simulated)")
     columns: tuple[str, ...] = ("load", "draw", "scheduler", "preempt", "disruption", "share err")
+    columns += ("mean |err|", "time >2% off")
     columns += ("util backlogged", "mean JCT h", "evicted pods", "lost GPU-h", "partial")
     for column in columns:
         t.add_column(column, justify="right")
@@ -94,6 +97,8 @@ def table(rows: list[dict[str, Any]]) -> Table:
             "yes" if r["preemption"] else "no",
             str(r["disruption"]),
             _pct(r["share_error"]),
+            _pct(r["abs_share_error"]),
+            _pct(r["off_share"]),
             _pct(r["backlogged_utilisation"]),
             f"{r['jct_mean_h']:.2f}",
             str(r["evicted_pods"]),

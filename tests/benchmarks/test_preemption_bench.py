@@ -23,4 +23,7 @@ def test_the_preemption_benchmark_runs_each_configuration(tmp_path: Path) -> Non
     ]
     assert all(r["partial_gangs"] == 0 and r["deadlocks"] == 0 for r in rows)
     assert rows[0]["evicted_pods"] == 0 and rows[0]["lost_gpu_hours"] == 0
-    assert "lost GPU-h" in console.export_text()
+    # The absolute measures bound the signed one: over and under cannot cancel in them.
+    assert all(r["abs_share_error"] >= (r["share_error"] or 0) - 1e-9 for r in rows)
+    shown = console.export_text()
+    assert "lost GPU-h" in shown and "mean |err|" in shown
