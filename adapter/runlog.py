@@ -179,10 +179,11 @@ def summary_table(title: str, summaries: list[RunSummary]) -> Table:
 
 GLOSSARY = (
     "done: jobs finished; deadlock: times the run got stuck with partly bound gangs and "
-    "nothing running; partial: gangs ever seen holding pods below minMember; util: mean "
-    "allocated share of the fair resource (GPUs if any, else CPU); JCT: submit to finish "
-    "(mean); share err: largest |held - deserved| share of a queue, averaged while it is "
-    "backlogged (two or more queues)."
+    "nothing running, or ended with them unchanged; partial: gangs ever seen holding pods "
+    "below minMember; util: mean allocated share of the fair resource (GPUs if any, else "
+    "CPU); JCT: submit to finish (mean); share err: the largest queue's (held - deserved) "
+    "share, averaged while it is backlogged, where over and under cancel (two or more "
+    "queues; gangsat-bench also reports the mean absolute error)."
 )
 EVICTED_GLOSSARY = (
     " evicted: pods evicted for a preempting gang / the running work their jobs lost."
