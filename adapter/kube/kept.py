@@ -3,8 +3,9 @@ a real API server sends besides.
 
 A pod as kube-apiserver stores it is 5-7 KB of JSON and 30-40 KB as decoded Python: its
 ``managedFields``, its containers' env, commands, mounts and probes, the service-account
-token volume, and the kubelet's per-container state. gangsat reads little of it, and at
-50,000 such pods the cache held about 1.9 GB (a Deployment limited to 2 GiB). As
+token volume, and the kubelet's per-container state. gangsat reads little of it, and a
+first list of 50,000 such pods left the process at about 1.9 GB (a Deployment limited to
+2 GiB); 20,000 kept 18.4 KB each, 10.6 KB trimmed. As
 client-go's informer transforms do, each object is trimmed as it enters the cache:
 
 - every kind: ``metadata.managedFields`` and kubectl's last-applied-configuration

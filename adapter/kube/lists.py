@@ -6,9 +6,9 @@ a first list of 20,000 pods as kube-apiserver sends them (124 MB of JSON) peaked
 The first list is one response (``resourceVersion=0`` is served whole from the watch
 cache), so a cluster of 50,000 such pods put a scheduler limited to 2 GiB past its limit
 at every start. A large body is therefore decoded item by item (ijson, yajl's C
-parser), each trimmed as it comes: the same 20,000 pods peaked at 0.3 GB, in 2.0 s
-instead of orjson's 0.9 s. Small bodies (pages of a paged list, small clusters) keep
-orjson's speed.
+parser), each trimmed as it comes: the same 20,000 pods peaked at 0.3 GB of objects
+(0.59 GB RSS, against 1.28 GB), in 2.0 s instead of orjson's 0.9 s. Small bodies (pages
+of a paged list, small clusters) keep orjson's speed.
 """
 
 from __future__ import annotations
