@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from adapter.kube.fields import LEAVING, finished, listed
+from adapter.kube.fields import LEAVING, finished, listed, uid_of
 from adapter.kube.kept import kept
 from adapter.kube.resources import DIALECTS, DISRUPTION_BUDGETS, NODES, PODS, Resource
 
@@ -161,7 +161,7 @@ class ClusterCache:
             # No version bump: the bind is the cycle's own decision, and its snapshot
             # already accounted for it; a follow-up cycle would only re-read that.
             self._assumed[key] = node
-            uid = str((pod.get("metadata") or {}).get("uid") or "")
+            uid = uid_of(pod)
             if uid:
                 self._assumed_uid[key] = uid
             return uid
@@ -281,7 +281,7 @@ class ClusterCache:
                         pod = {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node}}
                     out.append(pod)
                     if pod_uids is not None:
-                        pod_uids[key] = str((pod.get("metadata") or {}).get("uid") or "")
+                        pod_uids[key] = uid_of(pod)
             return out
 
     def of(self, resource: Resource) -> list[Obj]:

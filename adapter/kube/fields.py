@@ -57,6 +57,11 @@ def api_group(api_version: str) -> str:
     return api_version.split("/", 1)[0] if "/" in api_version else ""
 
 
+def uid_of(obj: Obj) -> str:
+    """An object's metadata.uid; "" where it has none (a manifest's object)."""
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
 def meta(obj: Obj) -> tuple[str, str]:
     """(namespace, name); a manifest's object without a namespace is in ``default``."""
     metadata = obj.get("metadata") or {}

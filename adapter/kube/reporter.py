@@ -35,7 +35,7 @@ from adapter.kube.cache import ClusterCache, Obj, key_of, split_key
 from adapter.kube.dialects import VOLCANO_GROUP, workload_template
 from adapter.kube.enqueue import to_enqueue
 from adapter.kube.events import Events
-from adapter.kube.fields import stored_status
+from adapter.kube.fields import stored_status, uid_of
 from adapter.kube.queue_report import allocated_by_queue, queue_writes
 from adapter.kube.reading import Finding
 from adapter.kube.resources import (
@@ -273,7 +273,7 @@ class Reporter:
                 sig,
                 f"status {resource.plural}.{resource.group} {key}",
                 partial(self._patch_status, resource, namespace, name, {"phase": "Inqueue"}),
-                uid=_uid(podgroups[key][1]),
+                uid=uid_of(podgroups[key][1]),
             )
 
     def _as_written(self, gang: str, podgroup: Obj) -> Obj:
@@ -283,7 +283,7 @@ class Reporter:
         seen), and built on the cache's Pending, the next status wrote Pending over
         gangsat's own Inqueue. Once the cache shows more than Pending, it stands."""
         stored = stored_status(podgroup)
-        phase = self.written.phase(gang, _uid(podgroup))
+        phase = self.written.phase(gang, uid_of(podgroup))
         if phase is None:
             return stored
         if stored.get("phase") not in (None, "Pending"):
@@ -334,11 +334,11 @@ class Reporter:
                 sig,
                 f"status {resource.plural}.{resource.group} {status.gang}",
                 partial(self._patch_status, resource, namespace, name, body),
-                uid=_uid(obj),
+                uid=uid_of(obj),
             )
         if self._unschedulable(status):
             message = unschedulable_message(status)
-            uid = str((obj.get("metadata") or {}).get("uid") or "")
+            uid = uid_of(obj)
             ref = ObjectRef("PodGroup", namespace, name, resource.api_version, uid)
             self.events.event(ref, "Warning", "Unschedulable", message)
             for pod in pending:
@@ -428,7 +428,7 @@ class Reporter:
             obj = self.cache.get(resource, finding.name)
             if obj is not None:
                 api_version = resource.api_version
-                uid = str((obj.get("metadata") or {}).get("uid") or "")
+                uid = uid_of(obj)
                 break
         ref = ObjectRef(finding.kind, namespace, name, api_version, uid)
         if finding.reason == "InvalidSpec":
@@ -463,10 +463,6 @@ class Reporter:
         # Inline or not as the resource is served when the write goes out (rediscovery).
         inline = resource in self._inline_status
         patch_object_status(self.custom, resource, inline, namespace, name, status)
-
-
-def _uid(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("uid") or "")
 
 
 def _volume_waits(findings: Sequence[Finding]) -> dict[str, list[Finding]]:

@@ -23,6 +23,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from adapter.kube.cache import Obj
+from adapter.kube.fields import uid_of
 from adapter.kube.writer import Writer
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ class Written:
         # it (``settled``).
         self._landed: queue.SimpleQueue[tuple[str, Signature, str]] = queue.SimpleQueue()
         self.landed: dict[str, tuple[Signature, str]] = {}
-        self._podgroup_uids: dict[str, Any] = {}  # as the last report saw them
+        self._podgroup_uids: dict[str, str] = {}  # as the last report saw them
 
     def __len__(self) -> int:
         return len(self.sigs)
@@ -111,7 +112,7 @@ class Written:
         """What was written of a PodGroup deleted and made again under its name (a
         training operator names it after its job) is not the new one's: remembered, its
         status was taken for written, and its Inqueue built on."""
-        uids = {key: (obj.get("metadata") or {}).get("uid") for key, (_, obj) in podgroups.items()}
+        uids = {key: uid_of(obj) for key, (_, obj) in podgroups.items()}
         for key, uid in uids.items():
             if self._podgroup_uids.get(key, uid) != uid:
                 self.sigs.pop(f"podgroup {key}", None)
