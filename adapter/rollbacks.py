@@ -51,12 +51,18 @@ class Stranded:
         where = {
             p.name: p.node_name for p in state.pods if p.name in self.pods and not p.terminating
         }
-        bound = list(bound)
-        added = Counter(gangs.gang(pod) for pod in bound)
+        added: Counter[str] = Counter()  # per gang, pods bound this cycle
+        by_task: dict[str, Counter[str | None]] = {}  # of gangs with task minimums
+        for pod in bound:
+            gang = gangs.gang(pod)
+            added[gang] += 1
+            if gang in gangs.task_need:
+                by_task.setdefault(gang, Counter())[gangs.task_of.get(pod)] += 1
         stranded = self.by_gang()
         due = []
         for pod, (gang, node) in list(self.pods.items()):
-            if where.get(pod) != node or self._whole(gang, gangs, bound, added, stranded):
+            tasks = by_task.get(gang, Counter())
+            if where.get(pod) != node or self._whole(gang, gangs, added, tasks, stranded):
                 del self.pods[pod]
             elif gang not in completing:
                 due.append(pod)
@@ -64,16 +70,20 @@ class Stranded:
 
     @staticmethod
     def _whole(
-        gang: str, gangs: Gangs, bound: Iterable[str], added: Counter[str], stranded: Counter[str]
+        gang: str,
+        gangs: Gangs,
+        added: Counter[str],
+        tasks_added: Counter[str | None],
+        stranded: Counter[str],
     ) -> bool:
-        """Whether the gang holds minMember with this cycle's binds, and each task's
-        minimum unless it held minMember without its stranded pods (it ran before: the
-        rollback checks a running gang for minMember only)."""
+        """Whether the gang holds minMember with this cycle's binds (``added``, and per
+        task ``tasks_added``), and each task's minimum unless it held minMember without
+        its stranded pods (it ran before: the rollback checks a running gang for
+        minMember only)."""
         need = gangs.need.get(gang, 1)
         held = gangs.held.get(gang, 0)
         if held + added[gang] < need:
             return False
         if gang not in gangs.task_need or held - stranded[gang] >= need:
             return True
-        by_task = Counter(gangs.task_of.get(p) for p in bound if gangs.gang(p) == gang)
-        return not gangs.short_of_a_task(gang, by_task)
+        return not gangs.short_of_a_task(gang, tasks_added)
