@@ -136,12 +136,11 @@ def main(argv: Sequence[str], console: Console | None = None) -> int:
     heap.freeze()
     rows = []
     for _ in range(args.cycles):
-        with heap.cycling():  # no automatic collections inside a cycle, as in the loop
+        with heap.cycling():  # no automatic collections inside, then settled, as in the loop
             result = run_cycle(kube, settings)
         if result.error:
             console.print(f"cycle failed: {result.error}")
             return 1
-        heap.settle()
         rows.append(phases(result))
     daemons = args.nodes * DAEMONS_PER_NODE
     table = Table(

@@ -59,20 +59,31 @@ class HeapKeeper:
         """While the initial lists are read, no automatic collections: they create
         hundreds of thousands of long-lived objects (decoded JSON, no reference cycles),
         and each full collection the allocations triggered walked them all (0.16 s of a
-        6,000-pod start before the first bind)."""
+        6,000-pod start before the first bind). Frozen (``freeze``) before the collector
+        is back on, whatever the start raised: on first, its next allocation would walk
+        every object the lists made (8-11 ms at 1,000 nodes and 6,000 pods)."""
         with collections_paused():
-            yield
+            try:
+                yield
+            finally:
+                self.freeze()
 
     @contextmanager
-    def cycling(self) -> Iterator[None]:
-        """No automatic collections during a cycle: ``settle`` collects what it left
-        right after, and each collection inside walked the snapshot and the decision's
-        young objects again (1,000 nodes, 3,000 pending pods: about 75 collections, 0.03 s
-        before the first bind and 0.015 s while binding). The garbage a cycle leaves
-        meanwhile is one decision's (5,000 real-shaped nodes, 3,000 pending pods: the
-        solver peaked 47-48 MB above its snapshot with collections and without)."""
+    def cycling(self, quiet: bool = False) -> Iterator[None]:
+        """No automatic collections during a cycle, and after it ``settle`` (``quiet``:
+        nothing was pending) before the collector is back on. Each collection inside
+        walked the snapshot and the decision's young objects again (1,000 nodes, 3,000
+        pending pods: about 75 collections, 0.03 s before the first bind and 0.015 s
+        while binding); on before ``settle``, the next allocation walked every object
+        the cycle made (21-24 ms) only for ``settle`` to walk them again. The garbage a
+        cycle leaves meanwhile is one decision's (5,000 real-shaped nodes, 3,000
+        pending pods: the solver peaked 47-48 MB above its snapshot with collections
+        and without)."""
         with collections_paused():
-            yield
+            try:
+                yield
+            finally:
+                self.settle(quiet)
 
     def freeze(self) -> None:
         """At start-up: the heap is imports and the initial lists, with next to no

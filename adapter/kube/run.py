@@ -270,9 +270,8 @@ class KubeScheduler:
             log.error("cannot serve /metrics, /healthz and /readyz on %s: %s", where, e)
             return EXIT_NO_ENDPOINT
         try:
-            with self.heap.loading():
+            with self.heap.loading():  # and frozen as loaded
                 self.cluster.start(self.options.sync_timeout_s, stop=self.stop_event)
-            self.heap.freeze()
             if self.elector is not None:
                 self.elector.start()
             self._loop()
@@ -320,11 +319,11 @@ class KubeScheduler:
                 quiet = not moved and not retry  # a retry is no quiet moment to collect
                 seen_version = self.cluster.version
                 last_cycle = started
-                try:
-                    self.cycle()
-                except Exception:  # a bug must not stop scheduling; it is logged loudly
-                    log.exception("cycle %d failed", self.cycles)
-                self.heap.settle(quiet=quiet)
+                with self.heap.cycling(quiet):  # and what it left collected
+                    try:
+                        self.cycle()
+                    except Exception:  # a bug must not stop scheduling; it is logged loudly
+                        log.exception("cycle %d failed", self.cycles)
                 if self.options.max_cycles is not None and self.cycles >= self.options.max_cycles:
                     return
             wait = self.settings.cycle_s - (time.monotonic() - started)
@@ -356,8 +355,7 @@ class KubeScheduler:
 
     def cycle(self) -> CycleResult:
         settings = LoopSettings(scheduler=self.settings.scheduler, solver=self.settings.solver)
-        with self.heap.cycling():
-            result = run_cycle(self.cluster, settings, self.metrics, self.holds, self.stranded)
+        result = run_cycle(self.cluster, settings, self.metrics, self.holds, self.stranded)
         self.cycles += 1
         self.last = result
         for memory, size in self.cluster.remembered().items():

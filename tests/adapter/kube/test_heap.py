@@ -93,3 +93,34 @@ def test_no_automatic_collection_while_the_initial_lists_load() -> None:
     with pytest.raises(RuntimeError), keeper.loading():
         raise RuntimeError("a failed start")
     assert gc.isenabled()  # a start that fails leaves the collector on
+
+
+def test_the_lists_are_frozen_before_the_collector_is_back_on() -> None:
+    keeper = HeapKeeper()
+    with keeper.loading():
+        loaded = [{"item": i} for i in range(20_000)]
+    # Nothing young left for the next allocation to walk: every loaded object is frozen.
+    assert gc.get_count()[0] < 1_000
+    assert gc.get_freeze_count() >= len(loaded)
+
+
+def test_a_cycle_is_settled_before_the_collector_is_back_on() -> None:
+    keeper = HeapKeeper()
+    with keeper.cycling():
+        assert not gc.isenabled()
+        kept = [{"pod": i} for i in range(20_000)]
+        garbage = Cyclic()
+        ref = weakref.ref(garbage)
+        del garbage
+    assert gc.isenabled()
+    assert ref() is None  # collected as ``settle`` collects
+    assert gc.get_count()[0] < 1_000  # and what lives on frozen, not left for a walk
+    assert gc.get_freeze_count() >= len(kept)
+    assert keeper.young_collections + keeper.full_collections == 1
+
+
+def test_a_cycle_that_raises_is_settled_too() -> None:
+    keeper = HeapKeeper()
+    with pytest.raises(RuntimeError), keeper.cycling(quiet=True):
+        raise RuntimeError("a bug in a cycle")
+    assert gc.isenabled() and keeper.full_collections == 1
