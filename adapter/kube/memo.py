@@ -26,8 +26,8 @@ class Memo:
     by_key: dict[tuple[Any, ...], tuple[Any, Any]] = field(default_factory=dict)
     by_id: dict[int, tuple[Obj, tuple[Any, ...], Any, Any]] = field(default_factory=dict)
 
-    # Pending pods' conversions by shape (``pods.shape_key``), for the pods a later
-    # snapshot converts afresh (``Shapes``).
+    # Pods' conversions by shape (``pods.shape_key``), for the pods a later snapshot
+    # converts afresh (``Shapes``).
     shapes: dict[tuple[Any, ...], Pod] = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -36,11 +36,10 @@ class Memo:
 
 @dataclass
 class Shapes:
-    """What pending pods converted to, by shape: the pods of a gang come from one
-    template, so all but the first of them are copies with their own name
-    (``pods.pod_of_object``). A shape is kept while the snapshot before converted a pod
-    of it afresh (``earlier``), so the memory follows the pods arriving, not the
-    history."""
+    """What pods converted to, by shape: the pods of a gang come from one template, so
+    all but the first of them are copies with their own name (``pods.pod_of_object``).
+    A shape is kept while the snapshot before converted a pod of it afresh
+    (``earlier``), so the memory follows the pods arriving, not the history."""
 
     earlier: dict[tuple[Any, ...], Pod] = field(default_factory=dict)
     now: dict[tuple[Any, ...], Pod] = field(default_factory=dict)

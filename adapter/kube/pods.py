@@ -211,10 +211,12 @@ def pod_of_object(
     shapes: Shapes | None = None,
 ) -> Pod:
     """``status``: a bound pod's, for the resources it holds (``_requests``); a pending
-    pod's, for where a preemptor is nominated (``_nominated``). ``shapes``: pending pods
-    read before, by all their conversion reads but their name and times (``shape_key``);
-    a pod of a known shape is a copy with its own, not read again (a 2-container
-    training pod, 8 per gang: 49-54 -> 27-29 us per pod)."""
+    pod's, for where a preemptor is nominated (``_nominated``). ``shapes``: pods read
+    before, by all their conversion reads but their name, gang, node and times
+    (``shape_key``); a pod of a known shape is a copy with its own, not read again (a
+    2-container training pod, 8 per gang: 49-54 -> 27-29 us per pod). Its gang is not
+    in the key, so the pods of many gangs of one template (a backlog of 1,000 gangs of
+    3 pods) are one shape, and so are the bound pods of one template on many nodes."""
     bound = bool(spec.get("nodeName"))
     try:
         group = group_of({"metadata": metadata, "spec": spec})
@@ -231,17 +233,23 @@ def pod_of_object(
     priority = spec.get("priority")
     if not isinstance(priority, int):
         priority = priorities.get(spec.get("priorityClassName") or "", default_priority)
+    gang = f"{namespace}/{group}" if group else None
+    node = spec.get("nodeName") or None
     key = None
-    if shapes is not None and not bound:
-        key = shape_key(namespace, group, task, daemon, priority, spec)
+    # A node name of another type is the model's to refuse, which a copy would not do.
+    if shapes is not None and isinstance(node, str | None):
+        key = shape_key(namespace, task, daemon, priority, spec, status if bound else None)
         template = shapes.get(key) if key is not None else None
         if template is not None:
             return template.model_copy(
                 update={
                     "name": f"{namespace}/{name}",
+                    "gang": gang,
+                    "node_name": node,
                     "created_s": created,
+                    "started_s": started if bound else None,
                     "terminating": terminating,
-                    "nominated_node": _nominated(status),
+                    "nominated_node": None if bound else _nominated(status),
                 }
             )
     if not bound and (rule := unmodelled(spec)) is not None:
@@ -251,7 +259,7 @@ def pod_of_object(
         namespace=namespace,
         requests=_resources(tuple(sorted(_requests(spec, status if bound else None).items()))),
         priority=priority,
-        gang=f"{namespace}/{group}" if group else None,
+        gang=gang,
         task=task,
         node_selector=spec.get("nodeSelector") or {},
         affinity=_affinity(spec),
@@ -266,7 +274,7 @@ def pod_of_object(
                 for t in spec.get("tolerations") or []
             )
         ),
-        node_name=spec.get("nodeName") or None,
+        node_name=node,
         created_s=created,
         gates=tuple(
             str(g.get("name") or "")
@@ -287,22 +295,30 @@ def pod_of_object(
 
 # What no conversion here reads (``pod_of_object``, ``unmodelled``) and what differs from
 # pod to pod of one template: the ServiceAccount admission's ``kube-api-access-<random>``
-# volume and its mounts, an indexed Job's hostname and index variables. Left out of a
-# shape's key, so that a gang's pods share one; a field read here must not be listed.
-UNREAD_SPEC = frozenset({"volumes", "hostname", "subdomain"})
+# volume and its mounts, an indexed Job's hostname and index variables; and the node,
+# which a copy takes as its own. Left out of a shape's key, so that a gang's pods share
+# one; a field read here must not be listed unless the copy sets what it decides.
+UNREAD_SPEC = frozenset({"volumes", "hostname", "subdomain", "nodeName"})
 UNREAD_CONTAINER = frozenset({"env", "envFrom", "volumeMounts", "command", "args", "image"})
+RESIZED_STATUSES = ("containerStatuses", "initContainerStatuses")
 
 
 def shape_key(
-    namespace: str, group: str | None, task: str | None, daemon: bool, priority: int, spec: Obj
+    namespace: str,
+    task: str | None,
+    daemon: bool,
+    priority: int,
+    spec: Obj,
+    status: Obj | None = None,
 ) -> tuple[Any, ...] | None:
-    """All a pending pod's conversion reads but its name, times and status: its spec but
-    the fields listed above (any other may decide a rule), and what it takes from
-    elsewhere. None for a spec that is not as JSON has it (a manifest's YAML may hold a
-    date where a string was meant, JSON decoded by the standard library a NaN): such a
-    spec may be told apart from another only by a type the key does not keep, so it is
-    read alone."""
-    read = {k: v for k, v in spec.items() if k not in UNREAD_SPEC}
+    """All a pod's conversion reads but its name, gang, node, times and nomination: its
+    spec but the fields listed above (any other may decide a rule), what it takes from
+    elsewhere, whether it is bound, and of a bound pod's ``status`` what its requests
+    read (``_resized``). None for a spec that is not as JSON has it (a manifest's YAML
+    may hold a date where a string was meant, JSON decoded by the standard library a
+    NaN): such a spec may be told apart from another only by a type the key does not
+    keep, so it is read alone."""
+    read: dict[str, Any] = {k: v for k, v in spec.items() if k not in UNREAD_SPEC}
     for field in ("containers", "initContainers"):
         containers = read.get(field)
         if isinstance(containers, list):
@@ -312,13 +328,31 @@ def shape_key(
                 else c
                 for c in containers
             ]
+    bound = bool(spec.get("nodeName"))
+    held: Any = None
+    if bound and isinstance(status, Mapping):
+        held = [
+            status.get("resize"),
+            [
+                c
+                for c in listed(status.get("conditions"))
+                if isinstance(c, Mapping) and c.get("type") == "PodResizePending"
+            ],
+            [
+                [c.get("name"), c.get("resources"), c.get("allocatedResources")]
+                for k in RESIZED_STATUSES
+                for c in listed(status.get(k))
+                if isinstance(c, Mapping)
+            ],
+        ]
+    shape = [read, held]
     try:
-        text = orjson.dumps(read)
+        text = orjson.dumps(shape)
     except TypeError:  # orjson's JSONEncodeError is one
         return None
-    if orjson.loads(text) != read:
+    if orjson.loads(text) != shape:
         return None
-    return (namespace, group, task, daemon, priority, text)
+    return (namespace, task, daemon, priority, bound, text)
 
 
 def _nominated(status: Obj | None) -> str | None:

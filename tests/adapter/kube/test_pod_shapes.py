@@ -1,5 +1,6 @@
-"""Pending pods of one shape are converted once (``pods.shape_key``): every copy must be
-what reading the pod alone gives, whatever differs between pods of a backlog."""
+"""Pods of one shape are converted once (``pods.shape_key``): every copy must be what
+reading the pod alone gives, whatever differs between pods of a backlog or of a
+cluster's running work (gang, node, the resources a bound pod's status reports)."""
 
 from __future__ import annotations
 
@@ -101,6 +102,27 @@ def pending_pods(draw: st.DrawFn, index: int) -> dict[str, Any]:
     nominated = draw(st.sampled_from([None, "n1", "n2"]))
     if nominated:
         pod["status"] = {"nominatedNodeName": nominated}
+    if draw(st.booleans()):
+        spec["nodeName"] = draw(st.sampled_from(["n1", "n2", ""]))
+        # What a bound pod's status may say of the resources it holds (in-place resize),
+        # and what it says that no conversion reads.
+        resized = {"name": "c", "resources": {"requests": {"cpu": "3"}}}
+        pod["status"] = draw(
+            st.sampled_from(
+                [
+                    {"phase": "Running"},
+                    {"containerStatuses": [{**resized, "allocatedResources": {"cpu": "4"}}]},
+                    {"containerStatuses": [resized], "resize": "Infeasible"},
+                    {
+                        "containerStatuses": [resized],
+                        "conditions": [{"type": "PodResizePending", "reason": "Infeasible"}],
+                    },
+                    {"containerStatuses": [resized, "x"], "conditions": "x"},
+                    {"conditions": [{"type": "Ready", "lastTransitionTime": f"t{index}"}]},
+                    "not a mapping",
+                ]
+            )
+        )
     return pod
 
 
@@ -118,7 +140,7 @@ def read(
             float(int.from_bytes(metadata["name"].encode(), "big")),  # each its own time
             PRIORITIES[priorities],
             3 + priorities,
-            None,
+            float(len(metadata["name"])),
             terminating,
             pod.get("status"),
             shapes,
@@ -150,12 +172,16 @@ def test_a_pod_read_through_its_shape_is_the_pod_read_alone(n: int, data: st.Dat
 
 
 def read_key(pod: dict[str, Any]) -> str:
-    """The pod as its shape sees it: without what is its own (name, index, times)."""
-    spec = {k: v for k, v in pod["spec"].items() if k not in ("volumes", "hostname")}
+    """The pod as its shape sees it: without what is its own (name, gang, node, index,
+    times), with a bound pod's status."""
+    own = ("volumes", "hostname", "nodeName")
+    spec = {k: v for k, v in pod["spec"].items() if k not in own}
     spec["containers"] = [{k: v for k, v in c.items() if k != "env"} for c in spec["containers"]]
     meta = pod["metadata"]
     owners = [o["kind"] for o in meta.get("ownerReferences", [])]
-    return repr((meta["namespace"], meta["annotations"], owners, spec))
+    task = meta["annotations"].get("volcano.sh/task-spec")
+    bound = bool(pod["spec"].get("nodeName"))
+    return repr((meta["namespace"], task, owners, spec, bound, bound and pod.get("status")))
 
 
 def test_pods_of_one_template_are_read_once_and_keep_their_own_names() -> None:
@@ -191,6 +217,49 @@ def test_pods_of_one_template_are_read_once_and_keep_their_own_names() -> None:
     # A later snapshot in which no pod is new keeps no shape: the memory follows arrivals.
     convert(pods, ("gangsat",), memo)
     assert memo.shapes == {}
+
+
+def test_the_pods_of_many_gangs_of_one_template_are_one_shape_pending_and_bound() -> None:
+    def pod(gang: int, i: int, node: str | None) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "schedulerName": "gangsat",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+        }
+        if node:
+            spec["nodeName"] = node
+        metadata = {
+            "name": f"g{gang}-{i}",
+            "namespace": "a",
+            "uid": f"u{gang}-{i}",
+            "resourceVersion": "1",
+            "creationTimestamp": "2026-12-01T00:00:00Z",
+            "annotations": {"scheduling.k8s.io/group-name": f"g{gang}"},
+        }
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+    nodes = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": n, "uid": n},
+            "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "110"}},
+        }
+        for n in ("n1", "n2")
+    ]
+    pending = [pod(g, i, None) for g in range(3) for i in range(2)]
+    running = [pod(3, 0, "n1"), pod(3, 1, "n2"), pod(4, 0, "n2")]
+    memo = Memo()
+    state = convert([*nodes, *pending, *running], ("gangsat",), memo).state
+    by_name = {p.name: p for p in state.pods}
+    assert {by_name[f"a/g{g}-{i}"].gang for g in range(3) for i in range(2)} == {
+        "a/g0",
+        "a/g1",
+        "a/g2",
+    }
+    assert by_name["a/g0-1"].gang == "a/g0" and by_name["a/g2-0"].node_name is None
+    assert [by_name[p].node_name for p in ("a/g3-0", "a/g3-1", "a/g4-0")] == ["n1", "n2", "n2"]
+    assert by_name["a/g4-0"].gang == "a/g4" and by_name["a/g4-0"].started_s is not None
+    assert len(memo.shapes) == 2  # one pending, one bound
 
 
 def test_a_spec_that_is_no_json_is_read_alone() -> None:
