@@ -134,6 +134,7 @@ def main(argv: Sequence[str], console: Console | None = None) -> int:
     settings = LoopSettings(solver=SolverConfig(time_limit_s=args.time_limit))
     heap = HeapKeeper()
     heap.freeze()
+    kube.converted = heap.converted  # as the scheduler's cluster is made
     rows = []
     for _ in range(args.cycles):
         with heap.cycling():  # no automatic collections inside, then settled, as in the loop

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from kubernetes import client
 
@@ -46,8 +46,11 @@ class KubeCluster:
         bind_threads: int = 16,
         writes_per_s: float = 50.0,
         recorder: EventRecorder | None = None,
+        converted: Callable[[], None] = lambda: None,
     ) -> None:
+        """``converted``: called once a snapshot is converted (``HeapKeeper.converted``)."""
         self.api = api
+        self.converted = converted
         self.scheduler_names = tuple(scheduler_names)
         # Discovered resources are discovered again now and then (``rediscover``); given
         # ones (tests, tools) are what is watched.
@@ -191,6 +194,7 @@ class KubeCluster:
         uids: dict[str, str] = {}
         with collections_paused():
             conversion = convert(self.cache.objects(uids), self.scheduler_names, self._memo)
+        self.converted()
         state = conversion.state.model_copy(update={"now_s": time.time()})
         if again:
             # The second chance binds pods of this view; the cycle's evictions, sent

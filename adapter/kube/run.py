@@ -182,14 +182,15 @@ class KubeScheduler:
                 retry_period_s=options.retry_period_s,
                 on_lost=self._lost,
             )
+        self.heap = HeapKeeper()
         self.cluster = KubeCluster(
             api,
             self.settings.scheduler_names,
             fence=self.leading_for,
             bind_threads=options.bind_threads,
+            converted=self.heap.converted,
         )
         self.endpoint: Endpoint | None = None
-        self.heap = HeapKeeper()
         self._beat: float | None = None  # monotonic time the loop last went round
         self._waited: set[str] = set()  # live gangs whose admission wait was observed
         # Room held for preempting gangs. A new leader (a process of its own: one that

@@ -124,3 +124,15 @@ def test_a_cycle_that_raises_is_settled_too() -> None:
     with pytest.raises(RuntimeError), keeper.cycling(quiet=True):
         raise RuntimeError("a bug in a cycle")
     assert gc.isenabled() and keeper.full_collections == 1
+
+
+def test_a_converted_snapshot_is_frozen_at_once_and_the_decision_collected_after() -> None:
+    keeper = HeapKeeper()
+    with keeper.cycling():
+        snapshot = [{"pod": i} for i in range(20_000)]
+        keeper.converted()
+        assert gc.get_freeze_count() >= len(snapshot)
+        garbage = Cyclic()  # the decision's
+        ref = weakref.ref(garbage)
+        del garbage
+    assert ref() is None

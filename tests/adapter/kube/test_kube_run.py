@@ -666,12 +666,24 @@ def test_a_cycle_runs_without_automatic_collections_and_they_resume_after(
 
     monkeypatch.setattr(run, "run_cycle", observed)
     heap = scheduler.heap
+    frozen: list[tuple[int, int]] = []  # objects frozen before and after a snapshot
+    real_snapshot = scheduler.cluster.snapshot
+
+    def snapshot(again: bool = False) -> Any:
+        before = gc.get_freeze_count()
+        state = real_snapshot(again)
+        frozen.append((before, gc.get_freeze_count()))
+        return state
+
+    monkeypatch.setattr(scheduler.cluster, "snapshot", snapshot)
     try:
         wait_until(lambda: len(scheduler.cluster.cache.of(PODS)) == 3, what="the seed's pods")
         assert gc.isenabled()
         scheduler._loop()
         assert scheduler.last is not None and scheduler.last.admitted() == ["default/mygroup"]
         assert collecting == [False]
+        # The snapshot frozen as converted: the settle after the cycle does not walk it
+        assert len(frozen) == 1 and frozen[0][1] > frozen[0][0]
         # What the cycle left collected before the collector is back on, not walked twice
         assert heap.young_collections + heap.full_collections == 1
         assert gc.isenabled()
