@@ -47,7 +47,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from urllib.parse import quote
 
 import urllib3
 from kubernetes import client
@@ -56,7 +55,7 @@ from urllib3.exceptions import ConnectTimeoutError
 
 from adapter.cluster import ClusterError
 from adapter.kube.cache import ClusterCache, Unbindable, split_key
-from adapter.kube.resources import STRATEGIC_MERGE_PATCH, done, read_json
+from adapter.kube.resources import PODS, STRATEGIC_MERGE_PATCH, done, path_of, read_json, send
 
 log = logging.getLogger(__name__)
 
@@ -145,32 +144,7 @@ def post_binding(
 ) -> None:
     """POST a Binding (``body``: its JSON) for pod ``namespace/name``; raises
     ``ApiException`` for any answer but 2xx, as the generated client does."""
-    path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/binding"
-    headers = {
-        **api.default_headers,
-        "Accept": "application/json",
-        "Content-Type": "application/json",
-    }
-    # The configured token (refreshed by the client's hook where it has one).
-    api.update_params_for_auth(headers, [], ["BearerToken"], path, "POST", None)
-    response = api.rest_client.pool_manager.request(
-        "POST",
-        api.configuration.host + path,
-        body=body,
-        headers=headers,
-        timeout=timeout,
-        preload_content=False,
-        # The binder retries, fenced; a connect the pool retried on its own could reach
-        # the server after the lease ran out.
-        retries=False,
-    )
-    if not 200 <= response.status <= 299:
-        text = response.data.decode("utf-8", "replace")  # read whole: the connection is reused
-        response.release_conn()
-        error = ApiException(status=response.status, reason=response.reason, body=text)
-        error.headers = response.headers  # Retry-After of a 429
-        raise error
-    done(response)
+    done(send(api, "POST", path_of(PODS, namespace, name, "binding"), body, timeout))
 
 
 Fence = Callable[[], float]  # seconds this replica may still bind; <= 0: not the leader

@@ -12,17 +12,25 @@ import threading
 from collections.abc import Callable
 from typing import Any, Literal
 
+import orjson
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from adapter.kube.resources import STRATEGIC_MERGE_PATCH, done, read_json
+from adapter.kube.resources import (
+    EVENTS,
+    STRATEGIC_MERGE_PATCH,
+    done,
+    path_of,
+    read_json,
+    send,
+)
 from adapter.kube.status import EventAction, EventRecorder, ObjectRef
 from adapter.kube.writer import WRITE_TIMEOUT, Writer
 
 
 class Events:
-    def __init__(self, core: client.CoreV1Api, writer: Writer, recorder: EventRecorder) -> None:
-        self.core = core
+    def __init__(self, api: client.ApiClient, writer: Writer, recorder: EventRecorder) -> None:
+        self.api = api
         self.writer = writer
         self.recorder = recorder
         self._names: dict[Any, tuple[str, str]] = {}  # event key -> (namespace, name)
@@ -52,27 +60,24 @@ class Events:
         # An update of an Event whose create failed creates it: else a failed create was
         # never sent again (the recorder counts repeats as updates of what it made).
         if action.verb == "create" or where is None:
+            body = orjson.dumps(action.body)
             created = read_json(
-                self.core.create_namespaced_event(
-                    namespace,
-                    client.CoreV1Event.model_validate(action.body),
-                    _preload_content=False,
-                    _request_timeout=WRITE_TIMEOUT,
-                )
+                send(self.api, "POST", path_of(EVENTS, namespace), body, WRITE_TIMEOUT)
             )
             with self._lock:
                 self._names[action.key] = (namespace, created["metadata"]["name"])
             return
         patch = {"count": action.body["count"], "lastTimestamp": action.body["lastTimestamp"]}
+        path = path_of(EVENTS, where[0], where[1])
         try:
             done(
-                self.core.patch_namespaced_event(
-                    where[1],
-                    where[0],
-                    patch,
-                    _content_type=STRATEGIC_MERGE_PATCH,
-                    _preload_content=False,
-                    _request_timeout=WRITE_TIMEOUT,
+                send(
+                    self.api,
+                    "PATCH",
+                    path,
+                    orjson.dumps(patch),
+                    WRITE_TIMEOUT,
+                    STRATEGIC_MERGE_PATCH,
                 )
             )
         except ApiException as e:

@@ -79,12 +79,12 @@ class Reporter:
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         resources: Sequence[Resource] = (),
     ) -> None:
+        self.api = api
         self.core = client.CoreV1Api(api)
-        self.custom = client.CustomObjectsApi(api)
         self.cache = cache
         self.writer = writer
         self.recorder = recorder or EventRecorder()
-        self.events = Events(self.core, writer, self.recorder)
+        self.events = Events(api, writer, self.recorder)
         self.now = now
         self._inline_status: set[Resource] = set()
         self.watching(resources)
@@ -370,7 +370,7 @@ class Reporter:
         if self.written.get(memory) == sig:
             return
         condition = pod_unschedulable(message, self.now())
-        write = pod_status_write(self.core, pod, {"conditions": [condition]})
+        write = pod_status_write(self.api, pod, {"conditions": [condition]})
 
         def unless_placed() -> None:
             # Queued behind other writes, it may come due after a later cycle bound the
@@ -402,7 +402,7 @@ class Reporter:
             memory,
             (node,),
             f"nominated {pod}",
-            pod_status_write(self.core, pod, {"nominatedNodeName": node}),
+            pod_status_write(self.api, pod, {"nominatedNodeName": node}),
         )
 
     def _unnominate(self, pod: str) -> None:
@@ -416,7 +416,7 @@ class Reporter:
         if current is None or written == (None,) or (not shown and written is None):
             return
         # Under the nomination's key: a nomination still queued is superseded, not undone.
-        patch = pod_status_write(self.core, pod, {"nominatedNodeName": None})
+        patch = pod_status_write(self.api, pod, {"nominatedNodeName": None})
         self.written.submit(memory, (None,), f"nominated {pod}", patch)
 
     def _finding(self, finding: Finding) -> None:
@@ -462,7 +462,7 @@ class Reporter:
     ) -> None:
         # Inline or not as the resource is served when the write goes out (rediscovery).
         inline = resource in self._inline_status
-        patch_object_status(self.custom, resource, inline, namespace, name, status)
+        patch_object_status(self.api, resource, inline, namespace, name, status)
 
 
 def _volume_waits(findings: Sequence[Finding]) -> dict[str, list[Finding]]:

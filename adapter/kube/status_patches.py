@@ -6,15 +6,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 from kubernetes import client
 
 from adapter.kube.cache import split_key
-from adapter.kube.resources import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Resource, done
+from adapter.kube.resources import (
+    MERGE_PATCH,
+    PODS,
+    STRATEGIC_MERGE_PATCH,
+    Resource,
+    done,
+    path_of,
+    send,
+)
 from adapter.kube.writer import WRITE_TIMEOUT
 
 
 def patch_object_status(
-    custom: client.CustomObjectsApi,
+    api: client.ApiClient,
     resource: Resource,
     inline: bool,
     namespace: str | None,
@@ -25,51 +34,18 @@ def patch_object_status(
     status subresource, or on the object where the CRD has none (``inline``). A built-in
     resource (the Workload API's PodGroup) takes a strategic merge patch, which merges
     its conditions by type: a ``DisruptionTarget`` someone else set stays."""
-    body = {"status": status}
-    where = (resource.group, resource.version)
     kind = MERGE_PATCH if resource.custom else STRATEGIC_MERGE_PATCH
-    if namespace is None:
-        cluster_patch = (
-            custom.patch_cluster_custom_object
-            if inline
-            else custom.patch_cluster_custom_object_status
-        )
-        cluster_patch(
-            *where, resource.plural, name, body, _content_type=kind, _request_timeout=WRITE_TIMEOUT
-        )
-        return
-    namespaced_patch = (
-        custom.patch_namespaced_custom_object
-        if inline
-        else custom.patch_namespaced_custom_object_status
-    )
-    namespaced_patch(
-        *where,
-        namespace,
-        resource.plural,
-        name,
-        body,
-        _content_type=kind,
-        _request_timeout=WRITE_TIMEOUT,
-    )
+    path = path_of(resource, namespace, name, "" if inline else "status")
+    done(send(api, "PATCH", path, orjson.dumps({"status": status}), WRITE_TIMEOUT, kind))
 
 
-def pod_status_write(
-    core: client.CoreV1Api, pod: str, status: dict[str, Any]
-) -> Callable[[], None]:
+def pod_status_write(api: client.ApiClient, pod: str, status: dict[str, Any]) -> Callable[[], None]:
     """The write that merges ``status`` into the pod's (``namespace/name``) status."""
     namespace, name = split_key(pod)
+    path = path_of(PODS, namespace, name, "status")
 
     def write() -> None:
-        done(
-            core.patch_namespaced_pod_status(
-                name,
-                namespace,
-                {"status": status},
-                _content_type=STRATEGIC_MERGE_PATCH,
-                _preload_content=False,
-                _request_timeout=WRITE_TIMEOUT,
-            )
-        )
+        body = orjson.dumps({"status": status})
+        done(send(api, "PATCH", path, body, WRITE_TIMEOUT, STRATEGIC_MERGE_PATCH))
 
     return write

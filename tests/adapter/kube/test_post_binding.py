@@ -1,5 +1,6 @@
-"""The lean Binding request: what a kube-apiserver needs of it (path, JSON, auth) and
-what the binder needs back (an ApiException carrying status, body and Retry-After)."""
+"""The lean requests (``resources.send``): Bindings, status patches and Events, what a
+kube-apiserver needs of them (path, JSON, content type, auth) and what their callers
+need back (an ApiException carrying status, body and Retry-After)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,11 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from adapter.kube.binder import post_binding
+from adapter.kube.events import Events
+from adapter.kube.resources import DIALECTS, MERGE_PATCH, STRATEGIC_MERGE_PATCH
+from adapter.kube.status import EventRecorder, ObjectRef
+from adapter.kube.status_patches import patch_object_status, pod_status_write
+from adapter.kube.writer import Writer
 
 TIMEOUT = urllib3.Timeout(connect=2, read=2)
 
@@ -27,13 +33,17 @@ class Recorder(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         headers = {k.lower(): v for k, v in self.headers.items()}
-        Recorder.seen.append({"path": self.path, "headers": headers, "body": body})
+        Recorder.seen.append(
+            {"method": self.command, "path": self.path, "headers": headers, "body": body}
+        )
         status, headers, payload = Recorder.answer
         self.send_response(status)
         for k, v in {**headers, "Content-Length": str(len(payload))}.items():
             self.send_header(k, v)
         self.end_headers()
         self.wfile.write(payload)
+
+    do_PATCH = do_POST
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -78,3 +88,50 @@ def test_a_refused_bind_is_an_api_exception_with_what_the_binder_reads(
     assert raised.value.status == 429
     assert json.loads(raised.value.body or "") == status
     assert (raised.value.headers or {}).get("Retry-After") == "2"
+
+
+def test_status_patches_go_where_each_resource_takes_them(api: client.ApiClient) -> None:
+    Recorder.answer = (200, {}, b"{}")
+    volcano, queue = DIALECTS[4], DIALECTS[5]
+    workload = next(r for r in DIALECTS if r.group == "scheduling.k8s.io" and r.kind == "PodGroup")
+    patch_object_status(api, volcano, True, "ns", "pg", {"phase": "Running"})
+    patch_object_status(api, queue, False, None, "q1", {"running": 2})
+    patch_object_status(api, workload, False, "ns", "pg", {"conditions": []})
+    pod_status_write(api, "ns/p-0", {"nominatedNodeName": None})()
+    seen = [(r["method"], r["path"], r["headers"]["content-type"]) for r in Recorder.seen]
+    assert seen == [
+        # Volcano's PodGroup as it ships has no status subresource: on the object
+        ("PATCH", "/apis/scheduling.volcano.sh/v1beta1/namespaces/ns/podgroups/pg", MERGE_PATCH),
+        ("PATCH", "/apis/scheduling.volcano.sh/v1beta1/queues/q1/status", MERGE_PATCH),
+        (
+            "PATCH",
+            f"/apis/scheduling.k8s.io/{workload.version}/namespaces/ns/podgroups/pg/status",
+            STRATEGIC_MERGE_PATCH,
+        ),
+        ("PATCH", "/api/v1/namespaces/ns/pods/p-0/status", STRATEGIC_MERGE_PATCH),
+    ]
+    bodies = [json.loads(r["body"]) for r in Recorder.seen]
+    assert bodies[0] == {"status": {"phase": "Running"}}
+    assert bodies[3] == {"status": {"nominatedNodeName": None}}
+    assert {r["headers"]["authorization"] for r in Recorder.seen} == {"Bearer sa-token"}
+
+
+def test_an_event_is_created_then_its_repeat_patches_the_name_the_server_gave(
+    api: client.ApiClient,
+) -> None:
+    Recorder.answer = (201, {}, b'{"metadata": {"name": "p.17f"}}')
+    sent: list[Any] = []
+    writer = Writer()
+    writer.submit = lambda key, write, dropped=None: sent.append(write)  # type: ignore[method-assign]
+    events = Events(api, writer, EventRecorder(refresh_s=0.0))
+    ref = ObjectRef("Pod", "ns", "p", "v1", "uid-1")
+    events.event(ref, "Warning", "FailedScheduling", "no room")
+    events.event(ref, "Warning", "FailedScheduling", "no room")
+    for write in sent:
+        write()
+    (create, update) = Recorder.seen
+    assert (create["method"], create["path"]) == ("POST", "/api/v1/namespaces/ns/events")
+    assert json.loads(create["body"])["involvedObject"]["uid"] == "uid-1"
+    assert (update["method"], update["path"]) == ("PATCH", "/api/v1/namespaces/ns/events/p.17f")
+    assert update["headers"]["content-type"] == STRATEGIC_MERGE_PATCH
+    assert json.loads(update["body"])["count"] == 2
