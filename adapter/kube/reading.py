@@ -93,21 +93,15 @@ class Reading:
         return value
 
     def _build(self, kind: str, o: Obj, build: Callable[..., Any]) -> Any:
-        metadata = o.get("metadata") or {}
-        label = (
-            f"{metadata.get('namespace')}/{metadata.get('name')}"
-            if metadata.get("namespace")
-            else str(metadata.get("name"))
-        )
         try:
             return build()
         except BadObject as e:
-            self.findings.append(Finding(kind=kind, name=label, message=str(e)))
+            self.findings.append(Finding(kind=kind, name=_label(o), message=str(e)))
         except ValidationError as e:
-            lines = validation_lines(label, e, None)
-            self.findings.append(Finding(kind=kind, name=label, message="; ".join(lines)))
+            lines = validation_lines(_label(o), e, None)
+            self.findings.append(Finding(kind=kind, name=_label(o), message="; ".join(lines)))
         except (KeyError, TypeError, AttributeError) as e:
-            self.findings.append(Finding(kind=kind, name=label, message=f"malformed: {e!r}"))
+            self.findings.append(Finding(kind=kind, name=_label(o), message=f"malformed: {e!r}"))
         return None
 
     def kept(self) -> None:
@@ -119,3 +113,11 @@ class Reading:
                 fresh.by_id,
                 fresh.shapes,
             )
+
+
+def _label(o: Obj) -> str:
+    """How a finding names an object: built only for one that failed."""
+    metadata = o.get("metadata") or {}
+    if metadata.get("namespace"):
+        return f"{metadata.get('namespace')}/{metadata.get('name')}"
+    return str(metadata.get("name"))
