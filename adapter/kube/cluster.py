@@ -194,7 +194,10 @@ class KubeCluster:
         uids: dict[str, str] = {}
         with collections_paused():
             conversion = convert(self.cache.objects(uids), self.scheduler_names, self._memo)
-        self.converted()
+        if not again:
+            # Not the second chance's: it comes after the decision, whose cyclic garbage
+            # a freeze would keep from the settle after the cycle.
+            self.converted()
         state = conversion.state.model_copy(update={"now_s": time.time()})
         if again:
             # The second chance binds pods of this view; the cycle's evictions, sent

@@ -101,7 +101,9 @@ class HeapKeeper:
         its objects, the state the cycle decides on) and holds no reference cycle (models
         and tuples). Frozen at once, so the ``settle`` after the cycle walks only what
         the decision and the report made (after a 3,000-pod cycle: 27-30 -> 15-16 ms).
-        Cyclic garbage among it waits for the next full collection."""
+        Cyclic garbage among it, or made since the last ``settle``, waits for the next
+        full collection: not to be called after a decision (the second chance's
+        snapshot), whose garbage is a CP-SAT model's."""
         gc.freeze()
 
     def settle(self, quiet: bool = False) -> int:

@@ -46,7 +46,12 @@ def test_a_member_whose_node_vanished_is_bound_elsewhere_and_nothing_is_deleted(
     metrics = LoopMetrics()
     try:
         seen(cluster, server)
+        frozen: list[str] = []
+        cluster.converted = lambda: frozen.append("snapshot")
         result = run_cycle(cluster, FAST, metrics)
+        # The second chance's snapshot follows the decision: frozen, its CP-SAT model's
+        # cyclic garbage would outlive the settle after the cycle.
+        assert frozen == ["snapshot"]
         assert result.decision is not None
         assert set(result.decision.placements.values()) == {"n2"}
         assert result.rolled_back == {} and result.evicted == []
