@@ -13,9 +13,9 @@ from typing import Any
 import orjson
 
 from adapter.kube.dialects import group_of
-from adapter.kube.fields import BadObject, Obj, listed, quantities
+from adapter.kube.fields import BadObject, Obj, listed, mappings, quantities
 from adapter.kube.memo import Shapes
-from adapter.kube.unmodelled import unmodelled
+from adapter.kube.unmodelled import EXCLUSIVE_DISKS, unmodelled
 from solver.model import (
     CPU,
     HUGEPAGES_PREFIX,
@@ -297,7 +297,8 @@ def pod_of_object(
 # pod to pod of one template: the ServiceAccount admission's ``kube-api-access-<random>``
 # volume and its mounts, an indexed Job's hostname and index variables; and the node,
 # which a copy takes as its own. Left out of a shape's key, so that a gang's pods share
-# one; a field read here must not be listed unless the copy sets what it decides.
+# one; a field read here must not be listed unless the copy sets what it decides or the
+# key holds what is read of it (the volumes' inline disks).
 UNREAD_SPEC = frozenset({"volumes", "hostname", "subdomain", "nodeName"})
 UNREAD_CONTAINER = frozenset({"env", "envFrom", "volumeMounts", "command", "args", "image"})
 RESIZED_STATUSES = ("containerStatuses", "initContainerStatuses")
@@ -339,13 +340,17 @@ def shape_key(
                 if isinstance(c, Mapping) and c.get("type") == "PodResizePending"
             ],
             [
-                [c.get("name"), c.get("resources"), c.get("allocatedResources")]
+                [k, c.get("name"), c.get("resources"), c.get("allocatedResources")]
                 for k in RESIZED_STATUSES
                 for c in listed(status.get(k))
                 if isinstance(c, Mapping)
             ],
         ]
-    shape = [read, held]
+    # Of the volumes, what ``unmodelled`` reads: the inline disks it refuses.
+    disks = [
+        k for v in mappings(spec.get("volumes")) for k in EXCLUSIVE_DISKS if v.get(k) is not None
+    ]
+    shape = [read, held, disks]
     try:
         text = orjson.dumps(shape)
     except TypeError:  # orjson's JSONEncodeError is one

@@ -71,6 +71,10 @@ def pending_pods(draw: st.DrawFn, index: int) -> dict[str, Any]:
             ]
         ),
         "schedulingGates": st.sampled_from([[{"name": "wait"}], [{"name": "other"}]]),
+        # Drawn after the unread token volume is set (below): refused, or not, by them
+        "volumes": st.sampled_from(
+            [[{"name": "d", "gcePersistentDisk": {"pdName": "x"}}], [{"name": "e", "emptyDir": {}}]]
+        ),
         "affinity": st.sampled_from(
             [
                 {
@@ -92,10 +96,13 @@ def pending_pods(draw: st.DrawFn, index: int) -> dict[str, Any]:
             ]
         ),
     }
-    for field in draw(st.sets(st.sampled_from(sorted(optional)), max_size=3)):
-        spec[field] = draw(optional[field])
     # What differs from pod to pod of a template, and no conversion reads.
     spec["volumes"] = [{"name": f"kube-api-access-{index}", "projected": {}}]
+    for field in draw(st.sets(st.sampled_from(sorted(optional)), max_size=3)):
+        if field == "volumes":
+            spec["volumes"] = [*spec["volumes"], *draw(optional[field])]
+        else:
+            spec[field] = draw(optional[field])
     spec["hostname"] = f"worker-{index}"
     spec["containers"][0]["env"] = [{"name": "INDEX", "value": str(index)}]
     pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
@@ -118,6 +125,9 @@ def pending_pods(draw: st.DrawFn, index: int) -> dict[str, Any]:
                         "conditions": [{"type": "PodResizePending", "reason": "Infeasible"}],
                     },
                     {"containerStatuses": [resized, "x"], "conditions": "x"},
+                    # the same status in the other list: read as another container's
+                    {"initContainerStatuses": [resized]},
+                    {"containerStatuses": [resized]},
                     {"conditions": [{"type": "Ready", "lastTransitionTime": f"t{index}"}]},
                     "not a mapping",
                 ]
@@ -181,7 +191,9 @@ def read_key(pod: dict[str, Any]) -> str:
     owners = [o["kind"] for o in meta.get("ownerReferences", [])]
     task = meta["annotations"].get("volcano.sh/task-spec")
     bound = bool(pod["spec"].get("nodeName"))
-    return repr((meta["namespace"], task, owners, spec, bound, bound and pod.get("status")))
+    status = bound and pod.get("status")
+    disks = [v for v in pod["spec"]["volumes"] if "gcePersistentDisk" in v]
+    return repr((meta["namespace"], task, owners, spec, bound, status, disks))
 
 
 def test_pods_of_one_template_are_read_once_and_keep_their_own_names() -> None:
@@ -260,6 +272,29 @@ def test_the_pods_of_many_gangs_of_one_template_are_one_shape_pending_and_bound(
     assert [by_name[p].node_name for p in ("a/g3-0", "a/g3-1", "a/g4-0")] == ["n1", "n2", "n2"]
     assert by_name["a/g4-0"].gang == "a/g4" and by_name["a/g4-0"].started_s is not None
     assert len(memo.shapes) == 2  # one pending, one bound
+
+
+def test_a_pod_of_another_gang_with_an_inline_disk_is_refused_not_copied() -> None:
+    def pod(name: str, group: str, volume: dict[str, Any]) -> dict[str, Any]:
+        spec = {
+            "schedulerName": "gangsat",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+            "volumes": [volume],
+        }
+        metadata = {
+            "name": name,
+            "namespace": "a",
+            "annotations": {"scheduling.k8s.io/group-name": group},
+        }
+        return {"metadata": metadata, "spec": spec}
+
+    plain = pod("a-0", "ga", {"name": "scratch", "emptyDir": {}})
+    disk = pod("b-0", "gb", {"name": "d", "gcePersistentDisk": {"pdName": "x"}})
+    shapes = Shapes()
+    assert not isinstance(read(plain, shapes), str)
+    refused = read(disk, None)
+    assert isinstance(refused, str) and "gcePersistentDisk" in refused
+    assert read(disk, shapes) == refused
 
 
 def test_a_spec_that_is_no_json_is_read_alone() -> None:
