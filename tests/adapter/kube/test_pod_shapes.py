@@ -297,6 +297,24 @@ def test_a_pod_of_another_gang_with_an_inline_disk_is_refused_not_copied() -> No
     assert read(disk, shapes) == refused
 
 
+def test_a_bound_pods_status_list_is_part_of_its_shape() -> None:
+    """What a container's status says of its resources counts for the container of that
+    list: reported in the other list, it is another container's (here, none)."""
+
+    def pod(name: str, statuses: str) -> dict[str, Any]:
+        spec = {
+            "schedulerName": "gangsat",
+            "nodeName": "n1",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+        }
+        status = {statuses: [{"name": "c", "resources": {"requests": {"cpu": "3"}}}]}
+        return {"metadata": {"name": name, "namespace": "a"}, "spec": spec, "status": status}
+
+    shapes = Shapes()
+    for p in (pod("p0", "initContainerStatuses"), pod("p1", "containerStatuses")):
+        assert read(p, shapes).requests == read(p, None).requests
+
+
 def test_a_spec_that_is_no_json_is_read_alone() -> None:
     spec: dict[str, Any] = {
         "schedulerName": "gangsat",
