@@ -398,7 +398,7 @@ class Binder:
         options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
         self._mark_disrupted(namespace, name, uid, reason)
 
-        def send(timeout: tuple[float, float]) -> None:
+        def delete(timeout: tuple[float, float]) -> None:
             done(
                 self.core.delete_namespaced_pod(
                     name, namespace, body=options, _preload_content=False, _request_timeout=timeout
@@ -410,7 +410,7 @@ class Binder:
         # Fenced like the binds: a delete sent after the lease passed could take a pod
         # of a gang the new leader has since completed, leaving that one partial. A gang
         # left short by a lost lease is the new leader's: it counts the bound pods.
-        error = remove(self.cache, pod, uid, send, RETRYABLE, self.fence, self.backoff_s, budget)
+        error = remove(self.cache, pod, uid, delete, RETRYABLE, self.fence, self.backoff_s, budget)
         if error is None:
             self._undeleted.pop(pod, None)
         else:

@@ -98,8 +98,9 @@ class Reading:
         except BadObject as e:
             self.findings.append(Finding(kind=kind, name=_label(o), message=str(e)))
         except ValidationError as e:
-            lines = validation_lines(_label(o), e, None)
-            self.findings.append(Finding(kind=kind, name=_label(o), message="; ".join(lines)))
+            label = _label(o)
+            lines = validation_lines(label, e, None)
+            self.findings.append(Finding(kind=kind, name=label, message="; ".join(lines)))
         except (KeyError, TypeError, AttributeError) as e:
             self.findings.append(Finding(kind=kind, name=_label(o), message=f"malformed: {e!r}"))
         return None

@@ -80,7 +80,6 @@ class Reporter:
         resources: Sequence[Resource] = (),
     ) -> None:
         self.api = api
-        self.core = client.CoreV1Api(api)
         self.cache = cache
         self.writer = writer
         self.recorder = recorder or EventRecorder()
