@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from adapter.kube.fields import LEAVING, finished, listed, uid_of
+from adapter.kube.fields import LEAVING, STATUS_LISTS, finished, listed, uid_of
 from adapter.kube.kept import kept
 from adapter.kube.resources import DIALECTS, DISRUPTION_BUDGETS, NODES, PODS, Resource
 
@@ -353,7 +353,7 @@ def _resources_of(status: dict[str, Any]) -> Any:
     nothing for most pods, so the usual status chatter changes no read view."""
     held = [
         (c.get("name"), c.get("resources"), c.get("allocatedResources"))
-        for key in ("containerStatuses", "initContainerStatuses")
+        for key in STATUS_LISTS
         for c in listed(status.get(key))
         if isinstance(c, dict) and (c.get("resources") or c.get("allocatedResources"))
     ]

@@ -17,6 +17,10 @@ from solver.model import MAX_QUANTITY
 
 Obj = Mapping[str, Any]
 
+# A pod's lists of containers, in its spec and in its status.
+CONTAINER_LISTS = ("containers", "initContainers")
+STATUS_LISTS = ("containerStatuses", "initContainerStatuses")
+
 
 class BadObject(ValueError):
     """One object is unusable; the message says which field and why."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from adapter.kube.fields import CONTAINER_LISTS, STATUS_LISTS
 from adapter.kube.resources import NODES, PODS, Resource
 
 Obj = dict[str, Any]  # as the cache holds objects
@@ -32,8 +33,6 @@ Obj = dict[str, Any]  # as the cache holds objects
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 CONTAINER_READ = ("name", "resources", "ports", "restartPolicy")
 CONTAINER_STATUS_READ = ("name", "resources", "allocatedResources")
-CONTAINER_LISTS = ("containers", "initContainers")
-STATUS_LISTS = ("containerStatuses", "initContainerStatuses")
 # Volumes no scheduling rule reads (the service-account token, config, scratch space):
 # every other kind is kept, claims and disks alike.
 UNREAD_VOLUMES = frozenset({"projected", "configMap", "secret", "downwardAPI", "emptyDir"})

@@ -13,9 +13,17 @@ from typing import Any
 import orjson
 
 from adapter.kube.dialects import group_of
-from adapter.kube.fields import BadObject, Obj, listed, mappings, quantities
+from adapter.kube.fields import (
+    CONTAINER_LISTS,
+    STATUS_LISTS,
+    BadObject,
+    Obj,
+    listed,
+    mappings,
+    quantities,
+)
 from adapter.kube.memo import Shapes
-from adapter.kube.unmodelled import EXCLUSIVE_DISKS, unmodelled
+from adapter.kube.unmodelled import inline_disk, unmodelled
 from solver.model import (
     CPU,
     HUGEPAGES_PREFIX,
@@ -105,7 +113,7 @@ def _resized(status: Obj) -> dict[tuple[str, str], tuple[dict[str, int], dict[st
         for c in listed(status.get("conditions"))
     )
     out = {}
-    for key in ("containerStatuses", "initContainerStatuses"):
+    for key in STATUS_LISTS:
         for cs in listed(status.get(key)):
             if not isinstance(cs, Mapping) or not isinstance(cs.get("resources"), Mapping):
                 continue
@@ -301,7 +309,6 @@ def pod_of_object(
 # key holds what is read of it (the volumes' inline disks).
 UNREAD_SPEC = frozenset({"volumes", "hostname", "subdomain", "nodeName"})
 UNREAD_CONTAINER = frozenset({"env", "envFrom", "volumeMounts", "command", "args", "image"})
-RESIZED_STATUSES = ("containerStatuses", "initContainerStatuses")
 
 
 def shape_key(
@@ -320,7 +327,7 @@ def shape_key(
     NaN): such a spec may be told apart from another only by a type the key does not
     keep, so it is read alone."""
     read: dict[str, Any] = {k: v for k, v in spec.items() if k not in UNREAD_SPEC}
-    for field in ("containers", "initContainers"):
+    for field in CONTAINER_LISTS:
         containers = read.get(field)
         if isinstance(containers, list):
             read[field] = [
@@ -341,15 +348,13 @@ def shape_key(
             ],
             [
                 [k, c.get("name"), c.get("resources"), c.get("allocatedResources")]
-                for k in RESIZED_STATUSES
+                for k in STATUS_LISTS
                 for c in listed(status.get(k))
                 if isinstance(c, Mapping)
             ],
         ]
     # Of the volumes, what ``unmodelled`` reads: the inline disks it refuses.
-    disks = [
-        k for v in mappings(spec.get("volumes")) for k in EXCLUSIVE_DISKS if v.get(k) is not None
-    ]
+    disks = [d for v in mappings(spec.get("volumes")) if (d := inline_disk(v)) is not None]
     shape = [read, held, disks]
     try:
         text = orjson.dumps(shape)

@@ -50,12 +50,16 @@ def unmodelled(spec: Obj) -> str | None:
     if spec.get("resourceClaims"):
         return f"asks for resourceClaims (dynamic resource allocation), {NOT_SCHEDULED}"
     for volume in mappings(spec.get("volumes")):
-        # kube-scheduler's VolumeRestrictions keeps two pods of one such disk apart (but
-        # read-only); placed together, the second pod's attach or mount fails.
-        disk = next((k for k in EXCLUSIVE_DISKS if volume.get(k) is not None), None)
-        if disk is not None:
+        if (disk := inline_disk(volume)) is not None:
             return f"mounts an inline {disk} volume, {NOT_SCHEDULED}"
     return None
+
+
+def inline_disk(volume: Obj) -> str | None:
+    """The kind of an inline disk ``volume`` is, if one of ``EXCLUSIVE_DISKS``: kube-
+    scheduler's VolumeRestrictions keeps two pods of one such disk apart (but read-only);
+    placed together, the second pod's attach or mount fails."""
+    return next((k for k in EXCLUSIVE_DISKS if volume.get(k) is not None), None)
 
 
 @dataclass
