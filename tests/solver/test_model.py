@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from solver.model import (
     CPU,
@@ -14,6 +14,7 @@ from solver.model import (
     MEMORY,
     PODS,
     ClusterState,
+    Decision,
     Gang,
     Node,
     NodeSelectorRequirement,
@@ -21,6 +22,7 @@ from solver.model import (
     Pod,
     Queue,
     Resources,
+    SolveStatus,
     Toleration,
 )
 from solver.schedulers import schedule
@@ -252,3 +254,25 @@ def test_builder_quantities_follow_kubernetes() -> None:
     }
     assert resources(cpu="1.5", memory="1e3") == {CPU: 1500, MEMORY: 1000}
     assert resources(cpu=2) == {CPU: 2000}
+
+
+def test_a_copy_reads_as_pydantic_s_own_copy_and_leaves_the_original_alone() -> None:
+    built = pod("ns/a").req(cpu="1").gang("ns/g").build()
+    bound = built.model_copy(update={"node_name": "n1"})
+    reference = BaseModel.model_copy(built, update={"node_name": "n1"})
+    assert bound == reference
+    assert bound.model_fields_set == reference.model_fields_set
+    assert bound.model_dump() == reference.model_dump()
+    assert built.node_name is None and built.model_copy() == built
+    original = pod("ns/a").req(cpu="1").build()
+    renamed = original.model_copy(update={"name": "ns/b"})
+    assert (original.name, renamed.name) == ("ns/a", "ns/b")
+    with pytest.raises(ValidationError):
+        renamed.name = "ns/c"  # still frozen
+    assert pickle.loads(pickle.dumps(renamed)) == renamed
+    # A model with private state still copies it (pydantic's own path).
+    decision = Decision(scheduler="s", placements={"ns/a": "n1"}, status=SolveStatus.OPTIMAL)
+    decision._explain = lambda: {"ns/g": "why"}
+    copied = decision.model_copy(update={"placements": {}})
+    assert copied.placements == {} and copied.explanations_pending
+    assert copied.explained().unschedulable == {"ns/g": "why"}
