@@ -160,31 +160,41 @@ def convert(
     findings: list[Finding] = []
     reading = Reading(memo, findings)
     shapes = Shapes(memo.shapes if memo is not None else {}, reading.fresh.shapes)
-    items = []
+    # Sorted by kind in one pass, each kind in the order given (of two objects of one
+    # name, the later is kept), rather than a pass over every object for each kind read
+    # apart. Pods and Jobs keep their place among all objects (a pod with no creation
+    # time is ordered by it).
+    by_kind: defaultdict[Any, list[Obj]] = defaultdict(list)
+    placed: list[tuple[int, Obj]] = []  # pods and Jobs, and where they came
+    rest: list[Obj] = []  # every other kind, for the loop that reads them
+    index = 0
     for o in objects:
-        if reading.known(o):
-            items.append(o)  # its shape was read when it was first seen
-            continue
-        if not isinstance(o, Mapping):
-            continue
-        problem = _shape_problem(o)
-        if problem is None:
-            items.append(o)
-            continue
-        raw = o.get("metadata")
-        name = raw.get("name") if isinstance(raw, Mapping) else None
-        label = str(name) if name else "(unnamed)"
-        findings.append(Finding(kind=str(o.get("kind")), name=label, message=problem))
+        if not reading.known(o):  # else its shape was read when it was first seen
+            # type() first: the cache's objects are dicts, and isinstance of an ABC is slow
+            if type(o) is not dict and not isinstance(o, Mapping):
+                continue
+            if (problem := _shape_problem(o)) is not None:
+                raw = o.get("metadata")
+                name = raw.get("name") if isinstance(raw, Mapping) else None
+                label = str(name) if name else "(unnamed)"
+                findings.append(Finding(kind=str(o.get("kind")), name=label, message=problem))
+                continue
+        kind = o.get("kind")
+        if kind == "Pod" or kind == "Job":
+            placed.append((index, o))
+        if kind != "Pod":  # a Job of another API group is reported unread there
+            rest.append(o)
+            by_kind[kind].append(o)
+        index += 1
     priorities: dict[str, int] = {}
     default_priority = 0
-    for o in items:
-        if o.get("kind") == "PriorityClass":
-            name = (o.get("metadata") or {}).get("name")
-            value = o.get("value")
-            if isinstance(name, str) and isinstance(value, int):
-                priorities[name] = value
-                if o.get("globalDefault"):
-                    default_priority = value
+    for o in by_kind["PriorityClass"]:
+        name = (o.get("metadata") or {}).get("name")
+        value = o.get("value")
+        if isinstance(name, str) and isinstance(value, int):
+            priorities[name] = value
+            if o.get("globalDefault"):
+                default_priority = value
     reading.priority_key = (
         tuple(sorted(priorities.items())),
         default_priority,
@@ -196,8 +206,8 @@ def convert(
     others: Counter[str] = Counter()  # pending pods by another scheduler's name
     # per gang, members that ran to completion, by task ("" for none)
     succeeded: defaultdict[str, Counter[str]] = defaultdict(Counter)
-    budgets = Budgets(o for o in items if o.get("kind") == "PodDisruptionBudget")
-    claims = Claims(o for o in items if o.get("kind") in VOLUME_KINDS)
+    budgets = Budgets(by_kind["PodDisruptionBudget"])
+    claims = Claims(o for kind in VOLUME_KINDS for o in by_kind[kind])
     # Pending pods with claims -> their claims and uid (checked once every user is known;
     # of two objects of one name, the one kept)
     claiming: dict[str, tuple[list[tuple[str, bool]], str | None]] = {}
@@ -219,10 +229,8 @@ def convert(
             )
         table[name] = value
 
-    for o in items:
+    for o in rest:  # pods are the next loop's, once every node is known
         kind = o.get("kind")
-        if kind == "Pod":
-            continue  # the next loop's, once every node is known
         group = api_group(str(o.get("apiVersion") or ""))
         if kind == "Node":
             node = attempt("Node", o, lambda o=o: _node(o))
@@ -294,7 +302,7 @@ def convert(
     anti = BoundAntiAffinity()
     unknown_room: set[str] = set()  # nodes with a bound pod whose requests are unreadable
     pending: list[tuple[Obj, str]] = []  # pending pods, as objects, and their keys
-    for index, o in enumerate(items):
+    for index, o in placed:
         kind = o.get("kind")
         if kind == "Pod":
             # Seen as it is: it passed the checks below then (the scheduler names are in
@@ -311,7 +319,9 @@ def convert(
                 if not spec.get("nodeName") and scheduler not in scheduler_names:
                     others[str(scheduler)] += 1
                     continue
-                pod = attempt("Pod", o, lambda o=o, spec=spec, index=index: pod_of(o, spec, index))
+                pod = attempt(
+                    "Pod", o, lambda o=o, spec=spec, index=index: pod_of(o, spec, index), True
+                )
             if pod is None:
                 node_name = (o.get("spec") or {}).get("nodeName")
                 if isinstance(node_name, str) and node_name in nodes:

@@ -68,14 +68,14 @@ class Reading:
             self.findings.append(finding)
         return value
 
-    def attempt(self, kind: str, o: Obj, build: Callable[..., Any]) -> Any:
+    def attempt(self, kind: str, o: Obj, build: Callable[..., Any], recalled: bool = False) -> Any:
         """``build()``'s value for ``o`` (None, with a finding, where it fails), or what
-        it gave for the same object or an unchanged copy of it last time."""
+        it gave for the same object or an unchanged copy of it last time. ``recalled``:
+        the caller's ``recall`` of ``o`` found nothing already."""
         memo = self.memo
         if memo is None:
             return self._build(kind, o, build)
-        value = self.recall(o)
-        if value is not MISSING:
+        if not recalled and (value := self.recall(o)) is not MISSING:
             return value
         read_key = memo_key(kind, o, self.priority_key)
         if read_key is None:
