@@ -229,9 +229,9 @@ def pod_of_object(
     try:
         group = group_of({"metadata": metadata, "spec": spec})
         task = str((metadata.get("annotations") or {}).get(TASK_ANNOTATION) or "") or None
-        daemon = any(
-            isinstance(ref, dict) and ref.get("kind") == "DaemonSet"
-            for ref in metadata.get("ownerReferences") or []
+        owners = metadata.get("ownerReferences") or ()
+        daemon = bool(owners) and any(
+            isinstance(ref, dict) and ref.get("kind") == "DaemonSet" for ref in owners
         )
     except (AttributeError, TypeError):
         # Malformed: the rule it asks for, if any, is what the user reads first.
@@ -330,9 +330,10 @@ def shape_key(
     for field in CONTAINER_LISTS:
         containers = read.get(field)
         if isinstance(containers, list):
+            # (as the cache keeps them, trimmed already: no copy; ``kept``)
             read[field] = [
                 {k: v for k, v in c.items() if k not in UNREAD_CONTAINER}
-                if isinstance(c, dict)
+                if isinstance(c, dict) and not UNREAD_CONTAINER.isdisjoint(c)
                 else c
                 for c in containers
             ]
@@ -354,7 +355,8 @@ def shape_key(
             ],
         ]
     # Of the volumes, what ``unmodelled`` reads: the inline disks it refuses.
-    disks = [d for v in mappings(spec.get("volumes")) if (d := inline_disk(v)) is not None]
+    volumes = spec.get("volumes")
+    disks = [d for v in mappings(volumes) if (d := inline_disk(v)) is not None] if volumes else []
     shape = [read, held, disks]
     try:
         text = orjson.dumps(shape)
