@@ -315,8 +315,8 @@ def _read_view(resource: Resource, obj: Obj, assumed_node: str | None = None) ->
     output). ``assumed_node`` is the bind the snapshot already showed. A test holds
     convert to this view."""
     meta = obj.get("metadata")
-    if isinstance(meta, dict):
-        meta = {k: v for k, v in meta.items() if k not in ("resourceVersion", "generation")}
+    if isinstance(meta, dict):  # (set rather than left out: a copy in C, the same compare)
+        meta = {**meta, "resourceVersion": None, "generation": None}
     spec = obj.get("spec")
     if assumed_node is not None and isinstance(spec, dict):
         spec = {**spec, "nodeName": assumed_node}
@@ -344,7 +344,7 @@ def _read_view(resource: Resource, obj: Obj, assumed_node: str | None = None) ->
     ):
         # A budget's status follows every pod it covers; which pods it covers, its spec.
         status = None  # a status that is no mapping makes a finding: kept
-    rest = {k: v for k, v in obj.items() if k not in ("metadata", "spec", "status")}
+    rest = {**obj, "metadata": None, "spec": None, "status": None}
     return meta, spec, status, rest
 
 

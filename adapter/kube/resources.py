@@ -39,6 +39,21 @@ class Resource:
     # their status is written with the object. Learnt at discovery; not part of identity.
     status_subresource: bool = field(default=True, compare=False)
 
+    def __eq__(self, other: object) -> bool:
+        # Every watch event compares its resource with PODS and NODES a few times, and
+        # it is nearly always one of these very objects.
+        if self is other:
+            return True
+        if not isinstance(other, Resource):
+            return NotImplemented
+        return (self.plural, self.group, self.version, self.kind, self.namespaced) == (
+            other.plural,
+            other.group,
+            other.version,
+            other.kind,
+            other.namespaced,
+        )
+
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version

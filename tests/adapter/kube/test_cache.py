@@ -247,3 +247,11 @@ def test_convert_reads_a_pending_pods_nomination_and_nothing_else_as_one() -> No
     assert nomination(garbled) is None  # no finding: it would only have held room
     assert nomination(bound) is None
     assert nomination(PENDING) is None
+
+
+def test_a_resource_equals_its_namesake_whatever_its_status_subresource() -> None:
+    served_without_status = Resource("", "v1", "pods", "Pod", True, status_subresource=False)
+    assert served_without_status == PODS and hash(served_without_status) == hash(PODS)
+    assert {PODS: "pods"}[served_without_status] == "pods"
+    assert PODS != NODES and PODS != Resource("", "v2", "pods", "Pod", True)
+    assert PODS != "pods" and PODS in [NODES, PODS] and NODES not in [PODS]
