@@ -67,6 +67,9 @@ LANDS_LATE = frozenset({500, 502, 504})
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
 CONNECT_TIMEOUT_S = 5.0
 MAX_BIND_WAIT_S = 10.0
+# The timeout of a bind while the lease (if any) lasts longer than both: built once, as
+# urllib3 copies a timeout for each request it sends.
+FULL_TIMEOUT = urllib3.Timeout(connect=CONNECT_TIMEOUT_S, read=MAX_BIND_WAIT_S)
 MARK_WAIT_S = 2.0  # for the DisruptionTarget mark before a rollback's delete
 # The condition's reason on a pod a rollback deletes (Jobs match the condition's type; the
 # reason says who and why, as kube-scheduler's PreemptionByScheduler does).
@@ -320,8 +323,10 @@ class Binder:
             try:
                 # No bind may arrive after this replica's lease could have passed to
                 # another: the request ends with the leadership left.
-                timeout = urllib3.Timeout(
-                    connect=min(CONNECT_TIMEOUT_S, left), read=min(left, MAX_BIND_WAIT_S)
+                timeout = (
+                    FULL_TIMEOUT
+                    if left >= MAX_BIND_WAIT_S
+                    else urllib3.Timeout(connect=min(CONNECT_TIMEOUT_S, left), read=left)
                 )
                 post_binding(self.api, namespace, name, body, timeout)
                 return None
