@@ -184,7 +184,8 @@ def convert(
             placed.append((index, o))
         if kind != "Pod":  # a Job of another API group is reported unread there
             rest.append(o)
-            by_kind[kind].append(o)
+            if type(kind) is str:  # (one the memo knows was read when it was one)
+                by_kind[kind].append(o)
         index += 1
     priorities: dict[str, int] = {}
     default_priority = 0

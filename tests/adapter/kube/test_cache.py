@@ -253,5 +253,5 @@ def test_a_resource_equals_its_namesake_whatever_its_status_subresource() -> Non
     served_without_status = Resource("", "v1", "pods", "Pod", True, status_subresource=False)
     assert served_without_status == PODS and hash(served_without_status) == hash(PODS)
     assert {PODS: "pods"}[served_without_status] == "pods"
-    assert PODS != NODES and PODS != Resource("", "v2", "pods", "Pod", True)
+    assert PODS != NODES and Resource("", "v2", "pods", "Pod", True) != PODS
     assert PODS != "pods" and PODS in [NODES, PODS] and NODES not in [PODS]
