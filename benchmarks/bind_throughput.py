@@ -54,6 +54,7 @@ from adapter.kube.run import KubeOptions, KubeScheduler, api_client
 from adapter.settings import Settings
 from benchmarks.bound_watch import BoundWatcher, CpuMeter
 from benchmarks.cluster_setup import (
+    POD_SHAPES,
     create_gangs,
     create_nodes,
     ensure_namespace,
@@ -222,6 +223,13 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="CPU the fake server burns per request, on the same cores (a real API server "
         "and etcd on 2 cores: about 1-2 ms per bind)",
     )
+    parser.add_argument(
+        "--pod-shape",
+        choices=POD_SHAPES,
+        default="minimal",
+        help="the pods' objects: minimal (one container and its requests) or as a Job "
+        "controller and admission make them (~3.2 KB each)",
+    )
     parser.add_argument("--repeat", type=at_least_one, default=3, help="rounds (median)")
     parser.add_argument("--time-limit", type=positive, default=1.0, help="solver seconds per cycle")
     return parser.parse_args(list(argv))
@@ -247,7 +255,9 @@ def run(
             ensure_namespace(api, namespace)
             for s, (count, size) in enumerate(shapes):
                 prefix = "gang" if s == 0 else f"gang{s}"
-                create_gangs(api, namespace, scheduler, count, size, args.threads, prefix)
+                create_gangs(
+                    api, namespace, scheduler, count, size, args.threads, prefix, args.pod_shape
+                )
         contenders = [
             partial(trivial_binder, api, kubeconfig, trivial_ns, pods, args.threads, meter),
             partial(
@@ -272,7 +282,7 @@ def main(argv: Sequence[str], console: Console | None = None) -> int:
         with fake_server(args.latency_ms, args.cpu_ms, pids) as kubeconfig:
             results = run(args, kubeconfig, console, CpuMeter(pids[0]))
         where = f"fake API server, {args.latency_ms:g} ms latency, {args.cpu_ms:g} ms CPU/request"
-    report(results, where, console)
+    report(results, f"{where}, {args.pod_shape} pods", console)
     return 0
 
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -171,7 +172,9 @@ def create_gangs(
     size: int,
     threads: int,
     prefix: str = "gang",
+    shape: str = "minimal",
 ) -> list[str]:
+    """``gangs`` PodGroups of ``size`` pods each; ``shape``: ``POD_SHAPES``."""
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     group, version, plural = PODGROUP
     names: list[str] = []
@@ -190,27 +193,178 @@ def create_gangs(
             },
         )
         for i in range(size):
-            pod = client.V1Pod(
-                metadata=client.V1ObjectMeta(
-                    name=f"{prefix}-{g}-{i}",
-                    namespace=namespace,
-                    annotations={"scheduling.k8s.io/group-name": f"{prefix}-{g}"},
-                ),
-                spec=client.V1PodSpec(
-                    scheduler_name=scheduler,
-                    containers=[
-                        client.V1Container(
-                            name="c",
-                            image="registry.k8s.io/pause:3.9",
-                            resources=client.V1ResourceRequirements(
-                                requests={"cpu": "100m", "memory": "100Mi"}
-                            ),
-                        )
-                    ],
-                ),
+            name, group_name = f"{prefix}-{g}-{i}", f"{prefix}-{g}"
+            pod: Any = (
+                job_pod(namespace, name, group_name, i, scheduler)
+                if shape == "job"
+                else minimal_pod(namespace, name, group_name, scheduler)
             )
             done(core.create_namespaced_pod(namespace, pod, _preload_content=False))
 
     in_parallel(threads, [lambda g=g: make(g) for g in range(gangs)])
     names.extend(f"{namespace}/{prefix}-{g}-{i}" for g in range(gangs) for i in range(size))
     return names
+
+
+# "minimal": a pod of one container and its requests (~450 bytes as the fake stores it).
+# "job": as a Job controller and the API server's admission make one (~3.2 KB as sent):
+# labels, owner, an indexed Job's hostname, a container with its command, environment,
+# mounts and probe, the service-account token volume, the default tolerations. A real
+# server adds managedFields besides (~1 KB more), which the fake drops.
+POD_SHAPES = ("minimal", "job")
+
+
+def minimal_pod(namespace: str, name: str, group: str, scheduler: str) -> client.V1Pod:
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(
+            name=name, namespace=namespace, annotations={"scheduling.k8s.io/group-name": group}
+        ),
+        spec=client.V1PodSpec(
+            scheduler_name=scheduler,
+            containers=[
+                client.V1Container(
+                    name="c",
+                    image="registry.k8s.io/pause:3.9",
+                    resources=client.V1ResourceRequirements(
+                        requests={"cpu": "100m", "memory": "100Mi"}
+                    ),
+                )
+            ],
+        ),
+    )
+
+
+def job_pod(namespace: str, name: str, group: str, index: int, scheduler: str) -> dict[str, Any]:
+    uid = f"00000000-0000-4000-8000-{zlib.crc32(f'{namespace}/{group}'.encode()):012d}"
+    token = f"kube-api-access-{zlib.crc32(name.encode()) % 16**5:05x}"
+    labels = {
+        "batch.kubernetes.io/controller-uid": uid,
+        "batch.kubernetes.io/job-name": group,
+        "controller-uid": uid,
+        "job-name": group,
+        "batch.kubernetes.io/job-completion-index": str(index),
+        "app.kubernetes.io/name": "trainer",
+        "app.kubernetes.io/part-of": "training",
+    }
+    env = [
+        {"name": f"TRAINER_SETTING_{k}", "value": f"value-{k:02d}-of-the-run"} for k in range(10)
+    ]
+    env.append(
+        {
+            "name": "JOB_COMPLETION_INDEX",
+            "valueFrom": {
+                "fieldRef": {
+                    "apiVersion": "v1",
+                    "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']",
+                }
+            },
+        }
+    )
+    container = {
+        "name": "trainer",
+        "image": "registry.example.com/ml/trainer:2026.11.3",
+        "command": ["python", "-m", "trainer.run"],
+        "args": ["--config", "/etc/trainer/config.yaml", "--rank", str(index)],
+        "env": env,
+        "ports": [{"containerPort": 29500, "name": "rendezvous", "protocol": "TCP"}],
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "100Mi"},
+            "limits": {"memory": "100Mi"},
+        },
+        "volumeMounts": [
+            {"name": "scratch", "mountPath": "/scratch"},
+            {
+                "name": token,
+                "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                "readOnly": True,
+            },
+        ],
+        "readinessProbe": {
+            "httpGet": {"path": "/healthz", "port": 8080, "scheme": "HTTP"},
+            "periodSeconds": 10,
+            "timeoutSeconds": 1,
+            "successThreshold": 1,
+            "failureThreshold": 3,
+        },
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+        "imagePullPolicy": "IfNotPresent",
+    }
+    token_volume = {
+        "name": token,
+        "projected": {
+            "defaultMode": 420,
+            "sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                {
+                    "configMap": {
+                        "name": "kube-root-ca.crt",
+                        "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                    }
+                },
+                {
+                    "downwardAPI": {
+                        "items": [
+                            {
+                                "path": "namespace",
+                                "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                            }
+                        ]
+                    }
+                },
+            ],
+        },
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": {
+                "scheduling.k8s.io/group-name": group,
+                "batch.kubernetes.io/job-completion-index": str(index),
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": group,
+                    "uid": uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "schedulerName": scheduler,
+            "containers": [container],
+            "volumes": [{"name": "scratch", "emptyDir": {}}, token_volume],
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 30,
+            "dnsPolicy": "ClusterFirst",
+            "serviceAccountName": "default",
+            "serviceAccount": "default",
+            "securityContext": {},
+            "hostname": name,
+            "subdomain": group,
+            "tolerations": [
+                {
+                    "key": "node.kubernetes.io/not-ready",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
+                {
+                    "key": "node.kubernetes.io/unreachable",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
+            ],
+            "priority": 0,
+            "enableServiceLinks": True,
+            "preemptionPolicy": "PreemptLowerPriority",
+        },
+    }

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import re
 
+import orjson
+import pytest
 from rich.console import Console
 
+from benchmarks.cluster_setup import POD_SHAPES, job_pod
 from benchmarks.suite import main
 
 
-def test_bind_throughput_binds_every_pod_for_both_contenders_and_prints_the_ratios() -> None:
+@pytest.mark.parametrize("shape", POD_SHAPES)
+def test_bind_throughput_binds_every_pod_for_both_contenders_and_prints_the_ratios(
+    shape: str,
+) -> None:
     console = Console(record=True, width=250)
     status = main(
         [
@@ -17,12 +23,13 @@ def test_bind_throughput_binds_every_pod_for_both_contenders_and_prints_the_rati
             # 60 pods: the CPU is read in 10 ms ticks (``/proc``), and the trivial binder's
             # for 12 pods was one tick in a quarter of runs, so a zero was possible.
             *("--nodes", "4", "--gangs", "30", "--gang-size", "2", "--repeat", "1"),
-            *("--cpu-ms", "5"),
+            *("--cpu-ms", "5", "--pod-shape", shape),
         ],
         console,
     )
     out = console.export_text()
     assert status == 0
+    assert f"{shape} pods)" in out  # the figures say which pods they bound
     rows = {
         m.group(1): (int(m.group(2)), float(m.group(3)), float(m.group(4)), float(m.group(5)))
         for m in re.finditer(
@@ -53,3 +60,11 @@ def assert_shown_ratio(ratio: float, top: float, bottom: float, step: float) -> 
     low = (top - step / 2) / (bottom + step / 2)
     high = (top + step / 2) / (bottom - step / 2)
     assert low - 0.005 <= ratio <= high + 0.005, (ratio, top, bottom)
+
+
+def test_a_job_shaped_pod_is_as_big_as_a_job_controller_makes_one_and_names_its_group() -> None:
+    pod = job_pod("ns", "train-3-1", "train-3", 1, "gangsat")
+    assert 3_000 <= len(orjson.dumps(pod)) <= 5_000
+    assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "train-3"
+    assert pod["spec"]["schedulerName"] == "gangsat"
+    assert job_pod("ns", "train-3-1", "train-3", 1, "gangsat") == pod  # the same every run
