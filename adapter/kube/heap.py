@@ -106,6 +106,13 @@ class HeapKeeper:
         snapshot), whose garbage is a CP-SAT model's."""
         gc.freeze()
 
+    def release(self) -> None:
+        """The scheduler stopped: what it froze goes back to the collector. Frozen, its
+        cyclic garbage outlived it in a process that goes on (a benchmark's rounds, a
+        test run): 135,000-160,000 objects a stopped scheduler at 1,000 nodes and 6,000
+        pods, the process growing 0.1 GB a round."""
+        gc.unfreeze()
+
     def settle(self, quiet: bool = False) -> int:
         """Collect what the last cycle left behind, then freeze what lives on; the number
         of unreachable objects found."""

@@ -288,6 +288,7 @@ class KubeScheduler:
                     step()
                 except Exception:
                     log.exception("stopping failed")
+            self.heap.release()
         if self.lost_lease:
             log.error("exiting: the leader lease was lost")
             return EXIT_LOST_LEASE

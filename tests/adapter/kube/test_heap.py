@@ -136,3 +136,17 @@ def test_a_converted_snapshot_is_frozen_at_once_and_the_decision_collected_after
         ref = weakref.ref(garbage)
         del garbage
     assert ref() is None
+
+
+def test_a_stopped_scheduler_gives_what_it_froze_back_to_the_collector() -> None:
+    keeper = HeapKeeper()
+    holder = [Cyclic()]
+    ref = weakref.ref(holder[0])
+    keeper.freeze()  # as at start-up
+    holder.clear()  # garbage now, but frozen
+    gc.collect()
+    assert ref() is not None and gc.get_freeze_count() > 0
+    keeper.release()
+    assert gc.get_freeze_count() == 0
+    gc.collect()
+    assert ref() is None

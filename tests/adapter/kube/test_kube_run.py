@@ -173,6 +173,9 @@ def test_losing_the_lease_ends_the_run_with_a_failure_status(server: FakeApiServ
     server.fail("PUT", r"/leases/gangsat$", 409, times=1000)
     thread.join(timeout=10)
     assert status == [1] and scheduler.lost_lease
+    # What it froze went back to the collector as it stopped (a process that goes on
+    # would keep a stopped scheduler's cyclic garbage for good).
+    assert gc.get_freeze_count() == 0
 
 
 def test_settings_are_reloaded_when_the_file_changes(server: FakeApiServer, tmp_path: Path) -> None:
