@@ -2,7 +2,8 @@
 
     gangsat-bench bind-throughput [--kubeconfig PATH] [--nodes 1000] [--gangs 1000]
                                   [--gang-size 3] [--also COUNTxSIZE,...] [--threads 16]
-                                  [--latency-ms 0] [--cpu-ms 0] [--repeat 3]
+                                  [--latency-ms 0] [--cpu-ms 0] [--pod-shape minimal|job]
+                                  [--repeat 3]
 
 Binding is where a scheduler meets the API server's limit. Both contenders face pods
 that are already present and must bind them all:
@@ -229,7 +230,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         choices=POD_SHAPES,
         default="minimal",
         help="the pods' objects: minimal (one container and its requests) or as a Job "
-        "controller and admission make them (~3.2 KB each)",
+        "controller and admission make them (~3 KB each)",
     )
     parser.add_argument("--repeat", type=at_least_one, default=3, help="rounds (median)")
     parser.add_argument("--time-limit", type=positive, default=1.0, help="solver seconds per cycle")

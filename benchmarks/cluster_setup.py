@@ -175,6 +175,8 @@ def create_gangs(
     shape: str = "minimal",
 ) -> list[str]:
     """``gangs`` PodGroups of ``size`` pods each; ``shape``: ``POD_SHAPES``."""
+    if shape not in POD_SHAPES:
+        raise ValueError(f"pod shape {shape!r}: one of {', '.join(POD_SHAPES)}")
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     group, version, plural = PODGROUP
     names: list[str] = []
@@ -206,11 +208,14 @@ def create_gangs(
     return names
 
 
-# "minimal": a pod of one container and its requests (~450 bytes as the fake stores it).
-# "job": as a Job controller and the API server's admission make one (~3.2 KB as sent):
-# labels, owner, an indexed Job's hostname, a container with its command, environment,
-# mounts and probe, the service-account token volume, the default tolerations. A real
-# server adds managedFields besides (~1 KB more), which the fake drops.
+# "minimal": a pod of one container and its requests (~490 bytes as the fake stores it).
+# "job": as a Job controller and the API server's admission make one (~3 KB as sent):
+# labels, an indexed Job's hostname, a container with its command, environment, mounts
+# and probe, the service-account token volume, the default tolerations. Not its owner
+# reference (a real cluster's garbage collector deletes pods whose owner does not
+# exist), finalizer (the namespace could not go) or priority (admission sets it, and
+# refuses a pod that sets its own where a default PriorityClass is not 0); a real server
+# adds managedFields besides (~1 KB more), which the fake drops.
 POD_SHAPES = ("minimal", "job")
 
 
@@ -246,7 +251,7 @@ def job_pod(namespace: str, name: str, group: str, index: int, scheduler: str) -
         "app.kubernetes.io/name": "trainer",
         "app.kubernetes.io/part-of": "training",
     }
-    env = [
+    env: list[dict[str, Any]] = [
         {"name": f"TRAINER_SETTING_{k}", "value": f"value-{k:02d}-of-the-run"} for k in range(10)
     ]
     env.append(
@@ -326,16 +331,6 @@ def job_pod(namespace: str, name: str, group: str, index: int, scheduler: str) -
                 "scheduling.k8s.io/group-name": group,
                 "batch.kubernetes.io/job-completion-index": str(index),
             },
-            "ownerReferences": [
-                {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "name": group,
-                    "uid": uid,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
         },
         "spec": {
             "schedulerName": scheduler,
@@ -363,8 +358,6 @@ def job_pod(namespace: str, name: str, group: str, index: int, scheduler: str) -
                     "tolerationSeconds": 300,
                 },
             ],
-            "priority": 0,
             "enableServiceLinks": True,
-            "preemptionPolicy": "PreemptLowerPriority",
         },
     }

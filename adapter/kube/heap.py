@@ -107,10 +107,13 @@ class HeapKeeper:
         gc.freeze()
 
     def release(self) -> None:
-        """The scheduler stopped: what it froze goes back to the collector. Frozen, its
-        cyclic garbage outlived it in a process that goes on (a benchmark's rounds, a
-        test run): 135,000-160,000 objects a stopped scheduler at 1,000 nodes and 6,000
-        pods, the process growing 0.1 GB a round."""
+        """The scheduler stopped: the frozen heap goes back to the collector (the whole
+        process's, as a full ``settle`` unfreezes it: another scheduler running in the
+        process walks its own heap once more at its next settle). Left frozen, a stopped
+        scheduler's cyclic garbage outlived it in a process that went on until some full
+        collection (a benchmark's rounds, a test run): 135,000-160,000 objects a
+        stopped scheduler at 1,000 nodes and 6,000 pods, the process growing 0.1 GB a
+        round."""
         gc.unfreeze()
 
     def settle(self, quiet: bool = False) -> int:

@@ -173,8 +173,8 @@ def test_losing_the_lease_ends_the_run_with_a_failure_status(server: FakeApiServ
     server.fail("PUT", r"/leases/gangsat$", 409, times=1000)
     thread.join(timeout=10)
     assert status == [1] and scheduler.lost_lease
-    # What it froze went back to the collector as it stopped (a process that goes on
-    # would keep a stopped scheduler's cyclic garbage for good).
+    # The frozen heap went back to the collector as it stopped (a process that goes on
+    # kept a stopped scheduler's cyclic garbage until some full collection).
     assert gc.get_freeze_count() == 0
 
 
