@@ -136,13 +136,16 @@ def main(argv: Sequence[str], console: Console | None = None) -> int:
     heap.freeze()
     kube.converted = heap.converted  # as the scheduler's cluster is made
     rows = []
-    for _ in range(args.cycles):
-        with heap.cycling():  # no automatic collections inside, then settled, as in the loop
-            result = run_cycle(kube, settings)
-        if result.error:
-            console.print(f"cycle failed: {result.error}")
-            return 1
-        rows.append(phases(result))
+    try:
+        for _ in range(args.cycles):
+            with heap.cycling():  # no automatic collections inside, then settled, as in the loop
+                result = run_cycle(kube, settings)
+            if result.error:
+                console.print(f"cycle failed: {result.error}")
+                return 1
+            rows.append(phases(result))
+    finally:
+        heap.release()  # as the scheduler does when it stops: the process may go on
     daemons = args.nodes * DAEMONS_PER_NODE
     table = Table(
         title=f"A cycle at {args.nodes:,} nodes: {args.bound:,} gang pods and {daemons:,} "
