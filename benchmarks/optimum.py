@@ -145,7 +145,15 @@ def measure(
         admitted = decode_admitted(classes, class_mip.values)
         # Offline: the packings get seconds of wall time, not a cycle's share of it.
         placer = disaggregate(
-            problem, classes, counts, admitted, config.weights, PACK_S, False, PACK_S / 2
+            problem,
+            classes,
+            counts,
+            admitted,
+            config.weights,
+            PACK_S,
+            False,
+            PACK_S / 2,
+            lp_budget_s=PACK_S / 2,
         )
         packed = sum(evaluate(problem, placer.placed, config.weights).values())
     node_mip = scored = pattern = None

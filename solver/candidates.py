@@ -24,7 +24,13 @@ import numpy.typing as npt
 
 from solver.arrays import FloatArray
 from solver.bins import Bin, Pairs, node_bins, pair_capacity
-from solver.disaggregate import PACK_SHARE, REORDER_SHARE, disaggregate, repacked_bins
+from solver.disaggregate import (
+    LP_PACK_SHARE,
+    PACK_SHARE,
+    REORDER_SHARE,
+    disaggregate,
+    repacked_bins,
+)
 from solver.encode import Encoding, encode
 from solver.placement import Placer
 from solver.relaxation import LpSolution, Matrices, lp_solution, matrices
@@ -79,6 +85,7 @@ def place_counts(
     started = time.perf_counter()
     budget = min(PACK_SHARE * config.time_limit_s, max(0.0, search.remaining()))
     reorder = min(REORDER_SHARE * config.time_limit_s, search.remaining())
+    lp = min(LP_PACK_SHARE * config.time_limit_s, search.remaining())
     placer = disaggregate(
         search.problem,
         enc,
@@ -89,6 +96,7 @@ def place_counts(
         config.deterministic,
         reorder,
         until=time.perf_counter() + search.remaining(),
+        lp_budget_s=lp,
     )
     if search.admitted is None or all(
         search.score(placer) >= search.score(p) for p in search.solved

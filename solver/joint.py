@@ -29,7 +29,7 @@ import numpy as np
 
 from solver.arrays import IntArray
 from solver.bins import Bin, Pairs
-from solver.disaggregate import PACK_SHARE, REORDER_SHARE, disaggregate
+from solver.disaggregate import LP_PACK_SHARE, PACK_SHARE, REORDER_SHARE, disaggregate
 from solver.encode import Encoding
 from solver.encode_victims import VictimSet, VictimVars, encode_joint, victim_nodes
 from solver.evictions import evictions_of, placed_load, restore_unneeded, split_withdrawn
@@ -305,6 +305,7 @@ def _placed(
             min(REORDER_SHARE * config.time_limit_s, max(0.0, left())),
             placer=placer,
             until=time.perf_counter() + left(),
+            lp_budget_s=min(LP_PACK_SHARE * config.time_limit_s, max(0.0, left())),
         )
     cells = problem.cell_counts(placer.placed)
     return [(c, node, count) for (c, node), count in sorted(cells.items())]

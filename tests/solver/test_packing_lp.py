@@ -1,0 +1,130 @@
+"""A class of nodes packed from its LP relaxation rounded down, then greedily."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import solver.disaggregate
+import solver.packing_lp
+from solver.config import SolverConfig
+from solver.disaggregate import disaggregate
+from solver.packing import pack_greedy
+from solver.packing_lp import pack_lp_rounded
+from solver.placement import Placer
+from solver.problem import prepare
+from tests.builders import gang, node, pod, state
+from tests.solver.encodings import class_model
+
+ALLOCATABLE = np.array([8, 8], dtype=np.int64)
+
+
+def test_the_lp_places_the_large_pod_where_the_greedy_strands_it() -> None:
+    """Node 0 has (3, 8) free, node 1 (5, 5); a pod of (4, 1) fits node 1 only, a pod of
+    (2, 1) either. Filling the fullest node first with the best-matched pod, the greedy
+    gives node 1 the small pod and the large one fits nowhere; the LP's optimum puts the
+    large pod on node 1 and the small one on node 0."""
+    free = np.array([[3, 8], [5, 5]], dtype=np.int64)
+    demands = [np.array([4, 1]), np.array([2, 1])]
+    greedy = pack_greedy(free, demands, [1, 1], [1, 1], ALLOCATABLE)
+    assert sum(sum(p.values()) for p in greedy) == 1
+    assert pack_lp_rounded(free, demands, [1, 1], [1, 1], ALLOCATABLE, 1.0) == [{1: 1}, {0: 1}]
+
+
+def test_what_the_rounding_leaves_is_packed_greedily() -> None:
+    """One node of (5, 5); three pods of (2, 1) worth 3 each, one of (1, 1) worth 1. The
+    LP's optimum takes 2.5 of the first (7.5 against 7 for two and the small one); rounded
+    down, two, and the room left, (1, 3), holds the small pod."""
+    free = np.array([[5, 5]], dtype=np.int64)
+    demands = [np.array([2, 1]), np.array([1, 1])]
+    plan = pack_lp_rounded(free, demands, [3, 1], [3, 1], ALLOCATABLE, 1.0)
+    assert plan == [{0: 2}, {0: 1}]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_packing_never_passes_a_node_s_room_or_an_item_s_count(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    nodes, items, resources = int(rng.integers(1, 12)), int(rng.integers(1, 8)), 3
+    free = rng.integers(-2, 40, size=(nodes, resources))
+    demands = [rng.integers(0, 12, size=resources) for _ in range(items)]
+    counts = [int(rng.integers(0, 9)) for _ in range(items)]
+    values = [int(rng.integers(1, 5)) for _ in range(items)]
+    plan = pack_lp_rounded(free, demands, counts, values, np.full(resources, 40), 1.0)
+    if plan is None:
+        # Nothing fits anywhere (no column): the only case without a plan at this size.
+        assert all(
+            (np.maximum(free, 0) < d).any(axis=1).all() or c == 0
+            for d, c in zip(demands, counts, strict=True)
+            if d.any()
+        )
+        return
+    load = np.zeros_like(free)
+    for i, on_nodes in enumerate(plan):
+        assert sum(on_nodes.values()) <= counts[i]
+        for n, k in on_nodes.items():
+            assert k > 0
+            load[n] += demands[i] * k
+    assert (load <= np.maximum(free, 0)).all()
+
+
+def test_the_lp_does_nothing_when_its_model_is_too_large(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(solver.packing_lp, "MAX_COLUMNS", 3)
+    free = np.full((2, 2), 10, dtype=np.int64)
+    demands = [np.array([1, 1]), np.array([2, 1])]
+    assert pack_lp_rounded(free, demands, [1, 1], [1, 1], ALLOCATABLE, 1.0) is None
+
+
+def test_a_class_left_short_is_packed_from_its_lp_within_its_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two 8-cpu nodes of one class, 5 and 3 cpu taken by running pods: 3 and 5 free. A
+    4-cpu and a 2-cpu pod, each a gang of one. A first pass that put the 2-cpu pod on
+    the roomier node (as the greedy does where pods are worth alike) leaves the bin
+    short; with an LP budget the bin is packed again, the 4-cpu pod on the roomier node.
+    Without one, the LP is not built."""
+    s = state(
+        nodes=[
+            node(f"n{i}").cap(cpu=8, memory="8Gi").label({"kubernetes.io/hostname": f"n{i}"})
+            for i in range(2)
+        ],
+        pods=[
+            pod("run-0").req(cpu=5).gang("run-0").on("n0"),
+            pod("run-1").req(cpu=3).gang("run-1").on("n1"),
+            pod("large").req(cpu=4).gang("large"),
+            pod("small").req(cpu=2).gang("small"),
+        ],
+        gangs=[gang("run-0", 1), gang("run-1", 1), gang("large", 1), gang("small", 1)],
+    )
+    problem = prepare(s)
+    assert problem.node_classes == [[0, 1]]
+    enc = class_model(problem)[1]
+    small = next(c for c in problem.classes if c.exemplar.name == "small")
+
+    def small_on_the_roomier_node(*_: object) -> list[dict[int, int]]:
+        return [{1: 1} if c is small else {} for c in problem.classes]
+
+    monkeypatch.setattr(solver.disaggregate, "pack_greedy", small_on_the_roomier_node)
+    placer = Placer(problem)
+    items = [(c.index, c.count) for c in problem.classes]
+    placed = solver.disaggregate._matched(placer, enc.bins[0], items)
+    assert sum(map(len, placed)) == 1
+    placed = solver.disaggregate._lp_packed(placer, [0, 1], enc.bins[0], items, placed, 1.0)
+    assert placer.placed == {"large": 1, "small": 0}
+    assert sorted(p for pods in placed for p in pods) == ["large", "small"]
+    assert placer.free[:, problem.r("cpu")].tolist() == [1000, 1000]
+
+    built: list[int] = []
+    real = solver.packing_lp.pack_lp_rounded
+
+    def counted(*args: object, **kwargs: object) -> object:
+        built.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(solver.disaggregate, "pack_lp_rounded", counted)
+    counts = {c.index: [(0, c.count)] for c in problem.classes}
+    admitted = {g.index for g in problem.gangs}
+    weights = SolverConfig().weights
+    disaggregate(problem, enc, counts, admitted, weights)
+    assert built == []
+    disaggregate(problem, enc, counts, admitted, weights, lp_budget_s=1.0)
+    assert built == [1]
