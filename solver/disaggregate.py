@@ -130,7 +130,8 @@ def disaggregate(
             continue  # the other classes' first passes need the time left
         if _short(bin_items, placed) and len(bin_.nodes) > 1 and (deterministic or lp_left > 0):
             started = time.perf_counter()
-            limit = LP_PACK_S if deterministic else lp_left
+            # Only the time the passes still to come leave: the LP's share is no floor.
+            limit = LP_PACK_S if deterministic else min(lp_left, pace.spare_s())
             placed = _lp_packed(placer, list(bin_.nodes), bin_, bin_items, placed, limit)
             lp_left -= time.perf_counter() - started
         if _short(bin_items, placed) and (deterministic or reorder_left > 0):
@@ -251,10 +252,14 @@ class _Pace:
 
     def spare(self) -> bool:
         """Time beyond what the first passes still to come need at this pace."""
+        return self.spare_s() > 0
+
+    def spare_s(self) -> float:
+        """How much (infinite without ``until``)."""
         if self.until is None:
-            return True
+            return float("inf")
         needed = (self.total - self.pods) * self.seconds / max(self.pods, 1)
-        return time.perf_counter() + needed < self.until
+        return self.until - time.perf_counter() - needed
 
 
 def repacked_bins(
