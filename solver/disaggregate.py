@@ -33,7 +33,7 @@ REORDER_SHARE = 0.2
 PACK_BIN_S = 0.03  # for one class: measured 2-15 ms where a packing exists
 # ... and to pack classes the first pass left short from their LP, rounded (``_lp_packed``:
 # 2-13 ms a class on real-shaped 1,000 nodes, 0.11-0.16 s per candidate; 2,000 nodes 0.28
-# s, which took the cycle 0.1 s past its limit).
+# s, and the cycle ended 0.1 s later, past its limit).
 LP_PACK_SHARE = 0.15
 # One class's LP limit in deterministic solves (which do not read the wall clock).
 LP_PACK_S = 0.1
