@@ -17,9 +17,10 @@ from solver.displace import complete_by_displacing
 from solver.encode import Encoding
 from solver.objective import objective_of
 from solver.packing import pack, pack_greedy, pod_worth
-from solver.packing_lp import pack_lp_rounded
+from solver.packing_lp import fits_lp, pack_lp_rounded
 from solver.placement import Placer, Policy
 from solver.problem import Problem
+from solver.search import DETERMINISTIC_WALL_FACTOR
 from solver.topup import gang_prices, topped_up
 
 PACK_SHARE = 0.1  # of the time limit, at most, to pack one candidate's node classes exactly
@@ -32,11 +33,13 @@ PACK_SHARE = 0.1  # of the time limit, at most, to pack one candidate's node cla
 REORDER_SHARE = 0.2
 PACK_BIN_S = 0.03  # for one class: measured 2-15 ms where a packing exists
 # ... and to pack classes the first pass left short from their LP, rounded (``_lp_packed``:
-# 2-13 ms a class on real-shaped 1,000 nodes, 0.11-0.16 s per candidate; 2,000 nodes 0.28
-# s, and the cycle ended 0.1 s later, past its limit).
+# 2-13 ms a class on real-shaped 1,000 nodes, 0.11-0.16 s per candidate; at 2,000 nodes
+# 0.28 s, and before a packing was given only the time the later classes' first passes
+# leave, the cycle ended 0.1 s later, past its limit).
 LP_PACK_SHARE = 0.15
-# One class's LP limit in deterministic solves (which do not read the wall clock).
-LP_PACK_S = 0.1
+# In deterministic solves, which must not depend on the load, a class's LP is not timed:
+# HiGHS' wall-clock limit is then only a guard, as for the cycle's other LPs.
+LP_PACK_S = 0.1 * DETERMINISTIC_WALL_FACTOR
 # The LP's packing stands where it places this much more worth than the greedy one. Where
 # any gain stood, real-shaped 200-node seed 0 went 1.05 -> 1.30% from the bound (1.03%
 # so): the greedy's packing, a few pods short, may leave room that the gangs completed
@@ -82,13 +85,15 @@ def disaggregate(
     ones first (``packing.pack_greedy``), so what the nodes cannot hold of counts the
     class could (summed capacity mixes one node's spare cpu with another's spare memory)
     is as little as a greedy packing leaves, and costs the gangs that matter least.
-    Where that leaves pods out, the class is packed again pod by pod, by gang priority
+    Where that leaves pods out, a class of more than one node is packed again from its
+    LP, rounded down (``_lp_packed``; for ``lp_budget_s`` of wall time in all, or always
+    when ``deterministic``), then pod by pod, by gang priority
     then largest first, and largest first, each pod on the fullest node it fits
     (``_best_order``; for ``reorder_budget_s`` of wall time in all, or always when
     ``deterministic``), then exactly
     (``packing``) within ``pack_budget_s`` in all (``deterministic``: counted as each
     packing's limit, not on the wall clock, so the decision does not depend on the load).
-    Neither starts when the classes' first passes still to come, at the pace of those
+    None of these starts when the classes' first passes still to come, at the pace of those
     done, would end past ``until`` (a ``time.perf_counter`` instant; not when
     ``deterministic``): real-shaped 1,000 nodes, the first passes took 0.17 s in all, and
     with the budgets spent before the later classes' passes the cycle ran 0.1-0.15 s
@@ -128,12 +133,19 @@ def disaggregate(
         pace.passed(sum(n for _, n in bin_items), time.perf_counter() - started)
         if not deterministic and not pace.spare():
             continue  # the other classes' first passes need the time left
-        if _short(bin_items, placed) and len(bin_.nodes) > 1 and (deterministic or lp_left > 0):
+        if (
+            _short(bin_items, placed)
+            and len(bin_.nodes) > 1
+            and fits_lp(len(bin_items), len(bin_.nodes))
+            and (deterministic or lp_left > 0)
+        ):
             started = time.perf_counter()
             # Only the time the passes still to come leave: the LP's share is no floor.
             limit = LP_PACK_S if deterministic else min(lp_left, pace.spare_s())
             placed = _lp_packed(placer, list(bin_.nodes), bin_, bin_items, placed, limit)
             lp_left -= time.perf_counter() - started
+            if not deterministic and not pace.spare():
+                continue  # the LP took what time there was beyond the first passes
         if _short(bin_items, placed) and (deterministic or reorder_left > 0):
             started = time.perf_counter()
             orders = [list(bin_items), sorted(bin_items, key=size)]

@@ -6,7 +6,7 @@ does better but needs seconds on the classes that lose most (real-shaped 1,000 n
 seed 5: 67 nodes x 39 pod classes, 392 pods asked, the greedy placed 292, CP-SAT 371 in
 3 s and nothing in 0.1 s). The assignment LP (pods of each class per node, within each
 node's room) solves in milliseconds; an optimal vertex has at most as many fractional
-values as rows, so rounded down it keeps most pods (369 of the 392 there, with the rest
+values as rows, so rounded down it keeps most pods (368 of the 392 there, with the rest
 packed greedily into the room left). It is no better everywhere (it lost to the greedy
 on 10 of the 23 classes the greedy left short there), so the caller keeps the better.
 """
@@ -23,9 +23,18 @@ from solver.packing import pack_greedy
 from solver.relaxation import Matrices, solve_matrices
 from solver.units import NO_LIMIT_FIT
 
-# Largest LP built (pod classes x nodes where one fits): a class of thousands of alike
-# nodes is packed well by the greedy, which copies a node's fill to its likes.
-MAX_COLUMNS = 20_000
+# Largest LP built (pod classes x nodes), checked before anything is built: a class of
+# thousands of alike nodes is packed well by the greedy, which copies a node's fill to its
+# likes; 1,000 items x 5,000 nodes took 1.1 s to build the columns of. Real-shaped
+# 1,000-node classes have up to 5,000 pairs, 2,000-node ones up to 13,000.
+MAX_PAIRS = 20_000
+# Rounded down from just below an integer, a value HiGHS meant as that integer.
+TOLERANCE = 1e-6
+
+
+def fits_lp(items: int, nodes: int) -> bool:
+    """Whether an LP of this many items and nodes is built at all."""
+    return 0 < items * nodes <= MAX_PAIRS
 
 
 def pack_lp_rounded(
@@ -38,7 +47,10 @@ def pack_lp_rounded(
 ) -> list[dict[int, int]] | None:
     """Per item (demand, count), how many go on each node (row of ``free``): the LP
     optimum rounded down, then what is left packed greedily (``pack_greedy``) into the
-    room it leaves. None where the LP is too large or not solved within the limit."""
+    room it leaves. None where the LP is too large (``fits_lp``), nothing fits, or the LP
+    is not solved within the limit."""
+    if not fits_lp(len(counts), len(free)):
+        return None
     room = np.maximum(free, 0).astype(np.int64)
     resources = room.shape[1]
     demand = np.array(demands, dtype=np.int64).reshape(len(counts), resources)
@@ -49,7 +61,7 @@ def pack_lp_rounded(
     fits = np.where(asked[:, None, :], room[None, :, :] // divisor[:, None, :], NO_LIMIT_FIT)
     fits = np.minimum(fits.min(axis=2), wanted[:, None])
     item, node = np.nonzero(fits > 0)
-    if not len(item) or len(item) > MAX_COLUMNS:
+    if not len(item):
         return None
     plan = _rounded(room, demand, wanted, values, item, node, fits[item, node], time_limit_s)
     if plan is None:
@@ -108,21 +120,39 @@ def _rounded(
     )
     if found is None:
         return None
-    plan = np.floor(np.clip(found[1], 0, high)).astype(np.int64)
-    # Rounded down, the LP's point stays within every row but for HiGHS' tolerance:
-    # where a node's load still passes its room, its pods are taken out one by one.
+    plan = np.floor(np.clip(found[1], 0, high) + TOLERANCE).astype(np.int64)
+    return _within_rows(room, demand, wanted, np.asarray(values), item, node, plan)
+
+
+def _within_rows(
+    room: IntArray,
+    demand: IntArray,
+    wanted: IntArray,
+    values: IntArray,
+    item: IntArray,
+    node: IntArray,
+    plan: IntArray,
+) -> IntArray:
+    """``plan`` brought within every node's room and every item's count: the LP's point,
+    rounded, passes a row only by HiGHS' tolerance, so a pod or so is taken out, the
+    least worth first, and on a node only pods asking for what it lacks."""
     load = np.zeros_like(room)
     np.add.at(load, node, demand[item] * plan[:, None])
+    cheapest_first = np.argsort(values[item], kind="stable")
     for n in np.flatnonzero((load > room).any(axis=1)).tolist():
-        for k in np.flatnonzero((node == n) & (plan > 0)).tolist():
-            while plan[k] > 0 and (load[n] > room[n]).any():
+        for k in cheapest_first[node[cheapest_first] == n].tolist():
+            over = load[n] > room[n]
+            while plan[k] > 0 and over.any() and (demand[item[k]][over] > 0).any():
                 plan[k] -= 1
                 load[n] -= demand[item[k]]
-    over_count = np.bincount(item, weights=plan, minlength=items) > wanted
-    for i in np.flatnonzero(over_count).tolist():
+                over = load[n] > room[n]
+    taken = np.bincount(item, weights=plan, minlength=len(wanted)).astype(np.int64)
+    for i in np.flatnonzero(taken > wanted).tolist():
+        excess = int(taken[i] - wanted[i])
         for k in np.flatnonzero(item == i).tolist():
-            excess = int(plan[item == i].sum()) - int(wanted[i])
-            if excess <= 0:
+            cut = min(excess, int(plan[k]))
+            plan[k] -= cut
+            excess -= cut
+            if excess == 0:
                 break
-            plan[k] -= min(excess, int(plan[k]))
     return plan

@@ -7,12 +7,14 @@ import pytest
 
 import solver.disaggregate
 import solver.packing_lp
+from solver.arrays import FloatArray, IntArray
 from solver.config import SolverConfig
 from solver.disaggregate import disaggregate
 from solver.packing import pack_greedy
 from solver.packing_lp import pack_lp_rounded
 from solver.placement import Placer
-from solver.problem import prepare
+from solver.problem import Problem, prepare
+from solver.relaxation import Matrices
 from tests.builders import gang, node, pod, state
 from tests.solver.encodings import class_model
 
@@ -31,25 +33,66 @@ def test_the_lp_places_the_large_pod_where_the_greedy_strands_it() -> None:
     assert pack_lp_rounded(free, demands, [1, 1], [1, 1], ALLOCATABLE, 1.0) == [{1: 1}, {0: 1}]
 
 
-def test_what_the_rounding_leaves_is_packed_greedily() -> None:
-    """One node of (5, 5); three pods of (2, 1) worth 3 each, one of (1, 1) worth 1. The
-    LP's optimum takes 2.5 of the first (7.5 against 7 for two and the small one); rounded
-    down, two, and the room left, (1, 3), holds the small pod."""
-    free = np.array([[5, 5]], dtype=np.int64)
-    demands = [np.array([2, 1]), np.array([1, 1])]
-    plan = pack_lp_rounded(free, demands, [3, 1], [3, 1], ALLOCATABLE, 1.0)
-    assert plan == [{0: 2}, {0: 1}]
+def test_what_the_rounding_leaves_is_packed_greedily(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Node 0 has (8, 3) free, node 1 (8, 6); a pod of (3, 3) fits either, one of (2, 4)
+    node 1 only. An LP point of a half of each column rounds down to nothing: the
+    greedy, given the room, places both, the (2, 4) pod on node 1."""
+    free = np.array([[8, 3], [8, 6]], dtype=np.int64)
+    demands = [np.array([3, 3]), np.array([2, 4])]
+
+    def halves(m: Matrices, _limit: float) -> tuple[float, FloatArray]:
+        return 0.0, m.col_high / 2
+
+    monkeypatch.setattr(solver.packing_lp, "solve_matrices", halves)
+    plan = pack_lp_rounded(free, demands, [1, 1], [2, 3], ALLOCATABLE, 1.0)
+    assert plan is not None
+    assert plan[1] == {1: 1}
+    assert sum(plan[0].values()) == 1
+    assert _within(free, demands, [1, 1], plan)
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_a_packing_never_passes_a_node_s_room_or_an_item_s_count(seed: int) -> None:
+@pytest.mark.parametrize("seed", range(20))
+def test_an_lp_point_past_its_rows_is_brought_within_them(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """HiGHS meets its rows to a tolerance: a point just past them, rounded, would pass a
+    node's room or an item's count. Every column's bound plus 0.999 is far past it."""
+
+    def past(m: Matrices, _limit: float) -> tuple[float, FloatArray]:
+        return 0.0, m.col_high + 0.999
+
+    monkeypatch.setattr(solver.packing_lp, "solve_matrices", past)
+    free, demands, counts, values = _random_class(seed)
+    plan = pack_lp_rounded(free, demands, counts, values, np.full(3, 40), 1.0)
+    assert plan is None or _within(free, demands, counts, plan)
+
+
+def _random_class(seed: int) -> tuple[IntArray, list[IntArray], list[int], list[int]]:
     rng = np.random.default_rng(seed)
     nodes, items, resources = int(rng.integers(1, 12)), int(rng.integers(1, 8)), 3
     free = rng.integers(-2, 40, size=(nodes, resources))
     demands = [rng.integers(0, 12, size=resources) for _ in range(items)]
     counts = [int(rng.integers(0, 9)) for _ in range(items)]
     values = [int(rng.integers(1, 5)) for _ in range(items)]
-    plan = pack_lp_rounded(free, demands, counts, values, np.full(resources, 40), 1.0)
+    return free, demands, counts, values
+
+
+def _within(
+    free: IntArray, demands: list[IntArray], counts: list[int], plan: list[dict[int, int]]
+) -> bool:
+    load = np.zeros_like(free)
+    for i, on_nodes in enumerate(plan):
+        if sum(on_nodes.values()) > counts[i] or any(k <= 0 for k in on_nodes.values()):
+            return False
+        for n, k in on_nodes.items():
+            load[n] += demands[i] * k
+    return bool((load <= np.maximum(free, 0)).all())
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_packing_never_passes_a_node_s_room_or_an_item_s_count(seed: int) -> None:
+    free, demands, counts, values = _random_class(seed)
+    plan = pack_lp_rounded(free, demands, counts, values, np.full(3, 40), 1.0)
     if plan is None:
         # Nothing fits anywhere (no column): the only case without a plan at this size.
         assert all(
@@ -58,30 +101,19 @@ def test_a_packing_never_passes_a_node_s_room_or_an_item_s_count(seed: int) -> N
             if d.any()
         )
         return
-    load = np.zeros_like(free)
-    for i, on_nodes in enumerate(plan):
-        assert sum(on_nodes.values()) <= counts[i]
-        for n, k in on_nodes.items():
-            assert k > 0
-            load[n] += demands[i] * k
-    assert (load <= np.maximum(free, 0)).all()
+    assert _within(free, demands, counts, plan)
 
 
 def test_the_lp_does_nothing_when_its_model_is_too_large(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(solver.packing_lp, "MAX_COLUMNS", 3)
+    monkeypatch.setattr(solver.packing_lp, "MAX_PAIRS", 3)
     free = np.full((2, 2), 10, dtype=np.int64)
     demands = [np.array([1, 1]), np.array([2, 1])]
     assert pack_lp_rounded(free, demands, [1, 1], [1, 1], ALLOCATABLE, 1.0) is None
 
 
-def test_a_class_left_short_is_packed_from_its_lp_within_its_budget(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def short_class() -> Problem:
     """Two 8-cpu nodes of one class, 5 and 3 cpu taken by running pods: 3 and 5 free. A
-    4-cpu and a 2-cpu pod, each a gang of one. A first pass that put the 2-cpu pod on
-    the roomier node (as the greedy does where pods are worth alike) leaves the bin
-    short; with an LP budget the bin is packed again, the 4-cpu pod on the roomier node.
-    Without one, the LP is not built."""
+    4-cpu and a 2-cpu pod, each a gang of one."""
     s = state(
         nodes=[
             node(f"n{i}").cap(cpu=8, memory="8Gi").label({"kubernetes.io/hostname": f"n{i}"})
@@ -97,13 +129,28 @@ def test_a_class_left_short_is_packed_from_its_lp_within_its_budget(
     )
     problem = prepare(s)
     assert problem.node_classes == [[0, 1]]
-    enc = class_model(problem)[1]
+    return problem
+
+
+def small_on_the_roomier_node(problem: Problem, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first pass that puts the 2-cpu pod on the roomier node (as the greedy does where
+    pods are worth alike), and the 4-cpu pod nowhere."""
     small = next(c for c in problem.classes if c.exemplar.name == "small")
 
-    def small_on_the_roomier_node(*_: object) -> list[dict[int, int]]:
+    def first_pass(*_: object) -> list[dict[int, int]]:
         return [{1: 1} if c is small else {} for c in problem.classes]
 
-    monkeypatch.setattr(solver.disaggregate, "pack_greedy", small_on_the_roomier_node)
+    monkeypatch.setattr(solver.disaggregate, "pack_greedy", first_pass)
+
+
+def test_a_class_left_short_is_packed_from_its_lp_within_its_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first pass leaves the class short; with an LP budget it is packed again, the
+    4-cpu pod on the roomier node. Without one, the LP is not built."""
+    problem = short_class()
+    enc = class_model(problem)[1]
+    small_on_the_roomier_node(problem, monkeypatch)
     placer = Placer(problem)
     items = [(c.index, c.count) for c in problem.classes]
     placed = solver.disaggregate._matched(placer, enc.bins[0], items)
@@ -128,3 +175,29 @@ def test_a_class_left_short_is_packed_from_its_lp_within_its_budget(
     assert built == []
     disaggregate(problem, enc, counts, admitted, weights, lp_budget_s=1.0)
     assert built == [1]
+
+
+def test_an_lp_packing_of_little_more_worth_leaves_the_first_pass_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plan from the LP that places no more than LP_PACK_GAIN more worth than the first
+    pass does not stand: the first pass's pods are back where they were, the room and
+    each class's next pod as before."""
+    problem = short_class()
+    enc = class_model(problem)[1]
+    small_on_the_roomier_node(problem, monkeypatch)
+    small = next(c for c in problem.classes if c.exemplar.name == "small")
+
+    def small_elsewhere(*_: object, **__: object) -> list[dict[int, int]]:
+        return [{0: 1} if c is small else {} for c in problem.classes]
+
+    monkeypatch.setattr(solver.disaggregate, "pack_lp_rounded", small_elsewhere)
+    placer = Placer(problem)
+    items = [(c.index, c.count) for c in problem.classes]
+    placed = solver.disaggregate._matched(placer, enc.bins[0], items)
+    free, next_pod = placer.free.copy(), list(placer.next_pod)
+    again = solver.disaggregate._lp_packed(placer, [0, 1], enc.bins[0], items, placed, 1.0)
+    assert again == placed
+    assert placer.placed == {"small": 1}
+    assert (placer.free == free).all()
+    assert placer.next_pod == next_pod
