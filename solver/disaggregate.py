@@ -40,6 +40,7 @@ LP_PACK_SHARE = 0.15
 # In deterministic solves, which must not depend on the load, a class's LP is not timed:
 # HiGHS' wall-clock limit is then only a guard, as for the cycle's other LPs.
 LP_PACK_S = 0.1 * DETERMINISTIC_WALL_FACTOR
+LP_MIN_S = 0.02  # less time left than this: no LP is started
 # The LP's packing stands where it places this much more worth than the greedy one. Where
 # any gain stood, real-shaped 200-node seed 0 went 1.05 -> 1.30% from the bound (1.03%
 # so): the greedy's packing, a few pods short, may leave room that the gangs completed
@@ -87,7 +88,8 @@ def disaggregate(
     is as little as a greedy packing leaves, and costs the gangs that matter least.
     Where that leaves pods out, a class of more than one node is packed again from its
     LP, rounded down (``_lp_packed``; for ``lp_budget_s`` of wall time in all, or always
-    when ``deterministic``), then pod by pod, by gang priority
+    when ``deterministic``, where, as the orders below, it is not counted in the solve's
+    deterministic time), then pod by pod, by gang priority
     then largest first, and largest first, each pod on the fullest node it fits
     (``_best_order``; for ``reorder_budget_s`` of wall time in all, or always when
     ``deterministic``), then exactly
@@ -142,7 +144,8 @@ def disaggregate(
             started = time.perf_counter()
             # Only the time the passes still to come leave: the LP's share is no floor.
             limit = LP_PACK_S if deterministic else min(lp_left, pace.spare_s())
-            placed = _lp_packed(placer, list(bin_.nodes), bin_, bin_items, placed, limit)
+            if limit >= LP_MIN_S:  # HiGHS is given at least that, building and placing more
+                placed = _lp_packed(placer, list(bin_.nodes), bin_, bin_items, placed, limit)
             lp_left -= time.perf_counter() - started
             if not deterministic and not pace.spare():
                 continue  # the LP took what time there was beyond the first passes

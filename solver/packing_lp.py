@@ -25,7 +25,7 @@ from solver.units import NO_LIMIT_FIT
 
 # Largest LP built (pod classes x nodes), checked before anything is built: a class of
 # thousands of alike nodes is packed well by the greedy, which copies a node's fill to its
-# likes; 1,000 items x 5,000 nodes took 1.1 s to build the columns of. Real-shaped
+# likes; 1,000 items x 5,000 nodes took 1.1-5.6 s to build the columns of. Real-shaped
 # 1,000-node classes have up to 5,000 pairs, 2,000-node ones up to 13,000.
 MAX_PAIRS = 20_000
 # Rounded down from just below an integer, a value HiGHS meant as that integer.
@@ -136,6 +136,15 @@ def _within_rows(
     """``plan`` brought within every node's room and every item's count: the LP's point,
     rounded, passes a row only by HiGHS' tolerance, so a pod or so is taken out, the
     least worth first, and on a node only pods asking for what it lacks."""
+    taken = np.bincount(item, weights=plan, minlength=len(wanted)).astype(np.int64)
+    for i in np.flatnonzero(taken > wanted).tolist():
+        excess = int(taken[i] - wanted[i])
+        for k in np.flatnonzero(item == i).tolist():
+            cut = min(excess, int(plan[k]))
+            plan[k] -= cut
+            excess -= cut
+            if excess == 0:
+                break
     load = np.zeros_like(room)
     np.add.at(load, node, demand[item] * plan[:, None])
     cheapest_first = np.argsort(values[item], kind="stable")
@@ -146,13 +155,4 @@ def _within_rows(
                 plan[k] -= 1
                 load[n] -= demand[item[k]]
                 over = load[n] > room[n]
-    taken = np.bincount(item, weights=plan, minlength=len(wanted)).astype(np.int64)
-    for i in np.flatnonzero(taken > wanted).tolist():
-        excess = int(taken[i] - wanted[i])
-        for k in np.flatnonzero(item == i).tolist():
-            cut = min(excess, int(plan[k]))
-            plan[k] -= cut
-            excess -= cut
-            if excess == 0:
-                break
     return plan

@@ -10,7 +10,7 @@ import solver.packing_lp
 from solver.arrays import FloatArray, IntArray
 from solver.config import SolverConfig
 from solver.disaggregate import disaggregate
-from solver.packing import pack_greedy
+from solver.packing import pack_greedy, pod_worth
 from solver.packing_lp import pack_lp_rounded
 from solver.placement import Placer
 from solver.problem import Problem, prepare
@@ -201,3 +201,68 @@ def test_an_lp_packing_of_little_more_worth_leaves_the_first_pass_as_it_was(
     assert placer.placed == {"small": 1}
     assert (placer.free == free).all()
     assert placer.next_pod == next_pod
+
+
+def test_a_node_past_its_room_loses_the_cheapest_pods_that_ask_for_what_it_lacks() -> None:
+    """One node of (4, 4); two pods of (0, 2) worth 1, one of (2, 0) worth 2, two of (2, 0)
+    worth 5: cpu 6 of 4. The pod worth 1 asks for no cpu, and taking it out would not
+    help; the (2, 0) pod worth 2 goes."""
+    room = np.array([[4, 4]], dtype=np.int64)
+    demand = np.array([[0, 2], [2, 0], [2, 0]], dtype=np.int64)
+    item = np.array([0, 1, 2])
+    node = np.array([0, 0, 0])
+    plan = solver.packing_lp._within_rows(
+        room, demand, np.array([2, 1, 2]), np.array([1, 2, 5]), item, node, np.array([2, 1, 2])
+    )
+    assert plan.tolist() == [2, 0, 2]
+
+
+def test_a_value_a_hair_below_a_whole_pod_is_that_pod(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HiGHS' 0.9999999 of a pod is one pod, not none."""
+
+    def hair_below(m: Matrices, _limit: float) -> tuple[float, FloatArray]:
+        return 0.0, m.col_high - 1e-8
+
+    monkeypatch.setattr(solver.packing_lp, "solve_matrices", hair_below)
+    monkeypatch.setattr(solver.packing_lp, "pack_greedy", lambda *_: [{}, {}])
+    free = np.array([[8, 8], [8, 8]], dtype=np.int64)
+    demands = [np.array([4, 4]), np.array([8, 8])]
+    plan = pack_lp_rounded(free, demands, [1, 1], [1, 1], ALLOCATABLE, 1.0)
+    assert plan is not None
+    assert sum(plan[0].values()) + sum(plan[1].values()) >= 1
+    assert _within(free, demands, [1, 1], plan)
+
+
+@pytest.mark.parametrize(("gain", "kept"), [(0.99, True), (1.01, False)])
+def test_an_lp_packing_stands_only_above_the_gain_it_must_bring(
+    monkeypatch: pytest.MonkeyPatch, gain: float, kept: bool
+) -> None:
+    """The first pass placed the 2-cpu pod; the LP's plan places both pods, worth w_small
+    + w_large against w_small. It stands where that is more than (1 + LP_PACK_GAIN)
+    times the first pass's worth: LP_PACK_GAIN set a hair below, then above, the gain."""
+    problem = short_class()
+    enc = class_model(problem)[1]
+    small_on_the_roomier_node(problem, monkeypatch)
+    worth = {c.exemplar.name: pod_worth(problem, c.index) for c in problem.classes}
+    ratio = (worth["small"] + worth["large"]) / worth["small"] - 1
+    monkeypatch.setattr(solver.disaggregate, "LP_PACK_GAIN", ratio * gain)
+    placer = Placer(problem)
+    items = [(c.index, c.count) for c in problem.classes]
+    placed = solver.disaggregate._matched(placer, enc.bins[0], items)
+    solver.disaggregate._lp_packed(placer, [0, 1], enc.bins[0], items, placed, 1.0)
+    assert placer.placed == ({"large": 1, "small": 0} if kept else {"small": 1})
+
+
+def test_no_lp_is_built_for_a_class_past_its_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A class of more pairs than MAX_PAIRS is left to the greedy and the orders: its pods
+    are not even taken back."""
+    problem = short_class()
+    enc = class_model(problem)[1]
+    small_on_the_roomier_node(problem, monkeypatch)
+    monkeypatch.setattr(solver.packing_lp, "MAX_PAIRS", 1)
+    taken: list[int] = []
+    monkeypatch.setattr(solver.disaggregate, "_lp_packed", lambda *_: taken.append(1))
+    counts = {c.index: [(0, c.count)] for c in problem.classes}
+    admitted = {g.index for g in problem.gangs}
+    disaggregate(problem, enc, counts, admitted, SolverConfig().weights, lp_budget_s=1.0)
+    assert taken == []
