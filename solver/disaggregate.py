@@ -196,8 +196,9 @@ def disaggregate(
             placer.place_class(problem.classes[c], problem.classes[c].count, Policy.PACK)
     short = [g for g in short if not placer.reached(problem.gangs[g])]
     short = _valuable_completed(placer, short, admitted, weights, until)
+    late = None if deterministic else until  # the top-up's deadline (``topped_up``)
     if not short:
-        return topped_up(problem, placer, weights)
+        return topped_up(problem, placer, weights, late)
     # The same gangs completed by taking out gangs worth less (``displace``), where the
     # time left holds that and a second withdrawal; the better of the two stands, for a
     # completion can crowd out a better top-up (real-shaped 1,000 nodes, seed 0: 28 gangs
@@ -205,7 +206,7 @@ def disaggregate(
     # the time is already up (1,000 nodes, most cycles).
     repaired = placer.copy() if until is None or time.perf_counter() < until else None
     started = time.perf_counter()
-    withdrawn = _withdrawn(placer, short, weights)
+    withdrawn = _withdrawn(placer, short, weights, late)
     tail_s = time.perf_counter() - started
     if repaired is None or (until is not None and time.perf_counter() + 2 * tail_s > until):
         return withdrawn
@@ -214,7 +215,7 @@ def disaggregate(
     )
     if len(still) == len(short):
         return withdrawn  # nothing completed: the same decision
-    other = _withdrawn(repaired, still, weights)
+    other = _withdrawn(repaired, still, weights, late)
     return other if objective_of(other, weights) > objective_of(withdrawn, weights) else withdrawn
 
 
@@ -241,15 +242,18 @@ def _valuable_completed(
     return [g for g in short if g not in completed]
 
 
-def _withdrawn(placer: Placer, short: list[int], weights: ObjectiveWeights) -> Placer:
-    """Gangs still short withdrawn and tried anywhere, whole; the room left topped up."""
+def _withdrawn(
+    placer: Placer, short: list[int], weights: ObjectiveWeights, until: float | None
+) -> Placer:
+    """Gangs still short withdrawn and tried anywhere, whole; the room left topped up
+    (``until``: see ``topped_up``)."""
     problem = placer.problem
     for g in short:
         classes = problem.gangs[g].classes
         placer.unplace([p for c in classes for p in problem.classes[c].pods[: placer.next_pod[c]]])
     for g in short:
         placer.try_gang(problem.gangs[g], Policy.PACK, extras=False)
-    return topped_up(problem, placer, weights)
+    return topped_up(problem, placer, weights, until)
 
 
 class _Pace:

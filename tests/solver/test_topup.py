@@ -3,6 +3,8 @@ already got from the candidate counts, and so does the fairness a gang buys."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from benchmarks import instances
@@ -106,6 +108,17 @@ def test_the_better_of_the_two_orders_stands() -> None:
     topped = topped_up(problem, Placer(problem), WEIGHTS)
     assert gangs_placed(problem, topped) == {"large"}
     assert score(problem, topped) > score(problem, by_worth)
+
+
+def test_a_top_up_past_its_deadline_fills_by_worth_only() -> None:
+    """The cycle out of time (``until`` passed): kube-batch's order, which would place the
+    large gang here, is not filled; by worth, the small one. In time, the better of the
+    two stands as before."""
+    problem = prepare(dense_small_or_large())
+    late = topped_up(problem, Placer(problem), WEIGHTS, until=time.perf_counter() - 1)
+    assert gangs_placed(problem, late) == {"small"}
+    in_time = topped_up(problem, Placer(problem), WEIGHTS, until=time.perf_counter() + 60)
+    assert gangs_placed(problem, in_time) == {"large"}
 
 
 @pytest.mark.parametrize("seed", [0, 3])
