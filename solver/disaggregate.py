@@ -96,15 +96,18 @@ def disaggregate(
     (``packing``) within ``pack_budget_s`` in all (``deterministic``: counted as each
     packing's limit, not on the wall clock, so the decision does not depend on the load).
     None of these starts when the classes' first passes still to come, at the pace of those
-    done, would end past ``until`` (a ``time.perf_counter`` instant; not when
-    ``deterministic``): real-shaped 1,000 nodes, the first passes took 0.17 s in all, and
-    with the budgets spent before the later classes' passes the cycle ran 0.1-0.15 s
-    past its limit. A gang left below minMember is first completed by taking out gangs
-    worth less where it is worth much of what the counts admitted; any other is withdrawn
-    and tried anywhere; what room is left is topped up. Where the time left holds it, the
+    done, would end past ``until`` (a ``time.perf_counter`` instant, read by the steps
+    after the classes too; ignored in ``deterministic`` solves): real-shaped 1,000
+    nodes, the first passes took 0.17 s in all, and with the budgets spent before the
+    later classes' passes the cycle ran 0.1-0.15 s past its limit. A gang left below
+    minMember is first completed by taking out gangs worth less where it is worth much of
+    what the counts admitted; any other is withdrawn and tried anywhere; what room is left
+    is topped up. Where the time left holds it, the
     short gangs are also completed by taking out gangs worth less (``displace``), and the
     better of the two decisions stands.
     """
+    if deterministic:
+        until = None  # its decision must not depend on the load: no step reads the clock
     placer = placer or Placer(problem)
     items: dict[int, list[tuple[int, int]]] = {}
     for c, where in per_class.items():
@@ -196,9 +199,8 @@ def disaggregate(
             placer.place_class(problem.classes[c], problem.classes[c].count, Policy.PACK)
     short = [g for g in short if not placer.reached(problem.gangs[g])]
     short = _valuable_completed(placer, short, admitted, weights, until)
-    late = None if deterministic else until  # the top-up's deadline (``topped_up``)
     if not short:
-        return topped_up(problem, placer, weights, late)
+        return topped_up(problem, placer, weights, until)
     # The same gangs completed by taking out gangs worth less (``displace``), where the
     # time left holds that and a second withdrawal; the better of the two stands, for a
     # completion can crowd out a better top-up (real-shaped 1,000 nodes, seed 0: 28 gangs
@@ -206,7 +208,7 @@ def disaggregate(
     # the time is already up (1,000 nodes, most cycles).
     repaired = placer.copy() if until is None or time.perf_counter() < until else None
     started = time.perf_counter()
-    withdrawn = _withdrawn(placer, short, weights, late)
+    withdrawn = _withdrawn(placer, short, weights, until)
     tail_s = time.perf_counter() - started
     if repaired is None or (until is not None and time.perf_counter() + 2 * tail_s > until):
         return withdrawn
@@ -215,7 +217,7 @@ def disaggregate(
     )
     if len(still) == len(short):
         return withdrawn  # nothing completed: the same decision
-    other = _withdrawn(repaired, still, weights, late)
+    other = _withdrawn(repaired, still, weights, until)
     return other if objective_of(other, weights) > objective_of(withdrawn, weights) else withdrawn
 
 

@@ -13,7 +13,8 @@ fairness it buys while its queue is still short, read again as queues fill) per 
 the cluster it takes, the greedy order of a knapsack: that candidate then ended 1.7%
 short, and 0.974 of the bound instead of 0.953. Worth per share can also place small
 dense gangs where one large gang scored more, so kube-batch's order fills a copy as well
-and the better of the two stands (``topped_up``).
+and the better of the two stands (``topped_up``), but in a cycle already past its
+deadline.
 """
 
 from __future__ import annotations

@@ -8,12 +8,15 @@ import numpy as np
 import pytest
 
 import solver.disaggregate
+from benchmarks import instances
 from solver.config import SolverConfig
 from solver.disaggregate import disaggregate, repacked_bins
 from solver.encode import Encoding
+from solver.grouped_lp import model_lp
 from solver.model import ClusterState
 from solver.placement import Placer
 from solver.problem import Problem, prepare
+from solver.solution import decode_admitted, decode_counts, rounded_for_gangs
 from tests.builders import gang, node, pod, state
 from tests.solver.encodings import class_model
 
@@ -276,3 +279,32 @@ def test_a_class_too_large_to_pack_exactly_keeps_the_greedy_packing(
     placer = disaggregate(problem, enc, counts, admitted, WEIGHTS, pack_budget_s=1.0)
     assert calls == []
     assert sorted(placer.placed) == ["high-0", "high-1"]
+
+
+def test_a_deterministic_disaggregation_does_not_read_the_clock() -> None:
+    """Real-shaped 200 nodes, seed 12, the class LP's optimum rounded: a deadline already
+    past once changed a deterministic decision (the short gangs' completion by
+    displacement, and the top-up, read it); deterministic, it is ignored."""
+    problem = prepare(instances.realistic(12, 200, 300))
+    enc = class_encoding(problem)
+    lp = model_lp(enc, 30.0)
+    assert lp is not None
+    rounded = rounded_for_gangs(enc, lp.values)
+    counts, admitted = decode_counts(enc, rounded), decode_admitted(enc, rounded)
+
+    def decided(until: float | None) -> dict[str, int]:
+        placer = disaggregate(
+            problem,
+            enc,
+            counts,
+            admitted,
+            WEIGHTS,
+            pack_budget_s=0.1,
+            deterministic=True,
+            reorder_budget_s=0.2,
+            until=until,
+            lp_budget_s=0.15,
+        )
+        return placer.placed
+
+    assert decided(time.perf_counter() - 1.0) == decided(None)
