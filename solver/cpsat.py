@@ -53,7 +53,7 @@ from solver.candidates import (
 )
 from solver.config import SolverConfig
 from solver.decode import decision_from_placements
-from solver.disaggregate import LP_PACK_SHARE, PACK_SHARE, REORDER_SHARE, placer_from_counts
+from solver.disaggregate import PLACING_SHARE, placer_from_counts
 from solver.displace import exchanged
 from solver.encode import Encoding, encode
 from solver.last_stage import decide_after, decide_jointly
@@ -298,7 +298,7 @@ def _guided_search(
         if not search.settled(wait_for_baseline=False):
             place_node_lp(search, enc, node_pairs, left)
         return
-    after = (PACK_SHARE + REORDER_SHARE + LP_PACK_SHARE) * search.config.time_limit_s
+    after = PLACING_SHARE * search.config.time_limit_s
     incumbent: Placer | None = None
     for _ in range(RINS_ROUNDS):
         if search.settled(wait_for_baseline=False):

@@ -46,6 +46,9 @@ LP_MIN_S = 0.02  # less time left than this: no LP is started
 # so): the greedy's packing, a few pods short, may leave room that the gangs completed
 # or topped up later use better (not followed further).
 LP_PACK_GAIN = 0.02
+# The most of the limit a candidate's placement may take beyond its first passes: what a
+# search that is the cycle's last leaves it (``cpsat._guided_search``).
+PLACING_SHARE = PACK_SHARE + REORDER_SHARE + LP_PACK_SHARE
 # Largest exact packing tried (nodes x items): real-shaped 1,000-node classes of 65-67
 # nodes x 63-68 items found nothing in PACK_BIN_S, and building them cost as much again.
 PACK_MAX_PAIRS = 1_500
@@ -148,7 +151,7 @@ def disaggregate(
             # Only the time the passes still to come leave: the LP's share is no floor.
             limit = LP_PACK_S if deterministic else min(lp_left, pace.spare_s())
             if limit >= LP_MIN_S:  # HiGHS is given at least that, building and placing more
-                placed = _lp_packed(placer, list(bin_.nodes), bin_, bin_items, placed, limit)
+                placed = _lp_packed(placer, bin_, bin_items, placed, limit)
             lp_left -= time.perf_counter() - started
             if not deterministic and not pace.spare():
                 continue  # the LP took what time there was beyond the first passes
@@ -379,7 +382,6 @@ def _place_plan(
 
 def _lp_packed(
     placer: Placer,
-    nodes: list[int],
     bin_: Bin,
     items: list[tuple[int, int]],
     placed: list[list[str]],
@@ -389,6 +391,7 @@ def _lp_packed(
     (``packing_lp``) where that places more worth: the pods of each item, in ``items``'
     order."""
     problem = placer.problem
+    nodes = list(bin_.nodes)
     worth = [pod_worth(problem, c) for c, _ in items]
     before = _taken_back(placer, placed)
     plan = pack_lp_rounded(

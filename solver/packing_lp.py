@@ -21,7 +21,7 @@ from scipy.sparse import csr_matrix
 from solver.arrays import IntArray
 from solver.packing import pack_greedy
 from solver.relaxation import Matrices, solve_matrices
-from solver.units import NO_LIMIT_FIT
+from solver.units import fit_per_node
 
 # Largest LP built (pod classes x nodes), checked before anything is built: a class of
 # thousands of alike nodes is packed well by the greedy, which copies a node's fill to its
@@ -55,11 +55,9 @@ def pack_lp_rounded(
     resources = room.shape[1]
     demand = np.array(demands, dtype=np.int64).reshape(len(counts), resources)
     wanted = np.array(counts, dtype=np.int64)
-    asked = demand > 0
-    divisor = np.where(asked, demand, 1)
     # fits[i, n]: pods of item i that node n holds alone.
-    fits = np.where(asked[:, None, :], room[None, :, :] // divisor[:, None, :], NO_LIMIT_FIT)
-    fits = np.minimum(fits.min(axis=2), wanted[:, None])
+    fits = np.array([fit_per_node(d, room) for d in demand], dtype=np.int64)
+    fits = np.minimum(fits.reshape(len(counts), len(room)), wanted[:, None])
     item, node = np.nonzero(fits > 0)
     if not len(item):
         return None

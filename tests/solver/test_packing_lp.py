@@ -155,7 +155,7 @@ def test_a_class_left_short_is_packed_from_its_lp_within_its_budget(
     items = [(c.index, c.count) for c in problem.classes]
     placed = solver.disaggregate._matched(placer, enc.bins[0], items)
     assert sum(map(len, placed)) == 1
-    placed = solver.disaggregate._lp_packed(placer, [0, 1], enc.bins[0], items, placed, 1.0)
+    placed = solver.disaggregate._lp_packed(placer, enc.bins[0], items, placed, 1.0)
     assert placer.placed == {"large": 1, "small": 0}
     assert sorted(p for pods in placed for p in pods) == ["large", "small"]
     assert placer.free[:, problem.r("cpu")].tolist() == [1000, 1000]
@@ -196,7 +196,7 @@ def test_an_lp_packing_of_little_more_worth_leaves_the_first_pass_as_it_was(
     items = [(c.index, c.count) for c in problem.classes]
     placed = solver.disaggregate._matched(placer, enc.bins[0], items)
     free, next_pod = placer.free.copy(), list(placer.next_pod)
-    again = solver.disaggregate._lp_packed(placer, [0, 1], enc.bins[0], items, placed, 1.0)
+    again = solver.disaggregate._lp_packed(placer, enc.bins[0], items, placed, 1.0)
     assert again == placed
     assert placer.placed == {"small": 1}
     assert (placer.free == free).all()
@@ -249,7 +249,7 @@ def test_an_lp_packing_stands_only_above_the_gain_it_must_bring(
     placer = Placer(problem)
     items = [(c.index, c.count) for c in problem.classes]
     placed = solver.disaggregate._matched(placer, enc.bins[0], items)
-    solver.disaggregate._lp_packed(placer, [0, 1], enc.bins[0], items, placed, 1.0)
+    solver.disaggregate._lp_packed(placer, enc.bins[0], items, placed, 1.0)
     assert placer.placed == ({"large": 1, "small": 0} if kept else {"small": 1})
 
 
