@@ -28,6 +28,7 @@ matrices included: at stop 52, 5,000 nodes x 7,500 gangs 1.11 -> 0.49 s, 1,000 x
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,11 +67,14 @@ class _Grouping:
         return len(self.first)
 
 
-def model_lp(enc: Encoding, time_limit_s: float) -> LpSolution | None:
-    """``enc``'s LP relaxation: over groups where they apply, else as the model is."""
+def model_lp(
+    enc: Encoding, time_limit_s: float, beside: Callable[[], object] | None = None
+) -> LpSolution | None:
+    """``enc``'s LP relaxation: over groups where they apply, else as the model is
+    (``beside``: see ``relaxation.solve_matrices``)."""
     if groups_apply(enc):
-        return solve_grouped_lp(enc, time_limit_s)
-    return solve_lp(enc.rows, time_limit_s)
+        return solve_grouped_lp(enc, time_limit_s, beside)
+    return solve_lp(enc.rows, time_limit_s, beside)
 
 
 def groups_apply(enc: Encoding) -> bool:
@@ -79,7 +83,9 @@ def groups_apply(enc: Encoding) -> bool:
     return enc.lp_only and enc.gang_rows > 0 and not enc.freed and not enc.costs
 
 
-def solve_grouped_lp(enc: Encoding, time_limit_s: float) -> LpSolution | None:
+def solve_grouped_lp(
+    enc: Encoding, time_limit_s: float, beside: Callable[[], object] | None = None
+) -> LpSolution | None:
     """The model's LP optimum, solved over groups and split back into the model's
     variables; None when HiGHS proves no optimum within the limit."""
     plain = matrices(enc.rows)
@@ -87,9 +93,9 @@ def solve_grouped_lp(enc: Encoding, time_limit_s: float) -> LpSolution | None:
     few = 0 < grouping.columns <= GROUPED_MAX_SHARE * len(enc.pairs)
     grouped = _grouped(enc, plain, grouping) if few else None
     if grouped is None:
-        return lp_solution(plain, time_limit_s)
+        return lp_solution(plain, time_limit_s, beside)
     reduced, restore = _substituted(grouped, enc.gang_rows, grouping)
-    found = solve_matrices(reduced, time_limit_s)
+    found = solve_matrices(reduced, time_limit_s, beside)
     if found is None:
         return None
     optimum, values = found

@@ -3,6 +3,7 @@ gains, undone whole where it does not, and never worse than withdrawing the gang
 
 from __future__ import annotations
 
+import time
 from functools import partial
 
 import numpy as np
@@ -203,8 +204,28 @@ def test_a_completion_the_clock_stops_is_undone_whole(monkeypatch: pytest.Monkey
     ticks = iter(range(100))
     monkeypatch.setattr(solver.displace.time, "perf_counter", lambda: float(next(ticks)))
     big = next(g.index for g in problem.gangs if g.name == "big")
-    # Read at the gang's start (0), then before each pod (1: the first, 2: past until).
-    assert complete_by_displacing(placer, [big], WEIGHTS, until=1.5) == [big]
+    # Read before anything is built (0), at the gang's start (1), then before each pod
+    # (2: the first, 3: past until).
+    assert complete_by_displacing(placer, [big], WEIGHTS, until=2.5) == [big]
+    assert placer.placed == placed
+    assert np.array_equal(placer.free, free)
+
+
+def test_past_its_deadline_no_completion_starts_nor_is_anything_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Already past ``until``: every gang stays short, the placer untouched, and what the
+    completions read of the problem is not built (a 5,000-node cycle spent 15 ms on it)."""
+    problem = prepare(one_pod_short(other_priority=0))
+    # With time left the gang is completed (as above): the deadline alone decides here.
+    assert repair(problem, placed_as_the_packing_left_it(problem)) == []
+    placer = placed_as_the_packing_left_it(problem)
+    placed, free = dict(placer.placed), placer.free.copy()
+    built: list[object] = []
+    monkeypatch.setattr(solver.displace, "_placed", lambda *args: built.append(args))
+    big = next(g.index for g in problem.gangs if g.name == "big")
+    assert complete_by_displacing(placer, [big], WEIGHTS, until=time.perf_counter() - 1) == [big]
+    assert built == []
     assert placer.placed == placed
     assert np.array_equal(placer.free, free)
 

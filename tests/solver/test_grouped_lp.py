@@ -3,11 +3,15 @@ optimum as the model's own LP, and a solution of the model split back from it.""
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 from scipy.sparse import csr_matrix
 
 import solver.grouped_lp as grouped_lp
+import solver.search as search_module
 from benchmarks.instances import realistic
 from solver.bins import class_bins, pair_capacity
 from solver.config import SolverConfig
@@ -18,6 +22,7 @@ from solver.problem import prepare
 from solver.relaxation import LpSolution, Matrices, matrices, solve_lp, solve_matrices
 from solver.shapes import group
 from tests.builders import gang, node, pod, pods_of, state
+from tests.solver.encodings import search_for
 
 
 def _lp_only_model(s: object) -> Encoding:
@@ -245,3 +250,62 @@ def test_gangs_with_task_minimums_and_extras_keep_their_optimum(
     lp, plain = solve_grouped_lp(enc, 10.0), solve_lp(enc.rows, 10.0)
     assert lp is not None and plain is not None and lp.over_groups
     _assert_solves_the_model(enc, lp, plain)
+
+
+def test_work_beside_an_lp_runs_on_the_calling_thread_while_highs_solves() -> None:
+    """``beside`` runs once, here, while HiGHS solves in a thread of its own (it releases
+    the GIL), and the LP's answer is the one solved without it."""
+    enc = _alike_gangs()
+    seen: list[tuple[str, bool]] = []
+
+    def beside() -> None:
+        solving = any(t.name == "highs" and t.is_alive() for t in threading.enumerate())
+        seen.append((threading.current_thread().name, solving))
+
+    alone, with_work = model_lp(enc, 1.0), model_lp(enc, 1.0, beside)
+    assert alone is not None and with_work is not None
+    assert seen == [(threading.current_thread().name, True)]
+    assert with_work.bound == alone.bound
+    assert np.allclose(with_work.values, alone.values)
+    assert not any(t.name == "highs" for t in threading.enumerate())
+
+
+def test_an_error_beside_an_lp_is_raised_once_highs_has_stopped() -> None:
+    enc = _alike_gangs()
+
+    def beside() -> None:
+        raise ValueError("beside")
+
+    with pytest.raises(ValueError, match="beside"):
+        model_lp(enc, 1.0, beside)
+    assert not any(t.name == "highs" for t in threading.enumerate())
+
+
+def test_a_solve_warms_the_problems_memos_beside_its_first_lp_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The class-of-pod map and the gangs' prices, which every candidate's placing reads,
+    are built beside the cycle's first LP, and only there."""
+    calls: list[bool] = []
+    lp = grouped_lp.model_lp
+
+    def counting(enc: Encoding, time_limit_s: float, beside: object = None) -> object:
+        calls.append(beside is not None)
+        return lp(enc, time_limit_s, beside)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(search_module, "model_lp", counting)
+    problem = prepare(realistic(0, 200, 300))
+    config = SolverConfig(time_limit_s=1.0, seed=0)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        search = search_for(problem, config, pool)
+        shapes = group(problem, search.coef)
+        bins = class_bins(problem)
+        enc = encode(problem, shapes, bins, search.coef, pair_capacity(problem, shapes, bins))
+        assert ("gang-prices", config.weights) not in problem.memo
+        assert not problem._class_of_pod
+        first = search.lp(enc, 1.0, "first")
+        second = search.lp(enc, 1.0, "second")
+    assert first is not None and second is not None
+    assert calls == [True, False]
+    assert problem._class_of_pod == {p: c.index for c in problem.classes for p in c.pods}
+    assert ("gang-prices", config.weights) in problem.memo
