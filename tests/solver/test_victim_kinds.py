@@ -1,0 +1,139 @@
+"""Only the victims the cycle's first preemptors may take from are built
+(``victims.candidates``): what is built changes nothing the models are given."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import solver.victims as victims
+from benchmarks.instances import realistic
+from solver.config import SolverConfig
+from solver.model import ClusterState
+from solver.objective import coefficients
+from solver.problem import Problem, prepare
+from solver.search import gang_greedy_placer
+from solver.victims import (
+    Candidates,
+    Victim,
+    VictimGroup,
+    candidates,
+    running_victims,
+    takes_from,
+    takes_kinds,
+)
+from tests.builders import gang, node, pod, queue, state
+
+WEIGHTS = SolverConfig(preemption=True).weights
+
+
+class _Every:
+    """Every (queue, priority): what the build reads where nothing is left out."""
+
+    def __contains__(self, kind: object) -> bool:
+        return True
+
+
+def _decided(problem: Problem) -> Candidates | None:
+    coef = coefficients(problem, WEIGHTS)
+    placer = gang_greedy_placer(problem)
+    return candidates(problem, placer.placed, placer.free, placer.queue_room, coef, WEIGHTS)
+
+
+def _named(problem: Problem, cand: Candidates | None) -> object:
+    """What the models read of ``cand``, by name (victims' indices differ by what was
+    built)."""
+    if cand is None:
+        return None
+    name = {v.index: v.name for v in cand.victims}
+    return (
+        [
+            (problem.gangs[p.gang].name, sorted(name[v] for v in p.eligible))
+            for p in cand.preemptors
+        ],
+        [(name[g.victim], g.node, g.pods, g.cost, g.share, g.demand.tolist()) for g in cand.groups],
+        sorted((v.name, v.evict_cost, v.withdraw_cost) for v in cand.victims if v.groups),
+        cand.gained.tolist(),
+    )
+
+
+def _two_queues_each_with_its_own_victims() -> ClusterState:
+    """Four full 4-cpu nodes. Queue a runs a-low, queue b b-low and b-mid, queue c c-top;
+    no queue may be reclaimed from. a-hi and b-hi (priority 10) wait: each may take only
+    from its own queue's lower priorities, and no one from c."""
+    running = [("a-low", "a", 0, "n0"), ("b-low", "b", 0, "n1"), ("b-mid", "b", 5, "n2")]
+    running.append(("c-top", "c", 0, "n3"))
+    return state(
+        [node(f"n{i}").cap(cpu=4) for i in range(4)],
+        [
+            *(pod(f"{g}-0").req(cpu=4).gang(g).on(n).started(0) for g, _, _, n in running),
+            pod("a-hi-0").req(cpu=4).gang("a-hi"),
+            pod("b-hi-0").req(cpu=4).gang("b-hi"),
+        ],
+        [
+            *(gang(g).queue(q).priority(prio) for g, q, prio, _ in running),
+            gang("a-hi").queue("a").priority(10),
+            gang("b-hi").queue("b").priority(10),
+        ],
+        [queue(q).build().model_copy(update={"reclaimable": False}) for q in "abc"],
+        now_s=600,
+    )
+
+
+@pytest.mark.parametrize(
+    "make",
+    [_two_queues_each_with_its_own_victims, lambda: realistic(2, 200, 300)],
+    ids=["two-queues", "real-shaped-200"],
+)
+def test_victims_built_for_the_first_preemptors_only_decide_as_all_of_them(
+    make: Callable[[], ClusterState], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    problem = prepare(make())
+    built: list[int] = []
+    real_running, real_placed = running_victims, victims._placed_victims
+
+    def counted(*args: Any, **kwargs: Any) -> tuple[list[Victim], list[VictimGroup]]:
+        found = real_running(*args, **kwargs)
+        built.append(len(found[0]))
+        return found
+
+    monkeypatch.setattr(victims, "running_victims", counted)
+    narrow = _decided(problem)
+    monkeypatch.setattr(
+        victims, "running_victims", lambda p, w, skip=(), kinds=None: counted(p, w, skip)
+    )
+    monkeypatch.setattr(victims, "_placed_victims", lambda *args: real_placed(*args[:-1], _Every()))
+    wide = _decided(problem)
+    assert narrow is not None
+    assert _named(problem, narrow) == _named(problem, wide)
+    assert built[0] < built[1]  # the build left some out
+
+
+def test_each_preemptor_may_take_only_from_its_own_queue_here() -> None:
+    problem = prepare(_two_queues_each_with_its_own_victims())
+    cand = _decided(problem)
+    assert cand is not None
+    eligible = dict(_named(problem, cand)[0])  # type: ignore[index]
+    assert eligible == {"a-hi": ["a-low"], "b-hi": ["b-low", "b-mid"]}
+    assert "c-top" not in {v.name for v in cand.victims}
+
+
+def test_a_kind_may_be_taken_from_exactly_where_a_victim_of_it_may() -> None:
+    """``takes_kinds`` over victims' (queue, priority) agrees with ``takes_from`` over the
+    victims, for every queue and priority and either side of the deserved shares."""
+    problem = prepare(realistic(0, 40, 60))
+    found, _ = running_victims(problem, WEIGHTS)
+    assert found
+    kinds = {(v.queue, v.priority) for v in found}
+    queues = len(problem.queues)
+    for below_mask in range(2**queues):
+        below = [bool(below_mask >> q & 1) for q in range(queues)]
+        above = [not b for b in below]
+        by_victim = takes_from(found, below, above)  # type: ignore[arg-type]
+        by_kind = takes_kinds(kinds, below, above)  # type: ignore[arg-type]
+        for q in range(queues):
+            for priority in {v.priority for v in found} | {-(10**9), 10**9}:
+                expected = {(found[v].queue, found[v].priority) for v in by_victim(q, priority)}
+                assert by_kind(q, priority) == expected
