@@ -1,16 +1,22 @@
-"""Only the victims the cycle's first preemptors may take from are built
-(``victims.candidates``): what is built changes nothing the models are given."""
+"""Preemption's work on large clusters, made smaller without changing a decision: only the
+victims the cycle's first preemptors may take from are built (``victims.candidates``),
+and the greedy actions keep the room their chosen victims free as victims come and go
+(``greedy_preemption._Gone``)."""
 
 from __future__ import annotations
 
+import random
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 
 import solver.victims as victims
 from benchmarks.instances import realistic
 from solver.config import SolverConfig
+from solver.greedy_preemption import _freed, _Gone, _queue_freed
 from solver.model import ClusterState
 from solver.objective import coefficients
 from solver.problem import Problem, prepare
@@ -137,3 +143,29 @@ def test_a_kind_may_be_taken_from_exactly_where_a_victim_of_it_may() -> None:
             for priority in {v.priority for v in found} | {-(10**9), 10**9}:
                 expected = {(found[v].queue, found[v].priority) for v in by_victim(q, priority)}
                 assert by_kind(q, priority) == expected
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_room_kept_as_victims_come_and_go_is_the_room_made_afresh(seed: int) -> None:
+    problem = prepare(realistic(seed, 200, 300))
+    placer = gang_greedy_placer(problem)
+    cand = _decided(problem)
+    assert cand is not None and len(cand.victims) > 3
+    rng = random.Random(seed)
+    for q in range(len(problem.queues)):
+        gone = _Gone(placer.free.copy(), placer.queue_room[q].copy(), Counter())
+        chosen: list[int] = []
+        for _ in range(40):
+            v = rng.randrange(len(cand.victims))
+            if v in chosen and rng.random() < 0.5:
+                chosen.remove(v)
+                gone.change(problem, cand, q, v, -1)
+            elif v not in chosen:
+                chosen.append(v)
+                gone.change(problem, cand, q, v, 1)
+            room = _freed(cand, placer.free, chosen)
+            capability = _queue_freed(problem, cand, placer.queue_room[q], q, chosen)
+            nodes = {cand.groups[g].node for v in chosen for g in cand.victims[v].groups}
+            assert np.array_equal(gone.room, room)
+            assert np.array_equal(gone.queue_room, capability)
+            assert {n for n, k in gone.nodes.items() if k > 0} == nodes
