@@ -14,7 +14,6 @@ even with every eligible victim gone, nothing is evicted for it.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -146,7 +145,8 @@ def greedy_choice(problem: Problem, cand: Candidates, coef: Coefficients) -> Pre
         for n, there in taken_on.items():
             if not there <= pre.eligible:
                 usable_room[n] = plain[n]
-        gone = _Gone(usable_room.copy(), queue_room[gang.queue].copy(), Counter())
+        no_node = np.zeros(len(free), dtype=np.int64)
+        gone = _Gone(usable_room.copy(), queue_room[gang.queue].copy(), no_node)
         fits = np.where(usable, fit_per_node(smallest, gone.room), 0)
         chosen: list[int] = []
         placement: dict[str, int] | None = None
@@ -258,7 +258,7 @@ class _Gone:
 
     room: IntArray
     queue_room: IntArray
-    nodes: Counter[int]
+    nodes: IntArray
 
     def change(self, problem: Problem, cand: Candidates, queue: int, v: int, sign: int) -> None:
         """Victim ``v`` gone (``sign`` 1) or back (-1)."""
@@ -273,7 +273,7 @@ class _Gone:
             self.nodes[grp.node] += sign
 
     def copy(self) -> _Gone:
-        return _Gone(self.room.copy(), self.queue_room.copy(), Counter(self.nodes))
+        return _Gone(self.room.copy(), self.queue_room.copy(), self.nodes.copy())
 
 
 def _fit(
@@ -295,7 +295,10 @@ def _fit(
         start = used.get(c, 0)
         wanted = min(cls.count - start, most)
         fits = np.where(cls.feasible, fit_per_node(cls.demand, room), 0)
-        nodes = sorted(np.flatnonzero(fits).tolist(), key=lambda n: (freed[n] <= 0, -fits[n], n))
+        found = np.flatnonzero(fits)
+        # The victims' nodes first, then those most pods fit on, then by index (lexsort
+        # is stable): sorted by a key per node, 5,000 nodes took 0.1 ms a class.
+        nodes = found[np.lexsort((-fits[found], freed[found] <= 0))].tolist()
         pods = iter(cls.pods[start : start + wanted])
         asked = cls.demand > 0
         went = 0
@@ -306,6 +309,8 @@ def _fit(
             if asked.any():  # the queue's capability (huge where uncapped)
                 room_left = np.maximum(queue_room[asked], 0) // cls.demand[asked]
                 take = min(take, int(room_left.min()))
+                if take <= 0:
+                    break  # the capability is spent: no later node takes a pod either
             for _ in range(take):
                 placement[next(pods)] = n
             room[n] -= cls.demand * take
