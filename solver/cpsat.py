@@ -207,12 +207,11 @@ def _guided_search(
     allowed = max(left(), lp_floor)
     if large and not search.bounds and enc.size()[0] >= HUGE_LP_VARS:
         allowed = max(allowed, HUGE_LP_CAP * limit)
-    started = time.perf_counter()
     lp = _lp_stage(search, enc, allowed, f"{prefix}-lp")
     if lp is None:
         return
     if keep_lp:  # for ``candidates.place_other_optima``
-        search.class_lp = (enc, lp, time.perf_counter() - started)
+        search.class_lp = (enc, lp, search.stages[-1].wall_s)
     beside: Beside | None = None
     if large or last:
         # The LP's optimum rounded down (about 110 of 12,000 values are fractional on

@@ -74,6 +74,8 @@ def complete_by_displacing(
     gangs from queues below their share. No gang is started after ``until``, and one
     still being completed then is undone (a 1,000-pod gang took 0.1 s on 1,000 nodes)."""
     problem = placer.problem
+    if not short:
+        return []
     if until is not None and time.perf_counter() > until:
         return list(short)  # none would start: nor is what they read built (5,000 nodes: 15 ms)
     worth_of_class = np.array(

@@ -28,7 +28,6 @@ matrices included: at stop 52, 5,000 nodes x 7,500 gangs 1.11 -> 0.49 s, 1,000 x
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +38,7 @@ from solver.encode import Encoding
 from solver.relaxation import (
     LpSolution,
     Matrices,
+    Meanwhile,
     bound_of,
     lp_solution,
     matrices,
@@ -68,13 +68,13 @@ class _Grouping:
 
 
 def model_lp(
-    enc: Encoding, time_limit_s: float, beside: Callable[[], object] | None = None
+    enc: Encoding, time_limit_s: float, meanwhile: Meanwhile | None = None
 ) -> LpSolution | None:
     """``enc``'s LP relaxation: over groups where they apply, else as the model is
-    (``beside``: see ``relaxation.solve_matrices``)."""
+    (``meanwhile``: see ``relaxation.solve_matrices``)."""
     if groups_apply(enc):
-        return solve_grouped_lp(enc, time_limit_s, beside)
-    return solve_lp(enc.rows, time_limit_s, beside)
+        return solve_grouped_lp(enc, time_limit_s, meanwhile)
+    return solve_lp(enc.rows, time_limit_s, meanwhile)
 
 
 def groups_apply(enc: Encoding) -> bool:
@@ -84,7 +84,7 @@ def groups_apply(enc: Encoding) -> bool:
 
 
 def solve_grouped_lp(
-    enc: Encoding, time_limit_s: float, beside: Callable[[], object] | None = None
+    enc: Encoding, time_limit_s: float, meanwhile: Meanwhile | None = None
 ) -> LpSolution | None:
     """The model's LP optimum, solved over groups and split back into the model's
     variables; None when HiGHS proves no optimum within the limit."""
@@ -93,9 +93,9 @@ def solve_grouped_lp(
     few = 0 < grouping.columns <= GROUPED_MAX_SHARE * len(enc.pairs)
     grouped = _grouped(enc, plain, grouping) if few else None
     if grouped is None:
-        return lp_solution(plain, time_limit_s, beside)
+        return lp_solution(plain, time_limit_s, meanwhile)
     reduced, restore = _substituted(grouped, enc.gang_rows, grouping)
-    found = solve_matrices(reduced, time_limit_s, beside)
+    found = solve_matrices(reduced, time_limit_s, meanwhile)
     if found is None:
         return None
     optimum, values = found

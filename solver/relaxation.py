@@ -17,6 +17,7 @@ import math
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -159,7 +160,7 @@ _quiet_highs()  # the banner, once, at import: no other thread writes to stdout 
 
 
 def solve_lp(
-    rows: LinearRows, time_limit_s: float, beside: Callable[[], object] | None = None
+    rows: LinearRows, time_limit_s: float, meanwhile: Meanwhile | None = None
 ) -> LpSolution | None:
     """The LP optimum, or None when HiGHS does not prove one within the limit.
 
@@ -172,23 +173,23 @@ def solve_lp(
     Python thread, stop 42 measured 0.77 s through scipy and 0.38 s through the binding)."""
     if not rows.low:
         return None
-    return lp_solution(matrices(rows), time_limit_s, beside)
+    return lp_solution(matrices(rows), time_limit_s, meanwhile)
 
 
 def lp_solution(
-    m: Matrices, time_limit_s: float, beside: Callable[[], object] | None = None
+    m: Matrices, time_limit_s: float, meanwhile: Meanwhile | None = None
 ) -> LpSolution | None:
     """``solve_matrices``' optimum as a bound and values, or None."""
-    found = solve_matrices(m, time_limit_s, beside)
+    found = solve_matrices(m, time_limit_s, meanwhile)
     return None if found is None else LpSolution(bound=bound_of(found[0]), values=found[1])
 
 
 def solve_matrices(
-    m: Matrices, time_limit_s: float, beside: Callable[[], object] | None = None
+    m: Matrices, time_limit_s: float, meanwhile: Meanwhile | None = None
 ) -> tuple[float, FloatArray] | None:
-    """The LP's optimum and an optimal solution, or None (``solve_lp``). ``beside``: work
-    for this thread while HiGHS solves on another (it releases the GIL throughout): a
-    large class model's LP took 0.15-0.2 s of a 5,000-node cycle, its Python thread idle."""
+    """The LP's optimum and an optimal solution, or None (``solve_lp``). ``meanwhile``: work
+    for this thread while HiGHS solves on another: a large class model's LP took
+    0.15-0.2 s of a 5,000-node cycle, its Python thread idle."""
     columns = m.matrix.tocsc()
     highs = highspy.Highs()  # type: ignore[no-untyped-call]
     for option, value in (
@@ -220,19 +221,50 @@ def solve_matrices(
         columns.data.astype(np.float64, copy=False),
         np.zeros(len(m.cost), dtype=np.int32),
     )
-    if beside is None:
+    if meanwhile is None:
         highs.run()
     else:
-        solving = threading.Thread(target=highs.run, name="highs")
-        solving.start()
-        try:
-            beside()
-        finally:
-            solving.join()
+        _run_meanwhile(highs, meanwhile)
     if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
         return None
     optimum = float(highs.getInfo().objective_function_value)
     return optimum, np.asarray(highs.getSolution().col_value, dtype=np.float64)
+
+
+@dataclass
+class Meanwhile:
+    """Work for the calling thread while HiGHS solves in a thread of its own (it releases
+    the GIL throughout); ``past_s``, once solved, how long that work ran on after HiGHS
+    had ended: not the LP's time."""
+
+    work: Callable[[], object]
+    past_s: float = 0.0
+
+
+def _run_meanwhile(highs: highspy.Highs, meanwhile: Meanwhile) -> None:
+    """``highs.run()`` in a thread while ``meanwhile.work()`` runs here. What either raises
+    is raised here once both have stopped (HiGHS' first), as a plain ``run`` raises it."""
+    ended: list[float] = []
+    failed: list[BaseException] = []
+
+    def solve() -> None:
+        try:
+            highs.run()
+        except BaseException as e:  # raised on the calling thread below
+            failed.append(e)
+        finally:
+            ended.append(time.perf_counter())
+
+    solving = threading.Thread(target=solve, name="highs")
+    solving.start()
+    try:
+        meanwhile.work()
+    finally:
+        worked = time.perf_counter()
+        solving.join()
+    meanwhile.past_s = max(0.0, worked - ended[0])
+    if failed:
+        raise failed[0]
 
 
 def bound_of(optimum: float) -> int:

@@ -4,8 +4,10 @@ optimum as the model's own LP, and a solution of the model split back from it.""
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
+import highspy
 import numpy as np
 import pytest
 from scipy.sparse import csr_matrix
@@ -19,7 +21,7 @@ from solver.encode import Encoding, encode
 from solver.grouped_lp import groups_apply, model_lp, solve_grouped_lp
 from solver.objective import coefficients
 from solver.problem import prepare
-from solver.relaxation import LpSolution, Matrices, matrices, solve_lp, solve_matrices
+from solver.relaxation import LpSolution, Matrices, Meanwhile, matrices, solve_lp, solve_matrices
 from solver.shapes import group
 from tests.builders import gang, node, pod, pods_of, state
 from tests.solver.encodings import search_for
@@ -252,33 +254,81 @@ def test_gangs_with_task_minimums_and_extras_keep_their_optimum(
     _assert_solves_the_model(enc, lp, plain)
 
 
-def test_work_beside_an_lp_runs_on_the_calling_thread_while_highs_solves() -> None:
-    """``beside`` runs once, here, while HiGHS solves in a thread of its own (it releases
-    the GIL), and the LP's answer is the one solved without it."""
+def _held_until(monkeypatch: pytest.MonkeyPatch, go: threading.Event) -> list[str]:
+    """HiGHS' ``run`` waits for ``go`` before it solves; returns the threads it ran on."""
+    ran: list[str] = []
+    real = highspy.Highs.run
+
+    def held(self: highspy.Highs) -> object:
+        ran.append(threading.current_thread().name)
+        go.wait(5.0)
+        return real(self)
+
+    monkeypatch.setattr(highspy.Highs, "run", held)
+    return ran
+
+
+def test_work_meanwhile_runs_on_the_calling_thread_while_highs_solves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The work runs once, here, while HiGHS solves in a thread of its own (held until the
+    work has looked), and the LP's answer is the one solved without it."""
     enc = _alike_gangs()
+    alone = model_lp(enc, 1.0)
+    go = threading.Event()
+    ran = _held_until(monkeypatch, go)
     seen: list[tuple[str, bool]] = []
 
-    def beside() -> None:
+    def work() -> None:
         solving = any(t.name == "highs" and t.is_alive() for t in threading.enumerate())
         seen.append((threading.current_thread().name, solving))
+        go.set()
 
-    alone, with_work = model_lp(enc, 1.0), model_lp(enc, 1.0, beside)
+    meanwhile = Meanwhile(work)
+    with_work = model_lp(enc, 1.0, meanwhile)
     assert alone is not None and with_work is not None
     assert seen == [(threading.current_thread().name, True)]
+    assert ran == ["highs"]
     assert with_work.bound == alone.bound
     assert np.allclose(with_work.values, alone.values)
+    assert meanwhile.past_s == 0.0  # HiGHS ended after the work
     assert not any(t.name == "highs" for t in threading.enumerate())
 
 
-def test_an_error_beside_an_lp_is_raised_once_highs_has_stopped() -> None:
+def test_work_that_outlasts_highs_is_not_counted_as_the_lps_time() -> None:
+    enc = _alike_gangs()
+    meanwhile = Meanwhile(lambda: time.sleep(0.3))  # the LP takes a few ms
+    assert model_lp(enc, 1.0, meanwhile) is not None
+    assert 0.2 < meanwhile.past_s <= 0.3 + 0.05
+
+
+def test_an_error_meanwhile_is_raised_once_highs_has_stopped() -> None:
     enc = _alike_gangs()
 
-    def beside() -> None:
-        raise ValueError("beside")
+    def work() -> None:
+        raise ValueError("meanwhile")
 
-    with pytest.raises(ValueError, match="beside"):
-        model_lp(enc, 1.0, beside)
+    with pytest.raises(ValueError, match="meanwhile"):
+        model_lp(enc, 1.0, Meanwhile(work))
     assert not any(t.name == "highs" for t in threading.enumerate())
+
+
+def test_an_error_in_highs_is_raised_here_as_without_work_meanwhile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Not lost in HiGHS' thread (it would read as an LP with no optimum)."""
+    enc = _alike_gangs()
+
+    def broken(self: highspy.Highs) -> object:
+        raise MemoryError("highs")
+
+    monkeypatch.setattr(highspy.Highs, "run", broken)
+    done: list[bool] = []
+    with pytest.raises(MemoryError, match="highs"):
+        model_lp(enc, 1.0, Meanwhile(lambda: done.append(True)))
+    assert done == [True]
+    with pytest.raises(MemoryError, match="highs"):
+        model_lp(enc, 1.0)
 
 
 def test_a_solve_warms_the_problems_memos_beside_its_first_lp_only(
@@ -289,9 +339,11 @@ def test_a_solve_warms_the_problems_memos_beside_its_first_lp_only(
     calls: list[bool] = []
     lp = grouped_lp.model_lp
 
-    def counting(enc: Encoding, time_limit_s: float, beside: object = None) -> object:
-        calls.append(beside is not None)
-        return lp(enc, time_limit_s, beside)  # type: ignore[arg-type]
+    def counting(
+        enc: Encoding, time_limit_s: float, meanwhile: Meanwhile | None = None
+    ) -> LpSolution | None:
+        calls.append(meanwhile is not None)
+        return lp(enc, time_limit_s, meanwhile)
 
     monkeypatch.setattr(search_module, "model_lp", counting)
     problem = prepare(realistic(0, 200, 300))

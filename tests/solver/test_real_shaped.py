@@ -30,7 +30,7 @@ from solver.model import ClusterState, Decision, SolveStatus, StageReport
 from solver.objective import evaluate
 from solver.placement import Placer
 from solver.problem import Problem, prepare
-from solver.relaxation import LpSolution, solve_lp
+from solver.relaxation import LpSolution, Meanwhile, solve_lp
 from solver.restricted import restricted
 from solver.schedulers import schedule
 from solver.search import Search, StageResult, gang_greedy_placer
@@ -419,9 +419,11 @@ def lp_limits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     limits: list[float] = []
     original = model_lp
 
-    def recorded(enc: Encoding, time_limit_s: float) -> LpSolution | None:
+    def recorded(
+        enc: Encoding, time_limit_s: float, meanwhile: Meanwhile | None = None
+    ) -> LpSolution | None:
         limits.append(time_limit_s)
-        return original(enc, time_limit_s)
+        return original(enc, time_limit_s, meanwhile)
 
     monkeypatch.setattr(solver.search, "model_lp", recorded)
     return limits
