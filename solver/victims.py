@@ -319,11 +319,13 @@ def used_groups(
 def cheapest_victims(
     victims: list[Victim], groups: list[VictimGroup], used: set[int]
 ) -> set[int]:
-    """The victims of lowest priority, then lowest eviction cost, up to MAX_VICTIM_GROUPS."""
+    """The victims of lowest priority, then lowest eviction cost, then by name (ties are
+    common: gangs of one template started together; by the order of a set of indices,
+    which victims were built moved them), up to MAX_VICTIM_GROUPS."""
 
-    def cost(v: int) -> tuple[int, int]:
+    def cost(v: int) -> tuple[int, int, str]:
         evicting = sum(groups[g].cost * len(groups[g].pods) for g in victims[v].groups)
-        return (victims[v].priority, evicting)
+        return (victims[v].priority, evicting, victims[v].name)
 
     kept: set[int] = set()
     total = 0

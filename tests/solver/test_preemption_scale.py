@@ -15,7 +15,7 @@ import pytest
 import solver.victims as victims
 from benchmarks.instances import realistic
 from solver.config import SolverConfig
-from solver.greedy_preemption import _freed, _Gone, _queue_freed
+from solver.greedy_preemption import _freed, _Gone, _node_order, _queue_freed
 from solver.model import ClusterState
 from solver.objective import coefficients
 from solver.problem import Problem, prepare
@@ -170,3 +170,78 @@ def test_the_room_kept_as_victims_come_and_go_is_the_room_made_afresh(seed: int)
             assert np.array_equal(gone.room, room)
             assert np.array_equal(gone.queue_room, capability)
             assert set(np.flatnonzero(gone.nodes > 0).tolist()) == nodes
+
+
+def _tempting_but_not_victims() -> ClusterState:
+    """top (queue a, priority 10) fits nowhere, and the only gangs of its queue below it
+    are no victims: grow, running, is given its pending pod by this decision, and fixed,
+    admitted by it, is not preemptible. mid (queue b, priority 5) may take from low.
+    c-top holds the last node; no queue may be reclaimed from."""
+    return state(
+        [node(f"n{i}").cap(cpu=4) for i in range(3)],
+        [
+            pod("grow-0").req(cpu=2).gang("grow").on("n0").started(0),
+            pod("grow-1").req(cpu=1).gang("grow"),
+            pod("fixed-0").req(cpu=1).gang("fixed"),
+            pod("low-0").req(cpu=4).gang("low").on("n1").started(0),
+            pod("c-top-0").req(cpu=4).gang("c-top").on("n2").started(0),
+            pod("top-0").req(cpu=4).gang("top"),
+            pod("mid-0").req(cpu=4).gang("mid"),
+        ],
+        [
+            gang("grow").queue("a"),
+            gang("fixed").queue("a").not_preemptible(),
+            gang("top").queue("a").priority(10),
+            gang("low").queue("b"),
+            gang("mid").queue("b").priority(5),
+            gang("c-top").queue("c").priority(100),
+        ],
+        [queue(q).build().model_copy(update={"reclaimable": False}) for q in "abc"],
+        now_s=600,
+    )
+
+
+@pytest.mark.parametrize("most", [1, 2, 8])
+def test_a_gang_whose_only_victims_are_no_victims_is_no_preemptor(
+    most: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chosen by the kinds of the victims there are, not of every gang: top would come
+    first, but grow (growing) and fixed (not preemptible) are no victims."""
+    monkeypatch.setattr(victims, "MAX_PREEMPTORS", most)
+    problem = prepare(_tempting_but_not_victims())
+    placed = gang_greedy_placer(problem).placed
+    assert {"grow-1", "fixed-0"} <= set(placed) and "top-0" not in placed
+    cand = _decided(problem)
+    assert cand is not None
+    assert dict(_named(problem, cand)[0]) == {"mid": ["low"]}  # type: ignore[index]
+
+
+def test_victims_that_tie_are_kept_by_name_whatever_their_indices(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(victims, "MAX_VICTIM_GROUPS", 2)
+    names = ["v3", "v1", "v2", "v0"]
+    for order in (names, names[::-1]):
+        found = [
+            Victim(index=i, name=n, queue=0, priority=0, bound=1, min_member=1, value=1, groups=[i])
+            for i, n in enumerate(order)
+        ]
+        groups = [
+            VictimGroup(
+                victim=i, node=i, pods=(f"{n}-0",), demand=np.ones(1, np.int64), share=1, cost=5
+            )
+            for i, n in enumerate(order)
+        ]
+        kept = victims.cheapest_victims(found, groups, set(range(len(order))))
+        assert {found[v].name for v in kept} == {"v0", "v1"}
+
+
+def test_nodes_are_ordered_as_a_key_per_node_orders_them() -> None:
+    """Victims' nodes first, then most pods fit, then by index; ties many."""
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        size = int(rng.integers(0, 40))
+        fits = rng.integers(0, 4, size).astype(np.int64)
+        freed = rng.integers(0, 3, size).astype(np.int64) * rng.integers(0, 2, size)
+        expected = sorted(np.flatnonzero(fits).tolist(), key=lambda n: (freed[n] <= 0, -fits[n], n))
+        assert _node_order(fits, freed) == expected
