@@ -262,9 +262,9 @@ def _run_meanwhile(highs: highspy.Highs, meanwhile: Meanwhile) -> None:
     finally:
         worked = time.perf_counter()
         solving.join()
+        if failed:  # raised over what the work raised, which it keeps as its context
+            raise failed[0]
     meanwhile.past_s = max(0.0, worked - ended[0])
-    if failed:
-        raise failed[0]
 
 
 def bound_of(optimum: float) -> int:

@@ -291,15 +291,59 @@ def test_work_meanwhile_runs_on_the_calling_thread_while_highs_solves(
     assert ran == ["highs"]
     assert with_work.bound == alone.bound
     assert np.allclose(with_work.values, alone.values)
-    assert meanwhile.past_s == 0.0  # HiGHS ended after the work
+    assert meanwhile.past_s < 0.01  # HiGHS ended after the work
     assert not any(t.name == "highs" for t in threading.enumerate())
 
 
-def test_work_that_outlasts_highs_is_not_counted_as_the_lps_time() -> None:
+def test_work_that_outlasts_highs_is_not_counted_as_the_lps_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``past_s`` is how long the work ran on after HiGHS ended (HiGHS made to take 0.1 s,
+    the work 0.3 s), and the LP stage's time leaves it out."""
     enc = _alike_gangs()
-    meanwhile = Meanwhile(lambda: time.sleep(0.3))  # the LP takes a few ms
+    ends: dict[str, float] = {}
+    real = highspy.Highs.run
+
+    def slow(self: highspy.Highs) -> object:
+        time.sleep(0.1)
+        try:
+            return real(self)
+        finally:
+            ends["highs"] = time.perf_counter()
+
+    def work() -> None:
+        time.sleep(0.3)
+        ends["work"] = time.perf_counter()
+
+    monkeypatch.setattr(highspy.Highs, "run", slow)
+    meanwhile = Meanwhile(work)
     assert model_lp(enc, 1.0, meanwhile) is not None
-    assert 0.2 < meanwhile.past_s <= 0.3 + 0.05
+    assert meanwhile.past_s == pytest.approx(ends["work"] - ends["highs"], abs=0.01)
+    assert meanwhile.past_s > 0.1
+
+
+def test_a_warm_up_that_outlasts_the_first_lp_is_not_its_stage_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    problem = prepare(realistic(0, 40, 60))
+    config = SolverConfig(time_limit_s=1.0, seed=0)
+    warm = search_module.Search.warm_up
+
+    def slow(self: search_module.Search) -> None:
+        warm(self)
+        time.sleep(0.3)
+
+    monkeypatch.setattr(search_module.Search, "warm_up", slow)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        search = search_for(problem, config, pool)
+        shapes = group(problem, search.coef)
+        bins = class_bins(problem)
+        enc = encode(problem, shapes, bins, search.coef, pair_capacity(problem, shapes, bins))
+        started = time.perf_counter()
+        assert search.lp(enc, 1.0, "first") is not None
+        took = time.perf_counter() - started
+    assert took >= 0.3
+    assert search.stages[-1].wall_s < took - 0.2
 
 
 def test_an_error_meanwhile_is_raised_once_highs_has_stopped() -> None:
@@ -316,7 +360,8 @@ def test_an_error_meanwhile_is_raised_once_highs_has_stopped() -> None:
 def test_an_error_in_highs_is_raised_here_as_without_work_meanwhile(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Not lost in HiGHS' thread (it would read as an LP with no optimum)."""
+    """Not lost in HiGHS' thread (it would read as an LP with no optimum), and raised over
+    what the work raised."""
     enc = _alike_gangs()
 
     def broken(self: highspy.Highs) -> object:
@@ -329,6 +374,13 @@ def test_an_error_in_highs_is_raised_here_as_without_work_meanwhile(
     assert done == [True]
     with pytest.raises(MemoryError, match="highs"):
         model_lp(enc, 1.0)
+
+    def failing() -> None:
+        raise ValueError("meanwhile")
+
+    with pytest.raises(MemoryError, match="highs") as raised:
+        model_lp(enc, 1.0, Meanwhile(failing))
+    assert isinstance(raised.value.__context__, ValueError)
 
 
 def test_a_solve_warms_the_problems_memos_beside_its_first_lp_only(
