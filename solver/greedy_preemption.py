@@ -276,15 +276,6 @@ class _Gone:
         return _Gone(self.room.copy(), self.queue_room.copy(), self.nodes.copy())
 
 
-def _node_order(fits: IntArray, freed: IntArray) -> list[int]:
-    """The nodes some pods fit on (``fits``), those victims free room on first
-    (``freed`` > 0), then those most fit on, then by index: one stable lexsort, where a
-    Python key per node took 0.1 ms a class of 5,000 nodes."""
-    found = np.flatnonzero(fits)
-    order: list[int] = found[np.lexsort((-fits[found], freed[found] <= 0))].tolist()
-    return order
-
-
 def _fit(
     problem: Problem, cand: Candidates, gang: GangInfo, gone: _Gone
 ) -> dict[str, int] | None:
@@ -304,7 +295,7 @@ def _fit(
         start = used.get(c, 0)
         wanted = min(cls.count - start, most)
         fits = np.where(cls.feasible, fit_per_node(cls.demand, room), 0)
-        nodes = _node_order(fits, freed)
+        nodes = sorted(np.flatnonzero(fits).tolist(), key=lambda n: (freed[n] <= 0, -fits[n], n))
         pods = iter(cls.pods[start : start + wanted])
         asked = cls.demand > 0
         went = 0

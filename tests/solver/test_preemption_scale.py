@@ -15,7 +15,7 @@ import pytest
 import solver.victims as victims
 from benchmarks.instances import realistic
 from solver.config import SolverConfig
-from solver.greedy_preemption import _freed, _Gone, _node_order, _queue_freed
+from solver.greedy_preemption import _freed, _Gone, _queue_freed
 from solver.model import ClusterState
 from solver.objective import coefficients
 from solver.problem import Problem, prepare
@@ -234,14 +234,3 @@ def test_victims_that_tie_are_kept_by_name_whatever_their_indices(
         ]
         kept = victims.cheapest_victims(found, groups, set(range(len(order))))
         assert {found[v].name for v in kept} == {"v0", "v1"}
-
-
-def test_nodes_are_ordered_as_a_key_per_node_orders_them() -> None:
-    """Victims' nodes first, then most pods fit, then by index; ties many."""
-    rng = np.random.default_rng(7)
-    for _ in range(200):
-        size = int(rng.integers(0, 40))
-        fits = rng.integers(0, 4, size).astype(np.int64)
-        freed = rng.integers(0, 3, size).astype(np.int64) * rng.integers(0, 2, size)
-        expected = sorted(np.flatnonzero(fits).tolist(), key=lambda n: (freed[n] <= 0, -fits[n], n))
-        assert _node_order(fits, freed) == expected
