@@ -172,8 +172,8 @@ def candidates(
         for pod in placed
         if (gang := problem.gangs[problem.classes[of_pod[pod]].gang]).running
     }
-    preemptible = {g.name: g.preemptible for g in problem.state.gangs}
-    offered = _victim_kinds(problem, w, growing, admitted, preemptible)
+    withdrawable = _withdrawable(problem, admitted)
+    offered = _victim_kinds(problem, w, growing, withdrawable)
     shortfall = coef.deserved - coef.held - gained
     pending.sort(key=lambda g: (-g.priority, -int(shortfall[g.queue]), g.created_s, g.name))
     # Who may preempt decides which victims are built: each queue and priority a
@@ -184,7 +184,7 @@ def candidates(
     chosen = [g for g in pending if may(g.queue, g.priority)][:MAX_PREEMPTORS]
     wanted = set().union(*(may(g.queue, g.priority) for g in chosen))
     victims, groups = running_victims(problem, w, growing, wanted)
-    _placed_victims(problem, placed, admitted, coef, w, victims, groups, preemptible, wanted)
+    _placed_victims(problem, placed, withdrawable, coef, w, victims, groups, wanted)
     if not victims:
         return None
     takes = takes_from(victims, below, above)
@@ -220,28 +220,29 @@ def candidates(
 Kind = tuple[int, int]  # a victim's queue and priority: all who may take from it read
 
 
+def _withdrawable(problem: Problem, admitted: set[int]) -> set[int]:
+    """Of the gangs this cycle's placement ``admitted``, those that may be taken back:
+    their PodGroup's not marked non-preemptible (unnamed ones, pods of no PodGroup, are
+    not)."""
+    preemptible = {g.name: g.preemptible for g in problem.state.gangs}
+    return {g for g in admitted if preemptible.get(problem.gangs[g].name, True)}
+
+
 def _victim_kinds(
-    problem: Problem,
-    w: ObjectiveWeights,
-    growing: Collection[str],
-    admitted: set[int],
-    preemptible: dict[str, bool],
+    problem: Problem, w: ObjectiveWeights, growing: Collection[str], withdrawable: set[int]
 ) -> set[Kind]:
     """The kinds of every victim ``running_victims`` and ``_placed_victims`` would make."""
     running = _scanned(problem, w)[0]
     kinds = {(v.queue, v.priority) for v in running if v.name not in growing}
-    for g in admitted:
-        info = problem.gangs[g]
-        if preemptible.get(info.name, True):
-            kinds.add((info.queue, info.priority))
-    return kinds
+    return kinds | {(problem.gangs[g].queue, problem.gangs[g].priority) for g in withdrawable}
 
 
 def takes_kinds(
     kinds: Collection[Kind], below: BoolArray, above: BoolArray
 ) -> Callable[[int, int], set[Kind]]:
-    """``takes_from`` on victims' kinds: of ``kinds``, those a gang of a queue and a
-    priority may take from."""
+    """Of victims' ``kinds``, those a gang of a queue and a priority may take from: lower
+    priorities of its queue (preempt), and, when its queue is ``below`` its deserved
+    share, queues ``above`` theirs (reclaim). Each set is made once."""
     known: dict[Kind, set[Kind]] = {}
 
     def takes(queue: int, priority: int) -> set[Kind]:
@@ -271,20 +272,20 @@ def never_preempting(problem: Problem) -> set[str]:
 def takes_from(
     victims: list[Victim], below: BoolArray, above: BoolArray
 ) -> Callable[[int, int], frozenset[int]]:
-    """For a gang of a queue and a priority, the victims it may take from: lower
-    priorities of its queue (preempt), and, when its queue is ``below`` its deserved
-    share, queues ``above`` theirs (reclaim). Thousands of pending gangs share a few
+    """For a gang of a queue and a priority, the victims it may take from: those of the
+    kinds it may take from (``takes_kinds``). Thousands of pending gangs share a few
     (queue, priority) pairs: each set is made once (real-shaped 1,000 nodes: 0.1 s of a
     cycle at its limit went to asking again per gang)."""
-    known: dict[tuple[int, int], frozenset[int]] = {}
+    of_kind: dict[Kind, list[int]] = defaultdict(list)
+    for v in victims:
+        of_kind[v.queue, v.priority].append(v.index)
+    kinds = takes_kinds(of_kind, below, above)
+    known: dict[Kind, frozenset[int]] = {}
 
     def takes(queue: int, priority: int) -> frozenset[int]:
         if (queue, priority) not in known:
             known[queue, priority] = frozenset(
-                v.index
-                for v in victims
-                if (v.queue == queue and v.priority < priority)
-                or (v.queue != queue and below[queue] and above[v.queue])
+                v for kind in kinds(queue, priority) for v in of_kind[kind]
             )
         return known[queue, priority]
 
@@ -466,13 +467,12 @@ def _placed_victims(
     w: ObjectiveWeights,
     victims: list[Victim],
     groups: list[VictimGroup],
-    preemptible: dict[str, bool],
     kinds: Collection[Kind],
 ) -> None:
-    """Gangs this cycle's placement admitted, as victims taken back whole: a gang of lower
-    priority may have taken the free room a preemptor needed. Taking a placement back
-    costs only the value it would have earned (no work is lost). Only gangs of ``kinds``
-    (queue, priority) and ``preemptible`` (by name; unnamed ones are)."""
+    """Gangs this cycle's placement admitted that may be taken back (``_withdrawable``),
+    as victims taken back whole: a gang of lower priority may have taken the free room a
+    preemptor needed. Taking a placement back costs only the value it would have earned
+    (no work is lost). Only gangs of ``kinds`` (queue, priority)."""
     admitted = {
         g for g in admitted if (problem.gangs[g].queue, problem.gangs[g].priority) in kinds
     }
@@ -488,8 +488,6 @@ def _placed_victims(
             by_gang[problem.classes[c].gang][(node, c)].append(pod)
     for g, cells in sorted(by_gang.items()):
         info = problem.gangs[g]
-        if not preemptible.get(info.name, True):
-            continue
         count = sum(len(pods) for pods in cells.values())
         victim = Victim(
             index=len(victims),
