@@ -184,7 +184,7 @@ def greedy_choice(problem: Problem, cand: Candidates, coef: Coefficients) -> Pre
         groups = [cand.victims[v].groups for v in chosen]
         if not all(any(cand.groups[g].node in used for g in gs) for gs in groups):
             continue
-        own = _freed(cand, np.zeros_like(free), chosen)
+        own = gone.room - usable_room  # what its victims free, node by node
         free += own
         # Every victim's queue gets its capability back, not only the preemptor's: a
         # reclaim frees room under the victim queue's cap for that queue's next preemptor.
@@ -225,28 +225,23 @@ def _share(cand: Candidates, v: int) -> int:
     return sum(cand.groups[g].share * len(cand.groups[g].pods) for g in cand.victims[v].groups)
 
 
-def _freed(cand: Candidates, free: IntArray, victims: list[int]) -> IntArray:
-    room = free.copy()
-    for v in victims:
-        for g in cand.victims[v].groups:
-            grp = cand.groups[g]
-            room[grp.node] += grp.demand * len(grp.pods)
-    return room
-
-
 def _queue_freed(
     problem: Problem, cand: Candidates, room: IntArray, queue: int, victims: list[int]
 ) -> IntArray:
-    """``queue``'s capability room with ``victims`` gone: those of the queue give back
-    what they hold (other queues' free only node room), but where the queue is above its
-    capability (``QueueInfo.over``)."""
-    room = room.copy()
+    """``queue``'s capability room with ``victims`` gone (``_given_back``)."""
+    return room + sum((_given_back(problem, cand, queue, v) for v in victims), np.zeros_like(room))
+
+
+def _given_back(problem: Problem, cand: Candidates, queue: int, v: int) -> IntArray:
+    """What victim ``v`` gone gives back of ``queue``'s capability: what it holds if it is
+    of the queue (other queues' victims free only node room), but where the queue is
+    above its capability (``QueueInfo.over``)."""
     counted = ~problem.queues[queue].over()
-    for v in victims:
-        if cand.victims[v].queue == queue:
-            for g in cand.victims[v].groups:
-                room += np.where(counted, cand.groups[g].demand * len(cand.groups[g].pods), 0)
-    return room
+    given = np.zeros(len(counted), dtype=np.int64)
+    if cand.victims[v].queue == queue:
+        for g in cand.victims[v].groups:
+            given += np.where(counted, cand.groups[g].demand * len(cand.groups[g].pods), 0)
+    return given
 
 
 @dataclass
@@ -262,15 +257,11 @@ class _Gone:
 
     def change(self, problem: Problem, cand: Candidates, queue: int, v: int, sign: int) -> None:
         """Victim ``v`` gone (``sign`` 1) or back (-1)."""
-        victim = cand.victims[v]
-        counted = ~problem.queues[queue].over()
-        for g in victim.groups:
+        for g in cand.victims[v].groups:
             grp = cand.groups[g]
-            freed = grp.demand * len(grp.pods) * sign
-            self.room[grp.node] += freed
-            if victim.queue == queue:
-                self.queue_room = self.queue_room + np.where(counted, freed, 0)
+            self.room[grp.node] += grp.demand * len(grp.pods) * sign
             self.nodes[grp.node] += sign
+        self.queue_room = self.queue_room + _given_back(problem, cand, queue, v) * sign
 
     def copy(self) -> _Gone:
         return _Gone(self.room.copy(), self.queue_room.copy(), self.nodes.copy())

@@ -15,7 +15,7 @@ import pytest
 import solver.victims as victims
 from benchmarks.instances import realistic
 from solver.config import SolverConfig
-from solver.greedy_preemption import _freed, _Gone, _queue_freed
+from solver.greedy_preemption import _Gone, _queue_freed
 from solver.model import ClusterState
 from solver.objective import coefficients
 from solver.problem import Problem, prepare
@@ -164,8 +164,19 @@ def test_the_room_kept_as_victims_come_and_go_is_the_room_made_afresh(seed: int)
             elif v not in chosen:
                 chosen.append(v)
                 gone.change(problem, cand, q, v, 1)
-            room = _freed(cand, placer.free, chosen)
-            capability = _queue_freed(problem, cand, placer.queue_room[q], q, chosen)
+            # Made afresh, as the code before the kept room made it at each try.
+            room = placer.free.copy()
+            capability = placer.queue_room[q].copy()
+            counted = ~problem.queues[q].over()
+            for chosen_v in chosen:
+                for g in cand.victims[chosen_v].groups:
+                    grp = cand.groups[g]
+                    room[grp.node] += grp.demand * len(grp.pods)
+                    if cand.victims[chosen_v].queue == q:
+                        capability += np.where(counted, grp.demand * len(grp.pods), 0)
+            assert np.array_equal(
+                _queue_freed(problem, cand, placer.queue_room[q], q, chosen), capability
+            )
             nodes = {cand.groups[g].node for v in chosen for g in cand.victims[v].groups}
             assert np.array_equal(gone.room, room)
             assert np.array_equal(gone.queue_room, capability)
