@@ -24,13 +24,7 @@ import numpy.typing as npt
 
 from solver.arrays import FloatArray
 from solver.bins import Bin, Pairs, node_bins, pair_capacity
-from solver.disaggregate import (
-    LP_PACK_SHARE,
-    PACK_SHARE,
-    REORDER_SHARE,
-    disaggregate,
-    repacked_bins,
-)
+from solver.disaggregate import budgets, disaggregate, repacked_bins
 from solver.encode import Encoding, encode
 from solver.placement import Placer
 from solver.relaxation import LpSolution, Matrices, lp_solution, matrices
@@ -83,9 +77,7 @@ def place_counts(
     # No floor: once the cycle's time is used, an exact packing would only add to it
     # (real-shaped 1,000 nodes: 0.04 s past the limit, for no gain on any seed measured).
     started = time.perf_counter()
-    budget = min(PACK_SHARE * config.time_limit_s, max(0.0, search.remaining()))
-    reorder = min(REORDER_SHARE * config.time_limit_s, search.remaining())
-    lp = min(LP_PACK_SHARE * config.time_limit_s, search.remaining())
+    budget, reorder, lp = budgets(config.time_limit_s, search.remaining())
     placer = disaggregate(
         search.problem,
         enc,

@@ -49,6 +49,17 @@ LP_PACK_GAIN = 0.02
 # The most of the limit a candidate's placement may take beyond its first passes: what a
 # search that is the cycle's last leaves it (``cpsat._guided_search``).
 PLACING_SHARE = PACK_SHARE + REORDER_SHARE + LP_PACK_SHARE
+
+
+def budgets(time_limit_s: float, left_s: float) -> tuple[float, float, float]:
+    """What ``disaggregate``'s exact packings, reorders and LPs may take (``pack_budget_s``,
+    ``reorder_budget_s``, ``lp_budget_s``) in a cycle of ``time_limit_s`` with ``left_s``
+    left: each its share of the limit, at most what is left."""
+    left = max(0.0, left_s)
+    pack, reorder, lp = (
+        min(share * time_limit_s, left) for share in (PACK_SHARE, REORDER_SHARE, LP_PACK_SHARE)
+    )
+    return pack, reorder, lp
 # Largest exact packing tried (nodes x items): real-shaped 1,000-node classes of 65-67
 # nodes x 63-68 items found nothing in PACK_BIN_S, and building them cost as much again.
 PACK_MAX_PAIRS = 1_500
@@ -139,7 +150,7 @@ def disaggregate(
         started = time.perf_counter()
         placed = _matched(placer, bin_, bin_items)
         pace.passed(sum(n for _, n in bin_items), time.perf_counter() - started)
-        if not deterministic and not pace.spare():
+        if not pace.spare():  # never in deterministic solves: no ``until``
             continue  # the other classes' first passes need the time left
         if (
             _short(bin_items, placed)
@@ -153,7 +164,7 @@ def disaggregate(
             if limit >= LP_MIN_S:  # HiGHS is given at least that, building and placing more
                 placed = _lp_packed(placer, bin_, bin_items, placed, limit)
             lp_left -= time.perf_counter() - started
-            if not deterministic and not pace.spare():
+            if not pace.spare():
                 continue  # the LP took what time there was beyond the first passes
         if _short(bin_items, placed) and (deterministic or reorder_left > 0):
             started = time.perf_counter()

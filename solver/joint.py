@@ -29,7 +29,7 @@ import numpy as np
 
 from solver.arrays import IntArray
 from solver.bins import Bin, Pairs
-from solver.disaggregate import LP_PACK_SHARE, PACK_SHARE, REORDER_SHARE, disaggregate
+from solver.disaggregate import budgets, disaggregate
 from solver.encode import Encoding
 from solver.encode_victims import VictimSet, VictimVars, encode_joint, victim_nodes
 from solver.evictions import evictions_of, placed_load, restore_unneeded, split_withdrawn
@@ -294,18 +294,19 @@ def _placed(
     if aggregated:
         placer.close(victim_nodes(vs))
         config = search.config
+        pack, reorder, lp = budgets(config.time_limit_s, left())
         placer = disaggregate(
             problem,
             enc,
             aggregated,
             decode_admitted(enc, solution),
             config.weights,
-            min(PACK_SHARE * config.time_limit_s, max(0.0, left())),
+            pack,
             config.deterministic,
-            min(REORDER_SHARE * config.time_limit_s, max(0.0, left())),
+            reorder,
             placer=placer,
             until=time.perf_counter() + left(),
-            lp_budget_s=min(LP_PACK_SHARE * config.time_limit_s, max(0.0, left())),
+            lp_budget_s=lp,
         )
     cells = problem.cell_counts(placer.placed)
     return [(c, node, count) for (c, node), count in sorted(cells.items())]
