@@ -25,9 +25,9 @@ lease sends no bind that could arrive after another replica took over.
 
 A bind is the one request sent thousands of times a second, and on a small control plane
 every millisecond of the scheduler's CPU is taken from the API server: it is posted as
-pre-encoded JSON on the client's own connection pool (auth headers, TLS and timeouts as
-the client configures them), skipping the generated client's per-call model validation
-and serialisation, which cost more than the rest of the client side of a bind.
+pre-encoded JSON on a connection its thread keeps (``connections``: auth headers, TLS
+and socket options as the client configures them), skipping the generated client's
+per-call model validation and serialisation and the connection pool's layers.
 
 Rollback deletes the pods of a gang that could not reach minMember (their controllers
 recreate them pending), with the UID they were bound with as a precondition, so a
@@ -48,14 +48,14 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
-import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import ConnectTimeoutError
 
 from adapter.cluster import ClusterError
 from adapter.kube.cache import ClusterCache, Unbindable, split_key
-from adapter.kube.resources import PODS, STRATEGIC_MERGE_PATCH, done, path_of, read_json, send
+from adapter.kube.connections import Connections
+from adapter.kube.resources import PODS, STRATEGIC_MERGE_PATCH, done, path_of, read_json
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +67,6 @@ LANDS_LATE = frozenset({500, 502, 504})
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
 CONNECT_TIMEOUT_S = 5.0
 MAX_BIND_WAIT_S = 10.0
-# The timeout of a bind while the lease (if any) lasts longer than both: built once, as
-# urllib3 copies a timeout for each request it sends.
-FULL_TIMEOUT = urllib3.Timeout(connect=CONNECT_TIMEOUT_S, read=MAX_BIND_WAIT_S)
 MARK_WAIT_S = 2.0  # for the DisruptionTarget mark before a rollback's delete
 # The condition's reason on a pod a rollback deletes (Jobs match the condition's type; the
 # reason says who and why, as kube-scheduler's PreemptionByScheduler does).
@@ -143,11 +140,16 @@ def binding_body(namespace: str, name: str, node: str, uid: str = "") -> bytes:
 
 
 def post_binding(
-    api: client.ApiClient, namespace: str, name: str, body: bytes, timeout: urllib3.Timeout
+    connections: Connections,
+    namespace: str,
+    name: str,
+    body: bytes,
+    connect_s: float = CONNECT_TIMEOUT_S,
+    read_s: float = MAX_BIND_WAIT_S,
 ) -> None:
     """POST a Binding (``body``: its JSON) for pod ``namespace/name``; raises
     ``ApiException`` for any answer but 2xx, as the generated client does."""
-    done(send(api, "POST", path_of(PODS, namespace, name, "binding"), body, timeout))
+    connections.post(path_of(PODS, namespace, name, "binding"), body, connect_s, read_s)
 
 
 Fence = Callable[[], float]  # seconds this replica may still bind; <= 0: not the leader
@@ -227,6 +229,7 @@ class Binder:
         backoff_s: float = 0.05,
     ) -> None:
         self.api = without_retries(api)
+        self.connections = Connections(self.api)
         self.core = client.CoreV1Api(self.api)
         self.cache = cache
         self.fence = fence
@@ -242,6 +245,7 @@ class Binder:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        self.connections.close()
         self.api.rest_client.pool_manager.clear()  # its own connections
 
     def bind(
@@ -323,12 +327,8 @@ class Binder:
             try:
                 # No bind may arrive after this replica's lease could have passed to
                 # another: the request ends with the leadership left.
-                timeout = (
-                    FULL_TIMEOUT
-                    if left >= MAX_BIND_WAIT_S
-                    else urllib3.Timeout(connect=min(CONNECT_TIMEOUT_S, left), read=left)
-                )
-                post_binding(self.api, namespace, name, body, timeout)
+                connect_s, read_s = min(CONNECT_TIMEOUT_S, left), min(MAX_BIND_WAIT_S, left)
+                post_binding(self.connections, namespace, name, body, connect_s, read_s)
                 return None
             except ApiException as e:
                 if e.status == 409:

@@ -97,12 +97,13 @@ def test_a_doubted_bind_the_watch_shows_landed_is_settled_not_lapsed(
     seen(cluster, server)
     cluster.cache.assume("default/solo-0", "n1")
     cluster.cache.doubt("default/solo-0", time.monotonic())
-    import urllib3
-
     from adapter.kube.binder import binding_body, post_binding
+    from adapter.kube.connections import Connections
 
     body = binding_body("default", "solo-0", "n1")
-    post_binding(server.client(), "default", "solo-0", body, urllib3.Timeout(5.0))  # landed
+    connections = Connections(server.client())
+    post_binding(connections, "default", "solo-0", body)  # landed
+    connections.close()
     wait_until(lambda: cluster.cache.assumed() == {}, what="the bind seen")
     assert cluster.cache.sizes()["doubted"] == 0
     assert cluster.cache.lapse(time.monotonic() + 3600) == 0
@@ -120,18 +121,26 @@ def test_no_bind_or_delete_can_connect_after_the_leadership_left(
     pool = binder.api.rest_client.pool_manager
     sent: list[dict[str, Any]] = []
     original = pool.request
+    connections = binder.connections
+    posted: list[tuple[float, float]] = []
+    original_post = connections.post
 
     def recorded(*args: Any, **kwargs: Any) -> Any:
         sent.append(kwargs)
         return original(*args, **kwargs)
 
+    def post(path: str, body: bytes, connect_s: float, read_s: float) -> None:
+        posted.append((connect_s, read_s))
+        original_post(path, body, connect_s, read_s)
+
     monkeypatch.setattr(pool, "request", recorded)
+    monkeypatch.setattr(connections, "post", post)
     try:
         assert binder.bind([("default/solo-0", "n1")]) == {}
-        (bind,) = sent
-        assert bind["retries"] is False
-        assert bind["timeout"].connect_timeout <= left
-        sent.clear()
+        # One connect, never retried, and the answer awaited no longer than the lease.
+        [(connect_s, read_s)] = posted
+        assert connect_s <= left and read_s <= left
+        assert not connections.via_pool and sent == []
         assert binder.delete(["default/solo-0"], "test") == {}
         mark, delete = sent  # the DisruptionTarget condition, then the delete
         # The pool may connect 1 + POOL_CONNECT_RETRIES times: all of it within ``left``.

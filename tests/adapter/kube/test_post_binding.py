@@ -1,6 +1,7 @@
-"""The lean requests (``resources.send``): Bindings, status patches and Events, what a
-kube-apiserver needs of them (path, JSON, content type, auth) and what their callers
-need back (an ApiException carrying status, body and Retry-After)."""
+"""The lean requests: Bindings (on the binder's own connections), status patches and
+Events (``resources.send``), what a kube-apiserver needs of them (path, JSON, content
+type, auth) and what their callers need back (an ApiException carrying status, body and
+Retry-After)."""
 
 from __future__ import annotations
 
@@ -11,18 +12,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
 import pytest
-import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from adapter.kube.binder import post_binding
+from adapter.kube.connections import Connections
 from adapter.kube.events import Events
 from adapter.kube.resources import DIALECTS, MERGE_PATCH, STRATEGIC_MERGE_PATCH
 from adapter.kube.status import EventRecorder, ObjectRef
 from adapter.kube.status_patches import patch_object_status, pod_status_write
 from adapter.kube.writer import Writer
-
-TIMEOUT = urllib3.Timeout(connect=2, read=2)
 
 
 class Recorder(BaseHTTPRequestHandler):
@@ -66,16 +65,18 @@ def api() -> Iterator[client.ApiClient]:
 def test_a_bind_posts_the_binding_with_the_clients_auth(api: client.ApiClient) -> None:
     Recorder.answer = (201, {}, b'{"kind":"Status","status":"Success"}')
     body = json.dumps({"kind": "Binding", "target": {"name": "n1"}}).encode()
-    post_binding(api, "team a", "pod-0", body, TIMEOUT)
+    connections = Connections(api)
+    post_binding(connections, "team a", "pod-0", body)
     [request] = Recorder.seen
     assert request["path"] == "/api/v1/namespaces/team%20a/pods/pod-0/binding"
     assert request["headers"]["authorization"] == "Bearer sa-token"
     assert request["headers"]["content-type"] == "application/json"
     assert request["headers"]["user-agent"] == api.user_agent
     assert json.loads(request["body"]) == {"kind": "Binding", "target": {"name": "n1"}}
-    # The connection went back to the pool: a second bind reuses it without error.
-    post_binding(api, "team a", "pod-1", body, TIMEOUT)
+    # The answer was read whole: a second bind on the same connection is answered.
+    post_binding(connections, "team a", "pod-1", body)
     assert len(Recorder.seen) == 2
+    connections.close()
 
 
 def test_a_refused_bind_is_an_api_exception_with_what_the_binder_reads(
@@ -84,7 +85,7 @@ def test_a_refused_bind_is_an_api_exception_with_what_the_binder_reads(
     status = {"kind": "Status", "reason": "TooManyRequests", "message": "slow down"}
     Recorder.answer = (429, {"Retry-After": "2"}, json.dumps(status).encode())
     with pytest.raises(ApiException) as raised:
-        post_binding(api, "ns", "p", b"{}", TIMEOUT)
+        post_binding(Connections(api), "ns", "p", b"{}")
     assert raised.value.status == 429
     assert json.loads(raised.value.body or "") == status
     assert (raised.value.headers or {}).get("Retry-After") == "2"

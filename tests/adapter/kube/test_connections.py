@@ -1,0 +1,298 @@
+"""Connections kept per thread (``adapter.kube.connections``): what a request carries,
+what an answer raises, and what becomes of a connection around failures: one per
+thread, reused, made again after the server closed it, dropped after an error, no
+request sent twice, no late answer read as the next one's; TLS as the client's
+configuration asks (its CA, its client certificate); through a proxy, the client's pool."""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+import trustme
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import ConnectTimeoutError
+
+from adapter.kube.connections import Connections
+
+
+@dataclass
+class Seen:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    port: int  # the client's: one per connection
+
+
+@dataclass
+class Script:
+    """What the server answers, request by request (the last answer repeats)."""
+
+    answers: list[dict[str, Any]] = field(default_factory=lambda: [{}])
+    seen: list[Seen] = field(default_factory=list)
+
+    def next(self) -> dict[str, Any]:
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    script: ClassVar[Script]
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        self.script.seen.append(Seen(self.path, headers, body, self.client_address[1]))
+        answer = self.script.next()
+        time.sleep(answer.get("delay_s", 0.0))
+        if answer.get("hang_up"):
+            self.close_connection = True
+            return
+        status, payload = answer.get("status", 201), answer.get("body", b'{"kind":"Status"}')
+        self.send_response(status)
+        for k, v in answer.get("headers", {}).items():
+            self.send_header(k, v)
+        if answer.get("chunked"):
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            half = len(payload) // 2
+            for part in (payload[:half], payload[half:], b""):
+                self.wfile.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
+        else:
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        # Closed without saying so (an idle timeout): the client must notice on reuse.
+        self.close_connection = bool(answer.get("close_after"))
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def script() -> Iterator[Script]:
+    yield Script()
+
+
+def _serve(script: Script, tls: ssl.SSLContext | None = None) -> ThreadingHTTPServer:
+    handler = type("ScriptedHandler", (Handler,), {"script": script})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.fixture
+def server(script: Script) -> Iterator[ThreadingHTTPServer]:
+    server = _serve(script)
+    try:
+        yield server
+    finally:
+        server.shutdown()
+
+
+def _api(host: str, **settings: Any) -> client.ApiClient:
+    config = client.Configuration(host=host)
+    config.api_key = {"authorization": "sa-token"}
+    config.api_key_prefix = {"authorization": "Bearer"}
+    for key, value in settings.items():
+        setattr(config, key, value)
+    return client.ApiClient(config)
+
+
+@pytest.fixture
+def connections(server: ThreadingHTTPServer) -> Iterator[Connections]:
+    made = Connections(_api(f"http://127.0.0.1:{server.server_port}"))
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+BODY = json.dumps({"kind": "Binding", "target": {"name": "n1"}}).encode()
+
+
+def test_a_post_carries_the_clients_credentials_and_reuses_its_connection(
+    connections: Connections, script: Script, server: ThreadingHTTPServer
+) -> None:
+    connections.post("/api/v1/namespaces/a/pods/p-0/binding", BODY, 1.0, 1.0)
+    connections.post("/api/v1/namespaces/a/pods/p-1/binding", BODY, 1.0, 1.0)
+    first, second = script.seen
+    assert first.path == "/api/v1/namespaces/a/pods/p-0/binding"
+    assert first.headers["authorization"] == "Bearer sa-token"
+    assert first.headers["content-type"] == "application/json"
+    assert first.headers["user-agent"] == connections.api.user_agent
+    assert first.headers["host"] == f"127.0.0.1:{server.server_port}"
+    assert json.loads(first.body) == {"kind": "Binding", "target": {"name": "n1"}}
+    assert second.port == first.port
+
+
+def test_a_refused_post_raises_what_the_binder_reads(
+    connections: Connections, script: Script
+) -> None:
+    status = {"kind": "Status", "reason": "TooManyRequests", "message": "slow down"}
+    script.answers = [
+        {"status": 429, "headers": {"Retry-After": "2"}, "body": json.dumps(status).encode()},
+        {},
+    ]
+    with pytest.raises(ApiException) as raised:
+        connections.post("/x", BODY, 1.0, 1.0)
+    assert raised.value.status == 429
+    assert json.loads(raised.value.body or "") == status
+    assert (raised.value.headers or {}).get("Retry-After") == "2"
+    connections.post("/x", BODY, 1.0, 1.0)  # the refusal was read whole: the next is answered
+    assert script.seen[0].port == script.seen[1].port
+
+
+def test_a_chunked_answer_is_read_to_its_end(connections: Connections, script: Script) -> None:
+    script.answers = [{"status": 409, "chunked": True, "body": b'{"reason":"Conflict"}'}, {}]
+    with pytest.raises(ApiException) as raised:
+        connections.post("/x", BODY, 1.0, 1.0)
+    assert json.loads(raised.value.body or "") == {"reason": "Conflict"}
+    connections.post("/x", BODY, 1.0, 1.0)
+    assert script.seen[0].port == script.seen[1].port
+
+
+@pytest.mark.parametrize("said", [True, False])
+def test_a_connection_the_server_closed_is_made_again_and_nothing_is_sent_twice(
+    connections: Connections, script: Script, said: bool
+) -> None:
+    # Said: "Connection: close" in the answer. Unsaid: closed after answering, as an idle
+    # timeout does; the socket reads as closed when the next request is due.
+    closing = {"headers": {"Connection": "close"}} if said else {"close_after": True}
+    script.answers = [closing, {}]
+    connections.post("/a", BODY, 1.0, 1.0)
+    time.sleep(0.05)  # the server's close reaches the client
+    connections.post("/b", BODY, 1.0, 1.0)
+    assert [s.path for s in script.seen] == ["/a", "/b"]
+    assert script.seen[0].port != script.seen[1].port
+
+
+def test_an_answer_too_late_is_never_read_as_the_next_ones(
+    connections: Connections, script: Script
+) -> None:
+    script.answers = [
+        {"delay_s": 0.4, "status": 409, "body": b'{"late":true}'},
+        {"body": b'{"next":true}'},
+    ]
+    with pytest.raises(TimeoutError):
+        connections.post("/slow", BODY, 1.0, 0.1)
+    connections.post("/next", BODY, 1.0, 1.0)  # 201, not the late 409
+    assert script.seen[0].port != script.seen[1].port
+
+
+def test_a_hang_up_without_an_answer_raises_and_the_next_post_connects_afresh(
+    connections: Connections, script: Script
+) -> None:
+    script.answers = [{"hang_up": True}, {}]
+    with pytest.raises(ConnectionError):  # http.client's RemoteDisconnected is one
+        connections.post("/a", BODY, 1.0, 1.0)
+    connections.post("/b", BODY, 1.0, 1.0)
+    assert [s.path for s in script.seen] == ["/a", "/b"]
+
+
+def test_no_connection_made_is_a_connect_error_so_the_binder_knows_nothing_was_sent() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once closed
+    made = Connections(_api(f"http://127.0.0.1:{port}"))
+    with pytest.raises(ConnectTimeoutError):
+        made.post("/x", BODY, 0.5, 0.5)
+    made.close()
+
+
+def test_each_thread_keeps_a_connection_of_its_own_and_close_closes_them(
+    connections: Connections, script: Script
+) -> None:
+    threads = 4
+    barrier = threading.Barrier(threads)
+
+    def posts() -> None:
+        barrier.wait()
+        for _ in range(3):
+            connections.post("/x", BODY, 1.0, 1.0)
+
+    workers = [threading.Thread(target=posts) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    ports = [s.port for s in script.seen]
+    assert len(ports) == 12
+    assert len(set(ports)) == threads
+    assert all(ports.count(p) == 3 for p in set(ports))
+    made = list(connections._made)
+    assert len(made) == threads
+    connections.close()
+    assert all(conn.sock is None for conn in made)
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+def _tls_server(ca: trustme.CA, script: Script) -> ThreadingHTTPServer:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1", "localhost").configure_cert(context)
+    ca.configure_trust(context)
+    context.verify_mode = ssl.CERT_REQUIRED  # a client certificate, as kube-apiserver asks
+    return _serve(script, context)
+
+
+def test_tls_verifies_the_server_by_the_configured_ca_and_shows_the_client_certificate(
+    ca: trustme.CA, script: Script, tmp_path: Path
+) -> None:
+    server = _tls_server(ca, script)
+    ca_file, cert_file = tmp_path / "ca.pem", tmp_path / "client.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    ca.issue_cert("gangsat").private_key_and_cert_chain_pem.write_to_path(str(cert_file))
+    host = f"https://127.0.0.1:{server.server_port}"
+    try:
+        made = Connections(
+            _api(host, ssl_ca_cert=str(ca_file), cert_file=str(cert_file), key_file=str(cert_file))
+        )
+        made.post("/x", BODY, 2.0, 2.0)
+        made.post("/y", BODY, 2.0, 2.0)
+        made.close()
+        assert [s.path for s in script.seen] == ["/x", "/y"]
+        assert script.seen[0].port == script.seen[1].port
+        # A server its CA did not sign is refused before anything is sent.
+        other = tmp_path / "other.pem"
+        trustme.CA().cert_pem.write_to_path(str(other))
+        stranger = Connections(
+            _api(host, ssl_ca_cert=str(other), cert_file=str(cert_file), key_file=str(cert_file))
+        )
+        with pytest.raises(ssl.SSLError):
+            stranger.post("/z", BODY, 2.0, 2.0)
+        stranger.close()
+        assert [s.path for s in script.seen] == ["/x", "/y"]
+    finally:
+        server.shutdown()
+
+
+def test_through_a_proxy_requests_go_through_the_clients_pool(
+    server: ThreadingHTTPServer, script: Script
+) -> None:
+    # The recording server as the proxy: a proxied request names its whole URL.
+    made = Connections(
+        _api("http://api.example:6443", proxy=f"http://127.0.0.1:{server.server_port}")
+    )
+    assert made.via_pool
+    made.post("/api/v1/namespaces/a/pods/p/binding", BODY, 1.0, 1.0)
+    made.close()
+    [seen] = script.seen
+    assert seen.path == "http://api.example:6443/api/v1/namespaces/a/pods/p/binding"
+    assert seen.headers["authorization"] == "Bearer sa-token"
