@@ -1,7 +1,8 @@
 """Preemption's work on large clusters, made smaller without changing a decision: only the
 victims the cycle's first preemptors may take from are built (``victims.candidates``),
-and the greedy actions keep the room their chosen victims free as victims come and go
-(``greedy_preemption._Gone``)."""
+the greedy actions keep the room their chosen victims free as victims come and go
+(``greedy_preemption._Gone``), and drop without a try the victims a try would drop
+(``greedy_preemption._moot``)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+import solver.greedy_preemption as greedy_preemption
 import solver.victims as victims
 from benchmarks.instances import realistic
 from solver.config import SolverConfig
-from solver.greedy_preemption import _Gone, _queue_freed
+from solver.greedy_preemption import _fit, _Gone, _moot, _queue_freed, greedy_choice
 from solver.model import ClusterState
 from solver.objective import coefficients
 from solver.problem import Problem, prepare
@@ -245,3 +247,98 @@ def test_victims_that_tie_are_kept_by_name_whatever_their_indices(
         ]
         kept = victims.cheapest_victims(found, groups, set(range(len(order))))
         assert {found[v].name for v in kept} == {"v0", "v1"}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_victim_dropped_without_a_try_is_one_whose_try_gives_the_same_placement(
+    seed: int,
+) -> None:
+    # Random victim sets of each preemptor, the room they leave, a gang's fit in it:
+    # every victim ``_moot`` drops unasked leaves ``_fit`` placing exactly as before.
+    problem = prepare(realistic(seed, 200, 300))
+    placer = gang_greedy_placer(problem)
+    cand = _decided(problem)
+    assert cand is not None
+    rng = random.Random(seed)
+    moot = tried = 0
+    for pre in cand.preemptors:
+        gang = problem.gangs[pre.gang]
+        eligible = sorted(pre.eligible)
+        for _ in range(6):
+            chosen = rng.sample(eligible, min(len(eligible), rng.randrange(1, 40)))
+            gone = _Gone(
+                placer.free.copy(),
+                placer.queue_room[gang.queue].copy(),
+                np.zeros(len(placer.free), np.int64),
+            )
+            for v in chosen:
+                gone.change(problem, cand, gang.queue, v, 1)
+            placement = _fit(problem, cand, gang, gone)
+            if placement is None:
+                continue
+            for v in chosen:
+                without = gone.copy()
+                without.change(problem, cand, gang.queue, v, -1)
+                tried += 1
+                if _moot(problem, cand, gang.queue, v, placement):
+                    moot += 1
+                    assert _fit(problem, cand, gang, without) == placement
+    assert moot > 0 and moot < tried  # both kinds of victim were met
+
+
+# Instances whose preemptors choose victims on nodes their placement does not use (on
+# most real-shaped seeds every chosen victim is on a used node).
+@pytest.mark.parametrize(("seed", "nodes", "gangs"), [(2, 200, 300), (9, 200, 300), (5, 40, 60)])
+def test_the_greedy_actions_choose_as_when_every_victim_was_tried(
+    seed: int, nodes: int, gangs: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    problem = prepare(realistic(seed, nodes, gangs))
+    cand = _decided(problem)
+    assert cand is not None
+    coef = coefficients(problem, WEIGHTS)
+    used: list[bool] = []
+    real_moot = greedy_preemption._moot
+
+    def counted(*args: Any) -> bool:
+        used.append(real_moot(*args))
+        return used[-1]
+
+    monkeypatch.setattr(greedy_preemption, "_moot", counted)
+    shortcut = greedy_choice(problem, cand, coef)
+    monkeypatch.setattr(greedy_preemption, "_moot", lambda *args: False)
+    every = greedy_choice(problem, cand, coef)
+    assert any(used)
+    assert shortcut.evictions == every.evictions and shortcut.nominated == every.nominated
+    assert shortcut.disruption == every.disruption
+
+
+def test_a_victim_that_frees_only_its_queues_capability_is_tried_not_dropped() -> None:
+    # Queue a (capability 10 cpu, 8 used) runs young (2 cpu) beside keep (2 cpu, above
+    # hi's priority) on n0 and old (4 cpu) on n1. hi (2 x 4 cpu) fits on n1 and n2 once
+    # young and old are gone: young frees no node hi uses, but 2 cpu of the capability
+    # it needs. Dropped unasked, old alone would be evicted and hi placed, 2 cpu over
+    # the capability. Tried, young stays needed, and a victim freeing no room hi uses is
+    # never evicted: hi waits.
+    problem = prepare(
+        state(
+            [node(f"n{i}").cap(cpu=4) for i in range(3)],
+            [
+                pod("young-0").req(cpu=2).gang("young").on("n0").started(300),
+                pod("keep-0").req(cpu=2).gang("keep").on("n0").started(0),
+                pod("old-0").req(cpu=4).gang("old").on("n1").started(0),
+                *(pod(f"hi-{i}").req(cpu=4).gang("hi") for i in range(2)),
+            ],
+            [
+                gang("young").queue("a"),
+                gang("keep").queue("a").priority(20),
+                gang("old").queue("a"),
+                gang("hi", 2).queue("a").priority(10),
+            ],
+            [queue("a").capability(cpu="10")],
+            now_s=600,
+        )
+    )
+    cand = _decided(problem)
+    assert cand is not None and [problem.gangs[p.gang].name for p in cand.preemptors] == ["hi"]
+    choice = greedy_choice(problem, cand, coefficients(problem, WEIGHTS))
+    assert choice.evictions == {} and choice.nominated == {}
