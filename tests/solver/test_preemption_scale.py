@@ -108,6 +108,9 @@ def test_victims_built_for_the_first_preemptors_only_decide_as_all_of_them(
 
     monkeypatch.setattr(victims, "running_victims", counted)
     narrow = _decided(problem)
+    # Only the victims of the kinds wanted were built (each once per cycle).
+    made = problem.memo[("victims built", WEIGHTS)]
+    assert isinstance(made, dict) and len(made) < len(victims._victim_gangs(problem))
     monkeypatch.setattr(
         victims, "running_victims", lambda p, w, skip=(), kinds=None: counted(p, w, skip)
     )
