@@ -174,8 +174,9 @@ def greedy_choice(problem: Problem, cand: Candidates, coef: Coefficients) -> Pre
         if placement is None:
             continue
         dropped: set[int] = set()
+        used = set(placement.values())
         for v in reversed(chosen[:-1]):
-            if _moot(problem, cand, gang.queue, v, placement):
+            if _moot(problem, cand, gang.queue, v, used):
                 gone.change(problem, cand, gang.queue, v, -1)
                 dropped.add(v)
                 continue
@@ -184,10 +185,9 @@ def greedy_choice(problem: Problem, cand: Candidates, coef: Coefficients) -> Pre
             again = _fit(problem, cand, gang, without)
             if again is not None:
                 dropped.add(v)
-                placement, gone = again, without
+                placement, gone, used = again, without, set(again.values())
         chosen = [v for v in chosen if v not in dropped]
         # Each victim must free room the gang is placed in, on at least one of its nodes.
-        used = set(placement.values())
         groups = [cand.victims[v].groups for v in chosen]
         if not all(any(cand.groups[g].node in used for g in gs) for gs in groups):
             continue
@@ -223,20 +223,17 @@ def greedy_choice(problem: Problem, cand: Candidates, coef: Coefficients) -> Pre
     return out
 
 
-def _moot(
-    problem: Problem, cand: Candidates, queue: int, v: int, placement: dict[str, int]
-) -> bool:
-    """Whether ``_fit`` without victim ``v`` gives ``placement`` again, for certain, so
+def _moot(problem: Problem, cand: Candidates, queue: int, v: int, used: set[int]) -> bool:
+    """Whether ``_fit`` without victim ``v`` gives the placement again, for certain, so
     that the victim is dropped without a try: no pod of it is on a node the placement
-    uses, and it gives back nothing of ``queue``'s capability. Without it, its nodes have
-    less room and fewer victims gone, so they sort no earlier in ``_fit``'s node order,
-    every other node's place and room are as they were, and the nodes ``_fit`` fills
-    before it stops come first in both. (Chosen one by one until a gang fits, a
-    preemptor of 8 pods on real-shaped 5,000 nodes held 670 victims; trying each took
-    0.1 s of its cycle.)"""
+    ``used``, and it gives back nothing of ``queue``'s capability. Without it, its nodes
+    have less room and fewer victims gone, so they sort no earlier in ``_fit``'s node
+    order, every other node's place and room are as they were, and the capability room
+    is the same (so is where it runs out): the nodes ``_fit`` fills before it stops come
+    first in both. (Chosen one by one until a gang fits, a preemptor of 8 pods on
+    real-shaped 5,000 nodes held 670 victims; trying each took 0.1 s of its cycle.)"""
     if cand.victims[v].queue == queue and _given_back(problem, cand, queue, v).any():
         return False
-    used = set(placement.values())
     return not any(cand.groups[g].node in used for g in cand.victims[v].groups)
 
 

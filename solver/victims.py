@@ -173,7 +173,7 @@ def candidates(
         if (gang := problem.gangs[problem.classes[of_pod[pod]].gang]).running
     }
     withdrawable = _withdrawable(problem, admitted)
-    offered = _victim_kinds(problem, w, growing, withdrawable)
+    offered = _victim_kinds(problem, growing, withdrawable)
     shortfall = coef.deserved - coef.held - gained
     pending.sort(key=lambda g: (-g.priority, -int(shortfall[g.queue]), g.created_s, g.name))
     # Who may preempt decides which victims are built: each queue and priority a
@@ -229,7 +229,7 @@ def _withdrawable(problem: Problem, admitted: set[int]) -> set[int]:
 
 
 def _victim_kinds(
-    problem: Problem, w: ObjectiveWeights, growing: Collection[str], withdrawable: set[int]
+    problem: Problem, growing: Collection[str], withdrawable: set[int]
 ) -> set[Kind]:
     """The kinds of every victim ``running_victims`` and ``_placed_victims`` would make."""
     kinds = {(q, g.priority) for g, q, _ in _victim_gangs(problem) if g.name not in growing}
@@ -431,10 +431,10 @@ def _built(
 ) -> tuple[Victim, list[VictimGroup]]:
     """The victim ``gang`` makes and its groups (theirs ``victim`` and its ``index`` left
     to the caller), built once per cycle (``Problem.memo``)."""
-    built = cast(
-        dict[str, tuple[Victim, list[VictimGroup]]],
-        problem.memo.setdefault(("victims built", w), {}),
-    )
+    key = ("victims built", w)
+    if key not in problem.memo:
+        problem.memo[key] = {}
+    built = cast(dict[str, tuple[Victim, list[VictimGroup]]], problem.memo[key])
     if gang.name in built:
         return built[gang.name]
     state = problem.state

@@ -283,7 +283,7 @@ def test_a_victim_dropped_without_a_try_is_one_whose_try_gives_the_same_placemen
                 without = gone.copy()
                 without.change(problem, cand, gang.queue, v, -1)
                 tried += 1
-                if _moot(problem, cand, gang.queue, v, placement):
+                if _moot(problem, cand, gang.queue, v, set(placement.values())):
                     moot += 1
                     assert _fit(problem, cand, gang, without) == placement
     assert moot > 0 and moot < tried  # both kinds of victim were met

@@ -14,7 +14,7 @@ from solver.model import ClusterState, Decision, SolveStatus
 from solver.problem import prepare
 from solver.schedulers import schedule
 from solver.validate import check
-from solver.victims import running_victims
+from solver.victims import VictimGroup, running_victims, used_groups
 from tests.builders import gang, node, pod, queue, state
 from tests.solver.test_preemption import PATHS, _decide
 
@@ -237,6 +237,22 @@ def test_running_victims_are_fresh_each_call_and_renumbered_without_the_skipped(
     assert sorted(skipped_groups[g].pods for g in skipped[0].groups) == [("b-0",), ("b-1",)]
     again, _ = running_victims(problem, w)
     assert [(v.name, v.evict_cost) for v in again] == [("a", 0), ("b", 0)]
+    # Each victim is built once per cycle, for the kinds asked first: what callers do to
+    # what they were given (renumber and drop groups, price) reaches no later call.
+    cycle = prepare(st_)
+    first, first_groups = running_victims(cycle, w, kinds={(again[0].queue, again[0].priority)})
+    used_groups(first, first_groups, set())  # every group dropped, the lists renumbered
+    first[0].evict_cost = 5
+    later, later_groups = running_victims(cycle, w)
+    fresh, fresh_groups = running_victims(prepare(st_), w)
+    assert later == fresh and [v.groups for v in later] == [[0, 1], [2, 3]]
+
+    def read(groups: list[VictimGroup]) -> list[tuple[object, ...]]:
+        return [(g.victim, g.node, g.pods, g.cost, g.demand.tolist()) for g in groups]
+
+    assert read(later_groups) == read(fresh_groups)
+    running_victims(cycle, w, skip={"a"})  # renumbers b's groups in its own lists only
+    assert [v.groups for v in later] == [[0, 1], [2, 3]]
 
 
 def test_a_victims_price_stays_inside_int64_where_its_node_shrank_below_it() -> None:
