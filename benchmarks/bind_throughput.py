@@ -135,8 +135,10 @@ def trivial_binder(
         while (item := work.get()) is not None:
             bind(*item)
 
-    in_parallel(threads, [worker] * threads)
-    connections.close()
+    try:
+        in_parallel(threads, [worker] * threads)
+    finally:
+        connections.close()
     done_at, cpu = watcher.wait_cpu(600)
     client_s, server_s = meter.until(cpu)
     return Throughput(

@@ -146,10 +146,13 @@ def post_binding(
     body: bytes,
     connect_s: float = CONNECT_TIMEOUT_S,
     read_s: float = MAX_BIND_WAIT_S,
+    send_by: float | None = None,
 ) -> None:
-    """POST a Binding (``body``: its JSON) for pod ``namespace/name``; raises
-    ``ApiException`` for any answer but 2xx, as the generated client does."""
-    connections.post(path_of(PODS, namespace, name, "binding"), body, connect_s, read_s)
+    """POST a Binding (``body``: its JSON) for pod ``namespace/name``, sent before
+    ``send_by`` (``time.monotonic``) or not at all; raises ``ApiException`` for any
+    answer but 2xx, as the generated client does (``Connections.post``)."""
+    path = path_of(PODS, namespace, name, "binding")
+    connections.post(path, body, connect_s, read_s, send_by)
 
 
 Fence = Callable[[], float]  # seconds this replica may still bind; <= 0: not the leader
@@ -328,7 +331,9 @@ class Binder:
                 # No bind may arrive after this replica's lease could have passed to
                 # another: the request ends with the leadership left.
                 connect_s, read_s = min(CONNECT_TIMEOUT_S, left), min(MAX_BIND_WAIT_S, left)
-                post_binding(self.connections, namespace, name, body, connect_s, read_s)
+                # Sent while the lease lasts, or not at all (a slow connect may use it up).
+                send_by = time.monotonic() + left if left < math.inf else None
+                post_binding(self.connections, namespace, name, body, connect_s, read_s, send_by)
                 return None
             except ApiException as e:
                 if e.status == 409:

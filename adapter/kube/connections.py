@@ -11,21 +11,26 @@ settings, socket options and credentials): each bind thread keeps one.
 Nothing is sent twice: a request that fails is the caller's to retry (the binder
 retries within its fence). An idle connection the server closed is noticed before use
 (a socket readable while no answer is due has been closed, or holds junk) and made
-again, as urllib3's pool does; a failure on a connection leaves it closed. A client
-configured with a proxy has its requests sent through its own pool, which speaks to
-proxies.
+again, as urllib3's pool does; a failure on a connection leaves it closed, and so does
+an interim (1xx) answer, whose final answer could otherwise be read as the next
+request's. What fails before a byte of the request is written (the TCP connect, the TLS
+handshake, a deadline to send by that passed while connecting) is ``Unsent``: the
+binder then knows the bind cannot land. A client configured with a proxy has its
+requests sent through its own pool, which speaks to proxies.
 """
 
 from __future__ import annotations
 
 import http.client
 import threading
+import time
 from typing import Any
 
 import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.exceptions import ConnectTimeoutError
 from urllib3.util import parse_url
 from urllib3.util.wait import wait_for_read
 
@@ -51,6 +56,11 @@ _TLS_ARGS = (
 _SOCKET_ARGS = ("socket_options", "source_address")
 
 
+class Unsent(ConnectTimeoutError):
+    """Nothing of the request was written: no connection was made, or the time to send
+    it by passed while one was made."""
+
+
 class Connections:
     """Requests to ``api``'s server, each thread on a connection of its own. ``close``
     closes every connection made (the threads using them must be done)."""
@@ -73,12 +83,19 @@ class Connections:
         self._made: list[HTTPConnection] = []
         self._lock = threading.Lock()
 
-    def post(self, path: str, body: bytes, connect_s: float, read_s: float) -> None:
-        """POST ``body`` (JSON) to ``path``; returns on a 2xx answer, raises
-        ``ApiException`` (status, reason, body and headers: a 429's Retry-After) on any
-        other, and what the connection raises if there was none: urllib3's
-        ``ConnectTimeoutError`` (or a subclass) when no connection was made, so nothing
-        was sent."""
+    def post(
+        self,
+        path: str,
+        body: bytes,
+        connect_s: float,
+        read_s: float,
+        send_by: float | None = None,
+    ) -> None:
+        """POST ``body`` (JSON) to ``path``, written before ``send_by`` (``time.monotonic``)
+        or not at all; returns on a 2xx answer, raises ``ApiException`` (status, reason,
+        body and headers: a 429's Retry-After) on any other final one, ``Unsent`` (a
+        urllib3 ``ConnectTimeoutError``) when nothing was written, and what the socket
+        or ``http.client`` raises when the request was written and no answer read."""
         if self.via_pool:
             done(send(self.api, "POST", path, body, (connect_s, read_s)))
             return
@@ -87,15 +104,25 @@ class Connections:
         self.api.update_params_for_auth(headers, [], ["BearerToken"], path, "POST", None)
         lines = [f"POST {self.prefix}{path} HTTP/1.1", f"Host: {self.host_header}"]
         lines += [f"{k}: {v}" for k, v in headers.items()]
+        if any("\r" in line or "\n" in line for line in lines):
+            # http.client refuses these too: a token read with its newline would
+            # otherwise end the headers early.
+            raise ValueError("a request header holds a line break")
         lines.append(f"Content-Length: {len(body)}\r\n\r\n")
         request = "\r\n".join(lines).encode("latin-1") + body
         conn = self._connection(connect_s)
+        if send_by is not None and time.monotonic() >= send_by:
+            raise Unsent("the time to send the request by passed while connecting")
         try:
             assert conn.sock is not None
             conn.sock.settimeout(read_s)
             conn.sock.sendall(request)
             response = http.client.HTTPResponse(conn.sock, method="POST")
-            response.begin()
+            response.begin()  # skips a 100 Continue, not another interim answer
+            if response.status < 200:
+                raise http.client.HTTPException(
+                    f"an interim answer ({response.status}) where the final one was due"
+                )
             data = response.read()  # whole: the connection is used again
         except BaseException:
             self._drop(conn)  # in an unknown state: what is read next may be this answer
@@ -121,9 +148,12 @@ class Connections:
             conn = cls(self.host, self.port, timeout=connect_s, **self.connection_args)
             try:
                 conn.connect()
-            except BaseException:
+            except ConnectTimeoutError:
                 conn.close()
                 raise
+            except Exception as e:  # the TLS handshake: no byte of a request went out
+                conn.close()
+                raise Unsent(f"could not connect: {e!r}") from e
             self._local.conn = conn
             with self._lock:
                 self._made.append(conn)

@@ -102,8 +102,10 @@ def test_a_doubted_bind_the_watch_shows_landed_is_settled_not_lapsed(
 
     body = binding_body("default", "solo-0", "n1")
     connections = Connections(server.client())
-    post_binding(connections, "default", "solo-0", body)  # landed
-    connections.close()
+    try:
+        post_binding(connections, "default", "solo-0", body)  # landed
+    finally:
+        connections.close()
     wait_until(lambda: cluster.cache.assumed() == {}, what="the bind seen")
     assert cluster.cache.sizes()["doubted"] == 0
     assert cluster.cache.lapse(time.monotonic() + 3600) == 0
@@ -122,24 +124,25 @@ def test_no_bind_or_delete_can_connect_after_the_leadership_left(
     sent: list[dict[str, Any]] = []
     original = pool.request
     connections = binder.connections
-    posted: list[tuple[float, float]] = []
+    posted: list[tuple[float, float, float]] = []
     original_post = connections.post
 
     def recorded(*args: Any, **kwargs: Any) -> Any:
         sent.append(kwargs)
         return original(*args, **kwargs)
 
-    def post(path: str, body: bytes, connect_s: float, read_s: float) -> None:
-        posted.append((connect_s, read_s))
-        original_post(path, body, connect_s, read_s)
+    def post(path: str, body: bytes, connect_s: float, read_s: float, send_by: float) -> None:
+        posted.append((connect_s, read_s, send_by - time.monotonic()))
+        original_post(path, body, connect_s, read_s, send_by)
 
     monkeypatch.setattr(pool, "request", recorded)
     monkeypatch.setattr(connections, "post", post)
     try:
         assert binder.bind([("default/solo-0", "n1")]) == {}
-        # One connect, never retried, and the answer awaited no longer than the lease.
-        [(connect_s, read_s)] = posted
-        assert connect_s <= left and read_s <= left
+        # One connect, never retried, the request sent while the lease lasts or not at
+        # all, and the answer awaited no longer than the lease.
+        [(connect_s, read_s, send_within)] = posted
+        assert connect_s <= left and read_s <= left and 0 < send_within <= left
         assert not connections.via_pool and sent == []
         assert binder.delete(["default/solo-0"], "test") == {}
         mark, delete = sent  # the DisruptionTarget condition, then the delete

@@ -6,6 +6,7 @@ configuration asks (its CA, its client certificate); through a proxy, the client
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import ssl
@@ -23,7 +24,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import ConnectTimeoutError
 
-from adapter.kube.connections import Connections
+from adapter.kube.connections import Connections, Unsent
 
 
 @dataclass
@@ -54,6 +55,9 @@ class Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         self.script.seen.append(Seen(self.path, headers, body, self.client_address[1]))
         answer = self.script.next()
+        if answer.get("interim"):
+            self.wfile.write(b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n")
+            self.wfile.flush()
         time.sleep(answer.get("delay_s", 0.0))
         if answer.get("hang_up"):
             self.close_connection = True
@@ -244,39 +248,45 @@ def ca() -> trustme.CA:
     return trustme.CA()
 
 
-def _tls_server(ca: trustme.CA, script: Script) -> ThreadingHTTPServer:
+def _tls_server(
+    ca: trustme.CA, script: Script, names: tuple[str, ...] = ("127.0.0.1", "localhost")
+) -> ThreadingHTTPServer:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1", "localhost").configure_cert(context)
+    ca.issue_cert(*names).configure_cert(context)
     ca.configure_trust(context)
     context.verify_mode = ssl.CERT_REQUIRED  # a client certificate, as kube-apiserver asks
     return _serve(script, context)
+
+
+def _client_files(ca: trustme.CA, tmp_path: Path) -> dict[str, str]:
+    ca_file, cert_file = tmp_path / "ca.pem", tmp_path / "client.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    ca.issue_cert("gangsat").private_key_and_cert_chain_pem.write_to_path(str(cert_file))
+    return {"ssl_ca_cert": str(ca_file), "cert_file": str(cert_file), "key_file": str(cert_file)}
 
 
 def test_tls_verifies_the_server_by_the_configured_ca_and_shows_the_client_certificate(
     ca: trustme.CA, script: Script, tmp_path: Path
 ) -> None:
     server = _tls_server(ca, script)
-    ca_file, cert_file = tmp_path / "ca.pem", tmp_path / "client.pem"
-    ca.cert_pem.write_to_path(str(ca_file))
-    ca.issue_cert("gangsat").private_key_and_cert_chain_pem.write_to_path(str(cert_file))
+    files = _client_files(ca, tmp_path)
     host = f"https://127.0.0.1:{server.server_port}"
     try:
-        made = Connections(
-            _api(host, ssl_ca_cert=str(ca_file), cert_file=str(cert_file), key_file=str(cert_file))
-        )
+        made = Connections(_api(host, **files))
         made.post("/x", BODY, 2.0, 2.0)
         made.post("/y", BODY, 2.0, 2.0)
         made.close()
         assert [s.path for s in script.seen] == ["/x", "/y"]
         assert script.seen[0].port == script.seen[1].port
-        # A server its CA did not sign is refused before anything is sent.
+        # A server its CA did not sign is refused before anything is sent, and the
+        # binder is told so (``Unsent``: the bind cannot have landed).
         other = tmp_path / "other.pem"
         trustme.CA().cert_pem.write_to_path(str(other))
-        stranger = Connections(
-            _api(host, ssl_ca_cert=str(other), cert_file=str(cert_file), key_file=str(cert_file))
-        )
-        with pytest.raises(ssl.SSLError):
+        stranger = Connections(_api(host, **{**files, "ssl_ca_cert": str(other)}))
+        with pytest.raises(Unsent) as raised:
             stranger.post("/z", BODY, 2.0, 2.0)
+        assert isinstance(raised.value, ConnectTimeoutError)
+        assert isinstance(raised.value.__cause__, ssl.SSLError)
         stranger.close()
         assert [s.path for s in script.seen] == ["/x", "/y"]
     finally:
@@ -296,3 +306,84 @@ def test_through_a_proxy_requests_go_through_the_clients_pool(
     [seen] = script.seen
     assert seen.path == "http://api.example:6443/api/v1/namespaces/a/pods/p/binding"
     assert seen.headers["authorization"] == "Bearer sa-token"
+
+
+def test_the_servers_name_verify_and_none_as_the_client_configures_them(
+    ca: trustme.CA, script: Script, tmp_path: Path
+) -> None:
+    # Certified for "kubernetes" only, reached at 127.0.0.1: refused unless the client
+    # names the server so (kubeconfig's tls-server-name), or verifies nothing.
+    server = _tls_server(ca, script, names=("kubernetes",))
+    files = _client_files(ca, tmp_path)
+    host = f"https://127.0.0.1:{server.server_port}"
+    try:
+        plain = Connections(_api(host, **files))
+        with pytest.raises(Unsent):
+            plain.post("/refused", BODY, 2.0, 2.0)
+        plain.close()
+        for settings in ({"tls_server_name": "kubernetes"}, {"verify_ssl": False}):
+            made = Connections(_api(host, **files, **settings))
+            made.post("/" + next(iter(settings)), BODY, 2.0, 2.0)
+            made.close()
+        assert [s.path for s in script.seen] == ["/tls_server_name", "/verify_ssl"]
+    finally:
+        server.shutdown()
+
+
+def test_a_handshake_never_answered_is_unsent_within_the_connect_timeout() -> None:
+    # A listener that takes the TCP connection and never speaks TLS (an API server too
+    # busy to): nothing of the bind was written, and the binder must know it.
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        made = Connections(_api(f"https://127.0.0.1:{listener.getsockname()[1]}"))
+        started = time.monotonic()
+        with pytest.raises(Unsent):
+            made.post("/x", BODY, 0.3, 5.0)
+        assert time.monotonic() - started < 2.0
+        made.close()
+
+
+def test_nothing_is_sent_once_the_time_to_send_by_has_passed(
+    connections: Connections, script: Script
+) -> None:
+    with pytest.raises(Unsent):
+        connections.post("/late", BODY, 1.0, 1.0, send_by=time.monotonic() - 0.01)
+    connections.post("/now", BODY, 1.0, 1.0, send_by=time.monotonic() + 5.0)
+    assert [s.path for s in script.seen] == ["/now"]
+
+
+def test_an_interim_answer_is_an_error_and_its_final_answer_is_never_the_next_ones(
+    connections: Connections, script: Script
+) -> None:
+    script.answers = [
+        {"interim": True, "delay_s": 0.05, "body": b'{"first":true}'},
+        {"status": 409, "body": b'{"second":true}'},
+    ]
+    with pytest.raises(http.client.HTTPException):
+        connections.post("/first", BODY, 1.0, 1.0)
+    with pytest.raises(ApiException) as raised:
+        connections.post("/second", BODY, 1.0, 1.0)  # its own 409, not the first's 201
+    assert raised.value.status == 409
+    assert script.seen[0].port != script.seen[1].port
+
+
+def test_a_server_url_with_a_path_keeps_it_before_every_request(
+    server: ThreadingHTTPServer, script: Script
+) -> None:
+    made = Connections(_api(f"http://127.0.0.1:{server.server_port}/k8s/clusters/c1/"))
+    made.post("/api/v1/namespaces/a/pods/p/binding", BODY, 1.0, 1.0)
+    made.close()
+    assert [s.path for s in script.seen] == ["/k8s/clusters/c1/api/v1/namespaces/a/pods/p/binding"]
+
+
+def test_a_token_with_a_line_break_is_refused_not_sent(
+    server: ThreadingHTTPServer, script: Script
+) -> None:
+    api = _api(f"http://127.0.0.1:{server.server_port}")
+    api.configuration.api_key = {"authorization": "sa-token\r\nX-Injected: 1"}
+    made = Connections(api)
+    with pytest.raises(ValueError):
+        made.post("/x", BODY, 1.0, 1.0)
+    made.close()
+    assert script.seen == []

@@ -84,8 +84,10 @@ def test_a_refused_bind_is_an_api_exception_with_what_the_binder_reads(
 ) -> None:
     status = {"kind": "Status", "reason": "TooManyRequests", "message": "slow down"}
     Recorder.answer = (429, {"Retry-After": "2"}, json.dumps(status).encode())
+    connections = Connections(api)
     with pytest.raises(ApiException) as raised:
-        post_binding(Connections(api), "ns", "p", b"{}")
+        post_binding(connections, "ns", "p", b"{}")
+    connections.close()
     assert raised.value.status == 429
     assert json.loads(raised.value.body or "") == status
     assert (raised.value.headers or {}).get("Retry-After") == "2"
