@@ -1,9 +1,9 @@
 """Connections held by the threads that send a request thousands of times a cycle.
 
-A bind sent through the client's connection pool cost 256 us of the scheduler's CPU
+A bind sent through the client's connection pool cost 250-285 us of the scheduler's CPU
 (one thread, fake API server: the pool's lookup, its retry and timeout objects, a
 response object read through two layers of wrappers); the same request written on a
-connection the thread keeps, its answer parsed by ``http.client``, cost 110 us. On a
+connection the thread keeps, its answer parsed by ``http.client``, cost 100-105 us. On a
 small control plane that CPU is taken from the API server, so the binder sends its
 binds this way, on connections made as the client's pool makes them (the same TLS
 settings, socket options and credentials): each bind thread keeps one.
@@ -95,7 +95,9 @@ class Connections:
         or not at all; returns on a 2xx answer, raises ``ApiException`` (status, reason,
         body and headers: a 429's Retry-After) on any other final one, ``Unsent`` (a
         urllib3 ``ConnectTimeoutError``) when nothing was written, and what the socket
-        or ``http.client`` raises when the request was written and no answer read."""
+        or ``http.client`` raises when the request was written and no answer read.
+        (Through a proxy's pool, ``send_by`` is not read: ``connect_s`` bounds when the
+        request goes out, its one connect never retried.)"""
         if self.via_pool:
             done(send(self.api, "POST", path, body, (connect_s, read_s)))
             return
@@ -148,12 +150,15 @@ class Connections:
             conn = cls(self.host, self.port, timeout=connect_s, **self.connection_args)
             try:
                 conn.connect()
-            except ConnectTimeoutError:
+            except Exception as e:
+                conn.close()
+                if isinstance(e, ConnectTimeoutError):
+                    raise
+                # The TLS handshake: no byte of a request went out either.
+                raise Unsent(f"could not connect: {e!r}") from e
+            except BaseException:
                 conn.close()
                 raise
-            except Exception as e:  # the TLS handshake: no byte of a request went out
-                conn.close()
-                raise Unsent(f"could not connect: {e!r}") from e
             self._local.conn = conn
             with self._lock:
                 self._made.append(conn)
