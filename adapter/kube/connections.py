@@ -34,7 +34,7 @@ from urllib3.exceptions import ConnectTimeoutError
 from urllib3.util import parse_url
 from urllib3.util.wait import wait_for_read
 
-from adapter.kube.resources import JSON, done, send
+from adapter.kube.resources import done, request_headers, send
 
 # What the client's pool passes on to the connections it makes (``kubernetes.client.rest``):
 # TLS verification, the client's certificate, the server name, socket options.
@@ -101,9 +101,7 @@ class Connections:
         if self.via_pool:
             done(send(self.api, "POST", path, body, (connect_s, read_s)))
             return
-        headers = {**self.api.default_headers, "Accept": JSON, "Content-Type": JSON}
-        # The configured token (refreshed by the client's hook where it has one).
-        self.api.update_params_for_auth(headers, [], ["BearerToken"], path, "POST", None)
+        headers = request_headers(self.api, "POST", path)
         lines = [f"POST {self.prefix}{path} HTTP/1.1", f"Host: {self.host_header}"]
         lines += [f"{k}: {v}" for k, v in headers.items()]
         if any("\r" in line or "\n" in line for line in lines):

@@ -201,6 +201,17 @@ def path_of(resource: Resource, namespace: str | None, name: str = "", sub: str 
     return f"{root}{scope}/{resource.plural}{named}{tail}"
 
 
+def request_headers(
+    api: client.ApiClient, method: str, path: str, content_type: str = JSON
+) -> dict[str, str]:
+    """The headers of a lean request (``send``, ``connections.Connections``): the
+    client's own, JSON both ways, and the configured token (refreshed by the client's
+    hook where it has one)."""
+    headers = {**api.default_headers, "Accept": JSON, "Content-Type": content_type}
+    api.update_params_for_auth(headers, [], ["BearerToken"], path, method, None)
+    return headers
+
+
 def send(
     api: client.ApiClient,
     method: str,
@@ -218,9 +229,7 @@ def send(
     connect retried unseen could reach the server after the lease ran out."""
     if isinstance(timeout, tuple):  # (connect, read), as the generated client takes it
         timeout = urllib3.Timeout(connect=timeout[0], read=timeout[1])
-    headers = {**api.default_headers, "Accept": JSON, "Content-Type": content_type}
-    # The configured token (refreshed by the client's hook where it has one).
-    api.update_params_for_auth(headers, [], ["BearerToken"], path, method, None)
+    headers = request_headers(api, method, path, content_type)
     response = api.rest_client.pool_manager.request(
         method,
         api.configuration.host + path,
