@@ -196,7 +196,7 @@ def score(state: ClusterState, decision: Decision, w: ObjectiveWeights) -> dict[
     them); a decision from any scheduler is scored exactly as the CP-SAT model prices it.
     """
     problem = prepare(state)
-    node_index = {n.name: i for i, n in enumerate(problem.nodes)}
+    node_index = problem.node_index()
     of_pod = problem.class_of_pod()
     placements = {
         pod: node_index[node]

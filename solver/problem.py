@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -160,6 +161,13 @@ class Problem:
         if not self._class_of_pod:
             self._class_of_pod.update({p: c.index for c in self.classes for p in c.pods})
         return self._class_of_pod
+
+    def node_index(self) -> dict[str, int]:
+        """Node name -> index in ``nodes``, made once (``memo``)."""
+        key = ("node index",)
+        if key not in self.memo:
+            self.memo[key] = {n.name: i for i, n in enumerate(self.nodes)}
+        return cast(dict[str, int], self.memo[key])
 
     def cell_counts(self, placements: Mapping[str, int]) -> dict[tuple[int, int], int]:
         """Pods (pod -> node index) counted per (pod class, node)."""

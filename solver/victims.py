@@ -393,7 +393,7 @@ def _victim_gangs(problem: Problem) -> list[VictimGang]:
     if key not in problem.memo:
         state = problem.state
         q_index = {q.name: q.index for q in problem.queues}
-        n_index = _node_index(problem)
+        n_index = problem.node_index()
         members: dict[str, list[Pod]] = defaultdict(list)
         terminating: set[str] = set()
         for pod in state.pods:
@@ -418,13 +418,6 @@ def _victim_gangs(problem: Problem) -> list[VictimGang]:
             found.append((gang, q, bound))
         problem.memo[key] = found
     return cast(list[VictimGang], problem.memo[key])
-
-
-def _node_index(problem: Problem) -> dict[str, int]:
-    key = ("node index",)
-    if key not in problem.memo:
-        problem.memo[key] = {n.name: i for i, n in enumerate(problem.nodes)}
-    return cast(dict[str, int], problem.memo[key])
 
 
 def _built(
@@ -459,7 +452,7 @@ def _built(
     for (node, _), same in sorted(by_group.items(), key=lambda kv: str(kv[0])):
         same.sort(key=lambda p: (-(p.started_s or 0.0), p.name))
         demand, share, value = _pod_size(problem, same[0])
-        node_i = _node_index(problem)[str(node)]
+        node_i = problem.node_index()[str(node)]
         # Where the node holds more than its allocatable, an eviction first repays
         # that: credited as room, it let a preemptor be nominated where it cannot fit.
         credited = np.where(problem.overcommitted[node_i], 0, demand)
