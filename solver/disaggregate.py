@@ -49,6 +49,12 @@ LP_PACK_GAIN = 0.02
 # The most of the limit a candidate's placement may take beyond its first passes: what a
 # search that is the cycle's last leaves it (``cpsat._guided_search``).
 PLACING_SHARE = PACK_SHARE + REORDER_SHARE + LP_PACK_SHARE
+# Largest exact packing tried (nodes x items): real-shaped 1,000-node classes of 65-67
+# nodes x 63-68 items found nothing in PACK_BIN_S, and building them cost as much again.
+PACK_MAX_PAIRS = 1_500
+# A gang left short worth this share of the gangs its candidate admitted is completed
+# before any is withdrawn (``_valuable_completed``).
+VALUABLE_SHARE = 0.01
 
 
 def budgets(time_limit_s: float, left_s: float) -> tuple[float, float, float]:
@@ -60,12 +66,6 @@ def budgets(time_limit_s: float, left_s: float) -> tuple[float, float, float]:
         min(share * time_limit_s, left) for share in (PACK_SHARE, REORDER_SHARE, LP_PACK_SHARE)
     )
     return pack, reorder, lp
-# Largest exact packing tried (nodes x items): real-shaped 1,000-node classes of 65-67
-# nodes x 63-68 items found nothing in PACK_BIN_S, and building them cost as much again.
-PACK_MAX_PAIRS = 1_500
-# A gang left short worth this share of the gangs its candidate admitted is completed
-# before any is withdrawn (``_valuable_completed``).
-VALUABLE_SHARE = 0.01
 
 
 def placer_from_counts(
