@@ -6,12 +6,14 @@ configuration asks (its CA, its client certificate); through a proxy, the client
 
 from __future__ import annotations
 
+import gc
 import http.client
 import json
 import socket
 import ssl
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,6 +26,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import ConnectTimeoutError
 
+from adapter.kube import connections as connections_module
 from adapter.kube.connections import Connections, Unsent
 
 
@@ -61,6 +64,11 @@ class Handler(BaseHTTPRequestHandler):
         time.sleep(answer.get("delay_s", 0.0))
         if answer.get("hang_up"):
             self.close_connection = True
+            return
+        if "raw" in answer:  # written as it is, the connection then closed or not
+            self.wfile.write(answer["raw"])
+            self.wfile.flush()
+            self.close_connection = answer.get("close_after", True)
             return
         status, payload = answer.get("status", 201), answer.get("body", b'{"kind":"Status"}')
         self.send_response(status)
@@ -366,6 +374,94 @@ def test_an_interim_answer_is_an_error_and_its_final_answer_is_never_the_next_on
         connections.post("/second", BODY, 1.0, 1.0)  # its own 409, not the first's 201
     assert raised.value.status == 409
     assert script.seen[0].port != script.seen[1].port
+
+
+def test_an_answer_without_a_length_ends_with_its_connection(
+    connections: Connections, script: Script
+) -> None:
+    body = b'{"kind":"Status","code":409}'
+    script.answers = [
+        {"raw": b"HTTP/1.0 409 Conflict\r\nContent-Type: application/json\r\n\r\n" + body},
+        {},
+    ]
+    with pytest.raises(ApiException) as raised:
+        connections.post("/a", BODY, 1.0, 1.0)
+    assert raised.value.status == 409
+    assert raised.value.reason == "Conflict"
+    assert raised.value.body == body.decode()
+    connections.post("/b", BODY, 1.0, 1.0)
+    assert script.seen[0].port != script.seen[1].port
+
+
+def test_an_answer_cut_short_raises_and_the_next_post_connects_afresh(
+    connections: Connections, script: Script
+) -> None:
+    cut = b"HTTP/1.1 201 Created\r\nContent-Length: 40\r\n\r\n" + b'{"kind":'
+    script.answers = [{"raw": cut}, {}]
+    with pytest.raises(http.client.IncompleteRead):
+        connections.post("/a", BODY, 1.0, 1.0)
+    connections.post("/b", BODY, 1.0, 1.0)
+    assert [s.path for s in script.seen] == ["/a", "/b"]
+    assert script.seen[0].port != script.seen[1].port
+
+
+def test_bytes_past_a_whole_answer_leave_it_standing_and_the_connection_dropped(
+    connections: Connections, script: Script
+) -> None:
+    whole = b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}"
+    for junk in (b"HTTP/1.1 409 Conflict\r\nContent-Length: 0\r\n\r\n", b"\x00not http"):
+        script.answers = [{"raw": whole + junk, "close_after": False}, {}]
+        script.seen.clear()
+        connections.post("/a", BODY, 1.0, 1.0)  # the 201, not what came after it
+        connections.post("/b", BODY, 1.0, 1.0)
+        assert script.seen[0].port != script.seen[1].port
+
+
+def test_what_is_not_http_raises_and_the_connection_is_dropped(
+    connections: Connections, script: Script
+) -> None:
+    script.answers = [{"raw": b"SSH-2.0-OpenSSH_9.6\r\n", "close_after": False}, {}]
+    with pytest.raises(Exception) as raised:
+        connections.post("/a", BODY, 1.0, 1.0)
+    assert not isinstance(raised.value, (ApiException, ConnectTimeoutError))  # sent: unknown
+    connections.post("/b", BODY, 1.0, 1.0)
+    assert script.seen[0].port != script.seen[1].port
+
+
+def test_a_refusals_headers_are_read_whatever_their_case(
+    connections: Connections, script: Script
+) -> None:
+    raw = b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 3\r\nContent-Length: 2\r\n\r\n{}"
+    script.answers = [{"raw": raw, "close_after": False}, {}]
+    with pytest.raises(ApiException) as raised:
+        connections.post("/a", BODY, 1.0, 1.0)
+    assert (raised.value.headers or {}).get("Retry-After") == "3"
+    assert raised.value.reason == "Too Many Requests"
+    connections.post("/b", BODY, 1.0, 1.0)  # read whole: the connection is kept
+    assert script.seen[0].port == script.seen[1].port
+
+
+def test_an_answer_read_is_freed_at_once_not_left_to_the_cyclic_collector(
+    connections: Connections, script: Script, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[weakref.ref[Any]] = []
+
+    class Tracked(connections_module._Answer):
+        def __init__(self) -> None:
+            super().__init__()
+            made.append(weakref.ref(self))
+
+    monkeypatch.setattr(connections_module, "_Answer", Tracked)
+    # Answered 2xx: a refusal's exception holds the frame it was raised in, answer and all.
+    script.answers = [{}, {"chunked": True}]
+    gc.disable()
+    try:
+        connections.post("/a", BODY, 1.0, 1.0)
+        connections.post("/b", BODY, 1.0, 1.0)
+        assert len(made) == 2
+        assert [ref() for ref in made] == [None, None]
+    finally:
+        gc.enable()
 
 
 def test_a_server_url_with_a_path_keeps_it_before_every_request(
