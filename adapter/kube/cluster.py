@@ -116,6 +116,7 @@ class KubeCluster:
         if self._discovery_api is not self.api:
             self._discovery_api.rest_client.pool_manager.clear()  # its own connections
         self.writer.stop()
+        self.reporter.close()
         self.binder.close()
         self.evictor.close()
 

@@ -38,7 +38,7 @@ from urllib3.exceptions import ConnectTimeoutError
 from urllib3.util import parse_url
 from urllib3.util.wait import wait_for_read
 
-from adapter.kube.resources import done, request_headers, send
+from adapter.kube.resources import JSON, request_headers, send
 
 # What the client's pool passes on to the connections it makes (``kubernetes.client.rest``):
 # TLS verification, the client's certificate, the server name, socket options.
@@ -96,18 +96,34 @@ class Connections:
         read_s: float,
         send_by: float | None = None,
     ) -> None:
-        """POST ``body`` (JSON) to ``path``, written before ``send_by`` (``time.monotonic``)
-        or not at all; returns on a 2xx answer, raises ``ApiException`` (status, reason,
-        body and headers: a 429's Retry-After) on any other final one, ``Unsent`` (a
-        urllib3 ``ConnectTimeoutError``) when nothing was written, and what the socket
-        or ``http.client`` raises when the request was written and no answer read.
-        (Through a proxy's pool, ``send_by`` is not read: ``connect_s`` bounds when the
-        request goes out, its one connect never retried.)"""
+        """POST ``body`` (JSON) to ``path`` (``request``), its answer's body unread."""
+        self.request("POST", path, body, connect_s, read_s, send_by=send_by)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes,
+        connect_s: float,
+        read_s: float,
+        content_type: str = JSON,
+        send_by: float | None = None,
+    ) -> bytes:
+        """``method`` ``path`` with ``body``, written before ``send_by``
+        (``time.monotonic``) or not at all; the body of a 2xx answer. Raises
+        ``ApiException`` (status, reason, body and headers: a 429's Retry-After) on any
+        other final answer, ``Unsent`` (a urllib3 ``ConnectTimeoutError``) when nothing
+        was written, and what the socket, ``http.client`` or llhttp raise when the
+        request was written and no answer read. (Through a proxy's pool, ``send_by`` is
+        not read: ``connect_s`` bounds when the request goes out, its one connect never
+        retried.)"""
         if self.via_pool:
-            done(send(self.api, "POST", path, body, (connect_s, read_s)))
-            return
-        headers = request_headers(self.api, "POST", path)
-        lines = [f"POST {self.prefix}{path} HTTP/1.1", f"Host: {self.host_header}"]
+            response = send(self.api, method, path, body, (connect_s, read_s), content_type)
+            data: bytes = response.data
+            response.release_conn()
+            return data
+        headers = request_headers(self.api, method, path, content_type)
+        lines = [f"{method} {self.prefix}{path} HTTP/1.1", f"Host: {self.host_header}"]
         lines += [f"{k}: {v}" for k, v in headers.items()]
         if any("\r" in line or "\n" in line for line in lines):
             # http.client refuses these too: a token read with its newline would
@@ -144,6 +160,7 @@ class Connections:
                 said.add(name.decode("latin-1"), value.decode("latin-1"))
             error.headers = cast(dict[str, str], said)
             raise error
+        return b"".join(answer.body)
 
     def _connection(self, connect_s: float) -> HTTPConnection:
         conn: HTTPConnection | None = getattr(self._local, "conn", None)

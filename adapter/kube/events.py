@@ -1,6 +1,8 @@
 """Events as users read them (`kubectl describe`, `kubectl get events`): what the
 ``EventRecorder`` decides to write (deduplicated, rate-limited) sent through the
-``Writer``, each repeat an update of the Event it made.
+``Writer`` on the connection its thread keeps (``Connections``: one Event per bound pod,
+as kube-scheduler writes, cost as much CPU through the client's pool as the bind), each
+repeat an update of the Event it made.
 
 The API server names each Event it creates; the name is kept per recorder key, so a
 repeat patches the count of the Event already there instead of creating another.
@@ -13,24 +15,17 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import orjson
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from adapter.kube.resources import (
-    EVENTS,
-    STRATEGIC_MERGE_PATCH,
-    done,
-    path_of,
-    read_json,
-    send,
-)
+from adapter.kube.connections import Connections
+from adapter.kube.resources import EVENTS, STRATEGIC_MERGE_PATCH, decode, path_of
 from adapter.kube.status import EventAction, EventRecorder, ObjectRef
 from adapter.kube.writer import WRITE_TIMEOUT, Writer
 
 
 class Events:
-    def __init__(self, api: client.ApiClient, writer: Writer, recorder: EventRecorder) -> None:
-        self.api = api
+    def __init__(self, connections: Connections, writer: Writer, recorder: EventRecorder) -> None:
+        self.connections = connections
         self.writer = writer
         self.recorder = recorder
         self._names: dict[Any, tuple[str, str]] = {}  # event key -> (namespace, name)
@@ -61,24 +56,16 @@ class Events:
         # never sent again (the recorder counts repeats as updates of what it made).
         if action.verb == "create" or where is None:
             body = orjson.dumps(action.body)
-            created = read_json(
-                send(self.api, "POST", path_of(EVENTS, namespace), body, WRITE_TIMEOUT)
-            )
+            path = path_of(EVENTS, namespace)
+            created = decode(self.connections.request("POST", path, body, *WRITE_TIMEOUT))
             with self._lock:
                 self._names[action.key] = (namespace, created["metadata"]["name"])
             return
         patch = {"count": action.body["count"], "lastTimestamp": action.body["lastTimestamp"]}
         path = path_of(EVENTS, where[0], where[1])
         try:
-            done(
-                send(
-                    self.api,
-                    "PATCH",
-                    path,
-                    orjson.dumps(patch),
-                    WRITE_TIMEOUT,
-                    STRATEGIC_MERGE_PATCH,
-                )
+            self.connections.request(
+                "PATCH", path, orjson.dumps(patch), *WRITE_TIMEOUT, STRATEGIC_MERGE_PATCH
             )
         except ApiException as e:
             if e.status != 404:

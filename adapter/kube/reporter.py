@@ -32,6 +32,7 @@ from kubernetes import client
 
 from adapter.cluster import CycleReport, GangStatus
 from adapter.kube.cache import ClusterCache, Obj, key_of, split_key
+from adapter.kube.connections import Connections
 from adapter.kube.dialects import VOLCANO_GROUP, workload_template
 from adapter.kube.enqueue import to_enqueue
 from adapter.kube.events import Events
@@ -83,7 +84,9 @@ class Reporter:
         self.cache = cache
         self.writer = writer
         self.recorder = recorder or EventRecorder()
-        self.events = Events(api, writer, self.recorder)
+        # The writer's thread sends on it: status patches and Events.
+        self.connections = Connections(api)
+        self.events = Events(self.connections, writer, self.recorder)
         self.now = now
         self._inline_status: set[Resource] = set()
         self.watching(resources)
@@ -201,6 +204,10 @@ class Reporter:
 
     def failed_writes(self) -> bool:
         return self.written.any_failed()
+
+    def close(self) -> None:
+        """Close the writes' connections (the writer must be stopped)."""
+        self.connections.close()
 
     def sizes(self) -> dict[str, int]:
         return {
@@ -369,7 +376,7 @@ class Reporter:
         if self.written.get(memory) == sig:
             return
         condition = pod_unschedulable(message, self.now())
-        write = pod_status_write(self.api, pod, {"conditions": [condition]})
+        write = pod_status_write(self.connections, pod, {"conditions": [condition]})
 
         def unless_placed() -> None:
             # Queued behind other writes, it may come due after a later cycle bound the
@@ -401,7 +408,7 @@ class Reporter:
             memory,
             (node,),
             f"nominated {pod}",
-            pod_status_write(self.api, pod, {"nominatedNodeName": node}),
+            pod_status_write(self.connections, pod, {"nominatedNodeName": node}),
         )
 
     def _unnominate(self, pod: str) -> None:
@@ -415,7 +422,7 @@ class Reporter:
         if current is None or written == (None,) or (not shown and written is None):
             return
         # Under the nomination's key: a nomination still queued is superseded, not undone.
-        patch = pod_status_write(self.api, pod, {"nominatedNodeName": None})
+        patch = pod_status_write(self.connections, pod, {"nominatedNodeName": None})
         self.written.submit(memory, (None,), f"nominated {pod}", patch)
 
     def _finding(self, finding: Finding) -> None:
@@ -461,7 +468,7 @@ class Reporter:
     ) -> None:
         # Inline or not as the resource is served when the write goes out (rediscovery).
         inline = resource in self._inline_status
-        patch_object_status(self.api, resource, inline, namespace, name, status)
+        patch_object_status(self.connections, resource, inline, namespace, name, status)
 
 
 def _volume_waits(findings: Sequence[Finding]) -> dict[str, list[Finding]]:

@@ -36,6 +36,7 @@ class Seen:
     headers: dict[str, str]
     body: bytes
     port: int  # the client's: one per connection
+    method: str = "POST"
 
 
 @dataclass
@@ -56,7 +57,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         headers = {k.lower(): v for k, v in self.headers.items()}
-        self.script.seen.append(Seen(self.path, headers, body, self.client_address[1]))
+        seen = Seen(self.path, headers, body, self.client_address[1], self.command)
+        self.script.seen.append(seen)
         answer = self.script.next()
         if answer.get("interim"):
             self.wfile.write(b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n")
@@ -86,6 +88,8 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(payload)
         # Closed without saying so (an idle timeout): the client must notice on reuse.
         self.close_connection = bool(answer.get("close_after"))
+
+    do_PATCH = do_POST
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -313,6 +317,27 @@ def test_through_a_proxy_requests_go_through_the_clients_pool(
     made.close()
     [seen] = script.seen
     assert seen.path == "http://api.example:6443/api/v1/namespaces/a/pods/p/binding"
+    assert seen.headers["authorization"] == "Bearer sa-token"
+
+
+@pytest.mark.parametrize("proxied", [False, True])
+def test_a_patch_carries_its_content_type_and_returns_the_answers_body(
+    server: ThreadingHTTPServer, script: Script, proxied: bool
+) -> None:
+    here = f"http://127.0.0.1:{server.server_port}"
+    api = _api("http://api.example:6443", proxy=here) if proxied else _api(here)
+    made = Connections(api)
+    assert made.via_pool is proxied
+    answer = b'{"metadata":{"name":"p.17f"}}'
+    script.answers = [{"status": 200, "chunked": True, "body": answer}]
+    kind = "application/strategic-merge-patch+json"
+    got = made.request("PATCH", "/api/v1/namespaces/a/events/p.17f", b'{"count":2}', 1.0, 1.0, kind)
+    made.close()
+    assert got == answer
+    [seen] = script.seen
+    assert (seen.method, seen.body) == ("PATCH", b'{"count":2}')
+    assert seen.path.endswith("/api/v1/namespaces/a/events/p.17f")
+    assert seen.headers["content-type"] == kind
     assert seen.headers["authorization"] == "Bearer sa-token"
 
 

@@ -1,5 +1,5 @@
 """The lean requests: Bindings (on the binder's own connections), status patches and
-Events (``resources.send``), what a kube-apiserver needs of them (path, JSON, content
+Events (on the writer's), what a kube-apiserver needs of them (path, JSON, content
 type, auth) and what their callers need back (an ApiException carrying status, body and
 Retry-After)."""
 
@@ -97,10 +97,12 @@ def test_status_patches_go_where_each_resource_takes_them(api: client.ApiClient)
     Recorder.answer = (200, {}, b"{}")
     volcano, queue = DIALECTS[4], DIALECTS[5]
     workload = next(r for r in DIALECTS if r.group == "scheduling.k8s.io" and r.kind == "PodGroup")
-    patch_object_status(api, volcano, True, "ns", "pg", {"phase": "Running"})
-    patch_object_status(api, queue, False, None, "q1", {"running": 2})
-    patch_object_status(api, workload, False, "ns", "pg", {"conditions": []})
-    pod_status_write(api, "ns/p-0", {"nominatedNodeName": None})()
+    connections = Connections(api)
+    patch_object_status(connections, volcano, True, "ns", "pg", {"phase": "Running"})
+    patch_object_status(connections, queue, False, None, "q1", {"running": 2})
+    patch_object_status(connections, workload, False, "ns", "pg", {"conditions": []})
+    pod_status_write(connections, "ns/p-0", {"nominatedNodeName": None})()
+    connections.close()
     seen = [(r["method"], r["path"], r["headers"]["content-type"]) for r in Recorder.seen]
     assert seen == [
         # Volcano's PodGroup as it ships has no status subresource: on the object
@@ -126,12 +128,14 @@ def test_an_event_is_created_then_its_repeat_patches_the_name_the_server_gave(
     sent: list[Any] = []
     writer = Writer()
     writer.submit = lambda key, write, dropped=None: sent.append(write)  # type: ignore[method-assign]
-    events = Events(api, writer, EventRecorder(refresh_s=0.0))
+    connections = Connections(api)
+    events = Events(connections, writer, EventRecorder(refresh_s=0.0))
     ref = ObjectRef("Pod", "ns", "p", "v1", "uid-1")
     events.event(ref, "Warning", "FailedScheduling", "no room")
     events.event(ref, "Warning", "FailedScheduling", "no room")
     for write in sent:
         write()
+    connections.close()
     (create, update) = Recorder.seen
     assert (create["method"], create["path"]) == ("POST", "/api/v1/namespaces/ns/events")
     assert json.loads(create["body"])["involvedObject"]["uid"] == "uid-1"
