@@ -295,6 +295,9 @@ def prepare(state: ClusterState) -> Problem:
     spec_ids: dict[tuple[object, ...], int] = {}
     # Thousands of gangs share a handful of pod specs: convert each spec once.
     per_spec: dict[tuple[object, ...], tuple[IntArray, IntArray, BoolArray, int]] = {}
+    # ... and far fewer request sets (5,000 real-shaped nodes: 1,307 specs, 81 request
+    # sets, 128 placements): each request set's demand, share and value made once.
+    per_requests: dict[tuple[object, ...], tuple[IntArray, IntArray, int]] = {}
     used = np.zeros((len(queue_names), len(resources)), dtype=np.int64)
     if outside_gangs:
         held.by_queues += [q_index[DEFAULT_QUEUE]] * len(outside_gangs)
@@ -384,9 +387,13 @@ def prepare(state: ClusterState) -> Problem:
         for spec_key, same in by_spec.items():
             exemplar = same[0]
             if spec_key not in per_spec:
-                demand = model_demand(vector(exemplar.demand(), r_index), model_units)
-                share = pod_share_units(demand, totals)
-                value = max(1, int(share.max()) if len(share) else 1)
+                asked = exemplar.requests.key()
+                if asked not in per_requests:
+                    demand = model_demand(vector(exemplar.demand(), r_index), model_units)
+                    share = pod_share_units(demand, totals)
+                    value = max(1, int(share.max()) if len(share) else 1)
+                    per_requests[asked] = (demand, share, value)
+                demand, share, value = per_requests[asked]
                 per_spec[spec_key] = (demand, share, feasible_nodes(exemplar), value)
             demand, share, feasible, value = per_spec[spec_key]
             info.classes.append(len(classes))
