@@ -25,9 +25,12 @@ has its requests sent through its own pool, which speaks to proxies.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, cast
 
 import httptools
@@ -61,6 +64,7 @@ _TLS_ARGS = (
 )
 _SOCKET_ARGS = ("socket_options", "source_address")
 _READ_BYTES = 65536
+MAX_ANSWER_BYTES = 16 * 2**20
 
 
 class Unsent(ConnectTimeoutError):
@@ -72,8 +76,11 @@ class Connections:
     """Requests to ``api``'s server, each thread on a connection of its own. ``close``
     closes every connection made (the threads using them must be done)."""
 
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, fence: Callable[[], float] | None = None) -> None:
+        """``fence``: the seconds this replica may still write (a leader's lease left);
+        a request not passed its own ``send_by`` is sent within them or not at all."""
         self.api = api
+        self.fence = fence
         # A proxy (HTTP or SOCKS) has a manager of its own kind.
         self.via_pool = type(api.rest_client.pool_manager) is not urllib3.PoolManager
         url = parse_url(api.configuration.host)
@@ -89,6 +96,7 @@ class Connections:
         self._local = threading.local()
         self._made: list[HTTPConnection] = []
         self._lock = threading.Lock()
+        self._closed = False
 
     def post(
         self,
@@ -124,9 +132,19 @@ class Connections:
             data: bytes = response.data
             response.release_conn()
             return data
+        if method == "HEAD":  # its answer's length announces a body that never comes
+            raise ValueError("HEAD is not sent on these connections")
+        if send_by is None and self.fence is not None:
+            left = self.fence()
+            if left <= 0:
+                raise Unsent("this replica may not write: it does not hold the lease")
+            send_by = time.monotonic() + left
         headers = request_headers(self.api, method, path, content_type)
         lines = [f"{method} {self.prefix}{path} HTTP/1.1", f"Host: {self.host_header}"]
         lines += [f"{k}: {v}" for k, v in headers.items()]
+        # As http.client asks: a compressing proxy on the way would otherwise send gzip,
+        # which nothing here decodes.
+        lines.append("Accept-Encoding: identity")
         if any("\r" in line or "\n" in line for line in lines):
             # http.client refuses these too: a token read with its newline would
             # otherwise end the headers early.
@@ -151,17 +169,7 @@ class Connections:
                 f"an interim answer ({answer.status}) where the final one was due"
             )
         if not 200 <= answer.status <= 299:
-            error = ApiException(
-                status=answer.status,
-                reason=answer.reason.decode("latin-1"),
-                body=b"".join(answer.body).decode("utf-8", "replace"),
-            )
-            # Read case-blind (Retry-After), as the generated client's are.
-            said = HTTPHeaderDict()
-            for name, value in answer.headers:
-                said.add(name.decode("latin-1"), value.decode("latin-1"))
-            error.headers = cast(dict[str, str], said)
-            raise error
+            raise _refusal(answer)
         return b"".join(answer.body)
 
     def _connection(self, connect_s: float) -> HTTPConnection:
@@ -170,6 +178,8 @@ class Connections:
             self._drop(conn)  # closed by the server while idle (or it sent what no one asked)
             conn = None
         if conn is None:
+            if self._closed:
+                raise Unsent("these connections are closed")
             cls = HTTPSConnection if self.tls else HTTPConnection
             conn = cls(self.host, self.port, timeout=connect_s, **self.connection_args)
             try:
@@ -183,9 +193,12 @@ class Connections:
             except BaseException:
                 conn.close()
                 raise
-            self._local.conn = conn
             with self._lock:
+                if self._closed:
+                    conn.close()
+                    raise Unsent("these connections are closed")
                 self._made.append(conn)
+            self._local.conn = conn
         return conn
 
     def _drop(self, conn: HTTPConnection) -> None:
@@ -197,9 +210,17 @@ class Connections:
                 self._made.remove(conn)
 
     def close(self) -> None:
+        """Close every connection, waking a thread blocked reading an answer on one (it
+        raises); none is made after."""
         with self._lock:
+            self._closed = True
             made, self._made = self._made, []
         for conn in made:
+            if conn.sock is not None:
+                # A read blocked on it ends now, not at its timeout (OSError: no longer
+                # connected).
+                with contextlib.suppress(OSError):
+                    conn.sock.shutdown(socket.SHUT_RDWR)
             conn.close()
 
 
@@ -236,9 +257,10 @@ class _Answer:
             return
         self.headed = True
         self.status = self.parser.get_status_code()
-        framed = {b"content-length", b"transfer-encoding"}
-        self.until_close = self.status >= 200 and not any(
-            name.lower() in framed for name, _ in self.headers
+        self.until_close = (
+            self.status >= 200
+            and self.status not in (204, 304)
+            and (_close_delimited(self.headers))
         )
 
     def on_body(self, body: bytes) -> None:
@@ -249,6 +271,34 @@ class _Answer:
         if not self.complete:
             self.keep_alive = self.parser.should_keep_alive()
             self.complete = True
+
+
+def _close_delimited(headers: list[tuple[bytes, bytes]]) -> bool:
+    """Whether a body is framed by the connection's end (RFC 9112, 6.3): no transfer
+    coding ending in chunked, and no Content-Length."""
+    codings = [v for n, v in headers if n.lower() == b"transfer-encoding"]
+    if codings:
+        return b",".join(codings).split(b",")[-1].strip().lower() != b"chunked"
+    return not any(n.lower() == b"content-length" for n, _ in headers)
+
+
+def _refusal(answer: _Answer) -> ApiException:
+    """What the generated client raises for the answer: its status, reason, body and
+    headers, read case-blind (Retry-After), the first of a repeated one as
+    ``http.client`` gave it. (Made here, not in the caller's frame: a local holding the
+    exception there would hold the frame, and the answer, in a cycle.)"""
+    error = ApiException(
+        status=answer.status,
+        reason=answer.reason.decode("latin-1"),
+        body=b"".join(answer.body).decode("utf-8", "replace"),
+    )
+    said = HTTPHeaderDict()
+    for name, value in answer.headers:
+        key = name.decode("latin-1")
+        if key not in said:
+            said[key] = value.decode("latin-1")
+    error.headers = cast(dict[str, str], said)
+    return error
 
 
 def _read_answer(sock: Any) -> _Answer:
@@ -265,8 +315,12 @@ def _read_answer(sock: Any) -> _Answer:
 
 
 def _read_into(sock: Any, answer: _Answer) -> None:
+    read = 0
     while not answer.complete:
         data = sock.recv(_READ_BYTES)
+        read += len(data)
+        if read > MAX_ANSWER_BYTES:  # no request sent here is answered with more
+            raise http.client.HTTPException(f"an answer of more than {MAX_ANSWER_BYTES} bytes")
         if not data:
             if answer.until_close:
                 answer.complete = True  # what HTTP/1.0 servers do; keep_alive stays False
@@ -276,7 +330,7 @@ def _read_into(sock: Any, answer: _Answer) -> None:
             raise http.client.IncompleteRead(b"".join(answer.body))
         try:
             answer.parser.feed_data(data)
-        except httptools.HttpParserError:
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade):
             if not answer.complete:
                 raise
             answer.beyond = True  # junk after a whole answer: the answer stands

@@ -84,8 +84,9 @@ class Reporter:
         self.cache = cache
         self.writer = writer
         self.recorder = recorder or EventRecorder()
-        # The writer's thread sends on it: status patches and Events.
-        self.connections = Connections(api)
+        # The writer's thread sends on it: status patches and Events, each within the
+        # lease left when it goes out (a connect may take seconds).
+        self.connections = Connections(api, fence=writer.fence)
         self.events = Events(self.connections, writer, self.recorder)
         self.now = now
         self._inline_status: set[Resource] = set()

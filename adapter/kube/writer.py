@@ -8,9 +8,9 @@ keyed by the object they change: a newer write for the same key replaces the que
 Binds go first: while a batch of binds is in flight (``holding``), writes wait, up to
 ``max_hold_s``. Every write is a request the API server spends CPU on, on the cores the
 binds need (an Event costs gangsat 0.08-0.09 ms of CPU, sent on the connection this
-thread keeps (``Connections``), the fake server 1 ms in its CPU mode). A backlog bound in one cycle already wrote after its
-binds; this keeps what earlier cycles left queued from going out during a later
-cycle's binds.
+thread keeps, ``Connections``; the fake server 1 ms in its CPU mode). A backlog bound in
+one cycle already wrote after its binds; this keeps what earlier cycles left queued from
+going out during a later cycle's binds.
 """
 
 from __future__ import annotations

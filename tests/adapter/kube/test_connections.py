@@ -150,6 +150,7 @@ def test_a_post_carries_the_clients_credentials_and_reuses_its_connection(
     assert first.headers["authorization"] == "Bearer sa-token"
     assert first.headers["content-type"] == "application/json"
     assert first.headers["user-agent"] == connections.api.user_agent
+    assert first.headers["accept-encoding"] == "identity"
     assert first.headers["host"] == f"127.0.0.1:{server.server_port}"
     assert json.loads(first.body) == {"kind": "Binding", "target": {"name": "n1"}}
     assert second.port == first.port
@@ -418,6 +419,73 @@ def test_an_answer_without_a_length_ends_with_its_connection(
     assert script.seen[0].port != script.seen[1].port
 
 
+def test_a_transfer_coding_not_ending_in_chunked_ends_with_the_connection(
+    connections: Connections, script: Script
+) -> None:
+    body = b'{"kind":"Status","code":409}'
+    raw = b"HTTP/1.1 409 Conflict\r\nTransfer-Encoding: identity\r\n\r\n" + body
+    script.answers = [{"raw": raw}, {}]
+    with pytest.raises(ApiException) as raised:
+        connections.post("/a", BODY, 1.0, 1.0)
+    assert (raised.value.status, raised.value.body) == (409, body.decode())
+
+
+def test_an_answer_larger_than_any_sent_here_raises(
+    connections: Connections, script: Script, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(connections_module, "MAX_ANSWER_BYTES", 1000)
+    script.answers = [{"body": b"x" * 5000}, {}]
+    with pytest.raises(http.client.HTTPException):
+        connections.post("/a", BODY, 1.0, 1.0)
+    connections.post("/b", BODY, 1.0, 1.0)
+    assert script.seen[0].port != script.seen[1].port
+
+
+def test_close_wakes_a_read_waiting_for_an_answer_and_no_connection_is_made_after(
+    connections: Connections, script: Script
+) -> None:
+    script.answers = [{"delay_s": 3.0}]
+    outcome: list[BaseException | None] = []
+
+    def waiting() -> None:
+        try:
+            connections.post("/slow", BODY, 1.0, 10.0)
+            outcome.append(None)
+        except BaseException as e:
+            outcome.append(e)
+
+    thread = threading.Thread(target=waiting)
+    thread.start()
+    time.sleep(0.3)  # sent, its answer awaited
+    started = time.monotonic()
+    connections.close()
+    thread.join(timeout=2.0)
+    assert not thread.is_alive() and time.monotonic() - started < 1.5
+    assert isinstance(outcome[0], Exception) and not isinstance(outcome[0], ApiException)
+    with pytest.raises(Unsent):
+        connections.post("/after", BODY, 1.0, 1.0)
+    assert [s.path for s in script.seen] == ["/slow"]
+
+
+def test_a_fenced_write_goes_out_within_the_lease_or_not_at_all(
+    server: ThreadingHTTPServer, script: Script
+) -> None:
+    left = [0.0]
+    made = Connections(_api(f"http://127.0.0.1:{server.server_port}"), fence=lambda: left[0])
+    with pytest.raises(Unsent):
+        made.request("PATCH", "/lost", b"{}", 1.0, 1.0)
+    left[0] = 5.0
+    made.request("PATCH", "/held", b"{}", 1.0, 1.0)
+    made.close()
+    assert [s.path for s in script.seen] == ["/held"]
+
+
+def test_head_is_refused_not_sent(connections: Connections, script: Script) -> None:
+    with pytest.raises(ValueError):
+        connections.request("HEAD", "/a", b"", 1.0, 1.0)
+    assert script.seen == []
+
+
 def test_an_answer_cut_short_raises_and_the_next_post_connects_afresh(
     connections: Connections, script: Script
 ) -> None:
@@ -434,7 +502,8 @@ def test_bytes_past_a_whole_answer_leave_it_standing_and_the_connection_dropped(
     connections: Connections, script: Script
 ) -> None:
     whole = b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}"
-    for junk in (b"HTTP/1.1 409 Conflict\r\nContent-Length: 0\r\n\r\n", b"\x00not http"):
+    upgrade = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n"
+    for junk in (b"HTTP/1.1 409 Conflict\r\nContent-Length: 0\r\n\r\n", b"\x00not http", upgrade):
         script.answers = [{"raw": whole + junk, "close_after": False}, {}]
         script.seen.clear()
         connections.post("/a", BODY, 1.0, 1.0)  # the 201, not what came after it
@@ -456,11 +525,14 @@ def test_what_is_not_http_raises_and_the_connection_is_dropped(
 def test_a_refusals_headers_are_read_whatever_their_case(
     connections: Connections, script: Script
 ) -> None:
-    raw = b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 3\r\nContent-Length: 2\r\n\r\n{}"
+    raw = (
+        b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 3\r\nRetry-After: 9\r\n"
+        b"Content-Length: 2\r\n\r\n{}"
+    )
     script.answers = [{"raw": raw, "close_after": False}, {}]
     with pytest.raises(ApiException) as raised:
         connections.post("/a", BODY, 1.0, 1.0)
-    assert (raised.value.headers or {}).get("Retry-After") == "3"
+    assert (raised.value.headers or {}).get("Retry-After") == "3"  # the first, as http.client
     assert raised.value.reason == "Too Many Requests"
     connections.post("/b", BODY, 1.0, 1.0)  # read whole: the connection is kept
     assert script.seen[0].port == script.seen[1].port

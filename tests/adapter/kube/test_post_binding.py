@@ -98,11 +98,13 @@ def test_status_patches_go_where_each_resource_takes_them(api: client.ApiClient)
     volcano, queue = DIALECTS[4], DIALECTS[5]
     workload = next(r for r in DIALECTS if r.group == "scheduling.k8s.io" and r.kind == "PodGroup")
     connections = Connections(api)
-    patch_object_status(connections, volcano, True, "ns", "pg", {"phase": "Running"})
-    patch_object_status(connections, queue, False, None, "q1", {"running": 2})
-    patch_object_status(connections, workload, False, "ns", "pg", {"conditions": []})
-    pod_status_write(connections, "ns/p-0", {"nominatedNodeName": None})()
-    connections.close()
+    try:
+        patch_object_status(connections, volcano, True, "ns", "pg", {"phase": "Running"})
+        patch_object_status(connections, queue, False, None, "q1", {"running": 2})
+        patch_object_status(connections, workload, False, "ns", "pg", {"conditions": []})
+        pod_status_write(connections, "ns/p-0", {"nominatedNodeName": None})()
+    finally:
+        connections.close()
     seen = [(r["method"], r["path"], r["headers"]["content-type"]) for r in Recorder.seen]
     assert seen == [
         # Volcano's PodGroup as it ships has no status subresource: on the object
@@ -133,9 +135,11 @@ def test_an_event_is_created_then_its_repeat_patches_the_name_the_server_gave(
     ref = ObjectRef("Pod", "ns", "p", "v1", "uid-1")
     events.event(ref, "Warning", "FailedScheduling", "no room")
     events.event(ref, "Warning", "FailedScheduling", "no room")
-    for write in sent:
-        write()
-    connections.close()
+    try:
+        for write in sent:
+            write()
+    finally:
+        connections.close()
     (create, update) = Recorder.seen
     assert (create["method"], create["path"]) == ("POST", "/api/v1/namespaces/ns/events")
     assert json.loads(create["body"])["involvedObject"]["uid"] == "uid-1"
