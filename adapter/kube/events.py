@@ -36,7 +36,7 @@ class Events:
     ) -> None:
         action = self.recorder.record(ref, type_, reason, message)
         if action is not None:
-            self.writer.submit(f"event {action.key}", lambda: self._send(action))
+            self.writer.submit(f"event {action.key}", lambda: self._send(action), later=True)
 
     def keep(self, alive: Callable[[ObjectRef], bool]) -> None:
         """Forget the Events of objects that are gone (``EventRecorder.keep``)."""

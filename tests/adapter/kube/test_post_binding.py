@@ -128,8 +128,14 @@ def test_an_event_is_created_then_its_repeat_patches_the_name_the_server_gave(
 ) -> None:
     Recorder.answer = (201, {}, b'{"metadata": {"name": "p.17f"}}')
     sent: list[Any] = []
+    deferred: list[bool] = []  # Events wait for any status write queued (Writer.submit)
+
+    def submit(key: str, write: Any, dropped: Any = None, later: bool = False) -> None:
+        sent.append(write)
+        deferred.append(later)
+
     writer = Writer()
-    writer.submit = lambda key, write, dropped=None: sent.append(write)  # type: ignore[method-assign]
+    writer.submit = submit  # type: ignore[method-assign]
     connections = Connections(api)
     events = Events(connections, writer, EventRecorder(refresh_s=0.0))
     ref = ObjectRef("Pod", "ns", "p", "v1", "uid-1")
@@ -140,6 +146,7 @@ def test_an_event_is_created_then_its_repeat_patches_the_name_the_server_gave(
             write()
     finally:
         connections.close()
+    assert deferred == [True, True]
     (create, update) = Recorder.seen
     assert (create["method"], create["path"]) == ("POST", "/api/v1/namespaces/ns/events")
     assert json.loads(create["body"])["involvedObject"]["uid"] == "uid-1"

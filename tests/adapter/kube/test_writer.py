@@ -38,6 +38,18 @@ def test_a_newer_write_for_the_same_key_replaces_the_queued_one(writer: Writer) 
     assert sent == ["new", "h"]
 
 
+def test_a_status_goes_out_before_events_queued_before_it(writer: Writer) -> None:
+    sent: list[str] = []
+    with writer.holding():
+        for i in range(5):
+            writer.submit(f"event {i}", lambda i=i: sent.append(f"event {i}"), later=True)
+        writer.submit("status g", lambda: sent.append("status g"))
+        writer.submit("event 0", lambda: sent.append("event 0 again"), later=True)
+        assert writer.queued() == 6
+    assert writer.flush(5)
+    assert sent == ["status g", "event 0 again", "event 1", "event 2", "event 3", "event 4"]
+
+
 def test_writes_wait_while_binds_are_in_flight(writer: Writer) -> None:
     sent = threading.Event()
     with writer.holding():
