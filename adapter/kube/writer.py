@@ -35,6 +35,8 @@ WRITE_TIMEOUT = (5.0, 15.0)
 # A write waits this long at most for binds that keep coming: under steady arrivals,
 # statuses still go out.
 MAX_HOLD_S = 5.0
+# While both wait, every LATER_EVERY-th write is an Event (``submit``'s ``later``).
+LATER_EVERY = 10
 
 
 class Writer:
@@ -56,6 +58,7 @@ class Writer:
         self._queue: OrderedDict[str, tuple[Write, Write | None]] = OrderedDict()
         # Events, sent while no status write waits (``submit``'s ``later``)
         self._later: OrderedDict[str, tuple[Write, Write | None]] = OrderedDict()
+        self._before_later = 0  # writes sent since the last Event while Events waited
         self._cond = threading.Condition()
         self._busy = False
         self._stop = False
@@ -140,7 +143,13 @@ class Writer:
                     self._cond.wait(left)
                 if self._stop:
                     return
-                waiting = self._queue or self._later  # a status may have come meanwhile
+                # A status may have come meanwhile; an Event waits for at most
+                # LATER_EVERY - 1 of them, so a stream of statuses never starves Events.
+                events_due = bool(self._later) and (
+                    not self._queue or self._before_later >= LATER_EVERY - 1
+                )
+                self._before_later = 0 if events_due else self._before_later + 1
+                waiting = self._later if events_due else self._queue
                 key, (write, dropped) = waiting.popitem(last=False)
                 self._busy = True
             self._wait_token()

@@ -50,6 +50,18 @@ def test_a_status_goes_out_before_events_queued_before_it(writer: Writer) -> Non
     assert sent == ["status g", "event 0 again", "event 1", "event 2", "event 3", "event 4"]
 
 
+def test_statuses_that_keep_coming_let_every_tenth_write_be_an_event(writer: Writer) -> None:
+    sent: list[str] = []
+    with writer.holding():
+        for i in range(3):
+            writer.submit(f"event {i}", lambda i=i: sent.append(f"event {i}"), later=True)
+        for i in range(20):
+            writer.submit(f"status {i}", lambda i=i: sent.append(f"status {i}"))
+    assert writer.flush(5)
+    assert [i + 1 for i, what in enumerate(sent) if what.startswith("event")] == [10, 20, 23]
+    assert [w for w in sent if w.startswith("status")] == [f"status {i}" for i in range(20)]
+
+
 def test_writes_wait_while_binds_are_in_flight(writer: Writer) -> None:
     sent = threading.Event()
     with writer.holding():
