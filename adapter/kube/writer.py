@@ -80,10 +80,11 @@ class Writer:
         self, key: str, write: Write, dropped: Write | None = None, later: bool = False
     ) -> None:
         """``dropped``: called instead of ``write`` when the replica no longer leads.
-        ``later``: sent once no other write waits. A backlog bound in one cycle queues an
-        Event per pod (3,000 pods: a minute at 50 writes a second), and the statuses
-        behind them would wait as long: a Volcano PodGroup's Inqueue, which its
-        controller waits for to create the job's pods, among them."""
+        ``later``: sent when no other write waits, or as every ``LATER_EVERY``-th while
+        others keep coming. A backlog bound in one cycle queues an Event per pod (3,000
+        pods: a minute at 50 writes a second), and the statuses behind them would wait
+        as long: a Volcano PodGroup's Inqueue, which its controller waits for to create
+        the job's pods, among them."""
         with self._cond:
             (self._later if later else self._queue)[key] = (write, dropped)
             self._cond.notify_all()
