@@ -780,7 +780,9 @@ def _waiting_solo(
     seen(cluster, server)
     queued: dict[str, Any] = {}
     monkeypatch.setattr(
-        cluster.writer, "submit", lambda key, write, dropped=None: queued.update({key: write})
+        cluster.writer,
+        "submit",
+        lambda key, write, dropped=None, later=False: queued.update({key: write}),
     )
     for i in range(pods):
         cluster.reporter._pod_waiting(f"default/solo-{i}", WAITS)
