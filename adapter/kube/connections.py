@@ -127,6 +127,11 @@ class Connections:
         request was written and no answer read. (Through a proxy's pool, ``send_by`` is
         not read: ``connect_s`` bounds when the request goes out, its one connect never
         retried.)"""
+        if send_by is None and self.fence is not None:
+            left = self.fence()
+            if left <= 0:
+                raise Unsent("this replica may not write: it does not hold the lease")
+            send_by = time.monotonic() + left
         if self.via_pool:
             response = send(self.api, method, path, body, (connect_s, read_s), content_type)
             data: bytes = response.data
@@ -134,11 +139,6 @@ class Connections:
             return data
         if method == "HEAD":  # its answer's length announces a body that never comes
             raise ValueError("HEAD is not sent on these connections")
-        if send_by is None and self.fence is not None:
-            left = self.fence()
-            if left <= 0:
-                raise Unsent("this replica may not write: it does not hold the lease")
-            send_by = time.monotonic() + left
         headers = request_headers(self.api, method, path, content_type)
         lines = [f"{method} {self.prefix}{path} HTTP/1.1", f"Host: {self.host_header}"]
         lines += [f"{k}: {v}" for k, v in headers.items()]
@@ -216,11 +216,12 @@ class Connections:
             self._closed = True
             made, self._made = self._made, []
         for conn in made:
-            if conn.sock is not None:
+            sock = conn.sock  # read once: a thread dropping it may set it to None
+            if sock is not None:
                 # A read blocked on it ends now, not at its timeout (OSError: no longer
                 # connected).
                 with contextlib.suppress(OSError):
-                    conn.sock.shutdown(socket.SHUT_RDWR)
+                    sock.shutdown(socket.SHUT_RDWR)
             conn.close()
 
 

@@ -86,6 +86,7 @@ class Writer:
         as long: a Volcano PodGroup's Inqueue, which its controller waits for to create
         the job's pods, among them."""
         with self._cond:
+            (self._queue if later else self._later).pop(key, None)  # the newer one only
             (self._later if later else self._queue)[key] = (write, dropped)
             self._cond.notify_all()
 
@@ -149,7 +150,8 @@ class Writer:
                 events_due = bool(self._later) and (
                     not self._queue or self._before_later >= LATER_EVERY - 1
                 )
-                self._before_later = 0 if events_due else self._before_later + 1
+                waited = bool(self._later)
+                self._before_later = 0 if events_due or not waited else self._before_later + 1
                 waiting = self._later if events_due else self._queue
                 key, (write, dropped) = waiting.popitem(last=False)
                 self._busy = True

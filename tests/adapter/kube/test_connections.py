@@ -478,6 +478,13 @@ def test_a_fenced_write_goes_out_within_the_lease_or_not_at_all(
     made.request("PATCH", "/held", b"{}", 1.0, 1.0)
     made.close()
     assert [s.path for s in script.seen] == ["/held"]
+    # Through a proxy's pool too: nothing goes out without the lease.
+    here = f"http://127.0.0.1:{server.server_port}"
+    proxied = Connections(_api("http://api.example:6443", proxy=here), fence=lambda: 0.0)
+    with pytest.raises(Unsent):
+        proxied.request("PATCH", "/lost", b"{}", 1.0, 1.0)
+    proxied.close()
+    assert [s.path for s in script.seen] == ["/held"]
 
 
 def test_head_is_refused_not_sent(connections: Connections, script: Script) -> None:

@@ -62,6 +62,33 @@ def test_statuses_that_keep_coming_let_every_tenth_write_be_an_event(writer: Wri
     assert [w for w in sent if w.startswith("status")] == [f"status {i}" for i in range(20)]
 
 
+def test_statuses_sent_while_no_event_waited_do_not_let_the_next_event_ahead(
+    writer: Writer,
+) -> None:
+    sent: list[str] = []
+    for i in range(12):
+        writer.submit(f"status a{i}", lambda: None)
+    assert writer.flush(5)
+    with writer.holding():
+        for i in range(3):
+            writer.submit(f"status b{i}", lambda i=i: sent.append(f"status b{i}"))
+        writer.submit("event e", lambda: sent.append("event e"), later=True)
+    assert writer.flush(5)
+    assert sent == ["status b0", "status b1", "status b2", "event e"]
+
+
+def test_a_key_submitted_to_both_queues_is_written_once_the_newer_way(writer: Writer) -> None:
+    sent: list[str] = []
+    with writer.holding():
+        writer.submit("k", lambda: sent.append("older, later"), later=True)
+        writer.submit("k", lambda: sent.append("newer"))
+        writer.submit("j", lambda: sent.append("older"))
+        writer.submit("j", lambda: sent.append("newer, later"), later=True)
+        assert writer.queued() == 2
+    assert writer.flush(5)
+    assert sent == ["newer", "newer, later"]
+
+
 def test_writes_wait_while_binds_are_in_flight(writer: Writer) -> None:
     sent = threading.Event()
     with writer.holding():
