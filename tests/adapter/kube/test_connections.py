@@ -140,6 +140,13 @@ def connections(server: ThreadingHTTPServer) -> Iterator[Connections]:
 BODY = json.dumps({"kind": "Binding", "target": {"name": "n1"}}).encode()
 
 
+def _next_on_a_new_connection(connections: Connections, script: Script) -> None:
+    """The next post is answered, on a connection other than the last request's."""
+    connections.post("/b", BODY, 1.0, 1.0)
+    assert [s.path for s in script.seen][-2:] == ["/a", "/b"]
+    assert script.seen[-2].port != script.seen[-1].port
+
+
 def test_a_post_carries_the_clients_credentials_and_reuses_its_connection(
     connections: Connections, script: Script, server: ThreadingHTTPServer
 ) -> None:
@@ -415,8 +422,7 @@ def test_an_answer_without_a_length_ends_with_its_connection(
     assert raised.value.status == 409
     assert raised.value.reason == "Conflict"
     assert raised.value.body == body.decode()
-    connections.post("/b", BODY, 1.0, 1.0)
-    assert script.seen[0].port != script.seen[1].port
+    _next_on_a_new_connection(connections, script)
 
 
 def test_a_transfer_coding_not_ending_in_chunked_ends_with_the_connection(
@@ -437,8 +443,7 @@ def test_an_answer_larger_than_any_sent_here_raises(
     script.answers = [{"body": b"x" * 5000}, {}]
     with pytest.raises(http.client.HTTPException):
         connections.post("/a", BODY, 1.0, 1.0)
-    connections.post("/b", BODY, 1.0, 1.0)
-    assert script.seen[0].port != script.seen[1].port
+    _next_on_a_new_connection(connections, script)
 
 
 def test_close_wakes_a_read_waiting_for_an_answer_and_no_connection_is_made_after(
@@ -500,9 +505,7 @@ def test_an_answer_cut_short_raises_and_the_next_post_connects_afresh(
     script.answers = [{"raw": cut}, {}]
     with pytest.raises(http.client.IncompleteRead):
         connections.post("/a", BODY, 1.0, 1.0)
-    connections.post("/b", BODY, 1.0, 1.0)
-    assert [s.path for s in script.seen] == ["/a", "/b"]
-    assert script.seen[0].port != script.seen[1].port
+    _next_on_a_new_connection(connections, script)
 
 
 def test_bytes_past_a_whole_answer_leave_it_standing_and_the_connection_dropped(
@@ -514,8 +517,7 @@ def test_bytes_past_a_whole_answer_leave_it_standing_and_the_connection_dropped(
         script.answers = [{"raw": whole + junk, "close_after": False}, {}]
         script.seen.clear()
         connections.post("/a", BODY, 1.0, 1.0)  # the 201, not what came after it
-        connections.post("/b", BODY, 1.0, 1.0)
-        assert script.seen[0].port != script.seen[1].port
+        _next_on_a_new_connection(connections, script)
 
 
 def test_what_is_not_http_raises_and_the_connection_is_dropped(
@@ -525,8 +527,7 @@ def test_what_is_not_http_raises_and_the_connection_is_dropped(
     with pytest.raises(Exception) as raised:
         connections.post("/a", BODY, 1.0, 1.0)
     assert not isinstance(raised.value, (ApiException, ConnectTimeoutError))  # sent: unknown
-    connections.post("/b", BODY, 1.0, 1.0)
-    assert script.seen[0].port != script.seen[1].port
+    _next_on_a_new_connection(connections, script)
 
 
 def test_a_refusals_headers_are_read_whatever_their_case(
