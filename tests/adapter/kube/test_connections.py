@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
+import httptools
 import pytest
 import trustme
 from kubernetes import client
@@ -436,16 +437,6 @@ def test_a_transfer_coding_not_ending_in_chunked_ends_with_the_connection(
     assert (raised.value.status, raised.value.body) == (409, body.decode())
 
 
-def test_an_answer_larger_than_any_sent_here_raises(
-    connections: Connections, script: Script, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(connections_module, "MAX_ANSWER_BYTES", 1000)
-    script.answers = [{"body": b"x" * 5000}, {}]
-    with pytest.raises(http.client.HTTPException):
-        connections.post("/a", BODY, 1.0, 1.0)
-    _next_on_a_new_connection(connections, script)
-
-
 def test_close_wakes_a_read_waiting_for_an_answer_and_no_connection_is_made_after(
     connections: Connections, script: Script
 ) -> None:
@@ -498,16 +489,6 @@ def test_head_is_refused_not_sent(connections: Connections, script: Script) -> N
     assert script.seen == []
 
 
-def test_an_answer_cut_short_raises_and_the_next_post_connects_afresh(
-    connections: Connections, script: Script
-) -> None:
-    cut = b"HTTP/1.1 201 Created\r\nContent-Length: 40\r\n\r\n" + b'{"kind":'
-    script.answers = [{"raw": cut}, {}]
-    with pytest.raises(http.client.IncompleteRead):
-        connections.post("/a", BODY, 1.0, 1.0)
-    _next_on_a_new_connection(connections, script)
-
-
 def test_bytes_past_a_whole_answer_leave_it_standing_and_the_connection_dropped(
     connections: Connections, script: Script
 ) -> None:
@@ -520,13 +501,32 @@ def test_bytes_past_a_whole_answer_leave_it_standing_and_the_connection_dropped(
         _next_on_a_new_connection(connections, script)
 
 
-def test_what_is_not_http_raises_and_the_connection_is_dropped(
-    connections: Connections, script: Script
+@pytest.mark.parametrize(
+    ("answer", "raised"),
+    [
+        # cut short: never a partial success
+        (
+            {"raw": b"HTTP/1.1 201 Created\r\nContent-Length: 40\r\n\r\n" + b'{"kind":'},
+            http.client.IncompleteRead,
+        ),
+        # larger than any answer to what is sent here (MAX_ANSWER_BYTES set to 1,000)
+        ({"body": b"x" * 5000}, http.client.HTTPException),
+        # not HTTP: llhttp's error, the outcome unknown (not a refusal, not unsent)
+        ({"raw": b"SSH-2.0-OpenSSH_9.6\r\n", "close_after": False}, httptools.HttpParserError),
+    ],
+    ids=["cut-short", "too-large", "not-http"],
+)
+def test_a_broken_answer_raises_and_the_next_post_connects_afresh(
+    connections: Connections,
+    script: Script,
+    monkeypatch: pytest.MonkeyPatch,
+    answer: dict[str, Any],
+    raised: type[Exception],
 ) -> None:
-    script.answers = [{"raw": b"SSH-2.0-OpenSSH_9.6\r\n", "close_after": False}, {}]
-    with pytest.raises(Exception) as raised:
+    monkeypatch.setattr(connections_module, "MAX_ANSWER_BYTES", 1000)
+    script.answers = [answer, {}]
+    with pytest.raises(raised):
         connections.post("/a", BODY, 1.0, 1.0)
-    assert not isinstance(raised.value, (ApiException, ConnectTimeoutError))  # sent: unknown
     _next_on_a_new_connection(connections, script)
 
 
