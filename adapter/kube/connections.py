@@ -74,7 +74,7 @@ class Unsent(ConnectTimeoutError):
 
 class Connections:
     """Requests to ``api``'s server, each thread on a connection of its own. ``close``
-    closes every connection made (the threads using them must be done)."""
+    closes every connection made (a thread still reading an answer on one raises)."""
 
     def __init__(self, api: client.ApiClient, fence: Callable[[], float] | None = None) -> None:
         """``fence``: the seconds this replica may still write (a leader's lease left);
@@ -106,7 +106,7 @@ class Connections:
         read_s: float,
         send_by: float | None = None,
     ) -> None:
-        """POST ``body`` (JSON) to ``path`` (``request``), its answer's body unread."""
+        """POST ``body`` (JSON) to ``path`` (``request``), its answer's body dropped."""
         self.request("POST", path, body, connect_s, read_s, send_by=send_by)
 
     def request(
@@ -259,9 +259,7 @@ class _Answer:
         self.headed = True
         self.status = self.parser.get_status_code()
         self.until_close = (
-            self.status >= 200
-            and self.status not in (204, 304)
-            and (_close_delimited(self.headers))
+            self.status >= 200 and self.status not in (204, 304) and _close_delimited(self.headers)
         )
 
     def on_body(self, body: bytes) -> None:
