@@ -1,5 +1,6 @@
 """A fake API server over real HTTP with every PodGroup/Queue dialect's CRDs, and a
-``KubeCluster`` watching it; and a server that accepts connections and never answers."""
+``KubeCluster`` watching it; a server that accepts connections and never answers; and
+the scripted server the tests of the binder's connections talk to."""
 
 from __future__ import annotations
 
@@ -7,13 +8,16 @@ import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from http.server import ThreadingHTTPServer
 
 import pytest
 
 from adapter.kube.cluster import KubeCluster
+from adapter.kube.connections import Connections
 from adapter.kube.resources import DIALECTS
 from benchmarks.fake_apiserver import FakeApiServer
 from tests.adapter.kube.manifests import ships_inline_status
+from tests.adapter.kube.scripted import Script, api_client, serve
 
 
 @pytest.fixture
@@ -70,3 +74,27 @@ def silent_server() -> Iterator[Silent]:
     server.close()
     for conn in silent.accepted:
         conn.close()
+
+
+# The scripted server of the connections' tests (``scripted``).
+@pytest.fixture
+def script() -> Iterator[Script]:
+    yield Script()
+
+
+@pytest.fixture
+def scripted_server(script: Script) -> Iterator[ThreadingHTTPServer]:
+    server = serve(script)
+    try:
+        yield server
+    finally:
+        server.shutdown()
+
+
+@pytest.fixture
+def connections(scripted_server: ThreadingHTTPServer) -> Iterator[Connections]:
+    made = Connections(api_client(f"http://127.0.0.1:{scripted_server.server_port}"))
+    try:
+        yield made
+    finally:
+        made.close()
