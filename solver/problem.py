@@ -129,6 +129,9 @@ class QueueInfo:
         return over
 
 
+NODE_INDEX = ("node index",)  # ``Problem.memo``'s key of ``Problem.node_index``
+
+
 @dataclass
 class Problem:
     state: ClusterState
@@ -163,11 +166,11 @@ class Problem:
         return self._class_of_pod
 
     def node_index(self) -> dict[str, int]:
-        """Node name -> index in ``nodes``, made once (``memo``)."""
-        key = ("node index",)
-        if key not in self.memo:
-            self.memo[key] = {n.name: i for i, n in enumerate(self.nodes)}
-        return cast(dict[str, int], self.memo[key])
+        """Node name -> index in ``nodes``, made once (``memo``; ``prepare`` leaves the
+        one it made there)."""
+        if NODE_INDEX not in self.memo:
+            self.memo[NODE_INDEX] = {n.name: i for i, n in enumerate(self.nodes)}
+        return cast(dict[str, int], self.memo[NODE_INDEX])
 
     def cell_counts(self, placements: Mapping[str, int]) -> dict[tuple[int, int], int]:
         """Pods (pod -> node index) counted per (pod class, node)."""
@@ -453,6 +456,7 @@ def prepare(state: ClusterState) -> Problem:
         node_key_index=views.view_of_node,
         key_nodes=views.exemplars,
         ranks=ranks,
+        memo={NODE_INDEX: n_index},
     )
 
 
