@@ -147,10 +147,8 @@ class Writer:
                     return
                 # A status may have come meanwhile; an Event waits for at most
                 # LATER_EVERY - 1 of them, so a stream of statuses never starves Events.
-                events_due = bool(self._later) and (
-                    not self._queue or self._before_later >= LATER_EVERY - 1
-                )
                 waited = bool(self._later)
+                events_due = waited and (not self._queue or self._before_later >= LATER_EVERY - 1)
                 self._before_later = 0 if events_due or not waited else self._before_later + 1
                 waiting = self._later if events_due else self._queue
                 key, (write, dropped) = waiting.popitem(last=False)
