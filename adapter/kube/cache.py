@@ -267,8 +267,12 @@ class ClusterCache:
                 if resource != PODS:
                     out.extend(store.values())
                     continue
+                deleted, assumed = self._deleted, self._assumed
                 for key, pod in store.items():
-                    if key in self._deleted or (pod.get("metadata") or {}).get("deletionTimestamp"):
+                    # Its metadata read once for both: once per pod of a big cluster at
+                    # every snapshot.
+                    metadata = pod.get("metadata") or {}
+                    if key in deleted or metadata.get("deletionTimestamp"):
                         # A bind that landed but that the watch has not shown yet still
                         # holds its node while the pod terminates: the parked node says.
                         parked = self._parked.get(key)
@@ -276,12 +280,12 @@ class ClusterCache:
                         if leaving is not None:
                             out.append(leaving)
                         continue
-                    node = self._assumed.get(key)
+                    node = assumed.get(key)
                     if node is not None:
                         pod = {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node}}
                     out.append(pod)
                     if pod_uids is not None:
-                        pod_uids[key] = uid_of(pod)
+                        pod_uids[key] = str(metadata.get("uid") or "")  # ``uid_of``
             return out
 
     def of(self, resource: Resource) -> list[Obj]:

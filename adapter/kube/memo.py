@@ -9,6 +9,9 @@ from adapter.kube.dialects import group_of
 from adapter.kube.fields import LEAVING, Obj
 from solver.model import Pod
 
+# A memo entry: the object read, its ``memo_key``, what it converted to, and its finding.
+Seen = tuple[Obj, tuple[Any, ...], Any, Any]
+
 
 @dataclass
 class Memo:
@@ -22,9 +25,10 @@ class Memo:
     unchanged object in a new dict (a re-list, a bind the cache overlays).
     """
 
-    # What an object converted to, and the finding it made (or None).
-    by_key: dict[tuple[Any, ...], tuple[Any, Any]] = field(default_factory=dict)
-    by_id: dict[int, tuple[Obj, tuple[Any, ...], Any, Any]] = field(default_factory=dict)
+    # What an object converted to, and the finding it made (or None), as ``Seen``: one
+    # tuple for both tables, not one made per object and table at each snapshot.
+    by_key: dict[tuple[Any, ...], Seen] = field(default_factory=dict)
+    by_id: dict[int, Seen] = field(default_factory=dict)
 
     # Pods' conversions by shape (``pods.shape_key``), for the pods a later snapshot
     # converts afresh (``Shapes``).

@@ -151,10 +151,13 @@ CONFIG = SolverConfig(time_limit_s=0.5, deterministic=True)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(objects(), max_size=8))
 def test_any_objects_end_in_findings_and_a_valid_decision(objs: list[dict[str, Any]]) -> None:
-    state = convert(objs).state
-    memo = Memo()  # as KubeCluster converts: memoised, and again from the memo
-    for _ in range(2):
-        assert convert(objs, memo=memo).state == state
+    fresh = convert(objs)
+    state = fresh.state
+    memo = Memo()  # as KubeCluster converts: memoised, and again from the memo (by
+    # identity), and from copies of the objects (by uid and resourceVersion): each time
+    # what was read afresh, findings and all
+    for again in (objs, objs, [dict(o) for o in objs]):
+        assert convert(again, memo=memo) == fresh
     for name, schedule in SCHEDULERS.items():
         decision = schedule(state, CONFIG)
         if name != "greedy":
