@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState
+from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState, Pod
 
 
 @dataclass(frozen=True)
 class Gangs:
     """The snapshot's gang bookkeeping, built once per cycle."""
 
-    of_pod: dict[str, str]  # pod -> gang (implicit gangs for pods without one)
+    pods: dict[str, Pod]  # the snapshot's pods by name (``ClusterState.pods_by_name``)
     need: dict[str, int]  # gang -> minMember
     queue: dict[str, str]  # gang -> queue
     held: dict[str, int]  # gang -> pods bound in the snapshot
@@ -29,23 +29,28 @@ class Gangs:
     @classmethod
     def of(cls, state: ClusterState) -> Gangs:
         held: dict[str, int] = defaultdict(int)
-        of_pod: dict[str, str] = {}
         task_need = {g.name: g.task_minimums for g in state.gangs if g.task_minimums}
         task_held: dict[str, Counter[str | None]] = {
             g.name: Counter(g.succeeded_by_task) for g in state.gangs if g.name in task_need
         }
         task_of: dict[str, str | None] = {}
         for pod in state.pods:  # every pod of a big cluster, every cycle: one pass
-            of_pod[pod.name] = gang = pod.gang_name()
-            bound = pod.node_name is not None and not pod.terminating  # leaving: no member
+            if pod.node_name is None:
+                if task_need and pod.gang in task_need:
+                    task_of[pod.name] = pod.task
+                continue
+            gang = pod.gang
+            if gang is None:  # ``Pod.gang_name``, inline: once per bound pod
+                gang = IMPLICIT_GANG_PREFIX + pod.name
+            bound = not pod.terminating  # leaving: no member
             if bound:
                 held[gang] += 1
-            if gang in task_need:
+            if task_need and gang in task_need:
                 task_of[pod.name] = pod.task
                 if bound:
                     task_held[gang][pod.task] += 1
         return cls(
-            of_pod=of_pod,
+            pods=state.pods_by_name,
             need={g.name: g.min_running for g in state.gangs},
             queue={g.name: g.queue for g in state.gangs},
             held=held,
@@ -66,7 +71,8 @@ class Gangs:
     def gang(self, pod: str) -> str:
         # A placement may name a pod the snapshot lacks; the validator reports it, and
         # the implicit gang name keeps it apart from every real gang.
-        return self.of_pod.get(pod, IMPLICIT_GANG_PREFIX + pod)
+        found = self.pods.get(pod)
+        return found.gang_name() if found is not None else IMPLICIT_GANG_PREFIX + pod
 
     def queue_of(self, gang: str) -> str:
         return self.queue.get(gang, DEFAULT_QUEUE)  # pods without a gang: default queue

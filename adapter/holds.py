@@ -154,9 +154,9 @@ class Holds:
 
     @staticmethod
     def by_name(state: ClusterState) -> dict[str, Pod]:
-        """The snapshot's pods by name, built once per cycle for ``refresh`` and ``split``:
-        a scan of every pod per hold cost tens of holds x tens of thousands of pods."""
-        return {p.name: p for p in state.pods}
+        """The snapshot's pods by name, for ``refresh`` and ``split``: a scan of every pod
+        per hold cost tens of holds x tens of thousands of pods."""
+        return state.pods_by_name
 
     @staticmethod
     def victims_left(hold: Hold, pods: Mapping[str, Pod]) -> list[str]:

@@ -51,7 +51,7 @@ def check(state: ClusterState, decision: Decision) -> list[Violation]:
     Output order is deterministic: per-placement findings in pod-name order, then node
     capacity by node, invalid and partial gangs by gang, and capabilities by queue.
     """
-    pods = {p.name: p for p in state.pods}
+    pods = state.pods_by_name
     nodes: dict[str, Node] = {n.name: n for n in state.nodes}
     gangs = {g.name: g for g in state.gangs}
     queues = {q.name: q for q in state.queues}
@@ -127,21 +127,40 @@ def check(state: ClusterState, decision: Decision) -> list[Violation]:
                 )
             )
 
-    out.extend(_capacity(state, nodes, new_on_node))
-    out.extend(_gangs(state, gangs, queues, new_pods))
+    placed: dict[str, list[Pod]] = defaultdict(list)
+    for pod in new_pods:
+        placed[pod.gang_name()].append(pod)
+    on_nodes, of_gangs = _bound_where(state, new_on_node, placed)
+    out.extend(_capacity(nodes, new_on_node, on_nodes))
+    out.extend(_gangs(gangs, queues, placed, of_gangs))
     out.extend(_capabilities(state, gangs, queues, new_pods))
     if decision.evictions or decision.nominated:
         out.extend(check_preemption(state, decision))
     return out
 
 
-def _capacity(
-    state: ClusterState, nodes: Mapping[str, Node], new_on_node: Mapping[str, list[Pod]]
-) -> list[Violation]:
-    bound_on_node: dict[str, list[Pod]] = defaultdict(list)
+def _bound_where(
+    state: ClusterState, new_on_node: Mapping[str, list[Pod]], placed: Mapping[str, list[Pod]]
+) -> tuple[dict[str, list[Pod]], dict[str, list[Pod]]]:
+    """The bound pods on the nodes the decision adds to, and the members of the gangs it
+    adds to (a terminating pod is no member any more), in one pass over every pod."""
+    on_nodes: dict[str, list[Pod]] = defaultdict(list)
+    of_gangs: dict[str, list[Pod]] = defaultdict(list)
     for pod in state.pods:
-        if pod.node_name is not None and pod.node_name in new_on_node:  # nodes it adds to
-            bound_on_node[pod.node_name].append(pod)
+        if (node := pod.node_name) is None:
+            continue
+        if node in new_on_node:
+            on_nodes[node].append(pod)
+        if (name := pod.gang_name()) in placed and not pod.terminating:
+            of_gangs[name].append(pod)
+    return on_nodes, of_gangs
+
+
+def _capacity(
+    nodes: Mapping[str, Node],
+    new_on_node: Mapping[str, list[Pod]],
+    bound_on_node: Mapping[str, list[Pod]],
+) -> list[Violation]:
     out: list[Violation] = []
     for node_name in sorted(new_on_node):
         node = nodes[node_name]
@@ -168,21 +187,17 @@ def _capacity(
 
 
 def _gangs(
-    state: ClusterState,
     gangs: Mapping[str, Gang],
     queues: Mapping[str, Queue],
-    new_pods: list[Pod],
+    placed: Mapping[str, list[Pod]],
+    of_gangs: Mapping[str, list[Pod]],
 ) -> list[Violation]:
-    placed: dict[str, list[Pod]] = defaultdict(list)
-    for pod in new_pods:
-        placed[pod.gang_name()].append(pod)
-    bound: dict[str, int] = defaultdict(int)
+    """``placed``: the decision's new pods by gang; ``of_gangs``: those gangs' bound
+    members (``_bound_where``)."""
+    bound: dict[str, int] = defaultdict(int, {n: len(ms) for n, ms in of_gangs.items()})
     per_task: dict[str, Counter[str | None]] = defaultdict(Counter)  # bound and new
-    for pod in state.bound_pods():
-        # Only the gangs this decision adds to; a terminating pod is no member any more.
-        if (name := pod.gang_name()) in placed and not pod.terminating:
-            bound[name] += 1
-            per_task[name][pod.task] += 1
+    for name, members in of_gangs.items():
+        per_task[name].update(p.task for p in members)
     for name, members in placed.items():
         per_task[name].update(p.task for p in members)
         if (gang_of := gangs.get(name)) is not None:

@@ -14,10 +14,11 @@ from adapter.cluster import GangStatus
 from adapter.kube.cache import ClusterCache, key_of
 from adapter.kube.dialects import COSCHEDULING_GROUP
 from adapter.kube.fields import stored_status
+from adapter.kube.pod_tally import PodTally
 from adapter.kube.resources import DIALECTS, Resource
 from adapter.kube.status import queue_status
 from adapter.quantity import quantity
-from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState, Resources
+from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX
 
 
 @dataclass(frozen=True)
@@ -28,21 +29,15 @@ class QueueWrite:
     sig: tuple[Any, ...]  # what it says, to skip a write already sent
 
 
-def allocated_by_queue(
-    state: ClusterState | None, gang_queue: dict[str, str]
-) -> dict[str, dict[str, str]]:
+def allocated_by_queue(tally: PodTally, gang_queue: dict[str, str]) -> dict[str, dict[str, str]]:
     """Per queue, what its PodGroups' bound pods request, as quantities. Pods outside a
     PodGroup (DaemonSets, other schedulers' pods) are no queue's."""
-    # Counted by request set (pods share a few, the same object each), then summed.
     counts: Counter[tuple[str, int]] = Counter()  # (queue, id of a request set)
-    sets: dict[int, Resources] = {}
-    for pod in state.pods if state is not None else ():
-        if pod.gang is not None and pod.node_name is not None:
-            counts[gang_queue.get(pod.gang, DEFAULT_QUEUE), id(pod.requests)] += 1
-            sets[id(pod.requests)] = pod.requests
+    for (gang, requests), count in tally.bound.items():
+        counts[gang_queue.get(gang, DEFAULT_QUEUE), requests] += count
     totals: dict[str, Counter[str]] = defaultdict(Counter)
     for (queue_name, requests), count in counts.items():
-        for name, amount in sets[requests].items():
+        for name, amount in tally.request_sets[requests].items():
             totals[queue_name][name] += amount * count
     return {
         q: {name: quantity(name, amount) for name, amount in sorted(used.items()) if amount}

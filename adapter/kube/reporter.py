@@ -22,7 +22,7 @@ server must not be sent thousands of identical patches a second.
 from __future__ import annotations
 
 import logging
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
 from functools import partial
@@ -37,6 +37,7 @@ from adapter.kube.dialects import VOLCANO_GROUP, workload_template
 from adapter.kube.enqueue import to_enqueue
 from adapter.kube.events import Events
 from adapter.kube.fields import stored_status, uid_of
+from adapter.kube.pod_tally import PodTally
 from adapter.kube.queue_report import allocated_by_queue, queue_writes
 from adapter.kube.reading import Finding
 from adapter.kube.resources import (
@@ -114,22 +115,21 @@ class Reporter:
         self.written.redo_failed()  # writes that failed: written again
         podgroups = self._podgroups()
         self.written.forget_recreated(podgroups)
-        pending_of: dict[str, list[str]] = defaultdict(list)
-        gang_queue: dict[str, str] = {}
-        if state is not None:  # as the cycle left it: its binds included
-            for waiting in state.pending_pods():
-                pending_of[waiting.gang_name()].append(waiting.name)
-            gang_queue = {g.name: g.queue for g in state.gangs}
+        # As the cycle left the state: its binds included.
+        tally = PodTally.of(state)
+        pending_of, members = tally.pending, tally.members
+        gang_queue = {g.name: g.queue for g in state.gangs} if state is not None else {}
         # A gang without a live pod has finished (its pods Succeeded or Failed) or has
         # no pods yet: it is not "unschedulable", and gangsat says nothing about it.
-        members = Counter(p.gang_name() for p in state.pods) if state is not None else Counter()
         with_pods = set(members)
         # Pods that wait for their volumes are in no snapshot: their gang is live too,
         # and its status says what it waits for (else a gang whose pods all wait said
         # nothing, and one missing a member blamed the cluster's room).
         waits = _volume_waits(findings)
         live = [
-            waiting_for_volumes(s, len(waits[s.gang]), _first(waits[s.gang]), members[s.gang])
+            waiting_for_volumes(
+                s, len(waits[s.gang]), _first(waits[s.gang]), members.get(s.gang, 0)
+            )
             if s.gang in waits
             else s
             for s in report.statuses
@@ -156,7 +156,7 @@ class Reporter:
             self._guarded("enqueue", partial(self._enqueue, podgroups, state, with_pods, placed))
         self._guarded("pod events", partial(self._pod_events, report))
         self._guarded("findings", partial(self._findings, findings))
-        allocated = partial(allocated_by_queue, state, gang_queue)
+        allocated = partial(allocated_by_queue, tally, gang_queue)
         self._guarded("queues", partial(self._queues, live, gang_queue, allocated))
         bound = {ObjectRef("Pod", *split_key(p)) for p in report.bound}
         self._guarded("forget", partial(self.recorder.forget, bound))
