@@ -21,21 +21,25 @@ class Memo:
     replaces it, so an object seen before is found by identity, without reading it (at
     5,000 nodes and 40,000 pods, reading every object's keys again took half of a
     quiet cycle's snapshot). Each entry holds its object, so its id cannot be reused
-    while the entry lives. ``by_key``: by uid and resourceVersion (``memo_key``), for an
-    unchanged object in a new dict (a re-list, a bind the cache overlays).
+    while the entry lives. An unchanged object in a new dict (a re-list, a bind the
+    cache overlays) is found by its ``memo_key`` (uid and resourceVersion) among the
+    entries' keys (``Reading``): looked up only when an object is not found by identity.
     """
 
-    # What an object converted to, and the finding it made (or None), as ``Seen``: one
-    # tuple for both tables, not one made per object and table at each snapshot.
-    by_key: dict[tuple[Any, ...], Seen] = field(default_factory=dict)
+    # What an object converted to, and the finding it made (or None).
     by_id: dict[int, Seen] = field(default_factory=dict)
 
     # Pods' conversions by shape (``pods.shape_key``), for the pods a later snapshot
     # converts afresh (``Shapes``).
     shapes: dict[tuple[Any, ...], Pod] = field(default_factory=dict)
 
+    # What the reads depended on besides the objects (``Reading.priority_key``): the
+    # same object from one snapshot to the next while it is unchanged, so that most
+    # entries are compared with it by identity.
+    priority_key: tuple[Any, ...] = ()
+
     def __len__(self) -> int:
-        return len(self.by_key) + len(self.shapes)
+        return len(self.by_id) + len(self.shapes)
 
 
 @dataclass

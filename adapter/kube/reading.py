@@ -49,7 +49,18 @@ class Reading:
         self.findings = findings
         self.fresh = Memo()
         self.seen = memo.by_id if memo is not None else {}
-        self.priority_key: tuple[Any, ...] = ()
+        self._by_key: dict[tuple[Any, ...], Seen] | None = None  # ``_keyed``
+        self._priority_key: tuple[Any, ...] = ()
+
+    @property
+    def priority_key(self) -> tuple[Any, ...]:
+        return self._priority_key
+
+    @priority_key.setter
+    def priority_key(self, key: tuple[Any, ...]) -> None:
+        # The last snapshot's own object where equal: ``recalled`` compares by identity.
+        last = self.memo.priority_key if self.memo is not None else None
+        self._priority_key = self.fresh.priority_key = last if key == last else key
 
     def seen_before(self, o: Obj) -> Seen | None:
         """What a snapshot before kept of ``o`` if it is the very object read then (for
@@ -65,9 +76,12 @@ class Reading:
     def recalled(self, o: Obj, hit: Seen | None) -> Any:
         """``recall`` of ``o`` from its ``seen_before``, where the caller has it already:
         one lookup per object of a big cluster, not two."""
-        if hit is None or hit[1][-1] != self.priority_key:
+        if hit is None:
             return MISSING
-        self.fresh.by_id[id(o)] = self.fresh.by_key[hit[1]] = hit
+        read_under, now = hit[1][-1], self._priority_key
+        if read_under is not now and read_under != now:
+            return MISSING
+        self.fresh.by_id[id(o)] = hit
         value, finding = hit[2], hit[3]
         if finding is not None:
             self.findings.append(finding)
@@ -85,16 +99,24 @@ class Reading:
         read_key = memo_key(kind, o, self.priority_key)
         if read_key is None:
             return self._build(kind, o, build)
-        if read_key in memo.by_key:
-            _, _, value, finding = memo.by_key[read_key]
+        if (hit := self._keyed().get(read_key)) is not None:
+            _, _, value, finding = hit
             if finding is not None:
                 self.findings.append(finding)
         else:
             before = len(self.findings)
             value = self._build(kind, o, build)
             finding = self.findings[before] if len(self.findings) > before else None
-        self.fresh.by_key[read_key] = self.fresh.by_id[id(o)] = (o, read_key, value, finding)
+        self.fresh.by_id[id(o)] = (o, read_key, value, finding)
         return value
+
+    def _keyed(self) -> dict[tuple[Any, ...], Seen]:
+        """The last snapshot's entries by ``memo_key``, made at the first object of this
+        one not found by identity: a table kept at every snapshot cost an insert per
+        object of a big cluster, most of them never looked up by key."""
+        if self._by_key is None:
+            self._by_key = {entry[1]: entry for entry in self.seen.values()}
+        return self._by_key
 
     def _build(self, kind: str, o: Obj, build: Callable[..., Any]) -> Any:
         try:
@@ -113,11 +135,8 @@ class Reading:
         """This snapshot's reads kept for the next, in place of the last one's."""
         if self.memo is not None:
             fresh = self.fresh
-            self.memo.by_key, self.memo.by_id, self.memo.shapes = (
-                fresh.by_key,
-                fresh.by_id,
-                fresh.shapes,
-            )
+            self.memo.by_id, self.memo.shapes = fresh.by_id, fresh.shapes
+            self.memo.priority_key = fresh.priority_key
 
 
 def _label(o: Obj) -> str:

@@ -544,7 +544,7 @@ def test_a_memo_reuses_unchanged_objects_and_rereads_changed_ones() -> None:
     overlaid = {**changed, "spec": {**changed["spec"], "nodeName": "n1"}}
     [p4] = convert([objects[0], overlaid], memo=memo).state.pods
     assert p4.node_name == "n1"
-    assert not any(key[1] == "u-bad" for key in memo.by_key)
+    assert not any(key[1] == "u-bad" for _, key, *_ in memo.by_id.values())
     assert all(o is not objects[2] for o, *_ in memo.by_id.values())
 
 
