@@ -243,22 +243,28 @@ def prepare(state: ClusterState) -> Problem:
     busy: list[int] = []  # nodes running a pod other than a DaemonSet's
     outside_gangs: list[Pod] = []
     unbound: list[Pod] = []  # ``state.pending_pods()``, in one pass with the rest
+    # Gangs with a pod not bound: the others (most of a big cluster's) only hold room.
+    with_unbound: set[str] = set()
+    on_nodes, on_sets = held.on_nodes, held.on_sets
     for pod in state.pods:
-        if pod.node_name is not None:
-            node_i = n_index.get(pod.node_name)
+        node_name, gang_of = pod.node_name, pod.gang  # each read once: 80,000 pods
+        if node_name is not None:
+            node_i = n_index.get(node_name)
             if node_i is not None:
-                held.on_nodes.append(node_i)
-                held.on_sets.append(pod.requests)
+                on_nodes.append(node_i)
+                on_sets.append(pod.requests)
                 # Every node runs DaemonSet pods: only other pods make a node used.
                 if not pod.daemon:
                     busy.append(node_i)
         else:
             unbound.append(pod)
-        if pod.gang is not None:
-            if pod.gang in gangs_by_name:
-                members[pod.gang].append(pod)
-            elif pod.node_name is None:
-                waiting[pod.name] = f"PodGroup {pod.gang!r} not found"
+        if gang_of is not None:
+            if gang_of in gangs_by_name:
+                members[gang_of].append(pod)
+                if node_name is None:
+                    with_unbound.add(gang_of)
+            elif node_name is None:
+                waiting[pod.name] = f"PodGroup {gang_of!r} not found"
             continue
         name = pod.gang_name()
         if name not in gangs_by_name:
@@ -274,6 +280,7 @@ def prepare(state: ClusterState) -> Problem:
                 created_s=pod.created_s,
             )
         members[name].append(pod)
+        with_unbound.add(name)
 
     held.take_from(raw_free)
     empty[np.array(busy, dtype=np.int64)] = False
@@ -314,6 +321,13 @@ def prepare(state: ClusterState) -> Problem:
     demand_counts: list[int] = []
     for gang in sorted(gangs_by_name.values(), key=lambda g: g.name):
         pods = members.get(gang.name, [])
+        if gang.name not in with_unbound:
+            # Every pod bound (terminating ones too: they hold room until gone), as the
+            # loop below would find them one by one: only their queue's usage to note.
+            if pods and (q := q_index.get(gang.queue)) is not None:
+                held.by_queues += [q] * len(pods)
+                held.by_sets += [pod.requests for pod in pods]
+            continue
         # One pass: bound (terminating too: they hold room), gated, and pending, where a
         # pod being deleted is no pod to bind (kube-scheduler skips it too).
         bound: list[Pod] = []
