@@ -285,18 +285,24 @@ class Reporter:
 
     def _as_written(self, gang: str, podgroup: Obj) -> Obj:
         """A PodGroup's status as the cache holds it, but at the phase the server took
-        from gangsat (Inqueue, Running) where the cache does not show it yet: the
-        PodGroup watch may lag the pods' (a Volcano job's pods come once Inqueue is
-        seen), and built on the cache's Pending, the next status wrote Pending over
-        gangsat's own Inqueue. Once the cache shows more than Pending, it stands."""
+        from gangsat where the cache does not show it yet (``_landed_phase``)."""
         stored = stored_status(podgroup)
+        landed = self._landed_phase(gang, podgroup, stored.get("phase"))
+        return stored if landed is None else {**stored, "phase": landed}
+
+    def _landed_phase(self, gang: str, podgroup: Obj, stored_phase: Any) -> Any:
+        """The phase the server took from gangsat (Inqueue, Running) where the cache,
+        at ``stored_phase``, does not show it yet, else None: the PodGroup watch may lag
+        the pods' (a Volcano job's pods come once Inqueue is seen), and built on the
+        cache's Pending, the next status wrote Pending over gangsat's own Inqueue. Once
+        the cache shows more than Pending, it stands (``Written.settled``)."""
         phase = self.written.phase(gang, uid_of(podgroup))
         if phase is None:
-            return stored
-        if stored.get("phase") not in (None, "Pending"):
+            return None
+        if stored_phase not in (None, "Pending"):
             self.written.settled(gang)
-            return stored
-        return {**stored, "phase": phase} if phase in ("Inqueue", "Running") else stored
+            return None
+        return phase if phase in ("Inqueue", "Running") else None
 
     def _gang(
         self,
@@ -318,10 +324,15 @@ class Reporter:
                     self._pod_waiting(pod, unschedulable_message(status))
             return
         resource, obj = podgroup
-        namespace, name = split_key(status.gang)
         body: dict[str, Any] | None = None
-        current = self._as_written(status.gang, obj)
-        phase = current.get("phase")  # what the body is built on: the cache's, or ours
+        # The phase the body is built on (the cache's, or ours: ``_landed_phase``), read
+        # without copying the status where the comparison below is remembered (every
+        # gang of a big cluster, every cycle).
+        raw = obj.get("status")
+        stored_phase = raw.get("phase") if type(raw) is dict else stored_status(obj).get("phase")
+        landed = self._landed_phase(status.gang, obj, stored_phase)
+        phase = stored_phase if landed is None else landed
+        current = partial(self._as_written, status.gang, obj)  # (the same phase again)
         if (
             compared is not None
             and compared[0] is obj
@@ -330,12 +341,13 @@ class Reporter:
         ):
             sig, has = compared[2], compared[3]
         else:
-            body = podgroup_status(status, resource.api_version, self.now(), current)
+            body = podgroup_status(status, resource.api_version, self.now(), current())
             sig, has = _signature(body), _signature(stored_status(obj))
         self._compared[status.gang] = (obj, status, sig, has, phase)
+        namespace, name = split_key(status.gang)
         if sig not in (has, self.written.get(f"podgroup {status.gang}")):
             if body is None:  # the comparison was remembered: built now, timestamps and all
-                body = podgroup_status(status, resource.api_version, self.now(), current)
+                body = podgroup_status(status, resource.api_version, self.now(), current())
             self.written.submit(
                 f"podgroup {status.gang}",
                 sig,
