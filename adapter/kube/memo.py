@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapter.kube.dialects import group_of
-from adapter.kube.fields import LEAVING, Obj
+from adapter.kube.fields import LEAVING, Obj, created_s
 from solver.model import Pod
 
 # A memo entry: the object read, its ``memo_key``, what it converted to, and its finding.
@@ -71,6 +71,10 @@ def memo_key(kind: str, o: Obj, priorities: tuple[Any, ...]) -> tuple[Any, ...] 
     uid, version = metadata.get("uid"), metadata.get("resourceVersion")
     if not isinstance(uid, str) or not isinstance(version, str) or not uid or not version:
         return None  # unusual shapes are read uncached, where they become findings
+    if kind in ("Pod", "Job") and not created_s(o):
+        # Without a creation time a pod is ordered by its place among the objects
+        # (``convert``), which no key holds: read again each time, as it may have moved.
+        return None
     if kind == "Pod":
         spec = o.get("spec") or {}
         node = spec.get("nodeName") if isinstance(spec, dict) else None

@@ -518,7 +518,9 @@ def test_solve_needs_exactly_one_input(args: list[str], fragment: str) -> None:
 
 
 def versioned(obj: dict[str, Any], uid: str, version: str) -> dict[str, Any]:
-    return {**obj, "metadata": {**obj["metadata"], "uid": uid, "resourceVersion": version}}
+    """``obj`` as an API server stores it: with a uid, a version and a creation time."""
+    metadata = {**obj["metadata"], "uid": uid, "resourceVersion": version}
+    return {**obj, "metadata": {"creationTimestamp": "2026-12-01T00:00:00Z", **metadata}}
 
 
 def test_a_memo_reuses_unchanged_objects_and_rereads_changed_ones() -> None:
@@ -546,6 +548,35 @@ def test_a_memo_reuses_unchanged_objects_and_rereads_changed_ones() -> None:
     assert p4.node_name == "n1"
     assert not any(key[1] == "u-bad" for _, key, *_ in memo.by_id.values())
     assert all(o is not objects[2] for o, *_ in memo.by_id.values())
+
+
+def test_copies_of_unchanged_objects_are_recalled_by_uid_and_version_findings_and_all() -> None:
+    """A re-list hands out new dicts of the same objects: each is found by its uid and
+    resourceVersion (``Reading._keyed``), not read again, and its finding is replayed."""
+    memo = Memo()
+    objects = [
+        versioned(node("n1"), "u-n1", "1"),
+        versioned(pod("p", cpu="1"), "u-p", "2"),
+        versioned(pod("bad", cpu="-1"), "u-bad", "3"),
+    ]
+    first = convert(objects, memo=memo)
+    again = convert([dict(o) for o in objects], memo=memo)
+    assert again == first
+    [p1], [p2] = first.state.pods, again.state.pods
+    assert p2 is p1
+    assert [f.name for f in again.findings] == ["team/bad"]
+
+
+def test_a_pod_without_a_creation_time_is_ordered_by_its_place_with_a_memo_too() -> None:
+    """Without a creation time a pod's age is its place among the objects, which no memo
+    key holds: recalled, pods that changed places kept their first order."""
+    memo = Memo()
+    a = {**pod("a"), "metadata": {**pod("a")["metadata"], "uid": "u-a", "resourceVersion": "1"}}
+    b = {**pod("b"), "metadata": {**pod("b")["metadata"], "uid": "u-b", "resourceVersion": "1"}}
+    convert([a, b], memo=memo)
+    swapped = convert([b, a], memo=memo)
+    assert swapped == convert([b, a])
+    assert {p.name: p.created_s for p in swapped.state.pods} == {"team/b": 0.0, "team/a": 1.0}
 
 
 def test_a_memo_reads_an_unchanged_object_again_when_what_it_depends_on_changed() -> None:
