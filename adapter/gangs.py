@@ -7,6 +7,7 @@ chance, preemption and status steps."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState, Pod
@@ -16,7 +17,7 @@ from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState, Pod
 class Gangs:
     """The snapshot's gang bookkeeping, built once per cycle."""
 
-    pods: dict[str, Pod]  # the snapshot's pods by name (``ClusterState.pods_by_name``)
+    pods: Mapping[str, Pod]  # the snapshot's pods by name (``ClusterState.pods_by_name``)
     need: dict[str, int]  # gang -> minMember
     queue: dict[str, str]  # gang -> queue
     held: dict[str, int]  # gang -> pods bound in the snapshot
@@ -36,7 +37,7 @@ class Gangs:
         task_of: dict[str, str | None] = {}
         for pod in state.pods:  # every pod of a big cluster, every cycle: one pass
             if pod.node_name is None:
-                if task_need and pod.gang in task_need:
+                if task_need and pod.gang_name() in task_need:
                     task_of[pod.name] = pod.task
                 continue
             gang = pod.gang
@@ -50,7 +51,7 @@ class Gangs:
                 if bound:
                     task_held[gang][pod.task] += 1
         return cls(
-            pods=state.pods_by_name,
+            pods=state.pods_by_name(),
             need={g.name: g.min_running for g in state.gangs},
             queue={g.name: g.queue for g in state.gangs},
             held=held,

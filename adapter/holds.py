@@ -153,10 +153,10 @@ class Holds:
         return dropped
 
     @staticmethod
-    def by_name(state: ClusterState) -> dict[str, Pod]:
+    def by_name(state: ClusterState) -> Mapping[str, Pod]:
         """The snapshot's pods by name, for ``refresh`` and ``split``: a scan of every pod
         per hold cost tens of holds x tens of thousands of pods."""
-        return state.pods_by_name
+        return state.pods_by_name()
 
     @staticmethod
     def victims_left(hold: Hold, pods: Mapping[str, Pod]) -> list[str]:

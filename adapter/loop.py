@@ -386,7 +386,7 @@ def run_cycle(
     ready: list[Hold] = []
     waiting: list[Hold] = []
     solver_state = checked_state = state
-    pods: dict[str, Pod] | None = None
+    pods: Mapping[str, Pod] | None = None
     if holds is not None and not holds.recovered:
         holds.recover(state)  # a new leader keeps the room nominated before it
     if holds:
@@ -443,9 +443,9 @@ def run_cycle(
                 holds.drop(hold.gang, why, bound=bound)
             if decision.evictions:
                 _preempt(cluster, checked_state, gangs, decision, holds, result)
-            # Holds made this cycle find no index above: built only then.
+            # Holds made this cycle read the snapshot's pods too (``Holds.by_name``).
             if pods is None:
-                pods = holds.by_name(state) if holds.held else {}
+                pods = holds.by_name(state)
             for hold in holds.held.values():
                 left = holds.victims_left(hold, pods)
                 result.holding[hold.gang] = (

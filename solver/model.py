@@ -456,17 +456,26 @@ class ClusterState(_Frozen):
                 raise ValueError(f"{kind}: duplicate name(s) {', '.join(dupes)}")
         return self
 
-    @cached_property
-    def pods_by_name(self) -> dict[str, Pod]:
+    def pods_by_name(self) -> Mapping[str, Pod]:
         """The pods by name, made once per snapshot for whoever looks pods up in it (the
         loop's gang index, the validator, the holds): each made its own, a pass over
-        every pod of a big cluster apiece. Shared: do not modify."""
+        every pod of a big cluster apiece."""
+        return self._pods_by_name
+
+    @cached_property
+    def _pods_by_name(self) -> dict[str, Pod]:
+        # Private (a leading underscore): no field, nor iterated or dumped as one.
         return {p.name: p for p in self.pods}
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         copied = super().model_copy(update=update, deep=deep)
-        copied.__dict__.pop("pods_by_name", None)  # of the pods it had: made again if read
+        copied.__dict__.pop("_pods_by_name", None)  # of the pods it had: made again if read
         return copied
+
+    def __getstate__(self) -> dict[Any, Any]:
+        state = super().__getstate__()  # made again where read, as ``model_copy`` does
+        state["__dict__"] = {k: v for k, v in state["__dict__"].items() if k != "_pods_by_name"}
+        return state
 
     def pending_pods(self) -> list[Pod]:
         return [p for p in self.pods if p.node_name is None]

@@ -247,7 +247,7 @@ def prepare(state: ClusterState) -> Problem:
     with_unbound: set[str] = set()
     on_nodes, on_sets = held.on_nodes, held.on_sets
     for pod in state.pods:
-        node_name, gang_of = pod.node_name, pod.gang  # each read once: 80,000 pods
+        node_name, gang_of = pod.node_name, pod.gang  # read once for the tests below
         if node_name is not None:
             node_i = n_index.get(node_name)
             if node_i is not None:

@@ -51,7 +51,7 @@ def check(state: ClusterState, decision: Decision) -> list[Violation]:
     Output order is deterministic: per-placement findings in pod-name order, then node
     capacity by node, invalid and partial gangs by gang, and capabilities by queue.
     """
-    pods = state.pods_by_name
+    pods = state.pods_by_name()
     nodes: dict[str, Node] = {n.name: n for n in state.nodes}
     gangs = {g.name: g for g in state.gangs}
     queues = {q.name: q for q in state.queues}
@@ -146,6 +146,8 @@ def _bound_where(
     adds to (a terminating pod is no member any more), in one pass over every pod."""
     on_nodes: dict[str, list[Pod]] = defaultdict(list)
     of_gangs: dict[str, list[Pod]] = defaultdict(list)
+    if not new_on_node and not placed:
+        return on_nodes, of_gangs  # a decision that places nothing reads no pod
     for pod in state.pods:
         if (node := pod.node_name) is None:
             continue

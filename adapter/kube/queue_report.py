@@ -52,8 +52,8 @@ def queue_writes(
     allocation: Callable[[], dict[str, dict[str, str]]],
 ) -> list[QueueWrite]:
     """The Queue statuses that differ from what their objects say. ``allocation`` totals
-    every bound pod's requests by queue (``allocated_by_queue``): asked for only when there is a
-    Queue object to write it to."""
+    every bound pod's requests by queue (``allocated_by_queue``, from the report's tally of
+    the pods): summed only when there is a Queue object to write it to."""
     queues = [
         (resource, cache.of(resource))
         for resource in DIALECTS

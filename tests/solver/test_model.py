@@ -276,3 +276,18 @@ def test_a_copy_reads_as_pydantic_s_own_copy_and_leaves_the_original_alone() -> 
     copied = decision.model_copy(update={"placements": {}})
     assert copied.placements == {} and copied.explanations_pending
     assert copied.explained().unschedulable == {"ns/g": "why"}
+
+
+def test_a_snapshot_s_pods_by_name_are_its_own_and_no_field() -> None:
+    """Made once and shared by the loop's readers; a copy with other pods makes its own,
+    and the index is no part of the model (compared, iterated, pickled)."""
+    state = ClusterState(pods=(pod("ns/a").build(), pod("ns/b").build()))
+    index = state.pods_by_name()
+    assert list(index) == ["ns/a", "ns/b"] and state.pods_by_name() is index
+    bound = state.with_bindings({"ns/a": "n1"})
+    assert bound.pods_by_name()["ns/a"].node_name == "n1"
+    assert state.pods_by_name()["ns/a"].node_name is None
+    assert state == ClusterState(pods=state.pods)
+    assert set(dict(state)) == {"nodes", "pods", "gangs", "queues", "now_s"}
+    again = pickle.loads(pickle.dumps(state))
+    assert again == state and list(again.pods_by_name()) == ["ns/a", "ns/b"]
