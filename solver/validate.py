@@ -146,8 +146,8 @@ def _bound_where(
     adds to (a terminating pod is no member any more), in one pass over every pod."""
     on_nodes: dict[str, list[Pod]] = defaultdict(list)
     of_gangs: dict[str, list[Pod]] = defaultdict(list)
-    if not new_on_node and not placed:
-        return on_nodes, of_gangs  # a decision that places nothing reads no pod
+    if not placed:  # (nor any node): a decision that places nothing reads no pod here
+        return on_nodes, of_gangs
     for pod in state.pods:
         if (node := pod.node_name) is None:
             continue

@@ -66,7 +66,7 @@ def memo_key(kind: str, o: Obj, priorities: tuple[Any, ...]) -> tuple[Any, ...] 
     """What a converted object depends on: an API object's uid and resourceVersion, and
     for a pod also its node, its group and whether it is leaving, which the cache may
     overlay (an assumed bind, a pod being deleted). Objects without both (a manifest
-    file) are not memoised."""
+    file), and pods and Jobs without a creation time, are not memoised."""
     metadata = o.get("metadata") or {}
     uid, version = metadata.get("uid"), metadata.get("resourceVersion")
     if not isinstance(uid, str) or not isinstance(version, str) or not uid or not version:

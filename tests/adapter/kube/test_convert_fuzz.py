@@ -68,6 +68,7 @@ def objects(draw: st.DrawFn) -> dict[str, Any]:
                         "namespace": st.just("ns"),
                         "uid": st.one_of(st.just(f"uid-{name}"), values),
                         "resourceVersion": st.one_of(st.just("7"), values),
+                        "creationTimestamp": st.one_of(st.just("2026-12-01T00:00:00Z"), values),
                         "annotations": st.one_of(values, st.just({})),
                     }
                 ),

@@ -162,7 +162,7 @@ def test_a_remembered_pod_is_refused_again_and_accepted_once_bound() -> None:
     # Converted from the memo on later cycles, the finding comes back with the pod.
     memo = Memo()
     anti = with_spec(pod("p"), affinity={"podAntiAffinity": {REQUIRED: [TERM]}})
-    anti["metadata"].update(uid="u1", resourceVersion="1")
+    anti["metadata"].update(uid="u1", resourceVersion="1", creationTimestamp="2026-12-01T00:00:00Z")
     for _ in range(2):
         conversion = convert([node("n1"), anti], memo=memo)
         assert conversion.state.pods == () and len(conversion.findings) == 1
