@@ -212,7 +212,9 @@ def test_a_resize_moves_the_caches_read_view_and_ordinary_status_chatter_does_no
 def test_a_gang_with_a_member_read_for_its_room_stays_no_victim_through_the_memo() -> None:
     group = {"scheduling.k8s.io/group-name": "g"}
     bound = pod("g-0", cpu="1", node_name="n1", annotations=group)
-    bound["metadata"].update(uid="u-1", resourceVersion="7", creationTimestamp="2026-12-01T00:00:00Z")
+    bound["metadata"].update(
+        uid="u-1", resourceVersion="7", creationTimestamp="2026-12-01T00:00:00Z"
+    )
     bound["spec"]["tolerations"] = [{"key": "sla", "operator": "Ge", "value": "90"}]
     pg = podgroup("scheduling.sigs.dev/v1alpha2", "g", {"minMember": 1})
     memo = Memo()
