@@ -523,13 +523,18 @@ def versioned(obj: dict[str, Any], uid: str, version: str) -> dict[str, Any]:
     return {**obj, "metadata": {"creationTimestamp": "2026-12-01T00:00:00Z", **metadata}}
 
 
-def test_a_memo_reuses_unchanged_objects_and_rereads_changed_ones() -> None:
-    memo = Memo()
-    objects = [
+def stored_node_pod_and_bad_pod() -> list[dict[str, Any]]:
+    """A node, a pod and a pod with a negative request, as a server stores them."""
+    return [
         versioned(node("n1"), "u-n1", "1"),
         versioned(pod("p", cpu="1"), "u-p", "2"),
         versioned(pod("bad", cpu="-1"), "u-bad", "3"),
     ]
+
+
+def test_a_memo_reuses_unchanged_objects_and_rereads_changed_ones() -> None:
+    memo = Memo()
+    objects = stored_node_pod_and_bad_pod()
     first = convert(objects, memo=memo)
     second = convert(objects, memo=memo)
     assert second.state == first.state
@@ -554,11 +559,7 @@ def test_copies_of_unchanged_objects_are_recalled_by_uid_and_version_findings_an
     """A re-list hands out new dicts of the same objects: each is found by its uid and
     resourceVersion (``Reading._keyed``), not read again, and its finding is replayed."""
     memo = Memo()
-    objects = [
-        versioned(node("n1"), "u-n1", "1"),
-        versioned(pod("p", cpu="1"), "u-p", "2"),
-        versioned(pod("bad", cpu="-1"), "u-bad", "3"),
-    ]
+    objects = stored_node_pod_and_bad_pod()
     first = convert(objects, memo=memo)
     again = convert([dict(o) for o in objects], memo=memo)
     assert again == first
