@@ -73,7 +73,9 @@ class Gangs:
         # A placement may name a pod the snapshot lacks; the validator reports it, and
         # the implicit gang name keeps it apart from every real gang.
         found = self.pods.get(pod)
-        return found.gang_name() if found is not None else IMPLICIT_GANG_PREFIX + pod
+        if found is None or found.gang is None:  # (``Pod.gang_name``, inline: per placement)
+            return IMPLICIT_GANG_PREFIX + pod
+        return found.gang
 
     def queue_of(self, gang: str) -> str:
         return self.queue.get(gang, DEFAULT_QUEUE)  # pods without a gang: default queue

@@ -111,12 +111,11 @@ def _bind(
     members that failed for a reason another node may cure a second chance (in the room
     ``held`` leaves of a snapshot); then evict what this cycle bound of each gang still
     short of minMember — the last resort."""
+    gang_of = {pod: gangs.gang(pod) for pod in decision.placements}  # once per placement
     placements = [
         (pod, node)
-        for pod, node in sorted(
-            decision.placements.items(), key=lambda pn: (gangs.gang(pn[0]), pn[0])
-        )
-        if gangs.gang(pod) not in result.rejected
+        for pod, node in sorted(decision.placements.items(), key=lambda pn: (gang_of[pn[0]], pn[0]))
+        if gang_of[pod] not in result.rejected
     ]
     failures = cluster.bind(placements)
     stranded_in = stranded_in or {}  # gang -> its pods remembered as stranded
@@ -127,7 +126,7 @@ def _bind(
             result.failure_reasons[pod] = failures[pod].reason
         else:
             result.bound[pod] = node
-            done_by_gang[gangs.gang(pod)].append(pod)
+            done_by_gang[gang_of[pod]].append(pod)
     if not atomic:
         return
 
