@@ -40,9 +40,7 @@ class Gangs:
                 if task_need and pod.gang_name() in task_need:
                     task_of[pod.name] = pod.task
                 continue
-            gang = pod.gang
-            if gang is None:  # ``Pod.gang_name``, inline: once per bound pod
-                gang = IMPLICIT_GANG_PREFIX + pod.name
+            gang = pod.gang_name()
             bound = not pod.terminating  # leaving: no member
             if bound:
                 held[gang] += 1
@@ -73,9 +71,7 @@ class Gangs:
         # A placement may name a pod the snapshot lacks; the validator reports it, and
         # the implicit gang name keeps it apart from every real gang.
         found = self.pods.get(pod)
-        if found is None or found.gang is None:  # (``Pod.gang_name``, inline: per placement)
-            return IMPLICIT_GANG_PREFIX + pod
-        return found.gang
+        return found.gang_name() if found is not None else IMPLICIT_GANG_PREFIX + pod
 
     def queue_of(self, gang: str) -> str:
         return self.queue.get(gang, DEFAULT_QUEUE)  # pods without a gang: default queue

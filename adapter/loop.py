@@ -29,7 +29,7 @@ from adapter.repair import place_again
 from adapter.results import CycleResult, gang_statuses
 from adapter.rollbacks import Stranded
 from solver.config import SolverConfig
-from solver.model import ClusterState, Decision, Pod
+from solver.model import ClusterState, Decision
 from solver.schedulers import SCHEDULERS
 from solver.validate import Violation, check
 
@@ -385,7 +385,6 @@ def run_cycle(
     ready: list[Hold] = []
     waiting: list[Hold] = []
     solver_state = checked_state = state
-    pods: Mapping[str, Pod] | None = None
     if holds is not None and not holds.recovered:
         holds.recover(state)  # a new leader keeps the room nominated before it
     if holds:
@@ -442,9 +441,8 @@ def run_cycle(
                 holds.drop(hold.gang, why, bound=bound)
             if decision.evictions:
                 _preempt(cluster, checked_state, gangs, decision, holds, result)
-            # Holds made this cycle read the snapshot's pods too (``Holds.by_name``).
-            if pods is None:
-                pods = holds.by_name(state)
+            # Holds made this cycle too read the snapshot's pods (``Holds.by_name``).
+            pods = holds.by_name(state)
             for hold in holds.held.values():
                 left = holds.victims_left(hold, pods)
                 result.holding[hold.gang] = (

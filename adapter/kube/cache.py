@@ -269,10 +269,7 @@ class ClusterCache:
                     continue
                 deleted, assumed = self._deleted, self._assumed
                 for key, pod in store.items():
-                    # Its metadata read once for both: once per pod of a big cluster at
-                    # every snapshot.
-                    metadata = pod.get("metadata") or {}
-                    if key in deleted or metadata.get("deletionTimestamp"):
+                    if key in deleted or (pod.get("metadata") or {}).get("deletionTimestamp"):
                         # A bind that landed but that the watch has not shown yet still
                         # holds its node while the pod terminates: the parked node says.
                         parked = self._parked.get(key)
@@ -285,7 +282,7 @@ class ClusterCache:
                         pod = {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node}}
                     out.append(pod)
                     if pod_uids is not None:
-                        pod_uids[key] = str(metadata.get("uid") or "")  # ``uid_of``
+                        pod_uids[key] = uid_of(pod)
             return out
 
     def of(self, resource: Resource) -> list[Obj]:

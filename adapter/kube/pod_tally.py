@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from solver.model import IMPLICIT_GANG_PREFIX, ClusterState, Resources
+from solver.model import ClusterState, Resources
 
 
 @dataclass
@@ -33,9 +33,7 @@ class PodTally:
             tally.request_sets,
         )
         for pod in state.pods:
-            gang = pod.gang
-            if gang is None:  # ``Pod.gang_name``, inline: once per pod
-                gang = IMPLICIT_GANG_PREFIX + pod.name
+            gang = pod.gang_name()
             members[gang] = members.get(gang, 0) + 1
             if pod.node_name is None:
                 if gang in pending:

@@ -60,7 +60,7 @@ class Reading:
     def priority_key(self, key: tuple[Any, ...]) -> None:
         # The last snapshot's own object where equal: ``recalled`` compares by identity.
         last = self.memo.priority_key if self.memo is not None else None
-        self._priority_key = self.fresh.priority_key = last if key == last else key
+        self._priority_key = last if key == last else key
 
     def seen_before(self, o: Obj) -> Seen | None:
         """What a snapshot before kept of ``o`` if it is the very object read then (for
@@ -136,7 +136,7 @@ class Reading:
         if self.memo is not None:
             fresh = self.fresh
             self.memo.by_id, self.memo.shapes = fresh.by_id, fresh.shapes
-            self.memo.priority_key = fresh.priority_key
+            self.memo.priority_key = self._priority_key
 
 
 def _label(o: Obj) -> str:

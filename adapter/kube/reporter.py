@@ -332,7 +332,6 @@ class Reporter:
         stored_phase = raw.get("phase") if type(raw) is dict else stored_status(obj).get("phase")
         landed = self._landed_phase(status.gang, obj, stored_phase)
         phase = stored_phase if landed is None else landed
-        current = partial(self._as_written, status.gang, obj)  # (the same phase again)
         if (
             compared is not None
             and compared[0] is obj
@@ -341,13 +340,17 @@ class Reporter:
         ):
             sig, has = compared[2], compared[3]
         else:
-            body = podgroup_status(status, resource.api_version, self.now(), current())
+            body = podgroup_status(
+                status, resource.api_version, self.now(), self._as_written(status.gang, obj)
+            )
             sig, has = _signature(body), _signature(stored_status(obj))
         self._compared[status.gang] = (obj, status, sig, has, phase)
         namespace, name = split_key(status.gang)
         if sig not in (has, self.written.get(f"podgroup {status.gang}")):
             if body is None:  # the comparison was remembered: built now, timestamps and all
-                body = podgroup_status(status, resource.api_version, self.now(), current())
+                body = podgroup_status(
+                    status, resource.api_version, self.now(), self._as_written(status.gang, obj)
+                )
             self.written.submit(
                 f"podgroup {status.gang}",
                 sig,
