@@ -2,11 +2,16 @@
 
     gangsat-bench cycle [--nodes 5000] [--bound 40000] [--pending 2000] [--gang-size 4]
                         [--cycles 6] [--time-limit 1]
+    gangsat-bench cycle --real [--seed 0] [--nodes 5000] [--gangs 7500] [--cycles 6]
 
 The Kubernetes adapter's cluster (``KubeCluster``: cache, conversion, binder, reporter)
 is filled directly with objects as an API server stores them — nodes as a cloud's
 kubelet reports them with two DaemonSet pods each, PodGroups of ``--gang-size`` pods in
-three weighted Queues, ``--bound`` of their pods running and ``--pending`` waiting — and
+three weighted Queues, ``--bound`` of their pods running and ``--pending`` waiting; with
+``--real``, the solver benchmark's real-shaped instance of that size
+(``benchmarks.instances.realistic``: node groups, GPU taints, running jobs on part of
+the cluster, pending gangs with selectors, affinity and tolerations), written as the
+objects an API server would store for it (``benchmarks.api_objects``) — and
 ``run_cycle`` runs ``--cycles`` times, with no automatic collection inside and the heap
 collected and frozen after each, as the loop's ``HeapKeeper`` does. Binds answer at once
 without a server and the pods stay pending, so every cycle decides the same backlog on
@@ -31,18 +36,22 @@ from rich.table import Table
 
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.heap import HeapKeeper
-from adapter.kube.resources import DIALECTS, NODES, PODS
+from adapter.kube.resources import DIALECTS, NODES, PODS, PRIORITY_CLASSES, Resource
 from adapter.loop import LoopSettings, run_cycle
 from adapter.results import CycleResult
+from benchmarks import instances
+from benchmarks.api_objects import api_objects
 from benchmarks.churn import GROUP, QUEUES, VERSION, pod_manifest
 from benchmarks.footprint import DAEMONS_PER_NODE, daemon_pod, node_manifest
 from benchmarks.gangsat_process import SCHEDULER
 from benchmarks.suite import at_least_one, count, positive
 from solver.config import SolverConfig
+from solver.model import ClusterState
 
 NAMESPACE = "batch"
-PODGROUPS, QUEUE_OBJECTS = (
-    next(r for r in DIALECTS if r.group == GROUP and r.kind == kind)
+PODGROUPS, QUEUE_OBJECTS, VOLCANO_PODGROUPS, VOLCANO_QUEUES = (
+    next(r for r in DIALECTS if r.group == group and r.kind == kind)
+    for group in (GROUP, "scheduling.volcano.sh")
     for kind in ("PodGroup", "Queue")
 )
 
@@ -58,9 +67,31 @@ def stored(obj: dict[str, Any], uid: str) -> dict[str, Any]:
     return {**obj, "metadata": metadata}
 
 
+def filled(objects: dict[Resource, list[dict[str, Any]]]) -> KubeCluster:
+    """A cluster whose cache holds ``objects``, binds answered at once without a server."""
+    api = client.ApiClient()  # never called
+    kube = KubeCluster(api, (SCHEDULER,), resources=list(objects))
+    for resource, listed in objects.items():
+        kube.cache.replace(resource, listed)
+    kube.bind = lambda placements: {}  # type: ignore[method-assign]
+    return kube
+
+
+def real_cluster(state: ClusterState) -> KubeCluster:
+    """A real-shaped instance (``instances.realistic``), as objects."""
+    objects = api_objects(state, SCHEDULER)
+    return filled(
+        {
+            NODES: objects.nodes,
+            PODS: objects.pods,
+            VOLCANO_PODGROUPS: objects.podgroups,
+            VOLCANO_QUEUES: objects.queues,
+            PRIORITY_CLASSES: objects.priority_classes,
+        }
+    )
+
+
 def cluster(nodes: int, bound: int, pending: int, size: int) -> KubeCluster:
-    api = client.ApiClient()  # never called: binds are answered in-process
-    kube = KubeCluster(api, (SCHEDULER,), resources=[NODES, PODS, PODGROUPS, QUEUE_OBJECTS])
     node_objects = [stored(node_manifest(i), f"node-{i}") for i in range(nodes)]
     names = [n["metadata"]["name"] for n in node_objects]
     pods = [
@@ -100,12 +131,9 @@ def cluster(nodes: int, bound: int, pending: int, size: int) -> KubeCluster:
         )
         for name, weight in QUEUES.items()
     ]
-    kube.cache.replace(NODES, node_objects)
-    kube.cache.replace(PODS, pods)
-    kube.cache.replace(PODGROUPS, groups)
-    kube.cache.replace(QUEUE_OBJECTS, queue_objects)
-    kube.bind = lambda placements: {}  # type: ignore[method-assign]
-    return kube
+    return filled(
+        {NODES: node_objects, PODS: pods, PODGROUPS: groups, QUEUE_OBJECTS: queue_objects}
+    )
 
 
 def phases(result: CycleResult) -> list[float]:
@@ -122,6 +150,16 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--bound", type=count, default=40000, help="running pods of gangs")
     parser.add_argument("--pending", type=count, default=2000, help="pods waiting")
     parser.add_argument("--gang-size", type=at_least_one, default=4)
+    parser.add_argument(
+        "--real",
+        action="store_true",
+        help="the solver benchmark's real-shaped instance instead (--bound, --pending and "
+        "--gang-size do not apply)",
+    )
+    parser.add_argument("--seed", type=count, default=0, help="of the --real instance")
+    parser.add_argument(
+        "--gangs", type=count, default=None, help="of the --real instance (default 1.5 per node)"
+    )
     parser.add_argument("--cycles", type=at_least_one, default=6)
     parser.add_argument("--time-limit", type=positive, default=1.0)
     return parser.parse_args(argv)
@@ -130,7 +168,24 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 def main(argv: Sequence[str], console: Console | None = None) -> int:
     args = parse_args(argv)
     console = console or Console()
-    kube = cluster(args.nodes, args.bound, args.pending, args.gang_size)
+    if args.real:
+        gangs = args.gangs if args.gangs is not None else args.nodes * 3 // 2
+        state = instances.realistic(args.seed, args.nodes, gangs)
+        kube = real_cluster(state)
+        running = sum(1 for p in state.pods if p.node_name is not None)
+        title = (
+            f"A cycle on the real-shaped instance of {args.nodes:,} nodes x {gangs:,} gangs, "
+            f"seed {args.seed}: {running:,} pods running, {len(state.pending_pods()):,} "
+            "pending (in-process, synthetic, no API server)"
+        )
+        del state  # the cluster's cache holds what the cycles read
+    else:
+        kube = cluster(args.nodes, args.bound, args.pending, args.gang_size)
+        daemons = args.nodes * DAEMONS_PER_NODE
+        title = (
+            f"A cycle at {args.nodes:,} nodes: {args.bound:,} gang pods and {daemons:,} "
+            f"DaemonSet pods running, {args.pending:,} pending (in-process, no API server)"
+        )
     settings = LoopSettings(solver=SolverConfig(time_limit_s=args.time_limit))
     heap = HeapKeeper()
     heap.freeze()
@@ -146,11 +201,7 @@ def main(argv: Sequence[str], console: Console | None = None) -> int:
             rows.append(phases(result))
     finally:
         heap.release()  # as the scheduler does when it stops: the process may go on
-    daemons = args.nodes * DAEMONS_PER_NODE
-    table = Table(
-        title=f"A cycle at {args.nodes:,} nodes: {args.bound:,} gang pods and {daemons:,} "
-        f"DaemonSet pods running, {args.pending:,} pending (in-process, no API server)"
-    )
+    table = Table(title=title)
     for column in ("cycle", "snapshot ms", "decide ms", "bind ms", "report ms", "rest ms"):
         table.add_column(column, justify="right")
     table.add_column("total ms", justify="right")

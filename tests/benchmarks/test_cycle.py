@@ -59,3 +59,12 @@ def test_a_negative_count_of_pods_is_refused() -> None:
     with pytest.raises(SystemExit) as refused:
         main(["cycle", "--pending", "-1"], Console(record=True))
     assert refused.value.code == 2
+
+
+def test_the_real_shaped_instance_runs_through_the_same_cycle() -> None:
+    console = Console(record=True, width=200)
+    args = ["cycle", "--real", "--seed", "1", "--nodes", "40", "--cycles", "2"]
+    assert main([*args, "--time-limit", "0.3"], console) == 0
+    out = console.export_text()
+    assert "real-shaped instance of 40 nodes x 60 gangs, seed 1" in out
+    assert re.search(r"│\s+median of 1 after │((?:\s+\d+ │){6})", out)
