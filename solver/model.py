@@ -128,7 +128,16 @@ class Resources(RootModel[dict[str, int]]):
 
     def pod_demand(self) -> dict[str, int]:
         """A pod's demand with these requests: them, plus the pod slot every pod takes."""
-        return {**self.nonzero(), PODS: self.pod_amount(PODS)}
+        return dict(self.pod_demand_items())
+
+    @cached_property
+    def _pod_demand(self) -> tuple[tuple[str, int], ...]:
+        return tuple({**self.nonzero(), PODS: self.pod_amount(PODS)}.items())
+
+    def pod_demand_items(self) -> tuple[tuple[str, int], ...]:
+        """``pod_demand``'s items, made once: pods share a few request sets, and sums over
+        every pod on a node or in a queue read them (the validator, each cycle)."""
+        return self._pod_demand
 
     @cached_property
     def _key(self) -> tuple[tuple[str, int], ...]:

@@ -197,20 +197,12 @@ def _gangs(
     """``placed``: the decision's new pods by gang; ``of_gangs``: those gangs' bound
     members (``_bound_where``)."""
     bound: dict[str, int] = defaultdict(int, {n: len(ms) for n, ms in of_gangs.items()})
-    per_task: dict[str, Counter[str | None]] = defaultdict(Counter)  # bound and new
-    for name, members in of_gangs.items():
-        per_task[name].update(p.task for p in members)
-    for name, members in placed.items():
-        per_task[name].update(p.task for p in members)
-        if (gang_of := gangs.get(name)) is not None:
-            per_task[name].update(gang_of.succeeded_by_task)
-
     out: list[Violation] = []
     for gang_name in sorted(placed):
         members = placed[gang_name]
         problem = _gang_problem(members[0], gangs, queues)
-        names = ", ".join(p.name for p in members)
         if problem is not None:
+            names = ", ".join(p.name for p in members)
             out.append(
                 Violation(
                     kind="invalid-gang",
@@ -234,11 +226,15 @@ def _gangs(
                     ),
                 )
             )
-        elif gang is not None and bound[gang_name] < min_member:  # starts this decision
+        elif gang is not None and gang.task_minimums and bound[gang_name] < min_member:
+            # It starts with this decision: each task's members, bound, new and succeeded.
+            per_task: Counter[str | None] = Counter(p.task for p in of_gangs.get(gang_name, []))
+            per_task.update(p.task for p in members)
+            per_task.update(gang.succeeded_by_task)
             short = [
-                f"task {task!r} {per_task[gang_name][task]} < {least}"
+                f"task {task!r} {per_task[task]} < {least}"
                 for task, least in sorted(gang.task_minimums.items())
-                if per_task[gang_name][task] < least
+                if per_task[task] < least
             ]
             if short:
                 out.append(

@@ -42,7 +42,7 @@ def demand_sum(pods: Iterable[Pod]) -> defaultdict[str, int]:
     """Total demand (requests plus pod slots); absent names read as zero."""
     total: defaultdict[str, int] = defaultdict(int)
     for pod in pods:
-        for name, quantity in pod.demand().items():
+        for name, quantity in pod.requests.pod_demand_items():
             total[name] += quantity
     return total
 

@@ -26,6 +26,7 @@ from solver.model import (
     Toleration,
 )
 from solver.schedulers import schedule
+from solver.violations import demand_sum
 from tests.builders import PodBuilder, gang, node, pod, queue, resources, state
 
 
@@ -177,6 +178,17 @@ def test_pod_demand_includes_one_pod_slot() -> None:
     assert pod("empty").build().demand() == {PODS: 1}
     # The request is unchanged: only the demand adds the slot.
     assert PODS not in p.requests.root
+
+
+def test_a_pod_asking_for_pod_slots_counts_them_once() -> None:
+    asks = Resources({CPU: 250, PODS: 3, MEMORY: 0})
+    assert asks.pod_demand() == {CPU: 250, PODS: 3}
+    assert sorted(asks.pod_demand_items()) == [(CPU, 250), (PODS, 3)]
+    # What the sums read is made once per request set; a caller's dict is its own.
+    asks.pod_demand()[CPU] = 1
+    assert asks.pod_demand_items() is asks.pod_demand_items() and asks.pod_demand()[CPU] == 250
+    twice = [pod("a").build().model_copy(update={"requests": asks})] * 2
+    assert demand_sum(twice) == {CPU: 500, PODS: 6}
 
 
 def test_resources_keep_explicit_zeros_and_read_absent_as_zero() -> None:

@@ -121,6 +121,26 @@ def test_bound_members_count_towards_min_member() -> None:
     assert kinds(check(s, decide(**{"g-1": "n"}))) == [("partial-gang", "g")]
 
 
+def test_a_gang_that_starts_needs_each_tasks_minimum() -> None:
+    mpi = gang("mpi", min_member=3).task_minimums(launcher=1, worker=2)
+    pods = [pod("l").gang("mpi").task("launcher").build()]
+    pods += [pod(f"w{i}").gang("mpi").task("worker").build() for i in range(3)]
+    s = state(nodes=[node("n").cap(cpu=8)], pods=pods, gangs=[mpi])
+    assert check(s, decide(l="n", w0="n", w1="n")) == []
+    (v,) = check(s, decide(w0="n", w1="n", w2="n"))  # minMember, but no launcher
+    assert (v.kind, v.subject) == ("partial-gang", "mpi")
+    assert "task 'launcher' 0 < 1" in v.message and "worker" not in v.message
+    # Its bound launcher and a launcher that succeeded count as the task's.
+    bound = s.model_copy(
+        update={"pods": (pods[0].model_copy(update={"node_name": "n"}), *pods[1:])}
+    )
+    assert check(bound, decide(w0="n", w1="n")) == []
+    done = mpi.build().model_copy(update={"succeeded": 1, "succeeded_by_task": {"launcher": 1}})
+    finished = state(nodes=[node("n").cap(cpu=8)], pods=pods[1:], gangs=[done])
+    assert check(finished, decide(w0="n", w1="n")) == []
+    assert kinds(check(finished, decide(w0="n"))) == [("partial-gang", "mpi")]
+
+
 def test_terminating_members_do_not_count_towards_min_member() -> None:
     # Evicted (terminating), g-0 still holds its room but is no member: g-1 alone would
     # run below minMember.
