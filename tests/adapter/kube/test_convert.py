@@ -732,6 +732,24 @@ def test_match_fields_pin_a_pod_to_a_node_by_name() -> None:
     assert [f.name for f in converted.findings] == ["team/bad"]
 
 
+def test_equal_affinity_terms_are_one_object_and_malformed_ones_a_finding() -> None:
+    # Of two shapes (another priority), as pods of two templates that ask alike are.
+    zone = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]}
+    one, other = _pinned("one", zone), _pinned("other", zone)
+    other["spec"]["priority"] = 7
+    pods = {p.name: p for p in convert([node("n1"), one, other]).state.pods}
+    first, second = pods["team/one"].affinity, pods["team/other"].affinity
+    assert first[0] is second[0] and first[0].match_expressions[0].values == ("a", "b")
+    assert pods["team/other"].priority == 7
+    # A value no API server stores (unhashable here) still reads as the model's finding.
+    odd = {"matchExpressions": [{"key": "zone", "operator": "In", "values": [{"a": 1}]}]}
+    assert [f.name for f in convert([node("n1"), _pinned("odd", odd)]).findings] == ["team/odd"]
+    # Terms that differ in values only are not one.
+    other_zone = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["c"]}]}
+    read = convert([node("n1"), _pinned("c", other_zone)]).state.pods[0].affinity
+    assert read[0].match_expressions[0].values == ("c",)
+
+
 def test_members_that_succeeded_count_towards_min_member() -> None:
     """As Volcano's and kube-batch's gang plugins count them: worker-0 finished, two run,
     the fourth (re-created) waits; minMember 4 is met once it is bound. A Failed member
