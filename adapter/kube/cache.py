@@ -63,6 +63,9 @@ class ClusterCache:
         # the delete fails, for the pod is still bound. Pod key -> (node, uid, doubt).
         self._parked: dict[str, tuple[str, str | None, float | None]] = {}
         self.version = 0  # bumped on every change, so a caller can tell nothing changed
+        # Bumped when an object leaves (deleted, gone from a re-list, its resource no
+        # longer watched): what was remembered of objects may be of ones now gone.
+        self.removals = 0
 
     def _touch(self) -> None:
         self.version += 1
@@ -76,6 +79,8 @@ class ClusterCache:
         with self._lock:
             if resource in self._dropped:
                 return
+            if not self._objects.get(resource, {}).keys() <= fresh.keys():
+                self.removals += 1
             self._objects[resource] = fresh
             self._synced.add(resource)
             if resource == PODS:
@@ -95,7 +100,8 @@ class ClusterCache:
             store = self._objects.setdefault(resource, {})
             old = store.get(key)
             if event_type == "DELETED":
-                store.pop(key, None)
+                if store.pop(key, None) is not None:
+                    self.removals += 1
                 current = None
             else:
                 store[key] = obj
@@ -297,7 +303,8 @@ class ClusterCache:
         """Forget every object of a resource no longer watched, and take no more."""
         with self._lock:
             self._dropped.add(resource)
-            self._objects.pop(resource, None)
+            if self._objects.pop(resource, None):
+                self.removals += 1
             self._synced.discard(resource)
             self._touch()
 

@@ -25,6 +25,7 @@ from tests.adapter.kube.test_convert_fuzz import objects, values
 
 Obj = dict[str, Any]
 
+
 def dialect(group: str, kind: str) -> Resource:
     return next(r for r in DIALECTS if (r.group, r.kind) == (group, kind))
 
@@ -79,8 +80,12 @@ def _set(path: tuple[str, ...], value: Any) -> Callable[[Obj], None]:
 PENDING = stored(pod("p", annotations={"scheduling.k8s.io/group-name": "g"}))
 GROUP = stored(podgroup("scheduling.sigs.dev/v1alpha2", "g", {"minMember": 2}))
 QUEUE = stored(
-    {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q"},
-     "spec": {"weight": 2}}
+    {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "q"},
+        "spec": {"weight": 2},
+    }
 )
 NODE = stored(node("n1"))
 NODE["status"]["conditions"] = [
@@ -170,13 +175,15 @@ def test_convert_reads_nothing_the_cache_ignores() -> None:
     overlaid = copy.deepcopy(PENDING)
     overlaid["spec"]["nodeName"] = "n1"
     confirmed = bumped(PENDING, _bind("n1"))
-    assert convert([NODE, GROUP, QUEUE, overlaid]).state == convert(
-        [NODE, GROUP, QUEUE, confirmed]
-    ).state
+    assert (
+        convert([NODE, GROUP, QUEUE, overlaid]).state
+        == convert([NODE, GROUP, QUEUE, confirmed]).state
+    )
     started = bumped(confirmed, _set(("status", "phase"), "Running"))
-    assert convert([NODE, GROUP, QUEUE, started]).state == convert(
-        [NODE, GROUP, QUEUE, confirmed]
-    ).state
+    assert (
+        convert([NODE, GROUP, QUEUE, started]).state
+        == convert([NODE, GROUP, QUEUE, confirmed]).state
+    )
     status = {"phase": "Running", "running": 2, "conditions": [{"type": "Scheduled"}]}
     changed = [
         bumped(NODE, _heartbeat),
@@ -255,3 +262,22 @@ def test_a_resource_equals_its_namesake_whatever_its_status_subresource() -> Non
     assert {PODS: "pods"}[served_without_status] == "pods"
     assert PODS != NODES and Resource("", "v2", "pods", "Pod", True) != PODS
     assert PODS != "pods" and PODS in [NODES, PODS] and NODES not in [PODS]
+
+
+def test_removals_count_what_leaves_the_cache_and_nothing_else() -> None:
+    cache = ClusterCache()
+    a, b = stored(pod("a")), stored(pod("b"))
+    cache.replace(PODS, [a])
+    cache.apply(PODS, "ADDED", b)
+    cache.apply(PODS, "MODIFIED", bumped(b, _bind("n1")))
+    cache.replace(PODS, [a, b, stored(pod("c"))])  # a re-list that only adds
+    assert cache.removals == 0
+    cache.apply(PODS, "DELETED", b)
+    assert cache.removals == 1
+    cache.apply(PODS, "DELETED", b)  # gone already: nothing left
+    assert cache.removals == 1
+    cache.replace(PODS, [a])  # c is gone from the re-list
+    assert cache.removals == 2
+    cache.replace(NODES, [stored(node("n1"))])
+    cache.drop(NODES)
+    assert cache.removals == 3

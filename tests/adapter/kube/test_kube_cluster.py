@@ -151,6 +151,61 @@ def test_a_gang_that_does_not_fit_binds_nothing_and_says_why(
     assert len(events(server, "FailedScheduling")) == 3
 
 
+def test_a_pod_told_it_waits_is_told_again_only_when_it_or_its_reason_changes(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    apply(server, [node("n1", cpu="1"), podgroup("big", 2), *gang_pods("big", 2, cpu="4")])
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush()
+
+    def conditions_written() -> int:
+        return sum(r.verb == "patch" and "/pods/" in r.path for r in server.requests)
+
+    assert conditions_written() == 2
+    seen(cluster, server)
+    for _ in range(2):  # the same pods, the same reason: remembered, not read again
+        run_cycle(cluster, FAST)
+    assert cluster.writer.flush() and conditions_written() == 2
+    assert cluster.remembered()["pods told they wait"] == 2
+    # Someone else's condition on one pod (its object changes): read again, and since
+    # it no longer says why gangsat keeps it waiting, the pods are told again.
+    pod = server.get("", "pods", "default", "big-0")
+    assert pod is not None
+    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "message": "x"}]
+    server.put(pod)
+    seen(cluster, server)
+    cluster.reporter.written.sigs.pop("pod default/big-0")  # as a failed write is forgotten
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush() and conditions_written() == 3
+    # A bigger node changes the reason: each pod is told the new one.
+    apply(server, [node("n1", cpu="5")])  # one of the two would fit now
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush() and conditions_written() == 5
+
+
+def test_memories_are_pruned_only_after_an_object_left(
+    server: FakeApiServer, cluster: KubeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    apply(server, [node("n1", cpu="1"), podgroup("big", 2), *gang_pods("big", 2, cpu="4")])
+    seen(cluster, server)
+    pruned: list[int] = []
+    keep = cluster.reporter.written.keep
+    monkeypatch.setattr(
+        cluster.reporter.written, "keep", lambda exists: (pruned.append(1), keep(exists))
+    )
+    run_cycle(cluster, FAST)
+    run_cycle(cluster, FAST)
+    assert len(pruned) == 1  # the first report's; nothing left since
+    server.delete("", "pods", "default", "big-1")
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert len(pruned) == 2
+    assert "pod default/big-1" not in cluster.reporter.written.sigs
+    assert "pod default/big-0" in cluster.reporter.written.sigs
+
+
 def test_a_gang_with_a_gated_pod_waits_untouched_and_is_bound_once_the_gate_lifts(
     server: FakeApiServer, cluster: KubeCluster
 ) -> None:

@@ -76,7 +76,7 @@ def test_every_memory_forgets_what_was_deleted(
     assert last["conversion memo"] <= 5
     assert last["statuses written"] <= 1  # at most the default Queue's
     assert last["statuses landed"] == 0
-    assert last["statuses compared"] == 0
+    assert last["statuses compared"] == last["pods told they wait"] == 0
     assert last["event topics"] == last["event names"] == 0
     # A status for an object deleted since its cycle is not an error worth a warning:
     # under churn it happens every second.
@@ -97,6 +97,7 @@ def test_memory_during_a_round_holds_what_is_live(
     assert live["conversion memo"] >= 3
     assert live["statuses written"] >= 1  # the PodGroup's Pending status
     assert live["statuses compared"] == 1
+    assert live["pods told they wait"] == 2
     assert live["event topics"] >= 2 and live["event names"] >= 2  # FailedScheduling
 
 
