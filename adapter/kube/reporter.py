@@ -120,6 +120,9 @@ class Reporter:
         (``Conversion.foreign_gangs``): neither their PodGroups' status nor Events are
         gangsat's to write (two schedulers writing one status overwrite each other)."""
         self.written.redo_failed()  # writes that failed: written again
+        # Before the objects are read: one that leaves while this report runs is pruned
+        # at the next (``_prune``).
+        removals = self.cache.removals
         podgroups = self._podgroups()
         self.written.forget_recreated(podgroups)
         # As the cycle left the state: its binds included.
@@ -168,7 +171,7 @@ class Reporter:
         self._guarded("queues", partial(self._queues, live, gang_queue, allocated))
         bound = {ObjectRef("Pod", *split_key(p)) for p in report.bound}
         self._guarded("forget", partial(self.recorder.forget, bound))
-        self._guarded("prune", partial(self._prune, podgroups))
+        self._guarded("prune", partial(self._prune, podgroups, removals))
 
     def watching(self, resources: Sequence[Resource]) -> None:
         """The resources watched (at start, and as ``KubeCluster.rediscover`` finds
@@ -228,16 +231,18 @@ class Reporter:
             "event names": self.events.names(),
         }
 
-    def _prune(self, podgroups: dict[str, tuple[Resource, Obj]]) -> None:
+    def _prune(self, podgroups: dict[str, tuple[Resource, Obj]], removals: int) -> None:
         """Forget what was written about objects that are gone, so a long-running
-        scheduler's memory follows the cluster, not its history. Not where no object
-        left the cache since the last prune: what is remembered is of objects a snapshot
-        since then read, and they are all still there (reading every memory of a
-        backlog of 55,000 pods took 45 ms a cycle)."""
-        removals = self.cache.removals
-        if removals == self._pruned_at:
-            return
-        self._pruned_at = removals
+        scheduler's memory follows the cluster, not its history. ``removals``: the
+        cache's count of objects that left it, read before ``podgroups`` was.
+
+        The Events' memory and the statuses the server took are trimmed at every report:
+        they are few (topics are made at a few a second), and the writer's thread adds
+        to them after a report (the names of a bound pod's Events, whose topics each
+        report forgets). What was written is checked against the cache only where an
+        object left it since the last such check: it is remembered of objects a snapshot
+        since then read, and they are all still there (reading every memory of a backlog
+        of 55,000 pods took 45 ms a cycle)."""
         queues = {key_of(o) for r in DIALECTS if r.kind == "Queue" for o in self.cache.of(r)}
 
         def alive(ref: ObjectRef) -> bool:
@@ -248,8 +253,6 @@ class Reporter:
                 return key in podgroups
             return ref.name in queues if ref.kind == "Queue" else True
 
-        self.events.keep(alive)
-
         def exists(written: str) -> bool:
             kind, _, name = written.partition(" ")
             if kind == "podgroup":
@@ -258,6 +261,13 @@ class Reporter:
                 return self.cache.get(PODS, name) is not None
             return name.split(" ")[-1] in queues  # "queue <group> <name>"
 
+        self.events.keep(alive)
+        if removals == self._pruned_at:
+            # What the server took of late comes from the writer's thread, of objects
+            # that may have left before the last check: a few, checked every time.
+            self.written.keep_landed(exists)
+            return
+        self._pruned_at = removals
         self.written.keep(exists)
 
     # --- PodGroups and their pods -------------------------------------------------------------

@@ -121,4 +121,8 @@ class Written:
     def keep(self, exists: Callable[[str], bool]) -> None:
         """Forget what was written of objects that are gone."""
         self.sigs = {key: sig for key, sig in self.sigs.items() if exists(key)}
+        self.keep_landed(exists)
+
+    def keep_landed(self, exists: Callable[[str], bool]) -> None:
+        """``keep``, of the statuses the server took only."""
         self.landed = {key: sig for key, sig in self.landed.items() if exists(key)}

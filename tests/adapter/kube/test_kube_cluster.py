@@ -206,6 +206,48 @@ def test_memories_are_pruned_only_after_an_object_left(
     assert "pod default/big-0" in cluster.reporter.written.sigs
 
 
+def test_a_podgroup_deleted_while_its_report_runs_is_forgotten_at_the_next(
+    server: FakeApiServer, cluster: KubeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    apply(server, [node("n1", cpu="1"), podgroup("big", 2), *gang_pods("big", 2, cpu="4")])
+    apply(server, [podgroup("other", 1), *gang_pods("other", 1, cpu="4")])
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush()
+    run_cycle(cluster, FAST)  # the statuses that landed are learnt
+    assert "podgroup default/big" in cluster.reporter.written.sigs
+    read = cluster.reporter._podgroups
+
+    def then_deleted() -> dict[str, Any]:
+        found = read()
+        server.delete(SIGS, "podgroups", "default", "big")
+        seen(cluster, server)  # gone from the cache before the report's prune runs
+        return found
+
+    monkeypatch.setattr(cluster.reporter, "_podgroups", then_deleted)
+    run_cycle(cluster, FAST)
+    monkeypatch.setattr(cluster.reporter, "_podgroups", read)
+    run_cycle(cluster, FAST)  # nothing left since: the deletion is still pruned
+    assert "podgroup default/big" not in cluster.reporter.written.sigs
+    assert "podgroup default/big" not in cluster.reporter.written.landed
+    assert "podgroup default/other" in cluster.reporter.written.sigs
+
+
+def test_the_names_of_bound_pods_events_are_forgotten_with_nothing_deleted(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    apply(server, [node("n1", cpu="8", memory="16Gi")])
+    for i in range(3):
+        apply(server, [podgroup(f"g{i}", 2), *gang_pods(f"g{i}", 2, cpu="1")])
+        seen(cluster, server)
+        assert run_cycle(cluster, FAST).bound
+        assert cluster.writer.flush()
+    run_cycle(cluster, FAST)  # the report after the last Events' names came
+    remembered = cluster.remembered()
+    assert len(events(server, "Scheduled")) == 6
+    assert remembered["event names"] == remembered["event topics"] == 0
+
+
 def test_a_gang_with_a_gated_pod_waits_untouched_and_is_bound_once_the_gate_lifts(
     server: FakeApiServer, cluster: KubeCluster
 ) -> None:
