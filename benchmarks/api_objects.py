@@ -4,15 +4,21 @@ run on the real-shaped instances the solver benchmark decides
 (``benchmarks.instances.realistic``).
 
 Written as the cluster's controllers and admission would leave them: nodes with the
-kubelet's capacity, conditions, addresses and node info; pods with their Job or
-DaemonSet owner, ``spec.priority`` copied from their PriorityClass, the two
-DefaultTolerationSeconds tolerations, a bound pod's phase and start time; Volcano
-PodGroups (``scheduling.volcano.sh/v1beta1``, pods join with the
-``scheduling.k8s.io/group-name`` annotation) and Queues; a PriorityClass per priority
-value. Creation times are whole seconds, as an API server stores them.
+kubelet's capacity, conditions, addresses and node info (``footprint.node_manifest``'s);
+pods with their Job or DaemonSet owner, ``spec.priority`` copied from their
+PriorityClass, the two DefaultTolerationSeconds tolerations, a bound pod's phase and
+start time; Volcano PodGroups (``scheduling.volcano.sh/v1beta1``, pods join with the
+``scheduling.k8s.io/group-name`` annotation) at the phase Volcano leaves them, with a
+Succeeded pod for each member that ran to completion; Queues; a PriorityClass per
+priority value, the built-in ``system-*`` ones among them as a list returns them (a
+create of those would be refused). Creation times are whole seconds, as an API server
+stores them.
 
-What the domain does not hold is not invented: a pod's limits are its requests (its
-extended resources must be), a bound pod started when it was created.
+A node not ready has the taint the node lifecycle controller gives it. Not carried, for
+the adapter does not read it: a bound pod's start (the adapter takes a
+bound pod's age from its creation). What the domain does not hold is not invented: a
+pod's limits are its requests (its extended resources must have them). A pod asking
+for ``pods`` has no Kubernetes form (no container may request pod slots): refused.
 """
 
 from __future__ import annotations
@@ -23,8 +29,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from adapter.quantity import quantity
+from benchmarks.cluster_setup import ADMITTED_TOLERATIONS
+from benchmarks.footprint import node_manifest
 from solver.model import (
     CPU,
+    PODS,
     ClusterState,
     Gang,
     Node,
@@ -37,6 +47,7 @@ from solver.model import (
 Obj = dict[str, Any]
 
 VOLCANO = "scheduling.volcano.sh/v1beta1"
+NOT_READY = "node.kubernetes.io/not-ready"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 TASK_ANNOTATION = "volcano.sh/task-spec"
 NON_PREEMPTIBLE_ANNOTATION = "gangsat.io/preemptible"
@@ -46,16 +57,6 @@ EPOCH = datetime(2026, 12, 1, tzinfo=UTC)
 BUILT_IN_CLASSES = {2_000_001_000: "system-node-critical", 2_000_000_000: "system-cluster-critical"}
 # What the kubelet keeps back (system-reserved, eviction threshold): capacity is more.
 RESERVED = {CPU: 90, "memory": 1_016_832 * 1024, "ephemeral-storage": 0, "pods": 0}
-# DefaultTolerationSeconds admission gives every pod these two.
-ADMITTED_TOLERATIONS = [
-    {
-        "key": f"node.kubernetes.io/{condition}",
-        "operator": "Exists",
-        "effect": "NoExecute",
-        "tolerationSeconds": 300,
-    }
-    for condition in ("not-ready", "unreachable")
-]
 
 
 @dataclass
@@ -78,16 +79,6 @@ def timestamp(seconds: float) -> str:
     """``seconds`` after ``EPOCH``, as an API server writes a time (whole seconds)."""
     at = datetime.fromtimestamp(EPOCH.timestamp() + math.floor(seconds), UTC)
     return at.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def quantity(resource: str, amount: int) -> str:
-    """A model amount as a Kubernetes quantity: cpu in millicores, memory as the kubelet
-    writes it (Ki where whole), anything else as a plain count."""
-    if resource == CPU:
-        return f"{amount}m"
-    if resource == "memory" and amount % 1024 == 0 and amount:
-        return f"{amount // 1024}Ki"
-    return str(amount)
 
 
 def quantities(resources: Resources | Mapping[str, int]) -> dict[str, str]:
@@ -117,51 +108,39 @@ def _metadata(
 
 
 def node_object(node: Node, index: int) -> Obj:
-    ready = "True" if node.ready else "False"
-    allocatable = quantities(node.allocatable)
-    capacity = quantities(
-        {name: amount + RESERVED.get(name, 0) for name, amount in node.allocatable.root.items()}
+    obj = node_manifest(index)  # a cloud's kubelet's node; what the domain says, below
+    metadata = obj["metadata"]
+    obj["metadata"] = _metadata(
+        node.name,
+        f"node-{index}",
+        0.0,
+        labels=dict(node.labels),
+        annotations=metadata["annotations"],
     )
-    zone = node.labels.get("topology.kubernetes.io/zone", "zone")
-    spec: Obj = {"providerID": f"aws:///{zone}/i-{index:017x}"}
+    spec = obj["spec"]
     taints = [
         {"key": t.key, **({"value": t.value} if t.value else {}), "effect": str(t.effect)}
         for t in node.taints
     ]
+    if not node.ready and not any(t.key == NOT_READY for t in node.taints):
+        taints.append({"key": NOT_READY, "effect": "NoSchedule"})  # the lifecycle controller's
     if taints:
         spec["taints"] = taints
     if node.unschedulable:
         spec["unschedulable"] = True
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": _metadata(node.name, f"node-{index}", 0.0, labels=dict(node.labels)),
-        "spec": spec,
-        "status": {
-            "capacity": capacity,
-            "allocatable": allocatable,
-            "conditions": [
-                {"type": kind, "status": "False", "reason": f"Kubelet{kind}"}
-                for kind in ("MemoryPressure", "DiskPressure", "PIDPressure")
-            ]
-            + [{"type": "Ready", "status": ready, "reason": "KubeletReady"}],
-            "addresses": [
-                {
-                    "type": "InternalIP",
-                    "address": f"10.{index // 65536}.{index // 256 % 256}.{index % 256}",
-                },
-                {"type": "Hostname", "address": node.name},
-            ],
-            "nodeInfo": {
-                "kernelVersion": "5.10.219-208.866.amzn2.x86_64",
-                "osImage": "Amazon Linux 2",
-                "containerRuntimeVersion": "containerd://1.7.11",
-                "kubeletVersion": "v1.30.0-eks-036c24b",
-                "architecture": node.labels.get("kubernetes.io/arch", "amd64"),
-                "operatingSystem": "linux",
-            },
-        },
-    }
+    status = obj["status"]
+    status["allocatable"] = quantities(node.allocatable)
+    status["capacity"] = quantities(
+        {name: amount + RESERVED.get(name, 0) for name, amount in node.allocatable.root.items()}
+    )
+    for condition in status["conditions"]:
+        if condition["type"] == "Ready":
+            condition["status"] = "True" if node.ready else "False"
+    for address in status["addresses"]:
+        if address["type"] != "InternalIP":
+            address["address"] = node.name
+    status["nodeInfo"]["architecture"] = node.labels.get("kubernetes.io/arch", "amd64")
+    return obj
 
 
 def _requirement(r: NodeSelectorRequirement) -> Obj:
@@ -172,8 +151,12 @@ def _requirement(r: NodeSelectorRequirement) -> Obj:
 
 
 def pod_object(pod: Pod, index: int, scheduler: str = "gangsat") -> Obj:
+    """``scheduler``: the one the pod asks for, but a bound DaemonSet pod's (the default
+    scheduler's)."""
     namespace, _, name = pod.name.rpartition("/")
     namespace = namespace or pod.namespace
+    if pod.requests[PODS]:
+        raise ValueError(f"pod {pod.name} asks for pod slots, which no container can")
     requests = quantities(pod.requests)
     # Extended resources must have limits equal to their requests; memory is limited too.
     limits = {k: v for k, v in requests.items() if k != CPU and k != "ephemeral-storage"}
@@ -185,7 +168,9 @@ def pod_object(pod: Pod, index: int, scheduler: str = "gangsat") -> Obj:
     spec: Obj = {
         "containers": [container],
         "restartPolicy": "Always" if pod.daemon else "Never",
-        "schedulerName": "default-scheduler" if pod.daemon else scheduler,
+        "schedulerName": "default-scheduler"
+        if pod.daemon and pod.node_name is not None
+        else scheduler,
         "priority": pod.priority,
         "tolerations": [
             {
@@ -200,7 +185,7 @@ def pod_object(pod: Pod, index: int, scheduler: str = "gangsat") -> Obj:
             }
             for t in pod.tolerations
         ]
-        + ADMITTED_TOLERATIONS,
+        + [dict(t) for t in ADMITTED_TOLERATIONS],
     }
     if pod.priority:
         spec["priorityClassName"] = priority_class_name(pod.priority)
@@ -291,6 +276,34 @@ def podgroup_object(gang: Gang, index: int, pods: int = 0, running: int = 0) -> 
     }
 
 
+def succeeded_pods(gang: Gang, node: str) -> list[Obj]:
+    """A pod for each member of ``gang`` that ran to completion (on ``node``), in its task
+    where the gang counts it in one: what the adapter counts them from."""
+    namespace, _, group = gang.name.rpartition("/")
+    tasks = [t for t, n in sorted(gang.succeeded_by_task.items()) for _ in range(n) if t]
+    tasks += [""] * (gang.succeeded - len(tasks))
+    out = []
+    for i, task in enumerate(tasks):
+        annotations = {GROUP_ANNOTATION: group, **({TASK_ANNOTATION: task} if task else {})}
+        metadata = _metadata(
+            f"{group}-done-{i}", f"done-{gang.name}-{i}", gang.created_s, namespace or "default"
+        )
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": metadata | {"annotations": annotations},
+                "spec": {
+                    "containers": [{"name": "main", "image": "registry.example/team/train:v1"}],
+                    "nodeName": node,
+                    "restartPolicy": "Never",
+                },
+                "status": {"phase": "Succeeded"},
+            }
+        )
+    return out
+
+
 def queue_object(queue: Queue, index: int) -> Obj:
     spec: Obj = {"weight": queue.weight, "reclaimable": queue.reclaimable}
     if queue.capability is not None:
@@ -330,7 +343,13 @@ def api_objects(state: ClusterState, scheduler: str = "gangsat") -> ApiObjects:
     }
     return ApiObjects(
         nodes=[node_object(n, i) for i, n in enumerate(state.nodes)],
-        pods=[pod_object(p, i, scheduler) for i, p in enumerate(state.pods)],
+        pods=[pod_object(p, i, scheduler) for i, p in enumerate(state.pods)]
+        + [
+            pod
+            for g in state.gangs
+            if g.succeeded and state.nodes
+            for pod in succeeded_pods(g, state.nodes[0].name)
+        ],
         podgroups=[
             podgroup_object(g, i, pods.get(g.name, 0), running.get(g.name, 0))
             for i, g in enumerate(state.gangs)

@@ -239,6 +239,18 @@ def minimal_pod(namespace: str, name: str, group: str, scheduler: str) -> client
     )
 
 
+# What the DefaultTolerationSeconds admission plugin gives every pod.
+ADMITTED_TOLERATIONS: tuple[dict[str, Any], ...] = tuple(
+    {
+        "key": f"node.kubernetes.io/{condition}",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    }
+    for condition in ("not-ready", "unreachable")
+)
+
+
 def job_pod(namespace: str, name: str, group: str, index: int, scheduler: str) -> dict[str, Any]:
     uid = f"00000000-0000-4000-8000-{zlib.crc32(f'{namespace}/{group}'.encode()):012d}"
     token = f"kube-api-access-{zlib.crc32(name.encode()) % 16**5:05x}"
@@ -344,20 +356,7 @@ def job_pod(namespace: str, name: str, group: str, index: int, scheduler: str) -
             "securityContext": {},
             "hostname": name,
             "subdomain": group,
-            "tolerations": [
-                {
-                    "key": "node.kubernetes.io/not-ready",
-                    "operator": "Exists",
-                    "effect": "NoExecute",
-                    "tolerationSeconds": 300,
-                },
-                {
-                    "key": "node.kubernetes.io/unreachable",
-                    "operator": "Exists",
-                    "effect": "NoExecute",
-                    "tolerationSeconds": 300,
-                },
-            ],
+            "tolerations": [dict(t) for t in ADMITTED_TOLERATIONS],
             "enableServiceLinks": True,
         },
     }

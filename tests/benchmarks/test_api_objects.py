@@ -8,12 +8,13 @@ import pytest
 
 from adapter.loop import LoopSettings, run_cycle
 from benchmarks import instances
-from benchmarks.api_objects import EPOCH, api_objects, quantity, timestamp
+from benchmarks.api_objects import EPOCH, api_objects, timestamp
 from benchmarks.cycle import real_cluster
 from solver.baselines import gang_greedy
 from solver.config import SolverConfig
-from solver.model import ClusterState, Pod
+from solver.model import ClusterState, Pod, Taint, TaintEffect
 from solver.validate import check
+from tests.builders import gang, node, pod
 
 ADMISSION = "node.kubernetes.io/"
 
@@ -98,11 +99,60 @@ def test_objects_are_as_an_api_server_stores_them() -> None:
     assert {pg["status"]["phase"] for pg in objects.podgroups} >= {"Running", "Inqueue"}
     assert {pc["metadata"]["name"] for pc in objects.priority_classes} >= {"system-node-critical"}
     assert timestamp(1.9) == "2026-12-01T00:00:01Z"  # whole seconds
-    assert (quantity("cpu", 1500), quantity("memory", 2048), quantity("pods", 58)) == (
-        "1500m",
-        "2Ki",
-        "58",
+
+
+def test_what_the_realistic_instances_never_set_reads_back_too() -> None:
+    """Members that succeeded (per task), a pending DaemonSet pod, a gated pod, a pod that
+    may not preempt, a terminating one, a cordoned and a not-ready node, taints with and
+    without values, a non-preemptible gang with task minimums."""
+    gpu = Taint(key="nvidia.com/gpu", effect=TaintEffect.NO_SCHEDULE)
+    # As the node lifecycle controller leaves a node that is not ready.
+    not_ready = Taint(key="node.kubernetes.io/not-ready", effect=TaintEffect.NO_SCHEDULE)
+    state = _as_stored(
+        ClusterState(
+            nodes=(
+                node("n1").cap(cpu=4, memory="8Gi").build(),
+                node("n2").cap(cpu=4).build().model_copy(update={"unschedulable": True}),
+                node("n3")
+                .cap(cpu=4)
+                .build()
+                .model_copy(update={"ready": False, "taints": (gpu, not_ready)}),
+            ),
+            pods=(
+                pod("ns/ds-1").req(cpu=1).build().model_copy(update={"daemon": True}),
+                pod("ns/w-0").req(cpu=1).gang("ns/mpi").task("worker").on("n1").build(),
+                pod("ns/w-1").req(cpu=1).gang("ns/mpi").task("worker").build(),
+                pod("ns/gated").req(cpu=1).build().model_copy(update={"gates": ("kueue",)}),
+                pod("ns/meek").req(cpu=1).build().model_copy(update={"may_preempt": False}),
+                pod("ns/gone")
+                .req(cpu=1)
+                .on("n1")
+                .build()
+                .model_copy(update={"terminating": True, "created_s": 7.0}),
+            ),
+            gangs=(
+                gang("ns/mpi", min_member=3)
+                .task_minimums(launcher=1, worker=2)
+                .not_preemptible()
+                .build()
+                .model_copy(update={"succeeded": 2, "succeeded_by_task": {"launcher": 1}}),
+            ),
+        )
     )
+    # The builders name pods "ns/...", in the default namespace: as the adapter reads them.
+    state = state.model_copy(
+        update={"pods": tuple(p.model_copy(update={"namespace": "ns"}) for p in state.pods)}
+    )
+    kube = real_cluster(state)
+    read = _as_domain(kube.snapshot())
+    assert kube.findings == []
+    assert read.nodes == state.nodes
+    assert read.gangs == state.gangs  # succeeded 2, one of them its launcher
+    assert {p.name: p for p in read.pods} == {
+        p.name: p.model_copy(update={"started_s": None}) for p in state.pods
+    }
+    with pytest.raises(ValueError, match="pod slots"):
+        api_objects(state.model_copy(update={"pods": (pod("ns/x").req(pods=2).build(),)}))
 
 
 def test_the_loop_schedules_a_real_shaped_cluster_without_breaking_a_rule() -> None:
