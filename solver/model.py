@@ -150,6 +150,12 @@ class Resources(RootModel[dict[str, int]]):
     def __hash__(self) -> int:
         return hash(self.key())
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        copied = super().model_copy(update=update, deep=deep)
+        for made in ("_key", "_pod_demand"):  # of the amounts copied: the copy's may differ
+            copied.__dict__.pop(made, None)
+        return copied
+
 
 class TaintEffect(StrEnum):
     NO_SCHEDULE = "NoSchedule"

@@ -189,6 +189,9 @@ def test_a_pod_asking_for_pod_slots_counts_them_once() -> None:
     assert asks.pod_demand_items() is asks.pod_demand_items() and asks.pod_demand()[CPU] == 250
     twice = [pod("a").build().model_copy(update={"requests": asks})] * 2
     assert demand_sum(twice) == {CPU: 500, PODS: 6}
+    # A copy with other amounts makes its own.
+    other = asks.model_copy(update={"root": {CPU: 100}})
+    assert other.pod_demand() == {CPU: 100, PODS: 1} and other.key() == ((CPU, 100),)
 
 
 def test_resources_keep_explicit_zeros_and_read_absent_as_zero() -> None:
