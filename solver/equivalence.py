@@ -109,8 +109,9 @@ class NodeViews:
     def feasible_nodes(self, pod: Pod) -> BoolArray:
         key = pod.placement_key()
         if key not in self.feasible:
+            reason = self.feasibility.reason
             verdicts = np.array(
-                [self.feasibility.reason(pod, exemplar) is None for exemplar in self.exemplars],
+                [reason(pod, exemplar, key) is None for exemplar in self.exemplars],
                 dtype=np.bool_,
             )
             self.feasible[key] = verdicts[self.view_of_node]

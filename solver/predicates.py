@@ -142,8 +142,11 @@ class Feasibility:
     def __init__(self) -> None:
         self._memo: dict[tuple[object, str], str | None] = {}
 
-    def reason(self, pod: Pod, node: Node) -> str | None:
-        key = (pod.placement_key(), node.name)
+    def reason(
+        self, pod: Pod, node: Node, placement: tuple[object, ...] | None = None
+    ) -> str | None:
+        """``placement``: ``pod.placement_key()``, where the caller asks of many nodes."""
+        key = (pod.placement_key() if placement is None else placement, node.name)
         if key not in self._memo:
             self._memo[key] = placement_reason(pod, node)
         return self._memo[key]

@@ -555,8 +555,9 @@ def placement_reasons(problem: Problem, cls: PodClass) -> Counter[str]:
 def _placement_reasons(problem: Problem, cls: PodClass) -> Counter[str]:
     reasons: Counter[str] = Counter()
     rejected = np.bincount(problem.node_key_index[~cls.feasible], minlength=len(problem.key_nodes))
+    placement = cls.exemplar.placement_key()
     for k in np.flatnonzero(rejected):
-        reason = problem.feasibility.reason(cls.exemplar, problem.key_nodes[int(k)])
+        reason = problem.feasibility.reason(cls.exemplar, problem.key_nodes[int(k)], placement)
         if reason:
             reasons[reason] += int(rejected[k])
     return reasons

@@ -59,6 +59,30 @@ def test_an_explanation_follows_the_room_not_the_count_of_pods_placed() -> None:
     assert placer.explain(waiting) == fresh.explain(waiting) != crowded
 
 
+def test_explanations_are_shared_by_placement_and_demand_not_across_placements() -> None:
+    """Pods asking alike of alike nodes share why they wait, whatever their task; pods
+    asking alike of other nodes (another toleration) each get their own."""
+    from tests.builders import gang, node, pod, state
+
+    s = state(
+        nodes=[node("gpu").cap(cpu=2).taint("nvidia.com/gpu"), node("cpu").cap(cpu=2)],
+        pods=[
+            pod("t-0").req(cpu=3).gang("t").tolerate("nvidia.com/gpu", op="Exists"),
+            pod("u-0").req(cpu=3).gang("u"),
+            pod("v-0").req(cpu=3).gang("v").task("worker"),
+        ],
+        gangs=[gang("t"), gang("u"), gang("v")],
+    )
+    problem = prepare(s)
+    placer = Placer(problem)
+    why = {g.name: placer.explain(g) for g in problem.gangs}
+    assert why["t"] == "0/1 pods fit (minMember 1): 2 Insufficient cpu"
+    assert "untolerated taint {nvidia.com/gpu}" in why["u"] and why["u"] == why["v"]
+    # Asked in the other order, the same answers: nothing is served from the other.
+    again = Placer(problem)
+    assert {g.name: again.explain(g) for g in reversed(problem.gangs)} == why
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_cached_scores_follow_every_change_of_room(
     seed: int, monkeypatch: pytest.MonkeyPatch
