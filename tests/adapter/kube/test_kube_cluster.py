@@ -151,13 +151,18 @@ def test_a_gang_that_does_not_fit_binds_nothing_and_says_why(
     assert len(events(server, "FailedScheduling")) == 3
 
 
-def test_a_pod_told_it_waits_is_told_again_only_when_it_or_its_reason_changes(
-    server: FakeApiServer, cluster: KubeCluster
-) -> None:
+def waiting_gang(server: FakeApiServer, cluster: KubeCluster) -> None:
+    """A gang of two 4-cpu pods and a 1-cpu node, decided and reported once: it waits."""
     apply(server, [node("n1", cpu="1"), podgroup("big", 2), *gang_pods("big", 2, cpu="4")])
     seen(cluster, server)
     run_cycle(cluster, FAST)
     assert cluster.writer.flush()
+
+
+def test_a_pod_told_it_waits_is_told_again_only_when_it_or_its_reason_changes(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    waiting_gang(server, cluster)
 
     def conditions_written() -> int:
         return sum(r.verb == "patch" and "/pods/" in r.path for r in server.requests)
@@ -614,10 +619,7 @@ def test_what_was_reported_about_a_deleted_pod_is_forgotten(
 ) -> None:
     # A pod deleted and created again (a controller's retry) is a new pod: it gets its
     # own Event and condition, not the dedup memory of its predecessor.
-    apply(server, [node("n1", cpu="1"), podgroup("big", 2), *gang_pods("big", 2, cpu="4")])
-    seen(cluster, server)
-    run_cycle(cluster, FAST)
-    assert cluster.writer.flush()
+    waiting_gang(server, cluster)
 
     def failed_for(name: str) -> int:
         return sum(e["involvedObject"]["name"] == name for e in events(server, "FailedScheduling"))
