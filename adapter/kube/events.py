@@ -44,6 +44,14 @@ class Events:
         with self._lock:
             self._names = {k: v for k, v in self._names.items() if k in remembered}
 
+    def trim(self) -> None:
+        """Forget the names of Events the recorder no longer remembers (their object
+        bound, or a new message since): the writer's thread names an Event after the
+        report that made it, and after the one that forgot a bound pod's topics."""
+        remembered = self.recorder.keys()
+        with self._lock:
+            self._names = {k: v for k, v in self._names.items() if k in remembered}
+
     def names(self) -> int:
         with self._lock:
             return len(self._names)

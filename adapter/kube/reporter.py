@@ -178,6 +178,7 @@ class Reporter:
         them): those served without a status subresource (Volcano's PodGroup as it
         ships) have their status patched on the object itself."""
         self._inline_status = {r for r in resources if not r.status_subresource}
+        self._watched = list(resources)
 
     @staticmethod
     def _guarded(part: str, write: Callable[[], None]) -> None:
@@ -236,22 +237,26 @@ class Reporter:
         scheduler's memory follows the cluster, not its history. ``removals``: the
         cache's count of objects that left it, read before ``podgroups`` was.
 
-        The Events' memory and the statuses the server took are trimmed at every report:
-        they are few (topics are made at a few a second), and the writer's thread adds
-        to them after a report (the names of a bound pod's Events, whose topics each
-        report forgets). What was written is checked against the cache only where an
-        object left it since the last such check: it is remembered of objects a snapshot
-        since then read, and they are all still there (reading every memory of a backlog
-        of 55,000 pods took 45 ms a cycle)."""
+        Every report trims what the writer's thread adds after a report (the names of
+        Events, some of whose topics that report forgot: a bound pod's; the statuses the
+        server took): read against memories, not the cache. The memories themselves are
+        checked against the cache only where an object left it since the last such
+        check: they are of objects a snapshot since then read, and those are all still
+        there (tens of thousands of pending pods' written conditions and Event topics
+        took 45 ms a cycle to check, and more as topics accrue)."""
         queues = {key_of(o) for r in DIALECTS if r.kind == "Queue" for o in self.cache.of(r)}
 
         def alive(ref: ObjectRef) -> bool:
-            key = f"{ref.namespace}/{ref.name}"
+            key = f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name
             if ref.kind == "Pod":
                 return self.cache.get(PODS, key) is not None
             if ref.kind == "PodGroup":
                 return key in podgroups
-            return ref.name in queues if ref.kind == "Queue" else True
+            if ref.kind == "Queue":
+                return ref.name in queues
+            # A finding's object (a Node, a Job): gone once no resource of its kind has it.
+            kinds = [r for r in self._watched if r.kind == ref.kind]
+            return not kinds or any(self.cache.get(r, key) is not None for r in kinds)
 
         def exists(written: str) -> bool:
             kind, _, name = written.partition(" ")
@@ -261,13 +266,12 @@ class Reporter:
                 return self.cache.get(PODS, name) is not None
             return name.split(" ")[-1] in queues  # "queue <group> <name>"
 
-        self.events.keep(alive)
+        self.events.trim()
+        self.written.keep_landed(exists)
         if removals == self._pruned_at:
-            # What the server took of late comes from the writer's thread, of objects
-            # that may have left before the last check: a few, checked every time.
-            self.written.keep_landed(exists)
             return
         self._pruned_at = removals
+        self.events.keep(alive)
         self.written.keep(exists)
 
     # --- PodGroups and their pods -------------------------------------------------------------
@@ -420,7 +424,9 @@ class Reporter:
         self.events.event(ref, "Warning", "FailedScheduling", message)
         if current is None or shown:
             return
-        memory, sig = f"pod {pod}", ("PodScheduled", message)
+        # Of this pod: one deleted and made again under its name (a job's retry) is told
+        # again, though its predecessor was told the same.
+        memory, sig = f"pod {pod}", ("PodScheduled", message, ref.uid)
         if self.written.get(memory) == sig:
             return
         condition = pod_unschedulable(message, self.now())

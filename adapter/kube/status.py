@@ -327,6 +327,10 @@ class EventRecorder:
     def keep(self, alive: Callable[[ObjectRef], bool]) -> set[EventKey]:
         """Forget every object ``alive`` says is gone; the Event keys still remembered."""
         self._sent = {k: v for k, v in self._sent.items() if alive(k[0])}
+        return self.keys()
+
+    def keys(self) -> set[EventKey]:
+        """The Event keys remembered (one per topic: its latest message)."""
         return {sent.key for sent in self._sent.values()}
 
 

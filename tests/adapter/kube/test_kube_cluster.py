@@ -211,6 +211,37 @@ def test_memories_are_pruned_only_after_an_object_left(
     assert "pod default/big-0" in cluster.reporter.written.sigs
 
 
+def test_a_pod_made_again_under_its_name_is_told_why_it_waits_again(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    waiting_gang(server, cluster)
+    server.delete("", "pods", "default", "big-1")
+    apply(server, gang_pods("big", 2, cpu="4")[1:])  # a job's retry, before any cycle
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush()
+    pod = server.get("", "pods", "default", "big-1")
+    assert pod is not None
+    [scheduled] = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
+
+
+def test_the_event_about_a_node_that_is_gone_is_forgotten(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    bad = node("bad", cpu="lots")  # unreadable: a finding, told as an Event on the node
+    apply(server, [node("n1", cpu="4"), bad])
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush()
+    assert [e["involvedObject"]["name"] for e in events(server, "InvalidSpec")] == ["bad"]
+    assert cluster.remembered()["event topics"] == 1
+    server.delete("", "nodes", None, "bad")
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert cluster.remembered()["event topics"] == 0
+
+
 def test_a_podgroup_deleted_while_its_report_runs_is_forgotten_at_the_next(
     server: FakeApiServer, cluster: KubeCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
