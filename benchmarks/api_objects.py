@@ -14,7 +14,8 @@ priority value, the built-in ``system-*`` ones among them as a list returns them
 create of those would be refused). Creation times are whole seconds, as an API server
 stores them.
 
-A node not ready has the taint the node lifecycle controller gives it. Not carried, for
+A node not ready has the taint the node lifecycle controller gives it (one without it in
+the domain reads back with it). Not carried, for
 the adapter does not read it: a bound pod's start (the adapter takes a
 bound pod's age from its creation). What the domain does not hold is not invented: a
 pod's limits are its requests (its extended resources must have them). A pod asking
@@ -118,6 +119,8 @@ def node_object(node: Node, index: int) -> Obj:
         annotations=metadata["annotations"],
     )
     spec = obj["spec"]
+    zone = node.labels.get("topology.kubernetes.io/zone", "zone")
+    spec["providerID"] = f"aws:///{zone}/i-{index:017x}"
     taints = [
         {"key": t.key, **({"value": t.value} if t.value else {}), "effect": str(t.effect)}
         for t in node.taints
@@ -276,31 +279,27 @@ def podgroup_object(gang: Gang, index: int, pods: int = 0, running: int = 0) -> 
     }
 
 
-def succeeded_pods(gang: Gang, node: str) -> list[Obj]:
+def succeeded_pods(gang: Gang, node: str, scheduler: str, index: int) -> list[Obj]:
     """A pod for each member of ``gang`` that ran to completion (on ``node``), in its task
-    where the gang counts it in one: what the adapter counts them from."""
-    namespace, _, group = gang.name.rpartition("/")
+    where the gang counts it in one: what the adapter counts them from. Numbered from
+    ``index`` (their uids)."""
+    namespace = gang.name.rpartition("/")[0]
     tasks = [t for t, n in sorted(gang.succeeded_by_task.items()) for _ in range(n) if t]
     tasks += [""] * (gang.succeeded - len(tasks))
     out = []
     for i, task in enumerate(tasks):
-        annotations = {GROUP_ANNOTATION: group, **({TASK_ANNOTATION: task} if task else {})}
-        metadata = _metadata(
-            f"{group}-done-{i}", f"done-{gang.name}-{i}", gang.created_s, namespace or "default"
+        member = Pod(
+            name=f"{gang.name}-done-{i}",
+            namespace=namespace or "default",
+            priority=gang.priority,
+            gang=gang.name,
+            task=task or None,
+            node_name=node,
+            created_s=gang.created_s,
         )
-        out.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": metadata | {"annotations": annotations},
-                "spec": {
-                    "containers": [{"name": "main", "image": "registry.example/team/train:v1"}],
-                    "nodeName": node,
-                    "restartPolicy": "Never",
-                },
-                "status": {"phase": "Succeeded"},
-            }
-        )
+        obj = pod_object(member, index + i, scheduler)
+        obj["status"] = {"phase": "Succeeded"}
+        out.append(obj)
     return out
 
 
@@ -331,27 +330,25 @@ def api_objects(state: ClusterState, scheduler: str = "gangsat") -> ApiObjects:
     """``state``'s objects. Its pods and gangs are named ``namespace/name`` (as the adapter
     names them); a gang's PodGroup is in its namespace. Pods not of a DaemonSet ask for
     ``scheduler``."""
-    pods: dict[str, int] = {}
+    members: dict[str, int] = {}
     running: dict[str, int] = {}
     for pod in state.pods:
         if pod.gang is not None:
-            pods[pod.gang] = pods.get(pod.gang, 0) + 1
+            members[pod.gang] = members.get(pod.gang, 0) + 1
             if pod.node_name is not None and not pod.terminating:
                 running[pod.gang] = running.get(pod.gang, 0) + 1
+    pods = [pod_object(p, i, scheduler) for i, p in enumerate(state.pods)]
+    for g in state.gangs:
+        if g.succeeded and state.nodes:
+            pods += succeeded_pods(g, state.nodes[0].name, scheduler, len(pods))
     values = {p.priority for p in state.pods if p.priority} | {
         g.priority for g in state.gangs if g.priority
     }
     return ApiObjects(
         nodes=[node_object(n, i) for i, n in enumerate(state.nodes)],
-        pods=[pod_object(p, i, scheduler) for i, p in enumerate(state.pods)]
-        + [
-            pod
-            for g in state.gangs
-            if g.succeeded and state.nodes
-            for pod in succeeded_pods(g, state.nodes[0].name)
-        ],
+        pods=pods,
         podgroups=[
-            podgroup_object(g, i, pods.get(g.name, 0), running.get(g.name, 0))
+            podgroup_object(g, i, members.get(g.name, 0), running.get(g.name, 0))
             for i, g in enumerate(state.gangs)
         ],
         queues=[queue_object(q, i) for i, q in enumerate(state.queues)],

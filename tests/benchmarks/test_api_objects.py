@@ -99,6 +99,9 @@ def test_objects_are_as_an_api_server_stores_them() -> None:
     assert {pg["status"]["phase"] for pg in objects.podgroups} >= {"Running", "Inqueue"}
     assert {pc["metadata"]["name"] for pc in objects.priority_classes} >= {"system-node-critical"}
     assert timestamp(1.9) == "2026-12-01T00:00:01Z"  # whole seconds
+    for n in objects.nodes:  # the kubelet's node, in the instance's zone
+        zone = n["metadata"]["labels"]["topology.kubernetes.io/zone"]
+        assert n["spec"]["providerID"].startswith(f"aws:///{zone}/")
 
 
 def test_what_the_realistic_instances_never_set_reads_back_too() -> None:
@@ -151,6 +154,9 @@ def test_what_the_realistic_instances_never_set_reads_back_too() -> None:
     assert {p.name: p for p in read.pods} == {
         p.name: p.model_copy(update={"started_s": None}) for p in state.pods
     }
+    done = [p for p in api_objects(state).pods if p["status"]["phase"] == "Succeeded"]
+    assert len(done) == 2 and {p["spec"]["schedulerName"] for p in done} == {"gangsat"}
+    assert all(p["metadata"]["ownerReferences"][0]["kind"] == "Job" for p in done)
     with pytest.raises(ValueError, match="pod slots"):
         api_objects(state.model_copy(update={"pods": (pod("ns/x").req(pods=2).build(),)}))
 
