@@ -21,7 +21,9 @@ server must not be sent thousands of identical patches a second.
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
@@ -60,6 +62,26 @@ from adapter.kube.written import Written
 from solver.model import IMPLICIT_GANG_PREFIX, ClusterState
 
 log = logging.getLogger(__name__)
+
+# A pending pod whose reason changed in its counts alone ("23 Insufficient cpu", then 25)
+# is told again at most this often: each decision moves the counts of most of a
+# backlog's reasons (real-shaped 5,000 nodes: 63 gangs admitted otherwise changed 2,927
+# of 4,104 reasons), and telling each pod each cycle queued 29,000 writes a cycle, sent
+# at 50 a second. kube-scheduler's backoff retries an unschedulable pod as rarely.
+RECOUNT_S = 300.0
+_COUNT = re.compile(r"\d+")
+
+
+def alike_reasons(told: str, message: str) -> bool:
+    """Whether two reasons name the same things, in any order, whatever their counts."""
+    return _named(told) == _named(message)
+
+
+# A gang's pods share its reason: read once for them all, not once per pod.
+@functools.lru_cache(maxsize=16_384)
+def _named(reason: str) -> tuple[str, tuple[str, ...]]:
+    head, _, parts = _COUNT.sub("#", reason).partition(": ")
+    return head, tuple(sorted(parts.split(", ")))
 
 
 def _signature(status: dict[str, Any]) -> tuple[Any, ...]:
@@ -424,12 +446,25 @@ class Reporter:
         self.events.event(ref, "Warning", "FailedScheduling", message)
         if current is None or shown:
             return
-        # Of this pod: one deleted and made again under its name (a job's retry) is told
-        # again, though its predecessor was told the same.
-        memory, sig = f"pod {pod}", ("PodScheduled", message, ref.uid)
-        if self.written.get(memory) == sig:
+        # Of this pod (one deleted and made again under its name, a job's retry, is told
+        # again, though its predecessor was told the same), and when.
+        memory = f"pod {pod}"
+        told = self.written.get(memory)
+        if (
+            told is not None
+            and told[0] == "PodScheduled"
+            and told[2] == ref.uid
+            and (
+                told[1] == message
+                or (
+                    alike_reasons(told[1], message) and self.now().timestamp() - told[3] < RECOUNT_S
+                )
+            )
+        ):
             return
-        condition = pod_unschedulable(message, self.now())
+        now = self.now()
+        sig = ("PodScheduled", message, ref.uid, now.timestamp())
+        condition = pod_unschedulable(message, now)
         write = pod_status_write(self.connections, pod, {"conditions": [condition]})
 
         def unless_placed() -> None:

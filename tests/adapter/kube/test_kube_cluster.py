@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ import pytest
 from adapter.cluster import CycleReport
 from adapter.kube.binder import ROLLBACK_REASON
 from adapter.kube.cluster import KubeCluster
+from adapter.kube.reporter import RECOUNT_S
 from adapter.kube.resources import DIALECTS, discover
 from adapter.loop import LoopSettings, run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
@@ -183,11 +185,38 @@ def test_a_pod_told_it_waits_is_told_again_only_when_it_or_its_reason_changes(
     cluster.reporter.written.sigs.pop("pod default/big-0")  # as a failed write is forgotten
     run_cycle(cluster, FAST)
     assert cluster.writer.flush() and conditions_written() == 3
-    # A bigger node changes the reason: each pod is told the new one.
+    # A bigger node changes the reason's counts only ("0/2 pods fit", then "1/2"): the
+    # pods are told once RECOUNT_S has passed, not at once.
     apply(server, [node("n1", cpu="5")])  # one of the two would fit now
     seen(cluster, server)
     run_cycle(cluster, FAST)
+    assert cluster.writer.flush() and conditions_written() == 3
+    told = cluster.reporter.now()
+    cluster.reporter.now = lambda: told + timedelta(seconds=RECOUNT_S)
+    run_cycle(cluster, FAST)
     assert cluster.writer.flush() and conditions_written() == 5
+    [scheduled] = [
+        c
+        for c in (server.get("", "pods", "default", "big-1") or {})["status"]["conditions"]
+        if c["type"] == "PodScheduled"
+    ]
+    assert ": 1/2 pods fit" in scheduled["message"]
+
+
+def test_a_reason_that_names_something_else_is_told_at_once(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    waiting_gang(server, cluster)
+    tainted = node("n1", cpu="1")
+    tainted["spec"] = {"taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]}
+    apply(server, [tainted])
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush()
+    pod = server.get("", "pods", "default", "big-0")
+    assert pod is not None
+    [scheduled] = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert "untolerated taint {dedicated: x}" in scheduled["message"]
 
 
 def test_memories_are_pruned_only_after_an_object_left(

@@ -256,3 +256,20 @@ def test_volumes_are_the_reason_a_gang_waits_only_where_they_keep_it_short() -> 
     done = PENDING.model_copy(update={"succeeded": 1})
     assert waiting_for_volumes(done, 1, first, members=4).reason == "NotEnoughResources"
     assert waiting_for_volumes(RUNNING, 1, first, members=0) == RUNNING
+
+
+def test_reasons_alike_name_the_same_things_whatever_their_counts_or_order() -> None:
+    from adapter.kube.reporter import alike_reasons
+
+    told = "0/2 pods fit (minMember 2): 23 Insufficient cpu, 4 node(s) had untolerated taint"
+    assert alike_reasons(
+        told, "1/2 pods fit (minMember 2): 25 Insufficient cpu, 3 node(s) had untolerated taint"
+    )
+    assert alike_reasons(
+        told, "1/2 pods fit (minMember 2): 5 node(s) had untolerated taint, 2 Insufficient cpu"
+    )
+    assert not alike_reasons(told, "0/2 pods fit (minMember 2): 23 Insufficient cpu")
+    assert not alike_reasons(
+        told, "0/2 pods fit (minMember 2): 23 Insufficient memory, 4 node(s) had untolerated taint"
+    )
+    assert not alike_reasons(told, "queue 'a' at capability (cpu)")
