@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import zlib
 from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
@@ -64,24 +65,35 @@ from solver.model import IMPLICIT_GANG_PREFIX, ClusterState
 log = logging.getLogger(__name__)
 
 # A pending pod whose reason changed in its counts alone ("23 Insufficient cpu", then 25)
-# is told again at most this often: each decision moves the counts of most of a
-# backlog's reasons (real-shaped 5,000 nodes: 63 gangs admitted otherwise changed 2,927
-# of 4,104 reasons), and telling each pod each cycle queued 29,000 writes a cycle, sent
-# at 50 a second. kube-scheduler's backoff retries an unschedulable pod as rarely.
+# is told again at most this often, more or less by pod (``_recount_s``): each decision
+# moves the counts of most of a backlog's reasons (real-shaped 5,000 nodes: 63 gangs
+# admitted otherwise changed 2,927 of 4,104 reasons), and telling each pod each cycle
+# queued 29,000 writes a cycle, sent at 50 a second. kube-scheduler retries a pod no
+# cluster event has moved after 5 minutes (podMaxInUnschedulablePodsDuration).
 RECOUNT_S = 300.0
-_COUNT = re.compile(r"\d+")
+# The counts in a reason: how many pods of how many fit or are unplaced ("3/5 pods fit",
+# the 3), and how many nodes fail in each way ("134 node(s) didn't match", "2
+# Insufficient cpu"). Not numbers in names ('data-1', node-12, team1, mig-1g.5gb), nor
+# minMember or a gang's size, which a user changes.
+_COUNT = re.compile(r"\b\d+(?=/\d)|(?:^|(?<=: )|(?<=, ))\d+(?= )")
 
 
 def alike_reasons(told: str, message: str) -> bool:
-    """Whether two reasons name the same things, in any order, whatever their counts."""
+    """Whether two reasons say the same, in any order of their parts, but for counts."""
     return _named(told) == _named(message)
 
 
 # A gang's pods share its reason: read once for them all, not once per pod.
 @functools.lru_cache(maxsize=16_384)
 def _named(reason: str) -> tuple[str, tuple[str, ...]]:
-    head, _, parts = _COUNT.sub("#", reason).partition(": ")
+    head, _, parts = _COUNT.sub("#", reason).rpartition(": ")
     return head, tuple(sorted(parts.split(", ")))
+
+
+def _recount_s(uid: str) -> float:
+    """RECOUNT_S to twice it, by pod: pods first told in one cycle come due over minutes,
+    not in one cycle (29,000 at once: 10 minutes of the writer's rate)."""
+    return RECOUNT_S * (1 + zlib.crc32(uid.encode()) % 1000 / 1000)
 
 
 def _signature(status: dict[str, Any]) -> tuple[Any, ...]:
@@ -457,7 +469,8 @@ class Reporter:
             and (
                 told[1] == message
                 or (
-                    alike_reasons(told[1], message) and self.now().timestamp() - told[3] < RECOUNT_S
+                    alike_reasons(told[1], message)
+                    and self.now().timestamp() - told[3] < _recount_s(ref.uid)
                 )
             )
         ):

@@ -186,13 +186,13 @@ def test_a_pod_told_it_waits_is_told_again_only_when_it_or_its_reason_changes(
     run_cycle(cluster, FAST)
     assert cluster.writer.flush() and conditions_written() == 3
     # A bigger node changes the reason's counts only ("0/2 pods fit", then "1/2"): the
-    # pods are told once RECOUNT_S has passed, not at once.
+    # pods are told once their RECOUNT_S has passed, not at once.
     apply(server, [node("n1", cpu="5")])  # one of the two would fit now
     seen(cluster, server)
     run_cycle(cluster, FAST)
     assert cluster.writer.flush() and conditions_written() == 3
     told = cluster.reporter.now()
-    cluster.reporter.now = lambda: told + timedelta(seconds=RECOUNT_S)
+    cluster.reporter.now = lambda: told + timedelta(seconds=2 * RECOUNT_S)  # by pod: 1-2x
     run_cycle(cluster, FAST)
     assert cluster.writer.flush() and conditions_written() == 5
     [scheduled] = [

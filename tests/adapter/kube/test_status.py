@@ -273,3 +273,12 @@ def test_reasons_alike_name_the_same_things_whatever_their_counts_or_order() -> 
         told, "0/2 pods fit (minMember 2): 23 Insufficient memory, 4 node(s) had untolerated taint"
     )
     assert not alike_reasons(told, "queue 'a' at capability (cpu)")
+    # Numbers that are not counts: in names, minMember, the gang's size.
+    claim = "waits for PersistentVolumeClaim 'data-0': not found"
+    assert not alike_reasons(claim, claim.replace("data-0", "data-1"))
+    assert not alike_reasons(told, told.replace("minMember 2", "minMember 3"))
+    assert not alike_reasons(told, told.replace("0/2", "0/3"))
+    bind = "bind of ns/job-0 failed (node node-12 is gone)"
+    assert not alike_reasons(bind, bind.replace("node-12", "node-47"))
+    gpu = "0/1 pods fit (minMember 1): 1 Insufficient nvidia.com/mig-1g.5gb"
+    assert not alike_reasons(gpu, gpu.replace("mig-1g.5gb", "mig-2g.10gb"))
