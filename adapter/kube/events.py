@@ -40,9 +40,8 @@ class Events:
 
     def keep(self, alive: Callable[[ObjectRef], bool]) -> None:
         """Forget the Events of objects that are gone (``EventRecorder.keep``)."""
-        remembered = self.recorder.keep(alive)
-        with self._lock:
-            self._names = {k: v for k, v in self._names.items() if k in remembered}
+        self.recorder.keep(alive)
+        self.trim()
 
     def trim(self) -> None:
         """Forget the names of Events the recorder no longer remembers (their object
