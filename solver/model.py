@@ -48,6 +48,30 @@ RESOURCE_NAME = re.compile(
 )
 
 
+_MADE: dict[type, frozenset[str]] = {}
+
+
+def _made(cls: type) -> frozenset[str]:
+    """The names of ``cls``'s cached properties: values made from its fields once read,
+    kept in the instance's ``__dict__``. A copy (whose fields may differ) makes them
+    afresh, and a pickle does not carry them (a hash would differ in another process; an
+    index of every pod only weighs)."""
+    made = _MADE.get(cls)
+    if made is None:
+        made = _MADE[cls] = frozenset(
+            name
+            for klass in cls.__mro__
+            for name, value in vars(klass).items()
+            if isinstance(value, cached_property)
+        )
+    return made
+
+
+def _forget_made(obj: BaseModel) -> None:
+    for name in _made(type(obj)):
+        obj.__dict__.pop(name, None)
+
+
 class _Frozen(BaseModel):
     # NaN and infinities order nothing and sum to nothing: refused where they enter.
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
@@ -57,7 +81,9 @@ class _Frozen(BaseModel):
         # time: a snapshot copies a pod per pod of a known shape (1.8-2.0 -> 1.3-1.4 us),
         # and the cycle's state again with its binds. Not validated, as there.
         if deep or getattr(self, "__pydantic_private__", None) is not None:
-            return super().model_copy(update=update, deep=deep)
+            copied = super().model_copy(update=update, deep=deep)
+            _forget_made(copied)
+            return copied
         cls = type(self)
         copied = cls.__new__(cls)
         fields_set = self.__pydantic_fields_set__
@@ -67,7 +93,17 @@ class _Frozen(BaseModel):
         fields_set = fields_set | update.keys() if update else set(fields_set)
         _set(copied, "__pydantic_fields_set__", fields_set)
         _set(copied, "__pydantic_private__", None)
+        made = _MADE.get(cls)
+        if made is None or made:  # most models make nothing: one lookup for them
+            _forget_made(copied)
         return copied
+
+    def __getstate__(self) -> dict[Any, Any]:
+        state = super().__getstate__()
+        made = _made(type(self))
+        if made:
+            state["__dict__"] = {k: v for k, v in state["__dict__"].items() if k not in made}
+        return state
 
 
 class Resources(RootModel[dict[str, int]]):
@@ -152,8 +188,7 @@ class Resources(RootModel[dict[str, int]]):
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         copied = super().model_copy(update=update, deep=deep)
-        for made in ("_key", "_pod_demand"):  # of the amounts copied: the copy's may differ
-            copied.__dict__.pop(made, None)
+        _forget_made(copied)  # of the amounts copied: the copy's may differ
         return copied
 
 
@@ -174,18 +209,9 @@ class _Hashed(_Frozen):
         return hash(tuple(self.__dict__[name] for name in type(self).model_fields))
 
     def __hash__(self) -> int:
+        # Made again by a copy, and not pickled: strings hash differently in another
+        # process (PYTHONHASHSEED). See ``_made``.
         return self._hash
-
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
-        copied = super().model_copy(update=update, deep=deep)
-        copied.__dict__.pop("_hash", None)  # the copy's fields may differ: hashed afresh
-        return copied
-
-    def __getstate__(self) -> dict[Any, Any]:
-        # Strings hash differently in another process (PYTHONHASHSEED): never pickled.
-        state = super().__getstate__()
-        state["__dict__"] = {k: v for k, v in state["__dict__"].items() if k != "_hash"}
-        return state
 
 
 class Taint(_Frozen):
@@ -479,18 +505,9 @@ class ClusterState(_Frozen):
 
     @cached_property
     def _pods_by_name(self) -> dict[str, Pod]:
-        # Private (a leading underscore): no field, nor iterated or dumped as one.
+        # Private (a leading underscore): no field, nor iterated or dumped as one; made
+        # again by a copy, and not pickled (``_made``).
         return {p.name: p for p in self.pods}
-
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
-        copied = super().model_copy(update=update, deep=deep)
-        copied.__dict__.pop("_pods_by_name", None)  # of the pods it had: made again if read
-        return copied
-
-    def __getstate__(self) -> dict[Any, Any]:
-        state = super().__getstate__()  # made again where read, as ``model_copy`` does
-        state["__dict__"] = {k: v for k, v in state["__dict__"].items() if k != "_pods_by_name"}
-        return state
 
     def pending_pods(self) -> list[Pod]:
         return [p for p in self.pods if p.node_name is None]
