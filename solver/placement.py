@@ -364,7 +364,7 @@ class Placer:
 
     def _fits(self, cls: PodClass, free: IntArray | None = None) -> IntArray:
         """Pods of the class that fit per node in ``free`` (default: the room left, cached
-        per spec while the decision does not change)."""
+        per placement and demand, ``_alike``, while the decision does not change)."""
         if free is not None:
             return np.where(cls.feasible, fit_per_node(cls.demand, free), 0)
         key = (*_alike(cls), self._room_changes())

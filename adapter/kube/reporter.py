@@ -300,13 +300,13 @@ class Reporter:
                 return self.cache.get(PODS, name) is not None
             return name.split(" ")[-1] in queues  # "queue <group> <name>"
 
-        self.events.trim()
-        self.written.keep_landed(exists)
         if removals == self._pruned_at:
+            self.events.trim()
+            self.written.keep_landed(exists)
             return
         self._pruned_at = removals
-        self.events.keep(alive)
-        self.written.keep(exists)
+        self.events.keep(alive)  # and trims
+        self.written.keep(exists)  # the landed statuses too
 
     # --- PodGroups and their pods -------------------------------------------------------------
 
