@@ -89,6 +89,13 @@ def events(server: FakeApiServer, reason: str) -> list[dict[str, Any]]:
     return [e for e in server.objects("", "events") if e.get("reason") == reason]
 
 
+def scheduled_condition(server: FakeApiServer, name: str) -> dict[str, Any]:
+    """Pod ``name``'s PodScheduled condition, as the server holds it."""
+    pod: Any = server.get("", "pods", "default", name)
+    [condition] = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+    return dict(condition)
+
+
 def podgroup_status(server: FakeApiServer, name: str, group: str = SIGS) -> dict[str, Any]:
     obj = server.get(group, PODGROUPS, "default", name)
     assert obj is not None
@@ -146,9 +153,7 @@ def test_a_gang_that_does_not_fit_binds_nothing_and_says_why(
     assert condition["message"].startswith("3/3 tasks in gang unschedulable")
     [event] = events(server, "Unschedulable")
     assert event["involvedObject"]["kind"] == "PodGroup" and event["type"] == "Warning"
-    pod = server.get("", "pods", "default", "myjob-0")
-    assert pod is not None
-    [scheduled] = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+    scheduled = scheduled_condition(server, "myjob-0")
     assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
     assert len(events(server, "FailedScheduling")) == 3
 
@@ -195,12 +200,7 @@ def test_a_pod_told_it_waits_is_told_again_only_when_it_or_its_reason_changes(
     cluster.reporter.now = lambda: told + timedelta(seconds=2 * RECOUNT_S)  # by pod: 1-2x
     run_cycle(cluster, FAST)
     assert cluster.writer.flush() and conditions_written() == 5
-    [scheduled] = [
-        c
-        for c in (server.get("", "pods", "default", "big-1") or {})["status"]["conditions"]
-        if c["type"] == "PodScheduled"
-    ]
-    assert ": 1/2 pods fit" in scheduled["message"]
+    assert ": 1/2 pods fit" in scheduled_condition(server, "big-1")["message"]
 
 
 def test_a_reason_that_names_something_else_is_told_at_once(
@@ -213,10 +213,7 @@ def test_a_reason_that_names_something_else_is_told_at_once(
     seen(cluster, server)
     run_cycle(cluster, FAST)
     assert cluster.writer.flush()
-    pod = server.get("", "pods", "default", "big-0")
-    assert pod is not None
-    [scheduled] = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
-    assert "untolerated taint {dedicated: x}" in scheduled["message"]
+    assert "untolerated taint {dedicated: x}" in scheduled_condition(server, "big-0")["message"]
 
 
 def test_memories_are_pruned_only_after_an_object_left(
@@ -249,10 +246,7 @@ def test_a_pod_made_again_under_its_name_is_told_why_it_waits_again(
     seen(cluster, server)
     run_cycle(cluster, FAST)
     assert cluster.writer.flush()
-    pod = server.get("", "pods", "default", "big-1")
-    assert pod is not None
-    [scheduled] = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
-    assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
+    assert _pod_scheduled(server, "big-1") == ("False", "Unschedulable")
 
 
 def test_the_event_about_a_node_that_is_gone_is_forgotten(
@@ -949,8 +943,7 @@ def _waiting_solo(
 
 
 def _pod_scheduled(server: FakeApiServer, name: str) -> tuple[str, str]:
-    pod: Any = server.get("", "pods", "default", name)
-    [condition] = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+    condition = scheduled_condition(server, name)
     return str(condition["status"]), str(condition.get("reason") or "")
 
 
