@@ -26,7 +26,9 @@ requests and the API server's CPU on the same cores (``bind-throughput``, ``rest
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -142,6 +144,17 @@ def phases(result: CycleResult) -> list[float]:
     return [1000 * s for s in (*parts, result.total_s)]
 
 
+def scored(result: CycleResult) -> list[float]:
+    """The decision's objective and its gap to its bound, in percent (nan where none)."""
+    decision = result.decision
+    objective = decision.objective if decision is not None else None
+    gap = decision.gap if decision is not None else None
+    return [
+        math.nan if objective is None else float(objective),
+        math.nan if gap is None else 100 * gap,
+    ]
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="gangsat-bench cycle", description=__doc__.split("\n\n")[0]
@@ -167,7 +180,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 def main(argv: Sequence[str], console: Console | None = None) -> int:
     args = parse_args(argv)
-    console = console or Console()
+    console = console or (Console() if sys.stdout.isatty() else Console(width=160))
     if args.real:
         gangs = args.gangs if args.gangs is not None else args.nodes * 3 // 2
         state = instances.realistic(args.seed, args.nodes, gangs)
@@ -198,17 +211,28 @@ def main(argv: Sequence[str], console: Console | None = None) -> int:
             if result.error:
                 console.print(f"cycle failed: {result.error}")
                 return 1
-            rows.append(phases(result))
+            rows.append(phases(result) + scored(result))
     finally:
         heap.release()  # as the scheduler does when it stops: the process may go on
     table = Table(title=title)
     for column in ("cycle", "snapshot ms", "decide ms", "bind ms", "report ms", "rest ms"):
         table.add_column(column, justify="right")
     table.add_column("total ms", justify="right")
+    table.add_column("objective", justify="right")
+    table.add_column("gap %", justify="right")
     first, later = rows[0], rows[1:]
-    table.add_row("first", *(f"{v:.0f}" for v in first))
+    table.add_row("first", *_shown(first))
     if later:
         medians = [statistics.median(column) for column in zip(*later, strict=True)]
-        table.add_row(f"median of {len(later)} after", *(f"{v:.0f}" for v in medians))
+        table.add_row(f"median of {len(later)} after", *_shown(medians))
     console.print(table)
     return 0
+
+
+def _shown(row: list[float]) -> list[str]:
+    *times, objective, gap = row
+    return [
+        *(f"{v:.0f}" for v in times),
+        "-" if math.isnan(objective) else f"{objective:,.0f}",
+        "-" if math.isnan(gap) else f"{gap:.2f}",
+    ]

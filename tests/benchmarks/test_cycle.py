@@ -12,6 +12,7 @@ import benchmarks.cycle
 from adapter.loop import LoopSettings, run_cycle
 from benchmarks.cycle import cluster
 from benchmarks.suite import main
+from solver.config import SolverConfig
 
 
 def test_the_cluster_it_builds_is_one_the_loop_schedules() -> None:
@@ -38,6 +39,14 @@ def test_the_cycle_benchmark_prints_each_phase_of_the_first_and_later_cycles() -
     assert first and later
     total = [int(v) for v in re.findall(r"\d+", later.group(1))]
     assert total[-1] >= max(total[:-1])  # the total holds every phase
+    # Then the decision's objective and gap: the same as a cycle of the same cluster.
+    scores = re.search(r"│\s+first │(?:\s+\d+ │){6}\s+([\d,]+) │\s+(\d+\.\d\d) │", out)
+    assert scores
+    settings = LoopSettings(solver=SolverConfig(time_limit_s=0.2))
+    decision = run_cycle(cluster(4, 6, 4, 2), settings).decision
+    assert decision is not None and decision.objective and decision.gap is not None
+    assert scores.group(1) == f"{decision.objective:,}"
+    assert scores.group(2) == f"{100 * decision.gap:.2f}"
 
 
 def test_no_collection_runs_inside_a_cycle_as_in_the_loop(
