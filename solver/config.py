@@ -20,6 +20,9 @@ WEIGHT_UNIT = 100
 MAX_WEIGHT = 100_000
 MAX_SEED = 2**31 - 1  # CP-SAT's random seed is a 32-bit integer
 MAX_TIME_LIMIT_S = 3600.0
+# What a decision keeps of the cycle's limit however long the cycle took before it (a
+# cold first snapshot of 5,000 real-shaped nodes: 1.8 s): its stages need some time.
+MIN_DECISION_SHARE = 0.5
 
 
 class ObjectiveWeights(BaseModel):
@@ -120,8 +123,9 @@ class SolverConfig(BaseModel):
         le=MAX_TIME_LIMIT_S,
         allow_inf_nan=False,
         description=(
-            "the cycle's time: preparing the snapshot, the solves and decoding; the LP "
-            "and first search of a model still run when preparing used it all"
+            "the cycle's time: the loop's snapshot, preparing it, the solves and "
+            "decoding (a decision gets at least half of it, however long the snapshot "
+            "took); the LP and first search of a model still run when preparing used it all"
         ),
     )
     num_workers: int = Field(
@@ -226,3 +230,13 @@ class SolverConfig(BaseModel):
 
     def workers(self) -> int:
         return self.num_workers or usable_cores()
+
+    def after(self, spent_s: float) -> SolverConfig:
+        """This config for a decision whose cycle has already spent ``spent_s`` (the
+        loop's snapshot): the limit less that, at least ``MIN_DECISION_SHARE`` of it. A
+        deterministic solve keeps its limit: it counts deterministic time, which the
+        snapshot's wall time must not change, nor the decision with it."""
+        if self.deterministic or spent_s <= 0:
+            return self
+        left = max(self.time_limit_s - spent_s, MIN_DECISION_SHARE * self.time_limit_s)
+        return self.model_copy(update={"time_limit_s": left})

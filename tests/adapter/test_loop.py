@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pickle
 import threading
+import time
 from collections.abc import Iterable, Sequence
 
 import pytest
@@ -325,6 +326,49 @@ def test_a_scheduler_that_raises_binds_nothing_and_does_not_raise(
     assert sample(metrics, "gangsat_cycles_total", scheduler="broken", outcome="ok") is None
     assert sample(metrics, "gangsat_binds_total", result="bound") is None
     assert sample(metrics, "gangsat_pending_pods") == 5
+
+
+class SlowSnapshot(FakeCluster):
+    """A snapshot that takes ``seconds``, as a big cluster's conversion does."""
+
+    def __init__(self, base: ClusterState, seconds: float) -> None:
+        super().__init__(base)
+        self.seconds = seconds
+
+    def snapshot(self, again: bool = False) -> ClusterState:
+        time.sleep(self.seconds)
+        return super().snapshot(again)
+
+
+@pytest.mark.parametrize(
+    ("snapshot_s", "deterministic", "lowest", "highest"),
+    [
+        (0.3, False, 0.5, 0.7),  # the limit less the snapshot
+        (0.8, False, 0.5, 0.5),  # never below half the limit
+        (0.3, True, 1.0, 1.0),  # deterministic time: the snapshot's wall time is no part
+    ],
+)
+def test_the_snapshot_s_time_comes_out_of_the_decision_s_limit(
+    monkeypatch: pytest.MonkeyPatch,
+    snapshot_s: float,
+    deterministic: bool,
+    lowest: float,
+    highest: float,
+) -> None:
+    limits: list[float] = []
+
+    def recording(s: ClusterState, config: SolverConfig) -> Decision:
+        limits.append(config.time_limit_s)
+        return SCHEDULERS["gang-greedy"](s, config)
+
+    monkeypatch.setitem(SCHEDULERS, "recording", recording)
+    config = SolverConfig(time_limit_s=1.0, deterministic=deterministic)
+    result = run_cycle(
+        SlowSnapshot(two_gangs(), snapshot_s), LoopSettings(scheduler="recording", solver=config)
+    )
+    assert result.snapshot_s >= snapshot_s and len(result.bound) == 5
+    [limit] = limits
+    assert lowest <= limit <= highest
 
 
 def test_a_failed_snapshot_sets_the_error_and_does_not_raise() -> None:
