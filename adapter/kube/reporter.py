@@ -21,10 +21,7 @@ server must not be sent thousands of identical patches a second.
 
 from __future__ import annotations
 
-import functools
 import logging
-import re
-import zlib
 from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
@@ -43,6 +40,7 @@ from adapter.kube.fields import stored_status, uid_of
 from adapter.kube.pod_tally import PodTally
 from adapter.kube.queue_report import allocated_by_queue, queue_writes
 from adapter.kube.reading import Finding
+from adapter.kube.recount import alike_reasons, alike_statuses, recount_s
 from adapter.kube.resources import (
     DIALECTS,
     NODES,
@@ -63,37 +61,6 @@ from adapter.kube.written import Written
 from solver.model import IMPLICIT_GANG_PREFIX, ClusterState
 
 log = logging.getLogger(__name__)
-
-# A pending pod whose reason changed in its counts alone ("23 Insufficient cpu", then 25)
-# is told again at most this often, more or less by pod (``_recount_s``): each decision
-# moves the counts of most of a backlog's reasons (real-shaped 5,000 nodes: 63 gangs
-# admitted otherwise changed 2,927 of 4,104 reasons), and telling each pod each cycle
-# queued 29,000 writes a cycle, sent at 50 a second. kube-scheduler retries a pod no
-# cluster event has moved after 5 minutes (podMaxInUnschedulablePodsDuration).
-RECOUNT_S = 300.0
-# The counts in a reason: how many pods of how many fit or are unplaced ("3/5 pods fit",
-# the 3), and how many nodes fail in each way ("134 node(s) didn't match", "2
-# Insufficient cpu"). Not numbers in names ('data-1', node-12, team1, mig-1g.5gb), nor
-# minMember or a gang's size, which a user changes.
-_COUNT = re.compile(r"\b\d+(?=/\d)|(?:^|(?<=: )|(?<=, ))\d+(?= )")
-
-
-def alike_reasons(told: str, message: str) -> bool:
-    """Whether two reasons say the same, in any order of their parts, but for counts."""
-    return _named(told) == _named(message)
-
-
-# A gang's pods share its reason: read once for them all, not once per pod.
-@functools.lru_cache(maxsize=16_384)
-def _named(reason: str) -> tuple[str, tuple[str, ...]]:
-    head, _, parts = _COUNT.sub("#", reason).rpartition(": ")
-    return head, tuple(sorted(parts.split(", ")))
-
-
-def _recount_s(uid: str) -> float:
-    """RECOUNT_S to twice it, by pod: pods first told in one cycle come due over minutes,
-    not in one cycle (29,000 at once: 10 minutes of the writer's rate)."""
-    return RECOUNT_S * (1 + zlib.crc32(uid.encode()) % 1000 / 1000)
 
 
 def _signature(status: dict[str, Any]) -> tuple[Any, ...]:
@@ -141,6 +108,9 @@ class Reporter:
         self._waited: dict[str, tuple[Obj | None, str, ObjectRef, bool]] = {}
         self._waited_before: dict[str, tuple[Obj | None, str, ObjectRef, bool]] = {}
         self._pruned_at = -1  # the cache's removals when last pruned (``_prune``)
+        # gang -> when its PodGroup's status was last sent: one that changed in its
+        # conditions' counts alone is sent again only ``recount_s`` after (``recount``).
+        self._status_sent: dict[str, float] = {}
 
     def report(
         self,
@@ -261,6 +231,7 @@ class Reporter:
             "statuses written": len(self.written),
             "statuses landed": len(self.written.landed),
             "statuses compared": len(self._compared),
+            "statuses sent at": len(self._status_sent),
             "pods told they wait": len(self._waited),
             "event topics": self.recorder.topics(),
             "event names": self.events.names(),
@@ -305,6 +276,7 @@ class Reporter:
             self.written.keep_landed(exists)
             return
         self._pruned_at = removals
+        self._status_sent = {g: t for g, t in self._status_sent.items() if g in podgroups}
         self.events.keep(alive)  # and trims
         self.written.keep(exists)  # the landed statuses too
 
@@ -410,7 +382,8 @@ class Reporter:
             sig, has = _signature(body), _signature(stored_status(obj))
         self._compared[status.gang] = (obj, status, sig, has, phase)
         namespace, name = split_key(status.gang)
-        if sig not in (has, self.written.get(f"podgroup {status.gang}")):
+        written = self.written.get(f"podgroup {status.gang}")
+        if sig not in (has, written) and not self._recounted(status.gang, obj, sig, has, written):
             if body is None:  # the comparison was remembered: built now, timestamps and all
                 body = podgroup_status(
                     status, resource.api_version, self.now(), self._as_written(status.gang, obj)
@@ -422,6 +395,7 @@ class Reporter:
                 partial(self._patch_status, resource, namespace, name, body),
                 uid=uid_of(obj),
             )
+            self._status_sent[status.gang] = self.now().timestamp()
         if self._unschedulable(status):
             message = unschedulable_message(status)
             uid = uid_of(obj)
@@ -429,6 +403,24 @@ class Reporter:
             self.events.event(ref, "Warning", "Unschedulable", message)
             for pod in pending:
                 self._pod_waiting(pod, message)
+
+    def _recounted(
+        self,
+        gang: str,
+        podgroup: Obj,
+        sig: tuple[Any, ...],
+        has: tuple[Any, ...],
+        written: tuple[Any, ...] | None,
+    ) -> bool:
+        """Whether a PodGroup's status differs from the one it has, or the one last sent
+        for it, only in its conditions' counts, and was sent less than ``recount_s`` ago:
+        not sent again yet. After a restart, nothing was sent: sent once."""
+        sent = self._status_sent.get(gang)
+        return (
+            sent is not None
+            and self.now().timestamp() - sent < recount_s(uid_of(podgroup))
+            and (alike_statuses(sig, has) or alike_statuses(sig, written))
+        )
 
     @staticmethod
     def _unschedulable(status: GangStatus) -> bool:
@@ -470,7 +462,7 @@ class Reporter:
                 told[1] == message
                 or (
                     alike_reasons(told[1], message)
-                    and self.now().timestamp() - told[3] < _recount_s(ref.uid)
+                    and self.now().timestamp() - told[3] < recount_s(ref.uid)
                 )
             )
         ):

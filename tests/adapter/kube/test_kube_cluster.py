@@ -18,7 +18,7 @@ import pytest
 from adapter.cluster import CycleReport
 from adapter.kube.binder import ROLLBACK_REASON
 from adapter.kube.cluster import KubeCluster
-from adapter.kube.reporter import RECOUNT_S
+from adapter.kube.recount import RECOUNT_S
 from adapter.kube.resources import DIALECTS, discover
 from adapter.loop import LoopSettings, run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
@@ -201,6 +201,55 @@ def test_a_pod_told_it_waits_is_told_again_only_when_it_or_its_reason_changes(
     run_cycle(cluster, FAST)
     assert cluster.writer.flush() and conditions_written() == 5
     assert ": 1/2 pods fit" in scheduled_condition(server, "big-1")["message"]
+
+
+def test_a_podgroup_whose_reason_changed_in_its_counts_alone_is_told_after_recount_s(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    waiting_gang(server, cluster)
+
+    def statuses_written() -> int:
+        return sum(r.verb == "patch" and "/podgroups/big" in r.path for r in server.requests)
+
+    assert statuses_written() == 1
+    first = podgroup_status(server, "big")["conditions"][0]["message"]
+    assert first.startswith("2/2 tasks in gang unschedulable: 0/2 pods fit")
+    # A bigger node: one of the two pods would fit. The status differs in its counts.
+    apply(server, [node("n1", cpu="5")])
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush() and statuses_written() == 1
+    told = cluster.reporter.now()
+    cluster.reporter.now = lambda: told + timedelta(seconds=2 * RECOUNT_S)  # by UID: 1-2x
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush() and statuses_written() == 2
+    assert ": 1/2 pods fit" in podgroup_status(server, "big")["conditions"][0]["message"]
+    # A node big enough for both: the gang runs, and its status says so at once.
+    seen(cluster, server)
+    apply(server, [node("n1", cpu="9")])
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush() and statuses_written() == 3
+    assert podgroup_status(server, "big")["phase"] == "Running"
+    assert cluster.remembered()["statuses sent at"] == 1
+    server.delete(SIGS, PODGROUPS, "default", "big")
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert cluster.remembered()["statuses sent at"] == 0
+
+
+def test_a_podgroup_whose_reason_names_something_else_is_told_at_once(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    waiting_gang(server, cluster)
+    tainted = node("n1", cpu="1")
+    tainted["spec"] = {"taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]}
+    apply(server, [tainted])
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush()
+    [condition] = podgroup_status(server, "big")["conditions"]
+    assert "untolerated taint {dedicated: x}" in condition["message"]
 
 
 def test_a_reason_that_names_something_else_is_told_at_once(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -259,7 +260,7 @@ def test_volumes_are_the_reason_a_gang_waits_only_where_they_keep_it_short() -> 
 
 
 def test_reasons_alike_name_the_same_things_whatever_their_counts_or_order() -> None:
-    from adapter.kube.reporter import alike_reasons
+    from adapter.kube.recount import alike_reasons
 
     told = "0/2 pods fit (minMember 2): 23 Insufficient cpu, 4 node(s) had untolerated taint"
     assert alike_reasons(
@@ -282,3 +283,27 @@ def test_reasons_alike_name_the_same_things_whatever_their_counts_or_order() -> 
     assert not alike_reasons(bind, bind.replace("node-12", "node-47"))
     gpu = "0/1 pods fit (minMember 1): 1 Insufficient nvidia.com/mig-1g.5gb"
     assert not alike_reasons(gpu, gpu.replace("mig-1g.5gb", "mig-2g.10gb"))
+
+
+def test_statuses_alike_differ_at_most_in_their_conditions_counts() -> None:
+    from adapter.kube.recount import alike_statuses
+
+    def sig(phase: str, running: int, *conditions: tuple[str, str, str, str]) -> tuple[Any, ...]:
+        return (phase, running, conditions)
+
+    why = "2/2 tasks in gang unschedulable: 0/2 pods fit (minMember 2): 3 Insufficient cpu"
+    waiting = ("Unschedulable", "True", "NotEnoughResources", why)
+    recounted = (*waiting[:3], why.replace("0/2 pods", "1/2 pods").replace(": 3 ", ": 1 "))
+    assert alike_statuses(sig("Pending", 0, waiting), sig("Pending", 0, recounted))
+    assert not alike_statuses(sig("Pending", 0, waiting), sig("Pending", 1, recounted))
+    assert not alike_statuses(sig("Pending", 0, waiting), sig("Inqueue", 0, recounted))
+    assert not alike_statuses(sig("Pending", 0, waiting), sig("Pending", 0))
+    other_reason = ("Unschedulable", "True", "QueueAtCapability", recounted[3])
+    assert not alike_statuses(sig("Pending", 0, waiting), sig("Pending", 0, other_reason))
+    memory = (*waiting[:3], why.replace("cpu", "memory"))
+    assert not alike_statuses(sig("Pending", 0, waiting), sig("Pending", 0, memory))
+    # Nothing sent yet, an Inqueue (its phase alone), a message that is not text.
+    assert not alike_statuses(sig("Pending", 0, waiting), None)
+    assert not alike_statuses(sig("Pending", 0, waiting), ("Inqueue",))
+    no_text: tuple[Any, ...] = (*waiting[:3], None)
+    assert not alike_statuses(sig("Pending", 0, no_text), sig("Pending", 0, waiting))

@@ -1,0 +1,63 @@
+"""Reasons that changed in their counts alone are told again only after minutes.
+
+Each decision moves the counts of most of a backlog's reasons ("23 Insufficient cpu",
+then 25; "0/4 pods fit", then 1/4): real-shaped 5,000 nodes, 63 gangs admitted
+otherwise changed 2,927 of 4,104 gangs' reasons. Telling each pod and each PodGroup
+again every such cycle queued 29,000 pod conditions and 4,300 PodGroup statuses a
+cycle, sent at 50 a second: a Volcano PodGroup's Inqueue, which its job controller
+waits for, queued behind them. A reason that names something else (another resource
+short, a taint, a claim) is told at once; one that changed in its counts is told again
+``RECOUNT_S`` to twice that after it was last told (``recount_s``).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import zlib
+from typing import Any
+
+# kube-scheduler retries a pod no cluster event has moved after 5 minutes
+# (podMaxInUnschedulablePodsDuration).
+RECOUNT_S = 300.0
+# The counts in a reason: how many pods of how many fit or are unplaced ("3/5 pods fit",
+# the 3), and how many nodes fail in each way ("134 node(s) didn't match", "2
+# Insufficient cpu"). Not numbers in names ('data-1', node-12, team1, mig-1g.5gb), nor
+# minMember or a gang's size, which a user changes.
+_COUNT = re.compile(r"\b\d+(?=/\d)|(?:^|(?<=: )|(?<=, ))\d+(?= )")
+
+
+def alike_reasons(told: str, message: str) -> bool:
+    """Whether two reasons say the same, in any order of their parts, but for counts."""
+    return _named(told) == _named(message)
+
+
+# A gang's pods share its reason: read once for them all, not once per pod.
+@functools.lru_cache(maxsize=16_384)
+def _named(reason: str) -> tuple[str, tuple[str, ...]]:
+    head, _, parts = _COUNT.sub("#", reason).rpartition(": ")
+    return head, tuple(sorted(parts.split(", ")))
+
+
+def recount_s(uid: str) -> float:
+    """RECOUNT_S to twice it, by object: those first told in one cycle come due over
+    minutes, not in one cycle (29,000 at once: 10 minutes of the writer's rate)."""
+    return RECOUNT_S * (1 + zlib.crc32(uid.encode()) % 1000 / 1000)
+
+
+def alike_statuses(sig: tuple[Any, ...], other: tuple[Any, ...] | None) -> bool:
+    """Whether two PodGroup status signatures (phase, running, conditions as (type,
+    status, reason, message)) differ at most in the counts of their conditions'
+    messages: the same phase, the same pods running, the same conditions."""
+    if other is None or len(sig) != 3 or len(other) != 3:
+        return False
+    (phase, running, conditions), (other_phase, other_running, other_conditions) = sig, other
+    if (phase, running, len(conditions)) != (other_phase, other_running, len(other_conditions)):
+        return False
+    return all(
+        mine[:3] == theirs[:3]
+        and isinstance(mine[3], str)
+        and isinstance(theirs[3], str)
+        and alike_reasons(mine[3], theirs[3])
+        for mine, theirs in zip(conditions, other_conditions, strict=True)
+    )
