@@ -110,7 +110,13 @@ SchedulerOption = Annotated[
 ]
 TimeLimitOption = Annotated[
     float | None,
-    typer.Option("--time-limit", "-t", help="Seconds for all CP-SAT calls.", show_default="1.0"),
+    typer.Option(
+        "--time-limit",
+        "-t",
+        help="Seconds a decision may take, preparing included (in the loop: from the "
+        "cycle's start, the snapshot included).",
+        show_default="1.0",
+    ),
 ]
 
 

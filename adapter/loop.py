@@ -398,8 +398,8 @@ def run_cycle(
     if holds is None:
         config = config.model_copy(update={"preemption": False})
     # The cycle's limit counts from the cycle's start, as the solver's counts its own
-    # preparing: real-shaped 5,000 nodes spent 0.35 s on the snapshot and the holds, then
-    # the decision took its whole limit on top.
+    # preparing: real-shaped 5,000 nodes spent 0.35 s on the snapshot and the gang index,
+    # then the decision took its whole limit on top.
     config = config.after(time.perf_counter() - started)
     try:
         decision = SCHEDULERS[settings.scheduler](solver_state, config)

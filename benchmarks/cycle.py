@@ -223,10 +223,17 @@ def main(argv: Sequence[str], console: Console | None = None) -> int:
     first, later = rows[0], rows[1:]
     table.add_row("first", *_shown(first))
     if later:
-        medians = [statistics.median(column) for column in zip(*later, strict=True)]
-        table.add_row(f"median of {len(later)} after", *_shown(medians))
+        times = [statistics.median(column) for column in zip(*later, strict=True)][:-2]
+        table.add_row(f"median of {len(later)} after", *_shown([*times, *median_scores(later)]))
     console.print(table)
     return 0
+
+
+def median_scores(rows: list[list[float]]) -> list[float]:
+    """The objective and gap of one cycle, the median by objective (the lower of two):
+    each its own median could pair one cycle's objective with another's gap."""
+    ranked = sorted(rows, key=lambda row: -math.inf if math.isnan(row[-2]) else row[-2])
+    return ranked[(len(ranked) - 1) // 2][-2:]
 
 
 def _shown(row: list[float]) -> list[str]:

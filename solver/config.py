@@ -21,7 +21,7 @@ MAX_WEIGHT = 100_000
 MAX_SEED = 2**31 - 1  # CP-SAT's random seed is a 32-bit integer
 MAX_TIME_LIMIT_S = 3600.0
 # What a decision keeps of the cycle's limit however long the cycle took before it (a
-# cold first snapshot of 5,000 real-shaped nodes: 1.8 s): its stages need some time.
+# cold first snapshot of 5,000 real-shaped nodes: 1.5-1.8 s): its stages need some time.
 MIN_DECISION_SHARE = 0.5
 
 
@@ -125,7 +125,8 @@ class SolverConfig(BaseModel):
         description=(
             "the cycle's time: the loop's snapshot, preparing it, the solves and "
             "decoding (a decision gets at least half of it, however long the snapshot "
-            "took); the LP and first search of a model still run when preparing used it all"
+            "took; deterministic solves count only their solves' deterministic time); the "
+            "LP and first search of a model still run when preparing used it all"
         ),
     )
     num_workers: int = Field(

@@ -77,3 +77,14 @@ def test_the_real_shaped_instance_runs_through_the_same_cycle() -> None:
     out = console.export_text()
     assert "real-shaped instance of 40 nodes x 60 gangs, seed 1" in out
     assert re.search(r"│\s+median of 1 after │((?:\s+\d+ │){6})", out)
+
+
+def test_the_median_row_scores_one_cycle() -> None:
+    from benchmarks.cycle import median_scores
+
+    nan = float("nan")
+    rows = [[1.0, 30.0, 2.0], [1.0, 10.0, 9.0], [1.0, nan, nan], [1.0, 20.0, 5.0]]
+    assert median_scores(rows) == [10.0, 9.0]  # the lower of 10 and 20, with its own gap
+    assert median_scores(rows[:2]) == [10.0, 9.0]
+    assert median_scores(rows[1:]) == [10.0, 9.0]
+
