@@ -15,7 +15,10 @@ from __future__ import annotations
 import functools
 import re
 import zlib
+from datetime import datetime
 from typing import Any
+
+from adapter.kube.fields import Obj, stored_status
 
 # kube-scheduler retries a pod no cluster event has moved after 5 minutes
 # (podMaxInUnschedulablePodsDuration).
@@ -61,3 +64,27 @@ def alike_statuses(sig: tuple[Any, ...], other: tuple[Any, ...] | None) -> bool:
         and alike_reasons(mine[3], theirs[3])
         for mine, theirs in zip(conditions, other_conditions, strict=True)
     )
+
+
+def told_before(pod: Obj, uid: str, now: float) -> tuple[Any, ...] | None:
+    """What a pod was last told it waits with, read off its object, as the reporter
+    remembers a write (``("PodScheduled", message, uid, when)``), or None. gangsat
+    stamps each condition it writes with the time it is written (``pod_unschedulable``):
+    after a restart, a pod told minutes ago that its counts have since moved is told
+    again when its ``recount_s`` has passed, not at once (a backlog's 29,000 pods would
+    queue 10 minutes of the writer's rate at each take-over, a Volcano PodGroup's
+    Inqueue behind them). A time past ``now`` (another clock) is not read as when it was told."""
+    for condition in stored_status(pod).get("conditions") or []:
+        if not isinstance(condition, dict) or condition.get("type") != "PodScheduled":
+            continue
+        message, stamp = condition.get("message"), condition.get("lastTransitionTime")
+        if (condition.get("status"), condition.get("reason")) != ("False", "Unschedulable"):
+            return None
+        if not isinstance(message, str) or not isinstance(stamp, str):
+            return None
+        try:
+            when = datetime.fromisoformat(stamp).timestamp()
+        except ValueError:
+            return None
+        return ("PodScheduled", message, uid, when) if when <= now else None
+    return None

@@ -40,7 +40,7 @@ from adapter.kube.fields import stored_status, uid_of
 from adapter.kube.pod_tally import PodTally
 from adapter.kube.queue_report import allocated_by_queue, queue_writes
 from adapter.kube.reading import Finding
-from adapter.kube.recount import alike_reasons, alike_statuses, recount_s
+from adapter.kube.recount import alike_reasons, alike_statuses, recount_s, told_before
 from adapter.kube.resources import (
     DIALECTS,
     NODES,
@@ -454,6 +454,11 @@ class Reporter:
         # again, though its predecessor was told the same), and when.
         memory = f"pod {pod}"
         told = self.written.get(memory)
+        if (
+            told is None
+            and (told := told_before(current, ref.uid, self.now().timestamp())) is not None
+        ):
+            self.written.remember(memory, told)
         if (
             told is not None
             and told[0] == "PodScheduled"

@@ -78,6 +78,10 @@ class Written:
 
         self.writer.submit(key, tracked, dropped=lambda: self.failed(memory, sig))
 
+    def remember(self, memory: str, sig: Signature) -> None:
+        """Remember ``sig`` as written, unwritten: what the server was found to hold."""
+        self.sigs[memory] = sig
+
     def failed(self, memory: str, sig: Signature) -> None:
         """``sig`` was not written after all (any thread)."""
         self._failed.put((memory, sig))

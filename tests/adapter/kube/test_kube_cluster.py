@@ -203,6 +203,34 @@ def test_a_pod_told_it_waits_is_told_again_only_when_it_or_its_reason_changes(
     assert ": 1/2 pods fit" in scheduled_condition(server, "big-1")["message"]
 
 
+@pytest.mark.parametrize("later_s", [0.0, 2 * RECOUNT_S])
+def test_after_a_restart_pods_told_lately_are_not_told_their_new_counts_at_once(
+    server: FakeApiServer, cluster: KubeCluster, later_s: float
+) -> None:
+    """What a pod was told, and when, is read back off its condition: a new leader does
+    not tell each pod of a backlog its counts again at once, but when they are due."""
+    waiting_gang(server, cluster)
+
+    def conditions_written() -> int:
+        return sum(r.verb == "patch" and "/pods/" in r.path for r in server.requests)
+
+    assert conditions_written() == 2
+    cluster.stop()
+    apply(server, [node("n1", cpu="5")])  # "0/2 pods fit", then "1/2"
+    restarted = KubeCluster(server.client(), writes_per_s=1000.0).start(sync_timeout_s=10)
+    try:
+        told = restarted.reporter.now()
+        restarted.reporter.now = lambda: told + timedelta(seconds=later_s)
+        seen(restarted, server)
+        run_cycle(restarted, FAST)
+        assert restarted.writer.flush()
+        assert conditions_written() == (2 if later_s == 0 else 4)
+        message = scheduled_condition(server, "big-1")["message"]
+        assert (": 1/2 pods fit" in message) == (later_s > 0)
+    finally:
+        restarted.stop()
+
+
 def test_a_podgroup_whose_reason_changed_in_its_counts_alone_is_told_after_recount_s(
     server: FakeApiServer, cluster: KubeCluster
 ) -> None:

@@ -307,3 +307,29 @@ def test_statuses_alike_differ_at_most_in_their_conditions_counts() -> None:
     assert not alike_statuses(sig("Pending", 0, waiting), ("Inqueue",))
     no_text: tuple[Any, ...] = (*waiting[:3], None)
     assert not alike_statuses(sig("Pending", 0, no_text), sig("Pending", 0, waiting))
+
+
+def test_what_a_pod_was_told_is_read_back_off_its_condition() -> None:
+    from adapter.kube.recount import told_before
+
+    now = datetime(2026, 12, 6, 10, 0, tzinfo=UTC)
+    told = pod_unschedulable("0/2 pods fit (minMember 2): 3 Insufficient cpu", now)
+
+    def pod(*conditions: dict[str, Any]) -> dict[str, Any]:
+        return {"status": {"conditions": list(conditions)}}
+
+    later = now.timestamp() + 60
+    assert told_before(pod(told), "u1", later) == (
+        "PodScheduled",
+        told["message"],
+        "u1",
+        now.timestamp(),
+    )
+    assert told_before(pod({"type": "Ready", "status": "True"}, told), "u1", later) is not None
+    assert told_before(pod(told), "u1", now.timestamp() - 1) is None  # another clock's future
+    assert told_before(pod({**told, "lastTransitionTime": "yesterday"}), "u1", later) is None
+    assert told_before(pod({**told, "lastTransitionTime": None}), "u1", later) is None
+    assert told_before(pod({**told, "status": "True", "reason": None}), "u1", later) is None
+    assert told_before(pod({**told, "message": 3}), "u1", later) is None
+    assert told_before(pod(), "u1", later) is None
+    assert told_before({"status": "garbage"}, "u1", later) is None
