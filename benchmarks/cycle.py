@@ -171,6 +171,13 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=count, default=0, help="of the --real instance")
     parser.add_argument(
+        "--perf",
+        action="store_true",
+        help="with --real: the scheduler_perf gang shapes on those nodes, 3 gangs of 3 per 5 "
+        "nodes and 9 of a fifth of the node count (the solver benchmark's real-perf-5000 "
+        "at 5,000 nodes; --gangs does not apply)",
+    )
+    parser.add_argument(
         "--gangs", type=count, default=None, help="of the --real instance (default 1.5 per node)"
     )
     parser.add_argument("--cycles", type=at_least_one, default=6)
@@ -182,12 +189,18 @@ def main(argv: Sequence[str], console: Console | None = None) -> int:
     args = parse_args(argv)
     console = console or (Console() if sys.stdout.isatty() else Console(width=160))
     if args.real:
-        gangs = args.gangs if args.gangs is not None else args.nodes * 3 // 2
-        state = instances.realistic(args.seed, args.nodes, gangs)
+        if args.perf:
+            large = (9, max(1, args.nodes // 5))
+            state = instances.realistic_perf(args.seed, args.nodes, args.nodes * 3 // 5, (large,))
+            shapes = f"the scheduler_perf gangs ({args.nodes * 3 // 5:,} of 3, 9 of {large[1]:,})"
+        else:
+            gangs = args.gangs if args.gangs is not None else args.nodes * 3 // 2
+            state = instances.realistic(args.seed, args.nodes, gangs)
+            shapes = f"{gangs:,} gangs"
         kube = real_cluster(state)
         running = sum(1 for p in state.pods if p.node_name is not None)
         title = (
-            f"A cycle on the real-shaped instance of {args.nodes:,} nodes x {gangs:,} gangs, "
+            f"A cycle on the real-shaped instance of {args.nodes:,} nodes x {shapes}, "
             f"seed {args.seed}: {running:,} pods running, {len(state.pending_pods()):,} "
             "pending (in-process, synthetic, no API server)"
         )

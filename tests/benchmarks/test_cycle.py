@@ -79,6 +79,17 @@ def test_the_real_shaped_instance_runs_through_the_same_cycle() -> None:
     assert re.search(r"│\s+median of 1 after │((?:\s+\d+ │){6})", out)
 
 
+def test_the_scheduler_perf_gangs_run_on_the_real_shaped_nodes() -> None:
+    console = Console(record=True, width=200)
+    args = ["cycle", "--real", "--perf", "--nodes", "40", "--cycles", "2"]
+    assert main([*args, "--time-limit", "0.3"], console) == 0
+    out = console.export_text()
+    assert "40 nodes x the scheduler_perf gangs (24 of 3, 9 of 8), seed 0" in out
+    # 24 x 3 + 9 x 8 pods pending, none running but the DaemonSets' (one per node and kind).
+    assert "144 pending" in out
+    assert re.search(r"│\s+median of 1 after │((?:\s+\d+ │){6})\s+[\d,]+ │", out)
+
+
 def test_the_median_row_scores_one_cycle() -> None:
     from benchmarks.cycle import median_scores
 
