@@ -40,7 +40,13 @@ from adapter.kube.fields import stored_status, uid_of
 from adapter.kube.pod_tally import PodTally
 from adapter.kube.queue_report import allocated_by_queue, queue_writes
 from adapter.kube.reading import Finding
-from adapter.kube.recount import alike_reasons, alike_statuses, recount_s, told_before
+from adapter.kube.recount import (
+    RECOUNT_S,
+    alike_reasons,
+    alike_statuses,
+    recount_s,
+    told_before,
+)
 from adapter.kube.resources import (
     DIALECTS,
     NODES,
@@ -109,7 +115,8 @@ class Reporter:
         self._waited_before: dict[str, tuple[Obj | None, str, ObjectRef, bool]] = {}
         self._pruned_at = -1  # the cache's removals when last pruned (``_prune``)
         # gang -> when its PodGroup's status was last sent: one that changed in its
-        # conditions' counts alone is sent again only ``recount_s`` after (``recount``).
+        # conditions' counts alone is sent again only ``recount_s`` after
+        # (``adapter.kube.recount``; ``_recounted``).
         self._status_sent: dict[str, float] = {}
 
     def report(
@@ -276,7 +283,11 @@ class Reporter:
             self.written.keep_landed(exists)
             return
         self._pruned_at = removals
-        self._status_sent = {g: t for g, t in self._status_sent.items() if g in podgroups}
+        # Older than any ``recount_s``, a time holds nothing back: forgotten.
+        since = self.now().timestamp() - 2 * RECOUNT_S
+        self._status_sent = {
+            g: t for g, t in self._status_sent.items() if g in podgroups and t > since
+        }
         self.events.keep(alive)  # and trims
         self.written.keep(exists)  # the landed statuses too
 
@@ -412,14 +423,19 @@ class Reporter:
         has: tuple[Any, ...],
         written: tuple[Any, ...] | None,
     ) -> bool:
-        """Whether a PodGroup's status differs from the one it has, or the one last sent
-        for it, only in its conditions' counts, and was sent less than ``recount_s`` ago:
-        not sent again yet. After a restart, nothing was sent: sent once."""
+        """Whether a PodGroup's status differs from what the server will hold (the last
+        status sent, else the one it has) only in its conditions' counts, and was sent
+        less than ``recount_s`` ago: not sent again yet. Not against the one it has while
+        another is on its way (a Running queued, then a Pending again: held back, the
+        Running would land and stand). Not where the status says no running count (the
+        Workload API's: its message alone says how many pods are bound). After a
+        restart, nothing was sent: sent once."""
         sent = self._status_sent.get(gang)
         return (
             sent is not None
+            and sig[1] is not None
             and self.now().timestamp() - sent < recount_s(uid_of(podgroup))
-            and (alike_statuses(sig, has) or alike_statuses(sig, written))
+            and alike_statuses(sig, has if written is None else written)
         )
 
     @staticmethod

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from adapter.cluster import CycleReport
+from adapter.cluster import CycleReport, GangStatus
 from adapter.kube.binder import ROLLBACK_REASON
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.recount import RECOUNT_S
@@ -248,7 +248,7 @@ def test_a_podgroup_whose_reason_changed_in_its_counts_alone_is_told_after_recou
     run_cycle(cluster, FAST)
     assert cluster.writer.flush() and statuses_written() == 1
     told = cluster.reporter.now()
-    cluster.reporter.now = lambda: told + timedelta(seconds=2 * RECOUNT_S)  # by UID: 1-2x
+    cluster.reporter.now = lambda: told + timedelta(seconds=2 * RECOUNT_S)  # 1-2x, by UID
     run_cycle(cluster, FAST)
     assert cluster.writer.flush() and statuses_written() == 2
     assert ": 1/2 pods fit" in podgroup_status(server, "big")["conditions"][0]["message"]
@@ -262,8 +262,57 @@ def test_a_podgroup_whose_reason_changed_in_its_counts_alone_is_told_after_recou
     assert cluster.remembered()["statuses sent at"] == 1
     server.delete(SIGS, PODGROUPS, "default", "big")
     seen(cluster, server)
+    wait_until(lambda: "default/big" not in cluster.reporter._podgroups(), what="big gone")
     run_cycle(cluster, FAST)
     assert cluster.remembered()["statuses sent at"] == 0
+
+
+def test_a_recounted_status_is_compared_with_the_one_on_its_way(
+    server: FakeApiServer, cluster: KubeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Running queued and not yet sent, then the gang waits again with its counts
+    moved: the Pending goes too (it replaces the Running in the writer's queue), though
+    the server still has a Pending alike to it."""
+    waiting_gang(server, cluster)
+    seen(cluster, server)
+    [stored] = podgroup_status(server, "big")["conditions"]
+    podgroup = cluster.reporter._podgroups()["default/big"]
+    queued: list[str] = []
+    monkeypatch.setattr(cluster.writer, "submit", lambda key, *_, **__: queued.append(key))
+    running = GangStatus(gang="default/big", phase="Running", bound=2, min_member=2)
+    cluster.reporter._gang(running, podgroup, [])
+    recounted = stored["message"].split(": ", 1)[1].replace("0/2 pods fit", "1/2 pods fit")
+    waiting = GangStatus(
+        gang="default/big",
+        phase="Pending",
+        bound=0,
+        min_member=2,
+        reason=stored["reason"],
+        message=recounted,
+    )
+    cluster.reporter._gang(waiting, podgroup, [])
+    status_key = f"status {PODGROUPS}.{SIGS} default/big"
+    assert queued.count(status_key) == 2
+
+
+def test_a_status_without_a_running_count_is_not_held_back(cluster: KubeCluster) -> None:
+    """The Workload API's pod group says how many pods are bound in its message alone:
+    "2/4 pods bound", then "3/4", is news, not a recount."""
+    reporter = cluster.reporter
+    reporter._status_sent["ns/g"] = reporter.now().timestamp()
+    podgroup = {"metadata": {"uid": "u1"}}
+
+    def sig(phase: str | None, running: int | None, message: str) -> tuple[Any, ...]:
+        return (phase, running, (("PodGroupScheduled", "False", "Unschedulable", message),))
+
+    workload = sig(None, None, "2/4 pods bound")
+    assert not reporter._recounted(
+        "ns/g", podgroup, sig(None, None, "3/4 pods bound"), workload, None
+    )
+    waiting = sig("Pending", 0, "2/2 tasks in gang unschedulable: 0/2 pods fit: 3 Insufficient cpu")
+    moved = sig("Pending", 0, "2/2 tasks in gang unschedulable: 1/2 pods fit: 1 Insufficient cpu")
+    assert reporter._recounted("ns/g", podgroup, moved, waiting, None)
+    assert not reporter._recounted("ns/other", podgroup, moved, waiting, None)  # never sent
 
 
 def test_a_podgroup_whose_reason_names_something_else_is_told_at_once(
