@@ -238,6 +238,9 @@ def main(argv: Sequence[str], console: Console | None = None) -> int:
     if later:
         times = [statistics.median(column) for column in zip(*later, strict=True)][:-2]
         table.add_row(f"median of {len(later)} after", *_shown([*times, *median_scores(later)]))
+        # The solver issue's cycle target is snapshot to decision, at the worst.
+        slowest = max(later, key=lambda row: row[0] + row[1])
+        table.add_row("slowest after, by snapshot + decide", *_shown(slowest))
     console.print(table)
     return 0
 
