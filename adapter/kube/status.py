@@ -13,8 +13,10 @@ pod condition and the Event policy are testable without an API server:
   users and tools already read.
 - ``EventRecorder``: Events deduplicated and rate-limited, so a big cluster's API server
   is not sent the same "3/5 pods fit" for every pending gang on every cycle. A repeat of
-  an Event already sent becomes a count update at most once per ``refresh_s``; new Events
-  beyond the rate are dropped and counted (the next cycle says it again).
+  an Event already sent becomes a count update at most once per ``refresh_s``, and so
+  does one whose message moved in its counts alone, until it is due to be told again
+  (``adapter.kube.recount``); new Events beyond the rate are dropped and counted (the
+  next cycle says it again).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from adapter.kube.dialects import (
     WORKLOAD_GROUP,
 )
 from adapter.kube.fields import api_group
+from adapter.kube.recount import alike_reasons, recount_s
 
 COMPONENT = "gangsat"
 CLUSTER_EVENTS_NAMESPACE = "default"  # where Events about cluster-scoped objects go
@@ -231,6 +234,7 @@ class _Sent:
     body: dict[str, Any]
     count: int
     last_sent: float  # monotonic seconds of the last write
+    made: float  # monotonic seconds of the create: when its message was told
 
 
 Topic = tuple[ObjectRef, str, str]  # object, type, reason: one Event remembered per topic
@@ -274,10 +278,23 @@ class EventRecorder:
         reason: str,
         message: str,
     ) -> EventAction | None:
-        """The write to make for this Event now, or None (a repeat too soon, or over rate)."""
-        key = (ref, type_, reason, message)
+        """The write to make for this Event now, or None (a repeat too soon, or over rate).
+
+        A message that differs from the one last sent on its topic only in its counts is
+        a repeat of that Event until ``recount_s`` has passed since it was made
+        (``adapter.kube.recount``): else each cycle that moved a backlog's counts spent
+        the rate on them, and an object with news of another kind (a new pending pod, a
+        taint) waited behind them."""
+        key: EventKey = (ref, type_, reason, message)
         topic = (ref, type_, reason)
         sent = self._sent.get(topic)
+        if (
+            sent is not None
+            and sent.key != key
+            and self.clock() - sent.made < recount_s(ref.uid or f"{ref.namespace}/{ref.name}")
+            and alike_reasons(sent.key[3], message)
+        ):
+            key = sent.key
         if sent is not None and sent.key == key:
             sent.count += 1
             if self.clock() - sent.last_sent < self.refresh_s or not self._take():
@@ -313,7 +330,7 @@ class EventRecorder:
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT,
         }
-        self._sent[topic] = _Sent(key, body, 1, self.clock())
+        self._sent[topic] = _Sent(key, body, 1, self.clock(), self.clock())
         return EventAction("create", key, body)
 
     def topics(self) -> int:

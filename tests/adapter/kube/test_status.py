@@ -171,9 +171,45 @@ def test_a_repeated_event_is_sent_once_then_refreshed_with_its_count() -> None:
     update = rec.record(REF, "Warning", "Unschedulable", "3/5 pods fit")
     assert update is not None and update.verb == "update" and update.key == first.key
     assert update.body["count"] == 61
-    # A different message is a different Event.
-    other = rec.record(REF, "Warning", "Unschedulable", "4/5 pods fit")
+    # A message that names something else is a different Event.
+    other = rec.record(REF, "Warning", "Unschedulable", "queue 'a' at capability (cpu)")
     assert other is not None and other.verb == "create"
+
+
+def test_counts_that_move_spend_none_of_the_rate_other_news_needs() -> None:
+    clock = Clock()
+    rec = EventRecorder(rate_per_s=0, burst=2, refresh_s=60, clock=clock, wall=lambda: NOW)
+    assert rec.record(REF, "Warning", "Unschedulable", "0/5 pods fit: 3 Insufficient cpu")
+    for moved in range(1, 5):
+        assert (
+            rec.record(REF, "Warning", "Unschedulable", f"{moved}/5 pods fit: 3 Insufficient cpu")
+            is None
+        )
+    assert rec.dropped == 0
+    pod = ObjectRef("Pod", "team", "new-0")
+    news = rec.record(pod, "Warning", "FailedScheduling", "0/5 pods fit: 3 Insufficient cpu")
+    assert news is not None and news.verb == "create"
+
+
+def test_an_event_whose_counts_moved_is_a_repeat_until_it_is_due() -> None:
+    from adapter.kube.recount import RECOUNT_S
+
+    clock = Clock()
+    rec = EventRecorder(rate_per_s=10, burst=10, refresh_s=60, clock=clock, wall=lambda: NOW)
+    first = rec.record(REF, "Warning", "Unschedulable", "0/5 pods fit: 3 Insufficient cpu")
+    assert first is not None and first.verb == "create"
+    for second in range(1, 60):  # the counts move every cycle: no Event, no token spent
+        clock.t = float(second)
+        moved = f"{second % 5}/5 pods fit: {second} Insufficient cpu"
+        assert rec.record(REF, "Warning", "Unschedulable", moved) is None
+    clock.t = 60.0
+    update = rec.record(REF, "Warning", "Unschedulable", "2/5 pods fit: 7 Insufficient cpu")
+    assert update is not None and update.verb == "update" and update.key == first.key
+    assert update.body["count"] == 61 and update.body["message"] == first.body["message"]
+    clock.t = 2 * RECOUNT_S  # due (RECOUNT_S to twice it, by object)
+    again = rec.record(REF, "Warning", "Unschedulable", "2/5 pods fit: 7 Insufficient cpu")
+    assert again is not None and again.verb == "create"
+    assert again.body["message"] == "2/5 pods fit: 7 Insufficient cpu"
 
 
 def test_new_events_beyond_the_rate_are_dropped_and_counted() -> None:
@@ -204,11 +240,14 @@ def test_a_new_message_is_a_new_event_and_replaces_the_old_in_memory() -> None:
     clock = Clock()
     rec = EventRecorder(rate_per_s=10, burst=10, refresh_s=0, clock=clock, wall=lambda: NOW)
     ref = ObjectRef("Pod", "team", "p-0")
-    for free in range(5):  # the message changes every cycle
-        action = rec.record(ref, "Warning", "FailedScheduling", f"0/3 nodes: {free} free")
+    for short in ("cpu", "memory", "nvidia.com/gpu", "ephemeral-storage", "pods"):
+        # The message changes every cycle, beyond its counts.
+        action = rec.record(
+            ref, "Warning", "FailedScheduling", f"0/3 nodes: 3 Insufficient {short}"
+        )
         assert action is not None and action.verb == "create"
     assert len(rec.keep(lambda r: True)) == 1  # one remembered per object and reason
-    again = rec.record(ref, "Warning", "FailedScheduling", "0/3 nodes: 4 free")
+    again = rec.record(ref, "Warning", "FailedScheduling", "0/3 nodes: 3 Insufficient pods")
     assert again is not None and again.verb == "update" and again.body["count"] == 2
 
 
