@@ -315,20 +315,6 @@ def test_a_status_without_a_running_count_is_not_held_back(cluster: KubeCluster)
     assert not reporter._recounted("ns/other", podgroup, moved, waiting, None)  # never sent
 
 
-def test_a_podgroup_whose_reason_names_something_else_is_told_at_once(
-    server: FakeApiServer, cluster: KubeCluster
-) -> None:
-    waiting_gang(server, cluster)
-    tainted = node("n1", cpu="1")
-    tainted["spec"] = {"taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]}
-    apply(server, [tainted])
-    seen(cluster, server)
-    run_cycle(cluster, FAST)
-    assert cluster.writer.flush()
-    [condition] = podgroup_status(server, "big")["conditions"]
-    assert "untolerated taint {dedicated: x}" in condition["message"]
-
-
 def test_a_reason_that_names_something_else_is_told_at_once(
     server: FakeApiServer, cluster: KubeCluster
 ) -> None:
@@ -340,6 +326,8 @@ def test_a_reason_that_names_something_else_is_told_at_once(
     run_cycle(cluster, FAST)
     assert cluster.writer.flush()
     assert "untolerated taint {dedicated: x}" in scheduled_condition(server, "big-0")["message"]
+    [condition] = podgroup_status(server, "big")["conditions"]  # and to the PodGroup
+    assert "untolerated taint {dedicated: x}" in condition["message"]
 
 
 def test_memories_are_pruned_only_after_an_object_left(
