@@ -83,8 +83,11 @@ def told_before(pod: Obj, uid: str, now: float) -> tuple[Any, ...] | None:
         if not isinstance(message, str) or not isinstance(stamp, str):
             return None
         try:
-            when = datetime.fromisoformat(stamp).timestamp()
+            parsed = datetime.fromisoformat(stamp)
         except ValueError:
             return None
+        if parsed.tzinfo is None:
+            return None  # the API server writes UTC with its zone; no guess at a local time
+        when = parsed.timestamp()
         return ("PodScheduled", message, uid, when) if when <= now else None
     return None

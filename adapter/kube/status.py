@@ -238,6 +238,10 @@ class _Sent:
 
 
 Topic = tuple[ObjectRef, str, str]  # object, type, reason: one Event remembered per topic
+# The reasons a waiting object is told with, whose counts move with every decision.
+RECOUNTED_REASONS = frozenset({"FailedScheduling", "Unschedulable"})
+# Of the burst, what repeats' refreshes and counts made anew leave for news.
+NEWS_RESERVE = 0.5
 
 
 @dataclass
@@ -262,11 +266,12 @@ class EventRecorder:
         self._tokens = float(self.burst)
         self._last = self.clock()
 
-    def _take(self) -> bool:
+    def _take(self, reserve: float = 0.0) -> bool:
+        """A token, where more than ``reserve`` would be left."""
         now = self.clock()
         self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.rate_per_s)
         self._last = now
-        if self._tokens >= 1:
+        if self._tokens >= 1 + reserve:
             self._tokens -= 1
             return True
         return False
@@ -280,24 +285,36 @@ class EventRecorder:
     ) -> EventAction | None:
         """The write to make for this Event now, or None (a repeat too soon, or over rate).
 
-        A message that differs from the one last sent on its topic only in its counts is
-        a repeat of that Event until ``recount_s`` has passed since it was made
-        (``adapter.kube.recount``): else each cycle that moved a backlog's counts spent
-        the rate on them, and an object with news of another kind (a new pending pod, a
-        taint) waited behind them."""
+        A waiting object's message that differs from the one last sent on its topic only
+        in its counts is a repeat of that Event until ``recount_s`` has passed since it
+        was made (``adapter.kube.recount``). Repeats' refreshes and counts made anew
+        take the rate only above ``NEWS_RESERVE`` of the burst: news (an object not told
+        yet, a message naming something else) takes the rest. Before, a backlog's
+        repeats and moving counts spent the rate on the objects reported first, and an
+        object with news waited behind them cycle after cycle. An object made again
+        under its name (another UID) is news: its Events are its own."""
         key: EventKey = (ref, type_, reason, message)
         topic = (ref, type_, reason)
         sent = self._sent.get(topic)
-        if (
+        if sent is not None and sent.body["involvedObject"].get("uid", "") != ref.uid:
+            sent = None
+        recount = (
             sent is not None
             and sent.key != key
-            and self.clock() - sent.made < recount_s(ref.uid or f"{ref.namespace}/{ref.name}")
+            and reason in RECOUNTED_REASONS
             and alike_reasons(sent.key[3], message)
+        )
+        if (
+            recount
+            and sent is not None
+            and self.clock() - sent.made < recount_s(ref.uid or f"{ref.namespace}/{ref.name}")
         ):
             key = sent.key
+            recount = False
+        reserve = NEWS_RESERVE * self.burst
         if sent is not None and sent.key == key:
             sent.count += 1
-            if self.clock() - sent.last_sent < self.refresh_s or not self._take():
+            if self.clock() - sent.last_sent < self.refresh_s or not self._take(reserve):
                 return None
             sent.last_sent = self.clock()
             sent.body = {
@@ -306,7 +323,7 @@ class EventRecorder:
                 "lastTimestamp": _stamp(self.wall()),
             }
             return EventAction("update", key, sent.body)
-        if not self._take():
+        if not self._take(reserve if recount else 0.0):
             self.dropped += 1
             return None
         stamp = _stamp(self.wall())

@@ -247,6 +247,7 @@ def test_a_new_message_is_a_new_event_and_replaces_the_old_in_memory() -> None:
         )
         assert action is not None and action.verb == "create"
     assert len(rec.keep(lambda r: True)) == 1  # one remembered per object and reason
+    clock.t = 1.0  # the rate refilled: a refresh takes only what news leaves (NEWS_RESERVE)
     again = rec.record(ref, "Warning", "FailedScheduling", "0/3 nodes: 3 Insufficient pods")
     assert again is not None and again.verb == "update" and again.body["count"] == 2
 
@@ -368,7 +369,48 @@ def test_what_a_pod_was_told_is_read_back_off_its_condition() -> None:
     assert told_before(pod(told), "u1", now.timestamp() - 1) is None  # another clock's future
     assert told_before(pod({**told, "lastTransitionTime": "yesterday"}), "u1", later) is None
     assert told_before(pod({**told, "lastTransitionTime": None}), "u1", later) is None
+    assert (
+        told_before(pod({**told, "lastTransitionTime": "2026-12-06T10:00:00"}), "u1", later) is None
+    )
+    fractional = {**told, "lastTransitionTime": "2026-12-06T10:00:00.123456+00:00"}
+    assert told_before(pod(fractional), "u1", later) is not None
     assert told_before(pod({**told, "status": "True", "reason": None}), "u1", later) is None
     assert told_before(pod({**told, "message": 3}), "u1", later) is None
     assert told_before(pod(), "u1", later) is None
     assert told_before({"status": "garbage"}, "u1", later) is None
+
+
+def test_news_gets_the_rate_however_large_the_backlog_told_before() -> None:
+    """300 waiting pods whose counts move every second, against a rate of 0.5 a second:
+    told in the first 600 s, their Events then come due for refreshes and for their
+    counts made anew, twice what the rate allows. From then on a pod bound every 4
+    seconds is news: each gets its Scheduled Event."""
+    clock = Clock()
+    rec = EventRecorder(rate_per_s=0.5, burst=4, refresh_s=300, clock=clock, wall=lambda: NOW)
+    backlog = [ObjectRef("Pod", "team", f"p-{i}", uid=f"u{i}") for i in range(300)]
+    made = 0
+    for second in range(1800):
+        clock.t = float(second)
+        for ref in backlog:
+            moved = f"{second % 5}/5 pods fit: {second % 11} Insufficient cpu"
+            rec.record(ref, "Warning", "FailedScheduling", moved)
+        if second >= 600 and second % 4 == 0:
+            bound = ObjectRef("Pod", "team", f"new-{second}", uid=f"n{second}")
+            scheduled = f"Successfully assigned team/new-{second} to n1"
+            made += rec.record(bound, "Normal", "Scheduled", scheduled) is not None
+    assert made == 300
+
+
+def test_a_pod_made_again_under_its_name_gets_events_of_its_own() -> None:
+    clock = Clock()
+    rec = EventRecorder(rate_per_s=10, burst=10, refresh_s=60, clock=clock, wall=lambda: NOW)
+    first = ObjectRef("Pod", "team", "p-0", uid="u1")
+    assert rec.record(first, "Warning", "FailedScheduling", "0/2 pods fit: 3 Insufficient cpu")
+    # Made again with other counts, then again with the same message: each its own Event.
+    for uid in ("u2", "u3"):
+        again = ObjectRef("Pod", "team", "p-0", uid=uid)
+        action = rec.record(
+            again, "Warning", "FailedScheduling", "0/2 pods fit: 2 Insufficient cpu"
+        )
+        assert action is not None and action.verb == "create"
+        assert action.body["involvedObject"]["uid"] == uid
