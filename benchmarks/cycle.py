@@ -3,6 +3,7 @@
     gangsat-bench cycle [--nodes 5000] [--bound 40000] [--pending 2000] [--gang-size 4]
                         [--cycles 6] [--time-limit 1]
     gangsat-bench cycle --real [--seed 0] [--nodes 5000] [--gangs 7500] [--cycles 6]
+    gangsat-bench cycle --real --perf [--seed 0] [--nodes 5000] [--cycles 6]
 
 The Kubernetes adapter's cluster (``KubeCluster``: cache, conversion, binder, reporter)
 is filled directly with objects as an API server stores them — nodes as a cloud's
@@ -10,7 +11,8 @@ kubelet reports them with two DaemonSet pods each, PodGroups of ``--gang-size`` 
 three weighted Queues, ``--bound`` of their pods running and ``--pending`` waiting; with
 ``--real``, the solver benchmark's real-shaped instance of that size
 (``benchmarks.instances.realistic``: node groups, GPU taints, running jobs on part of
-the cluster, pending gangs with selectors, affinity and tolerations), written as the
+the cluster, pending gangs with selectors, affinity and tolerations; with ``--perf``,
+the scheduler_perf gangs on such nodes, ``realistic_perf``), written as the
 objects an API server would store for it (``benchmarks.api_objects``) — and
 ``run_cycle`` runs ``--cycles`` times, with no automatic collection inside and the heap
 collected and frozen after each, as the loop's ``HeapKeeper`` does. Binds answer at once
@@ -18,8 +20,10 @@ without a server and the pods stay pending, so every cycle decides the same back
 the same cluster: the steady state of a scheduler whose cluster changes little from one
 cycle to the next.
 
-Printed: the first cycle (nothing memoised yet, as after a start) and the median of the
-others, by phase (snapshot, decision, binding, report). Not modelled: the watches, the
+Printed: the first cycle (nothing memoised yet, as after a start), the median of the
+others and the slowest of them by snapshot and decision, by phase (snapshot, decision,
+binding, report), with each decision's objective and gap to its bound (the median
+row's are of one cycle, the median by objective). Not modelled: the watches, the
 requests and the API server's CPU on the same cores (``bind-throughput``, ``restart``).
 """
 
@@ -144,7 +148,7 @@ def phases(result: CycleResult) -> list[float]:
     return [1000 * s for s in (*parts, result.total_s)]
 
 
-def scored(result: CycleResult) -> list[float]:
+def scores(result: CycleResult) -> list[float]:
     """The decision's objective and its gap to its bound, in percent (nan where none)."""
     decision = result.decision
     objective = decision.objective if decision is not None else None
@@ -187,7 +191,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 def main(argv: Sequence[str], console: Console | None = None) -> int:
     args = parse_args(argv)
+    # Piped, the table keeps its columns rather than wrapping them to 80 characters.
     console = console or (Console() if sys.stdout.isatty() else Console(width=160))
+    if args.perf and not args.real:
+        console.print("--perf needs --real: it is a shape of the real-shaped instance")
+        return 2
     if args.real:
         if args.perf:
             large = (9, max(1, args.nodes // 5))
@@ -224,7 +232,7 @@ def main(argv: Sequence[str], console: Console | None = None) -> int:
             if result.error:
                 console.print(f"cycle failed: {result.error}")
                 return 1
-            rows.append(phases(result) + scored(result))
+            rows.append(phases(result) + scores(result))
     finally:
         heap.release()  # as the scheduler does when it stops: the process may go on
     table = Table(title=title)
@@ -236,7 +244,7 @@ def main(argv: Sequence[str], console: Console | None = None) -> int:
     first, later = rows[0], rows[1:]
     table.add_row("first", *_shown(first))
     if later:
-        times = [statistics.median(column) for column in zip(*later, strict=True)][:-2]
+        times = [statistics.median(row[i] for row in later) for i in range(len(later[0]) - 2)]
         table.add_row(f"median of {len(later)} after", *_shown([*times, *median_scores(later)]))
         # The solver issue's cycle target is snapshot to decision, at the worst.
         slowest = max(later, key=lambda row: row[0] + row[1])

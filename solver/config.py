@@ -21,7 +21,8 @@ MAX_WEIGHT = 100_000
 MAX_SEED = 2**31 - 1  # CP-SAT's random seed is a 32-bit integer
 MAX_TIME_LIMIT_S = 3600.0
 # What a decision keeps of the cycle's limit however long the cycle took before it (a
-# cold first snapshot of 5,000 real-shaped nodes: 1.5-1.8 s): its stages need some time.
+# cold first snapshot of 5,000 real-shaped nodes took 1.48-1.61 s, `gangsat-bench cycle
+# --real`): its stages need some time.
 MIN_DECISION_SHARE = 0.5
 
 

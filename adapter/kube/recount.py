@@ -23,11 +23,13 @@ from adapter.kube.fields import Obj, stored_status
 # kube-scheduler retries a pod no cluster event has moved after 5 minutes
 # (podMaxInUnschedulablePodsDuration).
 RECOUNT_S = 300.0
-# The counts in a reason: how many pods of how many fit or are unplaced ("3/5 pods fit",
-# the 3), and how many nodes fail in each way ("134 node(s) didn't match", "2
-# Insufficient cpu"). Not numbers in names ('data-1', node-12, team1, mig-1g.5gb), nor
-# minMember or a gang's size, which a user changes.
-_COUNT = re.compile(r"\b\d+(?=/\d)|(?:^|(?<=: )|(?<=, ))\d+(?= )")
+# The counts in a reason that a decision moves: how many pods of how many fit or are
+# unplaced ("3/5 pods fit", the 3), and how many nodes fail in each way ("134 node(s)
+# didn't match", "2 Insufficient cpu"). Not numbers in names ('data-1', node-12, team1,
+# mig-1g.5gb), nor minMember or a gang's size, nor how many of its pods exist, wait for
+# gates or volumes, or succeeded ("3 pod(s) exist", ", 1 succeeded"), which users and
+# controllers move, each move news.
+_COUNT = re.compile(r"\b\d+(?=/\d)|(?:^|(?<=: )|(?<=, ))\d+(?= )(?! pod\(s\))(?! succeeded)")
 
 
 def alike_reasons(told: str, message: str) -> bool:
@@ -66,7 +68,7 @@ def alike_statuses(sig: tuple[Any, ...], other: tuple[Any, ...] | None) -> bool:
     )
 
 
-def told_before(pod: Obj, uid: str, now: float) -> tuple[Any, ...] | None:
+def last_told(pod: Obj, uid: str, now: float) -> tuple[Any, ...] | None:
     """What a pod was last told it waits with, read off its object, as the reporter
     remembers a write (``("PodScheduled", message, uid, when)``), or None. gangsat
     stamps each condition it writes with the time it is written (``pod_unschedulable``):
@@ -91,3 +93,26 @@ def told_before(pod: Obj, uid: str, now: float) -> tuple[Any, ...] | None:
         when = parsed.timestamp()
         return ("PodScheduled", message, uid, when) if when <= now else None
     return None
+
+
+def held_as_recount(
+    sent: float | None,
+    now: float,
+    uid: str,
+    sig: tuple[Any, ...],
+    has: tuple[Any, ...],
+    written: tuple[Any, ...] | None,
+) -> bool:
+    """Whether a PodGroup's status (``sig``) differs from what the server will hold (the
+    last status sent, ``written``, else the one it has) only in its conditions' counts,
+    and was sent (at ``sent``) less than ``recount_s`` before ``now``: not sent again
+    yet. Not against the one it has while another is on its way (a Running queued, then
+    a Pending again: held back, the Running would land and stand). Not where the status
+    says no running count (the Workload API's: its message alone says how many pods are
+    bound). After a restart, nothing was sent: sent once."""
+    return (
+        sent is not None
+        and sig[1] is not None
+        and now - sent < recount_s(uid)
+        and alike_statuses(sig, has if written is None else written)
+    )

@@ -43,9 +43,9 @@ from adapter.kube.reading import Finding
 from adapter.kube.recount import (
     RECOUNT_S,
     alike_reasons,
-    alike_statuses,
+    held_as_recount,
+    last_told,
     recount_s,
-    told_before,
 )
 from adapter.kube.resources import (
     DIALECTS,
@@ -116,7 +116,7 @@ class Reporter:
         self._pruned_at = -1  # the cache's removals when last pruned (``_prune``)
         # gang -> when its PodGroup's status was last sent: one that changed in its
         # conditions' counts alone is sent again only ``recount_s`` after
-        # (``adapter.kube.recount``; ``_recounted``).
+        # (``recount.held_as_recount``).
         self._status_sent: dict[str, float] = {}
 
     def report(
@@ -158,6 +158,9 @@ class Reporter:
         ]
         compared, self._compared = self._compared, {}
         self._waited_before, self._waited = self._waited, {}
+        # What this cycle did (pods bound, evicted) before why others still wait: news
+        # takes the Events' rate first.
+        self._guarded("pod events", partial(self._pod_events, report))
         for status in live:
             if status.gang in foreign:
                 continue
@@ -176,7 +179,6 @@ class Reporter:
         if state is not None:
             placed = {s.gang for s in live if s.phase != "Pending"}  # its status just written
             self._guarded("enqueue", partial(self._enqueue, podgroups, state, with_pods, placed))
-        self._guarded("pod events", partial(self._pod_events, report))
         self._guarded("findings", partial(self._findings, findings))
         allocated = partial(allocated_by_queue, tally, gang_queue)
         self._guarded("queues", partial(self._queues, live, gang_queue, allocated))
@@ -394,7 +396,11 @@ class Reporter:
         self._compared[status.gang] = (obj, status, sig, has, phase)
         namespace, name = split_key(status.gang)
         written = self.written.get(f"podgroup {status.gang}")
-        if sig not in (has, written) and not self._recounted(status.gang, obj, sig, has, written):
+        sent = self._status_sent.get(status.gang)
+        now = self.now().timestamp()
+        if sig not in (has, written) and not held_as_recount(
+            sent, now, uid_of(obj), sig, has, written
+        ):
             if body is None:  # the comparison was remembered: built now, timestamps and all
                 body = podgroup_status(
                     status, resource.api_version, self.now(), self._as_written(status.gang, obj)
@@ -415,29 +421,6 @@ class Reporter:
             for pod in pending:
                 self._pod_waiting(pod, message)
 
-    def _recounted(
-        self,
-        gang: str,
-        podgroup: Obj,
-        sig: tuple[Any, ...],
-        has: tuple[Any, ...],
-        written: tuple[Any, ...] | None,
-    ) -> bool:
-        """Whether a PodGroup's status differs from what the server will hold (the last
-        status sent, else the one it has) only in its conditions' counts, and was sent
-        less than ``recount_s`` ago: not sent again yet. Not against the one it has while
-        another is on its way (a Running queued, then a Pending again: held back, the
-        Running would land and stand). Not where the status says no running count (the
-        Workload API's: its message alone says how many pods are bound). After a
-        restart, nothing was sent: sent once."""
-        sent = self._status_sent.get(gang)
-        return (
-            sent is not None
-            and sig[1] is not None
-            and self.now().timestamp() - sent < recount_s(uid_of(podgroup))
-            and alike_statuses(sig, has if written is None else written)
-        )
-
     @staticmethod
     def _unschedulable(status: GangStatus) -> bool:
         """Whether a gang's users are told it waits (not when it was not considered)."""
@@ -447,7 +430,7 @@ class Reporter:
         """``current``: the pod's cached object, where the caller read it already."""
         namespace, name = split_key(pod)
         current = current or self.cache.get(PODS, pod) or {}
-        return ObjectRef("Pod", namespace, name, uid=(current.get("metadata") or {}).get("uid", ""))
+        return ObjectRef("Pod", namespace, name, uid=uid_of(current))
 
     def _pod_waiting(self, pod: str, message: str) -> None:
         current = self.cache.get(PODS, pod)
@@ -472,7 +455,7 @@ class Reporter:
         told = self.written.get(memory)
         if (
             told is None
-            and (told := told_before(current, ref.uid, self.now().timestamp())) is not None
+            and (told := last_told(current, ref.uid, self.now().timestamp())) is not None
         ):
             self.written.remember(memory, told)
         if (

@@ -216,7 +216,9 @@ class ObjectRef:
     uid: str = field(default="", compare=False)
 
 
-EventKey = tuple[ObjectRef, str, str, str]  # object, type, reason, message
+# object, type, reason, message, and the object's UID (an ObjectRef compares without it):
+# a pod made again under its name has Events of its own, not its predecessor's.
+EventKey = tuple[ObjectRef, str, str, str, str]
 
 
 @dataclass(frozen=True)
@@ -240,7 +242,9 @@ class _Sent:
 Topic = tuple[ObjectRef, str, str]  # object, type, reason: one Event remembered per topic
 # The reasons a waiting object is told with, whose counts move with every decision.
 RECOUNTED_REASONS = frozenset({"FailedScheduling", "Unschedulable"})
-# Of the burst, what repeats' refreshes and counts made anew leave for news.
+# Of the burst, what repeats' refreshes and counts made anew leave for news: half, so that
+# a cycle's news (a pod bound, a gang newly waiting) finds tokens however many objects
+# wait, while the refreshes still go out at what rate news leaves.
 NEWS_RESERVE = 0.5
 
 
@@ -267,7 +271,8 @@ class EventRecorder:
         self._last = self.clock()
 
     def _take(self, reserve: float = 0.0) -> bool:
-        """A token, where more than ``reserve`` would be left."""
+        """A token, where at least ``reserve`` (at most the burst less one) is left."""
+        reserve = min(reserve, self.burst - 1.0)
         now = self.clock()
         self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.rate_per_s)
         self._last = now
@@ -293,7 +298,7 @@ class EventRecorder:
         repeats and moving counts spent the rate on the objects reported first, and an
         object with news waited behind them cycle after cycle. An object made again
         under its name (another UID) is news: its Events are its own."""
-        key: EventKey = (ref, type_, reason, message)
+        key: EventKey = (ref, type_, reason, message, ref.uid)
         topic = (ref, type_, reason)
         sent = self._sent.get(topic)
         if sent is not None and sent.body["involvedObject"].get("uid", "") != ref.uid:

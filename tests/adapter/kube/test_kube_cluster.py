@@ -18,7 +18,7 @@ import pytest
 from adapter.cluster import CycleReport, GangStatus
 from adapter.kube.binder import ROLLBACK_REASON
 from adapter.kube.cluster import KubeCluster
-from adapter.kube.recount import RECOUNT_S
+from adapter.kube.recount import RECOUNT_S, held_as_recount
 from adapter.kube.resources import DIALECTS, discover
 from adapter.loop import LoopSettings, run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
@@ -295,24 +295,20 @@ def test_a_recounted_status_is_compared_with_the_one_on_its_way(
     assert queued.count(status_key) == 2
 
 
-def test_a_status_without_a_running_count_is_not_held_back(cluster: KubeCluster) -> None:
+def test_a_status_without_a_running_count_is_not_held_back() -> None:
     """The Workload API's pod group says how many pods are bound in its message alone:
     "2/4 pods bound", then "3/4", is news, not a recount."""
-    reporter = cluster.reporter
-    reporter._status_sent["ns/g"] = reporter.now().timestamp()
-    podgroup = {"metadata": {"uid": "u1"}}
 
     def sig(phase: str | None, running: int | None, message: str) -> tuple[Any, ...]:
         return (phase, running, (("PodGroupScheduled", "False", "Unschedulable", message),))
 
     workload = sig(None, None, "2/4 pods bound")
-    assert not reporter._recounted(
-        "ns/g", podgroup, sig(None, None, "3/4 pods bound"), workload, None
-    )
+    assert not held_as_recount(10.0, 11.0, "u1", sig(None, None, "3/4 pods bound"), workload, None)
     waiting = sig("Pending", 0, "2/2 tasks in gang unschedulable: 0/2 pods fit: 3 Insufficient cpu")
     moved = sig("Pending", 0, "2/2 tasks in gang unschedulable: 1/2 pods fit: 1 Insufficient cpu")
-    assert reporter._recounted("ns/g", podgroup, moved, waiting, None)
-    assert not reporter._recounted("ns/other", podgroup, moved, waiting, None)  # never sent
+    assert held_as_recount(10.0, 11.0, "u1", moved, waiting, None)
+    assert not held_as_recount(None, 11.0, "u1", moved, waiting, None)  # never sent
+    assert not held_as_recount(10.0, 10.0 + 2 * RECOUNT_S, "u1", moved, waiting, None)  # due
 
 
 def test_a_reason_that_names_something_else_is_told_at_once(

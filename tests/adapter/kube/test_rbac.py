@@ -81,7 +81,9 @@ def exercise(server: FakeApiServer) -> None:
     apply(server, objects)
     server.fail("POST", r"/pods/flaky-1/binding$", 409)  # -> get, then delete flaky-0
 
-    cluster = KubeCluster(server.client(), recorder=EventRecorder(refresh_s=0.0)).start(10)
+    # The rate as high as the Events: the second cycle's refreshes are not held for news.
+    recorder = EventRecorder(refresh_s=0.0, rate_per_s=1000.0, burst=1000)
+    cluster = KubeCluster(server.client(), recorder=recorder).start(10)
     settings = LoopSettings(solver=SolverConfig(time_limit_s=2.0, preemption=True))
     holds = Holds()
     try:

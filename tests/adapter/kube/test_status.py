@@ -323,6 +323,13 @@ def test_reasons_alike_name_the_same_things_whatever_their_counts_or_order() -> 
     assert not alike_reasons(bind, bind.replace("node-12", "node-47"))
     gpu = "0/1 pods fit (minMember 1): 1 Insufficient nvidia.com/mig-1g.5gb"
     assert not alike_reasons(gpu, gpu.replace("mig-1g.5gb", "mig-2g.10gb"))
+    # Pods a controller makes, gates lifted, members done: each move is news.
+    tasks = "NotEnoughTasks: 3 pod(s) exist, minMember is 5"
+    assert not alike_reasons(tasks, tasks.replace("3 pod(s)", "4 pod(s)"))
+    gated = "SchedulingGated: 3 pod(s) wait for scheduling gates"
+    assert not alike_reasons(gated, gated.replace("3 pod(s)", "2 pod(s)"))
+    done = "NotEnoughTasks: 3 pod(s) exist, 1 succeeded, minMember is 5"
+    assert not alike_reasons(done, done.replace("1 succeeded", "2 succeeded"))
 
 
 def test_statuses_alike_differ_at_most_in_their_conditions_counts() -> None:
@@ -350,7 +357,7 @@ def test_statuses_alike_differ_at_most_in_their_conditions_counts() -> None:
 
 
 def test_what_a_pod_was_told_is_read_back_off_its_condition() -> None:
-    from adapter.kube.recount import told_before
+    from adapter.kube.recount import last_told
 
     now = datetime(2026, 12, 6, 10, 0, tzinfo=UTC)
     told = pod_unschedulable("0/2 pods fit (minMember 2): 3 Insufficient cpu", now)
@@ -359,25 +366,25 @@ def test_what_a_pod_was_told_is_read_back_off_its_condition() -> None:
         return {"status": {"conditions": list(conditions)}}
 
     later = now.timestamp() + 60
-    assert told_before(pod(told), "u1", later) == (
+    assert last_told(pod(told), "u1", later) == (
         "PodScheduled",
         told["message"],
         "u1",
         now.timestamp(),
     )
-    assert told_before(pod({"type": "Ready", "status": "True"}, told), "u1", later) is not None
-    assert told_before(pod(told), "u1", now.timestamp() - 1) is None  # another clock's future
-    assert told_before(pod({**told, "lastTransitionTime": "yesterday"}), "u1", later) is None
-    assert told_before(pod({**told, "lastTransitionTime": None}), "u1", later) is None
+    assert last_told(pod({"type": "Ready", "status": "True"}, told), "u1", later) is not None
+    assert last_told(pod(told), "u1", now.timestamp() - 1) is None  # another clock's future
+    assert last_told(pod({**told, "lastTransitionTime": "yesterday"}), "u1", later) is None
+    assert last_told(pod({**told, "lastTransitionTime": None}), "u1", later) is None
     assert (
-        told_before(pod({**told, "lastTransitionTime": "2026-12-06T10:00:00"}), "u1", later) is None
+        last_told(pod({**told, "lastTransitionTime": "2026-12-06T10:00:00"}), "u1", later) is None
     )
     fractional = {**told, "lastTransitionTime": "2026-12-06T10:00:00.123456+00:00"}
-    assert told_before(pod(fractional), "u1", later) is not None
-    assert told_before(pod({**told, "status": "True", "reason": None}), "u1", later) is None
-    assert told_before(pod({**told, "message": 3}), "u1", later) is None
-    assert told_before(pod(), "u1", later) is None
-    assert told_before({"status": "garbage"}, "u1", later) is None
+    assert last_told(pod(fractional), "u1", later) is not None
+    assert last_told(pod({**told, "status": "True", "reason": None}), "u1", later) is None
+    assert last_told(pod({**told, "message": 3}), "u1", later) is None
+    assert last_told(pod(), "u1", later) is None
+    assert last_told({"status": "garbage"}, "u1", later) is None
 
 
 def test_news_gets_the_rate_however_large_the_backlog_told_before() -> None:
