@@ -108,15 +108,12 @@ SchedulerName = Literal["cpsat", "greedy", "gang-greedy"]  # = SCHEDULERS' keys 
 SchedulerOption = Annotated[
     SchedulerName, typer.Option("--scheduler", "-s", help="Which scheduler decides.")
 ]
+TIME_LIMIT_HELP = (
+    "Seconds per decision, preparing it included (in the loop: from the cycle's start)."
+)
 TimeLimitOption = Annotated[
     float | None,
-    typer.Option(
-        "--time-limit",
-        "-t",
-        help="Seconds a decision may take, preparing included (in the loop: from the "
-        "cycle's start, the snapshot included).",
-        show_default="1.0",
-    ),
+    typer.Option("--time-limit", "-t", help=TIME_LIMIT_HELP, show_default="1.0"),
 ]
 
 
