@@ -32,9 +32,15 @@ class Events:
         self._lock = threading.Lock()  # the writer thread adds, the loop prunes
 
     def event(
-        self, ref: ObjectRef, type_: Literal["Normal", "Warning"], reason: str, message: str
+        self,
+        ref: ObjectRef,
+        type_: Literal["Normal", "Warning"],
+        reason: str,
+        message: str,
+        news: bool = True,
     ) -> None:
-        action = self.recorder.record(ref, type_, reason, message)
+        """``news``: False where the object was told this before (``EventRecorder.record``)."""
+        action = self.recorder.record(ref, type_, reason, message, news)
         if action is not None:
             self.writer.submit(f"event {action.key}", lambda: self._send(action), later=True)
 

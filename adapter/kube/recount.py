@@ -76,14 +76,11 @@ def last_told(pod: Obj, uid: str, now: float) -> tuple[Any, ...] | None:
     again when its ``recount_s`` has passed, not at once (a backlog's 29,000 pods would
     queue 10 minutes of the writer's rate at each take-over, a Volcano PodGroup's
     Inqueue behind them). A time past ``now`` (another clock) is not read as when it was told."""
-    for condition in stored_status(pod).get("conditions") or []:
-        if not isinstance(condition, dict) or condition.get("type") != "PodScheduled":
-            continue
-        message, stamp = condition.get("message"), condition.get("lastTransitionTime")
-        if (condition.get("status"), condition.get("reason")) != ("False", "Unschedulable"):
-            return None
-        if not isinstance(message, str) or not isinstance(stamp, str):
-            return None
+    condition = _waiting_condition(pod)
+    if condition is None:
+        return None
+    message, stamp = condition["message"], condition.get("lastTransitionTime")
+    if isinstance(stamp, str):
         try:
             parsed = datetime.fromisoformat(stamp)
         except ValueError:
@@ -92,6 +89,23 @@ def last_told(pod: Obj, uid: str, now: float) -> tuple[Any, ...] | None:
             return None  # the API server writes UTC with its zone; no guess at a local time
         when = parsed.timestamp()
         return ("PodScheduled", message, uid, when) if when <= now else None
+    return None
+
+
+def told_message(pod: Obj | None) -> str | None:
+    """The reason a pod's PodScheduled condition says it waits with, if it says one."""
+    condition = _waiting_condition(pod) if pod is not None else None
+    return None if condition is None else condition["message"]
+
+
+def _waiting_condition(pod: Obj) -> dict[str, Any] | None:
+    """A pod's PodScheduled condition where it is False, Unschedulable, with a message."""
+    for condition in stored_status(pod).get("conditions") or []:
+        if not isinstance(condition, dict) or condition.get("type") != "PodScheduled":
+            continue
+        if (condition.get("status"), condition.get("reason")) != ("False", "Unschedulable"):
+            return None
+        return condition if isinstance(condition.get("message"), str) else None
     return None
 
 

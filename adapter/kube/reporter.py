@@ -46,6 +46,7 @@ from adapter.kube.recount import (
     held_as_recount,
     last_told,
     recount_s,
+    told_message,
 )
 from adapter.kube.resources import (
     DIALECTS,
@@ -111,8 +112,8 @@ class Reporter:
         # object reference, whether its PodScheduled condition says that message), as
         # the last report and this one saw them: a pending pod whose object and message
         # are unchanged needs neither read again (55,000 pods of a backlog, every cycle).
-        self._waited: dict[str, tuple[Obj | None, str, ObjectRef, bool]] = {}
-        self._waited_before: dict[str, tuple[Obj | None, str, ObjectRef, bool]] = {}
+        self._waited: dict[str, tuple[Obj | None, str, ObjectRef, bool, bool]] = {}
+        self._waited_before: dict[str, tuple[Obj | None, str, ObjectRef, bool, bool]] = {}
         self._pruned_at = -1  # the cache's removals when last pruned (``_prune``)
         # gang -> when its PodGroup's status was last sent: one that changed in its
         # conditions' counts alone is sent again only ``recount_s`` after
@@ -436,17 +437,17 @@ class Reporter:
         current = self.cache.get(PODS, pod)
         seen = self._waited.get(pod) or self._waited_before.get(pod)
         if seen is not None and seen[0] is current and seen[1] == message:
-            _, _, ref, shown = seen
+            _, _, ref, shown, told_alike = seen
         else:
             ref = self._pod_ref(pod, current)
-            shown = current is not None and any(
-                c.get("type") == "PodScheduled"
-                and (c.get("status"), c.get("reason"), c.get("message"))
-                == ("False", "Unschedulable", message)
-                for c in stored_status(current).get("conditions") or []
-            )
-        self._waited[pod] = (current, message, ref, shown)
-        self.events.event(ref, "Warning", "FailedScheduling", message)
+            said = told_message(current)
+            shown = said == message
+            told_alike = said is not None and (shown or alike_reasons(said, message))
+        self._waited[pod] = (current, message, ref, shown, told_alike)
+        # A pod whose condition already says why it waits, but for counts, has had its
+        # Event (from this replica or a leader before it): after a start, its first one
+        # is no news, and leaves the rate to what is.
+        self.events.event(ref, "Warning", "FailedScheduling", message, news=not told_alike)
         if current is None or shown:
             return
         # Of this pod (one deleted and made again under its name, a job's retry, is told

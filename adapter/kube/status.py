@@ -287,6 +287,7 @@ class EventRecorder:
         type_: Literal["Normal", "Warning"],
         reason: str,
         message: str,
+        news: bool = True,
     ) -> EventAction | None:
         """The write to make for this Event now, or None (a repeat too soon, or over rate).
 
@@ -297,7 +298,10 @@ class EventRecorder:
         yet, a message naming something else) takes the rest. Before, a backlog's
         repeats and moving counts spent the rate on the objects reported first, and an
         object with news waited behind them cycle after cycle. An object made again
-        under its name (another UID) is news: its Events are its own."""
+        under its name (another UID) is news: its Events are its own. ``news`` False:
+        the caller knows the object was told this before (a pod's condition says it, as
+        after a start, where no Event is remembered): its create takes the rate as a
+        refresh does."""
         key: EventKey = (ref, type_, reason, message, ref.uid)
         topic = (ref, type_, reason)
         sent = self._sent.get(topic)
@@ -328,7 +332,7 @@ class EventRecorder:
                 "lastTimestamp": _stamp(self.wall()),
             }
             return EventAction("update", key, sent.body)
-        if not self._take(reserve if recount else 0.0):
+        if not self._take(reserve if recount or not news else 0.0):
             self.dropped += 1
             return None
         stamp = _stamp(self.wall())

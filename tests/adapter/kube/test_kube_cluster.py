@@ -205,7 +205,7 @@ def test_a_pod_told_it_waits_is_told_again_only_when_it_or_its_reason_changes(
 
 @pytest.mark.parametrize("later_s", [0.0, 2 * RECOUNT_S])
 def test_after_a_restart_pods_told_lately_are_not_told_their_new_counts_at_once(
-    server: FakeApiServer, cluster: KubeCluster, later_s: float
+    server: FakeApiServer, cluster: KubeCluster, later_s: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What a pod was told, and when, is read back off its condition: a new leader does
     not tell each pod of a backlog its counts again at once, but when they are due."""
@@ -222,7 +222,18 @@ def test_after_a_restart_pods_told_lately_are_not_told_their_new_counts_at_once(
         told = restarted.reporter.now()
         restarted.reporter.now = lambda: told + timedelta(seconds=later_s)
         seen(restarted, server)
+        recorded: list[tuple[str, str, bool]] = []
+        event = restarted.reporter.events.event
+
+        def recording(ref: Any, type_: Any, reason: str, message: str, news: bool = True) -> None:
+            recorded.append((ref.name, reason, news))
+            event(ref, type_, reason, message, news)
+
+        monkeypatch.setattr(restarted.reporter.events, "event", recording)
         run_cycle(restarted, FAST)
+        # Their conditions say why they wait, but for counts: their Events are no news.
+        waiting = {(name, news) for name, reason, news in recorded if reason == "FailedScheduling"}
+        assert waiting == {("big-0", False), ("big-1", False)}
         assert restarted.writer.flush()
         assert conditions_written() == (2 if later_s == 0 else 4)
         message = scheduled_condition(server, "big-1")["message"]

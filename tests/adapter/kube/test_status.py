@@ -421,3 +421,13 @@ def test_a_pod_made_again_under_its_name_gets_events_of_its_own() -> None:
         )
         assert action is not None and action.verb == "create"
         assert action.body["involvedObject"]["uid"] == uid
+
+
+def test_an_object_told_before_takes_the_rate_as_a_refresh_does() -> None:
+    clock = Clock()
+    rec = EventRecorder(rate_per_s=0, burst=4, refresh_s=60, clock=clock, wall=lambda: NOW)
+    told = [ObjectRef("Pod", "team", f"p-{i}", uid=f"u{i}") for i in range(3)]
+    made = [rec.record(r, "Warning", "FailedScheduling", "0/2 pods fit", news=False) for r in told]
+    assert [m is not None for m in made] == [True, True, False]  # half the burst kept
+    news = rec.record(ObjectRef("Pod", "team", "new", uid="n"), "Warning", "FailedScheduling", "x")
+    assert news is not None and news.verb == "create"
