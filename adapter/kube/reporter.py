@@ -22,6 +22,7 @@ server must not be sent thousands of identical patches a second.
 from __future__ import annotations
 
 import logging
+import math
 from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
@@ -115,6 +116,10 @@ class Reporter:
         self._waited: dict[str, tuple[Obj | None, str, ObjectRef, bool, bool]] = {}
         self._waited_before: dict[str, tuple[Obj | None, str, ObjectRef, bool, bool]] = {}
         self._pruned_at = -1  # the cache's removals when last pruned (``_prune``)
+        # Conditions stamped before this instant were written before this replica
+        # started: the Events that went with them are not its to remember. Stamps are
+        # whole seconds: one in the second it started may be its own.
+        self._started = math.floor(now().timestamp()) - 1.0
         # gang -> when its PodGroup's status was last sent: one that changed in its
         # conditions' counts alone is sent again only ``recount_s`` after
         # (``recount.held_as_recount``).
@@ -162,6 +167,10 @@ class Reporter:
         # What this cycle did (pods bound, evicted) before why others still wait: news
         # takes the Events' rate first.
         self._guarded("pod events", partial(self._pod_events, report))
+        # A pod with a reason of its own (a gated pod of a gang that waits) is told that
+        # one (``_pod_events``), not its gang's as well: told both, it flipped between
+        # them each cycle, a condition write and two Events a cycle.
+        own = report.waiting_pods.keys()
         for status in live:
             if status.gang in foreign:
                 continue
@@ -169,7 +178,9 @@ class Reporter:
                 self._gang(
                     status,
                     podgroups.get(status.gang),
-                    pending_of.get(status.gang, []),
+                    [p for p in pending_of.get(status.gang, []) if p not in own]
+                    if own
+                    else pending_of.get(status.gang, []),
                     compared.get(status.gang),
                 )
             except Exception:  # one gang's report must not stop the others'
@@ -209,12 +220,12 @@ class Reporter:
                 "Scheduled",
                 f"Successfully assigned {pod} to {node}",
             )
-        for pod, why in report.waiting_pods.items():
-            self._pod_waiting(pod, why)
         for pod, why in report.preempted.items():
             self.events.event(
                 self._pod_ref(pod), "Warning", "Preempted", f"Evicted by gangsat: {why}"
             )
+        for pod, why in report.waiting_pods.items():
+            self._pod_waiting(pod, why)
         for pod, node in report.nominated.items():
             self._nominate(pod, node)
         for pod in report.unnominated:
@@ -442,11 +453,14 @@ class Reporter:
             ref = self._pod_ref(pod, current)
             said = told_message(current)
             shown = said == message
-            told_alike = said is not None and (shown or alike_reasons(said, message))
+            before = last_told(current, ref.uid, self._started) if current is not None else None
+            told_alike = before is not None and alike_reasons(before[1], message)
         self._waited[pod] = (current, message, ref, shown, told_alike)
-        # A pod whose condition already says why it waits, but for counts, has had its
-        # Event (from this replica or a leader before it): after a start, its first one
-        # is no news, and leaves the rate to what is.
+        # A pod whose condition, written before this replica started, already says why
+        # it waits, but for counts, is taken to have had its Event from the leader before
+        # (whether its rate let it out is not known): after a start, its first Event is
+        # no news, and leaves the rate to what is. A condition this replica wrote is no
+        # sign of an Event: the rate may have dropped it.
         self.events.event(ref, "Warning", "FailedScheduling", message, news=not told_alike)
         if current is None or shown:
             return

@@ -20,6 +20,7 @@ from adapter.kube.binder import ROLLBACK_REASON
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.recount import RECOUNT_S, held_as_recount
 from adapter.kube.resources import DIALECTS, discover
+from adapter.kube.status import EventRecorder
 from adapter.loop import LoopSettings, run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
 from solver.config import SolverConfig
@@ -221,6 +222,8 @@ def test_after_a_restart_pods_told_lately_are_not_told_their_new_counts_at_once(
     try:
         told = restarted.reporter.now()
         restarted.reporter.now = lambda: told + timedelta(seconds=later_s)
+        # Started seconds after the conditions were written (stamps are whole seconds).
+        restarted.reporter._started = told.timestamp() + 1
         seen(restarted, server)
         recorded: list[tuple[str, str, bool]] = []
         event = restarted.reporter.events.event
@@ -240,6 +243,32 @@ def test_after_a_restart_pods_told_lately_are_not_told_their_new_counts_at_once(
         assert (": 1/2 pods fit" in message) == (later_s > 0)
     finally:
         restarted.stop()
+
+
+def test_a_pod_whose_event_the_rate_dropped_is_still_news(
+    server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its condition went out (the writer's rate), its Event did not (the Events' rate):
+    a condition this replica wrote is no sign that an Event was made."""
+    recorder = EventRecorder(rate_per_s=0.0, burst=2)  # the PodGroup's Event, one pod's
+    cluster = KubeCluster(server.client(), writes_per_s=1000.0, recorder=recorder).start(10)
+    try:
+        waiting_gang(server, cluster)
+        assert len(events(server, "FailedScheduling")) == 1
+        seen(cluster, server)
+        recorded: list[tuple[str, bool]] = []
+        event = cluster.reporter.events.event
+
+        def recording(ref: Any, type_: Any, reason: str, message: str, news: bool = True) -> None:
+            if reason == "FailedScheduling":
+                recorded.append((ref.name, news))
+            event(ref, type_, reason, message, news)
+
+        monkeypatch.setattr(cluster.reporter.events, "event", recording)
+        run_cycle(cluster, FAST)
+        assert sorted(recorded) == [("big-0", True), ("big-1", True)]
+    finally:
+        cluster.stop()
 
 
 def test_a_podgroup_whose_reason_changed_in_its_counts_alone_is_told_after_recount_s(
@@ -444,6 +473,17 @@ def test_a_gang_with_a_gated_pod_waits_untouched_and_is_bound_once_the_gate_lift
     assert cluster.writer.flush()
     [condition] = podgroup_status(server, "g")["conditions"]
     assert "SchedulingGated" in condition["message"]
+    # The gated pod is told its own reason, and only that, cycle after cycle: told its
+    # gang's too, it flipped between the two each cycle.
+    seen(cluster, server)
+    for _ in range(2):
+        run_cycle(cluster, FAST)
+    assert cluster.writer.flush()
+    gated_writes = [
+        r for r in server.requests if r.verb == "patch" and r.path.endswith("/g-2/status")
+    ]
+    assert len(gated_writes) == 1
+    assert "scheduling gates" in scheduled_condition(server, "g-2")["message"]
 
     lifted = server.get("", "pods", "default", "g-2")
     assert lifted is not None
