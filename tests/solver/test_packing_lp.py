@@ -51,6 +51,34 @@ def test_what_the_rounding_leaves_is_packed_greedily(monkeypatch: pytest.MonkeyP
     assert _within(free, demands, [1, 1], plan)
 
 
+def test_what_the_first_lp_rounds_away_the_next_places(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Node 0 has (4, 9) free, node 1 (5, 5); pods of (4, 1), (2, 1) and (1, 1), one
+    each. A first LP point that places the (1, 1) pod on node 0 and half of each other
+    column rounds down to that pod alone, leaving (3, 8) and (5, 5): as in the first
+    test, the greedy then places one pod of two; the LP of that room places both."""
+    free = np.array([[4, 9], [5, 5]], dtype=np.int64)
+    demands = [np.array([4, 1]), np.array([2, 1]), np.array([1, 1])]
+    solve = solver.packing_lp.solve_matrices
+    rooms: list[list[float]] = []
+
+    def first_rounded_away(m: Matrices, limit: float) -> tuple[float, FloatArray] | None:
+        rooms.append(m.high.tolist())
+        if len(rooms) == 1:
+            return 0.0, np.array([0.5, 0.5, 0.5, 0.5, 1.0, 0.0])
+        return solve(m, limit)
+
+    monkeypatch.setattr(solver.packing_lp, "solve_matrices", first_rounded_away)
+    plan = pack_lp_rounded(free, demands, [1, 1, 1], [1, 1, 1], ALLOCATABLE, 1.0)
+    assert plan == [{1: 1}, {0: 1}, {0: 1}]
+    # The second LP had the counts and the room the first left: (1, 1, 0), (3, 8), (5, 5).
+    assert rooms[1] == [1, 1, 0, 3, 8, 5, 5]
+
+    rooms.clear()
+    monkeypatch.setattr(solver.packing_lp, "ROUNDS", 1)
+    once = pack_lp_rounded(free, demands, [1, 1, 1], [1, 1, 1], ALLOCATABLE, 1.0)
+    assert once is not None and sum(sum(p.values()) for p in once) == 2
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_an_lp_point_past_its_rows_is_brought_within_them(
     monkeypatch: pytest.MonkeyPatch, seed: int
