@@ -31,9 +31,9 @@ from solver.units import fit_per_node
 MAX_PAIRS = 20_000
 # Rounded down from just below an integer, a value HiGHS meant as that integer.
 TOLERANCE = 1e-6
-# LPs solved per packing: the second over the room and the counts the first left. Its
-# vertex has fractional values where the first one's were, so rounded down it places
-# some of the pods the first rounded away (real-shaped 1,000 nodes, seed 5, its 33-node
+# LPs solved per packing: the second over the room and the counts the first left, where,
+# rounded down in turn, it can place some of the pods the first rounding dropped
+# (real-shaped 1,000 nodes, seed 5, its 33-node
 # class that loses most: 279 of 291 pods after one round, 281 after two; an exact packing
 # 280 in 0.1 s, 286 in 1 s). Stop 65, gap to the bound, one round -> two, seeds chosen on
 # none: real-1000 seeds 16-31 mean 1.41 -> 1.37%, worst 2.30 -> 2.25%; real-200 seeds
@@ -41,7 +41,7 @@ TOLERANCE = 1e-6
 # rounds did worse than two on real-1000 seeds 0-15 (1.29 against 1.27%): each takes
 # the LP budget later classes' packings need. Seeds move both ways by up to 0.4 points.
 ROUNDS = 2
-AGAIN_MIN_S = 0.002  # less time left than this: no further round
+AGAIN_MIN_S = 0.01  # less time left than this: no further round (HiGHS' least limit)
 
 
 def fits_lp(items: int, nodes: int) -> bool:
@@ -61,7 +61,8 @@ def pack_lp_rounded(
     optimum rounded down, the LP of what that leaves rounded down in turn (``ROUNDS``),
     then what is left packed greedily (``pack_greedy``) into the room left. None where
     the LP is too large (``fits_lp``), nothing fits, or the first LP is not solved within
-    the limit (the limit is all the rounds'; a later one unsolved ends them)."""
+    the limit (the limit is all the rounds'; a later round unsolved, placing nothing or
+    without ``AGAIN_MIN_S`` left ends them, what the earlier placed standing)."""
     if not fits_lp(len(counts), len(free)):
         return None
     room = np.maximum(free, 0).astype(np.int64)

@@ -79,6 +79,24 @@ def test_what_the_first_lp_rounds_away_the_next_places(monkeypatch: pytest.Monke
     assert once is not None and sum(sum(p.values()) for p in once) == 2
 
 
+def test_a_second_lp_unsolved_leaves_what_the_first_placed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    free = np.array([[4, 9], [5, 5]], dtype=np.int64)
+    demands = [np.array([4, 1]), np.array([2, 1]), np.array([1, 1])]
+    calls: list[int] = []
+
+    def once(m: Matrices, _limit: float) -> tuple[float, FloatArray] | None:
+        calls.append(1)
+        return (0.0, np.array([0.5, 0.5, 0.5, 0.5, 1.0, 0.0])) if len(calls) == 1 else None
+
+    monkeypatch.setattr(solver.packing_lp, "solve_matrices", once)
+    plan = pack_lp_rounded(free, demands, [1, 1, 1], [1, 1, 1], ALLOCATABLE, 1.0)
+    assert len(calls) == 2 and plan is not None
+    assert plan[2] == {0: 1}  # the first round's pod stands
+    assert _within(free, demands, [1, 1, 1], plan)
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_an_lp_point_past_its_rows_is_brought_within_them(
     monkeypatch: pytest.MonkeyPatch, seed: int
