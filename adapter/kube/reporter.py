@@ -110,7 +110,8 @@ class Reporter:
             str, tuple[Obj, GangStatus, tuple[Any, ...], tuple[Any, ...], Any]
         ] = {}
         # pod -> (its cached object, the message it was told it waits with, its Event's
-        # object reference, whether its PodScheduled condition says that message), as
+        # object reference, whether its PodScheduled condition says that message, and
+        # whether one written before this replica started says it but for counts), as
         # the last report and this one saw them: a pending pod whose object and message
         # are unchanged needs neither read again (55,000 pods of a backlog, every cycle).
         self._waited: dict[str, tuple[Obj | None, str, ObjectRef, bool, bool]] = {}
