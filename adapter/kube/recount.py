@@ -68,45 +68,52 @@ def alike_statuses(sig: tuple[Any, ...], other: tuple[Any, ...] | None) -> bool:
     )
 
 
-def last_told(pod: Obj, uid: str, now: float) -> tuple[Any, ...] | None:
-    """What a pod was last told it waits with, read off its object, as the reporter
-    remembers a write (``("PodScheduled", message, uid, when)``), or None. gangsat
-    stamps each condition it writes with the time it is written (``pod_unschedulable``):
-    after a restart, a pod told minutes ago that its counts have since moved is told
-    again when its ``recount_s`` has passed, not at once (a backlog's 29,000 pods would
-    queue 10 minutes of the writer's rate at each take-over, a Volcano PodGroup's
-    Inqueue behind them). A time past ``now`` (another clock) is not read as when it was told."""
-    condition = _waiting_condition(pod)
-    if condition is None:
-        return None
-    message, stamp = condition["message"], condition.get("lastTransitionTime")
-    if isinstance(stamp, str):
-        try:
-            parsed = datetime.fromisoformat(stamp)
-        except ValueError:
-            return None
-        if parsed.tzinfo is None:
-            return None  # the API server writes UTC with its zone; no guess at a local time
-        when = parsed.timestamp()
-        return ("PodScheduled", message, uid, when) if when <= now else None
-    return None
+# What a pod's PodScheduled condition says it waits with, and when that was stamped
+# (None where the time is unreadable or has no zone): ``waiting_condition``.
+Said = tuple[str, float | None]
 
 
-def told_message(pod: Obj | None) -> str | None:
-    """The reason a pod's PodScheduled condition says it waits with, if it says one."""
-    condition = _waiting_condition(pod) if pod is not None else None
-    return None if condition is None else condition["message"]
-
-
-def _waiting_condition(pod: Obj) -> dict[str, Any] | None:
-    """A pod's PodScheduled condition where it is False, Unschedulable, with a message."""
+def waiting_condition(pod: Obj) -> Said | None:
+    """The reason a pod's PodScheduled condition says it waits with (False,
+    Unschedulable, a message), and when it was stamped; None where it says none. Read
+    once per object: the reporter derives what it was shown and when it was told from
+    it (``last_told``)."""
     for condition in stored_status(pod).get("conditions") or []:
         if not isinstance(condition, dict) or condition.get("type") != "PodScheduled":
             continue
         if (condition.get("status"), condition.get("reason")) != ("False", "Unschedulable"):
             return None
-        return condition if isinstance(condition.get("message"), str) else None
+        message = condition.get("message")
+        if not isinstance(message, str):
+            return None
+        return message, _stamped(condition.get("lastTransitionTime"))
     return None
+
+
+def _stamped(stamp: Any) -> float | None:
+    if not isinstance(stamp, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        return None  # the API server writes UTC with its zone; no guess at a local time
+    return parsed.timestamp()
+
+
+def last_told(said: Said | None, uid: str, now: float) -> tuple[Any, ...] | None:
+    """What a pod was last told it waits with, as its condition says it
+    (``waiting_condition``), in the form the reporter remembers a write (``("PodScheduled",
+    message, uid, when)``), or None. gangsat stamps each condition it writes with the
+    time it is written (``pod_unschedulable``): after a restart, a pod told minutes ago
+    that its counts have since moved is told again when its ``recount_s`` has passed, not
+    at once (a backlog's 29,000 pods would queue 10 minutes of the writer's rate at each
+    take-over, a Volcano PodGroup's Inqueue behind them). A time past ``now`` (another
+    clock) is not read as when it was told."""
+    if said is None or said[1] is None or said[1] > now:
+        return None
+    return ("PodScheduled", said[0], uid, said[1])
 
 
 def held_as_recount(

@@ -43,11 +43,12 @@ from adapter.kube.queue_report import allocated_by_queue, queue_writes
 from adapter.kube.reading import Finding
 from adapter.kube.recount import (
     RECOUNT_S,
+    Said,
     alike_reasons,
     held_as_recount,
     last_told,
     recount_s,
-    told_message,
+    waiting_condition,
 )
 from adapter.kube.resources import (
     DIALECTS,
@@ -109,13 +110,13 @@ class Reporter:
         self._compared: dict[
             str, tuple[Obj, GangStatus, tuple[Any, ...], tuple[Any, ...], Any]
         ] = {}
-        # pod -> (its cached object, the message it was told it waits with, its Event's
-        # object reference, whether its PodScheduled condition says that message, and
-        # whether one written before this replica started says it but for counts), as
-        # the last report and this one saw them: a pending pod whose object and message
-        # are unchanged needs neither read again (55,000 pods of a backlog, every cycle).
-        self._waited: dict[str, tuple[Obj | None, str, ObjectRef, bool, bool]] = {}
-        self._waited_before: dict[str, tuple[Obj | None, str, ObjectRef, bool, bool]] = {}
+        # pod -> (its cached object, its Event's object reference, what its PodScheduled
+        # condition says it waits with and when: ``waiting_condition``), as the last
+        # report and this one saw them: a pending pod whose object is unchanged needs
+        # neither read again, whatever it is told now (55,000 pods of a backlog, every
+        # cycle, most told new counts whenever a decision moves them).
+        self._waited: dict[str, tuple[Obj | None, ObjectRef, Said | None]] = {}
+        self._waited_before: dict[str, tuple[Obj | None, ObjectRef, Said | None]] = {}
         self._pruned_at = -1  # the cache's removals when last pruned (``_prune``)
         # Conditions stamped before this instant were written before this replica
         # started: the Events that went with them are not its to remember. Stamps are
@@ -448,15 +449,15 @@ class Reporter:
     def _pod_waiting(self, pod: str, message: str) -> None:
         current = self.cache.get(PODS, pod)
         seen = self._waited.get(pod) or self._waited_before.get(pod)
-        if seen is not None and seen[0] is current and seen[1] == message:
-            _, _, ref, shown, told_alike = seen
+        if seen is not None and seen[0] is current:
+            _, ref, said = seen
         else:
             ref = self._pod_ref(pod, current)
-            said = told_message(current)
-            shown = said == message
-            before = last_told(current, ref.uid, self._started) if current is not None else None
-            told_alike = before is not None and alike_reasons(before[1], message)
-        self._waited[pod] = (current, message, ref, shown, told_alike)
+            said = waiting_condition(current) if current is not None else None
+        self._waited[pod] = (current, ref, said)
+        shown = said is not None and said[0] == message
+        before = last_told(said, ref.uid, self._started)
+        told_alike = before is not None and alike_reasons(before[1], message)
         # A pod whose condition, written before this replica started, already says why
         # it waits, but for counts, is taken to have had its Event from the leader before
         # (whether its rate let it out is not known): after a start, its first Event is
@@ -469,10 +470,7 @@ class Reporter:
         # again, though its predecessor was told the same), and when.
         memory = f"pod {pod}"
         told = self.written.get(memory)
-        if (
-            told is None
-            and (told := last_told(current, ref.uid, self.now().timestamp())) is not None
-        ):
+        if told is None and (told := last_told(said, ref.uid, self.now().timestamp())) is not None:
             self.written.remember(memory, told)
         if (
             told is not None

@@ -357,7 +357,11 @@ def test_statuses_alike_differ_at_most_in_their_conditions_counts() -> None:
 
 
 def test_what_a_pod_was_told_is_read_back_off_its_condition() -> None:
-    from adapter.kube.recount import last_told
+    from adapter.kube.recount import last_told as told_after
+    from adapter.kube.recount import waiting_condition
+
+    def last_told(obj: dict[str, Any], uid: str, now: float) -> tuple[Any, ...] | None:
+        return told_after(waiting_condition(obj), uid, now)
 
     now = datetime(2026, 12, 6, 10, 0, tzinfo=UTC)
     told = pod_unschedulable("0/2 pods fit (minMember 2): 3 Insufficient cpu", now)
