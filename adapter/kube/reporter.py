@@ -410,10 +410,14 @@ class Reporter:
         self._compared[status.gang] = (obj, status, sig, has, phase)
         namespace, name = split_key(status.gang)
         written = self.written.get(f"podgroup {status.gang}")
-        sent = self._status_sent.get(status.gang)
-        now = self.now().timestamp()
+        # The clock and the last send read only for a status that differs: most don't.
         if sig not in (has, written) and not held_as_recount(
-            sent, now, uid_of(obj), sig, has, written
+            self._status_sent.get(status.gang),
+            now := self.now().timestamp(),
+            uid_of(obj),
+            sig,
+            has,
+            written,
         ):
             if body is None:  # the comparison was remembered: built now, timestamps and all
                 body = podgroup_status(
@@ -426,7 +430,7 @@ class Reporter:
                 partial(self._patch_status, resource, namespace, name, body),
                 uid=uid_of(obj),
             )
-            self._status_sent[status.gang] = self.now().timestamp()
+            self._status_sent[status.gang] = now
         if self._unschedulable(status):
             message = unschedulable_message(status)
             uid = uid_of(obj)
