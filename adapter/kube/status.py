@@ -307,19 +307,17 @@ class EventRecorder:
         sent = self._sent.get(topic)
         if sent is not None and sent.body["involvedObject"].get("uid", "") != ref.uid:
             sent = None
-        recount = (
+        recount = False  # counts made anew, once due: they take the rate as a refresh does
+        if (
             sent is not None
             and sent.key != key
             and reason in RECOUNTED_REASONS
             and alike_reasons(sent.key[3], message)
-        )
-        if (
-            recount
-            and sent is not None
-            and self.clock() - sent.made < recount_s(ref.uid or f"{ref.namespace}/{ref.name}")
         ):
-            key = sent.key
-            recount = False
+            if self.clock() - sent.made < recount_s(ref.uid or f"{ref.namespace}/{ref.name}"):
+                key = sent.key  # a repeat of the Event made, until due
+            else:
+                recount = True
         reserve = NEWS_RESERVE * self.burst
         if sent is not None and sent.key == key:
             sent.count += 1
