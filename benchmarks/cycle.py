@@ -198,9 +198,9 @@ def main(argv: Sequence[str], console: Console | None = None) -> int:
         return 2
     if args.real:
         if args.perf:
-            large = (9, max(1, args.nodes // 5))
-            state = instances.realistic_perf(args.seed, args.nodes, args.nodes * 3 // 5, (large,))
-            shapes = f"the scheduler_perf gangs ({args.nodes * 3 // 5:,} of 3, 9 of {large[1]:,})"
+            of_3, large = args.nodes * 3 // 5, (9, max(1, args.nodes // 5))
+            state = instances.realistic_perf(args.seed, args.nodes, of_3, (large,))
+            shapes = f"the scheduler_perf gangs ({of_3:,} of 3, 9 of {large[1]:,})"
         else:
             gangs = args.gangs if args.gangs is not None else args.nodes * 3 // 2
             state = instances.realistic(args.seed, args.nodes, gangs)

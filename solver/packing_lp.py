@@ -33,13 +33,13 @@ MAX_PAIRS = 20_000
 TOLERANCE = 1e-6
 # LPs solved per packing: the second over the room and the counts the first left, where,
 # rounded down in turn, it can place some of the pods the first rounding dropped
-# (real-shaped 1,000 nodes, seed 5, its 33-node
-# class that loses most: 279 of 291 pods after one round, 281 after two; an exact packing
-# 280 in 0.1 s, 286 in 1 s). Stop 65, gap to the bound, one round -> two, seeds chosen on
-# none: real-1000 seeds 16-31 mean 1.41 -> 1.37%, worst 2.30 -> 2.25%; real-200 seeds
-# 0-15 1.18 -> 1.14%, worst 2.03 -> 1.66%; real-2000 seeds 0-5 1.51 -> 1.30%. Four
-# rounds did worse than two on real-1000 seeds 0-15 (1.29 against 1.27%): each takes
-# the LP budget later classes' packings need. Seeds move both ways by up to 0.4 points.
+# (real-shaped 1,000 nodes, seed 5, its 33-node class that loses most: 279 of 291 pods
+# after one round, 281 after two; an exact packing 280 in 0.1 s, 286 in 1 s). Stop 65,
+# gap to the bound, one round -> two, seeds chosen on none: real-1000 seeds 16-31 mean
+# 1.41 -> 1.37%, worst 2.30 -> 2.25%; real-200 seeds 0-15 1.18 -> 1.14%, worst 2.03 ->
+# 1.66%; real-2000 seeds 0-5 1.51 -> 1.30%. Four rounds did worse than two on real-1000
+# seeds 0-15 (1.29 against 1.27%): each takes the LP budget later classes' packings
+# need. Seeds move both ways by up to 0.4 points.
 ROUNDS = 2
 AGAIN_MIN_S = 0.01  # less time left than this: no further round (HiGHS' least limit)
 
