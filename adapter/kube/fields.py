@@ -79,17 +79,19 @@ def meta(obj: Obj) -> tuple[str, str]:
 
 def created_s(obj: Obj) -> float:
     stamp = (obj.get("metadata") or {}).get("creationTimestamp")
-    return _seconds(stamp) if isinstance(stamp, str) else 0.0
+    parsed = stamped(stamp) if isinstance(stamp, str) else None
+    return 0.0 if parsed is None else parsed.timestamp()
 
 
 # Stamps have whole seconds: the pods of a backlog share a few (9,000 objects read in
 # a first snapshot, one parse each before).
 @functools.lru_cache(maxsize=4096)
-def _seconds(stamp: str) -> float:
+def stamped(stamp: str) -> datetime | None:
+    """A time as an API server writes one, read; None where it is none."""
     try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     except ValueError:
-        return 0.0
+        return None
 
 
 def quantities(values: Any, where: str, caps: bool = False) -> dict[str, int]:

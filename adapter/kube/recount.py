@@ -15,10 +15,9 @@ from __future__ import annotations
 import functools
 import re
 import zlib
-from datetime import datetime
 from typing import Any
 
-from adapter.kube.fields import Obj, stored_status
+from adapter.kube.fields import Obj, stamped, stored_status
 
 # kube-scheduler retries a pod no cluster event has moved after 5 minutes
 # (podMaxInUnschedulablePodsDuration).
@@ -91,13 +90,8 @@ def waiting_condition(pod: Obj) -> Said | None:
 
 
 def _stamped(stamp: Any) -> float | None:
-    if not isinstance(stamp, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(stamp)
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
+    parsed = stamped(stamp) if isinstance(stamp, str) else None
+    if parsed is None or parsed.tzinfo is None:
         return None  # the API server writes UTC with its zone; no guess at a local time
     return parsed.timestamp()
 
