@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from adapter.kube.fields import stamp
 from adapter.quantity import quantity
 from benchmarks.cluster_setup import ADMITTED_TOLERATIONS
 from benchmarks.footprint import node_manifest
@@ -78,8 +79,7 @@ class ApiObjects:
 
 def timestamp(seconds: float) -> str:
     """``seconds`` after ``EPOCH``, as an API server writes a time (whole seconds)."""
-    at = datetime.fromtimestamp(EPOCH.timestamp() + math.floor(seconds), UTC)
-    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return stamp(datetime.fromtimestamp(EPOCH.timestamp() + math.floor(seconds), UTC))
 
 
 def quantities(resources: Resources | Mapping[str, int]) -> dict[str, str]:

@@ -55,6 +55,7 @@ from urllib3.exceptions import ConnectTimeoutError
 from adapter.cluster import ClusterError
 from adapter.kube.cache import ClusterCache, Unbindable, split_key
 from adapter.kube.connections import Connections
+from adapter.kube.fields import stamp
 from adapter.kube.resources import PODS, STRATEGIC_MERGE_PATCH, done, path_of, read_json
 
 log = logging.getLogger(__name__)
@@ -443,7 +444,7 @@ class Binder:
             "status": "True",
             "reason": ROLLBACK_REASON,
             "message": f"gangsat: {reason}",
-            "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "lastTransitionTime": stamp(datetime.now(UTC)),
         }
         body = {"metadata": {"uid": uid}, "status": {"conditions": [condition]}}
         # Within the leadership left, as every request of ours (the pool may connect 1 +

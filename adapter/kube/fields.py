@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from adapter.quantity import QuantityError, QuantityTooLarge, parse
@@ -81,6 +81,11 @@ def created_s(obj: Obj) -> float:
     stamp = (obj.get("metadata") or {}).get("creationTimestamp")
     parsed = stamped(stamp) if isinstance(stamp, str) else None
     return 0.0 if parsed is None else parsed.timestamp()
+
+
+def stamp(at: datetime) -> str:
+    """``at`` as an API server writes a time: UTC, whole seconds."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # Stamps have whole seconds: the pods of a backlog share a few (9,000 objects read in

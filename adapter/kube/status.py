@@ -34,7 +34,7 @@ from adapter.kube.dialects import (
     VOLCANO_GROUP,
     WORKLOAD_GROUP,
 )
-from adapter.kube.fields import api_group
+from adapter.kube.fields import api_group, stamp
 from adapter.kube.recount import alike_reasons, recount_s
 
 COMPONENT = "gangsat"
@@ -45,10 +45,6 @@ WORKLOAD_CONDITIONS = {
     "v1alpha3": "PodGroupInitiallyScheduled",
     "v1beta1": "PodGroupInitiallyScheduled",
 }
-
-
-def _stamp(now: datetime) -> str:
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def podgroup_status(
@@ -117,7 +113,7 @@ def _phase_status(status: GangStatus, group: str, now: datetime) -> dict[str, An
             {
                 "type": "Unschedulable",
                 "status": "True",
-                "lastTransitionTime": _stamp(now),
+                "lastTransitionTime": stamp(now),
                 "reason": _condition_reason(status),
                 "message": unschedulable_message(status),
             }
@@ -127,7 +123,7 @@ def _phase_status(status: GangStatus, group: str, now: datetime) -> dict[str, An
             {
                 "type": "Scheduled",
                 "status": "True",
-                "lastTransitionTime": _stamp(now),
+                "lastTransitionTime": stamp(now),
                 "reason": "tasks in gang are ready to be scheduled",
                 "message": bound_text(status),
             }
@@ -157,7 +153,7 @@ def _workload_condition(
     return {
         "type": kind,
         "status": state,
-        "lastTransitionTime": _stamp(now),
+        "lastTransitionTime": stamp(now),
         "reason": reason,
         "message": message,
     }
@@ -201,7 +197,7 @@ def pod_unschedulable(message: str, now: datetime) -> dict[str, Any]:
         "status": "False",
         "reason": "Unschedulable",
         "message": message,
-        "lastTransitionTime": _stamp(now),
+        "lastTransitionTime": stamp(now),
     }
 
 
@@ -327,13 +323,13 @@ class EventRecorder:
             sent.body = {
                 **sent.body,
                 "count": sent.count,
-                "lastTimestamp": _stamp(self.wall()),
+                "lastTimestamp": stamp(self.wall()),
             }
             return EventAction("update", key, sent.body)
         if not self._take(reserve if recount or not news else 0.0):
             self.dropped += 1
             return None
-        stamp = _stamp(self.wall())
+        made_at = stamp(self.wall())
         involved = {"kind": ref.kind, "name": ref.name, "apiVersion": ref.api_version}
         if ref.namespace:
             involved["namespace"] = ref.namespace
@@ -349,8 +345,8 @@ class EventRecorder:
             "reason": reason,
             "message": message,
             "count": 1,
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
+            "firstTimestamp": made_at,
+            "lastTimestamp": made_at,
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT,
         }
