@@ -39,6 +39,7 @@ from solver.relaxation import (
     LpSolution,
     Matrices,
     Meanwhile,
+    NoSolution,
     bound_of,
     lp_solution,
     matrices,
@@ -68,13 +69,16 @@ class _Grouping:
 
 
 def model_lp(
-    enc: Encoding, time_limit_s: float, meanwhile: Meanwhile | None = None
+    enc: Encoding,
+    time_limit_s: float,
+    meanwhile: Meanwhile | None = None,
+    proof: NoSolution | None = None,
 ) -> LpSolution | None:
     """``enc``'s LP relaxation: over groups where they apply, else as the model is
-    (``meanwhile``: see ``relaxation.solve_matrices``)."""
+    (``meanwhile``, ``proof``: see ``relaxation.solve_matrices``)."""
     if groups_apply(enc):
-        return solve_grouped_lp(enc, time_limit_s, meanwhile)
-    return solve_lp(enc.rows, time_limit_s, meanwhile)
+        return solve_grouped_lp(enc, time_limit_s, meanwhile, proof)
+    return solve_lp(enc.rows, time_limit_s, meanwhile, proof)
 
 
 def groups_apply(enc: Encoding) -> bool:
@@ -84,18 +88,23 @@ def groups_apply(enc: Encoding) -> bool:
 
 
 def solve_grouped_lp(
-    enc: Encoding, time_limit_s: float, meanwhile: Meanwhile | None = None
+    enc: Encoding,
+    time_limit_s: float,
+    meanwhile: Meanwhile | None = None,
+    proof: NoSolution | None = None,
 ) -> LpSolution | None:
     """The model's LP optimum, solved over groups and split back into the model's
-    variables; None when HiGHS proves no optimum within the limit."""
+    variables; None when HiGHS proves no optimum within the limit (``proof``: whether it
+    proved there is none: then no placement has one either, as every placement sums to a
+    solution of it)."""
     plain = matrices(enc.rows)
     grouping = _grouping(enc)
     few = 0 < grouping.columns <= GROUPED_MAX_SHARE * len(enc.pairs)
     grouped = _grouped(enc, plain, grouping) if few else None
     if grouped is None:
-        return lp_solution(plain, time_limit_s, meanwhile)
+        return lp_solution(plain, time_limit_s, meanwhile, proof)
     reduced, restore = _substituted(grouped, enc.gang_rows, grouping)
-    found = solve_matrices(reduced, time_limit_s, meanwhile)
+    found = solve_matrices(reduced, time_limit_s, meanwhile, proof)
     if found is None:
         return None
     optimum, values = found
