@@ -4,16 +4,18 @@ Stages, all within one time limit (``search.Search`` holds what they share):
 1. Prepare the problem. Gang-greedy starts with the first CP-SAT solve that is neither
    tiny nor a dive, in a thread (the solvers release the GIL): the baseline, a
    candidate, and a hint for the node level.
-2. Where nodes fall into fewer classes than there are nodes, the aggregated model (bins =
-   classes of nodes this cycle's pending pods cannot tell apart, ``equivalence``): a
+2. Where nodes fall into fewer classes than there are nodes, the aggregated model (bins
+   = classes of nodes this cycle's pending pods cannot tell apart, ``equivalence``): a
    relaxation, so its bounds hold for the real problem. Its LP relaxation (HiGHS) comes
-   first: a bound, and a guide. On large models, and where these searches are the
-   cycle's last, the LP's optimum rounded is placed first. CP-SAT searches the model
-   restricted to what the LP uses (a dive, stopped at its first solution; on large models
-   the model itself is encoded as LP rows only), then, on models of moderate size, to
-   what the LP or the best decision so far uses (RINS rounds); small models are also
-   searched whole. Every candidate's counts are packed onto real nodes
-   (``disaggregate``); what a class's nodes could not hold is re-decided
+   first: a bound, and a guide; where the class searches are the cycle's last or the
+   model is large, a few branches of it on the gangs it admits in part (``branching``)
+   may lower the bound and take over as the guide. On large models, and where these
+   searches are the cycle's last, the LP's optimum rounded is placed first. CP-SAT
+   searches the model restricted to what the LP uses (a dive, stopped at its first
+   solution; on large models the model itself is encoded as LP rows only), then, on
+   models of moderate size, to what the LP or the best decision so far uses (RINS
+   rounds); small models are also searched whole. Every candidate's counts are packed
+   onto real nodes (``disaggregate``); what a class's nodes could not hold is re-decided
    (``candidates.repack_counts``), or, where these searches are the cycle's last and the
    node-level LP over the gangs the class LP admits is small enough, that LP's optimum
    is rounded and placed instead (``candidates.place_node_lp``).
@@ -41,6 +43,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from solver.bins import class_bins, feasible_pair_estimate, node_bins, pair_capacity
+from solver.branching import branch_stage
 from solver.candidates import (
     dive_beside,
     node_lp_pairs,
@@ -214,6 +217,9 @@ def _guided_search(
         search.class_lp = (enc, lp, search.stages[-1].wall_s)
     beside: Beside | None = None
     if large or last:
+        # A gang the LP admits in part, worth much, is branched on: a tighter bound, and
+        # an optimum that keeps it whole or drops it to guide what follows.
+        lp = branch_stage(search, enc, lp, f"{prefix}-lp-branched", left)
         # The LP's optimum rounded down (about 110 of 12,000 values are fractional on
         # real-shaped 1,000 nodes; an admitted gang's pods that rounding took below its
         # need put back), disaggregated and topped up: a decision without a

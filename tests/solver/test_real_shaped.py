@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from ortools.sat.python import cp_model
 
+import solver.branching as branching
 import solver.candidates as candidates
 import solver.cpsat as cpsat
 import solver.search
@@ -92,8 +93,10 @@ def test_a_large_class_model_is_decided_by_its_rounded_lp_and_a_dive_if_time_all
     or never), by an LP-guided dive too; on a real-shaped cluster the better decides,
     validly, above gang-greedy."""
     monkeypatch.setattr(cpsat, "DIVE_S_PER_PAIR", 0.0 if time_for_the_dive else 1e9)
-    # The tilted LPs' optima, placed where time is left, are another test's.
+    # The tilted LPs' optima, placed where time is left, and the LP's branches are other
+    # tests'.
     monkeypatch.setattr(cpsat, "place_other_optima", lambda search: None)
+    monkeypatch.setattr(branching, "BRANCH_MIN_STAKE", float("inf"))
     s = realistic.cluster(1, 40, 60)
     config = CONFIG.model_copy(update={"max_exact_class_pairs": 0, "max_node_level_pairs": 0})
     decision = schedule(s, "cpsat", config)
@@ -147,8 +150,10 @@ def test_a_last_class_search_places_the_rounded_lp_before_its_dive(
 
     monkeypatch.setattr(cpsat, "_search_classes", nothing_found)
     monkeypatch.setattr(cpsat, "place_counts", recorded)
-    # The node-level LP's candidate, which may follow the dive, is another test's.
+    # The node-level LP's candidate, which may follow the dive, and the LP's branches,
+    # which may guide the rounding, are other tests'.
     monkeypatch.setattr(candidates, "NODE_LP_PAIRS", 0)
+    monkeypatch.setattr(branching, "BRANCH_MIN_STAKE", float("inf"))
     if at_bound:
         monkeypatch.setattr(Search, "settled", lambda self, wait_for_baseline=True: True)
     if not time_left:

@@ -1,0 +1,186 @@
+"""A few branches of a class model's LP on the gangs it admits in part that are worth the
+most: a tighter valid bound, and an LP optimum to round that keeps such a gang whole or
+drops it whole.
+
+A gang whose admission price is a large share of the objective (a high priority: priority
+x rank x need) can be admitted 0.3-0.7 of a gang by the LP; rounded, it is dropped, the
+room the LP gave it goes to what the top-up finds, and the bound still counts its
+fraction (real-shaped 200 nodes, seed 60: one 8-pod gang worth 14% of the bound at 0.67;
+the decision 6.7% from the bound, where no decision can be within 2.5% of it). Every
+placement admits it whole or not at all: the LP with its admission at least the integer
+above (up) and the LP with it at most the integer below (down) hold every placement
+between them, so the larger of their optima is a bound too, at most the LP's. Branching
+on, best first (the open LP of the largest optimum, on its gang worth most in its
+fraction), a few times, the largest optimum over the open LPs stays a bound; the LP that
+holds it guides what follows (the rounding, the dive, the RINS rounds) in the first LP's
+place. The two LPs of a branch are solved at once, one on each core (HiGHS releases the
+GIL). Timed: "The LP branched" in benchmarks/solver_history.md.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from solver.encode import Encoding
+from solver.grouped_lp import model_lp
+from solver.relaxation import LpSolution, Meanwhile, NoSolution
+from solver.search import Search
+from solver.solution import ROUND_UP_ADMITTED, ROUNDING_TOLERANCE
+
+# A gang is branched on where rounding would drop it (admitted past an integer by at least
+# BRANCH_MIN_FRACTION, less than ROUND_UP_ADMITTED) and that fraction of what a gang of its
+# shape earns (admission and pods) is at least BRANCH_MIN_STAKE of the LP's optimum.
+BRANCH_MIN_FRACTION = 0.2
+BRANCH_MIN_STAKE = 0.002
+MAX_BRANCHES = 3
+# Of the time left, what the branches may take in all: the rounding, its placement and
+# the searches after it need the rest (real-shaped 1,000 nodes: a branch's two LPs
+# 0.09-0.15 s at once, 0.6-0.7 s left).
+BRANCH_SHARE = 0.3
+# ... and the least time left, as a share of the limit, for one to start (placing a
+# 1,000-node cycle's counts takes 0.45-0.5 s).
+BRANCH_MIN_LEFT = 0.4
+
+Bounds = tuple[tuple[int, int, int], ...]  # (variable, low, high), by variable
+
+
+@dataclass(frozen=True)
+class _Node:
+    """An open LP: the variables' bounds it narrows, a bound on every placement it holds
+    (its optimum's, or its parent's where it was not solved in time), and its optimum."""
+
+    narrowed: Bounds
+    bound: int
+    lp: LpSolution | None
+
+
+@dataclass(frozen=True)
+class Tree:
+    """What the branches left: the largest bound over the open LPs (a bound on every
+    placement), the optimum of the solved one with the largest, and how many branches."""
+
+    bound: int
+    guide: LpSolution
+    branches: int
+
+
+def branch_variable(enc: Encoding, lp: LpSolution) -> int | None:
+    """The admitted count whose fraction is worth most (admission and pods: as much is
+    lost where rounding drops it), where rounding would drop that fraction and it is worth
+    a branch; None if there is none."""
+    best: tuple[float, int] | None = None
+    for s, var in enc.admitted.items():
+        value = float(lp.values[var])
+        fraction = value - math.floor(value + ROUNDING_TOLERANCE)
+        if not BRANCH_MIN_FRACTION <= fraction < ROUND_UP_ADMITTED:
+            continue
+        stake = fraction * _gang_price(enc, s)
+        if stake >= BRANCH_MIN_STAKE * abs(lp.bound) and (best is None or stake > best[0]):
+            best = (stake, var)
+    return None if best is None else best[1]
+
+
+def branched(
+    enc: Encoding,
+    root: LpSolution,
+    time_limit_s: float,
+    until: float | None,
+    most: int = MAX_BRANCHES,
+) -> Tree:
+    """Best first from ``root`` (``enc``'s LP optimum), at most ``most`` branches: the open
+    LP of the largest bound is split on its ``branch_variable``, its two LPs solved at once
+    within ``time_limit_s``. None starts after ``until`` (a ``time.perf_counter`` instant;
+    None: ``most`` alone decides, as deterministic solves need). An LP with no solution
+    holds no placement and is closed; one not solved in time keeps its parent's bound."""
+    open_ = [_Node(narrowed=(), bound=root.bound, lp=root)]
+    branches = 0
+    while branches < most and (until is None or time.perf_counter() < until):
+        node = max(open_, key=lambda n: n.bound)
+        var = branch_variable(enc, node.lp) if node.lp is not None else None
+        if node.lp is None or var is None:
+            break  # the largest bound is this LP's: no branch of another lowers it
+        value = float(node.lp.values[var])
+        up = _narrowed(enc, node.narrowed, var, low=math.ceil(value))
+        down = _narrowed(enc, node.narrowed, var, high=math.floor(value))
+        children = _solved_at_once(enc, up, down, time_limit_s)
+        open_.remove(node)
+        for narrowed, (solved, proof) in zip((up, down), children, strict=True):
+            if solved is not None:
+                open_.append(_Node(narrowed, min(node.bound, solved.bound), solved))
+            elif not proof.proved:
+                open_.append(_Node(narrowed, node.bound, None))
+        branches += 1
+    with_values = [n for n in open_ if n.lp is not None]
+    best = max(with_values, key=lambda n: n.bound) if with_values else None
+    guide = best.lp if best is not None and best.lp is not None else root
+    return Tree(bound=max(n.bound for n in open_), guide=guide, branches=branches)
+
+
+def branch_stage(
+    search: Search, enc: Encoding, lp: LpSolution, name: str, left: Callable[[], float]
+) -> LpSolution:
+    """Where a gang is worth a branch and the time left holds one, the branches, reported
+    as a stage named ``name``: their bound counts where it is lower than ``lp``'s, and the
+    LP that holds it is returned to guide the rest; else ``lp``."""
+    if branch_variable(enc, lp) is None or left() < BRANCH_MIN_LEFT * search.config.time_limit_s:
+        return lp
+    found: list[Tree] = []
+    deterministic = search.config.deterministic
+
+    def solve(seconds: float) -> LpSolution:
+        until = None if deterministic else time.perf_counter() + seconds
+        found.append(branched(enc, lp, seconds, until))
+        return found[0].guide
+
+    guide = search.lp(enc, BRANCH_SHARE * left(), name, relaxation=False, solve=solve)
+    tree = found[0]
+    if tree.bound < lp.bound:
+        search.bounds.append(tree.bound)
+        search.stages[-1] = search.stages[-1].model_copy(update={"bound": tree.bound})
+    return guide if guide is not None else lp
+
+
+def _gang_price(enc: Encoding, shape: int) -> int:
+    """What one more gang of ``shape`` earns placed whole: its admission and its pods (the
+    shortfall it relieves aside)."""
+    of_shape = enc.shapes.shapes[shape]
+    classes = enc.shapes.classes
+    return of_shape.admit_price + sum(
+        classes[c].per_gang * classes[c].pod_price for c in of_shape.classes
+    )
+
+
+def _solved_at_once(
+    enc: Encoding, first: Bounds, second: Bounds, time_limit_s: float
+) -> list[tuple[LpSolution | None, NoSolution]]:
+    """Both LPs, the second on this thread while HiGHS solves the first on its own."""
+    proofs = (NoSolution(), NoSolution())
+    other: list[LpSolution | None] = []
+
+    def meanwhile() -> None:
+        other.append(model_lp(_with(enc, second), time_limit_s, proof=proofs[1]))
+
+    solved = model_lp(_with(enc, first), time_limit_s, Meanwhile(meanwhile), proofs[0])
+    return [(solved, proofs[0]), (other[0] if other else None, proofs[1])]
+
+
+def _narrowed(
+    enc: Encoding, narrowed: Bounds, var: int, low: int | None = None, high: int | None = None
+) -> Bounds:
+    """``narrowed`` with ``var`` narrowed further to at least ``low``, at most ``high``."""
+    bounds = {v: (lo, hi) for v, lo, hi in narrowed}
+    lo, hi = bounds.get(var, (enc.rows.low[var], enc.rows.high[var]))
+    bounds[var] = (lo if low is None else max(lo, low), hi if high is None else min(hi, high))
+    return tuple(sorted((v, lo, hi) for v, (lo, hi) in bounds.items()))
+
+
+def _with(enc: Encoding, narrowed: Bounds) -> Encoding:
+    """``enc`` with its variables' bounds narrowed (the bounds copied, the rows shared)."""
+    rows = replace(enc.rows, low=list(enc.rows.low), high=list(enc.rows.high))
+    for var, low, high in narrowed:
+        rows.low[var] = low
+        rows.high[var] = high
+    return replace(enc, rows=rows)

@@ -1,0 +1,198 @@
+"""Branches of a class model's LP on the gangs it admits in part (``solver.branching``):
+the bound they leave is never below a placement, and the LP they leave guides to whole
+gangs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from unittest import mock
+
+import pytest
+from hypothesis import given
+
+from solver import branching
+from solver.arrays import FloatArray
+from solver.branching import branch_variable, branched
+from solver.config import SolverConfig
+from solver.cpsat import solve
+from solver.encode import Encoding, encode
+from solver.grouped_lp import groups_apply, model_lp
+from solver.model import ClusterState, SolveStatus
+from solver.problem import prepare
+from solver.relaxation import LpSolution, NoSolution, solve_lp
+from tests.builders import gang, node, pods_of, state
+from tests.solver.encodings import class_model
+from tests.solver.test_schedulers import PROPERTY, small_clusters
+
+EXACT = SolverConfig(time_limit_s=5.0, deterministic=True)
+# The class model is the cycle's last search (its pairs count as too many for a whole
+# search, and no node-level stage follows): where the branches run in a cycle.
+CLASSES_LAST = SolverConfig(
+    time_limit_s=5.0, deterministic=True, max_node_level_pairs=0, max_exact_class_pairs=0
+)
+
+
+def either_or() -> ClusterState:
+    """Two 4-cpu nodes, one class. Gang big (two 3-cpu pods) and gang dense (four 1-cpu,
+    6 GiB pods) cannot both run: big leaves 1 cpu a node, dense 2 GiB. The LP admits dense
+    whole and 2/3 of big, and counts both; every placement runs one of them (big, with the
+    one-pod gang low beside it, is worth more)."""
+    return state(
+        nodes=[node("n0").cap(cpu=4, memory="16Gi"), node("n1").cap(cpu=4, memory="16Gi")],
+        pods=[
+            *pods_of("big", 2, cpu=3, memory="1Gi"),
+            *pods_of("dense", 4, cpu=1, memory="6Gi"),
+            *pods_of("low", 1, cpu=1, memory="1Gi"),
+        ],
+        gangs=[gang("big", 2).priority(5), gang("dense", 4).priority(5), gang("low", 1)],
+    )
+
+
+def admitted(enc: Encoding, values: FloatArray) -> dict[str, float]:
+    return {
+        enc.problem.gangs[enc.shapes.shapes[s].gangs[0]].name: round(float(values[var]), 6)
+        for s, var in enc.admitted.items()
+    }
+
+
+def test_branches_bring_the_bound_down_to_the_optimum_and_guide_to_it() -> None:
+    s = either_or()
+    _, enc = class_model(prepare(s))
+    root = model_lp(enc, 5.0)
+    assert root is not None
+    assert admitted(enc, root.values) == {"big": pytest.approx(2 / 3), "dense": 1.0, "low": 0.0}
+    assert branch_variable(enc, root) == enc.admitted[_shape(enc, "big")]
+    exact = solve(s, EXACT)
+    assert exact.status is SolveStatus.OPTIMAL and exact.objective is not None
+    assert set(exact.admitted) == {"big", "low"}
+    assert root.bound > 1.5 * exact.objective  # the LP's bound, far above any placement
+
+    tree = branched(enc, root, 5.0, until=None)
+    assert tree.branches >= 1
+    assert exact.objective <= tree.bound <= exact.objective * 1.01
+    # The guide admits what the optimum admits, each gang whole.
+    assert admitted(enc, tree.guide.values) == {"big": 1.0, "dense": 0.0, "low": 1.0}
+
+
+def test_a_cycle_reports_the_branched_bound_and_places_the_gang_kept_whole() -> None:
+    s = either_or()
+    decision = solve(s, CLASSES_LAST)
+    stages = {stage.name: stage for stage in decision.stages}
+    lp, branched_stage = stages["node-classes-lp"], stages["node-classes-lp-branched"]
+    assert lp.bound is not None and branched_stage.bound is not None
+    assert branched_stage.bound < lp.bound
+    assert decision.bound == branched_stage.bound
+    assert decision.objective is not None and decision.bound >= decision.objective
+    assert set(decision.admitted) == {"big", "low"}
+    assert decision.gap is not None and decision.gap <= 0.01
+
+
+def test_without_a_gang_admitted_in_part_nothing_is_branched() -> None:
+    """Where every gang fits, the LP admits each whole: no branch, no stage."""
+    s = state(
+        nodes=[node("n0").cap(cpu=4, memory="16Gi"), node("n1").cap(cpu=4, memory="16Gi")],
+        pods=[*pods_of("big", 2, cpu=3, memory="1Gi"), *pods_of("low", 2, cpu=1, memory="1Gi")],
+        gangs=[gang("big", 2).priority(5), gang("low", 2)],
+    )
+    _, enc = class_model(prepare(s))
+    root = model_lp(enc, 5.0)
+    assert root is not None
+    assert admitted(enc, root.values) == {"big": 1.0, "low": 1.0}
+    assert branch_variable(enc, root) is None
+    assert branched(enc, root, 5.0, until=None).branches == 0
+    decision = solve(s, CLASSES_LAST)
+    assert "node-classes-lp-branched" not in {stage.name for stage in decision.stages}
+    assert set(decision.admitted) == {"big", "low"}
+
+
+def test_an_lp_not_solved_in_time_keeps_its_parents_bound() -> None:
+    """Out of time is no proof: the children keep the root's bound, and the root guides."""
+    _, enc = class_model(prepare(either_or()))
+    root = model_lp(enc, 5.0)
+    assert root is not None
+
+    def timed_out(*args: object, **kwargs: object) -> LpSolution | None:
+        meanwhile = args[2] if len(args) > 2 else kwargs.get("meanwhile")
+        if meanwhile is not None:
+            meanwhile.work()  # type: ignore[attr-defined]
+        return None
+
+    with mock.patch.object(branching, "model_lp", timed_out):
+        tree = branched(enc, root, 5.0, until=None)
+    assert tree.bound == root.bound
+    assert tree.guide is root
+
+
+def test_an_lp_proved_to_have_no_solution_is_closed() -> None:
+    """Big admitted whole on a class with room for one of its two pods: no solution."""
+    _, enc = class_model(prepare(either_or()))
+    var = enc.admitted[_shape(enc, "big")]
+    rows = enc.rows
+    low = list(rows.low)
+    low[var] = 1
+    high = list(rows.high)
+    for p in enc.shape_span(_shape(enc, "big")):
+        high[p] = 1  # one pod at most, where the gang needs two
+    proof = NoSolution()
+    assert solve_lp(replace(rows, low=low, high=high), 5.0, proof=proof) is None
+    assert proof.proved
+    proof = NoSolution()
+    assert solve_lp(rows, 5.0, proof=proof) is not None
+    assert not proof.proved
+
+
+def test_the_grouped_lp_keeps_a_branchs_bounds_and_proves_no_solution() -> None:
+    """Large class models' LP is solved over groups (``grouped_lp``): a branch's bounds on
+    an admitted count hold there too, and a branch with no solution is proved so."""
+    s = state(
+        nodes=[node(f"n{i}").cap(cpu=8, memory="32Gi") for i in range(4)],
+        pods=[p for g in range(12) for p in pods_of(f"g{g}", 2, cpu=2, memory="1Gi")],
+        gangs=[gang(f"g{g}", 2).priority(5 if g < 6 else 0).created(g) for g in range(12)],
+    )
+    problem = prepare(s)
+    coef, plain = class_model(problem)
+    enc = encode(problem, plain.shapes, plain.bins, coef, plain.pairs, lp_only=True)
+    assert groups_apply(enc)
+    root = model_lp(enc, 5.0)
+    assert root is not None and root.over_groups
+    var = max(enc.admitted.values(), key=lambda v: root.values[v])
+    assert root.values[var] >= 1
+    fewer_high = list(enc.rows.high)
+    fewer_high[var] = round(root.values[var]) - 1
+    fewer = model_lp(replace(enc, rows=replace(enc.rows, high=fewer_high)), 5.0)
+    assert fewer is not None and fewer.over_groups
+    assert fewer.values[var] <= fewer_high[var] + 1e-6
+    assert fewer.bound <= root.bound
+    more_low = list(enc.rows.low)
+    more_low[var] = enc.rows.high[var] + 1  # more gangs of the shape than it has
+    proof = NoSolution()
+    assert model_lp(replace(enc, rows=replace(enc.rows, low=more_low)), 5.0, proof=proof) is None
+    assert proof.proved
+
+
+@PROPERTY
+@given(small_clusters())
+def test_the_branched_bound_is_never_below_a_placement(s: ClusterState) -> None:
+    """Branching on every fractional admission (no stake needed): the bound left is at most
+    the LP's and at least the proven optimum's objective."""
+    _, enc = class_model(prepare(s))
+    root = model_lp(enc, 5.0)
+    if root is None:
+        return  # nothing to place: no model rows
+    with (
+        mock.patch.object(branching, "BRANCH_MIN_STAKE", 0.0),
+        mock.patch.object(branching, "BRANCH_MIN_FRACTION", 1e-4),
+    ):
+        tree = branched(enc, root, 5.0, until=None, most=4)
+    assert tree.bound <= root.bound
+    exact = solve(s, EXACT)
+    if exact.status is SolveStatus.OPTIMAL:
+        assert exact.objective is not None and tree.bound >= exact.objective
+
+
+def _shape(enc: Encoding, name: str) -> int:
+    return next(
+        s
+        for s, shape in enumerate(enc.shapes.shapes)
+        if enc.problem.gangs[shape.gangs[0]].name == name
+    )
