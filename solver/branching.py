@@ -24,11 +24,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from solver.config import ObjectiveWeights
 from solver.encode import Encoding
 from solver.grouped_lp import model_lp
 from solver.relaxation import LpSolution, Meanwhile, NoSolution
-from solver.search import Search
+from solver.search import DETERMINISTIC_WALL_FACTOR, Search
 from solver.solution import ROUND_UP_ADMITTED, ROUNDING_TOLERANCE
+from solver.topup import gang_prices
 
 # A gang is branched on where rounding would drop it (admitted past an integer by at least
 # BRANCH_MIN_FRACTION, less than ROUND_UP_ADMITTED) and that fraction of what a gang of its
@@ -43,8 +45,12 @@ BRANCH_SHARE = 0.3
 # ... and the least time left, as a share of the limit, for one to start (placing a
 # 1,000-node cycle's counts takes 0.45-0.5 s).
 BRANCH_MIN_LEFT = 0.4
+# What a branch (its two LPs at once) takes per pair, counted where a solve is
+# deterministic (its wall time may not decide what runs): real-shaped 1,000 nodes, 12,500
+# pairs, 0.09-0.18 s.
+BRANCH_S_PER_PAIR = 1.5e-5
 
-Bounds = tuple[tuple[int, int, int], ...]  # (variable, low, high), by variable
+Narrowed = tuple[tuple[int, int, int], ...]  # (variable, low, high), by variable
 
 
 @dataclass(frozen=True)
@@ -52,7 +58,7 @@ class _Node:
     """An open LP: the variables' bounds it narrows, a bound on every placement it holds
     (its optimum's, or its parent's where it was not solved in time), and its optimum."""
 
-    narrowed: Bounds
+    narrowed: Narrowed
     bound: int
     lp: LpSolution | None
 
@@ -67,18 +73,20 @@ class Tree:
     branches: int
 
 
-def branch_variable(enc: Encoding, lp: LpSolution) -> int | None:
-    """The admitted count whose fraction is worth most (admission and pods: as much is
-    lost where rounding drops it), where rounding would drop that fraction and it is worth
-    a branch; None if there is none."""
+def branch_variable(enc: Encoding, lp: LpSolution, weights: ObjectiveWeights) -> int | None:
+    """The admitted count whose fraction is worth most (what a gang of its shape earns
+    placed whole, ``topup.gang_prices``: as much is lost where rounding drops it), where
+    rounding would drop that fraction and it is worth a branch; None if there is none."""
+    prices = gang_prices(enc.problem, weights).base
     best: tuple[float, int] | None = None
     for s, var in enc.admitted.items():
         value = float(lp.values[var])
         fraction = value - math.floor(value + ROUNDING_TOLERANCE)
         if not BRANCH_MIN_FRACTION <= fraction < ROUND_UP_ADMITTED:
             continue
-        stake = fraction * _gang_price(enc, s)
-        if stake >= BRANCH_MIN_STAKE * abs(lp.bound) and (best is None or stake > best[0]):
+        stake = fraction * float(prices[enc.shapes.shapes[s].gangs[0]])
+        worth_it = stake > 0 and stake >= BRANCH_MIN_STAKE * abs(lp.bound)
+        if worth_it and (best is None or stake > best[0]):
             best = (stake, var)
     return None if best is None else best[1]
 
@@ -86,26 +94,30 @@ def branch_variable(enc: Encoding, lp: LpSolution) -> int | None:
 def branched(
     enc: Encoding,
     root: LpSolution,
+    weights: ObjectiveWeights,
     time_limit_s: float,
     until: float | None,
     most: int = MAX_BRANCHES,
 ) -> Tree:
     """Best first from ``root`` (``enc``'s LP optimum), at most ``most`` branches: the open
     LP of the largest bound is split on its ``branch_variable``, its two LPs solved at once
-    within ``time_limit_s``. None starts after ``until`` (a ``time.perf_counter`` instant;
-    None: ``most`` alone decides, as deterministic solves need). An LP with no solution
-    holds no placement and is closed; one not solved in time keeps its parent's bound."""
+    within ``time_limit_s`` and by ``until`` (a ``time.perf_counter`` instant; None: the
+    limit alone, and ``most`` decides how many, as deterministic solves need). An LP with
+    no solution holds no placement and is closed; one not solved in time keeps its
+    parent's bound. The guide is the LP of the largest bound, the root where that one was
+    not solved."""
     open_ = [_Node(narrowed=(), bound=root.bound, lp=root)]
     branches = 0
-    while branches < most and (until is None or time.perf_counter() < until):
+    while branches < most and open_:
+        limit = time_limit_s if until is None else min(time_limit_s, until - time.perf_counter())
         node = max(open_, key=lambda n: n.bound)
-        var = branch_variable(enc, node.lp) if node.lp is not None else None
-        if node.lp is None or var is None:
-            break  # the largest bound is this LP's: no branch of another lowers it
+        var = branch_variable(enc, node.lp, weights) if node.lp is not None else None
+        if node.lp is None or var is None or limit <= 0:
+            break  # nothing to branch on lowers the largest bound, or no time
         value = float(node.lp.values[var])
         up = _narrowed(enc, node.narrowed, var, low=math.ceil(value))
         down = _narrowed(enc, node.narrowed, var, high=math.floor(value))
-        children = _solved_at_once(enc, up, down, time_limit_s)
+        children = _solved_at_once(enc, up, down, limit)
         open_.remove(node)
         for narrowed, (solved, proof) in zip((up, down), children, strict=True):
             if solved is not None:
@@ -113,10 +125,12 @@ def branched(
             elif not proof.proved:
                 open_.append(_Node(narrowed, node.bound, None))
         branches += 1
-    with_values = [n for n in open_ if n.lp is not None]
-    best = max(with_values, key=lambda n: n.bound) if with_values else None
-    guide = best.lp if best is not None and best.lp is not None else root
-    return Tree(bound=max(n.bound for n in open_), guide=guide, branches=branches)
+    if not open_:
+        # Every LP proved to hold no placement: not so in exact arithmetic (a down branch
+        # of a feasible LP is feasible), only where HiGHS' tolerances misjudged one.
+        return Tree(bound=root.bound, guide=root, branches=branches)
+    best = max(open_, key=lambda n: n.bound)
+    return Tree(bound=best.bound, guide=best.lp or root, branches=branches)
 
 
 def branch_stage(
@@ -124,18 +138,28 @@ def branch_stage(
 ) -> LpSolution:
     """Where a gang is worth a branch and the time left holds one, the branches, reported
     as a stage named ``name``: their bound counts where it is lower than ``lp``'s, and the
-    LP that holds it is returned to guide the rest; else ``lp``."""
-    if branch_variable(enc, lp) is None or left() < BRANCH_MIN_LEFT * search.config.time_limit_s:
+    LP that holds it is returned to guide the rest; else ``lp``. Deterministic solves
+    count BRANCH_S_PER_PAIR of their time per branch, and give the LPs that times
+    DETERMINISTIC_WALL_FACTOR of the wall as a guard only."""
+    config = search.config
+    weights = config.weights
+    if branch_variable(enc, lp, weights) is None or left() < BRANCH_MIN_LEFT * config.time_limit_s:
         return lp
     found: list[Tree] = []
-    deterministic = search.config.deterministic
+    deterministic = config.deterministic
+    share = BRANCH_SHARE * left()
 
     def solve(seconds: float) -> LpSolution:
-        until = None if deterministic else time.perf_counter() + seconds
-        found.append(branched(enc, lp, seconds, until))
-        return found[0].guide
+        if deterministic:
+            most = max(1, min(MAX_BRANCHES, int(share / (BRANCH_S_PER_PAIR * len(enc.pairs)))))
+            tree = branched(enc, lp, weights, seconds * DETERMINISTIC_WALL_FACTOR, None, most)
+            search.deterministic_s += tree.branches * BRANCH_S_PER_PAIR * len(enc.pairs)
+        else:
+            tree = branched(enc, lp, weights, seconds, time.perf_counter() + seconds)
+        found.append(tree)
+        return tree.guide
 
-    guide = search.lp(enc, BRANCH_SHARE * left(), name, relaxation=False, solve=solve)
+    guide = search.lp(enc, share, name, relaxation=False, solve=solve)
     tree = found[0]
     if tree.bound < lp.bound:
         search.bounds.append(tree.bound)
@@ -143,33 +167,23 @@ def branch_stage(
     return guide if guide is not None else lp
 
 
-def _gang_price(enc: Encoding, shape: int) -> int:
-    """What one more gang of ``shape`` earns placed whole: its admission and its pods (the
-    shortfall it relieves aside)."""
-    of_shape = enc.shapes.shapes[shape]
-    classes = enc.shapes.classes
-    return of_shape.admit_price + sum(
-        classes[c].per_gang * classes[c].pod_price for c in of_shape.classes
-    )
-
-
 def _solved_at_once(
-    enc: Encoding, first: Bounds, second: Bounds, time_limit_s: float
+    enc: Encoding, first: Narrowed, second: Narrowed, time_limit_s: float
 ) -> list[tuple[LpSolution | None, NoSolution]]:
     """Both LPs, the second on this thread while HiGHS solves the first on its own."""
     proofs = (NoSolution(), NoSolution())
     other: list[LpSolution | None] = []
 
     def meanwhile() -> None:
-        other.append(model_lp(_with(enc, second), time_limit_s, proof=proofs[1]))
+        other.append(model_lp(_narrowed_encoding(enc, second), time_limit_s, proof=proofs[1]))
 
-    solved = model_lp(_with(enc, first), time_limit_s, Meanwhile(meanwhile), proofs[0])
+    solved = model_lp(_narrowed_encoding(enc, first), time_limit_s, Meanwhile(meanwhile), proofs[0])
     return [(solved, proofs[0]), (other[0] if other else None, proofs[1])]
 
 
 def _narrowed(
-    enc: Encoding, narrowed: Bounds, var: int, low: int | None = None, high: int | None = None
-) -> Bounds:
+    enc: Encoding, narrowed: Narrowed, var: int, low: int | None = None, high: int | None = None
+) -> Narrowed:
     """``narrowed`` with ``var`` narrowed further to at least ``low``, at most ``high``."""
     bounds = {v: (lo, hi) for v, lo, hi in narrowed}
     lo, hi = bounds.get(var, (enc.rows.low[var], enc.rows.high[var]))
@@ -177,7 +191,7 @@ def _narrowed(
     return tuple(sorted((v, lo, hi) for v, (lo, hi) in bounds.items()))
 
 
-def _with(enc: Encoding, narrowed: Bounds) -> Encoding:
+def _narrowed_encoding(enc: Encoding, narrowed: Narrowed) -> Encoding:
     """``enc`` with its variables' bounds narrowed (the bounds copied, the rows shared)."""
     rows = replace(enc.rows, low=list(enc.rows.low), high=list(enc.rows.high))
     for var, low, high in narrowed:

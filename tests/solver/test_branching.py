@@ -4,11 +4,16 @@ gangs."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from typing import Any
 from unittest import mock
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from solver import branching
 from solver.arrays import FloatArray
@@ -19,12 +24,13 @@ from solver.encode import Encoding, encode
 from solver.grouped_lp import groups_apply, model_lp
 from solver.model import ClusterState, SolveStatus
 from solver.problem import prepare
-from solver.relaxation import LpSolution, NoSolution, solve_lp
+from solver.relaxation import LpSolution, Meanwhile, NoSolution, solve_lp
 from tests.builders import gang, node, pods_of, state
-from tests.solver.encodings import class_model
+from tests.solver.encodings import class_model, search_for
 from tests.solver.test_schedulers import PROPERTY, small_clusters
 
 EXACT = SolverConfig(time_limit_s=5.0, deterministic=True)
+WEIGHTS = EXACT.weights
 # The class model is the cycle's last search (its pairs count as too many for a whole
 # search, and no node-level stage follows): where the branches run in a cycle.
 CLASSES_LAST = SolverConfig(
@@ -61,13 +67,13 @@ def test_branches_bring_the_bound_down_to_the_optimum_and_guide_to_it() -> None:
     root = model_lp(enc, 5.0)
     assert root is not None
     assert admitted(enc, root.values) == {"big": pytest.approx(2 / 3), "dense": 1.0, "low": 0.0}
-    assert branch_variable(enc, root) == enc.admitted[_shape(enc, "big")]
+    assert branch_variable(enc, root, WEIGHTS) == enc.admitted[_shape(enc, "big")]
     exact = solve(s, EXACT)
     assert exact.status is SolveStatus.OPTIMAL and exact.objective is not None
     assert set(exact.admitted) == {"big", "low"}
     assert root.bound > 1.5 * exact.objective  # the LP's bound, far above any placement
 
-    tree = branched(enc, root, 5.0, until=None)
+    tree = branched(enc, root, WEIGHTS, 5.0, until=None)
     assert tree.branches >= 1
     assert exact.objective <= tree.bound <= exact.objective * 1.01
     # The guide admits what the optimum admits, each gang whole.
@@ -98,11 +104,32 @@ def test_without_a_gang_admitted_in_part_nothing_is_branched() -> None:
     root = model_lp(enc, 5.0)
     assert root is not None
     assert admitted(enc, root.values) == {"big": 1.0, "low": 1.0}
-    assert branch_variable(enc, root) is None
-    assert branched(enc, root, 5.0, until=None).branches == 0
+    assert branch_variable(enc, root, WEIGHTS) is None
+    assert branched(enc, root, WEIGHTS, 5.0, until=None).branches == 0
     decision = solve(s, CLASSES_LAST)
     assert "node-classes-lp-branched" not in {stage.name for stage in decision.stages}
     assert set(decision.admitted) == {"big", "low"}
+
+
+def unsolved(proved: bool, unless: Callable[[Encoding], bool] = lambda enc: False) -> Any:
+    """``model_lp`` as HiGHS out of time (``proved``: proving there is no solution), but
+    for the LPs ``unless`` picks, solved; the other LP of a branch still runs beside."""
+
+    def solve(
+        enc: Encoding,
+        time_limit_s: float,
+        meanwhile: Meanwhile | None = None,
+        proof: NoSolution | None = None,
+    ) -> LpSolution | None:
+        if meanwhile is not None:
+            meanwhile.work()
+        if unless(enc):
+            return model_lp(enc, time_limit_s, proof=proof)
+        if proof is not None:
+            proof.proved = proved
+        return None
+
+    return solve
 
 
 def test_an_lp_not_solved_in_time_keeps_its_parents_bound() -> None:
@@ -110,17 +137,69 @@ def test_an_lp_not_solved_in_time_keeps_its_parents_bound() -> None:
     _, enc = class_model(prepare(either_or()))
     root = model_lp(enc, 5.0)
     assert root is not None
-
-    def timed_out(*args: object, **kwargs: object) -> LpSolution | None:
-        meanwhile = args[2] if len(args) > 2 else kwargs.get("meanwhile")
-        if meanwhile is not None:
-            meanwhile.work()  # type: ignore[attr-defined]
-        return None
-
-    with mock.patch.object(branching, "model_lp", timed_out):
-        tree = branched(enc, root, 5.0, until=None)
+    with mock.patch.object(branching, "model_lp", unsolved(proved=False)):
+        tree = branched(enc, root, WEIGHTS, 5.0, until=None)
+    assert tree.branches == 1  # the unsolved child of the largest bound has no values
     assert tree.bound == root.bound
     assert tree.guide is root
+
+
+def test_an_lp_with_no_solution_is_closed_and_the_other_holds_the_bound() -> None:
+    """Big admitted whole proved impossible (here by a stand-in): the branch without it
+    holds every placement, its optimum is the bound and guides."""
+    _, enc = class_model(prepare(either_or()))
+    root = model_lp(enc, 5.0)
+    assert root is not None
+    big = enc.admitted[_shape(enc, "big")]
+    without_big = model_lp(replace(enc, rows=replace(enc.rows, high=_high(enc, big, 0))), 5.0)
+    assert without_big is not None and without_big.bound < root.bound
+
+    def keeps_big(narrowed: Encoding) -> bool:
+        return narrowed.rows.high[big] == 0
+
+    with mock.patch.object(branching, "model_lp", unsolved(proved=True, unless=keeps_big)):
+        tree = branched(enc, root, WEIGHTS, 5.0, until=None, most=1)
+    assert tree.bound == without_big.bound
+    assert admitted(enc, tree.guide.values)["big"] == 0.0
+
+
+def test_every_lp_proved_without_a_solution_leaves_the_root() -> None:
+    """Not so in exact arithmetic; where HiGHS' tolerances would say so, no crash: the
+    root's bound and guide."""
+    _, enc = class_model(prepare(either_or()))
+    root = model_lp(enc, 5.0)
+    assert root is not None
+    with mock.patch.object(branching, "model_lp", unsolved(proved=True)):
+        tree = branched(enc, root, WEIGHTS, 5.0, until=None)
+    assert (tree.bound, tree.guide, tree.branches) == (root.bound, root, 1)
+
+
+def test_no_branch_starts_past_its_time() -> None:
+    _, enc = class_model(prepare(either_or()))
+    root = model_lp(enc, 5.0)
+    assert root is not None
+    tree = branched(enc, root, WEIGHTS, 5.0, until=time.perf_counter() - 1.0)
+    assert (tree.bound, tree.guide, tree.branches) == (root.bound, root, 0)
+
+
+def test_a_branch_that_lowers_no_bound_reports_none_and_still_guides() -> None:
+    """The stage: where the branches leave the LP's bound, none is added to the solve's
+    bounds (the LP's stands); where they lower it, it is added."""
+    problem = prepare(either_or())
+    _, enc = class_model(problem)
+    root = model_lp(enc, 5.0)
+    assert root is not None
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        search = search_for(problem, EXACT, pool)
+        with mock.patch.object(branching, "model_lp", unsolved(proved=False)):
+            guide = branching.branch_stage(search, enc, root, "branched", lambda: 5.0)
+        assert guide is root and search.bounds == []
+        assert [(s.name, s.bound) for s in search.stages] == [("branched", None)]
+        guide = branching.branch_stage(search, enc, root, "branched", lambda: 5.0)
+        assert guide is not root and search.bounds == [search.stages[-1].bound]
+        assert search.bounds[0] < root.bound
+        # Deterministic: its branches counted in the solve's deterministic time.
+        assert search.deterministic_s > 0
 
 
 def test_an_lp_proved_to_have_no_solution_is_closed() -> None:
@@ -170,8 +249,26 @@ def test_the_grouped_lp_keeps_a_branchs_bounds_and_proves_no_solution() -> None:
     assert proof.proved
 
 
+@st.composite
+def contended(draw: st.DrawFn) -> ClusterState:
+    """A few nodes and gangs of several priorities whose pods compete for cpu and memory:
+    LPs that admit gangs in part, so that there are branches to take."""
+    nodes = [
+        node(f"n{i}").cap(cpu=draw(st.integers(2, 6)), memory=f"{draw(st.integers(4, 16))}Gi")
+        for i in range(draw(st.integers(1, 3)))
+    ]
+    pods, gangs = [], []
+    for g in range(draw(st.integers(2, 5))):
+        size = draw(st.integers(1, 3))
+        cpu, memory = draw(st.integers(1, 4)), draw(st.integers(1, 8))
+        pods += pods_of(f"g{g}", size, cpu=cpu, memory=f"{memory}Gi")
+        priority = draw(st.sampled_from([0, 5, 10]))
+        gangs.append(gang(f"g{g}", draw(st.integers(1, size))).priority(priority).created(g))
+    return state(nodes=nodes, pods=pods, gangs=gangs)
+
+
 @PROPERTY
-@given(small_clusters())
+@given(st.one_of(small_clusters(), contended()))
 def test_the_branched_bound_is_never_below_a_placement(s: ClusterState) -> None:
     """Branching on every fractional admission (no stake needed): the bound left is at most
     the LP's and at least the proven optimum's objective."""
@@ -183,11 +280,17 @@ def test_the_branched_bound_is_never_below_a_placement(s: ClusterState) -> None:
         mock.patch.object(branching, "BRANCH_MIN_STAKE", 0.0),
         mock.patch.object(branching, "BRANCH_MIN_FRACTION", 1e-4),
     ):
-        tree = branched(enc, root, 5.0, until=None, most=4)
+        tree = branched(enc, root, WEIGHTS, 5.0, until=None, most=4)
     assert tree.bound <= root.bound
     exact = solve(s, EXACT)
     if exact.status is SolveStatus.OPTIMAL:
         assert exact.objective is not None and tree.bound >= exact.objective
+
+
+def _high(enc: Encoding, var: int, high: int) -> list[int]:
+    bounds = list(enc.rows.high)
+    bounds[var] = high
+    return bounds
 
 
 def _shape(enc: Encoding, name: str) -> int:
