@@ -24,9 +24,9 @@ Stages, all within one time limit (``search.Search`` holds what they share):
 4. The best candidate goes through an exchange (``displace.exchanged``); then, where
    time is left, the node-class LP's other optima (prices tilted a hair by gang size)
    are rounded and placed too (``candidates.place_other_optima``), and the runner-up
-   goes through an exchange as well (``_best_exchanged``); time still left goes to
+   goes through an exchange as well (``exchanges.best_exchanged``); time still left goes to
    further exchanges of the best, over waiting gangs not tried yet
-   (``_exchanged_again``). Every candidate is scored by
+   (``exchanges.exchanged_again``). Every candidate is scored by
    the same solver-free objective and the best is returned, so a decision is never
    below the greedy baseline, but where it could add little
    (``Search.baseline_cannot_matter`` says when the baseline may stop early).
@@ -50,15 +50,14 @@ from solver.candidates import (
     node_lp_s,
     place_counts,
     place_node_lp,
-    place_other_optima,
     repack_counts,
     run_restricted,
 )
 from solver.config import SolverConfig
 from solver.decode import decision_from_placements
 from solver.disaggregate import PLACING_SHARE, placer_from_counts
-from solver.displace import exchanged
 from solver.encode import Encoding, encode
+from solver.exchanges import best_exchanged
 from solver.last_stage import decide_after, decide_jointly
 from solver.model import ClusterState, Decision, SolveStatus
 from solver.neighbourhoods import beside_whole_search
@@ -117,8 +116,6 @@ GUIDED_SHARE = 0.6  # of the node-level stage's time, for its LP-guided searches
 # (real-shaped 1,000 nodes, 12,000 pairs: 0.2-0.25 s each); below, the dive after the
 # rounded LP is skipped (on large models and where the class searches are the last).
 DIVE_S_PER_PAIR = 4e-5
-# Time left below which no further exchange round starts (``_exchanged_again``).
-MIN_EXCHANGE_S = 0.02
 
 
 def _lp_stage(search: Search, enc: Encoding, time_limit_s: float, name: str) -> LpSolution | None:
@@ -493,73 +490,10 @@ def _solve(
 
     if search.baseline_cannot_matter():
         stop_baseline.set()
-    best = _best_exchanged(search)
+    best = best_exchanged(search)
     if joint and config.preemption:
         return decide_jointly(search, shapes, best)
     return decide_after(search, best)
-
-
-def _best_exchanged(search: Search) -> Placer:
-    """The best candidate after an exchange (``_exchanged``); then, in the time left, the
-    LP's other optima (``candidates.place_other_optima``) and the exchange of the
-    runner-up, which decides where it then scores more.
-
-    The best candidate's exchange comes first: placed before it, the other optima took
-    the time of an exchange that gained a point (real-shaped 800 nodes x 1,200 gangs,
-    seed 7: 3.50 -> 4.59% from the bound). An exchange gains more from some candidates
-    than from others: with the other optima placed before any exchange, exchanging the
-    best alone left real-shaped 200 nodes x 600 gangs' seeds 1 and 11 (deterministic) at
-    4.43% and 2.54% from the bound, the runner-up's exchange 3.46% and 1.92%. In this
-    order, the same seeds 0-11 end no further from the bound than without the other
-    optima on any seed (mean 1.99 -> 1.55%); timed: "The LP's other optima" in
-    benchmarks/solver_history.md."""
-    first = search.best_so_far()
-    best = _exchanged(search, first)
-    place_other_optima(search)
-    others = [p for p in search.solved if p is not first and p is not best]
-    if others and not search.at_bound(best):
-        second = max(others, key=search.score)
-        trial = _exchanged(search, second)
-        best = trial if search.score(trial) > search.score(best) else best
-    return _exchanged_again(search, best)
-
-
-def _exchanged(search: Search, best: Placer) -> Placer:
-    """The best placement, or where the time left holds it, a better one that places some
-    of the most valuable waiting gangs instead of gangs worth less (``displace.exchanged``)."""
-    if search.at_bound(best) or search.remaining() <= 0:
-        return best
-    deterministic = search.config.deterministic
-    started = time.perf_counter()
-    until = None if deterministic else started + search.remaining()
-    tried = search.exchange_tried.setdefault(id(best), set())
-    trial = exchanged(best, search.config.weights, until, tried)
-    search.exchange_s = max(search.exchange_s, time.perf_counter() - started)
-    if trial is None:
-        return best
-    search.exchange_tried[id(trial)] = tried
-    search.solved.append(trial)
-    origin = search.origin.get(id(best), "gang-greedy")
-    search.origin[id(trial)] = origin if origin.endswith("+exchange") else f"{origin}+exchange"
-    return trial
-
-
-def _exchanged_again(search: Search, best: Placer) -> Placer:
-    """Where the cycle would otherwise end early, further exchanges of the best placement,
-    each over the most valuable waiting gangs that no exchange of it (or of the candidate
-    it came from) has tried yet, while the time left holds the longest exchange so far.
-    On heavy backlogs the stages before end early with the gap wide (real-shaped 30 nodes
-    x 500 gangs, seed 0: 0.54 s, 2.60% from the bound; 150 x 2,000, seed 2: 0.61 s,
-    2.92%). Not in deterministic solves: how many rounds fit would depend on the load."""
-    if search.config.deterministic:
-        return best
-    while not search.at_bound(best) and search.remaining() > max(search.exchange_s, MIN_EXCHANGE_S):
-        tried = len(search.exchange_tried.get(id(best), ()))
-        trial = _exchanged(search, best)
-        if trial is best and len(search.exchange_tried.get(id(best), ())) == tried:
-            break  # every waiting gang has been tried
-        best = trial
-    return best
 
 
 def _placed(search: Search, shapes: Shapes, pairs_estimate: int) -> None:

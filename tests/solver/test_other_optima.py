@@ -1,6 +1,6 @@
 """Other optima of the node-class LP (``candidates.place_other_optima``): its pods' prices
 tilted by gang size, each optimum rounded and placed where the cycle's time holds it; and
-the exchange from the runner-up (``cpsat._best_exchanged``)."""
+the exchange from the runner-up (``exchanges.best_exchanged``)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import solver.branching as branching
 import solver.candidates as candidates
 import solver.cpsat as cpsat
 import solver.displace
+import solver.exchanges as exchanges
 from adapter.sim import realistic
 from solver.bins import class_bins
 from solver.config import SolverConfig
@@ -205,7 +206,7 @@ def test_a_degenerate_lp_is_decided_by_its_better_optimum(monkeypatch: pytest.Mo
     assert stages["node-classes-lp-smaller"].bound is None
     assert decision.bound == stages["node-classes-lp"].bound
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(cpsat, "place_other_optima", lambda search: None)
+        patch.setattr(exchanges, "place_other_optima", lambda search: None)
         alone = schedule(s, "cpsat", DETERMINISTIC)
     assert "node-classes-lp-smaller" not in {stage.name for stage in alone.stages}
     assert decision.bound == alone.bound
@@ -242,12 +243,12 @@ def test_the_runner_up_is_exchanged_too_and_decides_where_it_then_scores_more(
             search.solved.append(runner_up)  # one of them is the runner-up
 
         monkeypatch.setattr(cpsat, "exchanged", exchanged_from)
-        monkeypatch.setattr(cpsat, "place_other_optima", other_optimum)
+        monkeypatch.setattr(exchanges, "place_other_optima", other_optimum)
         for value, decided in ((101, exchanged), (95, best)):
             search.solved = [best]
             search.scores = {**scores, id(exchanged): value}
             trials.clear()
-            assert cpsat._best_exchanged(search) is decided
+            assert exchanges.best_exchanged(search) is decided
             # Then, the time left holding it, the decision is exchanged again over gangs no
             # exchange of it has tried: this stub tries none, so one round ends it.
             assert trials == [best, "other optima", runner_up, decided]
@@ -255,7 +256,7 @@ def test_the_runner_up_is_exchanged_too_and_decides_where_it_then_scores_more(
         search.solved = [best]
         search.bounds = [100]
         trials.clear()
-        assert cpsat._best_exchanged(search) is best
+        assert exchanges.best_exchanged(search) is best
         assert trials == ["other optima"]
 
 
@@ -263,7 +264,9 @@ def test_the_lp_kept_is_the_node_class_models(monkeypatch: pytest.MonkeyPatch) -
     """Real-shaped 40 nodes: a node-level stage follows the class stage and solves an LP
     of its own; the one kept for the other optima is the class model's."""
     kept: list[Any] = []
-    monkeypatch.setattr(cpsat, "place_other_optima", lambda search: kept.append(search.class_lp))
+    monkeypatch.setattr(
+        exchanges, "place_other_optima", lambda search: kept.append(search.class_lp)
+    )
     s = realistic.cluster(0, 40, 60)
     decision = schedule(s, "cpsat", DETERMINISTIC)
     assert "node-level-lp" in {stage.name for stage in decision.stages}
@@ -313,9 +316,9 @@ def test_time_left_goes_to_exchanges_of_gangs_not_tried_yet(
     with ThreadPoolExecutor(max_workers=1) as pool:
         search = search_for(problem, config, pool)
         search.solved = [start]
-        once = cpsat._exchanged(search, start)
+        once = exchanges.exchanged_once(search, start)
         assert sorted(once.placed) == ["cheap1-0", "dear0-0"]
-        best = cpsat._exchanged_again(search, once)
+        best = exchanges.exchanged_again(search, once)
     placed = sorted(best.placed)
     assert placed == (["cheap1-0", "dear0-0"] if deterministic else ["dear0-0", "dear1-0"])
     decision = decision_from_placements(

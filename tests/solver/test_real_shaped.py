@@ -20,6 +20,7 @@ from ortools.sat.python import cp_model
 import solver.branching as branching
 import solver.candidates as candidates
 import solver.cpsat as cpsat
+import solver.exchanges as exchanges
 import solver.search
 from adapter.sim import realistic
 from benchmarks import instances
@@ -95,7 +96,7 @@ def test_a_large_class_model_is_decided_by_its_rounded_lp_and_a_dive_if_time_all
     monkeypatch.setattr(cpsat, "DIVE_S_PER_PAIR", 0.0 if time_for_the_dive else 1e9)
     # The tilted LPs' optima, placed where time is left, and the LP's branches are other
     # tests'.
-    monkeypatch.setattr(cpsat, "place_other_optima", lambda search: None)
+    monkeypatch.setattr(exchanges, "place_other_optima", lambda search: None)
     monkeypatch.setattr(branching, "BRANCH_MIN_STAKE", float("inf"))
     s = realistic.cluster(1, 40, 60)
     config = CONFIG.model_copy(update={"max_exact_class_pairs": 0, "max_node_level_pairs": 0})
@@ -186,7 +187,7 @@ def test_a_gang_the_lp_splits_over_classes_of_nodes_is_not_lost_to_rounding(
     fewer pods than they need, and the decision ended 6.1% from its bound; with their
     fractions rounded up (``solution.rounded_for_gangs``), 1.6%. (The tilted LPs' optima,
     rounded the same way, are left out: this is the LP's own optimum.)"""
-    monkeypatch.setattr(cpsat, "place_other_optima", lambda search: None)
+    monkeypatch.setattr(exchanges, "place_other_optima", lambda search: None)
     s = realistic.cluster(15, 1000, 1500)
     decision = schedule(s, "cpsat", CONFIG)
     assert check(s, decision) == []
