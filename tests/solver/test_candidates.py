@@ -14,6 +14,7 @@ import pytest
 import solver.branching
 import solver.candidates as candidates
 import solver.cpsat as cpsat
+import solver.exchanges as exchanges
 import solver.search
 from adapter.sim import realistic
 from solver.config import SolverConfig
@@ -113,7 +114,7 @@ def test_the_node_level_lp_is_not_started_where_the_time_left_cannot_hold_it(
 
     monkeypatch.setattr(cpsat, "place_node_lp", no_time)
     # The other optima go through ``candidates.place_counts`` too, recorded here.
-    monkeypatch.setattr(cpsat, "place_other_optima", lambda search: None)
+    monkeypatch.setattr(exchanges, "place_other_optima", lambda search: None)
     s = realistic.cluster(14, 200, 300)
     decision = schedule(s, "cpsat", CONFIG)
     assert called  # it was reached, and declined

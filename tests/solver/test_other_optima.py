@@ -13,7 +13,6 @@ import pytest
 
 import solver.branching as branching
 import solver.candidates as candidates
-import solver.cpsat as cpsat
 import solver.displace
 import solver.exchanges as exchanges
 from adapter.sim import realistic
@@ -242,7 +241,7 @@ def test_the_runner_up_is_exchanged_too_and_decides_where_it_then_scores_more(
             trials.append("other optima")
             search.solved.append(runner_up)  # one of them is the runner-up
 
-        monkeypatch.setattr(cpsat, "exchanged", exchanged_from)
+        monkeypatch.setattr(exchanges, "exchanged", exchanged_from)
         monkeypatch.setattr(exchanges, "place_other_optima", other_optimum)
         for value, decided in ((101, exchanged), (95, best)):
             search.solved = [best]
