@@ -46,6 +46,17 @@ LP_MIN_S = 0.02  # less time left than this: no LP is started
 # so): the greedy's packing, a few pods short, may leave room that the gangs completed
 # or topped up later use better (not followed further).
 LP_PACK_GAIN = 0.02
+# A class's reorder (two orders, pod by pod) takes about this many of its first pass:
+# real-shaped 1,000 nodes 3.3x (1.9-5.1x), 5,000 nodes 5.5x (5.1-7.0x). None starts where
+# the time beyond the first passes does not hold it: at 5,000 nodes reorders of 30-60 ms
+# started with a few ms to spare, and the cycles ended 0.1-0.2 s past their limit.
+REORDER_PASSES = 4.0
+# The steps after the classes (short gangs placed elsewhere, withdrawn and tried anywhere,
+# the room topped up) are kept as long as the first passes take in all: they took 0.8-1.1x
+# as long at 5,000 nodes, where the packings had been given that time and the cycles ran
+# past their limit by as much. At 1,000 and 2,000 nodes the cycles end before it either
+# way (seeds 0-31 and 0-11: the same gaps, within run-to-run noise).
+TAIL_PASSES = 1.0
 # The most of the limit a candidate's placement may take beyond its first passes: what a
 # search that is the cycle's last leaves it (``cpsat._guided_search``).
 PLACING_SHARE = PACK_SHARE + REORDER_SHARE + LP_PACK_SHARE
@@ -109,11 +120,13 @@ def disaggregate(
     ``deterministic``), then exactly
     (``packing``) within ``pack_budget_s`` in all (``deterministic``: counted as each
     packing's limit, not on the wall clock, so the decision does not depend on the load).
-    None of these starts when the classes' first passes still to come, at the pace of those
-    done, would end past ``until`` (a ``time.perf_counter`` instant, read by the steps
-    after the classes too; ignored in ``deterministic`` solves): real-shaped 1,000
-    nodes, the first passes took 0.17 s in all, and with the budgets spent before the
-    later classes' passes the cycle ran 0.1-0.15 s past its limit. A gang left below
+    None of these starts when the classes' first passes still to come and the steps after
+    them (TAIL_PASSES), at the pace of the passes done, would end past ``until`` (a
+    ``time.perf_counter`` instant, read by the steps after the classes too; ignored in
+    ``deterministic`` solves), nor a reorder whose own time at that pace
+    (REORDER_PASSES) the time beyond them does not hold: real-shaped 1,000 nodes, the
+    first passes took 0.17 s in all, and with the budgets spent before the later
+    classes' passes the cycle ran 0.1-0.15 s past its limit. A gang left below
     minMember is first completed by taking out gangs worth less where it is worth much of
     what the counts admitted; any other is withdrawn and tried anywhere; what room is left
     is topped up. Where the time left holds it, the
@@ -149,7 +162,8 @@ def disaggregate(
                 spans[spec] = not (problem.classes[c].feasible & ~mask).any()
         started = time.perf_counter()
         placed = _matched(placer, bin_, bin_items)
-        pace.passed(sum(n for _, n in bin_items), time.perf_counter() - started)
+        pass_s = time.perf_counter() - started
+        pace.passed(sum(n for _, n in bin_items), pass_s)
         if not pace.spare():  # never in deterministic solves: no ``until``
             continue  # the other classes' first passes need the time left
         if (
@@ -166,7 +180,11 @@ def disaggregate(
             lp_left -= time.perf_counter() - started
             if not pace.spare():
                 continue  # the LP took what time there was beyond the first passes
-        if _short(bin_items, placed) and (deterministic or reorder_left > 0):
+        if (
+            _short(bin_items, placed)
+            and (deterministic or reorder_left > 0)
+            and pace.spare_s() >= REORDER_PASSES * pass_s
+        ):
             started = time.perf_counter()
             orders = [list(bin_items), sorted(bin_items, key=size)]
             bin_items, placed = _best_order(placer, bin_items, placed, orders, mask, spans)
@@ -181,7 +199,7 @@ def disaggregate(
             left = min(budget_left, PACK_BIN_S)
             budget_left -= left
         else:
-            left = min(deadline - time.perf_counter(), PACK_BIN_S)
+            left = min(deadline - time.perf_counter(), PACK_BIN_S, pace.spare_s())
         if left <= 0:
             continue
         nodes = list(bin_.nodes)
@@ -293,7 +311,8 @@ class _Pace:
         """How much (infinite without ``until``)."""
         if self.until is None:
             return float("inf")
-        needed = (self.total - self.pods) * self.seconds / max(self.pods, 1)
+        per_pod = self.seconds / max(self.pods, 1)
+        needed = (self.total - self.pods + TAIL_PASSES * self.total) * per_pod
         return self.until - time.perf_counter() - needed
 
 

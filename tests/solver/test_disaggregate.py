@@ -241,6 +241,66 @@ def test_the_time_spared_is_what_the_first_passes_to_come_leave() -> None:
     assert solver.disaggregate._Pace(10, None).spare()  # no deadline
 
 
+def test_the_steps_after_the_classes_are_kept_their_time() -> None:
+    """100 of 200 pods passed in 1 s: the 100 to come need 1 s, and the steps after the
+    classes TAIL_PASSES x 2 s (as long as all the first passes take)."""
+    tail = solver.disaggregate.TAIL_PASSES * 2.0
+    assert tail > 0
+    pace = solver.disaggregate._Pace(200, time.perf_counter() + 1.0 + tail + 5.0)
+    pace.passed(100, 1.0)
+    assert 4.5 < pace.spare_s() <= 5.0
+    pace = solver.disaggregate._Pace(200, time.perf_counter() + 1.0 + tail / 2)
+    pace.passed(100, 1.0)
+    assert not pace.spare()  # the passes to come fit; the steps after them do not
+    pace.passed(100, 1.0)  # every class passed: the steps after them still need theirs
+    assert pace.spare_s() < 0
+
+
+def test_no_reorder_starts_that_the_time_to_spare_does_not_hold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The class that largest first packs better (``test_a_class_both_packings_leave_short
+    _may_be_packed_largest_first``), with an hour to its deadline: reordered where a
+    reorder takes REORDER_PASSES of its first pass, kept as packed where it would take
+    more than the hour (the reorders' own budget is a whole second either way)."""
+    problem = one_pod_gangs([("small", 1, "1Gi", 3, 1000), ("large", 3, "1Gi", 3, 0)])
+    enc = class_encoding(problem)
+    counts, admitted = every_pod_asked(problem)
+
+    def decided() -> list[str]:
+        until = time.perf_counter() + 3600
+        placer = disaggregate(
+            problem, enc, counts, admitted, WEIGHTS, reorder_budget_s=1.0, until=until
+        )
+        return sorted(placer.placed)
+
+    assert decided() == ["large-0", "large-1", "small-0", "small-1"]
+    monkeypatch.setattr(solver.disaggregate, "REORDER_PASSES", 1e12)
+    assert decided() == ["large-0", "small-0", "small-1", "small-2"]
+
+
+def test_an_exact_packing_is_given_no_more_than_the_time_to_spare(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A class the first pass leaves short, a second for its exact packing: tried with an
+    hour to the deadline, not where the steps after the classes need more than the hour."""
+    problem = one_pod_gangs([("small", 1, "1Gi", 3, 1000), ("mid", 3, "2Gi", 3, 0)])
+    enc = class_encoding(problem)
+    counts, admitted = every_pod_asked(problem)
+    calls = exact_packing_finds_nothing(monkeypatch)
+
+    def packed() -> None:
+        until = time.perf_counter() + 3600
+        disaggregate(problem, enc, counts, admitted, WEIGHTS, pack_budget_s=1.0, until=until)
+
+    packed()
+    assert calls == [6]  # its six one-pod items
+    calls.clear()
+    monkeypatch.setattr(solver.disaggregate, "TAIL_PASSES", 1e12)
+    packed()
+    assert calls == []
+
+
 def test_a_class_is_repacked_with_what_its_nodes_could_not_hold_taken_out() -> None:
     problem = prepare(two_nodes_one_class("3"))
     enc = class_encoding(problem)
