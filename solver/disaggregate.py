@@ -173,7 +173,8 @@ def disaggregate(
             and (deterministic or lp_left > 0)
         ):
             started = time.perf_counter()
-            # Only the time the passes still to come leave: the LP's share is no floor.
+            # Only the time the passes still to come and the steps after them leave: the
+            # LP's share is no floor.
             limit = LP_PACK_S if deterministic else min(lp_left, pace.spare_s())
             if limit >= LP_MIN_S:  # HiGHS is given at least that, building and placing more
                 placed = _lp_packed(placer, bin_, bin_items, placed, limit)
@@ -304,7 +305,8 @@ class _Pace:
         self.seconds += seconds
 
     def spare(self) -> bool:
-        """Time beyond what the first passes still to come need at this pace."""
+        """Time beyond what the first passes still to come and the steps after them
+        (TAIL_PASSES) need at this pace."""
         return self.spare_s() > 0
 
     def spare_s(self) -> float:

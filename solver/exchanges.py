@@ -25,11 +25,13 @@ def best_exchanged(search: Search) -> Placer:
     (``candidates.place_other_optima``) and the exchange of the runner-up, which decides
     where it then scores more.
 
-    The refill, a pass that takes all the time left where it must, comes before the other
-    optima: real-shaped 200 nodes, seeds 0-63, one run each way, the mean gap 1.32 ->
-    1.13% (lower on 59 seeds, higher on 5; above 2% on 5 -> 3), and 1.29% with the
-    refill after them, in what they leave; seeds 64-127 1.34 -> 1.19%. Timed: "The
-    refill" in benchmarks/solver_history.md.
+    The refill, a pass that takes all the time left where it must (from about 1,000 nodes
+    it always does, and the other optima then have none), comes before the other optima:
+    real-shaped 200 nodes, seeds 0-63, one run each way, the mean gap 1.34 -> 1.13%
+    (lower on 59 seeds, higher on 5; above 2% on 5 -> 3); 1.29% with the refill after
+    them, in what they leave, 1.20% with half the time left; seeds 64-127 1.34 -> 1.19%.
+    1,000 nodes: 1.32 -> 1.31% (half: 1.32%). Timed: "The refill" in
+    benchmarks/solver_history.md.
 
     The best candidate's exchange comes first: placed before it, the other optima took
     the time of an exchange that gained a point (real-shaped 800 nodes x 1,200 gangs,
@@ -82,6 +84,8 @@ def refilled_once(search: Search, best: Placer) -> Placer:
     trial = refilled(best, search.config.weights, time.perf_counter() + search.remaining())
     if trial is None:
         return best
+    # The gangs the exchanges of ``best`` tried, none to try again in the trial's.
+    search.exchange_tried[id(trial)] = search.exchange_tried.setdefault(id(best), set())
     search.solved.append(trial)
     origin = search.origin.get(id(best), "gang-greedy")
     search.origin[id(trial)] = f"{origin}+refill"

@@ -9,7 +9,9 @@ from its bound held an 8-GPU pod worth 2.1% of the bound on a node type that 1- 
 2-GPU pods (0.4-0.5% each, feasible on 4-80 nodes) wanted, and CP-SAT, given the node-level
 model and a minute, found 2.6% more mostly by such trades. Each try here takes a gang out,
 tops the room up (``topup.topped_up``: both of its orders) and keeps the better of the
-two placements: 1-2 ms at 200 nodes, 5-10 ms at 1,000.
+two placements: 1-2 ms at 200 nodes, 5-10 ms at 1,000 (up to 35 ms), about 35 ms at
+5,000; a try started just before the deadline ends that much past it (the cycle keeps a
+reserve for decoding, ``search.DECODE_RESERVE``).
 """
 
 from __future__ import annotations
@@ -42,9 +44,9 @@ def refilled(placer: Placer, weights: ObjectiveWeights, until: float) -> Placer 
     for gang in placed:
         if time.perf_counter() >= until:
             break
+        # A try only takes its own gang out and the top-up only adds: the gang's pods are
+        # still the first of its classes in the best placement.
         pods = [p for c in gang.classes for p in classes[c].pods[: best.next_pod[c]]]
-        if not pods:
-            continue  # taken out by an earlier try that stood
         trial = best.copy()
         trial.unplace(pods)
         trial = topped_up(problem, trial, weights, until)

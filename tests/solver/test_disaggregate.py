@@ -282,23 +282,42 @@ def test_no_reorder_starts_that_the_time_to_spare_does_not_hold(
 def test_an_exact_packing_is_given_no_more_than_the_time_to_spare(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A class the first pass leaves short, a second for its exact packing: tried with an
-    hour to the deadline, not where the steps after the classes need more than the hour."""
+    """A class the first pass leaves short, a second for its exact packing and an hour to
+    the deadline: given what the pace leaves beyond the first passes and the steps after
+    them where that is less (4 ms here), and not tried where the steps after the classes
+    need more than the hour."""
     problem = one_pod_gangs([("small", 1, "1Gi", 3, 1000), ("mid", 3, "2Gi", 3, 0)])
     enc = class_encoding(problem)
     counts, admitted = every_pod_asked(problem)
-    calls = exact_packing_finds_nothing(monkeypatch)
+    limits: list[float] = []
+
+    def pack(
+        free: object,
+        demands: list[object],
+        counts: object,
+        values: object,
+        limit: float,
+        *rest: object,
+    ) -> None:
+        limits.append(limit)
+
+    monkeypatch.setattr(solver.disaggregate, "pack", pack)
 
     def packed() -> None:
         until = time.perf_counter() + 3600
         disaggregate(problem, enc, counts, admitted, WEIGHTS, pack_budget_s=1.0, until=until)
 
     packed()
-    assert calls == [6]  # its six one-pod items
-    calls.clear()
+    assert len(limits) == 1 and limits[0] == pytest.approx(solver.disaggregate.PACK_BIN_S)
+    limits.clear()
+    with monkeypatch.context() as patch:
+        patch.setattr(solver.disaggregate._Pace, "spare_s", lambda self: 0.004)
+        packed()
+    assert len(limits) == 1 and 0 < limits[0] <= 0.004
+    limits.clear()
     monkeypatch.setattr(solver.disaggregate, "TAIL_PASSES", 1e12)
     packed()
-    assert calls == []
+    assert limits == []
 
 
 def test_a_class_is_repacked_with_what_its_nodes_could_not_hold_taken_out() -> None:

@@ -107,7 +107,7 @@ def test_a_running_gang_keeps_its_extra_pods() -> None:
 
 def test_the_placement_stages_end_refills_the_best_and_names_it() -> None:
     """``refilled_once``: the refilled placement joins the candidates, named after the one it
-    came from; deterministic solves do not refill (how far a pass gets would depend on
+    came from, with the gangs its exchanges tried; deterministic solves do not refill (how far a pass gets would depend on
     the load), nor is a placement at its bound refilled."""
     problem = one_node(big_priority=10)
     for deterministic in (False, True):
@@ -124,5 +124,35 @@ def test_the_placement_stages_end_refills_the_best_and_names_it() -> None:
             assert sorted(best.placed) == ["small0-0", "small1-0"]
             assert best in search.solved
             assert search.origin[id(best)] == "node-classes-lp-rounded+refill"
+            # The waiting gangs its exchanges tried are not tried again in the refilled one's.
+            assert search.exchange_tried[id(best)] is search.exchange_tried[id(start)]
             search.bounds = [search.score(start)]  # the start at its bound
             assert exchanges.refilled_once(search, start) is start
+
+
+def test_a_gang_of_several_pod_classes_makes_way_whole() -> None:
+    """An MPI-like gang (a 1-cpu launcher and two 1.5-cpu workers, minMember 3) fills the
+    node; two one-pod gangs of 2 cpu at a higher priority outweigh it: every pod of it
+    goes, none is left below minMember, and the validator accepts the result."""
+    s = state(
+        nodes=[node("n0").cap(cpu=4, memory="8Gi").label({"kubernetes.io/hostname": "n0"})],
+        pods=[
+            pod("mpi-launcher").req(cpu=1).gang("mpi"),
+            *(pod(f"mpi-worker-{i}").req(cpu="1500m").gang("mpi") for i in range(2)),
+            *(pod(f"small{i}-0").req(cpu=2).gang(f"small{i}") for i in range(2)),
+        ],
+        gangs=[
+            gang("mpi", 3).priority(10),
+            *(gang(f"small{i}", 1).priority(100) for i in range(2)),
+        ],
+    )
+    problem = prepare(s)
+    start = holding(problem, "mpi")
+    assert len(start.placed) == 3
+    found = refilled(start, WEIGHTS, time.perf_counter() + FAR)
+    assert found is not None
+    assert sorted(found.placed) == ["small0-0", "small1-0"]
+    decision = decision_from_placements(
+        problem, found, SolverConfig(), scheduler="cpsat", status=SolveStatus.FEASIBLE
+    )
+    assert check(problem.state, decision) == []
