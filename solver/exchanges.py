@@ -29,7 +29,7 @@ def best_exchanged(search: Search) -> Placer:
     it always does, and the other optima then have none), comes before the other optima:
     real-shaped 200 nodes, seeds 0-63, one run each way, the mean gap 1.34 -> 1.13%
     (lower on 59 seeds, higher on 5; above 2% on 5 -> 3); 1.29% with the refill after
-    them, in what they leave, 1.20% with half the time left; seeds 64-127 1.34 -> 1.19%.
+    them, in what they leave, 1.20% with half the time left; seeds 64-127 1.36 -> 1.20%.
     1,000 nodes: 1.32 -> 1.31% (half: 1.32%). Timed: "The refill" in
     benchmarks/solver_history.md.
 
