@@ -107,8 +107,8 @@ def test_a_running_gang_keeps_its_extra_pods() -> None:
 
 def test_the_placement_stages_end_refills_the_best_and_names_it() -> None:
     """``refilled_once``: the refilled placement joins the candidates, named after the one it
-    came from, with the gangs its exchanges tried; deterministic solves do not refill (how far a pass gets would depend on
-    the load), nor is a placement at its bound refilled."""
+    came from, with the gangs its exchanges tried; deterministic solves do not refill (how
+    far a pass gets would depend on the load), nor is a placement at its bound refilled."""
     problem = one_node(big_priority=10)
     for deterministic in (False, True):
         config = SolverConfig(time_limit_s=10.0, deterministic=deterministic)
