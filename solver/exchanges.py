@@ -66,13 +66,7 @@ def exchanged_once(search: Search, best: Placer) -> Placer:
     tried = search.exchange_tried.setdefault(id(best), set())
     trial = exchanged(best, search.config.weights, until, tried)
     search.exchange_s = max(search.exchange_s, time.perf_counter() - started)
-    if trial is None:
-        return best
-    search.exchange_tried[id(trial)] = tried
-    search.solved.append(trial)
-    origin = search.origin.get(id(best), "gang-greedy")
-    search.origin[id(trial)] = origin if origin.endswith("+exchange") else f"{origin}+exchange"
-    return trial
+    return best if trial is None else _candidate(search, best, trial, "+exchange")
 
 
 def refilled_once(search: Search, best: Placer) -> Placer:
@@ -82,13 +76,17 @@ def refilled_once(search: Search, best: Placer) -> Placer:
     if search.config.deterministic or search.at_bound(best) or search.remaining() < MIN_EXCHANGE_S:
         return best
     trial = refilled(best, search.config.weights, time.perf_counter() + search.remaining())
-    if trial is None:
-        return best
-    # The gangs the exchanges of ``best`` tried, none to try again in the trial's.
+    return best if trial is None else _candidate(search, best, trial, "+refill")
+
+
+def _candidate(search: Search, best: Placer, trial: Placer, step: str) -> Placer:
+    """``trial``, made from ``best`` by ``step``, as a candidate: named after ``best`` (a
+    step repeated is named once), and with the waiting gangs the exchanges of ``best``
+    tried, none to try again in the trial's."""
     search.exchange_tried[id(trial)] = search.exchange_tried.setdefault(id(best), set())
     search.solved.append(trial)
     origin = search.origin.get(id(best), "gang-greedy")
-    search.origin[id(trial)] = f"{origin}+refill"
+    search.origin[id(trial)] = origin if origin.endswith(step) else f"{origin}{step}"
     return trial
 
 
