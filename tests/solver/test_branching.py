@@ -25,6 +25,7 @@ from solver.grouped_lp import groups_apply, model_lp
 from solver.model import ClusterState, SolveStatus
 from solver.problem import prepare
 from solver.relaxation import LpSolution, Meanwhile, NoSolution, solve_lp
+from solver.topup import gang_prices
 from tests.builders import gang, node, pods_of, state
 from tests.solver.encodings import class_model, search_for
 from tests.solver.test_schedulers import PROPERTY, small_clusters
@@ -109,6 +110,28 @@ def test_without_a_gang_admitted_in_part_nothing_is_branched() -> None:
     decision = solve(s, CLASSES_LAST)
     assert "node-classes-lp-branched" not in {stage.name for stage in decision.stages}
     assert set(decision.admitted) == {"big", "low"}
+
+
+def test_a_small_fraction_is_branched_on_only_where_its_stake_is_large() -> None:
+    """Big admitted 0.1 of a gang (below BRANCH_MIN_FRACTION): branched on where that
+    tenth of what big earns is at least BRANCH_LARGE_STAKE of the LP's optimum, not where
+    it is less, nor where rounding would keep it (0.1 past an integer, whole gangs below)."""
+    _, enc = class_model(prepare(either_or()))
+    root = model_lp(enc, 5.0)
+    assert root is not None
+    big = enc.admitted[_shape(enc, "big")]
+    values = root.values.copy()
+    values[big] = 0.1
+    small = replace(root, values=values)
+    stake = 0.1 * float(gang_prices(enc.problem, WEIGHTS).base[_gang(enc, "big")]) / root.bound
+    assert branching.BRANCH_MIN_FRACTION > 0.1 and stake > branching.BRANCH_LARGE_STAKE
+    assert branch_variable(enc, small, WEIGHTS) == big
+    with mock.patch.object(branching, "BRANCH_LARGE_STAKE", stake * 1.01):
+        assert branch_variable(enc, small, WEIGHTS) is None
+        values[big] = 0.3  # past BRANCH_MIN_FRACTION: the smaller stake is enough
+        assert branch_variable(enc, small, WEIGHTS) == big
+        values[big] = 1.0 - 1e-9  # an integer to HiGHS' tolerance: nothing to branch on
+        assert branch_variable(enc, small, WEIGHTS) is None
 
 
 def unsolved(proved: bool, unless: Callable[[Encoding], bool] = lambda enc: False) -> Any:
@@ -278,7 +301,7 @@ def test_the_branched_bound_is_never_below_a_placement(s: ClusterState) -> None:
         return  # nothing to place: no model rows
     with (
         mock.patch.object(branching, "BRANCH_MIN_STAKE", 0.0),
-        mock.patch.object(branching, "BRANCH_MIN_FRACTION", 1e-4),
+        mock.patch.object(branching, "BRANCH_LARGE_STAKE", 0.0),
     ):
         tree = branched(enc, root, WEIGHTS, 5.0, until=None, most=4)
     assert tree.bound <= root.bound
@@ -299,3 +322,7 @@ def _shape(enc: Encoding, name: str) -> int:
         for s, shape in enumerate(enc.shapes.shapes)
         if enc.problem.gangs[shape.gangs[0]].name == name
     )
+
+
+def _gang(enc: Encoding, name: str) -> int:
+    return next(g for g, info in enumerate(enc.problem.gangs) if info.name == name)
