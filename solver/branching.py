@@ -47,9 +47,13 @@ MAX_BRANCHES = 3
 # the searches after it need the rest (real-shaped 1,000 nodes: a branch's two LPs
 # 0.09-0.15 s at once, 0.6-0.7 s left).
 BRANCH_SHARE = 0.3
-# ... and the least time left, as a share of the limit, for one to start (placing a
-# 1,000-node cycle's counts takes 0.45-0.5 s).
+# ... and the least time left for one to start: what follows the branches (the rounding,
+# its placement, the searches) takes longer on larger models. At most BRANCH_MIN_LEFT of
+# the limit (placing a 1,000-node cycle's counts takes 0.45-0.5 s), at most BRANCH_FOLLOW
+# branches' time (BRANCH_S_PER_PAIR): on real-shaped 40 nodes (600 pairs, a branch 9 ms),
+# where the stage before the node-level one has 0.2-0.3 s, that is 0.09 s.
 BRANCH_MIN_LEFT = 0.4
+BRANCH_FOLLOW = 10
 # What a branch (its two LPs at once) takes per pair, counted where a solve is
 # deterministic (its wall time may not decide what runs): real-shaped 1,000 nodes, 12,500
 # pairs, 0.09-0.18 s.
@@ -149,7 +153,10 @@ def branch_stage(
     DETERMINISTIC_WALL_FACTOR of the wall as a guard only."""
     config = search.config
     weights = config.weights
-    if branch_variable(enc, lp, weights) is None or left() < BRANCH_MIN_LEFT * config.time_limit_s:
+    need = min(
+        BRANCH_MIN_LEFT * config.time_limit_s, BRANCH_FOLLOW * BRANCH_S_PER_PAIR * len(enc.pairs)
+    )
+    if branch_variable(enc, lp, weights) is None or left() < need:
         return lp
     found: list[Tree] = []
     deterministic = config.deterministic

@@ -94,6 +94,37 @@ def test_a_cycle_reports_the_branched_bound_and_places_the_gang_kept_whole() -> 
     assert decision.gap is not None and decision.gap <= 0.01
 
 
+def test_a_class_model_that_is_not_the_last_search_is_branched_too() -> None:
+    """Where the class model is searched whole (small clusters, a node-level stage may
+    follow), its LP is branched on all the same: its bound is the cycle's, and branches
+    are cheap on a small model."""
+    decision = solve(either_or(), EXACT)
+    stages = {stage.name: stage for stage in decision.stages}
+    assert "node-classes" in stages  # the restricted class searches were not the last
+    lp, branched_stage = stages["node-classes-lp"], stages["node-classes-lp-branched"]
+    assert lp.bound is not None and branched_stage.bound is not None
+    assert branched_stage.bound < lp.bound
+    assert decision.objective is not None and decision.bound is not None
+    assert decision.objective <= decision.bound <= branched_stage.bound
+
+
+def test_a_branch_starts_where_the_time_left_holds_what_follows_on_its_model() -> None:
+    """The least time left to branch grows with the model (BRANCH_FOLLOW branches' time),
+    up to BRANCH_MIN_LEFT of the limit: on a tiny model, far less than that share."""
+    problem = prepare(either_or())
+    _, enc = class_model(problem)
+    root = model_lp(enc, 5.0)
+    assert root is not None
+    need = branching.BRANCH_FOLLOW * branching.BRANCH_S_PER_PAIR * len(enc.pairs)
+    assert need < branching.BRANCH_MIN_LEFT * EXACT.time_limit_s
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        search = search_for(problem, EXACT, pool)
+        guide = branching.branch_stage(search, enc, root, "branched", lambda: need * 0.9)
+        assert guide is root and search.stages == []
+        guide = branching.branch_stage(search, enc, root, "branched", lambda: need * 1.1)
+        assert guide is not root and [s.name for s in search.stages] == ["branched"]
+
+
 def test_without_a_gang_admitted_in_part_nothing_is_branched() -> None:
     """Where every gang fits, the LP admits each whole: no branch, no stage."""
     s = state(
