@@ -7,9 +7,9 @@ Stages, all within one time limit (``search.Search`` holds what they share):
 2. Where nodes fall into fewer classes than there are nodes, the aggregated model (bins
    = classes of nodes this cycle's pending pods cannot tell apart, ``equivalence``): a
    relaxation, so its bounds hold for the real problem. Its LP relaxation (HiGHS) comes
-   first: a bound, and a guide; where the class searches are the cycle's last or the
-   model is large, a few branches of it on the gangs it admits in part (``branching``)
-   may lower the bound and take over as the guide. On large models, and where these
+   first: a bound, and a guide; where the time left holds them, a few branches of it on
+   the gangs it admits in part (``branching``) may lower the bound and take over as the
+   guide. On large models, and where these
    searches are the cycle's last, the LP's optimum rounded is placed first. CP-SAT
    searches the model restricted to what the LP uses (a dive, stopped at its first
    solution; on large models the model itself is encoded as LP rows only), then, on
