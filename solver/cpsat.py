@@ -219,10 +219,9 @@ def _guided_search(
     lp = _lp_stage(search, enc, allowed, f"{prefix}-lp")
     if lp is None:
         return
-    if class_lp:  # for ``candidates.place_other_optima``
-        search.class_lp = (enc, lp, search.stages[-1].wall_s)
     beside: Beside | None = None
     if class_lp:
+        search.class_lp = (enc, lp, search.stages[-1].wall_s)  # for ``place_other_optima``
         # A gang the LP admits in part, worth much, is branched on: a tighter bound, and
         # an optimum that keeps it whole or drops it to guide what follows. Not the
         # node-level LP: over the same gangs, its branches lowered no bound where the

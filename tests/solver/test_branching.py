@@ -4,10 +4,12 @@ gangs."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
 from unittest import mock
 
@@ -15,6 +17,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import solver.candidates
+import solver.cpsat
+import solver.disaggregate
+import solver.search
 from solver import branching
 from solver.arrays import FloatArray
 from solver.branching import branch_variable, branched
@@ -33,7 +39,7 @@ from tests.solver.test_schedulers import PROPERTY, small_clusters
 EXACT = SolverConfig(time_limit_s=5.0, deterministic=True)
 WEIGHTS = EXACT.weights
 # The class model is the cycle's last search (its pairs count as too many for a whole
-# search, and no node-level stage follows): where the branches run in a cycle.
+# search, and no node-level stage follows): the branches' guide leads to the decision.
 CLASSES_LAST = SolverConfig(
     time_limit_s=5.0, deterministic=True, max_node_level_pairs=0, max_exact_class_pairs=0
 )
@@ -106,6 +112,27 @@ def test_a_class_model_that_is_not_the_last_search_is_branched_too() -> None:
     assert branched_stage.bound < lp.bound
     assert decision.objective is not None and decision.bound is not None
     assert decision.objective <= decision.bound <= branched_stage.bound
+
+
+def test_deterministic_branches_do_not_depend_on_the_wall_clock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A deterministic solve branches the class LP as far as its deterministic time says,
+    whatever the load: on a machine so loaded that each reading of the clock is a second
+    after the last, the same stages and the same decision."""
+    config = SolverConfig(time_limit_s=1.0, deterministic=True)
+    calm = solve(either_or(), config)
+    stages = [(x.name, x.bound) for x in calm.stages]
+    lp, branched_bound = dict(stages)["node-classes-lp"], dict(stages)["node-classes-lp-branched"]
+    assert lp is not None and branched_bound is not None and branched_bound < lp
+    ticks = itertools.count()
+    clock = SimpleNamespace(perf_counter=lambda: next(ticks))
+    for module in (solver.cpsat, solver.search, solver.disaggregate, solver.candidates):
+        monkeypatch.setattr(module, "time", clock)
+    monkeypatch.setattr(branching, "time", clock)
+    loaded = solve(either_or(), config)
+    assert [(x.name, x.bound) for x in loaded.stages] == stages
+    assert loaded.placements == calm.placements
 
 
 def test_a_branch_starts_where_the_time_left_holds_what_follows_on_its_model() -> None:

@@ -78,6 +78,7 @@ def test_the_node_level_lp_follows_the_dive_where_the_class_searches_are_the_las
     # Not branched (``solver.branching``): branched, the LP that guides the rest, rounded,
     # decides this seed (1.1% from the bound); the node-level LP is what is tried here.
     monkeypatch.setattr(solver.branching, "BRANCH_MIN_STAKE", float("inf"))
+    monkeypatch.setattr(solver.branching, "BRANCH_LARGE_STAKE", float("inf"))
     s = realistic.cluster(14, 200, 300)
     decision = schedule(s, "cpsat", CONFIG)
     assert check(s, decision) == []

@@ -198,6 +198,7 @@ def test_a_degenerate_lp_is_decided_by_its_better_optimum(monkeypatch: pytest.Mo
     smaller gangs 2.48%. The bound stays the class LP's (the LP not branched: branched, a
     lower bound holds, and its LP guides the rounding instead, ``solver.branching``)."""
     monkeypatch.setattr(branching, "BRANCH_MIN_STAKE", float("inf"))
+    monkeypatch.setattr(branching, "BRANCH_LARGE_STAKE", float("inf"))
     s = realistic.cluster(10, 200, 600)
     decision = schedule(s, "cpsat", DETERMINISTIC)
     assert check(s, decision) == []

@@ -98,6 +98,7 @@ def test_a_large_class_model_is_decided_by_its_rounded_lp_and_a_dive_if_time_all
     # tests'.
     monkeypatch.setattr(exchanges, "place_other_optima", lambda search: None)
     monkeypatch.setattr(branching, "BRANCH_MIN_STAKE", float("inf"))
+    monkeypatch.setattr(branching, "BRANCH_LARGE_STAKE", float("inf"))
     s = realistic.cluster(1, 40, 60)
     config = CONFIG.model_copy(update={"max_exact_class_pairs": 0, "max_node_level_pairs": 0})
     decision = schedule(s, "cpsat", config)
@@ -155,6 +156,7 @@ def test_a_last_class_search_places_the_rounded_lp_before_its_dive(
     # which may guide the rounding, are other tests'.
     monkeypatch.setattr(candidates, "NODE_LP_PAIRS", 0)
     monkeypatch.setattr(branching, "BRANCH_MIN_STAKE", float("inf"))
+    monkeypatch.setattr(branching, "BRANCH_LARGE_STAKE", float("inf"))
     if at_bound:
         monkeypatch.setattr(Search, "settled", lambda self, wait_for_baseline=True: True)
     if not time_left:
