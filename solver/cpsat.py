@@ -9,16 +9,16 @@ Stages, all within one time limit (``search.Search`` holds what they share):
    relaxation, so its bounds hold for the real problem. Its LP relaxation (HiGHS) comes
    first: a bound, and a guide; where the time left holds them, a few branches of it on
    the gangs it admits in part (``branching``) may lower the bound and take over as the
-   guide. On large models, and where these
-   searches are the cycle's last, the LP's optimum rounded is placed first. CP-SAT
-   searches the model restricted to what the LP uses (a dive, stopped at its first
-   solution; on large models the model itself is encoded as LP rows only), then, on
-   models of moderate size, to what the LP or the best decision so far uses (RINS
-   rounds); small models are also searched whole. Every candidate's counts are packed
-   onto real nodes (``disaggregate``); what a class's nodes could not hold is re-decided
-   (``candidates.repack_counts``), or, where these searches are the cycle's last and the
-   node-level LP over the gangs the class LP admits is small enough, that LP's optimum
-   is rounded and placed instead (``candidates.place_node_lp``).
+   guide. On large models, and where these searches are the cycle's last, the LP's
+   optimum rounded is placed first. CP-SAT searches the model restricted to what the LP
+   uses (a dive, stopped at its first solution; on large models the model itself is
+   encoded as LP rows only), then, on models of moderate size, to what the LP or the
+   best decision so far uses (RINS rounds); small models are also searched whole. Every
+   candidate's counts are packed onto real nodes (``disaggregate``); what a class's
+   nodes could not hold is re-decided (``candidates.repack_counts``), or, where these
+   searches are the cycle's last and the node-level LP over the gangs the class LP
+   admits is small enough, that LP's optimum is rounded and placed instead
+   (``candidates.place_node_lp``).
 3. If the node-level model (all gangs, else the admitted ones) is small enough: the same
    LP-guided searches over nodes, then the whole model from the best decision so far.
 4. The best candidate goes through an exchange (``displace.exchanged``); then, where
