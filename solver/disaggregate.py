@@ -284,8 +284,7 @@ def _withdrawn(
     (``until``: see ``topped_up``)."""
     problem = placer.problem
     for g in short:
-        classes = problem.gangs[g].classes
-        placer.unplace([p for c in classes for p in problem.classes[c].pods[: placer.next_pod[c]]])
+        placer.withdraw(problem.gangs[g])
     for g in short:
         placer.try_gang(problem.gangs[g], Policy.PACK, extras=False)
     return topped_up(problem, placer, weights, until)

@@ -256,6 +256,12 @@ class Placer:
             self.next_pod[cls.index] -= 1
             self._rescore(node)
 
+    def withdraw(self, gang: GangInfo) -> None:
+        """Roll back every pod of the gang this decision placed: a class's placed pods are
+        always its first ``next_pod`` (placed in order, rolled back newest first)."""
+        classes = self.problem.classes
+        self.unplace([p for c in gang.classes for p in classes[c].pods[: self.next_pod[c]]])
+
     def reached(self, gang: GangInfo) -> bool:
         """The gang has its minMember placed, and each task its minimum."""
         counts = {c: self.next_pod[c] for c in gang.classes}

@@ -40,15 +40,11 @@ def refilled(placer: Placer, weights: ObjectiveWeights, until: float) -> Placer 
     ]
     placed.sort(key=lambda g: (float(density[g.index]), g.index))
     best, score = placer, objective_of(placer, weights)
-    classes = problem.classes
     for gang in placed:
         if time.perf_counter() >= until:
             break
-        # A try only takes its own gang out and the top-up only adds: the gang's pods are
-        # still the first of its classes in the best placement.
-        pods = [p for c in gang.classes for p in classes[c].pods[: best.next_pod[c]]]
         trial = best.copy()
-        trial.unplace(pods)
+        trial.withdraw(gang)
         trial = topped_up(problem, trial, weights, until)
         trial_score = objective_of(trial, weights)
         if trial_score > score:
