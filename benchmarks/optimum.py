@@ -2,7 +2,7 @@
 
     gangsat-bench optimum [--nodes 40] [--gangs 60] [--seeds 0,1,2] [--time-limit 1]
                           [--mip-time-limit 30] [--node-level/--no-node-level]
-                          [--pattern-bound SECONDS]
+                          [--pattern-bound SECONDS] [--class-packing SECONDS]
 
 A decision's reported gap is to the cycle's bound, so a large gap may be a weak search
 or a loose bound. Per seed, on one real-shaped cluster (``benchmarks.instances.realistic``)
@@ -19,7 +19,11 @@ encodings to (near) optimality with HiGHS' branch and cut, which a cycle has no 
   200 nodes do not in minutes;
 - with ``--pattern-bound``, the node-level model with each node's pods as whole packings
   (``benchmarks.pattern_bound``), from the decision's packings on, for about that many
-  seconds: a valid bound that no fractional pod loosens.
+  seconds: a valid bound that no fractional pod loosens;
+- with ``--class-packing``, the class LP's optimum rounded as the cycle rounds it (the
+  decision of 1,000-node cycles) packed class by class exactly, for up to that many
+  seconds a class (``benchmarks.class_packing``): how many classes are asked for more
+  than any packing of their nodes holds, and that worth's share of what is asked.
 
 "Optimum" is HiGHS' best within MIP_GAP of its dual bound, or at the time limit.
 Printed per seed, as fractions of the class LP's bound (the cycle's first bound): the
@@ -43,6 +47,7 @@ from rich.console import Console
 from rich.table import Table
 from scipy.optimize import Bounds, LinearConstraint, milp
 
+from benchmarks.class_packing import Overstated, class_packings, overstated
 from benchmarks.instances import realistic
 from benchmarks.pattern_bound import PatternBound, pattern_bound
 from benchmarks.suite import at_least_one, positive
@@ -56,7 +61,7 @@ from solver.objective import coefficients, evaluate
 from solver.problem import prepare
 from solver.relaxation import LinearRows, bound_of, matrices, solve_lp
 from solver.shapes import group
-from solver.solution import decode_admitted, decode_counts
+from solver.solution import decode_admitted, decode_counts, rounded_for_gangs
 
 MIP_GAP = 0.002  # HiGHS stops within this relative gap of its dual bound
 PACK_S = 2.0  # for the class optimum's exact packings, in all
@@ -101,6 +106,7 @@ class SeedResult:
     node_mip: MipResult | None
     node_scored: int | None  # the node-level solution as evaluate scores it
     pattern: PatternBound | None = None
+    class_packing: Overstated | None = None  # of the class LP's optimum, rounded
 
     def best_bound(self) -> int:
         # The class model relaxes the real problem: its MIP's dual bound holds for it too.
@@ -124,6 +130,7 @@ def measure(
     mip_s: float,
     node_level: bool,
     pattern_s: float = 0.0,
+    class_packing_s: float = 0.0,
 ) -> SeedResult:
     state = realistic(seed, nodes, gangs)
     config = SolverConfig(seed=seed, time_limit_s=time_limit_s)
@@ -138,6 +145,10 @@ def measure(
     lp = solve_lp(classes.rows, 60.0)
     if lp is None:
         raise RuntimeError(f"seed {seed}: the class LP found no optimum in 60 s")
+    overstated_by = None
+    if class_packing_s > 0:
+        rounded = rounded_for_gangs(classes, lp.values)
+        overstated_by = overstated(class_packings(problem, classes, rounded, class_packing_s))
     class_mip = solve_mip(classes.rows, mip_s)
     packed = None
     if class_mip.values is not None:
@@ -180,7 +191,14 @@ def measure(
         node_mip=node_mip,
         node_scored=scored,
         pattern=pattern,
+        class_packing=overstated_by,
     )
+
+
+def _overstated(o: Overstated | None) -> str:
+    if o is None:
+        return "-"
+    return f"{o.short}/{o.classes}, {o.share:.2%} ({o.worst:.1%})"
 
 
 def _of(value: int | None, base: int) -> str:
@@ -205,6 +223,14 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         metavar="SECONDS",
         help="the bound over whole packings per node, for about this long (0: not computed)",
     )
+    parser.add_argument(
+        "--class-packing",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="the class LP's rounded counts packed exactly, up to this long per class of "
+        "nodes (0: not run)",
+    )
     return parser.parse_args(argv)
 
 
@@ -224,6 +250,7 @@ def main(argv: Sequence[str], console: Console | None = None) -> int:
         "class optimum packed",
         "node-level best / dual bound (s)",
         "packing bound (s, rounds)",
+        "LP counts no packing holds: classes, worth (worst class)",
         "gap to best bound",
         "below best found",
     ):
@@ -238,6 +265,7 @@ def main(argv: Sequence[str], console: Console | None = None) -> int:
             args.mip_time_limit,
             args.node_level,
             args.pattern_bound,
+            args.class_packing,
         )
         base = r.class_lp
         node = "-"
@@ -259,6 +287,7 @@ def main(argv: Sequence[str], console: Console | None = None) -> int:
             "-"
             if r.pattern is None
             else f"{_of(r.pattern.bound, base)} ({r.pattern.wall_s:.1f}, {r.pattern.rounds})",
+            _overstated(r.class_packing),
             f"{relative_gap(r.decision, r.best_bound()) or 0.0:.2%}",
             f"{relative_gap(r.decision, r.best_found()) or 0.0:.2%}",
         )

@@ -32,20 +32,15 @@ def pod_worth(problem: Problem, c: int) -> int:
     return problem.classes[c].value * (1 + problem.gangs[problem.classes[c].gang].rank)
 
 
-def pack(
+def packing_model(
     free: IntArray,
     demands: Sequence[IntArray],
     counts: Sequence[int],
     values: Sequence[int],
-    time_limit_s: float,
-    deterministic: bool = False,
-) -> list[dict[int, int]] | None:
-    """Per item (demand, count), how many go on each node (row of ``free``), or None.
-
-    Maximises the value placed (all of it when the counts fit); None when CP-SAT found
-    nothing within the limit (placing nothing is always feasible, so only on timeout).
-    ``deterministic``: the limit counts CP-SAT's deterministic time, not the wall's.
-    """
+) -> tuple[cp_model.CpModel, list[dict[int, cp_model.IntVar]]]:
+    """``pack``'s model: per item, a count per node (row of ``free``) it fits, at most the
+    item's count in all; each node's room per resource; the value placed maximised.
+    Returned with the variables, per item (row -> variable)."""
     model = cp_model.CpModel()
     free = np.maximum(free, 0)
     variables: list[dict[int, cp_model.IntVar]] = []
@@ -68,6 +63,24 @@ def pack(
         if len(terms) > 1:
             model.add(sum(c * v for v, c in terms) <= int(free[n, r]))
     model.maximize(sum(objective))
+    return model, variables
+
+
+def pack(
+    free: IntArray,
+    demands: Sequence[IntArray],
+    counts: Sequence[int],
+    values: Sequence[int],
+    time_limit_s: float,
+    deterministic: bool = False,
+) -> list[dict[int, int]] | None:
+    """Per item (demand, count), how many go on each node (row of ``free``), or None.
+
+    Maximises the value placed (all of it when the counts fit); None when CP-SAT found
+    nothing within the limit (placing nothing is always feasible, so only on timeout).
+    ``deterministic``: the limit counts CP-SAT's deterministic time, not the wall's.
+    """
+    model, variables = packing_model(free, demands, counts, values)
     solver = cp_model.CpSolver()
     limit = max(0.005, time_limit_s)
     solver.parameters.max_time_in_seconds = limit

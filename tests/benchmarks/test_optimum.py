@@ -30,9 +30,11 @@ def test_the_optimum_benchmark_prints_a_row_per_seed() -> None:
     console = Console(record=True, width=250)
     args = ["optimum", "--nodes", "6", "--gangs", "6", "--seeds", "0,1"]
     limits = ["--time-limit", "0.2", "--mip-time-limit", "10", "--pattern-bound", "10"]
+    limits += ["--class-packing", "1"]
     assert main([*args, *limits], console) == 0
     out = console.export_text()
     assert "real-shaped 6 nodes, 6 pending gangs" in out
     assert "gap to best bound" in out
     assert "packing bound" in out
+    assert "LP counts no packing holds" in out
     assert out.count("│    0 │") == 1 and out.count("│    1 │") == 1
