@@ -17,9 +17,11 @@ place is what the class model overstates the class by. A measurement for
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from ortools.sat.python import cp_model
 
 from solver.arrays import IntArray
@@ -28,16 +30,24 @@ from solver.packing import packing_model, pod_worth
 from solver.problem import Problem
 from solver.solution import decode_counts
 
-WORKERS = 2  # offline: both cores of a small machine
+# Offline, but a fixed count rather than CP-SAT's default of every core: what a proof
+# reaches in its time then depends less on the machine it ran on.
+WORKERS = 2
 
 
 @dataclass(frozen=True)
 class Held:
-    """What a packing of items onto nodes holds: the most worth found placed, and the
-    most any packing can place (CP-SAT's proven bound)."""
+    """What a packing of items onto nodes holds: the worth asked, the most found placed,
+    and the most any packing can place (CP-SAT's proven bound)."""
 
+    asked: int
     found: int
     at_most: int
+
+    @property
+    def short(self) -> int:
+        """Worth asked that no packing can place."""
+        return self.asked - self.at_most
 
 
 def held(
@@ -47,72 +57,79 @@ def held(
     values: Sequence[int],
     time_limit_s: float,
 ) -> Held:
+    """Items (demand, count, value per pod) packed exactly onto nodes (rows of
+    ``free``) for up to ``time_limit_s``. Where CP-SAT proves nothing in that time,
+    nothing is claimed short."""
     model, _ = packing_model(free, demands, counts, values)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = time_limit_s
     solver.parameters.num_workers = WORKERS
     status = solver.solve(model)
     asked = sum(v * c for v, c in zip(values, counts, strict=True))
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return Held(found=0, at_most=asked)  # nothing proved: placing nothing is feasible
-    # The bound of an integer objective, rounded down past CP-SAT's float.
-    at_most = min(asked, int(solver.best_objective_bound + 1e-6))
-    return Held(found=round(solver.objective_value), at_most=at_most)
+    bound = solver.best_objective_bound
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE) or not math.isfinite(bound):
+        return Held(asked=asked, found=0, at_most=asked)  # placing nothing is feasible
+    # An integer objective's bound, rounded down only past CP-SAT's float tolerance.
+    at_most = min(asked, int(bound + 1e-6))
+    return Held(asked=asked, found=round(solver.objective_value), at_most=at_most)
 
 
 @dataclass(frozen=True)
 class ClassPacking:
-    bin: int  # the class of nodes (index of ``enc.bins``)
-    nodes: int
-    items: int  # pod classes asked of it
-    asked: int  # worth asked (``packing.pod_worth`` per pod)
-    held: Held
+    """One class of nodes (index of ``enc.bins``), the kinds of pod asked of it (alike in
+    demand and worth, ``packing.pod_worth``), and what a packing of its nodes holds."""
 
-    @property
-    def short(self) -> int:
-        """Worth asked that no packing of the class's nodes can place."""
-        return self.asked - self.held.at_most
+    bin: int
+    nodes: int
+    kinds: int
+    held: Held
 
 
 def class_packings(
     problem: Problem, enc: Encoding, solution: Sequence[int], time_limit_s: float
 ) -> list[ClassPacking]:
     """Each class of nodes that ``solution`` (a solution of the class model ``enc``: its
-    count variables first) gives pods to, packed exactly for up to ``time_limit_s``."""
-    items: dict[int, list[tuple[int, int]]] = {}
+    count variables first) gives pods to, packed exactly for up to ``time_limit_s``.
+
+    The counts are the disaggregation's (``decode_counts``: per pod class, one per gang),
+    summed over pod classes alike in demand and worth: to a packing they are one kind
+    (as ``packing.pack_greedy`` takes them), and one variable per kind and node, not per
+    gang, leaves CP-SAT no symmetric copies to prove its bound through."""
+    kinds: dict[int, dict[tuple[bytes, int], tuple[IntArray, int]]] = {}
     for c, where in decode_counts(enc, solution).items():
+        demand, worth = problem.classes[c].demand, pod_worth(problem, c)
         for b, count in where:
-            if count > 0:
-                items.setdefault(b, []).append((c, count))
+            key = (np.asarray(demand, dtype=np.int64).tobytes(), worth)
+            _, before = kinds.setdefault(b, {}).get(key, (demand, 0))
+            kinds[b][key] = (demand, before + count)
     found = []
-    for b, bin_items in sorted(items.items()):
+    for b, of_bin in sorted(kinds.items()):
         nodes = list(enc.bins[b].nodes)
-        values = [pod_worth(problem, c) for c, _ in bin_items]
-        counts = [n for _, n in bin_items]
-        demands = [problem.classes[c].demand for c, _ in bin_items]
+        demands = [demand for demand, _ in of_bin.values()]
+        counts = [count for _, count in of_bin.values()]
+        values = [worth for _, worth in of_bin]
         result = held(problem.free[nodes], demands, counts, values, time_limit_s)
-        asked = sum(v * n for v, n in zip(values, counts, strict=True))
-        found.append(ClassPacking(b, len(nodes), len(bin_items), asked, result))
+        found.append(ClassPacking(b, len(nodes), len(of_bin), result))
     return found
 
 
 @dataclass(frozen=True)
 class Overstated:
-    """Over a decision's classes: how many cannot hold what they are asked, and the
-    worth no packing places, as a share of the worth asked (in all, and in the worst
-    class)."""
+    """Over a decision's classes: how many are proved unable to hold what they are asked
+    (at least that many: a proof cut short by its time limit claims less), and the worth
+    no packing places, as a share of the worth asked (in all, and in the worst class)."""
 
-    short: int
+    short_classes: int
     classes: int
     share: float
     worst: float
 
 
 def overstated(packings: Sequence[ClassPacking]) -> Overstated:
-    asked = sum(p.asked for p in packings)
+    asked = sum(p.held.asked for p in packings)
     return Overstated(
-        short=sum(p.short > 0 for p in packings),
+        short_classes=sum(p.held.short > 0 for p in packings),
         classes=len(packings),
-        share=sum(p.short for p in packings) / asked if asked else 0.0,
-        worst=max((p.short / p.asked for p in packings if p.asked), default=0.0),
+        share=sum(p.held.short for p in packings) / asked if asked else 0.0,
+        worst=max((p.held.short / p.held.asked for p in packings if p.held.asked), default=0.0),
     )

@@ -20,10 +20,12 @@ encodings to (near) optimality with HiGHS' branch and cut, which a cycle has no 
 - with ``--pattern-bound``, the node-level model with each node's pods as whole packings
   (``benchmarks.pattern_bound``), from the decision's packings on, for about that many
   seconds: a valid bound that no fractional pod loosens;
-- with ``--class-packing``, the class LP's optimum rounded as the cycle rounds it (the
-  decision of 1,000-node cycles) packed class by class exactly, for up to that many
-  seconds a class (``benchmarks.class_packing``): how many classes are asked for more
-  than any packing of their nodes holds, and that worth's share of what is asked.
+- with ``--class-packing``, the class LP's optimum rounded as the cycle rounds it (what
+  1,000-node cycles place; this LP is solved over the model's own columns, so its
+  optimum may be another of the same bound than the cycle's) packed class by class
+  exactly, for up to that many seconds a class (``benchmarks.class_packing``): how many
+  classes are proved asked for more than any packing of their nodes holds, and that
+  worth's share of what is asked. Not about the row's decision.
 
 "Optimum" is HiGHS' best within MIP_GAP of its dual bound, or at the time limit.
 Printed per seed, as fractions of the class LP's bound (the cycle's first bound): the
@@ -198,7 +200,7 @@ def measure(
 def _overstated(o: Overstated | None) -> str:
     if o is None:
         return "-"
-    return f"{o.short}/{o.classes}, {o.share:.2%} ({o.worst:.1%})"
+    return f"{o.short_classes}/{o.classes}, {o.share:.2%} ({o.worst:.1%})"
 
 
 def _of(value: int | None, base: int) -> str:

@@ -3,6 +3,8 @@ decision between the best solution and the best bound it finds."""
 
 from __future__ import annotations
 
+import re
+
 from rich.console import Console
 
 from benchmarks.optimum import measure
@@ -37,4 +39,6 @@ def test_the_optimum_benchmark_prints_a_row_per_seed() -> None:
     assert "gap to best bound" in out
     assert "packing bound" in out
     assert "LP counts no packing holds" in out
+    # The probe ran: its cell per seed (classes proved short of those asked, the worth).
+    assert len(re.findall(r"│ +\d+/\d+, \d+\.\d\d% \(\d+\.\d%\) │", out)) == 2
     assert out.count("│    0 │") == 1 and out.count("│    1 │") == 1
