@@ -7,8 +7,10 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 from ortools.sat.python import cp_model
 
+from solver import branching
 from solver.bins import class_bins, node_bins, pair_capacity
 from solver.config import ObjectiveWeights, SolverConfig
 from solver.encode import ROUNDING, Encoding, encode
@@ -63,3 +65,9 @@ def search_for(problem: Problem, config: SolverConfig, pool: ThreadPoolExecutor)
     baseline."""
     coef = coefficients(problem, config.weights)
     return Search(problem, config, coef, time.perf_counter(), pool, threading.Event())
+
+
+def without_branches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No gang is branched on (``solver.branching``), whatever its fraction and stake: for
+    tests of what the unbranched LP leads to."""
+    monkeypatch.setattr(branching, "branch_variable", lambda enc, lp, weights: None)

@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-import solver.branching
 import solver.candidates as candidates
 import solver.cpsat as cpsat
 import solver.exchanges as exchanges
@@ -23,7 +22,7 @@ from solver.relaxation import solve_lp
 from solver.schedulers import schedule
 from solver.search import Search
 from solver.validate import check
-from tests.solver.encodings import class_model
+from tests.solver.encodings import class_model, without_branches
 
 # Deterministic: budgets count CP-SAT's deterministic time, not this machine's load.
 CONFIG = SolverConfig(time_limit_s=1.0, deterministic=True)
@@ -77,8 +76,7 @@ def test_the_node_level_lp_follows_the_dive_where_the_class_searches_are_the_las
     monkeypatch.setattr(solver.search, "run_cpsat", recorded)
     # Not branched (``solver.branching``): branched, the LP that guides the rest, rounded,
     # decides this seed (1.1% from the bound); the node-level LP is what is tried here.
-    monkeypatch.setattr(solver.branching, "BRANCH_MIN_STAKE", float("inf"))
-    monkeypatch.setattr(solver.branching, "BRANCH_LARGE_STAKE", float("inf"))
+    without_branches(monkeypatch)
     s = realistic.cluster(14, 200, 300)
     decision = schedule(s, "cpsat", CONFIG)
     assert check(s, decision) == []

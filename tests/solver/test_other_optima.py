@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-import solver.branching as branching
 import solver.candidates as candidates
 import solver.displace
 import solver.exchanges as exchanges
@@ -29,7 +28,7 @@ from solver.search import Search
 from solver.solution import rounded_for_gangs
 from solver.validate import check
 from tests.builders import gang, node, pod, state
-from tests.solver.encodings import class_model, search_for
+from tests.solver.encodings import class_model, search_for, without_branches
 
 TIMED = SolverConfig(time_limit_s=1.0)
 # Long enough that no machine's pace decides whether both optima fit.
@@ -197,8 +196,7 @@ def test_a_degenerate_lp_is_decided_by_its_better_optimum(monkeypatch: pytest.Mo
     rounded and placed ends 4.35% from the bound; its optimum with prices tilted toward
     smaller gangs 2.48%. The bound stays the class LP's (the LP not branched: branched, a
     lower bound holds, and its LP guides the rounding instead, ``solver.branching``)."""
-    monkeypatch.setattr(branching, "BRANCH_MIN_STAKE", float("inf"))
-    monkeypatch.setattr(branching, "BRANCH_LARGE_STAKE", float("inf"))
+    without_branches(monkeypatch)
     s = realistic.cluster(10, 200, 600)
     decision = schedule(s, "cpsat", DETERMINISTIC)
     assert check(s, decision) == []

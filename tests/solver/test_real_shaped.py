@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 from ortools.sat.python import cp_model
 
-import solver.branching as branching
 import solver.candidates as candidates
 import solver.cpsat as cpsat
 import solver.exchanges as exchanges
@@ -38,7 +37,7 @@ from solver.schedulers import schedule
 from solver.search import Search, StageResult, gang_greedy_placer
 from solver.solution import hint, rounded_down, solution_of
 from solver.validate import check
-from tests.solver.encodings import class_model
+from tests.solver.encodings import class_model, without_branches
 
 # Deterministic: the stages' budgets count CP-SAT's deterministic time, not this
 # machine's load, so the figures below do not depend on what else the CI runs.
@@ -97,8 +96,7 @@ def test_a_large_class_model_is_decided_by_its_rounded_lp_and_a_dive_if_time_all
     # The tilted LPs' optima, placed where time is left, and the LP's branches are other
     # tests'.
     monkeypatch.setattr(exchanges, "place_other_optima", lambda search: None)
-    monkeypatch.setattr(branching, "BRANCH_MIN_STAKE", float("inf"))
-    monkeypatch.setattr(branching, "BRANCH_LARGE_STAKE", float("inf"))
+    without_branches(monkeypatch)
     s = realistic.cluster(1, 40, 60)
     config = CONFIG.model_copy(update={"max_exact_class_pairs": 0, "max_node_level_pairs": 0})
     decision = schedule(s, "cpsat", config)
@@ -155,8 +153,7 @@ def test_a_last_class_search_places_the_rounded_lp_before_its_dive(
     # The node-level LP's candidate, which may follow the dive, and the LP's branches,
     # which may guide the rounding, are other tests'.
     monkeypatch.setattr(candidates, "NODE_LP_PAIRS", 0)
-    monkeypatch.setattr(branching, "BRANCH_MIN_STAKE", float("inf"))
-    monkeypatch.setattr(branching, "BRANCH_LARGE_STAKE", float("inf"))
+    without_branches(monkeypatch)
     if at_bound:
         monkeypatch.setattr(Search, "settled", lambda self, wait_for_baseline=True: True)
     if not time_left:
