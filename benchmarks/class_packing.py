@@ -18,6 +18,7 @@ place is what the class model overstates the class by. A measurement for
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -95,21 +96,26 @@ def class_packings(
     summed over pod classes alike in demand and worth: to a packing they are one kind
     (as ``packing.pack_greedy`` takes them), and one variable per kind and node, not per
     gang, leaves CP-SAT no symmetric copies to prove its bound through."""
-    kinds: dict[int, dict[tuple[bytes, int], tuple[IntArray, int]]] = {}
+    demand_of: dict[tuple[bytes, int], IntArray] = {}
+    counts: dict[int, Counter[tuple[bytes, int]]] = {}
     for c, where in decode_counts(enc, solution).items():
-        demand, worth = problem.classes[c].demand, pod_worth(problem, c)
+        demand = np.asarray(problem.classes[c].demand, dtype=np.int64)
+        kind = (demand.tobytes(), pod_worth(problem, c))
+        demand_of[kind] = demand
         for b, count in where:
-            key = (np.asarray(demand, dtype=np.int64).tobytes(), worth)
-            _, before = kinds.setdefault(b, {}).get(key, (demand, 0))
-            kinds[b][key] = (demand, before + count)
+            counts.setdefault(b, Counter())[kind] += count
     found = []
-    for b, of_bin in sorted(kinds.items()):
+    for b, of_bin in sorted(counts.items()):
         nodes = list(enc.bins[b].nodes)
-        demands = [demand for demand, _ in of_bin.values()]
-        counts = [count for _, count in of_bin.values()]
-        values = [worth for _, worth in of_bin]
-        result = held(problem.free[nodes], demands, counts, values, time_limit_s)
-        found.append(ClassPacking(b, len(nodes), len(of_bin), result))
+        kinds = list(of_bin)
+        result = held(
+            problem.free[nodes],
+            [demand_of[kind] for kind in kinds],
+            [of_bin[kind] for kind in kinds],
+            [worth for _, worth in kinds],
+            time_limit_s,
+        )
+        found.append(ClassPacking(b, len(nodes), len(kinds), result))
     return found
 
 
