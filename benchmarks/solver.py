@@ -9,7 +9,9 @@ pending pods, model size (sum of ``StageReport.variables``), time to first solut
 (earliest ``first_solution_s`` over the stages), objective, bound, gap, wall time
 (measured here, around the call), the time to explain why gangs wait, placed pods,
 admitted gangs, status, the stage that produced the decision (``Decision.decided_by``),
-and the ratio
+what the validator (``solver.validate.check``, the rules the loop checks before it binds)
+finds wrong with the decision, outside the time measured: its partial gangs, and every
+other broken rule, and the ratio
 of the objective to gang-greedy's objective on the same instance (only when
 gang-greedy's is positive: against a negative one a better objective reads as a ratio
 below 1) and the difference from it (always).
@@ -39,9 +41,11 @@ Schedulers come from ``solver.schedulers.SCHEDULERS`` (name -> ``callable(state,
 config) -> Decision``), imported when the benchmark runs. ``--seed`` seeds both the
 instance generators and CP-SAT (``SolverConfig.seed``).
 
-Exit status: 0 when every scheduler returned a decision; 1 when one raised (its row
-shows the error and the others still run); 2 on bad arguments or when
-``solver.schedulers`` cannot be imported.
+Exit status: 0 when every scheduler returned a decision that breaks no rule; 1 when one
+raised (its row shows the error and the others still run) or returned a decision the
+validator refuses (each finding is printed), but for the partial gangs of ``greedy``,
+which places pods one at a time as kube-scheduler does: they are what it is there to
+show; 2 on bad arguments or when ``solver.schedulers`` cannot be imported.
 """
 
 from __future__ import annotations
@@ -68,11 +72,14 @@ from benchmarks import instances
 from solver.config import SolverConfig
 from solver.model import ClusterState, Decision
 from solver.problem import prepare
+from solver.validate import Violation, check
 
 Scheduler = Callable[[ClusterState, SolverConfig], Decision]
 BASELINE = "gang-greedy"
 # The scheduler whose decisions ``--follow`` binds (the loop's; else the first one run).
 FOLLOWED = "cpsat"
+# Schedulers that place pods one at a time: their partial gangs are no failure of the run.
+PODS_ONE_AT_A_TIME = frozenset({"greedy"})
 
 INSTANCES: dict[str, Callable[[int], ClusterState]] = {
     "reference": lambda seed: instances.reference(seed),
@@ -131,6 +138,15 @@ class Row:
     error: str | None = None
     seed: int = 0
     run: int = 0
+    # What the validator found: gangs placed below minMember, and every other broken rule.
+    partial_gangs: int | None = None
+    violations: int | None = None
+
+    def refused(self) -> bool:
+        """The decision breaks a rule its scheduler claims to keep."""
+        if self.violations:
+            return True
+        return bool(self.partial_gangs) and self.scheduler not in PODS_ONE_AT_A_TIME
 
 
 def load_schedulers() -> dict[str, Scheduler]:
@@ -146,8 +162,10 @@ def decision_row(
     decision: Decision,
     wall: float,
     explain_s: float | None = None,
+    violations: Sequence[Violation] | None = None,
 ) -> Row:
     stages = decision.stages
+    partial = None if violations is None else sum(v.kind == "partial-gang" for v in violations)
     firsts = [s.first_solution_s for s in stages if s.first_solution_s is not None]
     return Row(
         instance=instance,
@@ -164,6 +182,8 @@ def decision_row(
         admitted=len(decision.admitted),
         status=str(decision.status),
         decided_by=decision.decided_by,
+        partial_gangs=partial,
+        violations=None if violations is None or partial is None else len(violations) - partial,
     )
 
 
@@ -195,7 +215,12 @@ def run_instance(
         start = time.perf_counter()
         decision = decision.explained()
         explain_s = time.perf_counter() - start
-        rows.append(decision_row(name, sched_name, pending, decision, wall, explain_s))
+        violations = check(state, decision)
+        row = decision_row(name, sched_name, pending, decision, wall, explain_s, violations)
+        if row.refused():
+            for v in violations:
+                print(f"{name} {sched_name}: {v.kind}: {v.message}", file=sys.stderr)
+        rows.append(row)
         if decisions is not None:
             decisions[sched_name] = decision
     baseline = next((r.objective for r in rows if r.scheduler == BASELINE), None)
@@ -252,6 +277,8 @@ def results_table(rows: Sequence[Row], time_limit: float) -> Table:
         "admitted",
         "status",
         "decided by",
+        "partial gangs",
+        "violations",
         f"vs {BASELINE}",
         f"- {BASELINE}",
     )
@@ -273,6 +300,8 @@ def results_table(rows: Sequence[Row], time_limit: float) -> Table:
             _num(r.admitted),
             r.status if r.error is None else f"ERROR: {r.error}",
             r.decided_by or "-",
+            _num(r.partial_gangs),
+            _num(r.violations),
             "-" if r.vs_baseline is None else f"{r.vs_baseline:.3f}",
             "-" if r.minus_baseline is None else f"{r.minus_baseline:+,}",
         )
@@ -307,7 +336,8 @@ def summary_table(rows: Sequence[Row]) -> Table:
             groups.setdefault((row.instance, row.scheduler), []).append(row)
     table = Table(title="Over seeds and runs")
     columns = ("instance", "scheduler", "n", "gap median", "gap max", "wall median s")
-    for column in (*columns, "wall p99 s", f"vs {BASELINE} min", f"vs {BASELINE} median"):
+    ratio_columns = (f"vs {BASELINE} min", f"vs {BASELINE} median")
+    for column in (*columns, "wall p99 s", *ratio_columns, "refused"):
         table.add_column(column, justify="left" if column in ("instance", "scheduler") else "right")
     for (instance, scheduler), group in groups.items():
         gaps = [r.gap for r in group if r.gap is not None]
@@ -323,6 +353,7 @@ def summary_table(rows: Sequence[Row]) -> Table:
             _secs(_p99(walls)),
             f"{min(ratios):.3f}" if ratios else "-",
             f"{statistics.median(ratios):.3f}" if ratios else "-",
+            str(sum(r.refused() for r in group)),
         )
     return table
 
@@ -491,7 +522,7 @@ def main(
             "results": [asdict(r) for r in rows],
         }
         args.json.write_text(json.dumps(payload, indent=2) + "\n")
-    return 1 if any(r.error is not None for r in rows) else 0
+    return 1 if any(r.error is not None or r.refused() for r in rows) else 0
 
 
 if __name__ == "__main__":

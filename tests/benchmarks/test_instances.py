@@ -275,7 +275,10 @@ def test_seeds_and_runs_are_summarised_per_instance_and_scheduler(tmp_path: Path
         gang = state.gangs[0].name
         return Decision(
             scheduler="counted",
-            placements={p.name: state.nodes[0].name for p in state.pods if p.gang == gang},
+            placements={
+                p.name: state.nodes[i % 3].name
+                for i, p in enumerate(q for q in state.pods if q.gang == gang)
+            },
             admitted=(gang,),
             status=SolveStatus.FEASIBLE,
             objective=100 + 10 * len(calls),
@@ -304,9 +307,13 @@ def test_seeds_and_runs_are_summarised_per_instance_and_scheduler(tmp_path: Path
     assert bench.main(["--runs", "0"], {"x": counted}, Console(file=io.StringIO())) == 2
 
 
-def test_follow_binds_cpsats_decision_and_decides_again(tmp_path: Path) -> None:
+def test_follow_binds_cpsats_decision_and_decides_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each follow-up decides the state the followed decision left (its pods bound), every
     scheduler on the same state; it stops once a decision binds nothing."""
+    # These schedulers bind a pod or two of a gang at a time: partial gangs, by design.
+    monkeypatch.setattr(bench, "PODS_ONE_AT_A_TIME", frozenset({"cpsat", "gang-greedy"}))
     seen: dict[str, list[int]] = defaultdict(list)
 
     def first_pending(name: str) -> bench.Scheduler:
@@ -315,9 +322,11 @@ def test_follow_binds_cpsats_decision_and_decides_again(tmp_path: Path) -> None:
             seen[name].append(len(pending))
             # "cpsat" binds one pod a cycle; the other would bind two (never bound).
             take = pending[: 1 if name == "cpsat" else 2]
+            running = Counter(p.node_name for p in state.pods if p.node_name is not None)
+            room = [n.name for n in state.nodes for _ in range(2 - running[n.name])]
             return Decision(
                 scheduler=name,
-                placements={pod: state.nodes[0].name for pod in take},
+                placements=dict(zip(take, room, strict=False)),
                 status=SolveStatus.GREEDY,
                 objective=len(take),
             )
@@ -404,3 +413,52 @@ def test_schedulers_run_as_the_loop_runs_them(tmp_path: Path) -> None:
     assert explained == ["after the decision"]
     row = json.loads(out.read_text())["results"][0]
     assert row["explain_s"] is not None and row["explain_s"] >= 0
+
+
+def test_every_decision_is_validated_and_a_broken_rule_fails_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The validator's findings are columns of each row; a decision that breaks a rule
+    (here four pods of 1 core on a node of 2 cores) fails the run and names what it
+    broke."""
+
+    def overfull(state: ClusterState, config: SolverConfig) -> Decision:
+        gang = [p for p in state.pods if p.gang == "job-a"]
+        placements = {p.name: state.nodes[i % 2].name for i, p in enumerate(gang[:5])}
+        placements[gang[5].name] = state.nodes[0].name
+        return Decision(scheduler="overfull", placements=placements, status=SolveStatus.GREEDY)
+
+    out = tmp_path / "out.json"
+    code = bench.main(
+        ["--instances", "deadlock", "--json", str(out)],
+        schedulers={"gang-greedy": bench.load_schedulers()["gang-greedy"], "overfull": overfull},
+        console=Console(file=io.StringIO()),
+    )
+    assert code == 1
+    rows = {r["scheduler"]: r for r in json.loads(out.read_text())["results"]}
+    assert (rows["gang-greedy"]["partial_gangs"], rows["gang-greedy"]["violations"]) == (0, 0)
+    assert rows["overfull"]["partial_gangs"] == 0 and rows["overfull"]["violations"] > 0
+    assert "overfull: capacity: node 'node-0'" in capsys.readouterr().err
+
+
+def test_partial_gangs_fail_the_run_unless_the_scheduler_places_pods_one_at_a_time(
+    tmp_path: Path,
+) -> None:
+    """greedy half-places both gangs of the seed scenario, as kube-scheduler would: shown,
+    and no failure; the same decision from a scheduler that claims gangs fails the run."""
+    greedy = bench.load_schedulers()["greedy"]
+    for name, expected in (("greedy", 0), ("claims-gangs", 1)):
+        out = tmp_path / f"{name}.json"
+        console = Console(record=True, width=300)
+        code = bench.main(
+            ["--instances", "deadlock", "--seeds", "0,1", "--json", str(out)],
+            schedulers={name: greedy},
+            console=console,
+        )
+        assert code == expected
+        rows = json.loads(out.read_text())["results"]
+        assert [(r["partial_gangs"], r["violations"]) for r in rows] == [(2, 0), (2, 0)]
+        summary = console.export_text().split("Over seeds and runs")[1]
+        assert "refused" in summary
+        row = next(line for line in summary.splitlines() if line.startswith("│ deadlock"))
+        assert row.strip(" │").split("│")[-1].strip() == str(2 * expected)  # refused
