@@ -2,6 +2,7 @@
 
     python -m benchmarks.solver [--instances real-40,real-200] [--time-limit 1.0]
                                 [--seed 0 | --seeds 0,1,2] [--runs 1] [--follow 0]
+                                [--preemption]
                                 [--json out.json]
 
 Per instance the build time and ``prepare()`` time are printed; per scheduler one row:
@@ -9,7 +10,9 @@ pending pods, model size (sum of ``StageReport.variables``), time to first solut
 (earliest ``first_solution_s`` over the stages), objective, bound, gap, wall time
 (measured here, around the call), the time to explain why gangs wait, placed pods,
 admitted gangs, status, the stage that produced the decision (``Decision.decided_by``),
-what the validator (``solver.validate.check``, the rules the loop checks before it binds)
+with ``--preemption`` (pending gangs may evict running ones: ``SolverConfig.preemption``)
+the pods evicted and the pods nominated into the room they free, what the validator
+(``solver.validate.check``, the rules the loop checks before it binds, preemption's too)
 finds wrong with the decision, outside the time measured: its partial gangs, and every
 other broken rule, and the ratio
 of the objective to gang-greedy's objective on the same instance (only when
@@ -131,6 +134,8 @@ class Row:
     explain_s: float | None = None
     placed: int = 0
     admitted: int = 0
+    evicted: int = 0
+    nominated: int = 0
     status: str = ""
     decided_by: str = ""
     vs_baseline: float | None = None
@@ -180,6 +185,8 @@ def decision_row(
         explain_s=explain_s,
         placed=len(decision.placements),
         admitted=len(decision.admitted),
+        evicted=len(decision.evictions),
+        nominated=len(decision.nominated),
         status=str(decision.status),
         decided_by=decision.decided_by,
         partial_gangs=partial,
@@ -275,6 +282,8 @@ def results_table(rows: Sequence[Row], time_limit: float) -> Table:
         "explain s",
         "placed",
         "admitted",
+        "evicted",
+        "nominated",
         "status",
         "decided by",
         "partial gangs",
@@ -298,6 +307,8 @@ def results_table(rows: Sequence[Row], time_limit: float) -> Table:
             _secs(r.explain_s),
             _num(r.placed),
             _num(r.admitted),
+            _num(r.evicted),
+            _num(r.nominated),
             r.status if r.error is None else f"ERROR: {r.error}",
             r.decided_by or "-",
             _num(r.partial_gangs),
@@ -426,6 +437,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             "named <instance>+1, +2, ... (default 0)"
         ),
     )
+    parser.add_argument(
+        "--preemption",
+        action="store_true",
+        help=(
+            "SolverConfig.preemption: pending gangs may evict running ones (placement's "
+            "share of the limit shrinks by preemption_time_share)"
+        ),
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
     return parser.parse_args(argv)
 
@@ -453,6 +472,7 @@ def main(
             seed=seeds[0],
             num_workers=args.workers,
             defer_explanations=True,
+            preemption=args.preemption,
         )
         if schedulers is None:
             try:
@@ -518,6 +538,7 @@ def main(
             "seeds": seeds,
             "runs": args.runs,
             "workers": config.workers(),
+            "preemption": config.preemption,
             "instances": [asdict(r) for r in built],
             "results": [asdict(r) for r in rows],
         }

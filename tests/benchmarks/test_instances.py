@@ -462,3 +462,31 @@ def test_partial_gangs_fail_the_run_unless_the_scheduler_places_pods_one_at_a_ti
         assert "refused" in summary
         row = next(line for line in summary.splitlines() if line.startswith("│ deadlock"))
         assert row.strip(" │").split("│")[-1].strip() == str(2 * expected)  # refused
+
+
+def test_preemption_is_asked_for_and_its_evictions_counted(tmp_path: Path) -> None:
+    asked: list[bool] = []
+
+    def recorded(state: ClusterState, config: SolverConfig) -> Decision:
+        asked.append(config.preemption)
+        return Decision(scheduler="recorded", status=SolveStatus.GREEDY, objective=0)
+
+    out = tmp_path / "out.json"
+    for flags in ([], ["--preemption"]):
+        code = bench.main(
+            ["--instances", "deadlock", "--json", str(out), *flags],
+            schedulers={"recorded": recorded},
+            console=Console(file=io.StringIO()),
+        )
+        assert code == 0
+        assert json.loads(out.read_text())["preemption"] is bool(flags)
+    assert asked == [False, True]
+
+    decision = Decision(
+        scheduler="preempting",
+        status=SolveStatus.FEASIBLE,
+        evictions={"old-0": "preempted for new", "old-1": "preempted for new"},
+        nominated={"new-0": "node-1"},
+    )
+    row = bench.decision_row("x", "preempting", 1, decision, 0.1, violations=[])
+    assert (row.evicted, row.nominated, row.refused()) == (2, 1, False)
