@@ -21,8 +21,9 @@ below 1) and the difference from it (always).
 
 With several seeds or runs (each scheduler solving the same instance again: CP-SAT's
 wall-clock limits make runs differ), a summary follows: per instance and scheduler, the
-median and worst gap, the median and 99th-percentile (nearest rank) wall time, and the
-lowest and median ratio to gang-greedy.
+median and worst gap, the median and 99th-percentile (nearest rank) wall time, the
+lowest and median ratio to gang-greedy, and how many decisions the validator refused
+(also ``refused`` in each JSON result).
 
 Each call runs as the scheduling loop makes it (``adapter.loop``, ``adapter.kube.heap``):
 why each gang not admitted waits is worked out after the decision (the loop does it once
@@ -190,7 +191,7 @@ def decision_row(
         status=str(decision.status),
         decided_by=decision.decided_by,
         partial_gangs=partial,
-        violations=None if violations is None or partial is None else len(violations) - partial,
+        violations=None if violations is None else len(violations) - (partial or 0),
     )
 
 
@@ -226,7 +227,10 @@ def run_instance(
         row = decision_row(name, sched_name, pending, decision, wall, explain_s, violations)
         if row.refused():
             for v in violations:
-                print(f"{name} {sched_name}: {v.kind}: {v.message}", file=sys.stderr)
+                print(
+                    f"{name} seed {config.seed} {sched_name}: {v.kind}: {v.message}",
+                    file=sys.stderr,
+                )
         rows.append(row)
         if decisions is not None:
             decisions[sched_name] = decision
@@ -540,7 +544,7 @@ def main(
             "workers": config.workers(),
             "preemption": config.preemption,
             "instances": [asdict(r) for r in built],
-            "results": [asdict(r) for r in rows],
+            "results": [{**asdict(r), "refused": r.refused()} for r in rows],
         }
         args.json.write_text(json.dumps(payload, indent=2) + "\n")
     return 1 if any(r.error is not None or r.refused() for r in rows) else 0
