@@ -461,7 +461,7 @@ def main(
     args = parse_args(argv)
     if console is None:
         # Piped output (CI logs, tee) gets a wide table instead of 80-column truncation.
-        console = Console() if sys.stdout.isatty() else Console(width=220)
+        console = Console() if sys.stdout.isatty() else Console(width=300)
     try:
         instance_names = _names(args.instances, list(INSTANCES), "instance")
         if args.time_limit <= 0:

@@ -488,3 +488,17 @@ def test_preemption_is_asked_for_and_its_evictions_counted(tmp_path: Path) -> No
     )
     row = bench.decision_row("x", "preempting", 1, decision, 0.1, violations=[])
     assert (row.evicted, row.nominated, row.refused()) == (2, 1, False)
+
+
+def test_piped_output_prints_every_column_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Printed to a pipe (CI logs, tee), the table is wide enough for every column: a
+    truncated objective reads as another number."""
+    out = tmp_path / "out.json"
+    schedulers = bench.load_schedulers()
+    assert bench.main(["--instances", "deadlock", "--json", str(out)], schedulers) == 0
+    printed = capsys.readouterr().out
+    assert "…" not in printed
+    for row in json.loads(out.read_text())["results"]:
+        assert f"{row['objective']:,}" in printed
