@@ -39,7 +39,10 @@ loop's cache holds it before any watch shows it) and runs every scheduler again 
 is left, N times, one run each: a backlog larger than the cluster is decided whole once,
 when it arrives on free nodes, and then again every cycle on a full cluster. Nothing
 finishes in between (no pod leaves), so the follow-ups are the cycles of a backlog on a
-cluster that stays full.
+cluster that stays full. Only placements are bound: with ``--preemption`` the evicted
+pods keep running and the nominated ones stay pending, so the follow-ups are not the
+loop's next cycles there; and a decision the validator refused is bound all the same
+(the loop would bind none of it; the run's exit status already says so).
 
 Schedulers come from ``solver.schedulers.SCHEDULERS`` (name -> ``callable(state,
 config) -> Decision``), imported when the benchmark runs. ``--seed`` seeds both the
@@ -58,32 +61,35 @@ import argparse
 import gc
 import importlib
 import json
-import math
-import statistics
 import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from adapter.kube.heap import collections_paused
 from benchmarks import instances
+from benchmarks.solver_tables import (
+    BASELINE,
+    InstanceResult,
+    Row,
+    decision_row,
+    instance_table,
+    results_table,
+    summary_table,
+)
 from solver.config import SolverConfig
 from solver.model import ClusterState, Decision
 from solver.problem import prepare
-from solver.validate import Violation, check
+from solver.validate import check
 
 Scheduler = Callable[[ClusterState, SolverConfig], Decision]
-BASELINE = "gang-greedy"
 # The scheduler whose decisions ``--follow`` binds (the loop's; else the first one run).
 FOLLOWED = "cpsat"
-# Schedulers that place pods one at a time: their partial gangs are no failure of the run.
-PODS_ONE_AT_A_TIME = frozenset({"greedy"})
 
 INSTANCES: dict[str, Callable[[int], ClusterState]] = {
     "reference": lambda seed: instances.reference(seed),
@@ -110,89 +116,10 @@ INSTANCES: dict[str, Callable[[int], ClusterState]] = {
 DEFAULT_INSTANCES = "real-40,real-200,real-1000,real-perf-5000"
 
 
-@dataclass
-class InstanceResult:
-    instance: str
-    nodes: int
-    pods: int
-    pending_pods: int
-    gangs: int
-    build_s: float
-    prepare_s: float
-
-
-@dataclass
-class Row:
-    instance: str
-    scheduler: str
-    pending_pods: int
-    variables: int | None = None
-    first_solution_s: float | None = None
-    objective: int | None = None
-    bound: int | None = None
-    gap: float | None = None
-    wall_s: float = 0.0
-    explain_s: float | None = None
-    placed: int = 0
-    admitted: int = 0
-    evicted: int = 0
-    nominated: int = 0
-    status: str = ""
-    decided_by: str = ""
-    vs_baseline: float | None = None
-    minus_baseline: int | None = None
-    error: str | None = None
-    seed: int = 0
-    run: int = 0
-    # What the validator found: gangs placed below minMember, and every other broken rule.
-    partial_gangs: int | None = None
-    violations: int | None = None
-
-    def refused(self) -> bool:
-        """The decision breaks a rule its scheduler claims to keep."""
-        if self.violations:
-            return True
-        return bool(self.partial_gangs) and self.scheduler not in PODS_ONE_AT_A_TIME
-
-
 def load_schedulers() -> dict[str, Scheduler]:
     module = importlib.import_module("solver.schedulers")
     schedulers: Mapping[str, Scheduler] = module.SCHEDULERS
     return dict(schedulers)
-
-
-def decision_row(
-    instance: str,
-    scheduler: str,
-    pending: int,
-    decision: Decision,
-    wall: float,
-    explain_s: float | None = None,
-    violations: Sequence[Violation] | None = None,
-) -> Row:
-    stages = decision.stages
-    partial = None if violations is None else sum(v.kind == "partial-gang" for v in violations)
-    firsts = [s.first_solution_s for s in stages if s.first_solution_s is not None]
-    return Row(
-        instance=instance,
-        scheduler=scheduler,
-        pending_pods=pending,
-        variables=sum(s.variables for s in stages) if stages else None,
-        first_solution_s=min(firsts) if firsts else None,
-        objective=decision.objective,
-        bound=decision.bound,
-        gap=decision.gap,
-        wall_s=wall,
-        explain_s=explain_s,
-        placed=len(decision.placements),
-        admitted=len(decision.admitted),
-        evicted=len(decision.evictions),
-        nominated=len(decision.nominated),
-        status=str(decision.status),
-        decided_by=decision.decided_by,
-        partial_gangs=partial,
-        violations=None if violations is None else len(violations) - (partial or 0),
-    )
 
 
 def run_instance(
@@ -226,11 +153,9 @@ def run_instance(
         violations = check(state, decision)
         row = decision_row(name, sched_name, pending, decision, wall, explain_s, violations)
         if row.refused():
-            for v in violations:
-                print(
-                    f"{name} seed {config.seed} {sched_name}: {v.kind}: {v.message}",
-                    file=sys.stderr,
-                )
+            row.findings = [f"{v.kind}: {v.message}" for v in violations]
+            for finding in row.findings:
+                print(f"{name} seed {config.seed} {sched_name}: {finding}", file=sys.stderr)
         rows.append(row)
         if decisions is not None:
             decisions[sched_name] = decision
@@ -246,83 +171,6 @@ def run_instance(
     return rows
 
 
-def _num(value: int | None) -> str:
-    return "-" if value is None else f"{value:,}"
-
-
-def _secs(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
-
-def instance_table(results: Sequence[InstanceResult]) -> Table:
-    table = Table(title="Instances")
-    for column in ("instance", "nodes", "pods", "pending", "gangs", "build s", "prepare s"):
-        table.add_column(column, justify="left" if column == "instance" else "right")
-    for r in results:
-        table.add_row(
-            r.instance,
-            _num(r.nodes),
-            _num(r.pods),
-            _num(r.pending_pods),
-            _num(r.gangs),
-            _secs(r.build_s),
-            _secs(r.prepare_s),
-        )
-    return table
-
-
-def results_table(rows: Sequence[Row], time_limit: float) -> Table:
-    table = Table(title=f"Schedulers (time limit {time_limit:g} s)")
-    columns = (
-        "instance",
-        "scheduler",
-        "pending",
-        "variables",
-        "first sol s",
-        "objective",
-        "bound",
-        "gap",
-        "wall s",
-        "explain s",
-        "placed",
-        "admitted",
-        "evicted",
-        "nominated",
-        "status",
-        "decided by",
-        "partial gangs",
-        "violations",
-        f"vs {BASELINE}",
-        f"- {BASELINE}",
-    )
-    for column in columns:
-        table.add_column(column, justify="left" if column in ("instance", "scheduler") else "right")
-    for r in rows:
-        table.add_row(
-            r.instance,
-            r.scheduler,
-            _num(r.pending_pods),
-            _num(r.variables),
-            _secs(r.first_solution_s),
-            _num(r.objective),
-            _num(r.bound),
-            "-" if r.gap is None else f"{r.gap:.2%}",
-            _secs(r.wall_s),
-            _secs(r.explain_s),
-            _num(r.placed),
-            _num(r.admitted),
-            _num(r.evicted),
-            _num(r.nominated),
-            r.status if r.error is None else f"ERROR: {r.error}",
-            r.decided_by or "-",
-            _num(r.partial_gangs),
-            _num(r.violations),
-            "-" if r.vs_baseline is None else f"{r.vs_baseline:.3f}",
-            "-" if r.minus_baseline is None else f"{r.minus_baseline:+,}",
-        )
-    return table
-
-
 @contextmanager
 def frozen() -> Iterator[None]:
     """Every object alive now (the instance just built) out of the collector's sight while
@@ -335,42 +183,6 @@ def frozen() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
-
-
-def _p99(values: Sequence[float]) -> float:
-    """Nearest rank: with fewer than 100 values, the worst."""
-    ordered = sorted(values)
-    return ordered[math.ceil(0.99 * len(ordered)) - 1]
-
-
-def summary_table(rows: Sequence[Row]) -> Table:
-    """Per instance and scheduler, over every seed and run."""
-    groups: dict[tuple[str, str], list[Row]] = {}
-    for row in rows:
-        if row.error is None:
-            groups.setdefault((row.instance, row.scheduler), []).append(row)
-    table = Table(title="Over seeds and runs")
-    columns = ("instance", "scheduler", "n", "gap median", "gap max", "wall median s")
-    ratio_columns = (f"vs {BASELINE} min", f"vs {BASELINE} median")
-    for column in (*columns, "wall p99 s", *ratio_columns, "refused"):
-        table.add_column(column, justify="left" if column in ("instance", "scheduler") else "right")
-    for (instance, scheduler), group in groups.items():
-        gaps = [r.gap for r in group if r.gap is not None]
-        walls = [r.wall_s for r in group]
-        ratios = [r.vs_baseline for r in group if r.vs_baseline is not None]
-        table.add_row(
-            instance,
-            scheduler,
-            str(len(group)),
-            f"{statistics.median(gaps):.2%}" if gaps else "-",
-            f"{max(gaps):.2%}" if gaps else "-",
-            _secs(statistics.median(walls)),
-            _secs(_p99(walls)),
-            f"{min(ratios):.3f}" if ratios else "-",
-            f"{statistics.median(ratios):.3f}" if ratios else "-",
-            str(sum(r.refused() for r in group)),
-        )
-    return table
 
 
 def _seeds(text: str) -> list[int]:
