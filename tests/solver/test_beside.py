@@ -24,8 +24,8 @@ from tests.solver.encodings import class_model, search_for
 TIMED = SolverConfig(time_limit_s=1.0)
 # Where what a 200-node cycle does next depends on the time left (the dive is dropped
 # unplaced where placing the rounded LP took most of it), twice the usual limit: at 1 s
-# these tests failed in a slow phase of the CI machine and beside a busy process. The
-# overlap of the stages is what they test, not the machine's pace.
+# one failed in a full run of the suite on a slow phase of this 2-core machine, and both
+# beside a busy process. The overlap of the stages is what they test, not the pace.
 SOME_TIME_LEFT = SolverConfig(time_limit_s=2.0)
 
 
