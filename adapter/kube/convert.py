@@ -28,7 +28,7 @@ from adapter.errors import validation_lines
 from adapter.kube import dialects
 from adapter.kube.budgets import Budgets
 from adapter.kube.dialects import (
-    COSCHEDULING_GROUP,
+    COSCHEDULING_GROUPS,
     PODGROUP_GROUPS,
     QUEUE_GROUPS,
     WORKLOAD_GROUP,
@@ -246,7 +246,7 @@ def convert(
             )
             if gang is not None:
                 keep("PodGroup", gangs, gang.name, gang)
-                if group == COSCHEDULING_GROUP:
+                if group in COSCHEDULING_GROUPS:
                     by_pods.add(gang.name)
                 else:  # of two dialects' PodGroups of one name, the later is kept
                     by_pods.discard(gang.name)

@@ -9,7 +9,11 @@ A cluster may run any mix; every dialect becomes the same domain ``Gang`` and ``
   ``scheduling.volcano.sh/group-name``).
 - scheduler-plugins ``scheduling.x-k8s.io``: PodGroup ``spec.minMember``; pods join with
   the label ``scheduling.x-k8s.io/pod-group``; no queues (the ``default`` queue), and
-  no priority field: a gang has its pods' highest priority (``convert``).
+  no priority field: a gang has its pods' highest priority (``convert``). Its releases
+  before v0.24, and Koordinator still, serve the same PodGroup as
+  ``scheduling.sigs.k8s.io`` and join pods with the label
+  ``pod-group.scheduling.sigs.k8s.io``: read alike (unread, their gangs were bound
+  pod by pod, partially).
 - the upstream Workload API ``scheduling.k8s.io`` (KEP-4671: v1alpha2 in 1.36, v1beta1
   and v1alpha3 in 1.37): PodGroup ``spec.schedulingPolicy`` ``gang.minCount`` (``basic``:
   each pod on its own, a gang of one), ``spec.priority`` / ``spec.priorityClassName``;
@@ -34,13 +38,13 @@ from solver.model import DEFAULT_QUEUE, Gang, Queue, Resources
 
 KUBE_BATCH_GROUPS = frozenset({"scheduling.sigs.dev", "scheduling.incubator.k8s.io"})
 VOLCANO_GROUP = "scheduling.volcano.sh"
-COSCHEDULING_GROUP = "scheduling.x-k8s.io"
+COSCHEDULING_GROUPS = frozenset({"scheduling.x-k8s.io", "scheduling.sigs.k8s.io"})
 WORKLOAD_GROUP = "scheduling.k8s.io"
-PODGROUP_GROUPS = KUBE_BATCH_GROUPS | {VOLCANO_GROUP, COSCHEDULING_GROUP, WORKLOAD_GROUP}
+PODGROUP_GROUPS = KUBE_BATCH_GROUPS | COSCHEDULING_GROUPS | {VOLCANO_GROUP, WORKLOAD_GROUP}
 QUEUE_GROUPS = KUBE_BATCH_GROUPS | {VOLCANO_GROUP}
 
 GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
-GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+GROUP_LABELS = ("scheduling.x-k8s.io/pod-group", "pod-group.scheduling.sigs.k8s.io")
 QUEUE_ANNOTATION = "scheduling.sigs.dev/queue-name"  # a Workload API PodGroup's queue
 
 
@@ -51,9 +55,10 @@ def group_of(pod: Obj) -> str | None:
     for key in GROUP_ANNOTATIONS:
         if annotations.get(key):
             return str(annotations[key])
-    label = (metadata.get("labels") or {}).get(GROUP_LABEL)
-    if label:
-        return str(label)
+    labels = metadata.get("labels") or {}
+    for key in GROUP_LABELS:
+        if labels.get(key):
+            return str(labels[key])
     spec = pod.get("spec") or {}
     joined = spec.get("schedulingGroup")
     name = joined.get("podGroupName") if isinstance(joined, Mapping) else None

@@ -12,7 +12,7 @@ from typing import Any
 
 from adapter.cluster import GangStatus
 from adapter.kube.cache import ClusterCache, key_of
-from adapter.kube.dialects import COSCHEDULING_GROUP
+from adapter.kube.dialects import COSCHEDULING_GROUPS
 from adapter.kube.fields import stored_status
 from adapter.kube.pod_tally import PodTally
 from adapter.kube.resources import DIALECTS, Resource
@@ -57,7 +57,7 @@ def queue_writes(
     queues = [
         (resource, cache.of(resource))
         for resource in DIALECTS
-        if resource.kind == "Queue" and resource.group != COSCHEDULING_GROUP
+        if resource.kind == "Queue" and resource.group not in COSCHEDULING_GROUPS
     ]
     if not any(objects for _, objects in queues):
         return []

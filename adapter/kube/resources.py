@@ -130,6 +130,8 @@ DIALECTS: tuple[Resource, ...] = (
     Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", namespaced=True),
     Resource("scheduling.volcano.sh", "v1beta1", "queues", "Queue", namespaced=False),
     Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", namespaced=True),
+    # The same, as scheduler-plugins served it before v0.24 and Koordinator still does.
+    Resource("scheduling.sigs.k8s.io", "v1alpha1", "podgroups", "PodGroup", namespaced=True),
     # The upstream Workload API, built in behind the GenericWorkload feature gate: 1.37
     # serves v1beta1 and v1alpha3, 1.36 v1alpha2.
     Resource("scheduling.k8s.io", "v1beta1", "podgroups", "PodGroup", namespaced=True),

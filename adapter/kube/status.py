@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from adapter.cluster import GangStatus
 from adapter.kube.dialects import (
-    COSCHEDULING_GROUP,
+    COSCHEDULING_GROUPS,
     KUBE_BATCH_GROUPS,
     VOLCANO_GROUP,
     WORKLOAD_GROUP,
@@ -101,7 +101,7 @@ def queue_status(
 
 def _phase_status(status: GangStatus, group: str, now: datetime) -> dict[str, Any]:
     body: dict[str, Any] = {"phase": status.phase, "running": status.bound}
-    if group == COSCHEDULING_GROUP:
+    if group in COSCHEDULING_GROUPS:
         # Coscheduling's phases: a gang with some pods bound is Scheduling, not Pending.
         if status.phase == "Pending" and status.bound > 0:
             body["phase"] = "Scheduling"

@@ -40,13 +40,13 @@ from typer.testing import CliRunner
 
 from adapter.cli import app
 from adapter.kube.convert import convert
-from adapter.kube.dialects import GROUP_ANNOTATIONS, GROUP_LABEL, KUBE_BATCH_GROUPS, group_of
+from adapter.kube.dialects import GROUP_ANNOTATIONS, GROUP_LABELS, group_of
 from adapter.kube.resources import CLAIMS, DIALECTS, NODES, PODS, PRIORITY_CLASSES, VOLUMES
 from adapter.kube.run import KubeOptions
 from adapter.metrics import LoopMetrics
 from adapter.settings import Settings
 from solver.config import ObjectiveWeights
-from tests.adapter.kube.manifests import ships_inline_status
+from tests.adapter.kube.manifests import INSTALLED_EITHER_WAY, ships_inline_status
 
 Obj = dict[str, Any]
 
@@ -847,11 +847,11 @@ def test_cluster_role_is_what_the_adapter_uses() -> None:
     }
     # Every dialect resource gangsat watches: list/watch it, patch its status — on the
     # object for Volcano's PodGroup, whose CRD ships without a status subresource; on
-    # either for the kube-batch groups, whose CRDs come with or without one, by who
-    # installed them; 1.35's Workloads have no status.
+    # either for the kube-batch groups and the older Coscheduling group, whose CRDs come
+    # with or without one, by who installed them; 1.35's Workloads have no status.
     for r in DIALECTS:
         expected |= {(r.group, r.plural, "list"), (r.group, r.plural, "watch")}
-        if r.group in KUBE_BATCH_GROUPS:
+        if r.group in INSTALLED_EITHER_WAY:
             expected |= {(r.group, r.plural, "patch"), (r.group, f"{r.plural}/status", "patch")}
         elif r.kind != "Workload":
             inline = ships_inline_status(r.group, r.plural)
@@ -1224,7 +1224,7 @@ def _at(obj: Obj, path: tuple[str, ...]) -> Any:
         (
             "coscheduling.yaml",
             "scheduling.x-k8s.io",
-            ("metadata", "labels", GROUP_LABEL),
+            ("metadata", "labels", GROUP_LABELS[0]),
             ("minMember",),
         ),
         (

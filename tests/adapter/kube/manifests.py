@@ -11,9 +11,10 @@ from typing import Any
 import yaml
 
 from adapter.kube.dialects import (
-    COSCHEDULING_GROUP,
+    COSCHEDULING_GROUPS,
     GROUP_ANNOTATIONS,
-    GROUP_LABEL,
+    GROUP_LABELS,
+    KUBE_BATCH_GROUPS,
     QUEUE_ANNOTATION,
     WORKLOAD_GROUP,
 )
@@ -30,6 +31,12 @@ def ships_inline_status(group: str, plural: str) -> bool:
     return (group, plural) == ("scheduling.volcano.sh", "podgroups") or (
         group == "scheduling.incubator.k8s.io"
     )
+
+
+# Groups whose PodGroup (and Queue) CRDs come with or without a status subresource, by
+# who installed them: kube-batch's two (kube-batch, early Volcano, gangsat) and the older
+# Coscheduling group (scheduler-plugins before v0.24, Koordinator).
+INSTALLED_EITHER_WAY = KUBE_BATCH_GROUPS | {"scheduling.sigs.k8s.io"}
 
 
 def wait_until(condition: Callable[[], Any], timeout_s: float = 5.0, what: str = "") -> Any:
@@ -94,8 +101,11 @@ def gang_pods(
         }
         if dialect == WORKLOAD_GROUP:
             spec["schedulingGroup"] = {"podGroupName": group}
-        elif dialect == COSCHEDULING_GROUP:
-            metadata["labels"] = {GROUP_LABEL: group}
+        elif dialect in COSCHEDULING_GROUPS:
+            # Each group's own label: the newer group's, or the one releases before v0.24
+            # (and Koordinator) set.
+            label = GROUP_LABELS[0] if dialect == "scheduling.x-k8s.io" else GROUP_LABELS[1]
+            metadata["labels"] = {label: group}
         else:
             metadata["annotations"] = {GROUP_ANNOTATIONS[0]: group}
         pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec})

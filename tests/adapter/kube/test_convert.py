@@ -202,6 +202,25 @@ def test_a_malformed_podgroup_is_a_finding_and_its_pods_wait(
     assert {p.name for p in c.state.pods} == {"team/b-0", "team/ok"}
 
 
+def test_the_older_coscheduling_group_and_label_make_one_gang() -> None:
+    """scheduler-plugins before v0.24, and Koordinator, serve the PodGroup as
+    scheduling.sigs.k8s.io and join pods with the label pod-group.scheduling.sigs.k8s.io.
+    Unread, each pod was a gang of one: with room for two of three, two were bound."""
+    objects = [
+        node("n1", cpu="2"),
+        podgroup("scheduling.sigs.k8s.io/v1alpha1", "g", {"minMember": 3}),
+        *(pod(f"g-{i}", labels={"pod-group.scheduling.sigs.k8s.io": "g"}) for i in range(3)),
+    ]
+    c = convert(objects)
+    assert c.findings == []
+    [gang] = c.state.gangs
+    assert (gang.name, gang.min_member, gang.queue) == ("team/g", 3, "default")
+    assert {p.gang for p in c.state.pods} == {"team/g"}
+    decision = schedule(c.state, "cpsat", SolverConfig(time_limit_s=1.0))
+    assert decision.placements == {}
+    assert "team/g" in decision.explained().unschedulable
+
+
 def test_a_podgroup_without_queue_or_min_member_defaults_them() -> None:
     c = convert([podgroup("scheduling.sigs.dev/v1alpha2", "g", {})])
     [gang] = c.state.gangs

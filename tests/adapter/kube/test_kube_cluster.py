@@ -722,6 +722,7 @@ def test_every_dialect_is_read_and_written_in_its_own_shape(
         r for r in DIALECTS if r.group == "scheduling.volcano.sh" and r.kind == "PodGroup"
     )
     cosched = next(r for r in DIALECTS if r.group == "scheduling.x-k8s.io")
+    older = next(r for r in DIALECTS if r.group == "scheduling.sigs.k8s.io")
     vc_pods = gang_pods("vc", 2)
     for p in vc_pods:
         p["metadata"]["annotations"] = {"scheduling.volcano.sh/group-name": "vc"}
@@ -729,6 +730,8 @@ def test_every_dialect_is_read_and_written_in_its_own_shape(
     for p in co_pods:
         p["metadata"]["annotations"] = {}
         p["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": "co"}
+    # Three pods, minMember 3, where the node has room left for two: none is bound.
+    old_pods = gang_pods("old", 3, cpu="2", dialect=older.group)
     apply(
         server,
         [
@@ -737,14 +740,18 @@ def test_every_dialect_is_read_and_written_in_its_own_shape(
             *vc_pods,
             podgroup("co", 2, group=cosched.group),
             *co_pods,
+            podgroup("old", 3, group=older.group),
+            *old_pods,
         ],
     )
     seen(cluster, server)
     result = run_cycle(cluster, FAST)
     assert set(result.admitted()) == {"default/vc", "default/co"}
+    assert not any(pod.startswith("default/old-") for pod in result.bound)
     assert cluster.writer.flush()
     assert podgroup_status(server, "vc", volcano.group)["phase"] == "Running"
     assert podgroup_status(server, "co", cosched.group) == {"phase": "Running", "running": 2}
+    assert podgroup_status(server, "old", older.group) == {"phase": "Pending", "running": 0}
 
 
 def test_binds_are_fenced_by_leadership(server: FakeApiServer) -> None:

@@ -15,14 +15,20 @@ import yaml
 
 from adapter.holds import Holds
 from adapter.kube.cluster import KubeCluster
-from adapter.kube.dialects import KUBE_BATCH_GROUPS
 from adapter.kube.lease import LeaseElector
 from adapter.kube.resources import DIALECTS
 from adapter.kube.status import EventRecorder
 from adapter.loop import LoopSettings, run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
 from solver.config import SolverConfig
-from tests.adapter.kube.manifests import apply, gang_pods, node, podgroup, ships_inline_status
+from tests.adapter.kube.manifests import (
+    INSTALLED_EITHER_WAY,
+    apply,
+    gang_pods,
+    node,
+    podgroup,
+    ships_inline_status,
+)
 
 RBAC = Path(__file__).resolve().parents[3] / "deploy" / "base" / "rbac.yaml"
 Grant = tuple[str, str, str]  # verb, group, resource or resource/subresource
@@ -104,12 +110,13 @@ def exercise(server: FakeApiServer) -> None:
 def test_the_rbac_rules_are_exactly_the_calls_the_adapter_makes(server: FakeApiServer) -> None:
     """On the CRDs as each peer ships them, and on the other shape of the two kube-batch
     groups, whose CRDs kube-batch or early Volcano may have installed (with or without a
-    status subresource): status goes to whichever the cluster has."""
+    status subresource), and of the older Coscheduling group (scheduler-plugins before
+    v0.24, or Koordinator): status goes to whichever the cluster has."""
     exercise(server)
     other = FakeApiServer()
     for r in DIALECTS:
         inline = ships_inline_status(r.group, r.plural)
-        if r.group in KUBE_BATCH_GROUPS:
+        if r.group in INSTALLED_EITHER_WAY:
             inline = not inline
         other.add_resource(
             r.group,

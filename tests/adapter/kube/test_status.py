@@ -78,13 +78,11 @@ def test_a_failed_bind_keeps_its_own_reason() -> None:
     assert condition["message"] == "3/5 tasks in gang unschedulable: x"
 
 
-def test_coscheduling_has_phases_but_no_conditions() -> None:
-    assert podgroup_status(PENDING, "scheduling.x-k8s.io/v1alpha1", NOW) == {
-        "phase": "Pending",
-        "running": 0,
-    }
+@pytest.mark.parametrize("api", ["scheduling.x-k8s.io/v1alpha1", "scheduling.sigs.k8s.io/v1alpha1"])
+def test_coscheduling_has_phases_but_no_conditions(api: str) -> None:
+    assert podgroup_status(PENDING, api, NOW) == {"phase": "Pending", "running": 0}
     partly = PENDING.model_copy(update={"bound": 2})
-    assert podgroup_status(partly, "scheduling.x-k8s.io/v1alpha1", NOW)["phase"] == "Scheduling"
+    assert podgroup_status(partly, api, NOW)["phase"] == "Scheduling"
 
 
 def test_an_unknown_dialect_is_refused() -> None:
