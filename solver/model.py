@@ -36,6 +36,8 @@ EPHEMERAL_STORAGE = "ephemeral-storage"
 HUGEPAGES_PREFIX = "hugepages-"
 MIB = 2**20
 DEFAULT_QUEUE = "default"
+OPEN_QUEUE = "Open"
+CLOSED_QUEUE_STATES = frozenset({"Closed", "Closing"})
 DEFAULT_MAX_PODS = 110
 IMPLICIT_GANG_PREFIX = "pod:"
 # A real API server accepts `cpu: "1e30"`. Above this (a million cores, ~900 TiB) no
@@ -470,6 +472,18 @@ class Queue(_Frozen):
         default=True,
         description="other queues may reclaim from it (Volcano's spec.reclaimable)",
     )
+    state: str = Field(
+        default=OPEN_QUEUE,
+        description=(
+            "Volcano's status.state: a queue Closed or Closing (being drained) takes no new "
+            "pods; what already runs in it runs on"
+        ),
+    )
+
+    def admits(self) -> bool:
+        """Whether the queue takes new pods: any state but Closed and Closing (Volcano's
+        ``Unknown`` is no admin's decision to drain it)."""
+        return self.state not in CLOSED_QUEUE_STATES
 
     def __hash__(self) -> int:
         return hash(self.name)

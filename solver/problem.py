@@ -356,6 +356,11 @@ def prepare(state: ClusterState) -> Problem:
         held.by_sets += [pod.requests for pod in bound]
         if not pending:
             continue
+        if not (queue := queues_by_name[gang.queue]).admits():
+            # Closing a queue is how an admin drains it (Volcano refuses new jobs in it):
+            # its running gangs keep their pods, nothing new is bound.
+            invalid[gang.name] = f"queue {gang.queue!r} is {queue.state}: it takes no new pods"
+            continue
         # A terminating pod (evicted, deleted) holds its room until it is gone but is no
         # member any more: counted, a gang preempted whole looked running, and its
         # pending pods were bound on their own, below minMember.

@@ -26,6 +26,7 @@ from solver.model import (
     CPU,
     DEFAULT_QUEUE,
     GPU,
+    OPEN_QUEUE,
     ClusterState,
     Gang,
     Node,
@@ -237,9 +238,14 @@ class QueueBuilder:
         self._name = name
         self._weight = weight
         self._capability: dict[str, int] | None = None
+        self._state = OPEN_QUEUE
 
     def capability(self, **quantities: Quantity) -> QueueBuilder:
         self._capability = {**(self._capability or {}), **resources(**quantities)}
+        return self
+
+    def state(self, state: str) -> QueueBuilder:
+        self._state = state
         return self
 
     def build(self) -> Queue:
@@ -247,6 +253,7 @@ class QueueBuilder:
             name=self._name,
             weight=self._weight,
             capability=None if self._capability is None else Resources(self._capability),
+            state=self._state,
         )
 
 

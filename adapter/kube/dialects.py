@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from adapter.kube.fields import BadObject, Obj, api_group, created_s, int_field, meta, quantities
-from solver.model import DEFAULT_QUEUE, Gang, Queue, Resources
+from solver.model import DEFAULT_QUEUE, OPEN_QUEUE, Gang, Queue, Resources
 
 KUBE_BATCH_GROUPS = frozenset({"scheduling.sigs.dev", "scheduling.incubator.k8s.io"})
 VOLCANO_GROUP = "scheduling.volcano.sh"
@@ -179,9 +179,13 @@ def queue(obj: Obj) -> Queue:
     # root queue in volcano#4350 caps memory at 7630840000Gi). Refused, it took the Queue,
     # and every gang in it waited for a queue "not found".
     caps = quantities(capability, "spec.capability", caps=True)
+    # Volcano's controller keeps the state in the status (Open, Closing, Closed, Unknown);
+    # an admin closes a queue to drain it. Read as given, so a user sees it named.
+    state = (obj.get("status") or {}).get("state")
     return Queue(
         name=name,
         weight=weight,
         capability=Resources(caps) if caps else None,
         reclaimable=reclaimable,
+        state=state if isinstance(state, str) and state else OPEN_QUEUE,
     )

@@ -9,7 +9,8 @@ Inqueue without pods claim (their pods are on the way) — Volcano's admission w
 overcommit factor. A PodGroup without minResources is admitted at once. One with some
 pods is taken too, as Volcano's enqueue takes every pending job: its controller may have
 more pods to create (or re-create), and does so only once it is Inqueue. gangsat never
-writes Pending over Inqueue (``adapter.kube.status``).
+writes Pending over Inqueue (``adapter.kube.status``). Nor is one moved whose queue is
+closed (``Queue.admits``): an admin drains a queue so, and its Jobs are not started.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 from adapter.kube.fields import stored_status
 from adapter.quantity import resources
-from solver.model import ClusterState
+from solver.model import DEFAULT_QUEUE, ClusterState
 from solver.predicates import insufficient
 
 Obj = Mapping[str, Any]
@@ -80,12 +81,15 @@ def to_enqueue(
     """The keys of the Volcano PodGroups (key, object) to move from Pending to Inqueue."""
     claimed: list[dict[str, int]] = []  # minResources of PodGroups Inqueue without pods
     waiting: list[tuple[str, str, dict[str, int]]] = []  # (created, key, minResources)
+    closed = {q.name for q in state.queues if not q.admits()}
     for key, obj in podgroups:
         phase = stored_status(obj).get("phase") or "Pending"
         need = min_resources(obj)
+        spec = obj.get("spec")
+        queue = (spec.get("queue") if isinstance(spec, Mapping) else None) or DEFAULT_QUEUE
         if phase == "Inqueue" and need and key not in with_pods:
             claimed.append(need)
-        elif phase == "Pending" and need is not None:
+        elif phase == "Pending" and need is not None and queue not in closed:
             created = str((obj.get("metadata") or {}).get("creationTimestamp") or "")
             waiting.append((created, key, need))
     if not waiting:

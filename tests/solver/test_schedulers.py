@@ -15,7 +15,7 @@ import solver.cpsat
 import solver.disaggregate
 import solver.search
 from solver.config import SolverConfig
-from solver.model import ClusterState, Decision, SolveStatus
+from solver.model import CPU, ClusterState, Decision, SolveStatus
 from solver.objective import score
 from solver.problem import prepare
 from solver.schedulers import SCHEDULERS, schedule
@@ -315,6 +315,47 @@ def test_bad_references_become_reasons_not_crashes() -> None:
         assert d.unschedulable["short"].startswith("NotEnoughTasks")
         assert d.waiting_pods == {"orphan": "PodGroup 'nowhere' not found"}
         assert d.placements == {"ok-0": "n"}
+
+
+@pytest.mark.parametrize("state_name", ["Closed", "Closing"])
+def test_a_closed_queue_takes_no_new_pods_and_keeps_what_runs(state_name: str) -> None:
+    """An admin drains a Volcano queue by closing it: its gangs not started wait, with the
+    queue's state as their reason, a started one keeps its pods and gets no more, and
+    what runs still counts as the queue's; other queues are scheduled as before."""
+    s = state(
+        nodes=[node("n").cap(cpu=8, memory="16Gi")],
+        pods=[
+            pod("old-0").req(cpu=1).gang("old").on("n"),
+            pod("old-1").req(cpu=1).gang("old"),
+            *pods_of("new", 2, cpu=1),
+            *pods_of("ok", 2, cpu=1),
+        ],
+        gangs=[
+            gang("old", 1).queue("drained"),
+            gang("new", 2).queue("drained"),
+            gang("ok", 2).queue("open"),
+        ],
+        queues=[queue("drained").state(state_name), queue("open")],
+    )
+    problem = prepare(s)
+    drained = next(q for q in problem.queues if q.name == "drained")
+    assert drained.used[problem.r(CPU)] == 1000
+    for scheduler in SCHEDULERS:
+        d = schedule(s, scheduler, FAST)
+        assert d.placements == {"ok-0": "n", "ok-1": "n"}, scheduler
+        why = f"queue 'drained' is {state_name}: it takes no new pods"
+        assert d.unschedulable["new"] == why and d.unschedulable["old"] == why
+
+
+def test_a_queue_in_any_other_state_is_open() -> None:
+    """Volcano's Unknown (its controller lost track) is no admin's decision to drain."""
+    s = state(
+        nodes=[node("n").cap(cpu=8, memory="16Gi")],
+        pods=pods_of("g", 2, cpu=1),
+        gangs=[gang("g", 2).queue("q")],
+        queues=[queue("q").state("Unknown")],
+    )
+    assert set(solve(s).placements) == {"g-0", "g-1"}
 
 
 def test_packing_prefers_used_nodes_and_keeps_gpu_nodes_whole() -> None:

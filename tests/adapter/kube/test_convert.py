@@ -221,6 +221,35 @@ def test_the_older_coscheduling_group_and_label_make_one_gang() -> None:
     assert "team/g" in decision.explained().unschedulable
 
 
+def test_a_volcano_queue_is_read_with_its_state() -> None:
+    """Volcano's controller keeps a queue's state in its status; an admin closes a queue
+    to drain it. A queue without one is open."""
+
+    def volcano_queue(name: str, status: object) -> dict[str, object]:
+        return {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": name},
+            "spec": {"weight": 1},
+            "status": status,
+        }
+
+    c = convert(
+        [
+            volcano_queue("closed", {"state": "Closed", "pending": 1}),
+            volcano_queue("open", {"state": "Open"}),
+            volcano_queue("new", None),
+        ]
+    )
+    assert c.findings == []
+    states = {q.name: (q.state, q.admits()) for q in c.state.queues}
+    assert states == {
+        "closed": ("Closed", False),
+        "open": ("Open", True),
+        "new": ("Open", True),
+    }
+
+
 def test_a_podgroup_without_queue_or_min_member_defaults_them() -> None:
     c = convert([podgroup("scheduling.sigs.dev/v1alpha2", "g", {})])
     [gang] = c.state.gangs

@@ -754,6 +754,38 @@ def test_every_dialect_is_read_and_written_in_its_own_shape(
     assert podgroup_status(server, "old", older.group) == {"phase": "Pending", "running": 0}
 
 
+def test_a_closed_volcano_queue_binds_nothing_new_until_it_opens(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    """Closing a queue is how a Volcano admin drains it: its gang waits, and says why,
+    until the queue's controller opens it again."""
+    volcano = "scheduling.volcano.sh"
+
+    def drained(state: str) -> dict[str, Any]:
+        return {
+            "apiVersion": f"{volcano}/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": "drained"},
+            "spec": {"weight": 1},
+            "status": {"state": state},
+        }
+
+    pods = gang_pods("vc", 2, dialect=volcano)
+    apply(
+        server,
+        [node("n1", cpu="8"), drained("Closed"), podgroup("vc", 2, "drained", volcano), *pods],
+    )
+    seen(cluster, server)
+    result = run_cycle(cluster, FAST)
+    assert result.bound == {}
+    assert cluster.writer.flush()
+    [condition] = podgroup_status(server, "vc", volcano)["conditions"]
+    assert "queue 'drained' is Closed: it takes no new pods" in condition["message"]
+    server.put(drained("Open"))
+    wait_until(lambda: all(q.admits() for q in cluster.snapshot().queues), what="the queue opened")
+    assert set(run_cycle(cluster, FAST).bound) == {"default/vc-0", "default/vc-1"}
+
+
 def test_binds_are_fenced_by_leadership(server: FakeApiServer) -> None:
     leading = threading.Event()
     two_node_gang(server)

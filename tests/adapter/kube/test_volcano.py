@@ -11,7 +11,14 @@ from adapter.kube.cluster import KubeCluster
 from adapter.loop import LoopSettings, run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
 from solver.config import SolverConfig
-from tests.adapter.kube.manifests import apply, bound_pods, gang_pods, node, podgroup
+from tests.adapter.kube.manifests import (
+    apply,
+    bound_pods,
+    gang_pods,
+    node,
+    podgroup,
+    wait_until,
+)
 from tests.adapter.kube.test_kube_cluster import podgroup_status, seen
 
 FAST = LoopSettings(scheduler="cpsat", solver=SolverConfig(time_limit_s=2.0, deterministic=True))
@@ -47,6 +54,35 @@ def test_a_volcano_podgroup_that_fits_is_enqueued_then_runs(
     assert set(bound_pods(server)) == {"default/job-0", "default/job-1"}
     assert cluster.writer.flush()
     assert podgroup_status(server, "job", VOLCANO)["phase"] == "Running"
+
+
+def test_a_volcano_job_in_a_closed_queue_is_not_enqueued_until_the_queue_opens(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    """An admin drains a queue by closing it: its Jobs get no pods, as under Volcano."""
+
+    def queue(state: str) -> dict[str, Any]:
+        return {
+            "apiVersion": f"{VOLCANO}/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": "drained"},
+            "spec": {"weight": 1},
+            "status": {"state": state},
+        }
+
+    group = volcano_group("job", 2, cpu="2")
+    group["spec"]["queue"] = "drained"
+    apply(server, [node("n1", cpu="8"), queue("Closing"), group, volcano_group("other", 2)])
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush()
+    assert podgroup_status(server, "job", VOLCANO).get("phase") in (None, "Pending")
+    assert podgroup_status(server, "other", VOLCANO).get("phase") == "Inqueue"
+    apply(server, [queue("Open")])
+    wait_until(lambda: all(q.admits() for q in cluster.snapshot().queues), what="queue open")
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush()
+    assert podgroup_status(server, "job", VOLCANO).get("phase") == "Inqueue"
 
 
 def test_minresources_as_volcanos_job_controller_writes_them_are_read_as_requests(
