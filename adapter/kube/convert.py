@@ -50,8 +50,8 @@ from adapter.kube.memo import Memo, Seen, Shapes
 from adapter.kube.pods import TASK_ANNOTATION, pod_of_object, room_held
 from adapter.kube.reading import MISSING, Finding, Reading
 from adapter.kube.unmodelled import BoundAntiAffinity, kept_off
+from adapter.kube.unusable import closed, out_of_service
 from adapter.kube.volumes import Claims, Waits
-from solver.model import PODS as PODS_RESOURCE
 from solver.model import (
     ClusterState,
     Gang,
@@ -125,7 +125,7 @@ def _node(obj: Obj) -> Node:
         taints = (*taints, Taint(key=condition_taint, effect="NoSchedule"))
     return Node(
         name=name,
-        allocatable=Resources(quantities(allocatable, "status.allocatable")),
+        allocatable=Resources(quantities(allocatable, "status.allocatable", held=True)),
         labels=(obj.get("metadata") or {}).get("labels") or {},
         taints=taints,
         unschedulable=bool(spec.get("unschedulable")),
@@ -170,6 +170,7 @@ def convert(
     placed: list[tuple[int, Obj, Seen | None]] = []
     rest: list[Obj] = []  # every other kind, for the loop that reads them
     index = 0
+    refused: set[str] = set()  # nodes whose objects cannot be read
     seen_before = reading.seen_before
     for o in objects:
         if (hit := seen_before(o)) is None:  # else its shape was read when it was first seen
@@ -181,6 +182,8 @@ def convert(
                 name = raw.get("name") if isinstance(raw, Mapping) else None
                 label = str(name) if name else "(unnamed)"
                 findings.append(Finding(kind=str(o.get("kind")), name=label, message=problem))
+                if o.get("kind") == "Node" and name:
+                    refused.add(label)  # kept for the pods bound there (``unusable``)
                 continue
         kind = o.get("kind")
         if kind == "Pod" or kind == "Job":
@@ -240,6 +243,8 @@ def convert(
             node = attempt("Node", o, lambda o=o: _node(o))
             if node is not None:
                 keep("Node", nodes, node.name, node)
+            elif isinstance(raw := o.get("metadata"), Mapping) and raw.get("name"):
+                refused.add(str(raw["name"]))  # kept for the pods bound there (``unusable``)
         elif kind == "PodGroup" and group in PODGROUP_GROUPS:
             gang = attempt(
                 "PodGroup", o, lambda o=o: dialects.podgroup(o, priorities, default_priority)
@@ -303,6 +308,8 @@ def convert(
             findings.append(Finding(kind="Pod", name=held.name, message=message))
             return held
 
+    for name in sorted(refused - nodes.keys()):
+        nodes[name] = out_of_service(name)
     anti = BoundAntiAffinity()
     unknown_room: set[str] = set()  # nodes with a bound pod whose requests are unreadable
     pending: list[tuple[Obj, str]] = []  # pending pods, as objects, and their keys
@@ -382,7 +389,7 @@ def convert(
                 if pod.gang is not None:
                     owned.add(pod.gang)
 
-    _closed(nodes, unknown_room, findings)
+    closed(nodes, unknown_room, findings)
     _claims_read(pods, claims, claiming, findings)
     for o, name in pending if anti.terms else ():
         if name in pods and (off := anti.requirements_for(o, nodes)):
@@ -429,19 +436,6 @@ def convert(
         for kind, count in sorted(unread.items())
     ]
     return Conversion(state, findings, ignored, frozenset(foreign - owned))
-
-
-def _closed(nodes: dict[str, Node], unknown_room: Collection[str], findings: list[Finding]) -> None:
-    """Nodes with a bound pod whose requests cannot be read: what is free there is
-    unknown, so no new pod goes there this cycle, whatever it tolerates (every pod takes
-    a pod slot, and the node has none), nor does it count towards any queue's share or
-    enqueue room (``Node.ready``)."""
-    for name in sorted(unknown_room):
-        room = {**nodes[name].allocatable.root, PODS_RESOURCE: 0}
-        update = {"allocatable": Resources(room), "ready": False}
-        nodes[name] = nodes[name].model_copy(update=update)
-        message = "a pod bound here has requests gangsat cannot read: no new pods here"
-        findings.append(Finding(kind="Node", name=name, message=message))
 
 
 def _claims_read(

@@ -14,6 +14,7 @@ from typing import Any
 
 from adapter.quantity import QuantityError, QuantityTooLarge, parse
 from solver.model import MAX_QUANTITY
+from solver.units import model_unit
 
 Obj = Mapping[str, Any]
 
@@ -99,9 +100,13 @@ def stamped(stamp: str) -> datetime | None:
         return None
 
 
-def quantities(values: Any, where: str, caps: bool = False) -> dict[str, int]:
+def quantities(values: Any, where: str, caps: bool = False, held: bool = False) -> dict[str, int]:
     """``caps``: the values are upper limits, and one above any machine's amount (how
-    some write "unlimited") limits nothing: left out."""
+    some write "unlimited") limits nothing: left out. ``held``: the values are what a
+    node has, and bytes above the most any pod may ask (MAX_QUANTITY, 0.9 PiB: a 2 PiB
+    filesystem under the kubelet as ephemeral-storage) hold any pod: read as that most.
+    Refused, such a node was out of service. Other amounts that large (a million cores)
+    no machine has: refused."""
     if values is None:
         return {}
     if not isinstance(values, Mapping):
@@ -113,10 +118,15 @@ def quantities(values: Any, where: str, caps: bool = False) -> dict[str, int]:
         except QuantityTooLarge as e:
             if caps:
                 continue
+            if held and model_unit(str(name)) > 1:
+                read[str(name)] = MAX_QUANTITY
+                continue
             raise BadObject(f"{where}: {e}") from None
         except QuantityError as e:
             raise BadObject(f"{where}: {e}") from None
-        if not caps or amount <= MAX_QUANTITY:
+        if held and model_unit(str(name)) > 1:
+            read[str(name)] = min(amount, MAX_QUANTITY)
+        elif not caps or amount <= MAX_QUANTITY:
             read[str(name)] = amount
     return read
 

@@ -14,7 +14,7 @@ from adapter.cli import app
 from adapter.kube.convert import convert
 from adapter.kube.memo import Memo
 from solver.config import SolverConfig
-from solver.model import Decision
+from solver.model import MAX_QUANTITY, Decision
 from solver.schedulers import schedule
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -402,6 +402,45 @@ def test_a_pod_asking_more_than_any_machine_has_is_a_finding_and_the_rest_is_sch
     assert decision.placements == {"team/ok": "n1"}
 
 
+def test_bytes_above_the_most_a_pod_may_ask_are_that_most_on_a_node() -> None:
+    """A 2 PiB filesystem under the kubelet is ephemeral-storage a real node reports:
+    refused, the node was out of service. A million cores no node has: still refused."""
+    big = node("big")
+    big["status"]["allocatable"]["ephemeral-storage"] = "2Pi"
+    absurd = node("absurd", cpu="1e30")
+    c = convert([big, absurd, pod("p")])
+    assert [(f.kind, f.name) for f in c.findings] == [("Node", "absurd")]
+    nodes = {n.name: n for n in c.state.nodes}
+    assert nodes["big"].allocatable["ephemeral-storage"] == MAX_QUANTITY
+    assert nodes["big"].in_service and not nodes["absurd"].in_service
+    decision = schedule(c.state, "cpsat", SolverConfig(time_limit_s=1.0))
+    assert decision.placements == {"team/p": "big"}
+
+
+def test_the_pods_on_a_node_that_cannot_be_read_still_run_and_count() -> None:
+    """A node whose object cannot be read is kept, out of service, for the pods bound
+    there: dropped with it, its gang of three read as one pod short of minMember (its
+    re-created member waited for good, NotEnoughTasks) and its queue's share as empty."""
+    odd = {**node("odd"), "status": "Ready"}  # a status no kubelet writes
+    group = {"scheduling.k8s.io/group-name": "g"}
+    objects = [
+        odd,
+        node("n2"),
+        podgroup("scheduling.sigs.dev/v1alpha2", "g", {"minMember": 3}),
+        pod("g-0", annotations=group, node_name="odd"),
+        pod("g-1", annotations=group, node_name="odd"),
+        pod("g-2", annotations=group),
+    ]
+    c = convert(objects)
+    assert [(f.kind, f.name) for f in c.findings] == [("Node", "odd")]
+    assert {p.name for p in c.state.pods} == {"team/g-0", "team/g-1", "team/g-2"}
+    [kept] = [n for n in c.state.nodes if n.name == "odd"]
+    assert not kept.in_service and kept.allocatable["pods"] == 0
+    decision = schedule(c.state, "cpsat", SolverConfig(time_limit_s=1.0))
+    assert decision.placements == {"team/g-2": "n2"}
+    assert decision.admitted == ("team/g",)
+
+
 def test_scheduling_gates_are_read() -> None:
     gated = pod("gated")
     gated["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
@@ -698,7 +737,8 @@ def test_objects_of_the_wrong_shape_are_findings_and_the_rest_is_read() -> None:
     ]
     assert all(f.message.startswith("malformed: ") for f in c.findings)
     assert [p.name for p in c.state.pods] == ["team/ok"]
-    assert [n.name for n in c.state.nodes] == ["n1"]
+    # The node is kept for the pods bound there, out of service.
+    assert {n.name: n.in_service for n in c.state.nodes} == {"n1": True, "n2": False}
 
 
 @pytest.mark.parametrize("resource", ["cpu ", "", "two words"])
