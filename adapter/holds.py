@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState, Pod
+from solver.predicates import placement_reason
 
 log = logging.getLogger(__name__)
 
@@ -87,15 +88,18 @@ class Holds:
         its victims, the pods terminating on their nodes, or where none does and its queue
         has a capability (the gang may have waited for it), the terminating pods of that
         queue's PodGroups anywhere. Where none terminates, the hold binds at once, through
-        the validator. A nomination to a node that is gone, or of a pod whose PodGroup is
-        gone, is no hold: the gang is decided afresh, and the nomination cleared."""
+        the validator. A nomination to a node that is gone, or that the pod may no longer
+        use (a taint or a cordon since, labels changed), or of a pod whose PodGroup is gone,
+        is no hold: the gang is decided afresh, and the nomination cleared. (Held, the
+        validator refused its bind as a broken rule, the error a solver's bug logs.)"""
         if self.recovered:
             return []
         self.recovered = True
-        nodes = {n.name for n in state.nodes}
+        nodes = {n.name: n for n in state.nodes}
         queue_of = {g.name: g.queue for g in state.gangs}
         capped = {q.name for q in state.queues if q.capability is not None}
         nominated: dict[str, dict[str, str]] = {}
+        usable: dict[str, bool] = {}  # gang -> every nomination on a node its pod may use
         leaving: dict[str, dict[str, str]] = {}  # node -> terminating pod -> node
         leaving_queue: dict[str, dict[str, str]] = {}  # queue -> terminating pod -> node
         for pod in state.pods:
@@ -104,13 +108,17 @@ class Holds:
                 if (queue := queue_of.get(pod.gang_name())) is not None:  # PodGroups only
                     leaving_queue.setdefault(queue, {})[pod.name] = pod.node_name
             elif pod.node_name is None and not pod.terminating and pod.nominated_node:
-                nominated.setdefault(pod.gang_name(), {})[pod.name] = pod.nominated_node
+                gang = pod.gang_name()
+                nominated.setdefault(gang, {})[pod.name] = pod.nominated_node
+                node = nodes.get(pod.nominated_node)
+                fits = node is not None and placement_reason(pod, node) is None
+                usable[gang] = usable.get(gang, True) and fits
         held: list[str] = []
         for gang, pods in sorted(nominated.items()):
             if gang in self.held:
                 continue
             implicit = gang.startswith(IMPLICIT_GANG_PREFIX)
-            if not set(pods.values()) <= nodes or not (implicit or gang in queue_of):
+            if not usable[gang] or not (implicit or gang in queue_of):
                 self.cleared |= pods.keys()
                 continue
             victims = {

@@ -308,6 +308,25 @@ def test_a_nomination_to_a_node_that_is_gone_holds_nothing_and_is_cleared() -> N
     assert holds.recover(base) == []  # once, at the first cycle
 
 
+def test_a_nomination_to_a_node_the_pod_may_no_longer_use_holds_nothing_and_is_cleared() -> None:
+    """A taint added since the previous leader nominated: held, the validator refused the
+    bind as a broken rule (logged as a solver's bug would be) and every member was told
+    "predicate"; instead the gang is decided afresh."""
+    base = state(
+        [node("n0").cap(cpu=4).taint("maintenance"), node("n1").cap(cpu=4)],
+        [
+            pod("hi-0").req(cpu=4).gang("hi").nominated("n0"),
+            pod("hi-1").req(cpu=4).gang("hi").nominated("n1"),
+        ],
+        [gang("hi", 2)],
+        [queue()],
+    )
+    holds = Holds()
+    assert holds.recover(base) == []
+    assert not holds.held
+    assert holds.take_cleared(base) == ("hi-0", "hi-1")
+
+
 def test_a_new_leader_without_the_nominations_binds_the_preemptor_whole_once_room_is_free() -> None:
     """As above, with the nominations lost (their writes failed): the new leader starts
     with no holds. While the victims terminate it evicts nothing more (they are no victims
