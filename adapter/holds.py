@@ -140,7 +140,7 @@ class Holds:
     def refresh(self, state: ClusterState, pods: Mapping[str, Pod]) -> dict[str, str]:
         """Drop the holds the snapshot makes void; returns gang -> why. ``pods``: the
         snapshot's by name (``by_name``)."""
-        nodes = {n.name for n in state.nodes}
+        nodes = {n.name: n for n in state.nodes}
         dropped: dict[str, str] = {}
         for gang, hold in list(self.held.items()):
             why = None
@@ -150,6 +150,10 @@ class Holds:
                     why = f"pod {pod} is no longer pending"
                 elif node not in nodes:
                     why = f"node {node} is gone"
+                elif (broken := placement_reason(current, nodes[node])) is not None:
+                    # A taint or a cordon since the nomination: bound, the validator would
+                    # refuse it as a solver's broken rule.
+                    why = f"pod {pod} may no longer use node {node}: {broken}"
                 if why:
                     break
             late = state.now_s - hold.since_s > self.timeout_s

@@ -191,6 +191,25 @@ def test_a_hold_whose_victims_never_go_is_released_and_its_nominations_cleared()
     assert not Holds().recover(cluster.snapshot())
 
 
+def test_a_hold_on_a_node_tainted_since_is_released_before_its_bind() -> None:
+    """Held, then its node tainted while the victims terminate: bound, the validator
+    refused the gang as a solver's broken rule; now the hold goes, its nominations are
+    cleared, and the gang is decided afresh."""
+    cluster = GracefulCluster(_cluster())
+    holds = Holds()
+    run_cycle(cluster, PREEMPTING, None, holds)
+    assert cluster.nominations == {"hi-0": "n0", "hi-1": "n1"}
+    tainted = node("n0").cap(cpu=4).taint("maintenance").build()
+    nodes = tuple(tainted if n.name == "n0" else n for n in cluster.base.nodes)
+    cluster.base = cluster.base.model_copy(update={"nodes": nodes})
+    cluster.grace_passes()
+    result = run_cycle(cluster, PREEMPTING, None, holds)
+    assert "may no longer use node n0" in result.released["hi"]
+    assert not any(p.startswith("hi-") for p in result.bound)
+    assert cluster.nominations == {}
+    assert not result.rejected
+
+
 def test_without_holds_no_eviction_is_sent() -> None:
     cluster = GracefulCluster(_cluster())
     result = run_cycle(cluster, PREEMPTING)
