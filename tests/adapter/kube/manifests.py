@@ -81,6 +81,20 @@ def podgroup(
     }
 
 
+def volcano_queue(name: str, state: str | None = None) -> dict[str, Any]:
+    """A Volcano Queue of weight 1; ``state``: its ``status.state`` (Volcano's controller
+    keeps it: Open, Closing, Closed)."""
+    queue: dict[str, Any] = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {"weight": 1},
+    }
+    if state is not None:
+        queue["status"] = {"state": state}
+    return queue
+
+
 def gang_pods(
     group: str,
     n: int,

@@ -36,6 +36,7 @@ from tests.adapter.kube.manifests import (
     node,
     podgroup,
     ships_inline_status,
+    volcano_queue,
     wait_until,
 )
 
@@ -760,20 +761,15 @@ def test_a_closed_volcano_queue_binds_nothing_new_until_it_opens(
     """Closing a queue is how a Volcano admin drains it: its gang waits, and says why,
     until the queue's controller opens it again."""
     volcano = "scheduling.volcano.sh"
-
-    def drained(state: str) -> dict[str, Any]:
-        return {
-            "apiVersion": f"{volcano}/v1beta1",
-            "kind": "Queue",
-            "metadata": {"name": "drained"},
-            "spec": {"weight": 1},
-            "status": {"state": state},
-        }
-
     pods = gang_pods("vc", 2, dialect=volcano)
     apply(
         server,
-        [node("n1", cpu="8"), drained("Closed"), podgroup("vc", 2, "drained", volcano), *pods],
+        [
+            node("n1", cpu="8"),
+            volcano_queue("drained", "Closed"),
+            podgroup("vc", 2, "drained", volcano),
+            *pods,
+        ],
     )
     seen(cluster, server)
     result = run_cycle(cluster, FAST)
@@ -781,7 +777,7 @@ def test_a_closed_volcano_queue_binds_nothing_new_until_it_opens(
     assert cluster.writer.flush()
     [condition] = podgroup_status(server, "vc", volcano)["conditions"]
     assert "queue 'drained' is Closed: it takes no new pods" in condition["message"]
-    server.put(drained("Open"))
+    server.put(volcano_queue("drained", "Open"))
     wait_until(lambda: all(q.admits() for q in cluster.snapshot().queues), what="the queue opened")
     assert set(run_cycle(cluster, FAST).bound) == {"default/vc-0", "default/vc-1"}
 

@@ -17,6 +17,7 @@ from tests.adapter.kube.manifests import (
     gang_pods,
     node,
     podgroup,
+    volcano_queue,
     wait_until,
 )
 from tests.adapter.kube.test_kube_cluster import podgroup_status, seen
@@ -61,24 +62,23 @@ def test_a_volcano_job_in_a_closed_queue_is_not_enqueued_until_the_queue_opens(
 ) -> None:
     """An admin drains a queue by closing it: its Jobs get no pods, as under Volcano."""
 
-    def queue(state: str) -> dict[str, Any]:
-        return {
-            "apiVersion": f"{VOLCANO}/v1beta1",
-            "kind": "Queue",
-            "metadata": {"name": "drained"},
-            "spec": {"weight": 1},
-            "status": {"state": state},
-        }
-
     group = volcano_group("job", 2, cpu="2")
     group["spec"]["queue"] = "drained"
-    apply(server, [node("n1", cpu="8"), queue("Closing"), group, volcano_group("other", 2)])
+    apply(
+        server,
+        [
+            node("n1", cpu="8"),
+            volcano_queue("drained", "Closing"),
+            group,
+            volcano_group("other", 2),
+        ],
+    )
     seen(cluster, server)
     run_cycle(cluster, FAST)
     assert cluster.writer.flush()
     assert podgroup_status(server, "job", VOLCANO).get("phase") in (None, "Pending")
     assert podgroup_status(server, "other", VOLCANO).get("phase") == "Inqueue"
-    apply(server, [queue("Open")])
+    apply(server, [volcano_queue("drained", "Open")])
     wait_until(lambda: all(q.admits() for q in cluster.snapshot().queues), what="queue open")
     run_cycle(cluster, FAST)
     assert cluster.writer.flush()
