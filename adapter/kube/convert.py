@@ -33,7 +33,6 @@ from adapter.kube.dialects import (
     QUEUE_GROUPS,
     WORKLOAD_GROUP,
     group_of,
-    workload_template,
 )
 from adapter.kube.fields import (
     LEAVING,
@@ -46,6 +45,7 @@ from adapter.kube.fields import (
     quantities,
 )
 from adapter.kube.jobs import job_pods, template_of
+from adapter.kube.members import priorities_of_pods, wait_for_unusable, workload_instances
 from adapter.kube.memo import Memo, Seen, Shapes
 from adapter.kube.pods import TASK_ANNOTATION, pod_of_object, room_held
 from adapter.kube.reading import MISSING, Finding, Reading
@@ -224,6 +224,7 @@ def convert(
     queues: dict[str, Queue] = {}
     pods: dict[str, Pod] = {}
     templates: dict[str, Gang] = {}  # 1.35 Workloads' pod groups
+    unusable: dict[str, str] = {}  # PodGroups that cannot be read -> why
     by_pods: set[str] = set()  # gangs whose priority is their pods' (no field of their own)
     owned: set[str] = set()  # gangs with a pod gangsat schedules
     foreign: set[str] = set()  # gangs with a pod another scheduler bound
@@ -246,10 +247,13 @@ def convert(
             elif isinstance(raw := o.get("metadata"), Mapping) and raw.get("name"):
                 refused.add(str(raw["name"]))  # kept for the pods bound there (``unusable``)
         elif kind == "PodGroup" and group in PODGROUP_GROUPS:
+            before = len(findings)
             gang = attempt(
                 "PodGroup", o, lambda o=o: dialects.podgroup(o, priorities, default_priority)
             )
-            if gang is not None:
+            if gang is None and len(findings) > before:
+                unusable[findings[before].name] = findings[before].message
+            elif gang is not None:
                 keep("PodGroup", gangs, gang.name, gang)
                 if group in COSCHEDULING_GROUPS:
                     by_pods.add(gang.name)
@@ -395,9 +399,11 @@ def convert(
         if name in pods and (off := anti.requirements_for(o, nodes)):
             pods[name] = kept_off(pods[name], off)
     if templates:  # (without, no pod names a Workload's group: every pod read for none)
-        _workload_instances(templates, pods.values(), gangs)
+        workload_instances(templates, pods.values(), gangs)
     if by_pods:
-        _priorities_of_pods(by_pods, pods.values(), gangs)
+        priorities_of_pods(by_pods, pods.values(), gangs)
+    if unusable:
+        wait_for_unusable(unusable, pods, gangs, findings)
     for name, by_task in succeeded.items():
         if name in gangs:
             tasked = {task: n for task, n in by_task.items() if task}
@@ -480,37 +486,3 @@ def _count_succeeded(pod: Obj, succeeded: defaultdict[str, Counter[str]]) -> Non
         return
     if group:
         succeeded[f"{namespace}/{group}"][task] += 1
-
-
-def _priorities_of_pods(
-    names: Collection[str], pods: Iterable[Pod], gangs: dict[str, Gang]
-) -> None:
-    """The gangs ``names`` at their pods' highest priority: scheduler-plugins' PodGroup
-    has no priority of its own, and Coscheduling orders (and kube-scheduler preempts) by
-    each pod's. Read as the cluster's default, a gang of priority-1000 pods lost its room
-    to a priority-500 pod, and was evicted for it."""
-    highest: dict[str, int] = {}
-    for pod in pods:
-        if (gang := pod.gang) is not None and gang in names:
-            highest[gang] = max(highest.get(gang, pod.priority), pod.priority)
-    for name, priority in highest.items():
-        if name in gangs and gangs[name].priority != priority:
-            gangs[name] = gangs[name].model_copy(update={"priority": priority})
-
-
-def _workload_instances(
-    templates: Mapping[str, Gang], pods: Iterable[Pod], gangs: dict[str, Gang]
-) -> None:
-    """The gangs pods name through a 1.35 Workload: one per (pod group, replica key), of
-    the pod group's policy, at its pods' highest priority (the Workload carries none).
-    A pod naming a Workload or pod group that does not exist waits, as for a PodGroup."""
-    members: dict[str, list[Pod]] = {}
-    for pod in pods:
-        if pod.gang is not None and pod.gang not in gangs:
-            template = workload_template(pod.gang)
-            if template is not None and template in templates:
-                members.setdefault(pod.gang, []).append(pod)
-    for name, its_pods in members.items():
-        of = templates[workload_template(name) or ""]
-        priority = max(p.priority for p in its_pods)
-        gangs[name] = of.model_copy(update={"name": name, "priority": priority})

@@ -193,13 +193,15 @@ def test_a_malformed_podgroup_is_a_finding_and_its_pods_wait(
         pod("ok"),
     ]
     c = convert(objects)
-    [finding] = c.findings
+    [finding, waits] = c.findings
     assert (finding.kind, finding.name) == ("PodGroup", "team/bad")
     assert fragment in finding.message
     assert c.state.gangs == ()
-    # Its pod stays in the snapshot, naming a PodGroup gangsat could not read: the
-    # solver keeps it waiting ("PodGroup not found") instead of placing it alone.
-    assert {p.name for p in c.state.pods} == {"team/b-0", "team/ok"}
+    # Its pod waits, never placed alone, and is told why: not that its PodGroup was "not
+    # found", as it was while it stayed in the snapshot.
+    assert (waits.kind, waits.name, waits.reason) == ("Pod", "team/b-0", "FailedScheduling")
+    assert waits.message == f"PodGroup 'team/bad' cannot be used: {finding.message}"
+    assert {p.name for p in c.state.pods} == {"team/ok"}
 
 
 def test_the_older_coscheduling_group_and_label_make_one_gang() -> None:

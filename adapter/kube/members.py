@@ -1,0 +1,62 @@
+"""The gangs a snapshot's pods make, beyond the PodGroups read on their own: a 1.35
+Workload's instances, the priority of a PodGroup that has none, and the pods whose
+PodGroup cannot be used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+
+from adapter.kube.dialects import workload_template
+from adapter.kube.reading import Finding
+from solver.model import Gang, Pod
+
+
+def priorities_of_pods(names: Collection[str], pods: Iterable[Pod], gangs: dict[str, Gang]) -> None:
+    """The gangs ``names`` at their pods' highest priority: scheduler-plugins' PodGroup
+    has no priority of its own, and Coscheduling orders (and kube-scheduler preempts) by
+    each pod's. Read as the cluster's default, a gang of priority-1000 pods lost its room
+    to a priority-500 pod, and was evicted for it."""
+    highest: dict[str, int] = {}
+    for pod in pods:
+        if (gang := pod.gang) is not None and gang in names:
+            highest[gang] = max(highest.get(gang, pod.priority), pod.priority)
+    for name, priority in highest.items():
+        if name in gangs and gangs[name].priority != priority:
+            gangs[name] = gangs[name].model_copy(update={"priority": priority})
+
+
+def workload_instances(
+    templates: Mapping[str, Gang], pods: Iterable[Pod], gangs: dict[str, Gang]
+) -> None:
+    """The gangs pods name through a 1.35 Workload: one per (pod group, replica key), of
+    the pod group's policy, at its pods' highest priority (the Workload carries none).
+    A pod naming a Workload or pod group that does not exist waits, as for a PodGroup."""
+    members: dict[str, list[Pod]] = {}
+    for pod in pods:
+        if pod.gang is not None and pod.gang not in gangs:
+            template = workload_template(pod.gang)
+            if template is not None and template in templates:
+                members.setdefault(pod.gang, []).append(pod)
+    for name, its_pods in members.items():
+        of = templates[workload_template(name) or ""]
+        priority = max(p.priority for p in its_pods)
+        gangs[name] = of.model_copy(update={"name": name, "priority": priority})
+
+
+def wait_for_unusable(
+    unusable: Mapping[str, str],
+    pods: dict[str, Pod],
+    gangs: Mapping[str, Gang],
+    findings: list[Finding],
+) -> None:
+    """The pending pods of PodGroups that cannot be used (``unusable``: name -> why) wait,
+    each told why: left in the snapshot, they were told their PodGroup was "not found"
+    while it was there, with an ``InvalidSpec`` Event of its own. Bound pods stay: they
+    run, and hold their room."""
+    for name, pod in list(pods.items()):
+        gang = pod.gang
+        if gang is not None and pod.node_name is None and gang in unusable and gang not in gangs:
+            del pods[name]
+            why = f"PodGroup {gang!r} cannot be used: {unusable[gang]}"
+            findings.append(Finding(kind="Pod", name=name, message=why, reason="FailedScheduling"))
