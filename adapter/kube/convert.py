@@ -45,7 +45,12 @@ from adapter.kube.fields import (
     quantities,
 )
 from adapter.kube.jobs import job_pods, template_of
-from adapter.kube.members import priorities_of_pods, wait_for_unusable, workload_instances
+from adapter.kube.members import (
+    Declared,
+    priorities_of_pods,
+    wait_for_unusable,
+    workload_instances,
+)
 from adapter.kube.memo import Memo, Seen, Shapes
 from adapter.kube.pods import TASK_ANNOTATION, pod_of_object, room_held
 from adapter.kube.reading import MISSING, Finding, Reading
@@ -314,6 +319,8 @@ def convert(
 
     for name in sorted(refused - nodes.keys()):
         nodes[name] = out_of_service(name)
+    declared = Declared(findings)
+    declares = declared.read
     anti = BoundAntiAffinity()
     unknown_room: set[str] = set()  # nodes with a bound pod whose requests are unreadable
     pending: list[tuple[Obj, str]] = []  # pending pods, as objects, and their keys
@@ -348,6 +355,8 @@ def convert(
                 findings.append(
                     Finding(kind="Pod", name=name, message=f"bound to unknown node {node_name}")
                 )
+                continue
+            if gang_name is not None and gang_name not in gangs and not declares(o, pod):
                 continue
             # ``keep``, inline: once per pod of a big cluster at every snapshot
             if name in pods:
@@ -400,6 +409,7 @@ def convert(
             pods[name] = kept_off(pods[name], off)
     if templates:  # (without, no pod names a Workload's group: every pod read for none)
         workload_instances(templates, pods.values(), gangs)
+    by_pods |= declared.gangs(pods.values(), gangs)
     if by_pods:
         priorities_of_pods(by_pods, pods.values(), gangs)
     if unusable:

@@ -14,6 +14,12 @@ A cluster may run any mix; every dialect becomes the same domain ``Gang`` and ``
   ``scheduling.sigs.k8s.io`` and join pods with the label
   ``pod-group.scheduling.sigs.k8s.io``: read alike (unread, their gangs were bound
   pod by pod, partially).
+- gangs the pods alone declare, with no PodGroup object (``DECLARED``): the labels
+  ``pod-group.scheduling.sigs.k8s.io/name`` and ``/min-available`` (scheduler-plugins'
+  lightweight coscheduling, as Alibaba Cloud ACK documents gang scheduling), or
+  Koordinator's annotations ``gang.scheduling.koordinator.sh/name`` and
+  ``/min-available``; in the ``default`` queue, at their pods' highest priority, with no
+  status to write (``members.Declared``).
 - the upstream Workload API ``scheduling.k8s.io`` (KEP-4671: v1alpha2 in 1.36, v1beta1
   and v1alpha3 in 1.37): PodGroup ``spec.schedulingPolicy`` ``gang.minCount`` (``basic``:
   each pod on its own, a gang of one), ``spec.priority`` / ``spec.priorityClassName``;
@@ -45,6 +51,21 @@ QUEUE_GROUPS = KUBE_BATCH_GROUPS | {VOLCANO_GROUP}
 
 GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
 GROUP_LABELS = ("scheduling.x-k8s.io/pod-group", "pod-group.scheduling.sigs.k8s.io")
+# Gangs the pods alone declare, with no PodGroup object: (where, name key, minimum key).
+# scheduler-plugins' lightweight coscheduling, as Alibaba Cloud's ACK documents its gang
+# scheduling, in labels; Koordinator's in annotations.
+DECLARED = (
+    (
+        "labels",
+        "pod-group.scheduling.sigs.k8s.io/name",
+        "pod-group.scheduling.sigs.k8s.io/min-available",
+    ),
+    (
+        "annotations",
+        "gang.scheduling.koordinator.sh/name",
+        "gang.scheduling.koordinator.sh/min-available",
+    ),
+)
 QUEUE_ANNOTATION = "scheduling.sigs.dev/queue-name"  # a Workload API PodGroup's queue
 
 
@@ -59,6 +80,10 @@ def group_of(pod: Obj) -> str | None:
     for key in GROUP_LABELS:
         if labels.get(key):
             return str(labels[key])
+    for where, name_key, _ in DECLARED:
+        declared = (metadata.get(where) or {}).get(name_key)
+        if declared:
+            return str(declared)
     spec = pod.get("spec") or {}
     joined = spec.get("schedulingGroup")
     name = joined.get("podGroupName") if isinstance(joined, Mapping) else None
@@ -68,6 +93,21 @@ def group_of(pod: Obj) -> str | None:
     if isinstance(ref, Mapping) and ref.get("name") and ref.get("podGroup"):
         parts = (ref["name"], ref["podGroup"], ref.get("podGroupReplicaKey"))
         return "/".join(str(part) for part in parts if part)
+    return None
+
+
+def declared_minimum(pod: Obj) -> int | None:
+    """The minMember a pod declares for its gang (``DECLARED``), None where it declares
+    no gang; raises ``BadObject`` where it is missing or no integer of at least 1 (bound
+    alone, such a pod could be part of a partial gang)."""
+    metadata = pod.get("metadata") or {}
+    for where, name_key, minimum_key in DECLARED:
+        marks = metadata.get(where) or {}
+        if marks.get(name_key):
+            raw = marks.get(minimum_key)
+            if not (isinstance(raw, str) and raw.isdigit() and int(raw) >= 1):
+                raise BadObject(f"{where} {minimum_key} must be an integer >= 1, got {raw!r}")
+            return int(raw)
     return None
 
 

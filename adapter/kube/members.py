@@ -1,13 +1,14 @@
 """The gangs a snapshot's pods make, beyond the PodGroups read on their own: a 1.35
-Workload's instances, the priority of a PodGroup that has none, and the pods whose
-PodGroup cannot be used.
+Workload's instances, gangs the pods alone declare, the priority of a PodGroup that has
+none, and the pods whose PodGroup cannot be used.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 
-from adapter.kube.dialects import workload_template
+from adapter.kube.dialects import declared_minimum, workload_template
+from adapter.kube.fields import BadObject, Obj
 from adapter.kube.reading import Finding
 from solver.model import Gang, Pod
 
@@ -60,3 +61,43 @@ def wait_for_unusable(
             del pods[name]
             why = f"PodGroup {gang!r} cannot be used: {unusable[gang]}"
             findings.append(Finding(kind="Pod", name=name, message=why, reason="FailedScheduling"))
+
+
+class Declared:
+    """Gangs the pods alone declare, with no PodGroup object (``dialects.DECLARED``: a
+    name and a minMember on each pod, as scheduler-plugins' lightweight coscheduling and
+    Koordinator have them). Unread, each pod was a gang of one, bound on its own: a
+    partial gang."""
+
+    def __init__(self, findings: list[Finding]) -> None:
+        self.findings = findings
+        self.minimum: dict[str, int] = {}  # gang -> the largest minMember its pods declare
+
+    def read(self, o: Obj, pod: Pod) -> bool:
+        """Note what ``pod`` (read from ``o``; its gang no PodGroup) declares; whether it
+        stays in the snapshot: a pending pod whose minimum cannot be read waits, with a
+        finding (bound, it stays: it holds its room)."""
+        assert pod.gang is not None
+        try:
+            minimum = declared_minimum(o)
+        except BadObject as e:
+            if pod.node_name is not None:
+                return True
+            self.findings.append(Finding(kind="Pod", name=pod.name, message=str(e)))
+            return False
+        if minimum is not None:
+            self.minimum[pod.gang] = max(minimum, self.minimum.get(pod.gang, 0))
+        return True
+
+    def gangs(self, pods: Iterable[Pod], gangs: dict[str, Gang]) -> set[str]:
+        """The declared gangs, into ``gangs``, in the default queue, created with their
+        first pod; returns their names, whose priority is their pods' (they carry none)."""
+        if not self.minimum:
+            return set()
+        created: dict[str, float] = {}
+        for pod in pods:
+            if (gang := pod.gang) in self.minimum and gang is not None:
+                created[gang] = min(created.get(gang, pod.created_s), pod.created_s)
+        for name, minimum in self.minimum.items():
+            gangs[name] = Gang(name=name, min_member=minimum, created_s=created.get(name, 0.0))
+        return set(self.minimum)

@@ -34,7 +34,7 @@ from kubernetes import client
 from adapter.cluster import CycleReport, GangStatus
 from adapter.kube.cache import ClusterCache, Obj, key_of, split_key
 from adapter.kube.connections import Connections
-from adapter.kube.dialects import VOLCANO_GROUP, workload_template
+from adapter.kube.dialects import VOLCANO_GROUP
 from adapter.kube.enqueue import to_enqueue
 from adapter.kube.events import Events
 from adapter.kube.fields import stored_status, uid_of
@@ -380,9 +380,10 @@ class Reporter:
                 self._pod_waiting(pod, status.message or "waiting for resources")
             return
         if podgroup is None:
-            # Deleted since the snapshot, or a 1.35 Workload's pod group, which has no
-            # object of its own: its pods are still told why they wait.
-            if workload_template(status.gang) is not None and self._unschedulable(status):
+            # A 1.35 Workload's pod group, or a gang its pods declare (``members.Declared``),
+            # which have no object of their own, or one deleted since the snapshot: its
+            # pods are still told why they wait.
+            if self._unschedulable(status):
                 for pod in pending:
                     self._pod_waiting(pod, unschedulable_message(status))
             return

@@ -223,6 +223,63 @@ def test_the_older_coscheduling_group_and_label_make_one_gang() -> None:
     assert "team/g" in decision.explained().unschedulable
 
 
+LIGHTWEIGHT = (
+    "pod-group.scheduling.sigs.k8s.io/name",
+    "pod-group.scheduling.sigs.k8s.io/min-available",
+)
+KOORDINATOR = (
+    "gang.scheduling.koordinator.sh/name",
+    "gang.scheduling.koordinator.sh/min-available",
+)
+
+
+def declaring(
+    name: str, gang: str, minimum: str | None, where: str, **extra: Any
+) -> dict[str, Any]:
+    """A pod that declares its gang itself: in labels (scheduler-plugins' lightweight
+    coscheduling, Alibaba Cloud ACK) or annotations (Koordinator)."""
+    keys = LIGHTWEIGHT if where == "labels" else KOORDINATOR
+    marks = {keys[0]: gang, **({keys[1]: minimum} if minimum is not None else {})}
+    return pod(name, **{where: marks}, **extra)
+
+
+@pytest.mark.parametrize("where", ["labels", "annotations"])
+def test_a_gang_its_pods_declare_is_one_gang_with_their_minimum(where: str) -> None:
+    """No PodGroup object: the pods name the gang and its minMember. Unread, each pod was
+    a gang of one: with room for two of three, two were bound."""
+    objects = [
+        node("n1", cpu="2"),
+        *(declaring(f"g-{i}", "g", "3", where) for i in range(3)),
+        declaring("h-0", "h", "1", where, cpu="1"),
+    ]
+    c = convert(objects)
+    assert c.findings == []
+    gangs = {g.name: g for g in c.state.gangs}
+    assert (gangs["team/g"].min_member, gangs["team/g"].queue) == (3, "default")
+    assert {p.name: p.gang for p in c.state.pods}["team/g-2"] == "team/g"
+    decision = schedule(c.state, "cpsat", SolverConfig(time_limit_s=1.0))
+    assert decision.placements == {"team/h-0": "n1"}
+    assert "team/g" in decision.explained().unschedulable
+
+
+@pytest.mark.parametrize("minimum", [None, "two", "0"])
+def test_a_declared_gang_without_a_readable_minimum_waits_but_what_runs_stays(
+    minimum: str | None,
+) -> None:
+    objects = [
+        node("n1"),
+        declaring("g-0", "g", minimum, "labels", node_name="n1"),
+        declaring("g-1", "g", minimum, "labels"),
+    ]
+    c = convert(objects)
+    [finding] = c.findings
+    assert (finding.kind, finding.name) == ("Pod", "team/g-1")
+    assert "pod-group.scheduling.sigs.k8s.io/min-available must be an integer >= 1" in (
+        finding.message
+    )
+    assert {p.name for p in c.state.pods} == {"team/g-0"}  # bound: it holds its room
+
+
 def test_a_volcano_queue_is_read_with_its_state() -> None:
     """Volcano's controller keeps a queue's state in its status; an admin closes a queue
     to drain it. A queue without one is open."""

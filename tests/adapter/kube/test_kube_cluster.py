@@ -755,6 +755,34 @@ def test_every_dialect_is_read_and_written_in_its_own_shape(
     assert podgroup_status(server, "old", older.group) == {"phase": "Pending", "running": 0}
 
 
+def test_gangs_their_pods_declare_are_bound_whole_or_wait_and_say_why(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    """No PodGroup object: scheduler-plugins' lightweight coscheduling labels (as Alibaba
+    Cloud ACK documents gang scheduling) and Koordinator's annotations name the gang and
+    its minMember on each pod. Three pods of minMember 3 where two fit wait, told why."""
+    light = gang_pods("light", 3, cpu="3")
+    for p in light:
+        p["metadata"]["annotations"] = {}
+        p["metadata"]["labels"] = {
+            "pod-group.scheduling.sigs.k8s.io/name": "light",
+            "pod-group.scheduling.sigs.k8s.io/min-available": "3",
+        }
+    koord = gang_pods("koord", 2)
+    for p in koord:
+        p["metadata"]["annotations"] = {
+            "gang.scheduling.koordinator.sh/name": "koord",
+            "gang.scheduling.koordinator.sh/min-available": "2",
+        }
+    apply(server, [node("n1", cpu="8"), *light, *koord])
+    seen(cluster, server)
+    result = run_cycle(cluster, FAST)
+    assert set(result.bound) == {"default/koord-0", "default/koord-1"}
+    assert cluster.writer.flush()
+    condition = scheduled_condition(server, "light-0")
+    assert condition["status"] == "False" and "tasks in gang unschedulable" in condition["message"]
+
+
 def test_a_closed_volcano_queue_binds_nothing_new_until_it_opens(
     server: FakeApiServer, cluster: KubeCluster
 ) -> None:
