@@ -29,7 +29,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState, Pod
+from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, PODS, ClusterState, Node, Pod
 from solver.predicates import placement_reason
 
 log = logging.getLogger(__name__)
@@ -89,15 +89,17 @@ class Holds:
         has a capability (the gang may have waited for it), the terminating pods of that
         queue's PodGroups anywhere. Where none terminates, the hold binds at once, through
         the validator. A nomination to a node that is gone, or that the pod may no longer
-        use (a taint or a cordon since, labels changed), or of a pod whose PodGroup is gone,
-        is no hold: the gang is decided afresh, and the nomination cleared. (Held, the
-        validator refused its bind as a broken rule, the error a solver's bug logs.)"""
+        use (a taint or a cordon since, labels changed, its room unknown), of a pod whose
+        PodGroup is gone, or in a queue closed since, is no hold: the gang is decided
+        afresh, and the nomination cleared. (Held, the validator refused its bind as a
+        broken rule, the error a solver's bug logs.)"""
         if self.recovered:
             return []
         self.recovered = True
         nodes = {n.name: n for n in state.nodes}
         queue_of = {g.name: g.queue for g in state.gangs}
         capped = {q.name for q in state.queues if q.capability is not None}
+        closed = _closed_queues(state)
         nominated: dict[str, dict[str, str]] = {}
         usable: dict[str, bool] = {}  # gang -> every nomination on a node its pod may use
         leaving: dict[str, dict[str, str]] = {}  # node -> terminating pod -> node
@@ -111,14 +113,18 @@ class Holds:
                 gang = pod.gang_name()
                 nominated.setdefault(gang, {})[pod.name] = pod.nominated_node
                 node = nodes.get(pod.nominated_node)
-                fits = node is not None and placement_reason(pod, node) is None
+                fits = node is not None and _unusable(pod, node) is None
                 usable[gang] = usable.get(gang, True) and fits
         held: list[str] = []
         for gang, pods in sorted(nominated.items()):
             if gang in self.held:
                 continue
             implicit = gang.startswith(IMPLICIT_GANG_PREFIX)
-            if not usable[gang] or not (implicit or gang in queue_of):
+            if (
+                not usable[gang]
+                or not (implicit or gang in queue_of)
+                or queue_of.get(gang, DEFAULT_QUEUE) in closed
+            ):
                 self.cleared |= pods.keys()
                 continue
             victims = {
@@ -141,21 +147,26 @@ class Holds:
         """Drop the holds the snapshot makes void; returns gang -> why. ``pods``: the
         snapshot's by name (``by_name``)."""
         nodes = {n.name: n for n in state.nodes}
+        closed = _closed_queues(state)
+        queue_of = {g.name: g.queue for g in state.gangs}
         dropped: dict[str, str] = {}
         for gang, hold in list(self.held.items()):
             why = None
+            if (queue := queue_of.get(gang, DEFAULT_QUEUE)) in closed:
+                why = f"queue {queue!r} is {closed[queue]}: it takes no new pods"
             for pod, node in hold.pods.items():
+                if why:
+                    break
                 current = pods.get(pod)
                 if current is None or current.node_name is not None or current.terminating:
                     why = f"pod {pod} is no longer pending"
                 elif node not in nodes:
                     why = f"node {node} is gone"
-                elif (broken := placement_reason(current, nodes[node])) is not None:
-                    # A taint or a cordon since the nomination: bound, the validator would
-                    # refuse it as a solver's broken rule.
+                elif (broken := _unusable(current, nodes[node])) is not None:
+                    # A taint or a cordon since the nomination, or a node whose room is no
+                    # longer known: bound, the validator would refuse it as a solver's
+                    # broken rule.
                     why = f"pod {pod} may no longer use node {node}: {broken}"
-                if why:
-                    break
             late = state.now_s - hold.since_s > self.timeout_s
             if why is None and late and not self.victims_gone(hold, pods):
                 why = f"victims still running after {self.timeout_s:g} s"
@@ -211,3 +222,18 @@ class Holds:
             for g in state.gangs
         )
         return bound.model_copy(update={"gangs": gangs})
+
+
+def _closed_queues(state: ClusterState) -> dict[str, str]:
+    """Queues that take no new pods (``Queue.admits``) -> their state: a held gang in
+    one is not bound (an admin closed it since the evictions)."""
+    return {q.name: q.state for q in state.queues if not q.admits()}
+
+
+def _unusable(pod: Pod, node: Node) -> str | None:
+    """Why ``pod`` may no longer go to ``node``, whatever else runs there: a predicate,
+    or no pod slot at all (a node whose room gangsat cannot read: ``kube.unusable``,
+    which a pod that tolerates every taint passes)."""
+    if node.allocatable[PODS] == 0:
+        return "it takes no pods"
+    return placement_reason(pod, node)

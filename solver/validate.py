@@ -36,12 +36,16 @@ __all__ = ["Violation", "check", "check_preemption"]
 def _gang_problem(pod: Pod, gangs: Mapping[str, Gang], queues: Mapping[str, Queue]) -> str | None:
     """Why the pod's gang cannot be scheduled at all; None when it can."""
     if pod.gang is None:
-        return None  # a gang of one in the default queue, which always exists
-    gang = gangs.get(pod.gang)
-    if gang is None:
-        return f"PodGroup {pod.gang!r} not found"
-    if gang.queue not in queues:
-        return f"queue {gang.queue!r} of PodGroup {gang.name!r} not found"
+        name = DEFAULT_QUEUE  # a gang of one in the default queue, which always exists
+    else:
+        gang = gangs.get(pod.gang)
+        if gang is None:
+            return f"PodGroup {pod.gang!r} not found"
+        if gang.queue not in queues:
+            return f"queue {gang.queue!r} of PodGroup {gang.name!r} not found"
+        name = gang.queue
+    if not (queue := queues[name]).admits():
+        return f"queue {name!r} is {queue.state}: it takes no new pods"
     return None
 
 

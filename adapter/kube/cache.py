@@ -351,7 +351,10 @@ def _read_view(resource: Resource, obj: Obj, assumed_node: str | None = None) ->
         status, dict | None
     ):
         # A budget's status follows every pod it covers; which pods it covers, its spec.
-        status = None  # a status that is no mapping makes a finding: kept
+        # Of a PodGroup's and a Queue's, gangsat writes all but a Volcano Queue's state,
+        # which its controller sets as an admin opens or closes the queue (read:
+        # ``Queue.admits``). A status that is no mapping makes a finding: kept.
+        status = status.get("state") if status and resource.kind == "Queue" else None
     rest = {**obj, "metadata": None, "spec": None, "status": None}
     return meta, spec, status, rest
 

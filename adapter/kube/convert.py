@@ -33,6 +33,7 @@ from adapter.kube.dialects import (
     QUEUE_GROUPS,
     WORKLOAD_GROUP,
     group_of,
+    workload_template,
 )
 from adapter.kube.fields import (
     LEAVING,
@@ -176,6 +177,7 @@ def convert(
     rest: list[Obj] = []  # every other kind, for the loop that reads them
     index = 0
     refused: set[str] = set()  # nodes whose objects cannot be read
+    unreadable_groups: dict[str, str] = {}  # PodGroups that cannot be read -> why
     seen_before = reading.seen_before
     for o in objects:
         if (hit := seen_before(o)) is None:  # else its shape was read when it was first seen
@@ -188,7 +190,9 @@ def convert(
                 label = str(name) if name else "(unnamed)"
                 findings.append(Finding(kind=str(o.get("kind")), name=label, message=problem))
                 if o.get("kind") == "Node" and name:
-                    refused.add(label)  # kept for the pods bound there (``unusable``)
+                    refused.add(label)  # kept for the pods bound there (``kube.unusable``)
+                elif o.get("kind") == "PodGroup" and name and isinstance(raw, Mapping):
+                    unreadable_groups[f"{raw.get('namespace')}/{name}"] = problem
                 continue
         kind = o.get("kind")
         if kind == "Pod" or kind == "Job":
@@ -229,7 +233,6 @@ def convert(
     queues: dict[str, Queue] = {}
     pods: dict[str, Pod] = {}
     templates: dict[str, Gang] = {}  # 1.35 Workloads' pod groups
-    unusable: dict[str, str] = {}  # PodGroups that cannot be read -> why
     by_pods: set[str] = set()  # gangs whose priority is their pods' (no field of their own)
     owned: set[str] = set()  # gangs with a pod gangsat schedules
     foreign: set[str] = set()  # gangs with a pod another scheduler bound
@@ -250,14 +253,14 @@ def convert(
             if node is not None:
                 keep("Node", nodes, node.name, node)
             elif isinstance(raw := o.get("metadata"), Mapping) and raw.get("name"):
-                refused.add(str(raw["name"]))  # kept for the pods bound there (``unusable``)
+                refused.add(str(raw["name"]))  # kept for its pods (``kube.unusable``)
         elif kind == "PodGroup" and group in PODGROUP_GROUPS:
             before = len(findings)
             gang = attempt(
                 "PodGroup", o, lambda o=o: dialects.podgroup(o, priorities, default_priority)
             )
             if gang is None and len(findings) > before:
-                unusable[findings[before].name] = findings[before].message
+                unreadable_groups[findings[before].name] = findings[before].message
             elif gang is not None:
                 keep("PodGroup", gangs, gang.name, gang)
                 if group in COSCHEDULING_GROUPS:
@@ -356,8 +359,13 @@ def convert(
                     Finding(kind="Pod", name=name, message=f"bound to unknown node {node_name}")
                 )
                 continue
-            if gang_name is not None and gang_name not in gangs and not declares(o, pod):
-                continue
+            if (
+                gang_name is not None
+                and gang_name not in gangs
+                and workload_template(gang_name) is None  # (1.35: no pod declares these)
+                and not declares(o, pod)
+            ):
+                continue  # (``members.Declared``: a pending pod of an unreadable minimum)
             # ``keep``, inline: once per pod of a big cluster at every snapshot
             if name in pods:
                 keep("Pod", pods, name, pod)
@@ -393,6 +401,11 @@ def convert(
                 )
                 or []
             ):
+                if pod.gang is not None and pod.gang not in gangs:
+                    # The template's own labels and annotations declare its pods' gang.
+                    made = ((o.get("spec") or {}).get("template") or {}).get("metadata")
+                    if not declares({"metadata": made or {}}, pod):
+                        continue
                 pods[pod.name] = pod
                 pending.append((template_of(o), pod.name))
                 claiming.pop(pod.name, None)
@@ -412,8 +425,8 @@ def convert(
     by_pods |= declared.gangs(pods.values(), gangs)
     if by_pods:
         priorities_of_pods(by_pods, pods.values(), gangs)
-    if unusable:
-        wait_for_unusable(unusable, pods, gangs, findings)
+    if unreadable_groups:
+        wait_for_unusable(unreadable_groups, pods, gangs, findings)
     for name, by_task in succeeded.items():
         if name in gangs:
             tasked = {task: n for task, n in by_task.items() if task}

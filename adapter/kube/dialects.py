@@ -9,7 +9,7 @@ A cluster may run any mix; every dialect becomes the same domain ``Gang`` and ``
   ``scheduling.volcano.sh/group-name``).
 - scheduler-plugins ``scheduling.x-k8s.io``: PodGroup ``spec.minMember``; pods join with
   the label ``scheduling.x-k8s.io/pod-group``; no queues (the ``default`` queue), and
-  no priority field: a gang has its pods' highest priority (``convert``). Its releases
+  no priority field: a gang has its pods' highest priority (``members``). Its releases
   before v0.24, and Koordinator still, serve the same PodGroup as
   ``scheduling.sigs.k8s.io`` and join pods with the label
   ``pod-group.scheduling.sigs.k8s.io``: read alike (unread, their gangs were bound
@@ -71,44 +71,57 @@ QUEUE_ANNOTATION = "scheduling.sigs.dev/queue-name"  # a Workload API PodGroup's
 
 def group_of(pod: Obj) -> str | None:
     """The PodGroup a pod (or a pod template) names, in any dialect, without namespace."""
+    return _joined(pod)[0]
+
+
+def _joined(pod: Obj) -> tuple[str | None, tuple[str, str, str] | None]:
+    """``group_of``, and where the pod alone declares that gang, the ``DECLARED`` entry
+    that names it: only the keys of that entry say its minimum. They are read last: a
+    pod joined another way (a PodGroup, a Workload) is of that gang."""
     metadata = pod.get("metadata") or {}
     annotations = metadata.get("annotations") or {}
     for key in GROUP_ANNOTATIONS:
         if annotations.get(key):
-            return str(annotations[key])
+            return str(annotations[key]), None
     labels = metadata.get("labels") or {}
     for key in GROUP_LABELS:
         if labels.get(key):
-            return str(labels[key])
-    for where, name_key, _ in DECLARED:
-        declared = (metadata.get(where) or {}).get(name_key)
-        if declared:
-            return str(declared)
+            return str(labels[key]), None
     spec = pod.get("spec") or {}
     joined = spec.get("schedulingGroup")
     name = joined.get("podGroupName") if isinstance(joined, Mapping) else None
     if name:
-        return str(name)
+        return str(name), None
     ref = spec.get("workloadRef")
     if isinstance(ref, Mapping) and ref.get("name") and ref.get("podGroup"):
         parts = (ref["name"], ref["podGroup"], ref.get("podGroupReplicaKey"))
-        return "/".join(str(part) for part in parts if part)
-    return None
+        return "/".join(str(part) for part in parts if part), None
+    for entry in DECLARED:
+        declared = (metadata.get(entry[0]) or {}).get(entry[1])
+        if declared:
+            return str(declared), entry
+    return None, None
+
+
+# Digits enough for any gang (and far below int()'s limit on the length of a string).
+MAX_DIGITS = 9
 
 
 def declared_minimum(pod: Obj) -> int | None:
-    """The minMember a pod declares for its gang (``DECLARED``), None where it declares
-    no gang; raises ``BadObject`` where it is missing or no integer of at least 1 (bound
-    alone, such a pod could be part of a partial gang)."""
-    metadata = pod.get("metadata") or {}
-    for where, name_key, minimum_key in DECLARED:
-        marks = metadata.get(where) or {}
-        if marks.get(name_key):
-            raw = marks.get(minimum_key)
-            if not (isinstance(raw, str) and raw.isdigit() and int(raw) >= 1):
-                raise BadObject(f"{where} {minimum_key} must be an integer >= 1, got {raw!r}")
-            return int(raw)
-    return None
+    """The minMember a pod declares for its gang (``DECLARED``), None where its gang is
+    not one it declares; raises ``BadObject`` where that minimum is missing or no integer
+    of at least 1 (bound alone, such a pod could be part of a partial gang)."""
+    _, entry = _joined(pod)
+    if entry is None:
+        return None
+    where, _, minimum_key = entry
+    raw = ((pod.get("metadata") or {}).get(where) or {}).get(minimum_key)
+    # ASCII digits only, as Go's strconv reads them (str.isdigit() takes "²", which int()
+    # refuses, and "٣"), and few enough for int().
+    digits = raw if isinstance(raw, str) and raw.isascii() and raw.isdigit() else ""
+    if not (digits and len(digits) <= MAX_DIGITS and int(digits) >= 1):
+        raise BadObject(f"{where} {minimum_key} must be an integer >= 1, got {raw!r}")
+    return int(digits)
 
 
 def workload_template(gang: str) -> str | None:

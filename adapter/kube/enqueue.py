@@ -87,9 +87,11 @@ def to_enqueue(
         need = min_resources(obj)
         spec = obj.get("spec")
         queue = (spec.get("queue") if isinstance(spec, Mapping) else None) or DEFAULT_QUEUE
+        # A queue that is no name (a CRD without a schema keeps one) refuses the PodGroup.
+        open_queue = isinstance(queue, str) and queue not in closed
         if phase == "Inqueue" and need and key not in with_pods:
             claimed.append(need)
-        elif phase == "Pending" and need is not None and queue not in closed:
+        elif phase == "Pending" and need is not None and open_queue:
             created = str((obj.get("metadata") or {}).get("creationTimestamp") or "")
             waiting.append((created, key, need))
     if not waiting:

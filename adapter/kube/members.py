@@ -80,7 +80,8 @@ class Declared:
         assert pod.gang is not None
         try:
             minimum = declared_minimum(o)
-        except BadObject as e:
+        # (Other errors: a shape no API server stores, a fake's; read as the message.)
+        except (BadObject, AttributeError, TypeError, ValueError) as e:
             if pod.node_name is not None:
                 return True
             self.findings.append(Finding(kind="Pod", name=pod.name, message=str(e)))

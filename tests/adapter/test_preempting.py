@@ -311,33 +311,41 @@ def test_a_stale_nomination_is_cleared_until_the_snapshot_shows_it_gone() -> Non
 
 
 @pytest.mark.parametrize(
-    "n0",
+    ("n0", "queue_state"),
     [
-        None,  # gone
+        (None, "Open"),  # gone
         # A taint since the previous leader nominated: held, the validator refused the
         # bind as a broken rule (logged as a solver's bug would be) and every member was
         # told "predicate".
-        node("n0").cap(cpu=4).taint("maintenance"),
+        (node("n0").cap(cpu=4).taint("maintenance"), "Open"),
+        # A node whose object gangsat cannot read (``kube.unusable``: no pod slot), which
+        # the pods, tolerating every taint, pass: the validator refused it on capacity.
+        (node("n0").cap(cpu=4, pods=0).cordon(), "Open"),
+        (node("n0").cap(cpu=4), "Closed"),  # its queue closed since: no new pods
     ],
-    ids=["gone", "tainted"],
+    ids=["gone", "tainted", "no-room", "queue-closed"],
 )
-def test_a_nomination_to_a_node_the_pod_cannot_use_holds_nothing_and_is_cleared(
-    n0: NodeBuilder | None,
+def test_a_nomination_the_gang_can_no_longer_use_holds_nothing_and_is_cleared(
+    n0: NodeBuilder | None, queue_state: str
 ) -> None:
+    hi = [pod(f"hi-{i}").req(cpu=4).gang("hi").nominated(f"n{i}") for i in range(2)]
+    if n0 is not None and n0.build().unschedulable:
+        hi = [p.tolerate(op="Exists") for p in hi]
     base = state(
         [node("n1").cap(cpu=4), *([n0] if n0 is not None else [])],
-        [
-            pod("hi-0").req(cpu=4).gang("hi").nominated("n0"),
-            pod("hi-1").req(cpu=4).gang("hi").nominated("n1"),
-        ],
+        hi,
         [gang("hi", 2)],
-        [queue()],
+        [queue().state(queue_state)],
     )
     holds = Holds()
     assert holds.recover(base) == []
     assert not holds.held
     assert holds.take_cleared(base) == ("hi-0", "hi-1")
     assert holds.recover(base) == []  # once, at the first cycle
+    # And a hold of this leader's term is released so too, before its bind.
+    holds.add(Hold("hi", {"hi-0": "n0", "hi-1": "n1"}, {}, 0.0))
+    assert "hi" in holds.refresh(base, Holds.by_name(base))
+    assert not holds.held
 
 
 def test_a_new_leader_without_the_nominations_binds_the_preemptor_whole_once_room_is_free() -> None:

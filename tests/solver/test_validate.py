@@ -206,6 +206,24 @@ def test_invalid_gang_unknown_queue(cluster: ClusterState) -> None:
     assert "queue 'missing'" in v.message
 
 
+def test_no_new_pod_in_a_closed_queue() -> None:
+    """A queue an admin closed (Volcano's Closed, Closing) takes no new pods: nor does a
+    pod of no gang where the default queue is closed."""
+    s = state(
+        nodes=[node("n").cap(cpu=4)],
+        pods=[pod("p").gang("g"), pod("solo"), pod("q").gang("h")],
+        gangs=[gang("g").queue("drained"), gang("h")],
+        queues=[queue("drained").state("Closing"), queue("default").state("Closed")],
+    )
+    found = check(s, decide(p="n", solo="n", q="n"))
+    assert [(v.kind, v.subject) for v in found] == [
+        ("invalid-gang", "g"),
+        ("invalid-gang", "h"),
+        ("invalid-gang", "pod:solo"),
+    ]
+    assert "queue 'drained' is Closing: it takes no new pods" in found[0].message
+
+
 def test_default_queue_is_implicit() -> None:
     s = state(nodes=[node("n").cap(cpu=2)], pods=[pod("p").gang("g")], gangs=[gang("g")])
     assert check(s, decide(p="n")) == []

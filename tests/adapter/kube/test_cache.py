@@ -134,6 +134,8 @@ def test_echoes_of_gangsats_own_writes_start_no_cycle() -> None:
         (PODS, PENDING, _set(("status", "nominatedNodeName"), "n1"), None),
         (SIGS_PODGROUPS, GROUP, _set(("spec", "minMember"), 3), None),
         (VOLCANO_QUEUES, QUEUE, _set(("spec", "weight"), 5), None),
+        # An admin closing a queue (Volcano's controller writes the state).
+        (VOLCANO_QUEUES, QUEUE, _set(("status", "state"), "Closed"), None),
         (NODES, NODE, _set(("spec", "unschedulable"), True), None),
         (NODES, NODE, _set(("status", "allocatable", "cpu"), "2"), None),
         (NODES, NODE, _set(("metadata", "labels"), {"zone": "b"}), None),
@@ -221,7 +223,8 @@ def echoes(draw: st.DrawFn) -> tuple[Obj, Obj]:
         if not isinstance(status.get("phase"), str) or status["phase"] not in FINISHED:
             status["phase"] = draw(st.sampled_from(["Pending", "Running", "Unknown"]))
     elif new["kind"] in ("PodGroup", "Queue", "Workload"):
-        new["status"] = draw(st.one_of(st.none(), st.dictionaries(st.text(max_size=4), values)))
+        keys = st.one_of(st.sampled_from(["state", "phase", "running"]), st.text(max_size=4))
+        new["status"] = draw(st.one_of(st.none(), st.dictionaries(keys, values)))
     return old, new
 
 

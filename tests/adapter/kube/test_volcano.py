@@ -8,9 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from adapter.kube.cluster import KubeCluster
+from adapter.kube.enqueue import to_enqueue
 from adapter.loop import LoopSettings, run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
 from solver.config import SolverConfig
+from solver.model import ClusterState, Node, Resources
 from tests.adapter.kube.manifests import (
     apply,
     bound_pods,
@@ -83,6 +85,16 @@ def test_a_volcano_job_in_a_closed_queue_is_not_enqueued_until_the_queue_opens(
     run_cycle(cluster, FAST)
     assert cluster.writer.flush()
     assert podgroup_status(server, "job", VOLCANO).get("phase") == "Inqueue"
+
+
+def test_a_podgroup_whose_queue_is_no_name_stops_no_other_from_being_enqueued() -> None:
+    """A CRD without a schema keeps a queue that is a list: that PodGroup is refused (a
+    finding), and the step that moves the others to Inqueue still runs."""
+    bad = volcano_group("bad", 1)
+    bad["spec"]["queue"] = ["a"]
+    ok = volcano_group("ok", 1)
+    state = ClusterState(nodes=(Node(name="n1", allocatable=Resources({"cpu": 8000})),))
+    assert to_enqueue([("default/bad", bad), ("default/ok", ok)], state, set()) == ["default/ok"]
 
 
 def test_minresources_as_volcanos_job_controller_writes_them_are_read_as_requests(
