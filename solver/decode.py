@@ -7,22 +7,37 @@ gangs admitted, for every other gang a reason a user can act on, the objective p
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
 
 from solver.config import SolverConfig
 from solver.model import Decision, SolveStatus, StageReport
 from solver.objective import evaluate
 from solver.placement import Placer
-from solver.problem import Problem
+from solver.problem import GangInfo, Problem
 from solver.victims import Preemption
 
 
-def admitted_gangs(problem: Problem, placements: Mapping[str, int]) -> list[str]:
+def admitted_gangs(
+    problem: Problem, placements: Mapping[str, int], evictions: Collection[str] = ()
+) -> list[str]:
+    """The gangs that hold at least minMember pods after the decision: placed this cycle,
+    or running and not evicted below it (a gang evicted whole is not admitted)."""
     of_pod = problem.class_of_pod()
     placed = [0] * len(problem.gangs)
     for pod in placements:
         placed[problem.classes[of_pod[pod]].gang] += 1
-    return [g.name for g in problem.gangs if g.reaches(placed[g.index])]
+    lost: Counter[str] = Counter()
+    if evictions:
+        pods = problem.state.pods_by_name()
+        lost.update(gang for pod in evictions if (gang := pods[pod].gang_name()))
+
+    def holds(g: GangInfo) -> bool:
+        if not lost[g.name]:
+            return g.reaches(placed[g.index])
+        return g.bound - lost[g.name] + placed[g.index] >= max(g.min_member, 1)
+
+    return [g.name for g in problem.gangs if holds(g)]
 
 
 def relative_gap(objective: int, bound: int | None) -> float | None:
@@ -52,7 +67,7 @@ def decision_from_placements(
     if preemption is not None and preemption.evictions:
         terms["disruption"] = preemption.disruption
     objective = sum(terms.values())
-    admitted = admitted_gangs(problem, placements)
+    admitted = admitted_gangs(problem, placements, preemption.evictions if preemption else ())
     admitted_set = set(admitted)
 
     def explain() -> dict[str, str]:

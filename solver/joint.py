@@ -243,7 +243,7 @@ def _decode(
         return vs.eligible.get(shape_of[gang], frozenset())
 
     waiting = _waiting(problem, vs, where, removed, touched, takes)
-    dropped = _within_capability(problem, where, waiting)
+    dropped = _within_capability(problem, where, waiting) | _gone_whole(problem, vs, removed)
     placer = Placer(problem)
     nominated: dict[str, int] = {}
     next_pod: dict[int, int] = defaultdict(int)
@@ -268,6 +268,18 @@ def _decode(
     preemption = Preemption(evictions=evictions, nominated=nominated, disruption=-cost)
     score = joint_score(problem, placer, preemption, search)
     return JointDecision(placer, preemption, score, "joint")
+
+
+def _gone_whole(problem: Problem, vs: VictimSet, removed: dict[int, int]) -> set[int]:
+    """The gangs the decision evicts whole: none of their pods is placed. The model keeps
+    a victim evicted whole from its own pending pods, but the disaggregation's top-up of
+    the room left (``topup.topped_up``) does not know it, and placed one: the gang kept
+    one pod below its minMember, and the validator refused the whole decision."""
+    lost: dict[int, int] = defaultdict(int)
+    for g, count in removed.items():
+        lost[vs.groups[g].victim] += count
+    index = {gang.name: gang.index for gang in problem.gangs}
+    return {index[v.name] for v in vs.victims if lost[v.index] >= v.bound and v.name in index}
 
 
 def _placed(

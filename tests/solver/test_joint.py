@@ -86,6 +86,35 @@ def test_a_placement_moves_where_it_can_preempt_for_itself() -> None:
     assert _joint_score(st_, joint) > _joint_score(st_, sequential)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_gang_evicted_whole_gets_none_of_its_own_pending_pods(seed: int) -> None:
+    """Running gang v (minMember 2) has two pending extras that fit on the class of nodes
+    b; h (priority 100) takes v's node. The disaggregation's top-up of the room left
+    placed one of v's extras while the model evicted v whole: v kept one pod, below its
+    minMember, and the validator refused the whole decision (a fuzzer's find). Nor is v
+    admitted by a decision that evicts it."""
+    s = state(
+        nodes=[node("a").cap(cpu=4), node("b0").cap(cpu=1), node("b1").cap(cpu=1)],
+        pods=[
+            *(pod(f"v-{i}").req(cpu=2).gang("v").on("a").started(0.0) for i in range(2)),
+            *(pod(f"v-x{i}").req(cpu=1).gang("v") for i in range(2)),
+            *(pod(f"h-{i}").req(cpu=2).gang("h") for i in range(2)),
+            pod("w-0").req(cpu=0.5).gang("w"),
+        ],
+        gangs=[
+            gang("v", 2).queue("q"),
+            gang("h", 2).queue("q").priority(100),
+            gang("w").queue("q"),
+        ],
+        queues=[queue("q")],
+    )
+    decision = solve(s, SolverConfig(preemption=True, time_limit_s=1.0, seed=seed))
+    assert check(s, decision) == []
+    assert set(decision.evictions) == {"v-0", "v-1"}
+    assert not any(p.startswith("v-") for p in decision.placements)
+    assert "v" not in decision.admitted
+
+
 def test_every_waiting_gang_may_preempt_in_one_cycle() -> None:
     """Ten full nodes of priority-0 gangs and ten priority-10 gangs waiting: the
     preemption model after placement takes a few preemptors per cycle, the joint model
