@@ -40,6 +40,17 @@ OPEN_QUEUE = "Open"
 CLOSED_QUEUE_STATES = frozenset({"Closed", "Closing"})
 DEFAULT_MAX_PODS = 110
 IMPLICIT_GANG_PREFIX = "pod:"
+
+
+def _not_an_implicit_gang(name: str) -> str:
+    """A PodGroup's name, refused where it is one of the gangs of one that pods of no
+    PodGroup make (``Pod.gang_name``): named so, it took in a pod of no group (and the
+    queue that pod is counted against), and the validator saw neither."""
+    if name.startswith(IMPLICIT_GANG_PREFIX):
+        raise ValueError(f"{name!r}: names starting {IMPLICIT_GANG_PREFIX!r} are gangs of one")
+    return name
+
+
 # A real API server accepts `cpu: "1e30"`. Above this (a million cores, ~900 TiB) no
 # machine has it, and sums over thousands of nodes would leave 64-bit integers: such an
 # object is refused where it enters, with a finding, instead of failing every cycle.
@@ -375,6 +386,11 @@ class Pod(_Frozen):
         ),
     )
 
+    @field_validator("gang")
+    @classmethod
+    def _not_implicit(cls, value: str | None) -> str | None:
+        return None if value is None else _not_an_implicit_gang(value)
+
     def demand(self) -> dict[str, int]:
         """Requests plus the pod slot every pod takes."""
         return self.requests.pod_demand()
@@ -446,6 +462,11 @@ class Gang(_Frozen):
     succeeded_by_task: dict[str, int] = Field(
         default_factory=dict, description="of ``succeeded``, per task (minTaskMember counts them)"
     )
+
+    @field_validator("name")
+    @classmethod
+    def _not_implicit(cls, value: str) -> str:
+        return _not_an_implicit_gang(value)
 
     @property
     def min_running(self) -> int:

@@ -59,6 +59,20 @@ def test_min_member_zero_is_rejected() -> None:
     assert loc == "min_member"
 
 
+def test_a_podgroup_may_not_take_the_name_of_a_gang_of_one() -> None:
+    """Pods of no PodGroup are each a gang of one named ``pod:<pod>``. A PodGroup (or a
+    pod's PodGroup) of such a name took that pod in, under its own queue, and the
+    validator then counted the pod against the default queue (state files; no Kubernetes
+    object can be so named)."""
+    with pytest.raises(ValidationError) as exc:
+        Gang(name="pod:a", min_member=1)
+    loc, msg = _error(exc)
+    assert loc == "name" and "gangs of one" in msg
+    with pytest.raises(ValidationError) as exc:
+        Pod(name="b", gang="pod:a")
+    assert _error(exc)[0] == "gang"
+
+
 def test_weight_zero_is_rejected() -> None:
     with pytest.raises(ValidationError) as exc:
         Queue(name="q", weight=0)
