@@ -49,7 +49,7 @@ from adapter.kube.jobs import job_pods, template_of
 from adapter.kube.members import (
     Declared,
     priorities_of_pods,
-    wait_for_unusable,
+    wait_for_unreadable,
     workload_instances,
 )
 from adapter.kube.memo import Memo, Seen, Shapes
@@ -426,7 +426,7 @@ def convert(
     if by_pods:
         priorities_of_pods(by_pods, pods.values(), gangs)
     if unreadable_groups:
-        wait_for_unusable(unreadable_groups, pods, gangs, findings)
+        wait_for_unreadable(unreadable_groups, pods, gangs, findings)
     for name, by_task in succeeded.items():
         if name in gangs:
             tasked = {task: n for task, n in by_task.items() if task}

@@ -45,21 +45,21 @@ def workload_instances(
         gangs[name] = of.model_copy(update={"name": name, "priority": priority})
 
 
-def wait_for_unusable(
-    unusable: Mapping[str, str],
+def wait_for_unreadable(
+    unreadable: Mapping[str, str],
     pods: dict[str, Pod],
     gangs: Mapping[str, Gang],
     findings: list[Finding],
 ) -> None:
-    """The pending pods of PodGroups that cannot be used (``unusable``: name -> why) wait,
-    each told why: left in the snapshot, they were told their PodGroup was "not found"
-    while it was there, with an ``InvalidSpec`` Event of its own. Bound pods stay: they
-    run, and hold their room."""
+    """The pending pods of PodGroups that cannot be read (``unreadable``: name -> why)
+    wait, each told why: left in the snapshot, they were told their PodGroup was "not
+    found" while it was there, with an ``InvalidSpec`` Event of its own. Bound pods stay:
+    they run, and hold their room."""
     for name, pod in list(pods.items()):
         gang = pod.gang
-        if gang is not None and pod.node_name is None and gang in unusable and gang not in gangs:
+        if gang is not None and pod.node_name is None and gang in unreadable and gang not in gangs:
             del pods[name]
-            why = f"PodGroup {gang!r} cannot be used: {unusable[gang]}"
+            why = f"PodGroup {gang!r} cannot be used: {unreadable[gang]}"
             findings.append(Finding(kind="Pod", name=name, message=why, reason="FailedScheduling"))
 
 
