@@ -211,7 +211,10 @@ def taker_gang(pod: Pod, gangs: Mapping[str, Gang]) -> Gang | None:
     """The gang a nominated pod takes for: its PodGroup, or for a pod outside any, the
     gang of one the solver makes it (default queue, its own priority)."""
     if pod.gang is None:
-        return Gang(name=pod.gang_name(), min_member=1, queue=DEFAULT_QUEUE, priority=pod.priority)
+        # Valid by construction, and of the one name ``Gang`` refuses from its users.
+        return Gang.model_construct(
+            name=pod.gang_name(), min_member=1, queue=DEFAULT_QUEUE, priority=pod.priority
+        )
     return gangs.get(pod.gang)
 
 
