@@ -79,10 +79,13 @@ def restore_unneeded(
     load: IntArray,
     queue_room: IntArray,
     queue_load: IntArray,
+    keeps: Callable[[dict[int, int], Iterable[int]], bool] | None = None,
 ) -> dict[int, int]:
     """``removed`` (pods per victim group) with the victims whose room the decision does
     not need restored, the costliest first: a solution found in time is not always
-    optimal, and nothing is evicted "in case".
+    optimal, and nothing is evicted "in case". ``keeps``: whether the decision still
+    holds with the removals given, on the nodes given (whose freed room each pod may use:
+    ``joint.hall_holds``); a victim is restored only where it does.
 
     A victim is restored when what it holds still fits once what the decision places is
     counted: on each of its nodes (``free``, per node before any removal, against
@@ -113,6 +116,8 @@ def restore_unneeded(
         queue_back = np.sum(list(back.values()), axis=0)
         on_nodes = all((free[n] + freed[n] - room - load[n] >= 0).all() for n, room in back.items())
         in_queue = (queue_load[q] - queue_freed[q] + queue_back <= queue_room[q])[capped].all()
+        if on_nodes and in_queue and keeps is not None:
+            on_nodes = keeps({**kept, **dict.fromkeys(by_victim[v], 0)}, back.keys())
         if on_nodes and in_queue:
             for n, room in back.items():
                 freed[n] -= room

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -33,6 +33,7 @@ from solver.disaggregate import budgets, disaggregate
 from solver.encode import Encoding
 from solver.encode_victims import VictimSet, VictimVars, encode_joint, victim_nodes
 from solver.evictions import evictions_of, placed_load, restore_unneeded, split_withdrawn
+from solver.freed_room import hall_sets
 from solver.greedy_preemption import apply_withdrawals, greedy_choice
 from solver.objective import evaluate
 from solver.placement import Placer
@@ -232,15 +233,24 @@ def _decode(
     removed = {g: int(solution[var]) for g, var in out.removed.items()}
     load, queue_load = placed_load(problem, where)
     queue_room = np.array([q.room() for q in problem.queues], dtype=np.int64)
-    removed = restore_unneeded(
-        problem, vs.victims, vs.groups, removed, problem.free, load, queue_room, queue_load
-    )
-    touched = {vs.groups[g].node for g, count in removed.items() if count}
     # What a gang may take from, by its shape (``Shapes`` index, not ``GangInfo.shape``).
     shape_of = {g: shape.index for shape in enc.shapes.shapes for g in shape.gangs}
 
     def takes(gang: int) -> frozenset[int]:
         return vs.eligible.get(shape_of[gang], frozenset())
+
+    removed = restore_unneeded(
+        problem,
+        vs.victims,
+        vs.groups,
+        removed,
+        problem.free,
+        load,
+        queue_room,
+        queue_load,
+        keeps=hall_holds(problem, vs, where, takes),
+    )
+    touched = {vs.groups[g].node for g, count in removed.items() if count}
 
     waiting = _waiting(problem, vs, where, removed, touched, takes)
     dropped = _within_capability(problem, where, waiting) | _gone_whole(problem, vs, removed)
@@ -268,6 +278,53 @@ def _decode(
     preemption = Preemption(evictions=evictions, nominated=nominated, disruption=-cost)
     score = joint_score(problem, placer, preemption, search)
     return JointDecision(placer, preemption, score, "joint")
+
+
+def hall_holds(
+    problem: Problem,
+    vs: VictimSet,
+    where: list[tuple[int, int, int]],
+    takes: Callable[[int], frozenset[int]],
+) -> Callable[[dict[int, int], Iterable[int]], bool]:
+    """Whether, with given removals (pods per victim group), the pods ``where`` places on
+    given nodes fit in the free room and the room of the victims they may take from
+    (``takes``: by gang), never another's: Hall's condition (``solver.freed_room``), as
+    the model's rows and the validator have it. Restoring a victim whose room a node's
+    total still covered left a pod on a victim it may not take from (a fuzzer's find: the
+    validator refused the whole decision)."""
+    arriving: dict[int, list[tuple[IntArray, frozenset[int]]]] = defaultdict(list)
+    for c, node, count in where:
+        cls = problem.classes[c]
+        arriving[node].append((cls.demand * count, takes(cls.gang)))
+    on_node: dict[int, list[int]] = defaultdict(list)
+    for g, grp in enumerate(vs.groups):
+        on_node[grp.node].append(g)
+    nothing = np.zeros(len(problem.resources), dtype=np.int64)
+
+    def holds(removed: dict[int, int], nodes: Iterable[int]) -> bool:
+        for n in nodes:
+            freed: dict[int, IntArray] = defaultdict(lambda: nothing.copy())
+            for g in on_node[n]:
+                if removed.get(g):
+                    freed[vs.groups[g].victim] += vs.groups[g].demand * removed[g]
+            victims = frozenset(freed)
+            pods = [(demand, eligible & victims) for demand, eligible in arriving[n]]
+            if not victims or not pods:
+                continue  # no freed room to tell apart: the node's total decides
+            sets = hall_sets((own for _, own in pods), victims)
+            rows: list[tuple[frozenset[int], list[bool]]]
+            if sets is None:  # too many: a pod not eligible for every victim, free room only
+                rows = [(frozenset(), [own != victims for _, own in pods])]
+            else:  # the pods eligible for no victim outside U, in free room and U's
+                rows = [(u, [own <= u for _, own in pods]) for u in sets]
+            for u, within in rows:
+                asked = sum((d for (d, _), w in zip(pods, within, strict=True) if w), nothing)
+                room = problem.free[n] + sum((freed[v] for v in u), nothing)
+                if (asked > room).any():
+                    return False
+        return True
+
+    return holds
 
 
 def _gone_whole(problem: Problem, vs: VictimSet, removed: dict[int, int]) -> set[int]:

@@ -29,7 +29,7 @@ from solver.encode_victims import (
     victim_nodes,
     victim_set,
 )
-from solver.model import ClusterState, Decision, SolveStatus
+from solver.model import ClusterState, Decision, Queue, SolveStatus
 from solver.objective import coefficients, score
 from solver.problem import Problem, prepare
 from solver.schedulers import schedule
@@ -113,6 +113,40 @@ def test_a_gang_evicted_whole_gets_none_of_its_own_pending_pods(seed: int) -> No
     assert set(decision.evictions) == {"v-0", "v-1"}
     assert not any(p.startswith("v-") for p in decision.placements)
     assert "v" not in decision.admitted
+
+
+def test_a_victim_is_kept_only_where_the_pods_placed_need_no_room_they_may_not_take() -> None:
+    """P (queue a) takes V's room on n1, so V, of queue a, goes whole, and its pod on n2
+    too; T (queue b) needs 1 cpu on n2 and may take from W (its own queue, lower
+    priority), not from V (queue a is not reclaimable). Victims the decision does not
+    need are kept after solving: W was kept because V's pod on n2 frees room enough in
+    total, and T was left on V's room. The validator refused the whole decision (a
+    fuzzer's find)."""
+    s = state(
+        nodes=[node("n1").cap(cpu=10, memory="8Gi"), node("n2").cap(cpu=2, memory="8Gi")],
+        pods=[
+            pod("V-0").req(cpu=8, memory="1Gi").gang("V").on("n1").started(3600.0),
+            pod("X-0").req(cpu=2, memory="1Gi").gang("X").on("n1").started(0.0),
+            pod("V-1").req(cpu=1, memory="1Gi").gang("V").on("n2").started(3600.0),
+            pod("W-0").req(cpu=1, memory="1Gi").gang("W").on("n2").started(0.0),
+            pod("P-0").req(cpu=8, memory="1Gi").gang("P").priority(100),
+            pod("T-0").req(cpu=1, memory="1Gi").gang("T").priority(100),
+        ],
+        gangs=[
+            gang("V", 2).queue("a"),
+            gang("X").queue("a").not_preemptible(),
+            gang("W").queue("b"),
+            gang("P").queue("a").priority(100),
+            gang("T").queue("b").priority(100),
+        ],
+        queues=[Queue(name="a", reclaimable=False), queue("b")],
+        now_s=3600.0,
+    )
+    for deterministic in (True, False):
+        config = SolverConfig(preemption=True, time_limit_s=1.0, deterministic=deterministic)
+        decision = solve(s, config)
+        assert check(s, decision) == []
+        assert decision.nominated.get("P-0") == "n1"
 
 
 def test_every_waiting_gang_may_preempt_in_one_cycle() -> None:
