@@ -21,24 +21,21 @@ def test_the_gang_index_counts_bound_members_and_tasks_and_names_every_pod_s_gan
         gangs=(
             gang("ns/job", 3).task_minimums(worker=2, ps=1).build(),
             gang("ns/other", 1).build(),
-            # No Kubernetes object has such a name; a hand-built state may.
-            gang("pod:ns/alone", 1).task_minimums(worker=1).build(),
         ),
     )
     gangs = Gangs.of(state)
     # A terminating pod is no member any more; a pod of no PodGroup is a gang of one.
     assert dict(gangs.held) == {"ns/job": 1, "ns/other": 1, "pod:kube-system/ds": 1}
-    assert gangs.task_held == {"ns/job": Counter({"worker": 1}), "pod:ns/alone": Counter()}
+    assert gangs.task_held == {"ns/job": Counter({"worker": 1})}
     assert gangs.task_of == {
         "ns/w-0": "worker",
         "ns/w-1": "worker",
         "ns/w-2": "worker",
         "ns/ps-0": "ps",
-        "ns/alone": "worker",
     }
     assert [gangs.gang(p) for p in ("ns/w-2", "kube-system/ds", "ns/gone")] == [
         "ns/job",
         "pod:kube-system/ds",
         "pod:ns/gone",
     ]
-    assert gangs.need == {"ns/job": 3, "ns/other": 1, "pod:ns/alone": 1}
+    assert gangs.need == {"ns/job": 3, "ns/other": 1}
