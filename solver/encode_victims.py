@@ -52,7 +52,7 @@ from solver.encode import (
     build_variables,
     queue_of_pair,
 )
-from solver.freed_room import hall_sets
+from solver.freed_room import hall_rows
 from solver.objective import Coefficients
 from solver.problem import Problem
 from solver.shapes import Shapes
@@ -372,12 +372,11 @@ def _add_freed_room(
     plus what U's victims free. Only where those pairs could ask for more than the free
     room (else the row is moot)."""
     victims = frozenset(vs.groups[g].victim for g in groups)
-    own = {p: vs.eligible.get(int(shape_of_pair[p]), frozenset()) & victims for p in pairs}
-    sets = hall_sets(own.values(), victims)
-    if sets is None:  # too many to tell apart: pods not eligible for all use free room only
-        rows = [([p for p in pairs if own[p] != victims], frozenset[int]())]
-    else:
-        rows = [([p for p in pairs if own[p] <= u], u) for u in sets]
+    own = [vs.eligible.get(int(shape_of_pair[p]), frozenset()) & victims for p in pairs]
+    rows = [
+        ([p for p, w in zip(pairs, within, strict=True) if w], u)
+        for u, within in hall_rows(own, victims)
+    ]
     free = enc.problem.free[n]
     for members, u in rows:
         if not members:

@@ -15,7 +15,7 @@ nothing else of the solver.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 # Distinct sets per node before the rows give up on telling victims apart: the eligible
 # sets come from a few (queue, priority) pairs, so their unions are a handful in practice.
@@ -36,3 +36,16 @@ def hall_sets(
             return None
     found.discard(victims)
     return sorted(found, key=lambda s: (len(s), sorted(s)))
+
+
+def hall_rows(
+    eligible: Sequence[frozenset[int]], victims: frozenset[int]
+) -> list[tuple[frozenset[int], list[bool]]]:
+    """A node's Hall rows: per row, the victims whose freed room it counts (with the free
+    room), and for each pod (``eligible``, each already cut to the node's ``victims``)
+    whether the row confines it there. Where ``hall_sets`` gives up, one row: every pod not
+    eligible for all of the node's victims, in the free room alone."""
+    sets = hall_sets(eligible, victims)
+    if sets is None:
+        return [(frozenset(), [own != victims for own in eligible])]
+    return [(u, [own <= u for own in eligible]) for u in sets]

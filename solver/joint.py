@@ -33,7 +33,7 @@ from solver.disaggregate import budgets, disaggregate
 from solver.encode import Encoding
 from solver.encode_victims import VictimSet, VictimVars, encode_joint, victim_nodes
 from solver.evictions import evictions_of, placed_load, restore_unneeded, split_withdrawn
-from solver.freed_room import hall_sets
+from solver.freed_room import hall_rows
 from solver.greedy_preemption import apply_withdrawals, greedy_choice
 from solver.objective import evaluate
 from solver.placement import Placer
@@ -311,13 +311,7 @@ def hall_holds(
             pods = [(demand, eligible & victims) for demand, eligible in arriving[n]]
             if not victims or not pods:
                 continue  # no freed room to tell apart: the node's total decides
-            sets = hall_sets((own for _, own in pods), victims)
-            rows: list[tuple[frozenset[int], list[bool]]]
-            if sets is None:  # too many: a pod not eligible for every victim, free room only
-                rows = [(frozenset(), [own != victims for _, own in pods])]
-            else:  # the pods eligible for no victim outside U, in free room and U's
-                rows = [(u, [own <= u for _, own in pods]) for u in sets]
-            for u, within in rows:
+            for u, within in hall_rows([own for _, own in pods], victims):
                 asked = sum((d for (d, _), w in zip(pods, within, strict=True) if w), nothing)
                 room = problem.free[n] + sum((freed[v] for v in u), nothing)
                 if (asked > room).any():

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Mapping
 
-from solver.freed_room import hall_sets
+from solver.freed_room import hall_rows
 from solver.model import DEFAULT_QUEUE, ClusterState, Decision, Gang, Node, Pod, Queue
 from solver.predicates import placement_reason
 from solver.violations import Violation, ViolationKind, demand_sum, queue_of
@@ -264,14 +264,8 @@ def _room_per_victim(
             )
             for pod in arriving[node_name]
         ]
-        sets = hall_sets(own, victims)
-        rows = (
-            [(frozenset[int](), [e != victims for e in own])]
-            if sets is None
-            else [(u, [e <= u for e in own]) for u in sets]
-        )
         held = demand_sum(bound.get(node_name, []))  # victims too: U's room adds theirs
-        for u, takes in rows:
+        for u, takes in hall_rows(own, victims):
             members = [pod for pod, t in zip(arriving[node_name], takes, strict=True) if t]
             room = demand_sum(p for i in u for p in freed[(node_name, names[i])])
             asked = demand_sum(members)
