@@ -45,6 +45,7 @@ from adapter.kube.fields import (
     meta,
     quantities,
 )
+from adapter.kube.gang_groups import GangGroups, listed
 from adapter.kube.jobs import job_pods, template_of
 from adapter.kube.members import (
     Declared,
@@ -101,6 +102,9 @@ class Conversion:
     # Gangs whose pods all name another scheduler (bound by it): their pods count for the
     # room they hold, but their PodGroups are that scheduler's to report on.
     foreign_gangs: frozenset[str] = frozenset()
+    # Koordinator's GangGroups, each one gang of the snapshot: its name -> its gangs
+    # (``gang_groups``), whose PodGroups the report writes.
+    gang_groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 # --- objects -----------------------------------------------------------------------------
@@ -233,6 +237,7 @@ def convert(
     queues: dict[str, Queue] = {}
     pods: dict[str, Pod] = {}
     templates: dict[str, Gang] = {}  # 1.35 Workloads' pod groups
+    gang_groups = GangGroups()  # the groups PodGroups and pods list (Koordinator's)
     by_pods: set[str] = set()  # gangs whose priority is their pods' (no field of their own)
     owned: set[str] = set()  # gangs with a pod gangsat schedules
     foreign: set[str] = set()  # gangs with a pod another scheduler bound
@@ -259,6 +264,12 @@ def convert(
             gang = attempt(
                 "PodGroup", o, lambda o=o: dialects.podgroup(o, priorities, default_priority)
             )
+            if gang is not None and group in COSCHEDULING_GROUPS:
+                try:  # (outside the memo: one lookup, where most PodGroups list no group)
+                    gang_groups.note(gang.name, listed(o, gang.name.partition("/")[0]))
+                except BadObject as e:
+                    findings.append(Finding(kind="PodGroup", name=gang.name, message=str(e)))
+                    gang = None
             if gang is None and len(findings) > before:
                 unreadable_groups[findings[before].name] = findings[before].message
             elif gang is not None:
@@ -322,7 +333,7 @@ def convert(
 
     for name in sorted(refused - nodes.keys()):
         nodes[name] = out_of_service(name)
-    declared = Declared(findings)
+    declared = Declared(findings, gang_groups)
     declares = declared.read
     anti = BoundAntiAffinity()
     unknown_room: set[str] = set()  # nodes with a bound pod whose requests are unreadable
@@ -443,6 +454,10 @@ def convert(
     }
     for name in (budgeted | opaque) & gangs.keys():
         gangs[name] = gangs[name].model_copy(update={"preemptible": False})
+    merged = gang_groups.merge(gangs, pods, findings, unreadable_groups)
+    for name, members in merged.items():  # another scheduler's only if all its gangs are
+        if all(m in foreign and m not in owned for m in members):
+            foreign.add(name)
     reading.kept()
     # Not validated again: each part is a model read above, and names are unique by
     # construction (the tables are keyed by them), which is all the snapshot's own check
@@ -464,7 +479,7 @@ def convert(
         f"(their pods count once they exist)"
         for kind, count in sorted(unread.items())
     ]
-    return Conversion(state, findings, ignored, frozenset(foreign - owned))
+    return Conversion(state, findings, ignored, frozenset(foreign - owned), merged)
 
 
 def _claims_read(

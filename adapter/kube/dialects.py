@@ -19,7 +19,9 @@ A cluster may run any mix; every dialect becomes the same domain ``Gang`` and ``
   lightweight coscheduling, as Alibaba Cloud ACK documents gang scheduling), or
   Koordinator's annotations ``gang.scheduling.koordinator.sh/name`` and
   ``/min-available``; in the ``default`` queue, at their pods' highest priority, with no
-  status to write (``members.Declared``).
+  status to write (``members.Declared``). Gangs Koordinator's annotation
+  ``gang.scheduling.koordinator.sh/groups`` lists together start together
+  (``gang_groups``).
 - the upstream Workload API ``scheduling.k8s.io`` (KEP-4671: v1alpha2 in 1.36, v1beta1
   and v1alpha3 in 1.37): PodGroup ``spec.schedulingPolicy`` ``gang.minCount`` (``basic``:
   each pod on its own, a gang of one), ``spec.priority`` / ``spec.priorityClassName``;

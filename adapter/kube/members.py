@@ -9,6 +9,7 @@ from collections.abc import Collection, Iterable, Mapping
 
 from adapter.kube.dialects import declared_minimum, workload_template
 from adapter.kube.fields import BadObject, Obj
+from adapter.kube.gang_groups import GangGroups, listed
 from adapter.kube.reading import Finding
 from solver.model import Gang, Pod
 
@@ -66,12 +67,13 @@ def wait_for_unreadable(
 class Declared:
     """Gangs the pods alone declare, with no PodGroup object (``dialects.DECLARED``: a
     name and a minMember on each pod, as scheduler-plugins' lightweight coscheduling and
-    Koordinator have them). Unread, each pod was a gang of one, bound on its own: a
-    partial gang."""
+    Koordinator have them), and the groups they list (``gang_groups``). Unread, each pod
+    was a gang of one, bound on its own: a partial gang."""
 
-    def __init__(self, findings: list[Finding]) -> None:
+    def __init__(self, findings: list[Finding], groups: GangGroups) -> None:
         self.findings = findings
         self.minimum: dict[str, int] = {}  # gang -> the largest minMember its pods declare
+        self.groups = groups  # what their pods list (Koordinator's GangGroups)
 
     def read(self, o: Obj, pod: Pod) -> bool:
         """Note what ``pod`` (read from ``o``; its gang no PodGroup) declares; whether it
@@ -80,6 +82,7 @@ class Declared:
         assert pod.gang is not None
         try:
             minimum = declared_minimum(o)
+            group = listed(o, pod.namespace) if minimum is not None else ()
         # (Other errors: a shape no API server stores, a fake's; read as the message.)
         except (BadObject, AttributeError, TypeError, ValueError) as e:
             if pod.node_name is not None:
@@ -88,6 +91,8 @@ class Declared:
             return False
         if minimum is not None:
             self.minimum[pod.gang] = max(minimum, self.minimum.get(pod.gang, 0))
+            if group:
+                self.groups.note(pod.gang, group)
         return True
 
     def gangs(self, pods: Iterable[Pod], gangs: dict[str, Gang]) -> set[str]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -38,6 +38,7 @@ from adapter.kube.dialects import VOLCANO_GROUP
 from adapter.kube.enqueue import to_enqueue
 from adapter.kube.events import Events
 from adapter.kube.fields import stored_status, uid_of
+from adapter.kube.gang_groups import member_statuses
 from adapter.kube.pod_tally import PodTally
 from adapter.kube.queue_report import allocated_by_queue, queue_writes
 from adapter.kube.reading import Finding
@@ -133,11 +134,14 @@ class Reporter:
         state: ClusterState | None,
         findings: Sequence[Finding],
         foreign: Collection[str] = frozenset(),
+        groups: Mapping[str, tuple[str, ...]] | None = None,
     ) -> None:
         """Write what a cycle found; ``state`` is the cluster as the cycle left it (its
         snapshot with the cycle's binds). ``foreign``: gangs another scheduler runs
         (``Conversion.foreign_gangs``): neither their PodGroups' status nor Events are
-        gangsat's to write (two schedulers writing one status overwrite each other)."""
+        gangsat's to write (two schedulers writing one status overwrite each other).
+        ``groups``: the snapshot's gangs that are Koordinator's GangGroups (merged gang ->
+        its gangs, ``Conversion.gang_groups``), each reported as its gangs."""
         self.written.redo_failed()  # writes that failed: written again
         # Before the objects are read: one that leaves while this report runs is pruned
         # at the next (``_prune``).
@@ -147,6 +151,11 @@ class Reporter:
         # As the cycle left the state: its binds included.
         tally = PodTally.of(state)
         pending_of, members = tally.pending, tally.members
+        statuses, group_pending, group_members = member_statuses(
+            report.statuses, groups or {}, state
+        )
+        if groups:
+            pending_of, members = {**pending_of, **group_pending}, {**members, **group_members}
         gang_queue = {g.name: g.queue for g in state.gangs} if state is not None else {}
         # A gang without a live pod has finished (its pods Succeeded or Failed) or has
         # no pods yet: it is not "unschedulable", and gangsat says nothing about it.
@@ -161,7 +170,7 @@ class Reporter:
             )
             if s.gang in waits
             else s
-            for s in report.statuses
+            for s in statuses
             if s.bound or s.gang in with_pods or s.gang in waits
         ]
         compared, self._compared = self._compared, {}
