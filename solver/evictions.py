@@ -7,7 +7,7 @@ a victim at all."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -21,19 +21,22 @@ def evictions_of(
     victims: list[Victim],
     groups: list[VictimGroup],
     removed: dict[int, int],
-    takers: Callable[[int], list[int]],
+    takers: Callable[[int, int], list[int]],
 ) -> tuple[dict[str, str], int] | None:
     """Pods removed per group (``removed``, youngest first), each with why, and what they
     cost; None if a victim has no taker. A placement taken back costs the value it would
     have earned, priced as placed.
 
-    ``takers`` lists the gangs a victim may be evicted for (nominated next to it and
-    allowed to take from it), in preference order; each group names the one named least
-    so far (the first on a tie). Naming always the first, two gangs of a queue nominated
-    on a node whose two victims they took named one of them only: a reclaiming gang
-    no Event named, and a queue that looked, from its victims, to have reclaimed past
-    its share (the property test of ``tests/solver/test_reclaim.py``, seen on a fresh
-    clone)."""
+    ``takers(victim, node)`` lists the gangs a victim's pods on ``node`` may be evicted
+    for (nominated there and allowed to take from it; for pods that go only because the
+    victim goes whole, those nominated on any of its nodes), in preference order; each
+    group names the one named least so far (the first on a tie). Naming always the
+    first, two gangs of a queue nominated on a node whose two victims they took named
+    one of them only: a reclaiming gang no Event named, and a queue that looked, from
+    its victims, to have reclaimed past its share (the property test of
+    ``tests/solver/test_reclaim.py``, seen on a fresh clone). Named from any of its
+    nodes, a victim shrunk on one node named a gang nominated on another, of a queue
+    that had reclaimed nothing, and the gang that took its room went unnamed (fuzzed)."""
     evictions: dict[str, str] = {}
     cost = 0
     gone: dict[int, int] = defaultdict(int)
@@ -46,7 +49,7 @@ def evictions_of(
         gone[grp.victim] += count
         if not victim.placed:
             cost += grp.cost * count
-        candidates = takers(grp.victim)
+        candidates = takers(grp.victim, grp.node)
         if not candidates:
             return None
         gang = min(candidates, key=named.__getitem__)
@@ -55,6 +58,16 @@ def evictions_of(
         evictions.update(dict.fromkeys(grp.pods[:count], why))
     cost += sum(victims[v].evict_cost for v, n in gone.items() if n >= victims[v].bound)
     return evictions, cost
+
+
+def named_takers(nodes: Sequence[int], on: Callable[[int], list[int]]) -> list[int]:
+    """The takers ``on`` lists on the first of ``nodes`` (where the pods go), else on any
+    of the others (the victim's nodes: pods that go because the victim goes whole), each
+    once."""
+    here = list(dict.fromkeys(on(nodes[0])))
+    if here:
+        return here
+    return list(dict.fromkeys(gang for n in nodes[1:] for gang in on(n)))
 
 
 def placed_load(

@@ -32,7 +32,13 @@ from solver.bins import Bin, Pairs
 from solver.disaggregate import budgets, disaggregate
 from solver.encode import Encoding
 from solver.encode_victims import VictimSet, VictimVars, encode_joint, victim_nodes
-from solver.evictions import evictions_of, placed_load, restore_unneeded, split_withdrawn
+from solver.evictions import (
+    evictions_of,
+    named_takers,
+    placed_load,
+    restore_unneeded,
+    split_withdrawn,
+)
 from solver.freed_room import hall_rows
 from solver.greedy_preemption import apply_withdrawals, greedy_choice
 from solver.objective import evaluate
@@ -464,15 +470,12 @@ def _served(
 def _takers(
     vs: VictimSet,
     v: int,
+    node: int,
     *,
     takers: dict[int, list[int]],
     takes: Callable[[int], frozenset[int]],
 ) -> list[int]:
-    """The nominated gangs allowed to take from the victim, on one of its nodes, each
-    once."""
-    out: list[int] = []
-    for g in vs.victims[v].groups:
-        for gang in takers.get(vs.groups[g].node, []):
-            if v in takes(gang) and gang not in out:
-                out.append(gang)
-    return out
+    """The nominated gangs allowed to take from the victim on ``node``, else on any of
+    its nodes (``evictions.evictions_of``), each once."""
+    nodes = [node, *(vs.groups[g].node for g in vs.victims[v].groups)]
+    return named_takers(nodes, lambda n: [g for g in takers.get(n, []) if v in takes(g)])

@@ -41,7 +41,13 @@ from ortools.sat.python import cp_model
 
 from solver.arrays import IntArray
 from solver.config import SolverConfig
-from solver.evictions import evictions_of, placed_load, restore_unneeded, split_withdrawn
+from solver.evictions import (
+    evictions_of,
+    named_takers,
+    placed_load,
+    restore_unneeded,
+    split_withdrawn,
+)
 from solver.greedy_preemption import greedy_choice
 from solver.model import StageReport
 from solver.objective import Coefficients
@@ -446,13 +452,14 @@ def _decode(problem: Problem, m: _Model, solver: cp_model.CpSolver) -> Preemptio
     return Preemption(evictions=evictions, nominated=nominated, disruption=-cost)
 
 
-def _takers(cand: Candidates, v: int, *, users: dict[int, list[int]]) -> list[int]:
-    """The gangs (indices) the victim may be evicted for: those nominated to one of its
-    nodes and allowed to take from it, each once."""
-    out: list[int] = []
-    for g in cand.victims[v].groups:
-        for i in users.get(cand.groups[g].node, []):
-            gang = cand.preemptors[i].gang
-            if v in cand.preemptors[i].eligible and gang not in out:
-                out.append(gang)
-    return out
+def _takers(cand: Candidates, v: int, node: int, *, users: dict[int, list[int]]) -> list[int]:
+    """The gangs (indices) the victim's pods on ``node`` may be evicted for: those
+    nominated there and allowed to take from it, else on any of its nodes
+    (``evictions.evictions_of``), each once."""
+    nodes = [node, *(cand.groups[g].node for g in cand.victims[v].groups)]
+    return named_takers(
+        nodes,
+        lambda n: [
+            cand.preemptors[i].gang for i in users.get(n, []) if v in cand.preemptors[i].eligible
+        ],
+    )

@@ -242,3 +242,38 @@ def test_a_small_gang_of_the_queue_does_not_cap_what_a_big_one_may_reclaim(how: 
     assert len(decision.evictions) == 1
     assert below_when_reclaiming(cluster, decision) == []
     assert check(cluster, decision) == []
+
+
+@pytest.mark.parametrize("how", ["joint", "sequential"])
+def test_a_victim_shrunk_on_one_node_names_the_gang_nominated_there(how: str) -> None:
+    """Victim v of qa runs a pod on each node; x (qx) is nominated on n1, for w's pod
+    there, and y (qy) on n2, for v's pod there. Named from any of its nodes, v's eviction
+    named x, of a queue that reclaimed nothing from v, and y went unnamed (fuzzed). The
+    CP-SAT paths name victims after deciding; gang-greedy's actions evict each victim for
+    the gang that takes its room (here they reclaim nothing for y)."""
+    nodes = [node(n).cap(cpu=4).label(host=n) for n in ("n1", "n2")]
+    pods = [
+        pod("v-0").req(cpu=2).gang("v").on("n1").started(0),
+        pod("v-1").req(cpu=2).gang("v").on("n2").started(0),
+        pod("z-0").req(cpu=2).gang("z").on("n2").started(0),
+        pod("w-0").req(cpu=2).gang("w").on("n1").started(5900),
+        pod("x-0").req(cpu=2).gang("x").priority(100).selector(host="n1"),
+        pod("y-0").req(cpu=2).gang("y").priority(100).selector(host="n2"),
+    ]
+    gangs = [
+        gang("v").queue("qa"),
+        gang("z").queue("qa").not_preemptible(),
+        gang("w").queue("qx"),
+        gang("x").queue("qx").priority(100),
+        gang("y").queue("qy").priority(100),
+    ]
+    queues = [queue("qa"), queue("qx"), queue("qy")]
+    cluster = state(nodes, pods, gangs, queues, now_s=6000)
+    decision = _decide(cluster, how)
+    assert decision.nominated == {"x-0": "n1", "y-0": "n2"}
+    assert decision.evictions["v-1"].endswith(
+        "reclaimed by queue qy (below its deserved share) for gang y"
+    )
+    assert decision.evictions["w-0"] == "preempted by gang x (priority 100 > 0)"
+    assert "v-0" not in decision.evictions
+    assert check(cluster, decision) == []
