@@ -55,6 +55,9 @@ class GangStatus(BaseModel):
     reason: str | None = None  # e.g. NotEnoughResources, BindFailed
     message: str = ""
     queue: str = "default"
+    # A Running gang's pods left pending (an elastic job's extras, a member made again):
+    # why they wait, which each is told.
+    left_over: str = ""
 
 
 class CycleReport(BaseModel):

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from adapter.cluster import GangStatus
 from adapter.gangs import Gangs
-from solver.model import ClusterState, Decision
+from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState, Decision
 from solver.validate import Violation
 
 
@@ -60,33 +60,38 @@ def gang_statuses(state: ClusterState, gangs: Gangs, result: CycleResult) -> lis
         held[gangs.gang(pod)] = held.get(gangs.gang(pod), 0) + 1
     decision = result.decision
     reasons = decision.unschedulable if decision else {}
+    left_over = decision.left_over if decision else {}
     # Each gang's first failed pod, found in one pass: per gang, a scan of every failure
     # was quadratic in a cycle whose binds all failed (thousands of gangs and pods).
     first_failed: dict[str, str] = {}
     for pod in sorted(result.failed_binds):
         first_failed.setdefault(gangs.gang(pod), pod)
+    def pending(name: str) -> tuple[str, str]:
+        failed = first_failed.get(name)
+        if name in result.rolled_back:
+            return "BindFailed", result.rolled_back[name]
+        if failed is not None:
+            return "BindFailed", f"bind of {failed} failed ({result.failed_binds[failed]})"
+        if name in result.rejected:
+            return "InvalidDecision", result.rejected[name]
+        if name in result.holding:
+            return "Preempting", result.holding[name]
+        if name in reasons:
+            return "NotEnoughResources", reasons[name]
+        if result.error:
+            return "SchedulerError", result.error
+        return "Waiting", "not considered this cycle"
+
     statuses = []
     for gang in state.gangs:
         bound = held.get(gang.name, 0)
-        failed = first_failed.get(gang.name)
         reason: str | None
         if bound >= gang.min_running:  # members that succeeded count: Running
             reason, message = None, ""
-        elif gang.name in result.rolled_back:
-            reason, message = "BindFailed", result.rolled_back[gang.name]
-        elif failed is not None:
-            reason = "BindFailed"
-            message = f"bind of {failed} failed ({result.failed_binds[failed]})"
-        elif gang.name in result.rejected:
-            reason, message = "InvalidDecision", result.rejected[gang.name]
-        elif gang.name in result.holding:
-            reason, message = "Preempting", result.holding[gang.name]
-        elif gang.name in reasons:
-            reason, message = "NotEnoughResources", reasons[gang.name]
-        elif result.error:
-            reason, message = "SchedulerError", result.error
+            extra = left_over.get(gang.name, "")
         else:
-            reason, message = "Waiting", "not considered this cycle"
+            reason, message = pending(gang.name)
+            extra = ""
         statuses.append(
             GangStatus(
                 gang=gang.name,
@@ -97,6 +102,28 @@ def gang_statuses(state: ClusterState, gangs: Gangs, result: CycleResult) -> lis
                 reason=reason,
                 message=message,
                 queue=gang.queue,
+                left_over=extra,
+            )
+        )
+    # A pod of no PodGroup is a gang of one that ``state.gangs`` does not list: one that
+    # waits for a reason is told it as well, as kube-scheduler tells every pod it cannot
+    # place (before, such a pod was told nothing, cycle after cycle).
+    alone = {
+        name
+        for name in (*reasons, *first_failed, *result.rejected, *result.holding)
+        if name.startswith(IMPLICIT_GANG_PREFIX) and not held.get(name)
+    }
+    for name in sorted(alone):
+        reason, message = pending(name)
+        statuses.append(
+            GangStatus(
+                gang=name,
+                phase="Pending",
+                bound=0,
+                min_member=1,
+                reason=reason,
+                message=message,
+                queue=DEFAULT_QUEUE,
             )
         )
     return statuses

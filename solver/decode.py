@@ -70,12 +70,25 @@ def decision_from_placements(
     admitted = admitted_gangs(problem, placements, preemption.evictions if preemption else ())
     admitted_set = set(admitted)
 
-    def explain() -> dict[str, str]:
-        return {g.name: placer.explain(g) for g in problem.gangs if g.name not in admitted_set}
+    def explain() -> tuple[dict[str, str], dict[str, str]]:
+        """Why each gang not admitted waits; and why an admitted one's pods that this
+        decision leaves pending wait (an elastic job's extras: kube-scheduler tells
+        every pod it cannot place; before, they were told nothing)."""
+        reasons: dict[str, str] = {}
+        left_over: dict[str, str] = {}
+        next_pod = placer.next_pod
+        for g in problem.gangs:
+            if g.name not in admitted_set:
+                reasons[g.name] = placer.explain(g)
+            elif any(next_pod[c] < problem.classes[c].count for c in g.classes):
+                left_over[g.name] = placer.explain(g)
+        return reasons, left_over
 
     unschedulable = dict(problem.invalid)
+    left_over: dict[str, str] = {}
     if not config.defer_explanations:
-        unschedulable.update(explain())
+        reasons, left_over = explain()
+        unschedulable.update(reasons)
     # The bound is on placement alone, and the gap that of the placement's objective;
     # unless placement and preemption were decided jointly: then both count what the
     # nominated gangs will earn, and what the evictions cost.
@@ -91,6 +104,7 @@ def decision_from_placements(
         placements={pod: names[placements[pod]] for pod in sorted(placements)},
         admitted=tuple(admitted),
         unschedulable=unschedulable,
+        left_over=left_over,
         waiting_pods=dict(problem.waiting_pods),
         status=status,
         objective=objective,

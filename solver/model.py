@@ -621,16 +621,30 @@ class Decision(_Frozen):
             "once the victims are gone, the room held for them until then"
         ),
     )
-    # Why each gang not admitted waits, still to be worked out (SolverConfig's
-    # defer_explanations): gang -> reason, merged into ``unschedulable`` by ``explained``.
-    _explain: Callable[[], dict[str, str]] | None = PrivateAttr(default=None)
+    left_over: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "gang admitted or running -> why its pending pods beyond those placed wait "
+            "(an elastic job's extras, a member made again): each pod is told"
+        ),
+    )
+    # Why each gang not admitted waits, and why an admitted one's pods left over wait,
+    # still to be worked out (SolverConfig's defer_explanations): merged into
+    # ``unschedulable`` and ``left_over`` by ``explained``.
+    _explain: Callable[[], tuple[dict[str, str], dict[str, str]]] | None = PrivateAttr(
+        default=None
+    )
 
     def explained(self) -> Decision:
         """This decision with every gang not admitted explained: itself, unless its
         explanations were deferred."""
         if self._explain is None:
             return self
-        return self.with_reasons(self._explain())
+        reasons, left_over = self._explain()
+        done = self.with_reasons(reasons)
+        if left_over:
+            done = done.model_copy(update={"left_over": {**left_over, **self.left_over}})
+        return done
 
     def with_reasons(self, reasons: Mapping[str, str]) -> Decision:
         """This decision with ``reasons`` (gang -> why it waits) added to ``unschedulable``

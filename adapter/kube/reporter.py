@@ -60,6 +60,7 @@ from adapter.kube.resources import (
 from adapter.kube.status import (
     EventRecorder,
     ObjectRef,
+    left_over_message,
     pod_unschedulable,
     podgroup_status,
     unschedulable_message,
@@ -395,6 +396,7 @@ class Reporter:
             if self._unschedulable(status):
                 for pod in pending:
                     self._pod_waiting(pod, unschedulable_message(status))
+            self._left_over(status, pending)
             return
         resource, obj = podgroup
         body: dict[str, Any] | None = None
@@ -446,6 +448,15 @@ class Reporter:
             uid = uid_of(obj)
             ref = ObjectRef("PodGroup", namespace, name, resource.api_version, uid)
             self.events.event(ref, "Warning", "Unschedulable", message)
+            for pod in pending:
+                self._pod_waiting(pod, message)
+        self._left_over(status, pending)
+
+    def _left_over(self, status: GangStatus, pending: list[str]) -> None:
+        """A Running gang's pods left pending (an elastic job's extras, a member made
+        again) are told why they wait: before, they were told nothing."""
+        if status.phase == "Running" and status.left_over:
+            message = left_over_message(status)
             for pod in pending:
                 self._pod_waiting(pod, message)
 

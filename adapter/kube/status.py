@@ -190,6 +190,13 @@ def unschedulable_message(status: GangStatus) -> str:
     return f"{head}: {status.message}" if status.message else head
 
 
+def left_over_message(status: GangStatus) -> str:
+    """What a Running gang's pods left pending are told: the gang runs, and why they do
+    not fit (``GangStatus.left_over``), as kube-scheduler tells any pod it cannot place."""
+    head = f"gang runs with {status.bound}/{status.min_member} pods bound; this pod waits"
+    return f"{head}: {status.left_over}"
+
+
 def pod_unschedulable(message: str, now: datetime) -> dict[str, Any]:
     """The pod condition a pending pod of an unscheduled gang carries."""
     return {

@@ -301,10 +301,11 @@ def test_a_copy_reads_as_pydantic_s_own_copy_and_leaves_the_original_alone() -> 
     assert pickle.loads(pickle.dumps(renamed)) == renamed
     # A model with private state still copies it (pydantic's own path).
     decision = Decision(scheduler="s", placements={"ns/a": "n1"}, status=SolveStatus.OPTIMAL)
-    decision._explain = lambda: {"ns/g": "why"}
+    decision._explain = lambda: ({"ns/g": "why"}, {"ns/h": "left"})
     copied = decision.model_copy(update={"placements": {}})
     assert copied.placements == {} and copied.explanations_pending
-    assert copied.explained().unschedulable == {"ns/g": "why"}
+    explained = copied.explained()
+    assert (explained.unschedulable, explained.left_over) == ({"ns/g": "why"}, {"ns/h": "left"})
 
 
 def test_a_snapshot_s_pods_by_name_are_its_own_and_no_field() -> None:

@@ -703,3 +703,26 @@ def test_deferred_explanations_are_the_ones_given_at_once(scheduler: str) -> Non
     assert set(explained.unschedulable) == {"lost", "big", "ok"} - set(explained.admitted)
     assert explained.unschedulable["lost"] == "queue 'missing' not found"
     assert not explained.explanations_pending and explained.explained() is explained
+
+
+@pytest.mark.parametrize("scheduler", sorted(SCHEDULERS))
+@pytest.mark.parametrize("defer", [False, True])
+def test_an_admitted_gangs_pods_left_pending_are_explained_apart(
+    scheduler: str, defer: bool
+) -> None:
+    """An elastic gang (minMember 2 of 3) with room for two is admitted, not unschedulable;
+    why its third pod waits is ``left_over``'s, so that the pod can be told. With room for
+    all three, nothing is left over."""
+    config = FAST.model_copy(update={"defer_explanations": defer})
+    for cpu, left in ((2, {"elastic"}), (3, set())):
+        s = state(
+            nodes=[node("n").cap(cpu=cpu, memory="8Gi")],
+            pods=pods_of("elastic", 3, cpu=1),
+            gangs=[gang("elastic", 2)],
+        )
+        explained = schedule(s, scheduler, config).explained()
+        assert explained.admitted == ("elastic",) and explained.unschedulable == {}
+        assert set(explained.left_over) == left
+        if left:
+            why = explained.left_over["elastic"]
+            assert why == "2/3 pods fit (minMember 2): 1 Insufficient cpu"
