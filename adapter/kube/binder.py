@@ -13,9 +13,11 @@ Answers, and what they mean:
 - 429: retried after the server's Retry-After; 5xx, a timeout or a dropped connection:
   retried with backoff — within a budget per bind, so a cycle ends. A 5xx or a timeout
   may follow a bind that landed: if the retries end in failure, the pod is read to learn
-  where it is, and if even that fails the failure is *uncertain*: a rolled-back gang
-  evicts the pod too, and otherwise the pod stays assumed until the watch shows it
-  bound or gone, for at most ``DOUBT_TTL_S`` (then it is pending again, not lost).
+  where it is; read unbound after an unanswered attempt (which may still land), the bind
+  is sent once more, and if even that says nothing the failure is *uncertain*: a
+  rolled-back gang evicts the pod too, and otherwise the pod stays assumed until the
+  watch shows it bound or gone, for at most ``DOUBT_TTL_S`` (then it is pending again,
+  not lost).
 - the target node vanished from the watch before the bind: not sent (a real API server
   accepts a Binding to a node that does not exist; the pod would then never start).
 
@@ -68,6 +70,9 @@ LANDS_LATE = frozenset({500, 502, 504})
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
 CONNECT_TIMEOUT_S = 5.0
 MAX_BIND_WAIT_S = 10.0
+# A bind of unknown outcome is sent once more after its budget (``Binder._last_try``),
+# waiting this long at most for the answer.
+LAST_TRY_WAIT_S = 5.0
 MARK_WAIT_S = 2.0  # for the DisruptionTarget mark before a rollback's delete
 # The condition's reason on a pod a rollback deletes (Jobs match the condition's type; the
 # reason says who and why, as kube-scheduler's PreemptionByScheduler does).
@@ -356,7 +361,38 @@ class Binder:
             if time.monotonic() + delay > deadline:
                 break
             time.sleep(delay)
-        return self._settle(pod, node, error, uid, in_flight) if ambiguous else error
+        if not ambiguous:
+            return error
+        settled = self._settle(pod, node, error, uid, in_flight)
+        if settled is None or not settled.uncertain:
+            return settled
+        return self._last_try(pod, node, body, uid, settled)
+
+    def _last_try(
+        self, pod: str, node: str, body: bytes, uid: str, doubt: ClusterError
+    ) -> ClusterError | None:
+        """A bind left unanswered and read unbound may still land: sent once more (the
+        budget spent, for at most LAST_TRY_WAIT_S), it lands, or meets the first one
+        landed (409 to the node asked for: bound). Rolled back around the doubt, a gang
+        of pods no controller makes again was deleted where the bind landed 2 s late
+        (fault injection: a 12 s bind). Anything else leaves the doubt as it was."""
+        left = self.fence()
+        if left <= 0 or not self.cache.node_exists(node):
+            return doubt
+        namespace, name = split_key(pod)
+        connect_s, read_s = min(CONNECT_TIMEOUT_S, left), min(LAST_TRY_WAIT_S, left)
+        send_by = time.monotonic() + left if left < math.inf else None
+        try:
+            post_binding(self.connections, namespace, name, body, connect_s, read_s, send_by)
+            return None
+        except ApiException as e:
+            if e.status == 409:
+                settled = self._settle(pod, node, api_error(e), uid)
+                if settled is None or settled.bound_to:
+                    return settled
+            return doubt
+        except Exception:
+            return doubt
 
     def _settle(
         self, pod: str, node: str, error: ClusterError, uid: str, in_flight: bool = False
@@ -434,8 +470,7 @@ class Binder:
         (Kubernetes' documented way to keep disruptions off its backoffLimit) does not
         count the rollback as one of its pod's failures. Best effort, one attempt (a 429
         loses the mark), fenced: the delete follows whatever the answer. The UID in the
-        patch makes a namesake's answer an error (the UID is immutable), not a write; the
-        fake API server does not model that."""
+        patch makes a namesake's answer an error (the UID is immutable), not a write."""
         left = self.fence()
         if left <= 0:
             return

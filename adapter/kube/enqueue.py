@@ -10,7 +10,8 @@ overcommit factor. A PodGroup without minResources is admitted at once. One with
 pods is taken too, as Volcano's enqueue takes every pending job: its controller may have
 more pods to create (or re-create), and does so only once it is Inqueue. gangsat never
 writes Pending over Inqueue (``adapter.kube.status``). Nor is one moved whose queue is
-closed (``Queue.admits``): an admin drains a queue so, and its Jobs are not started.
+closed (``Queue.admits``): an admin drains a queue so, and its Jobs are not started; nor
+one whose queue does not exist.
 """
 
 from __future__ import annotations
@@ -82,13 +83,17 @@ def to_enqueue(
     claimed: list[dict[str, int]] = []  # minResources of PodGroups Inqueue without pods
     waiting: list[tuple[str, str, dict[str, int]]] = []  # (created, key, minResources)
     closed = {q.name for q in state.queues if not q.admits()}
+    # A queue that does not exist admits nothing either, as Volcano's enqueue skips such a
+    # Job: moved to Inqueue, its controller made pods that waited for the queue, and its
+    # minResources were claimed meanwhile from the room others could use.
+    known = {q.name for q in state.queues} | {DEFAULT_QUEUE}
     for key, obj in podgroups:
         phase = stored_status(obj).get("phase") or "Pending"
         need = min_resources(obj)
         spec = obj.get("spec")
         queue = (spec.get("queue") if isinstance(spec, Mapping) else None) or DEFAULT_QUEUE
         # A queue that is no name (a CRD without a schema keeps one) refuses the PodGroup.
-        open_queue = isinstance(queue, str) and queue not in closed
+        open_queue = isinstance(queue, str) and queue in known and queue not in closed
         if phase == "Inqueue" and need and key not in with_pods:
             claimed.append(need)
         elif phase == "Pending" and need is not None and open_queue:

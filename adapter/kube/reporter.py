@@ -348,12 +348,13 @@ class Reporter:
             sig = ("Inqueue",)
             if self.written.get(f"podgroup {key}") == sig:
                 continue
+            uid = uid_of(podgroups[key][1])
             self.written.submit(
                 f"podgroup {key}",
                 sig,
                 f"status {resource.plural}.{resource.group} {key}",
-                partial(self._patch_status, resource, namespace, name, {"phase": "Inqueue"}),
-                uid=uid_of(podgroups[key][1]),
+                partial(self._patch_status, resource, namespace, name, {"phase": "Inqueue"}, uid),
+                uid=uid,
             )
 
     def _as_written(self, gang: str, podgroup: Obj) -> Obj:
@@ -439,7 +440,7 @@ class Reporter:
                 f"podgroup {status.gang}",
                 sig,
                 f"status {resource.plural}.{resource.group} {status.gang}",
-                partial(self._patch_status, resource, namespace, name, body),
+                partial(self._patch_status, resource, namespace, name, body, uid_of(obj)),
                 uid=uid_of(obj),
             )
             self._status_sent[status.gang] = now
@@ -601,11 +602,16 @@ class Reporter:
             )
 
     def _patch_status(
-        self, resource: Resource, namespace: str | None, name: str, status: dict[str, Any]
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        status: dict[str, Any],
+        uid: str = "",
     ) -> None:
         # Inline or not as the resource is served when the write goes out (rediscovery).
         inline = resource in self._inline_status
-        patch_object_status(self.connections, resource, inline, namespace, name, status)
+        patch_object_status(self.connections, resource, inline, namespace, name, status, uid)
 
 
 def _volume_waits(findings: Sequence[Finding]) -> dict[str, list[Finding]]:

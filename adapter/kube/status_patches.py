@@ -23,14 +23,22 @@ def patch_object_status(
     namespace: str | None,
     name: str,
     status: dict[str, Any],
+    uid: str = "",
 ) -> None:
     """Patch ``status`` into a PodGroup (``namespace``) or Queue (None): through the
     status subresource, or on the object where the CRD has none (``inline``). A built-in
     resource (the Workload API's PodGroup) takes a strategic merge patch, which merges
-    its conditions by type: a ``DisruptionTarget`` someone else set stays."""
+    its conditions by type: a ``DisruptionTarget`` someone else set stays.
+
+    ``uid``: the object's the status was built for. In the patch, it makes the write to
+    a namesake made since an error, not a write (the UID is immutable): a Volcano
+    PodGroup deleted and made again under its name took the Inqueue meant for the old
+    one, and kept it. A CRD's status subresource drops the patch's metadata: there a
+    namesake still takes the write, as before."""
     kind = MERGE_PATCH if resource.custom else STRATEGIC_MERGE_PATCH
     path = path_of(resource, namespace, name, "" if inline else "status")
-    connections.request("PATCH", path, orjson.dumps({"status": status}), *WRITE_TIMEOUT, kind)
+    body = {"metadata": {"uid": uid}, "status": status} if uid else {"status": status}
+    connections.request("PATCH", path, orjson.dumps(body), *WRITE_TIMEOUT, kind)
 
 
 def pod_status_write(

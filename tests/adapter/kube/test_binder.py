@@ -11,11 +11,21 @@ import pytest
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from adapter.kube import binder as binder_module
 from adapter.kube.binder import POOL_CONNECT_RETRIES, Binder
 from adapter.kube.cluster import KubeCluster
+from adapter.loop import run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
-from tests.adapter.kube.manifests import apply, binds, bound_pods, gang_pods, node, wait_until
-from tests.adapter.kube.test_kube_cluster import seen
+from tests.adapter.kube.manifests import (
+    apply,
+    binds,
+    bound_pods,
+    gang_pods,
+    node,
+    podgroup,
+    wait_until,
+)
+from tests.adapter.kube.test_kube_cluster import FAST, seen
 
 
 def test_every_placement_is_bound_by_fewer_workers_than_pods(
@@ -356,3 +366,34 @@ def test_a_bind_whose_pod_then_reads_unbound_is_a_doubt_only_if_it_may_land(
     cluster.binder.retry_budget_s, cluster.binder.backoff_s = 0.05, 0.01
     failures = cluster.bind([("default/g-0", "n1")])
     assert failures["default/g-0"].uncertain is may_land
+
+
+def test_a_bind_answered_too_late_is_sent_once_more_and_its_gang_is_kept(
+    server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server takes longer than the client waits to answer g-2's first Binding, which
+    lands late. Read unbound after the budget, the bind was of unknown outcome, and the
+    gang, pods no controller makes again, was rolled back and deleted: the bind is now
+    sent once more, and lands (or meets the first one landed)."""
+    monkeypatch.setattr(binder_module, "MAX_BIND_WAIT_S", 0.3)
+    apply(server, [node("n1", cpu="8"), podgroup("g", 3), *gang_pods("g", 3, cpu="1")])
+    slow: list[bool] = []
+
+    def late(method: str, path: str) -> None:
+        if method == "POST" and path.endswith("/pods/g-2/binding") and not slow:
+            slow.append(True)
+            time.sleep(1.0)
+
+    server.hooks.append(late)
+    cluster = KubeCluster(server.client()).start(sync_timeout_s=10)
+    cluster.binder.retry_budget_s = 0.3
+    try:
+        seen(cluster, server)
+        result = run_cycle(cluster, FAST)
+        assert slow
+        assert result.failed_binds == {} and result.rolled_back == {} and result.evicted == []
+        assert set(bound_pods(server)) == {"default/g-0", "default/g-1", "default/g-2"}
+        time.sleep(1.0)  # the first attempt, answered late, changes nothing
+        assert set(bound_pods(server)) == {"default/g-0", "default/g-1", "default/g-2"}
+    finally:
+        cluster.stop()

@@ -97,6 +97,48 @@ def test_a_podgroup_whose_queue_is_no_name_stops_no_other_from_being_enqueued() 
     assert to_enqueue([("default/bad", bad), ("default/ok", ok)], state, set()) == ["default/ok"]
 
 
+def test_a_podgroup_whose_queue_does_not_exist_is_not_enqueued_nor_claims_room() -> None:
+    """Volcano's enqueue skips a Job whose queue it cannot find. Moved to Inqueue, its
+    controller made pods that waited for the queue, and its minResources were claimed
+    from the room of the PodGroups behind it. The queue ``default`` needs no object."""
+    lost = volcano_group("lost", 1, cpu="6")
+    lost["spec"]["queue"] = "no-such-queue"
+    lost["metadata"]["creationTimestamp"] = "2026-12-01T00:00:00Z"  # older: first in line
+    later = volcano_group("later", 1, cpu="6")
+    later["metadata"]["creationTimestamp"] = "2026-12-01T00:00:01Z"
+    state = ClusterState(nodes=(Node(name="n1", allocatable=Resources({"cpu": 8000})),))
+    assert to_enqueue([("default/lost", lost), ("default/later", later)], state, set()) == [
+        "default/later"
+    ]
+
+
+def test_an_inqueue_meant_for_a_podgroup_made_again_is_not_written_to_the_new_one(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    """A training operator deletes a Job's PodGroup and makes it again under its name while
+    the Inqueue for the old one is on its way: the new one asks for more than the cluster
+    has. The write carries the old one's UID, so the server refuses it (Volcano's
+    PodGroup has no status subresource: the object itself is patched); before, the new
+    PodGroup read Inqueue, for good."""
+    apply(server, [node("n1", cpu="4"), volcano_group("job", 2, cpu="2")])
+    seen(cluster, server)
+    remade: list[bool] = []
+
+    def remake(method: str, path: str) -> None:
+        if method == "PATCH" and path.endswith("/podgroups/job") and not remade:
+            remade.append(True)
+            server.delete(VOLCANO, "podgroups", "default", "job")
+            server.put(volcano_group("job", 2, cpu="100"))
+
+    server.hooks.append(remake)
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush() and remade
+    assert podgroup_status(server, "job", VOLCANO).get("phase") in (None, "Pending")
+    run_cycle(cluster, FAST)  # the new one, read afresh, does not fit: not enqueued
+    assert cluster.writer.flush()
+    assert podgroup_status(server, "job", VOLCANO).get("phase") in (None, "Pending")
+
+
 def test_minresources_as_volcanos_job_controller_writes_them_are_read_as_requests(
     server: FakeApiServer, cluster: KubeCluster
 ) -> None:
