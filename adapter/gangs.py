@@ -26,6 +26,7 @@ class Gangs:
     task_need: dict[str, dict[str, int]] = field(default_factory=dict)
     task_of: dict[str, str | None] = field(default_factory=dict)
     task_held: dict[str, Counter[str | None]] = field(default_factory=dict)
+    waiting: set[str] = field(default_factory=set)  # gangs with a pod pending
 
     @classmethod
     def of(cls, state: ClusterState) -> Gangs:
@@ -35,10 +36,13 @@ class Gangs:
             g.name: Counter(g.succeeded_by_task) for g in state.gangs if g.name in task_need
         }
         task_of: dict[str, str | None] = {}
+        waiting: set[str] = set()
         for pod in state.pods:  # every pod of a big cluster, every cycle: one pass
             if pod.node_name is None:
-                if task_need and pod.gang_name() in task_need:
-                    task_of[pod.name] = pod.task
+                if pod.gang is not None:
+                    waiting.add(pod.gang)
+                    if task_need and pod.gang in task_need:
+                        task_of[pod.name] = pod.task
                 continue
             gang = pod.gang_name()
             bound = not pod.terminating  # leaving: no member
@@ -56,6 +60,7 @@ class Gangs:
             task_need=task_need,
             task_of=task_of,
             task_held=task_held,
+            waiting=waiting,
         )
 
     def short_of_a_task(self, gang: str, members: Counter[str | None]) -> bool:

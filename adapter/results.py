@@ -92,6 +92,14 @@ def gang_statuses(state: ClusterState, gangs: Gangs, result: CycleResult) -> lis
         else:
             reason, message = pending(gang.name)
             extra = ""
+            if reason == "Waiting" and decision is not None and gang.name not in gangs.waiting:
+                # Short with no pod to place (members failed, were deleted, or are yet to
+                # be made): Volcano's NotEnoughTasks, where "not considered" said nothing.
+                reason = "NotEnoughTasks"
+                message = (
+                    f"{bound} of minMember {gang.min_member} pod(s) bound and none waits to "
+                    "be placed: its other members failed, were deleted or are yet to be made"
+                )
         statuses.append(
             GangStatus(
                 gang=gang.name,

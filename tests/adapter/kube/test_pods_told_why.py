@@ -73,3 +73,25 @@ def test_a_running_gangs_pods_left_pending_are_told_why_and_its_status_stays_run
     assert condition["message"].startswith("gang runs with 2/2 pods bound; this pod waits: ")
     assert "Insufficient cpu" in condition["message"]
     assert told(server, name) == [condition["message"]]
+
+
+def test_a_gang_short_with_no_pod_to_place_says_not_enough_tasks(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    """Two of a running gang's three members fail (the kubelet refused them: OutOfcpu) and
+    none is made again yet: its PodGroup said "not considered this cycle"."""
+    apply(server, [node("n1", cpu="4"), podgroup("g", 3), *gang_pods("g", 3)])
+    seen(cluster, server)
+    assert len(run_cycle(cluster, FAST).bound) == 3
+    for name in ("g-1", "g-2"):
+        failed = server.get("", "pods", "default", name)
+        assert failed is not None
+        server.put({**failed, "status": {"phase": "Failed", "reason": "OutOfcpu"}})
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush()
+    status = podgroup_status(server, "g")
+    assert (status["phase"], status["running"]) == ("Pending", 1)
+    [condition] = status["conditions"]
+    assert condition["reason"] == "NotEnoughTasks"
+    assert "1 of minMember 3 pod(s) bound and none waits to be placed" in condition["message"]
