@@ -4,11 +4,12 @@ run logs."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from adapter.cluster import GangStatus
 from adapter.gangs import Gangs
-from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState, Decision
+from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState, Decision, Gang
 from solver.validate import Violation
 
 
@@ -66,6 +67,14 @@ def gang_statuses(state: ClusterState, gangs: Gangs, result: CycleResult) -> lis
     first_failed: dict[str, str] = {}
     for pod in sorted(result.failed_binds):
         first_failed.setdefault(gangs.gang(pod), pod)
+    # Bound this cycle, per gang of a Koordinator GangGroup (a task of its snapshot gang).
+    grouped = {g.name for g in state.gangs if g.members}
+    by_member: Counter[str | None] = Counter(
+        gangs.task_of.get(pod)
+        for pod in ([*result.bound, *result.stranded] if grouped else ())
+        if gangs.gang(pod) in grouped
+    )
+
     def pending(name: str) -> tuple[str, str]:
         failed = first_failed.get(name)
         if name in result.rolled_back:
@@ -100,19 +109,21 @@ def gang_statuses(state: ClusterState, gangs: Gangs, result: CycleResult) -> lis
                     f"{bound} of minMember {gang.min_member} pod(s) bound and none waits to "
                     "be placed: its other members failed, were deleted or are yet to be made"
                 )
-        statuses.append(
-            GangStatus(
-                gang=gang.name,
-                phase="Running" if reason is None else "Pending",
-                bound=bound,
-                min_member=gang.min_member,
-                succeeded=gang.succeeded,
-                reason=reason,
-                message=message,
-                queue=gang.queue,
-                left_over=extra,
-            )
+        status = GangStatus(
+            gang=gang.name,
+            phase="Running" if reason is None else "Pending",
+            bound=bound,
+            min_member=gang.min_member,
+            succeeded=gang.succeeded,
+            reason=reason,
+            message=message,
+            queue=gang.queue,
+            left_over=extra,
         )
+        if gang.members:
+            statuses += member_statuses(gang, status, gangs.task_held.get(gang.name), by_member)
+        else:
+            statuses.append(status)
     # A pod of no PodGroup is a gang of one that ``state.gangs`` does not list: one that
     # waits for a reason is told it as well, as kube-scheduler tells every pod it cannot
     # place (before, such a pod was told nothing, cycle after cycle).
@@ -135,3 +146,42 @@ def gang_statuses(state: ClusterState, gangs: Gangs, result: CycleResult) -> lis
             )
         )
     return statuses
+
+
+def member_statuses(
+    gang: Gang,
+    status: GangStatus,
+    held: Counter[str | None] | None,
+    bound_now: Counter[str | None],
+) -> list[GangStatus]:
+    """A Koordinator GangGroup's status (``Gang.members``: one gang of the snapshot whose
+    tasks are its gangs), as one per gang: each counts its own pods (``held``: per task,
+    bound before the cycle and succeeded; ``bound_now``: bound this cycle) against its own
+    minimum, and says the group's reason while short."""
+    held = held or Counter()
+    names = ", ".join(gang.members)
+    out = []
+    for member in gang.members:
+        least = gang.min_task_member.get(member, 1)
+        succeeded = gang.succeeded_by_task.get(member, 0)
+        bound = held[member] - succeeded + bound_now[member]
+        reason: str | None = None
+        message = ""
+        if bound + succeeded < least:
+            reason = status.reason or "NotEnoughResources"
+            message = f"gang group [{names}]: {status.message or status.left_over}"
+        out.append(
+            status.model_copy(
+                update={
+                    "gang": member,
+                    "phase": "Running" if reason is None else "Pending",
+                    "bound": bound,
+                    "min_member": least,
+                    "succeeded": succeeded,
+                    "reason": reason,
+                    "message": message,
+                    "left_over": status.left_over if reason is None else "",
+                }
+            )
+        )
+    return out

@@ -462,6 +462,13 @@ class Gang(_Frozen):
     succeeded_by_task: dict[str, int] = Field(
         default_factory=dict, description="of ``succeeded``, per task (minTaskMember counts them)"
     )
+    members: tuple[str, ...] = Field(
+        default=(),
+        description=(
+            "the gangs (PodGroups) this one stands for, each one of its tasks with its own "
+            "minimum: a Koordinator GangGroup, whose gangs start together; reported per member"
+        ),
+    )
 
     @field_validator("name")
     @classmethod

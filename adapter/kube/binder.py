@@ -11,7 +11,8 @@ Answers, and what they mean:
   success. Otherwise someone else bound it.
 - 404: the pod is gone (deleted, or its Job finished).
 - 429: retried after the server's Retry-After; 5xx, a timeout or a dropped connection:
-  retried with backoff — within a budget per bind, so a cycle ends. A 5xx or a timeout
+  retried with backoff — within a budget per bind (and one last try, below), so a cycle
+  ends. A 5xx or a timeout
   may follow a bind that landed: if the retries end in failure, the pod is read to learn
   where it is; read unbound after an unanswered attempt (which may still land), the bind
   is sent once more, and if even that says nothing the failure is *uncertain*: a

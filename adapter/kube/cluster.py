@@ -70,7 +70,6 @@ class KubeCluster:
         self.reporter = Reporter(api, self.cache, self.writer, recorder, resources=self.resources)
         self.findings: list[Finding] = []
         self.foreign_gangs: frozenset[str] = frozenset()
-        self.gang_groups: Mapping[str, tuple[str, ...]] = {}  # (``Conversion.gang_groups``)
         self.last_state: ClusterState | None = None
         # As the last cycle left the cluster (its snapshot with its binds): what its
         # report and metrics read, as no follow-up cycle re-reads gangsat's own binds.
@@ -213,7 +212,6 @@ class KubeCluster:
         self.seen_uids = uids
         self.findings = conversion.findings
         self.foreign_gangs = conversion.foreign_gangs
-        self.gang_groups = conversion.gang_groups
         for finding in conversion.findings:
             log.debug("not used: %s", finding)
         # The clock ages running pods (what an eviction loses); convert itself stays a
@@ -254,9 +252,7 @@ class KubeCluster:
             self.state_after = (
                 self.last_state.with_bindings(report.bound) if self.last_state else None
             )
-            self.reporter.report(
-                report, self.state_after, self.findings, self.foreign_gangs, self.gang_groups
-            )
+            self.reporter.report(report, self.state_after, self.findings, self.foreign_gangs)
         except Exception as e:  # reporting is best effort; it must never stop scheduling
             log.exception("reporting failed")
             raise ClusterError("ReportFailed", f"{type(e).__name__}: {e}") from e

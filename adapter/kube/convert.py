@@ -102,9 +102,6 @@ class Conversion:
     # Gangs whose pods all name another scheduler (bound by it): their pods count for the
     # room they hold, but their PodGroups are that scheduler's to report on.
     foreign_gangs: frozenset[str] = frozenset()
-    # Koordinator's GangGroups, each one gang of the snapshot: its name -> its gangs
-    # (``gang_groups``), whose PodGroups the report writes.
-    gang_groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 # --- objects -----------------------------------------------------------------------------
@@ -454,10 +451,7 @@ def convert(
     }
     for name in (budgeted | opaque) & gangs.keys():
         gangs[name] = gangs[name].model_copy(update={"preemptible": False})
-    merged = gang_groups.merge(gangs, pods, findings, unreadable_groups)
-    for name, members in merged.items():  # another scheduler's only if all its gangs are
-        if all(m in foreign and m not in owned for m in members):
-            foreign.add(name)
+    gang_groups.merge(gangs, pods, findings, unreadable_groups)
     reading.kept()
     # Not validated again: each part is a model read above, and names are unique by
     # construction (the tables are keyed by them), which is all the snapshot's own check
@@ -479,7 +473,7 @@ def convert(
         f"(their pods count once they exist)"
         for kind, count in sorted(unread.items())
     ]
-    return Conversion(state, findings, ignored, frozenset(foreign - owned), merged)
+    return Conversion(state, findings, ignored, frozenset(foreign - owned))
 
 
 def _claims_read(

@@ -8,16 +8,20 @@ Koordinator binds no gang of a group before every gang of it can have its minimu
 as separate gangs, a master could be bound while its workers wait for room that may never
 come, holding what it took: the partial job that gang scheduling exists to prevent.
 
-Each group becomes one gang of the snapshot (``merged``) whose tasks are its gangs: its
-minimum is theirs summed, each task's minimum is a gang's own, and so what serves
-Volcano's minTaskMember serves groups too (each task's minimum placed first by every
-scheduler, refused short by the validator, a failed bind rolled back for the whole
-group, a victim evicted whole or kept). The report splits the group's status back into
-one per PodGroup (``member_statuses``). A group lists gangs transitively: gangs that
-name each other, directly or not, are one group, so that no gang anyone listed starts
-without the others. A group that cannot be formed (a gang it lists does not exist or
-cannot be used, its gangs are in different queues, or one has minTaskMember of its own)
-holds every pending pod of its gangs, each told why.
+The gangs of a group that do not hold their own minimum (bound pods and those that
+succeeded) become one gang of the snapshot (``merge``), whose tasks are those gangs: its
+minimum is theirs summed, each task's minimum a gang's own, and so what serves Volcano's
+minTaskMember serves groups too (each task's minimum placed first by every scheduler,
+refused short by the validator, a failed bind rolled back for the whole group). A gang
+that holds its minimum runs on its own: a worker gang made again beside its running
+master waits for room for its own minimum, not for the master's as well (merged with it,
+the master's extra pods counted towards the worker's minimum, and a worker was bound
+below it). Statuses are reported per gang (``Gang.members``). No gang of a group is a
+victim of preemption.
+Gangs that list each other, directly or not, are one group, so that no gang anyone
+listed starts without the others. A group that cannot be formed (a gang it lists does not
+exist or cannot be used, its gangs are in different queues, or one has minTaskMember of
+its own) holds every pending pod of its gangs, each told why.
 """
 
 from __future__ import annotations
@@ -26,7 +30,6 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
-from adapter.cluster import GangStatus
 from adapter.kube.fields import BadObject, Obj
 from adapter.kube.reading import Finding
 from solver.model import ClusterState, Gang, Pod
@@ -46,10 +49,15 @@ def listed(obj: Obj, namespace: str) -> tuple[str, ...]:
         return ()
     try:
         names = json.loads(raw) if isinstance(raw, str) else None
-    except ValueError:
+    # RecursionError: "[" nested 100,000 deep fits in an annotation, and failed every
+    # snapshot, so that nothing anywhere was scheduled.
+    except (ValueError, RecursionError):
         names = None
     if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
-        raise BadObject(f"annotation {GROUPS_ANNOTATION} must be a JSON list of names, got {raw!r}")
+        shown = raw if len(str(raw)) <= 200 else f"{str(raw)[:200]}..."
+        raise BadObject(
+            f"annotation {GROUPS_ANNOTATION} must be a JSON list of names, got {shown!r}"
+        )
     return tuple(n if "/" in n else f"{namespace}/{n}" for n in names)
 
 
@@ -87,50 +95,65 @@ class GangGroups:
         pods: dict[str, Pod],
         findings: list[Finding],
         unreadable: Mapping[str, str],
-    ) -> dict[str, tuple[str, ...]]:
-        """Each group's gangs made one (into ``gangs``, their pods in ``pods`` moved to
-        it, each with its gang as its task); returns merged gang -> its gangs. A group
-        that cannot be formed keeps its gangs apart, and their pending pods out of
+    ) -> None:
+        """The gangs of each group that do not hold their own minimum made one (into
+        ``gangs``, their pods in ``pods`` moved to it, each with its gang as its task). A
+        group that cannot be formed keeps its gangs apart, and their pending pods out of
         ``pods``, with a finding each."""
         groups = self.groups()
         if not groups:
-            return {}
-        merged: dict[str, tuple[str, ...]] = {}
+            return
+        grouped = {name for names in groups for name in names}
+        held: Counter[str] = Counter()  # per grouped gang, its pods bound (members)
+        for pod in pods.values():
+            if pod.gang in grouped and pod.node_name is not None and not pod.terminating:
+                held[pod.gang] += 1
         of_gang: dict[str, str] = {}
-        held: dict[str, str] = {}  # gang -> why its pending pods wait
+        waits: dict[str, str] = {}  # gang -> why its pending pods wait
         for names in groups:
             why = _unformable(names, gangs, unreadable)
             if why is not None:
                 for name in names:
-                    held[name] = f"gang group [{', '.join(names)}] {why}"
+                    waits[name] = f"gang group [{', '.join(names)}] {why}"
                 continue
-            members = [gangs.pop(name) for name in names]
-            name = GROUP_PREFIX + ",".join(names)
+            # No gang of a group is a victim of preemption: evicting one of a running group
+            # broke its job (a master evicted, its workers kept), and evicting the group
+            # whole is not modelled.
+            for n in names:
+                if gangs[n].preemptible:
+                    gangs[n] = gangs[n].model_copy(update={"preemptible": False})
+            short = [n for n in names if held[n] + gangs[n].succeeded < gangs[n].min_member]
+            if len(short) < 2:
+                continue  # each runs, or the one short waits for its own minimum
+            members = [gangs.pop(name) for name in short]
+            name = GROUP_PREFIX + ",".join(short)
             gangs[name] = Gang(
                 name=name,
                 min_member=sum(g.min_member for g in members),
                 queue=members[0].queue,
                 priority=max(g.priority for g in members),
                 created_s=min(g.created_s for g in members),
-                preemptible=all(g.preemptible for g in members),
+                preemptible=False,
                 min_task_member={g.name: g.min_member for g in members},
+                # Each below its own minimum: none covers another's.
                 succeeded=sum(g.succeeded for g in members),
                 succeeded_by_task={g.name: g.succeeded for g in members if g.succeeded},
+                members=tuple(short),
             )
-            merged[name] = names
-            of_gang.update(dict.fromkeys(names, name))
+            of_gang.update(dict.fromkeys(short, name))
+        if not of_gang and not waits:
+            return
         for key, pod in list(pods.items()):
             gang = pod.gang
             if gang is None:
                 continue
             if gang in of_gang:
                 pods[key] = pod.model_copy(update={"gang": of_gang[gang], "task": gang})
-            elif gang in held and pod.node_name is None:
+            elif gang in waits and pod.node_name is None:
                 del pods[key]
                 findings.append(
-                    Finding(kind="Pod", name=key, message=held[gang], reason="FailedScheduling")
+                    Finding(kind="Pod", name=key, message=waits[gang], reason="FailedScheduling")
                 )
-        return merged
 
 
 def _unformable(
@@ -151,48 +174,17 @@ def _unformable(
     return None
 
 
-def member_statuses(
-    statuses: Iterable[GangStatus],
-    groups: Mapping[str, tuple[str, ...]],
-    state: ClusterState | None,
-) -> tuple[list[GangStatus], dict[str, list[str]], dict[str, int]]:
-    """``statuses`` with each merged gang's split into one per gang of its group (its
-    phase and reason the group's; its bound pods, minimum and succeeded its own); and per
-    such gang, its pending pods and its pods in ``state``."""
-    if not groups:
-        return list(statuses), {}, {}
-    gangs = {g.name: g for g in state.gangs} if state is not None else {}
+def member_pods(state: ClusterState | None) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """Of the gangs merged from groups (``Gang.members``), per member gang: its pending
+    pods and its pods in ``state`` (the report's tally reads them per snapshot gang)."""
+    merged = {g.name for g in state.gangs if g.members} if state is not None else set()
     pending: dict[str, list[str]] = {}
     members: Counter[str] = Counter()
-    bound: Counter[str] = Counter()
-    for pod in state.pods if state is not None else ():
-        if pod.gang in groups and pod.task is not None:
+    if not merged or state is None:
+        return pending, {}
+    for pod in state.pods:
+        if pod.gang in merged and pod.task is not None:
             members[pod.task] += 1
             if pod.node_name is None:
                 pending.setdefault(pod.task, []).append(pod.name)
-            elif not pod.terminating:
-                bound[pod.task] += 1
-    split: list[GangStatus] = []
-    for status in statuses:
-        names = groups.get(status.gang)
-        if names is None:
-            split.append(status)
-            continue
-        group = gangs.get(status.gang)
-        for name in names:
-            split.append(
-                status.model_copy(
-                    update={
-                        "gang": name,
-                        "bound": bound[name],
-                        "min_member": group.min_task_member.get(name, 1) if group else 1,
-                        "succeeded": group.succeeded_by_task.get(name, 0) if group else 0,
-                        "message": (
-                            f"gang group [{', '.join(names)}]: {status.message}"
-                            if status.message
-                            else ""
-                        ),
-                    }
-                )
-            )
-    return split, pending, dict(members)
+    return pending, dict(members)

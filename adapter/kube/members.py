@@ -82,17 +82,16 @@ class Declared:
         assert pod.gang is not None
         try:
             minimum = declared_minimum(o)
-            group = listed(o, pod.namespace) if minimum is not None else ()
+            if minimum is not None:
+                self.minimum[pod.gang] = max(minimum, self.minimum.get(pod.gang, 0))
+                if group := listed(o, pod.namespace):
+                    self.groups.note(pod.gang, group)
         # (Other errors: a shape no API server stores, a fake's; read as the message.)
         except (BadObject, AttributeError, TypeError, ValueError) as e:
             if pod.node_name is not None:
                 return True
             self.findings.append(Finding(kind="Pod", name=pod.name, message=str(e)))
             return False
-        if minimum is not None:
-            self.minimum[pod.gang] = max(minimum, self.minimum.get(pod.gang, 0))
-            if group:
-                self.groups.note(pod.gang, group)
         return True
 
     def gangs(self, pods: Iterable[Pod], gangs: dict[str, Gang]) -> set[str]:

@@ -48,7 +48,6 @@ def allocated_by_queue(tally: PodTally, gang_queue: dict[str, str]) -> dict[str,
 def queue_writes(
     cache: ClusterCache,
     statuses: Sequence[GangStatus],
-    gang_queue: dict[str, str],
     allocation: Callable[[], dict[str, dict[str, str]]],
 ) -> list[QueueWrite]:
     """The Queue statuses that differ from what their objects say. ``allocation`` totals
@@ -65,7 +64,7 @@ def queue_writes(
     counts: dict[str, Counter[str]] = defaultdict(Counter)
     for s in statuses:
         if not s.gang.startswith(IMPLICIT_GANG_PREFIX):
-            counts[gang_queue.get(s.gang, DEFAULT_QUEUE)][s.phase.lower()] += 1
+            counts[s.queue][s.phase.lower()] += 1
     writes = []
     for resource, objects in queues:
         for obj in objects:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -38,7 +38,7 @@ from adapter.kube.dialects import VOLCANO_GROUP
 from adapter.kube.enqueue import to_enqueue
 from adapter.kube.events import Events
 from adapter.kube.fields import stored_status, uid_of
-from adapter.kube.gang_groups import member_statuses
+from adapter.kube.gang_groups import member_pods
 from adapter.kube.pod_tally import PodTally
 from adapter.kube.queue_report import allocated_by_queue, queue_writes
 from adapter.kube.reading import Finding
@@ -135,14 +135,11 @@ class Reporter:
         state: ClusterState | None,
         findings: Sequence[Finding],
         foreign: Collection[str] = frozenset(),
-        groups: Mapping[str, tuple[str, ...]] | None = None,
     ) -> None:
         """Write what a cycle found; ``state`` is the cluster as the cycle left it (its
         snapshot with the cycle's binds). ``foreign``: gangs another scheduler runs
         (``Conversion.foreign_gangs``): neither their PodGroups' status nor Events are
-        gangsat's to write (two schedulers writing one status overwrite each other).
-        ``groups``: the snapshot's gangs that are Koordinator's GangGroups (merged gang ->
-        its gangs, ``Conversion.gang_groups``), each reported as its gangs."""
+        gangsat's to write (two schedulers writing one status overwrite each other)."""
         self.written.redo_failed()  # writes that failed: written again
         # Before the objects are read: one that leaves while this report runs is pruned
         # at the next (``_prune``).
@@ -152,10 +149,10 @@ class Reporter:
         # As the cycle left the state: its binds included.
         tally = PodTally.of(state)
         pending_of, members = tally.pending, tally.members
-        statuses, group_pending, group_members = member_statuses(
-            report.statuses, groups or {}, state
-        )
-        if groups:
+        # A Koordinator GangGroup is one gang of the snapshot, reported per member gang
+        # (``Gang.members``): their pods, by member.
+        group_pending, group_members = member_pods(state)
+        if group_members:
             pending_of, members = {**pending_of, **group_pending}, {**members, **group_members}
         gang_queue = {g.name: g.queue for g in state.gangs} if state is not None else {}
         # A gang without a live pod has finished (its pods Succeeded or Failed) or has
@@ -171,7 +168,7 @@ class Reporter:
             )
             if s.gang in waits
             else s
-            for s in statuses
+            for s in report.statuses
             if s.bound or s.gang in with_pods or s.gang in waits
         ]
         compared, self._compared = self._compared, {}
@@ -205,7 +202,7 @@ class Reporter:
             self._guarded("enqueue", partial(self._enqueue, podgroups, state, with_pods, placed))
         self._guarded("findings", partial(self._findings, findings))
         allocated = partial(allocated_by_queue, tally, gang_queue)
-        self._guarded("queues", partial(self._queues, live, gang_queue, allocated))
+        self._guarded("queues", partial(self._queues, live, allocated))
         bound = {ObjectRef("Pod", *split_key(p)) for p in report.bound}
         self._guarded("forget", partial(self.recorder.forget, bound))
         self._guarded("prune", partial(self._prune, podgroups, removals))
@@ -587,10 +584,9 @@ class Reporter:
     def _queues(
         self,
         statuses: Sequence[GangStatus],
-        gang_queue: dict[str, str],
         allocation: Callable[[], dict[str, dict[str, str]]],
     ) -> None:
-        for w in queue_writes(self.cache, statuses, gang_queue, allocation):
+        for w in queue_writes(self.cache, statuses, allocation):
             memory = f"queue {w.resource.group} {w.name}"
             if self.written.get(memory) == w.sig:
                 continue

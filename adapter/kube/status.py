@@ -388,8 +388,11 @@ def waiting_for_volumes(status: GangStatus, waiting: int, first: str, members: i
         return status
     note = f"{waiting} pod(s) wait for their volumes ({first})"
     short = members + status.succeeded < status.min_member
-    if short and status.reason in (None, "Waiting", "NotEnoughResources"):
-        message = f"{note}; {status.message}" if status.reason and status.message else note
+    # (NotEnoughTasks: no pod of it left to place, those waiting for volumes being in no
+    # snapshot; the volumes are why.)
+    if short and status.reason in (None, "Waiting", "NotEnoughTasks", "NotEnoughResources"):
+        room = status.reason == "NotEnoughResources" and status.message
+        message = f"{note}; {status.message}" if room else note
         return status.model_copy(update={"reason": "WaitingForVolumes", "message": message})
     message = f"{status.message}; {note}" if status.message else note
     return status.model_copy(update={"message": message})

@@ -169,10 +169,17 @@ class _Writes(_Admission, _Registry):
                 "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update",
             )
         uid = meta.get("uid")
-        # The UID is immutable: one that is not the object's makes the write an error, a
-        # precondition a writer sets against a namesake. A custom resource's status
-        # subresource keeps nothing but the status of what it is sent: its UID is dropped.
+        # A UID that is not the object's makes the write an error, a precondition a writer
+        # sets against a namesake: a PUT's is checked as one (409), a patch's result fails
+        # validation (the UID is immutable: 422). A custom resource's status subresource
+        # keeps nothing but the status of what it is sent: its UID is dropped.
         if uid and uid != current["metadata"].get("uid") and not (sub == "status" and res.custom):
+            if not patched:
+                raise res.conflict(
+                    name,
+                    f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
+                    f"{current['metadata'].get('uid')}",
+                )
             raise res.invalid(name, f'metadata.uid: Invalid value: "{uid}": field is immutable')
         if sub == "status":
             new = {**current, "status": body.get("status"), "metadata": dict(current["metadata"])}
