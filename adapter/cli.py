@@ -7,7 +7,7 @@ cluster (``adapter.sim``) for each scheduler and logs what happens (``adapter.ru
 
     gangsat solve STATE.json [--scheduler cpsat|greedy|gang-greedy] [--time-limit S]
                              [--seed N] [--workers N]
-    gangsat solve --manifests FILE.yaml [--scheduler-name NAME ...] [...]
+    gangsat solve --manifests FILE.yaml [--manifests FILE ...] [--scheduler-name NAME ...] [...]
     gangsat schema [state|decision]
     gangsat run [--scenario NAME|SCENARIO.json] [--scheduler S ...] [--time-limit S]
                 [--detail/--brief] [--json OUT.json]
@@ -126,11 +126,12 @@ def solve(
         ),
     ] = None,
     manifests: Annotated[
-        Path | None,
+        list[Path] | None,
         typer.Option(
             "--manifests",
             help="Kubernetes objects (YAML or JSON; Nodes, Pods, Jobs, PodGroups, Queues, "
-            "PriorityClasses in any supported dialect) instead of a state file.",
+            "PriorityClasses in any supported dialect) instead of a state file; "
+            "repeatable, all read as one cluster; - reads standard input.",
         ),
     ] = None,
     scheduler_name: Annotated[
@@ -159,10 +160,11 @@ def solve(
     """
     try:
         config = make_config(time_limit_s=time_limit, seed=seed, num_workers=workers)
-        if (state_file is None) == (manifests is None):
+        if (state_file is None) == (not manifests):
             raise BadInput(["give either STATE.json or --manifests FILE, not both or neither"])
-        if manifests is not None:
-            conversion = convert(read_objects(manifests), scheduler_name or ("gangsat",))
+        if manifests:
+            objects = [o for path in manifests for o in read_objects(path)]
+            conversion = convert(objects, scheduler_name or ("gangsat",))
             for finding in conversion.findings:
                 typer.echo(f"gangsat: warning: {finding}", err=True)
             for note in conversion.ignored:
@@ -393,6 +395,9 @@ def run(
     unknown = [n for n in names if n not in SCHEDULERS]
     if unknown:
         _fail([f"--scheduler: unknown {', '.join(unknown)}; choose from {', '.join(SCHEDULERS)}"])
+    if json_out is not None and (json_out.is_dir() or not json_out.parent.is_dir()):
+        # Said before the runs, not as a traceback after them.
+        _fail([f"--json {json_out}: not a file in an existing directory"])
     # A pipe gets 80 columns by default, too narrow for the summary table.
     console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
     spec = workload.scenario
@@ -423,10 +428,13 @@ def run(
     evicted = any(s.evicted_pods for s in summaries)
     console.print(GLOSSARY + (EVICTED_GLOSSARY if evicted else ""), style="dim")
     if json_out is not None:
-        json_out.write_text(
-            json.dumps([s.model_dump(mode="json") for s in summaries], indent=2) + "\n",
-            encoding="utf-8",
-        )
+        try:
+            json_out.write_text(
+                json.dumps([s.model_dump(mode="json") for s in summaries], indent=2) + "\n",
+                encoding="utf-8",
+            )
+        except OSError as e:
+            _fail([f"--json {json_out}: cannot write: {e}"])
 
 
 def _run_kube(

@@ -6,6 +6,7 @@ Each problem becomes a ``BadInput`` line naming the file (and field), never a tr
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -59,24 +60,45 @@ def read_state(path: Path) -> ClusterState:
 SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+STDIN = Path("-")
+
+
 def read_objects(path: Path) -> list[Any]:
-    """Every object of a YAML or JSON file: documents, and the items of any `List`."""
+    """Every object of a YAML or JSON file (``-``: standard input, as `kubectl get -o yaml
+    | gangsat solve --manifests -`): documents, and the items of any `List`. Items of a
+    typed list as the API serves it (`NodeList`, `PodList`: items carry no kind of their
+    own) take their kind and apiVersion from it."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = sys.stdin.read() if path == STDIN else path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise BadInput([f"{path}: no such file"]) from None
     except (OSError, UnicodeDecodeError) as e:
         raise BadInput([f"{path}: cannot read: {e}"]) from None
     try:
-        documents = list(yaml.load_all(text, Loader=SAFE_LOADER))
+        documents = list(yaml.load_all(text.removeprefix("\ufeff"), Loader=SAFE_LOADER))
     except yaml.YAMLError as e:
         raise BadInput([f"{path}: not YAML or JSON: {e}"]) from None
     objects: list[Any] = []
     for doc in documents:
         if isinstance(doc, dict) and isinstance(doc.get("items"), list):
-            objects += doc["items"]
+            objects += _typed(doc)
         elif isinstance(doc, list):
             objects += doc
         elif doc is not None:
             objects.append(doc)
     return objects
+
+
+def _typed(listed: dict[str, Any]) -> list[Any]:
+    """A list's items, each with the kind and apiVersion its `XList` names where it has
+    none."""
+    kind = listed.get("kind")
+    if not (isinstance(kind, str) and kind.endswith("List") and kind != "List"):
+        return list(listed["items"])
+    item_kind, version = kind.removesuffix("List"), listed.get("apiVersion")
+    return [
+        {"kind": item_kind, **({"apiVersion": version} if version else {}), **item}
+        if isinstance(item, dict)
+        else item
+        for item in listed["items"]
+    ]

@@ -46,7 +46,7 @@ from adapter.kube.fields import (
     quantities,
 )
 from adapter.kube.gang_groups import GangGroups, listed
-from adapter.kube.jobs import job_pods, template_of
+from adapter.kube.jobs import job_pods, other_scheduler, template_of
 from adapter.kube.members import (
     Declared,
     priorities_of_pods,
@@ -399,6 +399,9 @@ def convert(
                 mine = (spec.get("schedulerName") or "default-scheduler") in scheduler_names
                 (owned if mine else foreign).add(gang_name)
         elif kind == "Job" and api_group(str(o.get("apiVersion") or "")) == "batch":
+            if (theirs := other_scheduler(o, scheduler_names)) is not None:
+                others[theirs[0]] += theirs[1]
+                continue
             for pod in (
                 attempt(
                     "Job",

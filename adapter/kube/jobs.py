@@ -1,6 +1,7 @@
-"""A batch/v1 Job in a manifest, read as the ``parallelism`` pending pods its controller
-would make from its template (so an unapplied manifest can be asked "what would gangsat
-do"), and what a bound pod's anti-affinity can tell of them (``convert``)."""
+"""A batch/v1 Job in a manifest, read as the pending pods its controller would make from
+its template (``parallelism``, less what a Job read from a cluster runs or has finished;
+so a manifest, applied or not, can be asked "what would gangsat do"), and what a bound
+pod's anti-affinity can tell of them (``convert``)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,52 @@ def template_of(job: Obj) -> Obj:
     return {"metadata": {"namespace": metadata.get("namespace"), "labels": labels}}
 
 
+# A Job's conditions once it has ended: its controller makes no more pods.
+ENDED = ("Complete", "Failed", "SuccessCriteriaMet", "FailureTarget")
+
+
+def pods_to_make(job: Obj) -> int:
+    """How many pods the Job's controller would make now: as many as run at once
+    (``parallelism``, at most the completions still wanted), less those it has running
+    (``status.active``, of a Job read from a cluster); none for a Job suspended or ended."""
+    spec = job.get("spec") or {}
+    status = job.get("status") or {}
+    if spec.get("suspend") is True:
+        return 0  # the controller creates no pod until it is resumed
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    for condition in conditions if isinstance(conditions, list) else ():
+        if (
+            isinstance(condition, Mapping)
+            and condition.get("status") == "True"
+            and condition.get("type") in ENDED
+        ):
+            return 0
+    parallelism = int_field(spec.get("parallelism"), "spec.parallelism", 0, default=1)
+    succeeded = int_field(status.get("succeeded"), "status.succeeded", 0, default=0)
+    active = int_field(status.get("active"), "status.active", 0, default=0)
+    if spec.get("completions") is not None:
+        # The Job controller runs no more pods at once than completions still wanted.
+        completions = int_field(spec.get("completions"), "spec.completions", 0)
+        parallelism = min(parallelism, max(0, completions - succeeded))
+    elif succeeded:
+        return 0  # without completions, the first pod that succeeds ends the Job
+    return max(0, parallelism - active)
+
+
+def other_scheduler(job: Obj, scheduler_names: Collection[str]) -> tuple[str, int] | None:
+    """The scheduler a Job's pods would name, and how many it would make now, where that
+    is not one of ``scheduler_names``: they are left to it, and said so as bare pods are.
+    None where it is ours, or unreadable (``job_pods`` says why)."""
+    try:
+        template = (job.get("spec") or {}).get("template") or {}
+        scheduler = (template.get("spec") or {}).get("schedulerName", "default-scheduler")
+        if scheduler in scheduler_names:
+            return None
+        return str(scheduler), pods_to_make(job)
+    except (BadObject, AttributeError, TypeError):
+        return None
+
+
 def job_pods(
     job: Obj,
     scheduler_names: Collection[str],
@@ -34,18 +81,14 @@ def job_pods(
     default_priority: int,
     index: int,
 ) -> list[Pod]:
+    """The pods the Job's controller would make now (``pods_to_make``), if they name one
+    of ``scheduler_names``."""
     namespace, name = meta(job)
     spec = job.get("spec") or {}
-    parallelism = int_field(spec.get("parallelism"), "spec.parallelism", 0, default=1)
-    if spec.get("completions") is not None:
-        # The Job controller runs no more pods at once than completions still wanted.
-        completions = int_field(spec.get("completions"), "spec.completions", 0)
-        parallelism = min(parallelism, completions)
-    if spec.get("suspend") is True:
-        return []  # the controller creates no pod until it is resumed
-    if parallelism > MAX_JOB_PODS:
+    count = pods_to_make(job)
+    if count > MAX_JOB_PODS:
         # Each would be a pod to convert and place before the cycle's time limit starts.
-        raise BadObject(f"spec.parallelism {parallelism} is above {MAX_JOB_PODS:,} pods a Job")
+        raise BadObject(f"spec.parallelism {count} is above {MAX_JOB_PODS:,} pods a Job")
     template = spec.get("template") or {}
     pod_spec = template.get("spec") or {}
     if pod_spec.get("schedulerName", "default-scheduler") not in scheduler_names:
@@ -63,5 +106,5 @@ def job_pods(
             default_priority,
             shapes=shapes,
         )
-        for i in range(parallelism)
+        for i in range(count)
     ]

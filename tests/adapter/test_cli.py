@@ -179,6 +179,14 @@ def test_run_writes_summaries_and_takes_a_scenario_file(tmp_path: Path) -> None:
     assert "DEADLOCK" not in result.stdout
 
 
+@pytest.mark.parametrize("where", ["missing/out.json", "."])
+def test_run_refuses_a_json_path_it_cannot_write_before_running(tmp_path: Path, where: str) -> None:
+    """Before, the whole simulation ran, then a traceback (FileNotFoundError)."""
+    result = invoke("run", "-s", "gang-greedy", "--json", str(tmp_path / where))
+    assert_bad_input(result, "not a file in an existing directory")
+    assert "Summary" not in result.stdout
+
+
 def test_run_rejects_an_unknown_scenario() -> None:
     assert_bad_input(invoke("run", "--scenario", "no-such-scenario"), "no such file")
 

@@ -659,6 +659,28 @@ def test_solve_manifests_warns_about_what_it_cannot_read(tmp_path: Path) -> None
     assert Decision.model_validate_json(result.stdout).admitted == ("default/mygroup",)
 
 
+def test_solve_reads_manifests_from_several_files_typed_lists_and_standard_input(
+    tmp_path: Path,
+) -> None:
+    """Nodes in one file (a NodeList as the API serves it: items without a kind), the
+    rest in another, or both through standard input. Before, only the last --manifests
+    was read, and a NodeList's items were "None object(s) not read"."""
+    nodes = [o for o in seed_objects() if o["kind"] == "Node"]
+    typed = {"apiVersion": "v1", "kind": "NodeList", "items": nodes}
+    for n in typed["items"]:
+        n.pop("kind"), n.pop("apiVersion")
+    rest = [o for o in seed_objects() if o["kind"] != "Node"]
+    (tmp_path / "nodes.json").write_text(json.dumps(typed))
+    (tmp_path / "rest.yaml").write_text(yaml.safe_dump_all(rest))
+    both = ["--manifests", str(tmp_path / "nodes.json"), "--manifests", str(tmp_path / "rest.yaml")]
+    piped = (tmp_path / "rest.yaml").read_text() + "---\n" + json.dumps(typed)
+    for args, given in ((both, None), (["--manifests", "-"], piped)):
+        result = CliRunner().invoke(app, ["solve", *args], input=given)
+        assert result.exit_code == 0, result.output
+        assert "not read" not in result.stderr
+        assert Decision.model_validate_json(result.stdout).admitted == ("default/mygroup",)
+
+
 def test_solve_manifests_notes_what_it_leaves_alone(tmp_path: Path) -> None:
     deployment = {
         "apiVersion": "apps/v1",
@@ -863,31 +885,53 @@ def test_a_kind_gangsat_reads_of_another_api_group_is_noted_as_not_read() -> Non
     assert "scheduling.k8s.io Workloads" in note
 
 
-@pytest.mark.parametrize(
-    ("spec", "pods"),
-    [
-        ({"parallelism": 5}, 5),
-        ({"parallelism": 5, "completions": 2}, 2),
-        ({"completions": 3}, 1),  # parallelism defaults to 1
-        ({"parallelism": 5, "suspend": True}, 0),
-    ],
-)
-def test_a_jobs_pods_are_those_its_controller_would_run_at_once(
-    spec: dict[str, Any], pods: int
-) -> None:
+def _job(
+    spec: dict[str, Any], status: dict[str, Any], scheduler: str = "gangsat"
+) -> dict[str, Any]:
     template = {
         "spec": {
-            "schedulerName": "gangsat",
+            "schedulerName": scheduler,
             "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
         }
     }
-    job = {
+    return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": "j", "namespace": "team"},
         "spec": {**spec, "template": template},
+        **({"status": status} if status else {}),
     }
-    assert len(convert([node("n1"), job]).state.pods) == pods
+
+
+ENDED = {"type": "Complete", "status": "True"}
+
+
+@pytest.mark.parametrize(
+    ("spec", "status", "pods"),
+    [
+        ({"parallelism": 5}, {}, 5),
+        ({"parallelism": 5, "completions": 2}, {}, 2),
+        ({"completions": 3}, {}, 1),  # parallelism defaults to 1
+        ({"parallelism": 5, "suspend": True}, {}, 0),
+        # As read from a cluster (`kubectl get jobs,pods -o yaml`): what it runs is made,
+        # what succeeded is done; an ended Job makes nothing. Before, each such Job got
+        # parallelism phantom pods beside its real ones.
+        ({"parallelism": 3, "completions": 3}, {"active": 3}, 0),
+        ({"parallelism": 3, "completions": 3}, {"active": 1, "succeeded": 1}, 1),
+        ({"parallelism": 3, "completions": 3}, {"succeeded": 3, "conditions": [ENDED]}, 0),
+        ({"parallelism": 2}, {"succeeded": 1}, 0),  # no completions: one success ends it
+    ],
+)
+def test_a_jobs_pods_are_those_its_controller_would_make_now(
+    spec: dict[str, Any], status: dict[str, Any], pods: int
+) -> None:
+    assert len(convert([node("n1"), _job(spec, status)]).state.pods) == pods
+
+
+def test_a_job_for_another_scheduler_is_noted_as_its_pods_would_be() -> None:
+    c = convert([node("n1"), _job({"parallelism": 3}, {}, scheduler="volcano")])
+    assert c.state.pods == ()
+    assert c.ignored[0].startswith("3 pending pod(s) with schedulerName 'volcano' left to")
 
 
 def _pinned(name: str, *terms: dict[str, Any]) -> dict[str, Any]:
