@@ -152,6 +152,14 @@ def solve(
             show_default=str(SolverConfig.model_fields["num_workers"].default),
         ),
     ] = None,
+    settings_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--settings",
+            help="Settings YAML, as `gangsat run` reads it: its solver parameters and "
+            "weights, and its schedulerNames (the options above override them).",
+        ),
+    ] = None,
 ) -> None:
     """Schedule one snapshot and print the Decision as JSON.
 
@@ -159,12 +167,16 @@ def solve(
     would gangsat do"; objects it cannot use are listed on stderr as warnings.
     """
     try:
-        config = make_config(time_limit_s=time_limit, seed=seed, num_workers=workers)
+        settings = Settings.load(settings_file) if settings_file is not None else None
+        given = settings.solver.model_dump() if settings is not None else {}
+        overrides = {"time_limit_s": time_limit, "seed": seed, "num_workers": workers}
+        config = make_config(**{**given, **{k: v for k, v in overrides.items() if v is not None}})
+        names = scheduler_name or (settings.scheduler_names if settings else ("gangsat",))
         if (state_file is None) == (not manifests):
             raise BadInput(["give either STATE.json or --manifests FILE, not both or neither"])
         if manifests:
             objects = [o for path in manifests for o in read_objects(path)]
-            conversion = convert(objects, scheduler_name or ("gangsat",))
+            conversion = convert(objects, names)
             for finding in conversion.findings:
                 typer.echo(f"gangsat: warning: {finding}", err=True)
             for note in conversion.ignored:
@@ -175,6 +187,8 @@ def solve(
             state = read_state(state_file)
     except BadInput as e:
         _fail(e.lines)
+    except SettingsError as e:
+        _fail(str(e).splitlines())
     decision = schedule(state, scheduler, config)
     typer.echo(decision.model_dump_json(indent=2))
 
@@ -377,6 +391,10 @@ def run(
                 sync_timeout,
             )
         )
+    cluster_only = {"--cycles": cycles, "--scheduler-name": scheduler_names}
+    if flags := [flag for flag, value in cluster_only.items() if value is not None]:
+        # Accepted and ignored, --cycles 1 ran every cycle of the scenario.
+        _fail([f"{', '.join(flags)}: for a real cluster only (--kubeconfig, --in-cluster)"])
     try:
         # A settings file is honoured in simulation too: its solver parameters and weights
         # are what a cluster would run with (--time-limit still overrides).

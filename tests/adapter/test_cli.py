@@ -20,6 +20,7 @@ EXAMPLE = ROOT / "examples" / "seed-state.json"
 GANGS = {"job-a", "job-b"}
 
 runner = CliRunner()
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def invoke(*args: str) -> Any:
@@ -230,6 +231,31 @@ def test_a_simulated_run_honours_its_settings_file_and_refuses_a_bad_one(
     result = invoke("run", "--settings", str(good), "--scheduler", "cpsat", "--json", str(out))
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("flag", [["--cycles", "1"], ["--scheduler-name", "x"]])
+def test_a_simulated_run_refuses_what_only_a_real_cluster_reads(flag: list[str]) -> None:
+    """Accepted and ignored before: --cycles 1 ran every cycle of the scenario."""
+    assert_bad_input(invoke("run", "-s", "gang-greedy", *flag), "for a real cluster only")
+
+
+def test_solve_reads_the_settings_a_cluster_runs_with(tmp_path: Path) -> None:
+    """Its schedulerNames (the pods of another name are left alone, and said so), and
+    its solver; a bad file exits 2 with the field's name."""
+    seed = str(EXAMPLES / "kube-batch-seed.yaml")
+    other = tmp_path / "other.yaml"
+    other.write_text("schedulerNames: [volcano]\nsolver:\n  time_limit_s: 0.5\n")
+    result = invoke("solve", "--manifests", seed, "--settings", str(other))
+    assert result.exit_code == 0, result.output
+    assert Decision.model_validate_json(result.stdout).placements == {}
+    assert "left to that scheduler" in result.stderr
+    ours = invoke(
+        "solve", "--manifests", seed, "--settings", str(other), "--scheduler-name", "gangsat"
+    )
+    assert len(Decision.model_validate_json(ours.stdout).placements) == 3
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("solver:\n  weights:\n    fairness: -1\n")
+    assert_bad_input(invoke("solve", "--manifests", seed, "--settings", str(bad)), "fairness")
 
 
 @pytest.mark.parametrize(
