@@ -105,9 +105,12 @@ class GangGroups:
             return
         grouped = {name for names in groups for name in names}
         held: Counter[str] = Counter()  # per grouped gang, its pods bound (members)
-        for pod in pods.values():
-            if pod.gang in grouped and pod.node_name is not None and not pod.terminating:
-                held[pod.gang] += 1
+        theirs: list[tuple[str, Pod]] = []  # the grouped gangs' pods: one pass over all
+        for key, pod in pods.items():
+            if pod.gang in grouped:
+                theirs.append((key, pod))
+                if pod.node_name is not None and not pod.terminating:
+                    held[pod.gang] += 1
         of_gang: dict[str, str] = {}
         waits: dict[str, str] = {}  # gang -> why its pending pods wait
         for names in groups:
@@ -141,12 +144,8 @@ class GangGroups:
                 members=tuple(short),
             )
             of_gang.update(dict.fromkeys(short, name))
-        if not of_gang and not waits:
-            return
-        for key, pod in list(pods.items()):
+        for key, pod in theirs:
             gang = pod.gang
-            if gang is None:
-                continue
             if gang in of_gang:
                 pods[key] = pod.model_copy(update={"gang": of_gang[gang], "task": gang})
             elif gang in waits and pod.node_name is None:
