@@ -142,7 +142,10 @@ def solve(
             show_default="gangsat",
         ),
     ] = None,
-    scheduler: SchedulerOption = "cpsat",
+    scheduler: Annotated[
+        SchedulerName | None,
+        typer.Option("--scheduler", "-s", help="Which scheduler decides.", show_default="cpsat"),
+    ] = None,
     time_limit: TimeLimitOption = None,
     seed: Annotated[int | None, typer.Option(help="CP-SAT random seed.", show_default="0")] = None,
     workers: Annotated[
@@ -156,8 +159,8 @@ def solve(
         Path | None,
         typer.Option(
             "--settings",
-            help="Settings YAML, as `gangsat run` reads it: its solver parameters and "
-            "weights, and its schedulerNames (the options above override them).",
+            help="Settings YAML, as `gangsat run` reads it: its scheduler, solver "
+            "parameters and weights, and schedulerNames (the options above override them).",
         ),
     ] = None,
 ) -> None:
@@ -189,7 +192,8 @@ def solve(
         _fail(e.lines)
     except SettingsError as e:
         _fail(str(e).splitlines())
-    decision = schedule(state, scheduler, config)
+    chosen = scheduler or (settings.scheduler if settings is not None else "cpsat")
+    decision = schedule(state, chosen, config)
     typer.echo(decision.model_dump_json(indent=2))
 
 
@@ -413,9 +417,13 @@ def run(
     unknown = [n for n in names if n not in SCHEDULERS]
     if unknown:
         _fail([f"--scheduler: unknown {', '.join(unknown)}; choose from {', '.join(SCHEDULERS)}"])
-    if json_out is not None and (json_out.is_dir() or not json_out.parent.is_dir()):
+    if json_out is not None and (
+        json_out.is_dir()
+        or not json_out.parent.is_dir()
+        or not os.access(json_out if json_out.exists() else json_out.parent, os.W_OK)
+    ):
         # Said before the runs, not as a traceback after them.
-        _fail([f"--json {json_out}: not a file in an existing directory"])
+        _fail([f"--json {json_out}: not a file it may write in an existing directory"])
     # A pipe gets 80 columns by default, too narrow for the summary table.
     console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
     spec = workload.scenario

@@ -27,6 +27,8 @@ class Gangs:
     task_of: dict[str, str | None] = field(default_factory=dict)
     task_held: dict[str, Counter[str | None]] = field(default_factory=dict)
     waiting: set[str] = field(default_factory=set)  # gangs with a pod pending
+    # Gangs that are Koordinator GangGroups (``Gang.members``): their tasks are gangs.
+    grouped: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, state: ClusterState) -> Gangs:
@@ -61,6 +63,7 @@ class Gangs:
             task_of=task_of,
             task_held=task_held,
             waiting=waiting,
+            grouped=frozenset(g.name for g in state.gangs if g.members),
         )
 
     def short_of_a_task(self, gang: str, members: Counter[str | None]) -> bool:
@@ -71,6 +74,14 @@ class Gangs:
             held[task] + members[task] < least
             for task, least in self.task_need.get(gang, {}).items()
         )
+
+    def own_gang(self, pod: str) -> str:
+        """``gang``, but a GangGroup's pod's own gang (its task): a group is merged only
+        while its gangs are short, so its name may be gone at the next snapshot."""
+        gang = self.gang(pod)
+        if gang in self.grouped and (task := self.task_of.get(pod)) is not None:
+            return task
+        return gang
 
     def gang(self, pod: str) -> str:
         # A placement may name a pod the snapshot lacks; the validator reports it, and

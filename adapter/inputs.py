@@ -69,10 +69,17 @@ def read_objects(path: Path) -> list[Any]:
     typed list as the API serves it (`NodeList`, `PodList`: items carry no kind of their
     own) take their kind and apiVersion from it."""
     try:
-        text = sys.stdin.read() if path == STDIN else path.read_text(encoding="utf-8")
+        if path == STDIN:
+            if sys.stdin is None:
+                raise OSError("standard input is closed")
+            # Bytes, decoded as a file is: the locale's decoding let undecodable bytes
+            # through, and the YAML parser then failed with a traceback.
+            text = sys.stdin.buffer.read().decode("utf-8")
+        else:
+            text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise BadInput([f"{path}: no such file"]) from None
-    except (OSError, UnicodeDecodeError) as e:
+    except (OSError, UnicodeDecodeError, AttributeError) as e:
         raise BadInput([f"{path}: cannot read: {e}"]) from None
     try:
         documents = list(yaml.load_all(text.removeprefix("\ufeff"), Loader=SAFE_LOADER))

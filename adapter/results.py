@@ -106,8 +106,9 @@ def gang_statuses(state: ClusterState, gangs: Gangs, result: CycleResult) -> lis
                 # be made): Volcano's NotEnoughTasks, where "not considered" said nothing.
                 reason = "NotEnoughTasks"
                 message = (
-                    f"{bound} of minMember {gang.min_member} pod(s) bound and none waits to "
-                    "be placed: its other members failed, were deleted or are yet to be made"
+                    f"{bound} of minMember {gang.min_member} pod(s) bound and no other pod "
+                    "of it to place: its other members failed, were deleted or are yet to be "
+                    "made, or wait for something their Events name"
                 )
         status = GangStatus(
             gang=gang.name,

@@ -31,8 +31,12 @@ class Stranded:
         return bool(self.pods)
 
     def add(self, pods: Iterable[str], gangs: Gangs, nodes: Mapping[str, str]) -> None:
+        """Remembered by their own gang: a GangGroup's pods by their gang in it, whose
+        merged name the next snapshot may not have (its gang held its minimum with them:
+        remembered by that name, they were deleted while the group's other gang, then
+        alone, was bound)."""
         for pod in pods:
-            self.pods[pod] = (gangs.gang(pod), nodes[pod])
+            self.pods[pod] = (gangs.own_gang(pod), nodes[pod])
 
     def by_gang(self) -> Counter[str]:
         return Counter(gang for gang, _ in self.pods.values())

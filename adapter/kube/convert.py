@@ -400,7 +400,8 @@ def convert(
                 (owned if mine else foreign).add(gang_name)
         elif kind == "Job" and api_group(str(o.get("apiVersion") or "")) == "batch":
             if (theirs := other_scheduler(o, scheduler_names)) is not None:
-                others[theirs[0]] += theirs[1]
+                if theirs[1]:
+                    others[theirs[0]] += theirs[1]
                 continue
             for pod in (
                 attempt(

@@ -57,6 +57,10 @@ def pods_to_make(job: Obj) -> int:
         parallelism = min(parallelism, max(0, completions - succeeded))
     elif succeeded:
         return 0  # without completions, the first pod that succeeds ends the Job
+    if spec.get("podReplacementPolicy") == "Failed" or spec.get("podFailurePolicy"):
+        # Pods still terminating are replaced only once gone (a podFailurePolicy implies
+        # this policy).
+        active += int_field(status.get("terminating"), "status.terminating", 0, default=0)
     return max(0, parallelism - active)
 
 
@@ -66,12 +70,20 @@ def other_scheduler(job: Obj, scheduler_names: Collection[str]) -> tuple[str, in
     None where it is ours, or unreadable (``job_pods`` says why)."""
     try:
         template = (job.get("spec") or {}).get("template") or {}
-        scheduler = (template.get("spec") or {}).get("schedulerName", "default-scheduler")
-        if scheduler in scheduler_names:
-            return None
+        scheduler = _scheduler(template.get("spec") or {})
+    except (AttributeError, TypeError):
+        return None
+    if scheduler in scheduler_names:
+        return None
+    try:
         return str(scheduler), pods_to_make(job)
     except (BadObject, AttributeError, TypeError):
-        return None
+        return str(scheduler), 0  # another scheduler's to read
+
+
+def _scheduler(pod_spec: Obj) -> object:
+    """The scheduler a pod of this spec names: an empty one is the API server's default."""
+    return pod_spec.get("schedulerName") or "default-scheduler"
 
 
 def job_pods(
@@ -91,7 +103,7 @@ def job_pods(
         raise BadObject(f"spec.parallelism {count} is above {MAX_JOB_PODS:,} pods a Job")
     template = spec.get("template") or {}
     pod_spec = template.get("spec") or {}
-    if pod_spec.get("schedulerName", "default-scheduler") not in scheduler_names:
+    if _scheduler(pod_spec) not in scheduler_names:
         return []
     created = created_s(job) or float(index)
     shapes = Shapes()  # its pods are one template's: read once

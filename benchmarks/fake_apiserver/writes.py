@@ -171,9 +171,10 @@ class _Writes(_Admission, _Registry):
         uid = meta.get("uid")
         # A UID that is not the object's makes the write an error, a precondition a writer
         # sets against a namesake: a PUT's is checked as one (409), a patch's result fails
-        # validation (the UID is immutable: 422). A custom resource's status subresource
-        # keeps nothing but the status of what it is sent: its UID is dropped.
-        if uid and uid != current["metadata"].get("uid") and not (sub == "status" and res.custom):
+        # validation (the UID is immutable: 422), but where a custom resource's status
+        # subresource keeps nothing but the status of the patched object: its UID dropped.
+        dropped = patched and sub == "status" and res.custom
+        if uid and uid != current["metadata"].get("uid") and not dropped:
             if not patched:
                 raise res.conflict(
                     name,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, get_args
 
@@ -184,7 +186,7 @@ def test_run_writes_summaries_and_takes_a_scenario_file(tmp_path: Path) -> None:
 def test_run_refuses_a_json_path_it_cannot_write_before_running(tmp_path: Path, where: str) -> None:
     """Before, the whole simulation ran, then a traceback (FileNotFoundError)."""
     result = invoke("run", "-s", "gang-greedy", "--json", str(tmp_path / where))
-    assert_bad_input(result, "not a file in an existing directory")
+    assert_bad_input(result, "not a file it may write in an existing directory")
     assert "Summary" not in result.stdout
 
 
@@ -256,6 +258,26 @@ def test_solve_reads_the_settings_a_cluster_runs_with(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("solver:\n  weights:\n    fairness: -1\n")
     assert_bad_input(invoke("solve", "--manifests", seed, "--settings", str(bad)), "fairness")
+    greedy = tmp_path / "greedy.yaml"
+    greedy.write_text("scheduler: gang-greedy\n")
+    chosen = invoke("solve", "--manifests", seed, "--settings", str(greedy))
+    assert Decision.model_validate_json(chosen.stdout).scheduler == "gang-greedy"
+    overridden = invoke("solve", "--manifests", seed, "--settings", str(greedy), "-s", "cpsat")
+    assert Decision.model_validate_json(overridden.stdout).scheduler == "cpsat"
+
+
+def test_solve_refuses_standard_input_it_cannot_decode() -> None:
+    """Read through the locale's decoding, the byte got through and the YAML parser failed
+    with a traceback. A real process: the test runner's stdin decodes otherwise."""
+    done = subprocess.run(
+        [sys.executable, "-m", "adapter.cli", "solve", "--manifests", "-"],
+        input=b"kind: Node\nmetadata: {name: \xff}\n",
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert b"Traceback" not in done.stderr and b"-: cannot read" in done.stderr
 
 
 @pytest.mark.parametrize(

@@ -148,3 +148,28 @@ def test_a_stranded_pod_of_a_gang_that_ran_without_it_is_not_due() -> None:
     stranded = Stranded()
     stranded.add(["g-w1"], gangs, {"g-w1": "n1"})
     assert stranded.due(s, gangs, bound=[]) == [] and not stranded
+
+
+def test_a_gang_groups_stranded_pods_are_remembered_by_their_own_gang() -> None:
+    """Master a (minMember 1) and worker b (1) start as one merged gang; b's bind fails and
+    a's pod, bound, could not be deleted. At the next snapshot a holds its minimum with
+    that pod, so the group is no longer merged: remembered by the merged name, which is
+    gone, a's pod was deleted while b, then alone, was bound (a partial job). By a's own
+    name, it is a's: whole, forgotten, kept."""
+    merged = gang("gang-group:a,b", 2).task_minimums(a=1, b=1).build()
+    merged = merged.model_copy(update={"members": ("a", "b")})
+    s = state(
+        [node("n0").cap(cpu=4)],
+        [pod("a-0").req(cpu=1).gang("gang-group:a,b").task("a").on("n0")],
+        [merged],
+    )
+    gangs = Gangs.of(s)
+    stranded = Stranded()
+    stranded.add(["a-0"], gangs, {"a-0": "n0"})
+    assert stranded.pods == {"a-0": ("a", "n0")}
+    apart = state(
+        [node("n0").cap(cpu=4)],
+        [pod("a-0").req(cpu=1).gang("a").on("n0"), pod("b-0").req(cpu=1).gang("b")],
+        [gang("a", 1), gang("b", 1)],
+    )
+    assert stranded.due(apart, Gangs.of(apart), bound=["b-0"]) == [] and not stranded

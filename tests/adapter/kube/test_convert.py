@@ -920,6 +920,9 @@ ENDED = {"type": "Complete", "status": "True"}
         ({"parallelism": 3, "completions": 3}, {"active": 1, "succeeded": 1}, 1),
         ({"parallelism": 3, "completions": 3}, {"succeeded": 3, "conditions": [ENDED]}, 0),
         ({"parallelism": 2}, {"succeeded": 1}, 0),  # no completions: one success ends it
+        # Replaced only once gone, with podReplacementPolicy Failed (a podFailurePolicy's).
+        ({"parallelism": 3, "podReplacementPolicy": "Failed"}, {"terminating": 2}, 1),
+        ({"parallelism": 3}, {"terminating": 2}, 3),
     ],
 )
 def test_a_jobs_pods_are_those_its_controller_would_make_now(
@@ -932,6 +935,11 @@ def test_a_job_for_another_scheduler_is_noted_as_its_pods_would_be() -> None:
     c = convert([node("n1"), _job({"parallelism": 3}, {}, scheduler="volcano")])
     assert c.state.pods == ()
     assert c.ignored[0].startswith("3 pending pod(s) with schedulerName 'volcano' left to")
+    # An empty name is the API server's default; an ended Job of another makes nothing.
+    empty = convert([node("n1"), _job({"parallelism": 2}, {}, scheduler="")])
+    assert empty.ignored[0].startswith("2 pending pod(s) with schedulerName 'default-scheduler'")
+    ended = _job({"parallelism": 2}, {"conditions": [ENDED]}, scheduler="volcano")
+    assert convert([node("n1"), ended]).ignored == []
 
 
 def _pinned(name: str, *terms: dict[str, Any]) -> dict[str, Any]:

@@ -94,4 +94,4 @@ def test_a_gang_short_with_no_pod_to_place_says_not_enough_tasks(
     assert (status["phase"], status["running"]) == ("Pending", 1)
     [condition] = status["conditions"]
     assert condition["reason"] == "NotEnoughTasks"
-    assert "1 of minMember 3 pod(s) bound and none waits to be placed" in condition["message"]
+    assert "1 of minMember 3 pod(s) bound and no other pod of it to place" in condition["message"]
