@@ -68,11 +68,10 @@ def gang_statuses(state: ClusterState, gangs: Gangs, result: CycleResult) -> lis
     for pod in sorted(result.failed_binds):
         first_failed.setdefault(gangs.gang(pod), pod)
     # Bound this cycle, per gang of a Koordinator GangGroup (a task of its snapshot gang).
-    grouped = {g.name for g in state.gangs if g.members}
     by_member: Counter[str | None] = Counter(
         gangs.task_of.get(pod)
-        for pod in ([*result.bound, *result.stranded] if grouped else ())
-        if gangs.gang(pod) in grouped
+        for pod in ([*result.bound, *result.stranded] if gangs.grouped else ())
+        if gangs.gang(pod) in gangs.grouped
     )
 
     def pending(name: str) -> tuple[str, str]:
