@@ -38,9 +38,11 @@ def pods_to_make(job: Obj) -> int:
     (``status.active``, of a Job read from a cluster); none for a Job suspended or ended."""
     spec = job.get("spec") or {}
     status = job.get("status") or {}
+    if not isinstance(status, Mapping):
+        raise BadObject(f"status must be a mapping, got {type(status).__name__}")
     if spec.get("suspend") is True:
         return 0  # the controller creates no pod until it is resumed
-    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    conditions = status.get("conditions")
     for condition in conditions if isinstance(conditions, list) else ():
         if (
             isinstance(condition, Mapping)
