@@ -85,9 +85,9 @@ class Holds:
     def recover(self, state: ClusterState) -> list[str]:
         """Hold the room of the pending pods a leader before this one nominated, once
         (``recovered``); returns the gangs held. Per gang, its nominated pending pods;
-        its victims, the pods terminating on their nodes, or where none does and its queue
-        has a capability (the gang may have waited for it), the terminating pods of that
-        queue's PodGroups anywhere. Where none terminates, the hold binds at once, through
+        its victims, the pods terminating on their nodes, and where its queue has a
+        capability (the gang may wait for it), the terminating pods of that queue's
+        PodGroups anywhere. Where none terminates, the hold binds at once, through
         the validator. A nomination to a node that is gone, or that the pod may no longer
         use (a taint or a cordon since, labels changed, its room unknown), of a pod whose
         PodGroup is gone, or in a queue closed since, is no hold: the gang is decided
@@ -131,8 +131,8 @@ class Holds:
                 p: n for node in set(pods.values()) for p, n in leaving.get(node, {}).items()
             }
             queue = queue_of.get(gang, DEFAULT_QUEUE)
-            if not victims and queue in capped:  # it may have waited for its capability
-                victims = dict(leaving_queue.get(queue, {}))
+            if queue in capped:  # it may wait for its capability (``loop._preempt``)
+                victims |= leaving_queue.get(queue, {})
             self.add(Hold(gang=gang, pods=pods, victim_nodes=victims, since_s=state.now_s))
             held.append(gang)
             log.info(

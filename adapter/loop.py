@@ -286,17 +286,21 @@ def _preempt(
         else:
             result.preempted[pod] = why
     node_of = {p.name: p.node_name for p in state.pods if p.name in decision.evictions}
+    capped = {q.name for q in state.queues if q.capability is not None}
     by_gang: dict[str, dict[str, str]] = defaultdict(dict)
     for pod, node in decision.nominated.items():
         by_gang[gangs.gang(pod)][pod] = node
     for gang, pods in by_gang.items():
         nodes = set(pods.values())
         victims = {p: n for p, n in node_of.items() if n in nodes and n is not None}
-        if not victims:
-            # Nominated where no victim runs, it waits for its queue's capability: for the
-            # victims of its own queue, wherever they run.
-            queue = gangs.queue_of(gang)
-            victims = {
+        queue = gangs.queue_of(gang)
+        if not victims or queue in capped:
+            # Nominated where no victim runs, or in a queue with a capability, it waits
+            # for the capability its own queue's victims give back: for them too, wherever
+            # they run. Bound once only those on its nodes were gone, it was over the cap
+            # (the validator refused it, the hold was released), and another gang took
+            # the room its victims had left.
+            victims |= {
                 p: n
                 for p, n in node_of.items()
                 if n is not None and gangs.queue_of(gangs.gang(p)) == queue
@@ -448,10 +452,13 @@ def run_cycle(
             # Holds made this cycle too read the snapshot's pods (``Holds.by_name``).
             pods = holds.by_name(state)
             for hold in holds.held.values():
-                left = holds.victims_left(hold, pods)
+                left = holds.victims_left(hold, pods) or list(hold.victim_nodes)
+                # Where they run: its own nodes, or others where its queue's capability
+                # waits for victims elsewhere.
+                on = {hold.victim_nodes[p] for p in left} or set(hold.pods.values())
                 result.holding[hold.gang] = (
-                    f"preempting: waiting for {len(left) or len(hold.victim_nodes)} evicted pod(s) "
-                    f"to terminate on {', '.join(sorted(set(hold.pods.values())))}"
+                    f"preempting: waiting for {len(left)} evicted pod(s) "
+                    f"to terminate on {', '.join(sorted(on))}"
                 )
         result.bind_s = time.perf_counter() - bind_started
         result.decision = _explained(decision, gangs)

@@ -529,3 +529,41 @@ def test_a_victim_replaced_by_a_namesake_on_its_node_is_gone() -> None:
     assert Holds.victims_gone(hold, pods(namesake))
     assert Holds.victims_gone(hold, pods(pod("lo-0").created(50.0).on("n1")))
     assert Holds.victims_gone(hold, pods())
+
+
+def test_a_preemptor_that_needs_its_queues_capability_waits_for_those_victims_too() -> None:
+    """Queue q is capped at 4 cpu: filler holds 2 on n3, lo one pod on n1 and one on n2.
+    hi (2 x 1 cpu) may only use n1, and needs both n1's room and the capability all of lo
+    gives back. Held for lo-0 alone (the victim on its node), it was bound while lo-1 still
+    ran, over the cap: the validator refused it, the hold was released, and another gang
+    could take the room lo had left."""
+    nodes = [
+        node("n1").cap(cpu=2).label(zone="a"),
+        node("n2").cap(cpu=2).label(zone="b"),
+        node("n3").cap(cpu=2).label(zone="b"),
+    ]
+    pods = [
+        pod("filler-0").req(cpu=1).gang("filler").on("n3"),
+        pod("filler-1").req(cpu=1).gang("filler").on("n3"),
+        pod("lo-0").req(cpu=1).gang("lo").on("n1"),
+        pod("lo-1").req(cpu=1).gang("lo").on("n2"),
+        *(pod(f"hi-{i}").req(cpu=1).gang("hi").selector(zone="a") for i in range(2)),
+    ]
+    gangs = [
+        gang("filler", 2).queue("q").priority(2000),
+        gang("lo", 2).queue("q"),
+        gang("hi", 2).queue("q").priority(1000),
+    ]
+    cluster = GracefulCluster(state(nodes, pods, gangs, [queue("q").capability(cpu=4)]))
+    holds = Holds()
+    first = run_cycle(cluster, PREEMPTING, None, holds)
+    assert set(first.preempted) == {"lo-0", "lo-1"}
+    assert holds.held["hi"].victim_nodes == {"lo-0": "n1", "lo-1": "n2"}
+    cluster.gone.add("lo-0")  # n1's victim gone, n2's still terminating
+    cluster.terminating.discard("lo-0")
+    waiting = run_cycle(cluster, PREEMPTING, None, holds)
+    assert not waiting.bound and not waiting.violations and "hi" in holds.held
+    assert waiting.holding["hi"] == "preempting: waiting for 1 evicted pod(s) to terminate on n2"
+    cluster.grace_passes()
+    done = run_cycle(cluster, PREEMPTING, None, holds)
+    assert set(done.bound) == {"hi-0", "hi-1"} and not done.violations
