@@ -20,7 +20,7 @@ its first cycle (``recover``), as kube-scheduler keeps a nominated pod's room. W
 were evicted for the gang it cannot know: it waits for the pods terminating on the
 nominated nodes, which include them (or, where none terminates there and its queue has a
 capability the gang may have waited for, for the pods of that queue's PodGroups
-terminating anywhere, as ``loop._preempt`` waits for its queue's victims).
+terminating anywhere, as ``evicting.preempt`` waits for its queue's victims).
 """
 
 from __future__ import annotations
@@ -43,6 +43,10 @@ class Hold:
     pods: dict[str, str]  # pod -> nominated node
     victim_nodes: dict[str, str]  # pod evicted for it -> the node it ran on
     since_s: float  # snapshot clock when the evictions were sent
+    # Of its victims, the pods whose eviction failed where others of their gang's went:
+    # the gang runs below minMember whatever comes next, so they are evicted again while
+    # the hold waits (pod -> why), as ``evicting.evict_again`` does.
+    resend: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -131,7 +135,7 @@ class Holds:
                 p: n for node in set(pods.values()) for p, n in leaving.get(node, {}).items()
             }
             queue = queue_of.get(gang, DEFAULT_QUEUE)
-            if queue in capped:  # it may wait for its capability (``loop._preempt``)
+            if queue in capped:  # it may wait for its capability (``evicting.preempt``)
                 victims |= leaving_queue.get(queue, {})
             self.add(Hold(gang=gang, pods=pods, victim_nodes=victims, since_s=state.now_s))
             held.append(gang)

@@ -22,6 +22,7 @@ from functools import partial
 from pydantic import BaseModel, ConfigDict, Field
 
 from adapter.cluster import Cluster, ClusterError, CycleReport
+from adapter.evicting import PREEMPTION_FINDINGS, evict_again, preempt
 from adapter.gangs import Gangs
 from adapter.holds import Hold, Holds
 from adapter.metrics import LoopMetrics
@@ -58,7 +59,6 @@ POD_FINDINGS = frozenset(
     {"unknown-pod", "already-bound", "gated", "terminating", "unknown-node", "predicate"}
 )
 GANG_FINDINGS = frozenset({"invalid-gang", "partial-gang"})
-PREEMPTION_FINDINGS = frozenset({"eviction", "nomination"})
 
 
 def _rejected_gangs(
@@ -80,7 +80,7 @@ def _rejected_gangs(
     rejected: dict[str, str] = {}
     for v in violations:
         if (v.kind == "partial-gang" and not atomic) or v.kind in PREEMPTION_FINDINGS:
-            continue  # preemption findings void the evictions (_preempt), not the binds
+            continue  # preemption findings void the evictions (``evicting.preempt``), not the binds
         if v.kind in POD_FINDINGS:
             hit = [gangs.gang(v.subject)]
         elif v.kind in GANG_FINDINGS:
@@ -256,70 +256,6 @@ def _roll_back_again(
             del stranded.pods[pod]
 
 
-def _preempt(
-    cluster: Cluster,
-    state: ClusterState,
-    gangs: Gangs,
-    decision: Decision,
-    holds: Holds,
-    result: CycleResult,
-) -> None:
-    """Send the decision's evictions and hold the room for the gangs nominated to it.
-
-    Sent only when the validator found nothing wrong with them (a finding voids them all:
-    an eviction cannot be taken back). A gang one of whose victims could not be evicted
-    (a PodDisruptionBudget's 429, a vanished pod) is not held: it is decided afresh next
-    cycle, when what did go is free."""
-    findings = [v for v in result.violations if v.kind in PREEMPTION_FINDINGS]
-    if findings:
-        result.preemption_rejected = f"{findings[0].kind}: {findings[0].message}"
-        log.error("not evicting: the decision's preemption breaks a rule: %s", findings[0])
-        return
-    try:
-        failures = cluster.preempt(decision.evictions)
-    except Exception as e:  # a backend bug must not stop the loop: nothing is held
-        log.exception("evicting for preemption failed")
-        failures = {pod: ClusterError(type(e).__name__, str(e)) for pod in decision.evictions}
-    for pod, why in decision.evictions.items():
-        if pod in failures:
-            result.preempt_failed[pod] = str(failures[pod])
-        else:
-            result.preempted[pod] = why
-    node_of = {p.name: p.node_name for p in state.pods if p.name in decision.evictions}
-    capped = {q.name for q in state.queues if q.capability is not None}
-    by_gang: dict[str, dict[str, str]] = defaultdict(dict)
-    for pod, node in decision.nominated.items():
-        by_gang[gangs.gang(pod)][pod] = node
-    for gang, pods in by_gang.items():
-        nodes = set(pods.values())
-        victims = {p: n for p, n in node_of.items() if n in nodes and n is not None}
-        queue = gangs.queue_of(gang)
-        if not victims or queue in capped:
-            # Nominated where no victim runs, or in a queue with a capability, it waits
-            # for the capability its own queue's victims give back: for them too, wherever
-            # they run. Bound once only those on its nodes were gone, it was over the cap
-            # (the validator refused it, the hold was released), and another gang took
-            # the room its victims had left.
-            victims |= {
-                p: n
-                for p, n in node_of.items()
-                if n is not None and gangs.queue_of(gangs.gang(p)) == queue
-            }
-        refused = sorted(p for p in victims if p in failures)
-        if refused:
-            error = failures[refused[0]]
-            log.warning("gang %s not held: eviction of %s failed (%s)", gang, refused[0], error)
-            continue
-        holds.add(
-            Hold(
-                gang=gang,
-                pods=pods,
-                victim_nodes=victims,
-                since_s=state.now_s,
-            )
-        )
-
-
 def _explained(decision: Decision, gangs: Gangs) -> Decision:
     """Why the gangs the decision leaves waiting wait, worked out once its binds are sent:
     explanations only feed the report, which follows the binds (1,000 real-shaped nodes:
@@ -447,8 +383,10 @@ def run_cycle(
                 bound = all(pod in result.bound for pod in hold.pods)
                 why = "bound" if bound else "refused" if hold.gang in result.rejected else "short"
                 holds.drop(hold.gang, why, bound=bound)
+            # The evictions earlier holds wait on that failed, before this cycle's holds.
+            evict_again(cluster, holds, holds.by_name(state), result)
             if decision.evictions:
-                _preempt(cluster, checked_state, gangs, decision, holds, result)
+                preempt(cluster, checked_state, gangs, decision, holds, result)
             # Holds made this cycle too read the snapshot's pods (``Holds.by_name``).
             pods = holds.by_name(state)
             for hold in holds.held.values():

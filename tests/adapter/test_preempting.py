@@ -166,14 +166,36 @@ def test_a_gang_nominated_beside_the_victims_waits_for_its_queues_capability() -
     assert not bound.violations and not holds.held
 
 
-def test_a_refused_eviction_holds_nothing_and_the_gang_is_decided_again() -> None:
-    cluster = GracefulCluster(_cluster(), refuse={"lo-3"})
+def test_a_victim_that_kept_every_pod_holds_nothing_and_the_gang_is_decided_again() -> None:
+    """Every eviction of lo refused (as the API server's dry runs refuse a victim whose
+    budget allows none): lo runs whole, nothing is held."""
+    cluster = GracefulCluster(_cluster(), refuse={f"lo-{i}" for i in range(4)})
     holds = Holds()
     metrics = LoopMetrics()
     result = run_cycle(cluster, PREEMPTING, metrics, holds)
-    assert "lo-3" in result.preempt_failed
+    assert set(result.preempt_failed) == {f"lo-{i}" for i in range(4)}
     assert not holds.held
-    assert sample(metrics, "gangsat_evictions_total", reason="refused") == 1
+    assert sample(metrics, "gangsat_evictions_total", reason="refused") == 4
+
+
+def test_a_victim_left_below_minmember_by_a_failed_eviction_is_evicted_again() -> None:
+    """lo-3's eviction fails once (the API server's 5xx past the retries) where lo-0..2's
+    went: lo runs below minMember whatever comes next. Not held before, hi lost the room
+    lo had left to a gang of lower priority, and lo ran on below minMember; now hi is held
+    and lo-3 evicted again."""
+    cluster = GracefulCluster(_cluster(), refuse={"lo-3"})
+    holds = Holds()
+    first = run_cycle(cluster, PREEMPTING, None, holds)
+    assert "lo-3" in first.preempt_failed and "hi" in holds.held
+    resend = holds.held["hi"].resend
+    assert list(resend) == ["lo-3"] and resend["lo-3"].startswith("preempted by gang hi")
+    cluster.refuse.clear()  # the server answers again
+    again = run_cycle(cluster, PREEMPTING, None, holds)
+    assert "lo-3" in again.preempted and not holds.held["hi"].resend
+    assert not again.bound and "late-0" not in again.bound
+    cluster.grace_passes()
+    done = run_cycle(cluster, PREEMPTING, None, holds)
+    assert set(done.bound) == {"hi-0", "hi-1"} and not done.violations
 
 
 def test_a_hold_whose_victims_never_go_is_released_and_its_nominations_cleared() -> None:

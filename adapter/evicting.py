@@ -1,0 +1,122 @@
+"""A cycle's evictions for preemption and reclaim, and the holds they make: the room
+the victims leave kept for the gangs nominated to it until they are gone
+(``adapter.holds``), and the evictions those holds wait on sent again where they failed."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Mapping
+
+from adapter.cluster import Cluster, ClusterError
+from adapter.gangs import Gangs
+from adapter.holds import Hold, Holds
+from adapter.results import CycleResult
+from solver.model import ClusterState, Decision, Pod
+
+log = logging.getLogger(__name__)
+
+# The validator's findings that void a decision's evictions (and so its holds).
+PREEMPTION_FINDINGS = frozenset({"eviction", "nomination"})
+
+
+def preempt(
+    cluster: Cluster,
+    state: ClusterState,
+    gangs: Gangs,
+    decision: Decision,
+    holds: Holds,
+    result: CycleResult,
+) -> None:
+    """Send the decision's evictions and hold the room for the gangs nominated to it.
+
+    Sent only when the validator found nothing wrong with them (a finding voids them all:
+    an eviction cannot be taken back). A gang one of whose victims kept every pod (a
+    PodDisruptionBudget's 429, a dry run refused) is not held: it is decided afresh next
+    cycle, when what did go is free. A victim that lost some pods but not others (the
+    API server failing one eviction past its retries) runs below minMember whatever comes
+    next: its preemptor is held, and those pods are evicted again while it waits
+    (``evict_again``). Before, nothing held the room its pods had left, another gang took
+    it, and the victim ran on below minMember."""
+    findings = [v for v in result.violations if v.kind in PREEMPTION_FINDINGS]
+    if findings:
+        result.preemption_rejected = f"{findings[0].kind}: {findings[0].message}"
+        log.error("not evicting: the decision's preemption breaks a rule: %s", findings[0])
+        return
+    try:
+        failures = cluster.preempt(decision.evictions)
+    except Exception as e:  # a backend bug must not stop the loop: nothing is held
+        log.exception("evicting for preemption failed")
+        failures = {pod: ClusterError(type(e).__name__, str(e)) for pod in decision.evictions}
+    for pod, why in decision.evictions.items():
+        if pod in failures:
+            result.preempt_failed[pod] = str(failures[pod])
+        else:
+            result.preempted[pod] = why
+    node_of = {p.name: p.node_name for p in state.pods if p.name in decision.evictions}
+    capped = {q.name for q in state.queues if q.capability is not None}
+    by_gang: dict[str, dict[str, str]] = defaultdict(dict)
+    for pod, node in decision.nominated.items():
+        by_gang[gangs.gang(pod)][pod] = node
+    for gang, pods in by_gang.items():
+        nodes = set(pods.values())
+        victims = {p: n for p, n in node_of.items() if n in nodes and n is not None}
+        queue = gangs.queue_of(gang)
+        if not victims or queue in capped:
+            # Nominated where no victim runs, or in a queue with a capability, it waits
+            # for the capability its own queue's victims give back: for them too, wherever
+            # they run. Bound once only those on its nodes were gone, it was over the cap
+            # (the validator refused it, the hold was released), and another gang took
+            # the room its victims had left.
+            victims |= {
+                p: n
+                for p, n in node_of.items()
+                if n is not None and gangs.queue_of(gangs.gang(p)) == queue
+            }
+        refused = sorted(p for p in victims if p in failures)
+        broken = {gangs.gang(p) for p in victims if p not in failures}
+        intact = [p for p in refused if gangs.gang(p) not in broken]
+        if intact:
+            error = failures[intact[0]]
+            log.warning("gang %s not held: eviction of %s failed (%s)", gang, intact[0], error)
+            continue
+        holds.add(
+            Hold(
+                gang=gang,
+                pods=pods,
+                victim_nodes=victims,
+                since_s=state.now_s,
+                resend={p: decision.evictions[p] for p in refused},
+            )
+        )
+
+
+def evict_again(
+    cluster: Cluster, holds: Holds, pods: Mapping[str, Pod], result: CycleResult
+) -> None:
+    """The evictions holds wait on that failed (``Hold.resend``), sent again: each pod
+    still running where it was evicted from; the others are done with."""
+    for hold in holds.held.values():
+        due = {
+            p: why
+            for p, why in hold.resend.items()
+            if (pod := pods.get(p)) is not None
+            and pod.node_name == hold.victim_nodes.get(p)
+            and not pod.terminating
+        }
+        if not due:
+            hold.resend.clear()
+            continue
+        try:
+            failures = cluster.preempt(due)
+        except Exception as e:  # a backend bug must not stop the loop
+            log.exception("evicting again for gang %s failed", hold.gang)
+            failures = {p: ClusterError(type(e).__name__, str(e)) for p in due}
+        for p, why in due.items():
+            if p in failures:
+                result.preempt_failed[p] = str(failures[p])
+            else:
+                result.preempted[p] = why
+        for p in list(hold.resend):
+            if p not in failures:
+                del hold.resend[p]
