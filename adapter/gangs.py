@@ -27,6 +27,7 @@ class Gangs:
     task_of: dict[str, str | None] = field(default_factory=dict)
     task_held: dict[str, Counter[str | None]] = field(default_factory=dict)
     waiting: set[str] = field(default_factory=set)  # gangs with a pod pending
+    leaving: Counter[str] = field(default_factory=Counter)  # gang -> its pods terminating
     # Gangs that are Koordinator GangGroups (``Gang.members``): their tasks are gangs.
     grouped: frozenset[str] = frozenset()
 
@@ -39,6 +40,7 @@ class Gangs:
         }
         task_of: dict[str, str | None] = {}
         waiting: set[str] = set()
+        leaving: Counter[str] = Counter()
         for pod in state.pods:  # every pod of a big cluster, every cycle: one pass
             if pod.node_name is None:
                 if pod.gang is not None:
@@ -50,6 +52,8 @@ class Gangs:
             bound = not pod.terminating  # leaving: no member
             if bound:
                 held[gang] += 1
+            else:
+                leaving[gang] += 1
             if task_need and gang in task_need:
                 task_of[pod.name] = pod.task
                 if bound:
@@ -63,6 +67,7 @@ class Gangs:
             task_of=task_of,
             task_held=task_held,
             waiting=waiting,
+            leaving=leaving,
             grouped=frozenset(g.name for g in state.gangs if g.members),
         )
 

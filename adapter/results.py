@@ -104,11 +104,19 @@ def gang_statuses(state: ClusterState, gangs: Gangs, result: CycleResult) -> lis
                 # Short with no pod to place (members failed, were deleted, or are yet to
                 # be made): Volcano's NotEnoughTasks, where "not considered" said nothing.
                 reason = "NotEnoughTasks"
-                message = (
-                    f"{bound} of minMember {gang.min_member} pod(s) bound and no other pod "
-                    "of it to place: its other members failed, were deleted or are yet to be "
-                    "made, or wait for something their Events name"
-                )
+                if leaving := gangs.leaving.get(gang.name, 0):
+                    # Evicted (preempted, reclaimed) or deleted: said so, where "failed or
+                    # deleted" left a preempted gang's users to guess.
+                    message = (
+                        f"{bound} of minMember {gang.min_member} pod(s) bound and {leaving} "
+                        "terminating (evicted or deleted; their Events say why)"
+                    )
+                else:
+                    message = (
+                        f"{bound} of minMember {gang.min_member} pod(s) bound and no other "
+                        "pod of it to place: its other members failed, were deleted or are "
+                        "yet to be made, or wait for something their Events name"
+                    )
         status = GangStatus(
             gang=gang.name,
             phase="Running" if reason is None else "Pending",

@@ -109,6 +109,10 @@ def test_the_preemptor_binds_only_once_its_victims_are_gone_and_no_one_takes_its
     assert not waiting.bound and not waiting.preempted
     assert "hi" in holds.held
     assert waiting.holding["hi"] == first.holding["hi"]
+    # The victim says its pods are leaving, not that they "failed or were deleted".
+    gone = status_of(waiting, "lo")
+    assert (gone.phase, gone.reason) == ("Pending", "NotEnoughTasks")
+    assert gone.message.startswith("0 of minMember 4 pod(s) bound and 4 terminating")
     cluster.terminating.discard("lo-0")
     cluster.gone.add("lo-0")  # one victim gone, three still terminating
     fewer = run_cycle(cluster, PREEMPTING, metrics, holds)
