@@ -18,9 +18,9 @@ Holds live in the leader's memory, and the nominations in the API server: a new 
 (or a restarted one) rebuilds them from the pending pods' ``nominatedNodeName`` once, at
 its first cycle (``recover``), as kube-scheduler keeps a nominated pod's room. Which pods
 were evicted for the gang it cannot know: it waits for the pods terminating on the
-nominated nodes, which include them (or, where none terminates there and its queue has a
-capability the gang may have waited for, for the pods of that queue's PodGroups
-terminating anywhere, as ``evicting.preempt`` waits for its queue's victims).
+nominated nodes, which include them (and, where its queue has a capability the gang may
+wait for, for the pods of that queue's PodGroups terminating anywhere, as
+``evicting.preempt`` waits for its queue's victims).
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ from adapter.kube.fields import (
     finished,
     meta,
     quantities,
+    scheduler_of,
 )
 from adapter.kube.gang_groups import GangGroups, listed
 from adapter.kube.jobs import job_pods, other_scheduler, template_of
@@ -396,7 +397,7 @@ def convert(
                     budgeted.add(gang_name)
                 # Read again for a recalled pod too: one lookup, where keeping it in the
                 # memo would cost a lookup as well.
-                mine = (spec.get("schedulerName") or "default-scheduler") in scheduler_names
+                mine = scheduler_of(spec) in scheduler_names
                 (owned if mine else foreign).add(gang_name)
         elif kind == "Job" and api_group(str(o.get("apiVersion") or "")) == "batch":
             if (theirs := other_scheduler(o, scheduler_names)) is not None:
@@ -407,9 +408,7 @@ def convert(
                 attempt(
                     "Job",
                     o,
-                    lambda o=o, index=index: job_pods(
-                        o, scheduler_names, priorities, default_priority, index
-                    ),
+                    lambda o=o, index=index: job_pods(o, priorities, default_priority, index),
                 )
                 or []
             ):

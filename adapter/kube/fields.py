@@ -59,6 +59,12 @@ def stored_status(obj: Obj) -> dict[str, Any]:
     return {**status, "conditions": kept}
 
 
+def scheduler_of(pod_spec: Obj) -> Any:
+    """The scheduler a pod of this spec names: none, or an empty one, is the default
+    scheduler, as the API server fills it in."""
+    return pod_spec.get("schedulerName") or "default-scheduler"
+
+
 def api_group(api_version: str) -> str:
     return api_version.split("/", 1)[0] if "/" in api_version else ""
 

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from adapter.kube.fields import BadObject, Obj
 from adapter.kube.reading import Finding
-from solver.model import ClusterState, Gang, Pod
+from solver.model import Gang, Pod
 
 GROUPS_ANNOTATION = "gang.scheduling.koordinator.sh/groups"
 # A merged gang's name: no PodGroup's (``namespace/name``) nor a pod's implicit one.
@@ -171,19 +171,3 @@ def _unformable(
     if tasked:
         return f"cannot start: {tasked[0]!r} has minTaskMember, which a group's gangs may not"
     return None
-
-
-def member_pods(state: ClusterState | None) -> tuple[dict[str, list[str]], dict[str, int]]:
-    """Of the gangs merged from groups (``Gang.members``), per member gang: its pending
-    pods and its pods in ``state`` (the report's tally reads them per snapshot gang)."""
-    merged = {g.name for g in state.gangs if g.members} if state is not None else set()
-    pending: dict[str, list[str]] = {}
-    members: Counter[str] = Counter()
-    if not merged or state is None:
-        return pending, {}
-    for pod in state.pods:
-        if pod.gang in merged and pod.task is not None:
-            members[pod.task] += 1
-            if pod.node_name is None:
-                pending.setdefault(pod.task, []).append(pod.name)
-    return pending, dict(members)

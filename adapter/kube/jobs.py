@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from adapter.kube.fields import BadObject, Obj, created_s, int_field, meta
+from adapter.kube.fields import BadObject, Obj, created_s, int_field, meta, scheduler_of
 from adapter.kube.memo import Shapes
 from adapter.kube.pods import pod_of_object
 from solver.model import Pod
@@ -69,10 +69,10 @@ def pods_to_make(job: Obj) -> int:
 def other_scheduler(job: Obj, scheduler_names: Collection[str]) -> tuple[str, int] | None:
     """The scheduler a Job's pods would name, and how many it would make now, where that
     is not one of ``scheduler_names``: they are left to it, and said so as bare pods are.
-    None where it is ours, or unreadable (``job_pods`` says why)."""
+    None where it is ours (``job_pods`` makes them), or unreadable (``job_pods`` says why)."""
     try:
         template = (job.get("spec") or {}).get("template") or {}
-        scheduler = _scheduler(template.get("spec") or {})
+        scheduler = scheduler_of(template.get("spec") or {})
     except (AttributeError, TypeError):
         return None
     if scheduler in scheduler_names:
@@ -83,20 +83,14 @@ def other_scheduler(job: Obj, scheduler_names: Collection[str]) -> tuple[str, in
         return str(scheduler), 0  # another scheduler's to read
 
 
-def _scheduler(pod_spec: Obj) -> object:
-    """The scheduler a pod of this spec names: an empty one is the API server's default."""
-    return pod_spec.get("schedulerName") or "default-scheduler"
-
-
 def job_pods(
     job: Obj,
-    scheduler_names: Collection[str],
     priorities: Mapping[str, int],
     default_priority: int,
     index: int,
 ) -> list[Pod]:
-    """The pods the Job's controller would make now (``pods_to_make``), if they name one
-    of ``scheduler_names``."""
+    """The pods the Job's controller would make now (``pods_to_make``), of a Job whose
+    pods name one of gangsat's schedulers (``other_scheduler`` is None)."""
     namespace, name = meta(job)
     spec = job.get("spec") or {}
     count = pods_to_make(job)
@@ -105,8 +99,6 @@ def job_pods(
         raise BadObject(f"spec.parallelism {count} is above {MAX_JOB_PODS:,} pods a Job")
     template = spec.get("template") or {}
     pod_spec = template.get("spec") or {}
-    if _scheduler(pod_spec) not in scheduler_names:
-        return []
     created = created_s(job) or float(index)
     shapes = Shapes()  # its pods are one template's: read once
     return [

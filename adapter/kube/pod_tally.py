@@ -13,8 +13,10 @@ from solver.model import ClusterState, Resources
 
 @dataclass
 class PodTally:
-    members: dict[str, int] = field(default_factory=dict)  # gang -> its pods in the state
-    pending: dict[str, list[str]] = field(default_factory=dict)  # gang -> pending pods
+    # gang -> its pods in the state, and its pending pods; a Koordinator GangGroup's pods
+    # by their own gang in it (``Gang.members``: its statuses are made per member)
+    members: dict[str, int] = field(default_factory=dict)
+    pending: dict[str, list[str]] = field(default_factory=dict)
     # Pods of a PodGroup bound (terminating too: they hold their room), by gang and
     # request set: pods share a few request sets, the same object each, so the sums are
     # made per set (``queue_report.allocated_by_queue``).
@@ -32,14 +34,16 @@ class PodTally:
             tally.bound,
             tally.request_sets,
         )
+        grouped = {g.name for g in state.gangs if g.members}
         for pod in state.pods:
             gang = pod.gang_name()
-            members[gang] = members.get(gang, 0) + 1
+            own = pod.task if grouped and gang in grouped and pod.task is not None else gang
+            members[own] = members.get(own, 0) + 1
             if pod.node_name is None:
-                if gang in pending:
-                    pending[gang].append(pod.name)
+                if own in pending:
+                    pending[own].append(pod.name)
                 else:
-                    pending[gang] = [pod.name]
+                    pending[own] = [pod.name]
             elif pod.gang is not None:
                 key = (gang, id(pod.requests))
                 bound[key] = bound.get(key, 0) + 1

@@ -38,7 +38,6 @@ from adapter.kube.dialects import VOLCANO_GROUP
 from adapter.kube.enqueue import to_enqueue
 from adapter.kube.events import Events
 from adapter.kube.fields import stored_status, uid_of
-from adapter.kube.gang_groups import member_pods
 from adapter.kube.pod_tally import PodTally
 from adapter.kube.queue_report import allocated_by_queue, queue_writes
 from adapter.kube.reading import Finding
@@ -149,11 +148,6 @@ class Reporter:
         # As the cycle left the state: its binds included.
         tally = PodTally.of(state)
         pending_of, members = tally.pending, tally.members
-        # A Koordinator GangGroup is one gang of the snapshot, reported per member gang
-        # (``Gang.members``): their pods, by member.
-        group_pending, group_members = member_pods(state)
-        if group_members:
-            pending_of, members = {**pending_of, **group_pending}, {**members, **group_members}
         gang_queue = {g.name: g.queue for g in state.gangs} if state is not None else {}
         # A gang without a live pod has finished (its pods Succeeded or Failed) or has
         # no pods yet: it is not "unschedulable", and gangsat says nothing about it.
