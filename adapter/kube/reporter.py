@@ -22,7 +22,6 @@ server must not be sent thousands of identical patches a second.
 from __future__ import annotations
 
 import logging
-import math
 from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
@@ -38,18 +37,11 @@ from adapter.kube.dialects import VOLCANO_GROUP
 from adapter.kube.enqueue import to_enqueue
 from adapter.kube.events import Events
 from adapter.kube.fields import stored_status, uid_of
+from adapter.kube.pod_report import PodReports
 from adapter.kube.pod_tally import PodTally
 from adapter.kube.queue_report import allocated_by_queue, queue_writes
 from adapter.kube.reading import Finding
-from adapter.kube.recount import (
-    RECOUNT_S,
-    Said,
-    alike_reasons,
-    held_as_recount,
-    last_told,
-    recount_s,
-    waiting_condition,
-)
+from adapter.kube.recount import RECOUNT_S, held_as_recount
 from adapter.kube.resources import (
     DIALECTS,
     NODES,
@@ -60,12 +52,11 @@ from adapter.kube.status import (
     EventRecorder,
     ObjectRef,
     left_over_message,
-    pod_unschedulable,
     podgroup_status,
     unschedulable_message,
     waiting_for_volumes,
 )
-from adapter.kube.status_patches import patch_object_status, pod_status_write
+from adapter.kube.status_patches import patch_object_status
 from adapter.kube.writer import Writer
 from adapter.kube.written import Written
 from solver.model import IMPLICIT_GANG_PREFIX, ClusterState
@@ -104,6 +95,10 @@ class Reporter:
         self._inline_status: set[Resource] = set()
         self.watching(resources)
         self.written = Written(writer)  # what was written, not to write again
+        # The pods' clock is the reporter's, read at each call: one clock for all it says.
+        self.pods = PodReports(
+            cache, self.connections, self.events, self.written, lambda: self.now()
+        )
         # gang -> (its PodGroup object, its status, the signatures of the status it would
         # be written and of the one it has, the phase it was built on), as the last
         # report saw them: a PodGroup whose object and status are both unchanged needs
@@ -111,18 +106,7 @@ class Reporter:
         self._compared: dict[
             str, tuple[Obj, GangStatus, tuple[Any, ...], tuple[Any, ...], Any]
         ] = {}
-        # pod -> (its cached object, its Event's object reference, what its PodScheduled
-        # condition says it waits with and when: ``waiting_condition``), as the last
-        # report and this one saw them: a pending pod whose object is unchanged needs
-        # neither read again, whatever it is told now (55,000 pods of a backlog, every
-        # cycle, most told new counts whenever a decision moves them).
-        self._waited: dict[str, tuple[Obj | None, ObjectRef, Said | None]] = {}
-        self._waited_before: dict[str, tuple[Obj | None, ObjectRef, Said | None]] = {}
         self._pruned_at = -1  # the cache's removals when last pruned (``_prune``)
-        # Conditions stamped before this instant were written before this replica
-        # started: the Events that went with them are not its to remember. Stamps are
-        # whole seconds: one in the second it started may be its own.
-        self._started = math.floor(now().timestamp()) - 1.0
         # gang -> when its PodGroup's status was last sent: one that changed in its
         # conditions' counts alone is sent again only ``recount_s`` after
         # (``recount.held_as_recount``).
@@ -166,12 +150,12 @@ class Reporter:
             if s.bound or s.gang in with_pods or s.gang in waits
         ]
         compared, self._compared = self._compared, {}
-        self._waited_before, self._waited = self._waited, {}
+        self.pods.new_report()
         # What this cycle did (pods bound, evicted) before why others still wait: news
         # takes the Events' rate first.
-        self._guarded("pod events", partial(self._pod_events, report))
+        self._guarded("pod events", partial(self.pods.cycle_news, report))
         # A pod with a reason of its own (a gated pod of a gang that waits) is told that
-        # one (``_pod_events``), not its gang's as well: told both, it flipped between
+        # one (``PodReports.cycle_news``), not its gang's as well: told both, it flipped between
         # them each cycle, a condition write and two Events a cycle.
         own = report.waiting_pods.keys()
         for status in live:
@@ -215,31 +199,12 @@ class Reporter:
         except Exception:
             log.exception("report: %s failed", part)
 
-    def _pod_events(self, report: CycleReport) -> None:
-        for pod, node in report.bound.items():
-            self.events.event(
-                self._pod_ref(pod),
-                "Normal",
-                "Scheduled",
-                f"Successfully assigned {pod} to {node}",
-            )
-        for pod, why in report.preempted.items():
-            self.events.event(
-                self._pod_ref(pod), "Warning", "Preempted", f"Evicted by gangsat: {why}"
-            )
-        for pod, why in report.waiting_pods.items():
-            self._pod_waiting(pod, why)
-        for pod, node in report.nominated.items():
-            self._nominate(pod, node)
-        for pod in report.unnominated:
-            self._unnominate(pod)
-
     def _findings(self, findings: Sequence[Finding]) -> None:
         for finding in findings:
             if finding.kind == "Pod" and finding.reason == "FailedScheduling":
                 # A pod that waits (for its volumes) reads as one kube-scheduler cannot
                 # place: the Event and PodScheduled=False, which `kubectl get` shows.
-                self._pod_waiting(finding.name, finding.message)
+                self.pods.waiting(finding.name, finding.message)
             else:
                 self._finding(finding)
 
@@ -256,7 +221,7 @@ class Reporter:
             "statuses landed": len(self.written.landed),
             "statuses compared": len(self._compared),
             "statuses sent at": len(self._status_sent),
-            "pods told they wait": len(self._waited),
+            "pods told they wait": self.pods.told_waiting(),
             "event topics": self.recorder.topics(),
             "event names": self.events.names(),
         }
@@ -379,7 +344,7 @@ class Reporter:
         if status.gang.startswith(IMPLICIT_GANG_PREFIX):
             if status.phase == "Pending":
                 pod = status.gang.removeprefix(IMPLICIT_GANG_PREFIX)
-                self._pod_waiting(pod, status.message or "waiting for resources")
+                self.pods.waiting(pod, status.message or "waiting for resources")
             return
         if podgroup is None:
             # A 1.35 Workload's pod group, or a gang its pods declare (``members.Declared``),
@@ -387,7 +352,7 @@ class Reporter:
             # pods are still told why they wait.
             if self._unschedulable(status):
                 for pod in pending:
-                    self._pod_waiting(pod, unschedulable_message(status))
+                    self.pods.waiting(pod, unschedulable_message(status))
             self._left_over(status, pending)
             return
         resource, obj = podgroup
@@ -441,7 +406,7 @@ class Reporter:
             ref = ObjectRef("PodGroup", namespace, name, resource.api_version, uid)
             self.events.event(ref, "Warning", "Unschedulable", message)
             for pod in pending:
-                self._pod_waiting(pod, message)
+                self.pods.waiting(pod, message)
         self._left_over(status, pending)
 
     def _left_over(self, status: GangStatus, pending: list[str]) -> None:
@@ -450,109 +415,12 @@ class Reporter:
         if status.phase == "Running" and status.left_over:
             message = left_over_message(status)
             for pod in pending:
-                self._pod_waiting(pod, message)
+                self.pods.waiting(pod, message)
 
     @staticmethod
     def _unschedulable(status: GangStatus) -> bool:
         """Whether a gang's users are told it waits (not when it was not considered)."""
         return status.phase == "Pending" and status.reason not in (None, "Waiting")
-
-    def _pod_ref(self, pod: str, current: Obj | None = None) -> ObjectRef:
-        """``current``: the pod's cached object, where the caller read it already."""
-        namespace, name = split_key(pod)
-        current = current or self.cache.get(PODS, pod) or {}
-        return ObjectRef("Pod", namespace, name, uid=uid_of(current))
-
-    def _pod_waiting(self, pod: str, message: str) -> None:
-        current = self.cache.get(PODS, pod)
-        seen = self._waited.get(pod) or self._waited_before.get(pod)
-        if seen is not None and seen[0] is current:
-            _, ref, said = seen
-        else:
-            ref = self._pod_ref(pod, current)
-            said = waiting_condition(current) if current is not None else None
-        self._waited[pod] = (current, ref, said)
-        shown = said is not None and said[0] == message
-        before = last_told(said, ref.uid, self._started)
-        told_alike = before is not None and alike_reasons(before[1], message)
-        # A pod whose condition, written before this replica started, already says why
-        # it waits, but for counts, is taken to have had its Event from the leader before
-        # (whether its rate let it out is not known): after a start, its first Event is
-        # no news, and leaves the rate to what is. A condition this replica wrote is no
-        # sign of an Event: the rate may have dropped it.
-        self.events.event(ref, "Warning", "FailedScheduling", message, news=not told_alike)
-        if current is None or shown:
-            return
-        # Of this pod (one deleted and made again under its name, a job's retry, is told
-        # again, though its predecessor was told the same), and when.
-        memory = f"pod {pod}"
-        told = self.written.get(memory)
-        if told is None and (told := last_told(said, ref.uid, self.now().timestamp())) is not None:
-            self.written.remember(memory, told)
-        if (
-            told is not None
-            and told[0] == "PodScheduled"
-            and told[2] == ref.uid
-            and (
-                told[1] == message
-                or (
-                    alike_reasons(told[1], message)
-                    and self.now().timestamp() - told[3] < recount_s(ref.uid)
-                )
-            )
-        ):
-            return
-        now = self.now()
-        sig = ("PodScheduled", message, ref.uid, now.timestamp())
-        condition = pod_unschedulable(message, now)
-        write = pod_status_write(self.connections, pod, {"conditions": [condition]})
-
-        def unless_placed() -> None:
-            # Queued behind other writes, it may come due after a later cycle bound the
-            # pod: its Binding set PodScheduled True, which this would turn back. Not
-            # written, not remembered as written: should the bind fail, the pod waits
-            # again, and is told so.
-            if self.cache.placed(pod):
-                self.written.failed(memory, sig)
-            else:
-                write()
-
-        self.written.submit(memory, sig, f"condition {pod}", unless_placed)
-
-    def _nominate(self, pod: str, node: str) -> None:
-        """status.nominatedNodeName, as kube-scheduler sets it for a preemptor: where the
-        pod will run once its victims are gone."""
-        memory = f"nominated {pod}"
-        written = self.written.get(memory)
-        if written == (node,):
-            return
-        current = self.cache.get(PODS, pod)
-        if current is None:
-            return
-        # The cache is trusted only where nothing was written: a clear still queued
-        # would otherwise undo a nomination the pod shows.
-        if written is None and stored_status(current).get("nominatedNodeName") == node:
-            return
-        self.written.submit(
-            memory,
-            (node,),
-            f"nominated {pod}",
-            pod_status_write(self.connections, pod, {"nominatedNodeName": node}),
-        )
-
-    def _unnominate(self, pod: str) -> None:
-        """A lapsed nomination cleared, as kube-scheduler clears one: else the next leader
-        would hold room for it (``Holds.recover``)."""
-        memory = f"nominated {pod}"
-        written = self.written.get(memory)
-        current = self.cache.get(PODS, pod)
-        shown = stored_status(current).get("nominatedNodeName") if current is not None else None
-        # Sent already (a failure forgets it, and the hold asks again), or nothing to clear.
-        if current is None or written == (None,) or (not shown and written is None):
-            return
-        # Under the nomination's key: a nomination still queued is superseded, not undone.
-        patch = pod_status_write(self.connections, pod, {"nominatedNodeName": None})
-        self.written.submit(memory, (None,), f"nominated {pod}", patch)
 
     def _finding(self, finding: Finding) -> None:
         namespace, _, name = finding.name.rpartition("/")

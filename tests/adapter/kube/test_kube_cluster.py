@@ -224,7 +224,7 @@ def test_after_a_restart_pods_told_lately_are_not_told_their_new_counts_at_once(
         told = restarted.reporter.now()
         restarted.reporter.now = lambda: told + timedelta(seconds=later_s)
         # Started seconds after the conditions were written (stamps are whole seconds).
-        restarted.reporter._started = told.timestamp() + 1
+        restarted.reporter.pods.started = told.timestamp() + 1
         seen(restarted, server)
         recorded: list[tuple[str, str, bool]] = []
         event = restarted.reporter.events.event
@@ -1162,7 +1162,7 @@ def _waiting_solo(
         lambda key, write, dropped=None, later=False: queued.update({key: write}),
     )
     for i in range(pods):
-        cluster.reporter._pod_waiting(f"default/solo-{i}", WAITS)
+        cluster.reporter.pods.waiting(f"default/solo-{i}", WAITS)
     return queued
 
 
@@ -1192,6 +1192,6 @@ def test_a_condition_skipped_for_a_bind_that_then_failed_is_written_next_time(
     queued.pop(f"condition {pod}")()
     cluster.cache.forget(pod)  # the bind failed: the pod waits again, for the same reason
     cluster.reporter.report(CycleReport(statuses=()), None, ())
-    cluster.reporter._pod_waiting(pod, WAITS)
+    cluster.reporter.pods.waiting(pod, WAITS)
     queued.pop(f"condition {pod}")()
     assert _pod_scheduled(server, "solo-0") == ("False", "Unschedulable")

@@ -379,11 +379,11 @@ def test_a_nomination_made_again_supersedes_its_queued_clear(server: FakeApiServ
     try:
         reporter = cluster.reporter
         with cluster.writer.holding():  # both writes wait in the queue, as behind binds
-            reporter._unnominate("default/high-1")
-            reporter._nominate("default/high-1", "n1")
+            reporter.pods.unnominate("default/high-1")
+            reporter.pods.nominate("default/high-1", "n1")
         assert cluster.writer.flush()
         assert _nominations(server)["high-1"] == "n1"
-        reporter._unnominate("default/high-1")
+        reporter.pods.unnominate("default/high-1")
         assert cluster.writer.flush()
         assert _nominations(server)["high-1"] is None
     finally:
