@@ -50,7 +50,8 @@ from adapter.sim.measures import summarise
 from adapter.sim.run import simulate
 from adapter.sim.scenario import ScenarioError, load_scenario, materialise, scenario_names
 from solver.config import SolverConfig
-from solver.model import ClusterState, Decision
+from solver.decision import Decision
+from solver.model import ClusterState
 from solver.schedulers import SCHEDULERS, schedule
 
 app = typer.Typer(

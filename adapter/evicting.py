@@ -12,7 +12,8 @@ from adapter.cluster import Cluster, ClusterError
 from adapter.gangs import Gangs
 from adapter.holds import Hold, Holds
 from adapter.results import CycleResult
-from solver.model import ClusterState, Decision, Pod
+from solver.decision import Decision
+from solver.model import ClusterState, Pod
 
 log = logging.getLogger(__name__)
 

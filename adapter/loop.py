@@ -30,7 +30,8 @@ from adapter.repair import place_again
 from adapter.results import CycleResult, gang_statuses
 from adapter.rollbacks import Stranded
 from solver.config import SolverConfig
-from solver.model import ClusterState, Decision
+from solver.decision import Decision
+from solver.model import ClusterState
 from solver.schedulers import SCHEDULERS
 from solver.validate import Violation, check
 

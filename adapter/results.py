@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 from adapter.cluster import GangStatus
 from adapter.gangs import Gangs
-from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState, Decision, Gang
+from solver.decision import Decision
+from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState, Gang
 from solver.validate import Violation
 
 

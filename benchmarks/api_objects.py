@@ -34,17 +34,8 @@ from adapter.kube.fields import stamp
 from adapter.quantity import quantity
 from benchmarks.cluster_setup import ADMITTED_TOLERATIONS
 from benchmarks.footprint import node_manifest
-from solver.model import (
-    CPU,
-    PODS,
-    ClusterState,
-    Gang,
-    Node,
-    NodeSelectorRequirement,
-    Pod,
-    Queue,
-    Resources,
-)
+from solver.model import CPU, PODS, ClusterState, Gang, Node, Pod, Queue, Resources
+from solver.scheduling_terms import NodeSelectorRequirement
 
 Obj = dict[str, Any]
 

@@ -30,7 +30,8 @@ from benchmarks.instances import realistic
 from benchmarks.suite import at_least_one, positive
 from solver.config import SolverConfig
 from solver.cpsat import solve
-from solver.model import ClusterState, Decision
+from solver.decision import Decision
+from solver.model import ClusterState
 from solver.objective import score
 from solver.validate import check
 

@@ -83,7 +83,8 @@ from benchmarks.solver_tables import (
     summary_table,
 )
 from solver.config import SolverConfig
-from solver.model import ClusterState, Decision
+from solver.decision import Decision
+from solver.model import ClusterState
 from solver.problem import prepare
 from solver.validate import check
 

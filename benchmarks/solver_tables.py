@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from rich.table import Table
 
-from solver.model import Decision
+from solver.decision import Decision
 from solver.validate import Violation
 
 BASELINE = "gang-greedy"

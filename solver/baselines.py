@@ -18,9 +18,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from solver.config import SolverConfig
+from solver.decision import Decision, SolveStatus
 from solver.decode import decision_from_placements
 from solver.greedy_preemption import apply_withdrawals, greedy_preempt
-from solver.model import ClusterState, Decision, SolveStatus
+from solver.model import ClusterState
 from solver.objective import coefficients
 from solver.placement import Placer, Policy
 from solver.problem import GangInfo, Problem, prepare

@@ -54,12 +54,13 @@ from solver.candidates import (
     run_restricted,
 )
 from solver.config import SolverConfig
+from solver.decision import Decision, SolveStatus
 from solver.decode import decision_from_placements
 from solver.disaggregate import PLACING_SHARE, placer_from_counts
 from solver.encode import Encoding, encode
 from solver.exchanges import best_exchanged
 from solver.last_stage import decide_after, decide_jointly
-from solver.model import ClusterState, Decision, SolveStatus
+from solver.model import ClusterState
 from solver.neighbourhoods import beside_whole_search
 from solver.objective import coefficients
 from solver.placement import Placer

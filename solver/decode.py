@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 
 from solver.config import SolverConfig
-from solver.model import Decision, SolveStatus, StageReport
+from solver.decision import Decision, SolveStatus, StageReport
 from solver.objective import evaluate
 from solver.placement import Placer
 from solver.problem import GangInfo, Problem

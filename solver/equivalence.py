@@ -24,8 +24,9 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from solver.arrays import BoolArray, IntArray
-from solver.model import NODE_NAME_FIELD, Node, Pod, TaintEffect
+from solver.model import Node, Pod
 from solver.predicates import Feasibility
+from solver.scheduling_terms import NODE_NAME_FIELD, TaintEffect
 
 # A node's name as ``node_view`` reads it for a pod's ``matchFields``: not a label key
 # (a colon is not allowed in one), so no label can stand for it.

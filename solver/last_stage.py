@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 
 from solver.bins import Bin, Pairs, class_bin, pair_capacity
+from solver.decision import Decision, SolveStatus
 from solver.decode import decision_from_placements, relative_gap
 from solver.encode_victims import (
     VictimSet,
@@ -21,7 +22,6 @@ from solver.encode_victims import (
 )
 from solver.greedy_preemption import apply_withdrawals
 from solver.joint import JointDecision, greedy_joint, joint_stage, kept_placement, modelled_joint
-from solver.model import Decision, SolveStatus
 from solver.objective import evaluate
 from solver.placement import Placer
 from solver.preemption import preempt

@@ -1,4 +1,4 @@
-"""Frozen domain types: the snapshot a scheduler reads and the decision it returns.
+"""Frozen domain types: the snapshot a scheduler reads (its answer: ``solver.decision``).
 
 Everything that crosses a boundary (a state file, the adapter's conversion of Kubernetes
 objects, a decision printed as JSON) is one of these pydantic models, so bad data is
@@ -13,20 +13,20 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
-from enum import StrEnum
+from collections.abc import Iterator, Mapping
 from functools import cached_property
-from typing import Annotated, Any, Literal, Self
+from typing import Any, Self
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
-    PrivateAttr,
     RootModel,
     field_validator,
     model_validator,
 )
+
+from solver.frozen import Frozen, forget_made
+from solver.scheduling_terms import NodeSelectorTerm, Taint, Toleration
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -59,64 +59,6 @@ MAX_QUANTITY = 10**15
 RESOURCE_NAME = re.compile(
     r"([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
 )
-
-
-_MADE: dict[type, frozenset[str]] = {}
-
-
-def _made(cls: type) -> frozenset[str]:
-    """The names of ``cls``'s cached properties: values made from its fields once read,
-    kept in the instance's ``__dict__``. A copy (whose fields may differ) makes them
-    afresh, and a pickle does not carry them (a hash would differ in another process; an
-    index of every pod only weighs)."""
-    made = _MADE.get(cls)
-    if made is None:
-        made = _MADE[cls] = frozenset(
-            name
-            for klass in cls.__mro__
-            for name, value in vars(klass).items()
-            if isinstance(value, cached_property)
-        )
-    return made
-
-
-def _forget_made(obj: BaseModel) -> None:
-    for name in _made(type(obj)):
-        obj.__dict__.pop(name, None)
-
-
-class _Frozen(BaseModel):
-    # NaN and infinities order nothing and sum to nothing: refused where they enter.
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
-        # What pydantic's copy does for a model of no extra or private attributes, in less
-        # time: a snapshot copies a pod per pod of a known shape (1.8-2.0 -> 1.3-1.4 us),
-        # and the cycle's state again with its binds. Not validated, as there.
-        if deep or getattr(self, "__pydantic_private__", None) is not None:
-            copied = super().model_copy(update=update, deep=deep)
-            _forget_made(copied)
-            return copied
-        cls = type(self)
-        copied = cls.__new__(cls)
-        fields_set = self.__pydantic_fields_set__
-        _set = object.__setattr__
-        _set(copied, "__dict__", {**self.__dict__, **update} if update else dict(self.__dict__))
-        _set(copied, "__pydantic_extra__", None)
-        fields_set = fields_set | update.keys() if update else set(fields_set)
-        _set(copied, "__pydantic_fields_set__", fields_set)
-        _set(copied, "__pydantic_private__", None)
-        made = _MADE.get(cls)
-        if made is None or made:  # most models make nothing: one lookup for them
-            _forget_made(copied)
-        return copied
-
-    def __getstate__(self) -> dict[Any, Any]:
-        state = super().__getstate__()
-        made = _made(type(self))
-        if made:
-            state["__dict__"] = {k: v for k, v in state["__dict__"].items() if k not in made}
-        return state
 
 
 class Resources(RootModel[dict[str, int]]):
@@ -201,106 +143,12 @@ class Resources(RootModel[dict[str, int]]):
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         copied = super().model_copy(update=update, deep=deep)
-        _forget_made(copied)  # of the amounts copied: the copy's may differ
+        forget_made(copied)  # of the amounts copied: the copy's may differ
         return copied
 
 
-class TaintEffect(StrEnum):
-    NO_SCHEDULE = "NoSchedule"
-    PREFER_NO_SCHEDULE = "PreferNoSchedule"
-    NO_EXECUTE = "NoExecute"
 
-
-class _Hashed(_Frozen):
-    """A small frozen model hashed once: pods' placement keys hold tolerations and
-    affinity terms, and each grouping of pods hashes them again (pydantic hashes every
-    field at every call; cached, ``prepare`` of 5,000 real-shaped nodes took 0.05 s, 9%,
-    less)."""
-
-    @cached_property
-    def _hash(self) -> int:
-        return hash(tuple(self.__dict__[name] for name in type(self).model_fields))
-
-    def __hash__(self) -> int:
-        # Made again by a copy, and not pickled: strings hash differently in another
-        # process (PYTHONHASHSEED). See ``_made``.
-        return self._hash
-
-
-class Taint(_Frozen):
-    key: str
-    value: str = ""
-    effect: TaintEffect
-
-
-class Toleration(_Hashed):
-    """An empty ``key`` with operator Exists tolerates every taint; an empty effect, all
-    effects. Gt and Lt (Kubernetes 1.35, feature gate TaintTolerationComparisonOperators)
-    compare integers: the taint's value above (below) the toleration's; a value that is
-    no integer, on either side, tolerates nothing."""
-
-    key: str = ""
-    operator: Literal["Equal", "Exists", "Gt", "Lt"] = "Equal"
-    value: str = ""
-    effect: TaintEffect | Literal[""] = ""
-
-    @model_validator(mode="after")
-    def _exists_has_no_value(self) -> Toleration:
-        if self.operator == "Exists" and self.value:
-            raise ValueError("a toleration with operator Exists must not have a value")
-        if not self.key and self.operator != "Exists":
-            raise ValueError("a toleration with an empty key must use operator Exists")
-        return self
-
-
-_INT64 = re.compile(r"[+-]?[0-9]+")
-
-
-def int64_of(text: str) -> int | None:
-    """``text`` as Kubernetes reads a Gt/Lt operand (Go's ParseInt, base 10, 64 bits);
-    None where it reads none. Python's int() also takes "1_0", " 7", Arabic-Indic digits
-    and numbers past 64 bits: a node label Kubernetes never matches would match here."""
-    if not _INT64.fullmatch(text):
-        return None
-    value = int(text)
-    return value if -(2**63) <= value < 2**63 else None
-
-
-class NodeSelectorRequirement(_Hashed):
-    key: str
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
-    values: tuple[str, ...] = ()
-
-    @model_validator(mode="after")
-    def _values_match_operator(self) -> NodeSelectorRequirement:
-        op = self.operator
-        if op in ("In", "NotIn") and not self.values:
-            raise ValueError(f"operator {op} needs at least one value")
-        if op in ("Exists", "DoesNotExist") and self.values:
-            raise ValueError(f"operator {op} takes no values")
-        # A Gt or Lt value that is no integer is admitted by the API server (it is a valid
-        # label value), and kube-scheduler's node affinity reads the requirement as
-        # matching no node; refusing the pod made its gang wait forever where another
-        # term of the pod matched.
-        if op in ("Gt", "Lt") and len(self.values) != 1:
-            raise ValueError(f"operator {op} takes exactly one value")
-        return self
-
-
-# The one node field a node selector term may read (``matchFields``): the node's name.
-NODE_NAME_FIELD = "metadata.name"
-
-
-class NodeSelectorTerm(_Hashed):
-    """Requirements that must all hold; a pod's terms are ORed, as in Kubernetes.
-    ``match_fields`` read node fields (only ``metadata.name``: the DaemonSet controller
-    pins each of its pods to a node so)."""
-
-    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
-    match_fields: tuple[NodeSelectorRequirement, ...] = ()
-
-
-class Node(_Frozen):
+class Node(Frozen):
     name: str = Field(min_length=1)
     allocatable: Resources
     labels: dict[str, str] = Field(default_factory=dict)
@@ -336,7 +184,7 @@ class Node(_Frozen):
         return hash(self.name)
 
 
-class Pod(_Frozen):
+class Pod(Frozen):
     name: str = Field(min_length=1, description="unique key, namespace/name in a cluster")
     namespace: str = "default"
     requests: Resources = Field(default_factory=lambda: Resources({}))
@@ -428,7 +276,7 @@ class Pod(_Frozen):
         return hash(self.name)
 
 
-class Gang(_Frozen):
+class Gang(Frozen):
     """A PodGroup: placed with at least ``min_member`` pods running, or not at all."""
 
     name: str = Field(min_length=1)
@@ -490,7 +338,7 @@ class Gang(_Frozen):
         return self.min_task_member
 
 
-class Queue(_Frozen):
+class Queue(Frozen):
     name: str = Field(min_length=1)
     weight: int = Field(default=1, ge=1)
     capability: Resources | None = Field(
@@ -517,7 +365,7 @@ class Queue(_Frozen):
         return hash(self.name)
 
 
-class ClusterState(_Frozen):
+class ClusterState(Frozen):
     """One immutable snapshot: what a scheduling cycle decides on."""
 
     nodes: tuple[Node, ...] = ()
@@ -548,7 +396,7 @@ class ClusterState(_Frozen):
     @cached_property
     def _pods_by_name(self) -> dict[str, Pod]:
         # Private (a leading underscore): no field, nor iterated or dumped as one; made
-        # again by a copy, and not pickled (``_made``).
+        # again by a copy, and not pickled (``solver.frozen``).
         return {p.name: p for p in self.pods}
 
     def pending_pods(self) -> list[Pod]:
@@ -568,98 +416,3 @@ class ClusterState(_Frozen):
         )
         return self.model_copy(update={"pods": pods})
 
-
-class SolveStatus(StrEnum):
-    OPTIMAL = "OPTIMAL"  # proven optimal (over the model that was solved)
-    FEASIBLE = "FEASIBLE"  # a solution, with a bound and a gap
-    GREEDY = "GREEDY"  # a baseline decided; no solver ran
-    FALLBACK = "FALLBACK"  # the solver found nothing better in time; the greedy hint stands
-    NOTHING_TO_DO = "NOTHING_TO_DO"
-
-
-class StageReport(_Frozen):
-    """What one CP-SAT call did, so a slow or loose cycle can be explained."""
-
-    name: str
-    variables: int
-    constraints: int
-    status: str
-    objective: int | None
-    bound: int | None
-    wall_s: float
-    first_solution_s: float | None = None
-
-
-NonNegInt = Annotated[int, Field(ge=0)]
-
-
-class Decision(_Frozen):
-    """A scheduler's answer for one snapshot. ``placements`` are the new bindings only."""
-
-    scheduler: str
-    placements: dict[str, str] = Field(default_factory=dict, description="pod -> node")
-    admitted: tuple[str, ...] = Field(
-        default=(), description="gangs that hold at least minMember pods after this decision"
-    )
-    unschedulable: dict[str, str] = Field(
-        default_factory=dict, description="gang -> why it was not admitted, for the user"
-    )
-    waiting_pods: dict[str, str] = Field(
-        default_factory=dict, description="pod -> why it is not considered (e.g. no PodGroup)"
-    )
-    status: SolveStatus
-    objective: int | None = None
-    terms: dict[str, int] = Field(default_factory=dict)
-    bound: int | None = None
-    gap: float | None = None
-    wall_s: float = 0.0
-    stages: tuple[StageReport, ...] = ()
-    decided_by: str = Field(
-        default="", description="the stage whose candidate was returned, or the scheduler"
-    )
-    evictions: dict[str, str] = Field(
-        default_factory=dict,
-        description="running pod -> why it is evicted (preemption or reclaim, and for whom)",
-    )
-    nominated: dict[str, str] = Field(
-        default_factory=dict,
-        description=(
-            "pending pod -> node, for gangs placed into the room the evictions free: bound "
-            "once the victims are gone, the room held for them until then"
-        ),
-    )
-    left_over: dict[str, str] = Field(
-        default_factory=dict,
-        description=(
-            "gang admitted or running -> why its pending pods beyond those placed wait "
-            "(an elastic job's extras, a member made again): each pod is told"
-        ),
-    )
-    # Why each gang not admitted waits, and why an admitted one's pods left over wait,
-    # still to be worked out (SolverConfig's defer_explanations): merged into
-    # ``unschedulable`` and ``left_over`` by ``explained``.
-    _explain: Callable[[], tuple[dict[str, str], dict[str, str]]] | None = PrivateAttr(
-        default=None
-    )
-
-    def explained(self) -> Decision:
-        """This decision with every gang not admitted explained: itself, unless its
-        explanations were deferred."""
-        if self._explain is None:
-            return self
-        reasons, left_over = self._explain()
-        done = self.with_reasons(reasons)
-        if left_over:
-            done = done.model_copy(update={"left_over": {**left_over, **self.left_over}})
-        return done
-
-    def with_reasons(self, reasons: Mapping[str, str]) -> Decision:
-        """This decision with ``reasons`` (gang -> why it waits) added to ``unschedulable``
-        (where it has none yet) and nothing left to explain."""
-        done = self.model_copy(update={"unschedulable": {**reasons, **self.unschedulable}})
-        done._explain = None
-        return done
-
-    @property
-    def explanations_pending(self) -> bool:
-        return self._explain is not None

@@ -26,8 +26,8 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from solver.arrays import IntArray
+from solver.decision import StageReport
 from solver.encode import Encoding
-from solver.model import StageReport
 from solver.search import Search, StageResult, run_cpsat, set_limits
 
 # Freed per round: a share of the nodes, within these limits (a sub-model of 8-12 nodes

@@ -27,7 +27,8 @@ import numpy as np
 
 from solver.arrays import BoolArray, IntArray
 from solver.config import SHARE_SCALE, ObjectiveWeights
-from solver.model import ClusterState, Decision
+from solver.decision import Decision
+from solver.model import ClusterState
 from solver.problem import Problem, prepare
 from solver.units import share_units
 

@@ -14,12 +14,10 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 
-from solver.model import (
+from solver.model import PODS, Node, Pod
+from solver.scheduling_terms import (
     NODE_NAME_FIELD,
-    PODS,
-    Node,
     NodeSelectorRequirement,
-    Pod,
     Taint,
     TaintEffect,
     Toleration,

@@ -41,6 +41,7 @@ from ortools.sat.python import cp_model
 
 from solver.arrays import IntArray
 from solver.config import SolverConfig
+from solver.decision import StageReport
 from solver.evictions import (
     evictions_of,
     named_takers,
@@ -49,7 +50,6 @@ from solver.evictions import (
     split_withdrawn,
 )
 from solver.greedy_preemption import greedy_choice
-from solver.model import StageReport
 from solver.objective import Coefficients
 from solver.placement import Placer
 from solver.problem import Problem

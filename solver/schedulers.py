@@ -7,7 +7,8 @@ from collections.abc import Callable
 from solver.baselines import gang_greedy, greedy
 from solver.config import SolverConfig
 from solver.cpsat import solve
-from solver.model import ClusterState, Decision
+from solver.decision import Decision
+from solver.model import ClusterState
 
 Scheduler = Callable[[ClusterState, SolverConfig], Decision]
 

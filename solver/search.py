@@ -16,10 +16,10 @@ from ortools.sat.python import cp_model, cp_model_helper
 
 from solver.baselines import allocate_gangs
 from solver.config import SolverConfig
+from solver.decision import StageReport
 from solver.decode import relative_gap
 from solver.encode import Encoding
 from solver.grouped_lp import model_lp
-from solver.model import StageReport
 from solver.objective import Coefficients, evaluate
 from solver.placement import Placer
 from solver.problem import Problem

@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 
-from solver.model import DEFAULT_QUEUE, ClusterState, Decision, Gang, Node, Pod, Queue
+from solver.decision import Decision
+from solver.model import DEFAULT_QUEUE, ClusterState, Gang, Node, Pod, Queue
 from solver.predicates import insufficient, placement_reason
 from solver.validate_preemption import check_preemption
 from solver.violations import Violation, demand_sum, queue_of

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Mapping
 
+from solver.decision import Decision
 from solver.freed_room import hall_rows
-from solver.model import DEFAULT_QUEUE, ClusterState, Decision, Gang, Node, Pod, Queue
+from solver.model import DEFAULT_QUEUE, ClusterState, Gang, Node, Pod, Queue
 from solver.predicates import placement_reason
 from solver.violations import Violation, ViolationKind, demand_sum, queue_of
 

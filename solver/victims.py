@@ -29,7 +29,8 @@ import numpy as np
 
 from solver.arrays import BoolArray, IntArray
 from solver.config import ObjectiveWeights
-from solver.model import Gang, Pod, StageReport
+from solver.decision import StageReport
+from solver.model import Gang, Pod
 from solver.objective import Coefficients
 from solver.problem import GangInfo, Problem
 from solver.units import model_demand, pod_share_units, units

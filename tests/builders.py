@@ -30,11 +30,13 @@ from solver.model import (
     ClusterState,
     Gang,
     Node,
-    NodeSelectorRequirement,
-    NodeSelectorTerm,
     Pod,
     Queue,
     Resources,
+)
+from solver.scheduling_terms import (
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
     Taint,
     TaintEffect,
     Toleration,

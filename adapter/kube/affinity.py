@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from itertools import product
 
-from solver.model import NodeSelectorTerm
+from solver.scheduling_terms import NodeSelectorTerm
 
 
 def both(

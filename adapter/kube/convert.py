@@ -60,15 +60,8 @@ from adapter.kube.reading import MISSING, Finding, Reading
 from adapter.kube.unmodelled import BoundAntiAffinity, kept_off
 from adapter.kube.unusable import closed, out_of_service
 from adapter.kube.volumes import Claims, Waits
-from solver.model import (
-    ClusterState,
-    Gang,
-    Node,
-    Pod,
-    Queue,
-    Resources,
-    Taint,
-)
+from solver.model import ClusterState, Gang, Node, Pod, Queue, Resources
+from solver.scheduling_terms import Taint
 
 VOLUME_KINDS = ("PersistentVolumeClaim", "PersistentVolume")
 NOT_READY, UNREACHABLE = "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"

@@ -24,16 +24,11 @@ from adapter.kube.fields import (
 )
 from adapter.kube.memo import Shapes
 from adapter.kube.unmodelled import inline_disk, unmodelled
-from solver.model import (
-    CPU,
-    HUGEPAGES_PREFIX,
-    MEMORY,
+from solver.model import CPU, HUGEPAGES_PREFIX, MEMORY, PODS, Pod, Resources
+from solver.scheduling_terms import (
     NODE_NAME_FIELD,
-    PODS,
     NodeSelectorRequirement,
     NodeSelectorTerm,
-    Pod,
-    Resources,
     Toleration,
 )
 

@@ -23,7 +23,8 @@ from typing import Any
 from adapter.kube.affinity import both
 from adapter.kube.budgets import selects
 from adapter.kube.fields import Obj, mappings
-from solver.model import Node, NodeSelectorRequirement, NodeSelectorTerm, Pod
+from solver.model import Node, Pod
+from solver.scheduling_terms import NodeSelectorRequirement, NodeSelectorTerm
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 # Inline volumes that VolumeRestrictions lets no two pods of a node (or any node) share.

@@ -42,7 +42,8 @@ from pydantic import ValidationError
 from adapter.kube.affinity import both
 from adapter.kube.fields import BadObject, Obj, listed, mappings
 from adapter.kube.pods import node_selector_terms
-from solver.model import NODE_NAME_FIELD, NodeSelectorRequirement, NodeSelectorTerm, Pod
+from solver.model import Pod
+from solver.scheduling_terms import NODE_NAME_FIELD, NodeSelectorRequirement, NodeSelectorTerm
 
 # Above this many terms (the product of the pod's and its volumes' alternatives), the
 # pod waits: each term is checked against every node in every cycle.

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from adapter.cluster import ClusterError, CycleReport
 from adapter.sim.scenario import Job, Workload
-from solver.model import ClusterState, Gang, Node, Pod, TaintEffect
+from solver.model import ClusterState, Gang, Node, Pod
 from solver.predicates import (
     AFFINITY_MISMATCH,
     SELECTOR_MISMATCH,
@@ -29,6 +29,7 @@ from solver.predicates import (
     placement_reason,
     tolerates,
 )
+from solver.scheduling_terms import TaintEffect
 
 ARRIVE, READY, FINISH, GONE = "arrive", "ready", "finish", "gone"
 

@@ -47,7 +47,8 @@ from adapter.quantity import Quantity, QuantityError
 from adapter.quantity import resources as parse_resources
 from adapter.sim.realistic import kubelet_labels
 from solver.fairness import fair_resource
-from solver.model import DEFAULT_QUEUE, Gang, Node, Pod, Queue, Taint, Toleration
+from solver.model import DEFAULT_QUEUE, Gang, Node, Pod, Queue
+from solver.scheduling_terms import Taint, Toleration
 
 SCENARIOS_PACKAGE = "adapter.sim"
 SCENARIOS_DIR = "scenarios"

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from adapter.cli import SchedulerName, app
 from benchmarks.instances import seed_deadlock
-from solver.model import ClusterState, Decision
+from solver.decision import Decision
+from solver.model import ClusterState
 from solver.schedulers import SCHEDULERS
 from solver.validate import check
 

@@ -18,7 +18,8 @@ from adapter.loop import LoopSettings, run_cycle
 from adapter.metrics import LoopMetrics
 from adapter.results import CycleResult
 from solver.config import SolverConfig
-from solver.model import ClusterState, Decision, SolveStatus
+from solver.decision import Decision, SolveStatus
+from solver.model import ClusterState
 from solver.schedulers import SCHEDULERS
 from tests.builders import gang, node, pod, pods_of, queue, state
 

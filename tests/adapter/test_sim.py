@@ -481,7 +481,7 @@ def test_the_simulated_kubelet_refuses_what_a_real_one_refuses() -> None:
     """A node selector the node does not match, or a NoExecute taint not tolerated:
     a kubelet refuses the pod; the simulator ran it. A cordon or a NoSchedule taint
     keeps schedulers off only, and a kubelet runs a pod bound there."""
-    from solver.model import Taint, TaintEffect
+    from solver.scheduling_terms import Taint, TaintEffect
 
     def cluster_of(node: NodeGroup, **job: Any) -> SimulatedCluster:
         group = JobGroup(name="j", duration_s=100, replicas=1, requests={"cpu": "1"}, **job)

@@ -12,7 +12,8 @@ from benchmarks.api_objects import EPOCH, api_objects, timestamp
 from benchmarks.cycle import real_cluster
 from solver.baselines import gang_greedy
 from solver.config import SolverConfig
-from solver.model import ClusterState, Pod, Taint, TaintEffect
+from solver.model import ClusterState, Pod
+from solver.scheduling_terms import Taint, TaintEffect
 from solver.validate import check
 from tests.builders import gang, node, pod
 

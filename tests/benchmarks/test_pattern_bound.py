@@ -10,7 +10,8 @@ from benchmarks.optimum import solve_mip
 from benchmarks.pattern_bound import pattern_bound
 from solver.config import SolverConfig
 from solver.cpsat import solve
-from solver.model import ClusterState, Decision
+from solver.decision import Decision
+from solver.model import ClusterState
 from solver.problem import Problem, prepare
 from solver.relaxation import solve_lp
 from tests.builders import gang, node, pod, state

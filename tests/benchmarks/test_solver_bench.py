@@ -16,7 +16,8 @@ from rich.console import Console
 from benchmarks import instances, solver_tables
 from benchmarks import solver as bench
 from solver.config import SolverConfig
-from solver.model import ClusterState, Decision, SolveStatus
+from solver.decision import Decision, SolveStatus
+from solver.model import ClusterState
 from solver.schedulers import schedule
 
 

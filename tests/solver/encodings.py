@@ -13,8 +13,9 @@ from ortools.sat.python import cp_model
 from solver import branching
 from solver.bins import class_bins, node_bins, pair_capacity
 from solver.config import ObjectiveWeights, SolverConfig
+from solver.decision import Decision
 from solver.encode import ROUNDING, Encoding, encode
-from solver.model import ClusterState, Decision
+from solver.model import ClusterState
 from solver.objective import Coefficients, coefficients
 from solver.problem import Problem, prepare
 from solver.search import Search

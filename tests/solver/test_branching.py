@@ -26,9 +26,10 @@ from solver.arrays import FloatArray
 from solver.branching import branch_variable, branched
 from solver.config import SolverConfig
 from solver.cpsat import solve
+from solver.decision import SolveStatus
 from solver.encode import Encoding, encode
 from solver.grouped_lp import groups_apply, model_lp
-from solver.model import ClusterState, SolveStatus
+from solver.model import ClusterState
 from solver.problem import prepare
 from solver.relaxation import LpSolution, Meanwhile, NoSolution, solve_lp
 from solver.topup import gang_prices

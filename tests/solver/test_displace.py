@@ -13,10 +13,11 @@ import solver.disaggregate
 import solver.displace
 from benchmarks import instances
 from solver.config import ObjectiveWeights, SolverConfig
+from solver.decision import SolveStatus
 from solver.decode import decision_from_placements
 from solver.disaggregate import disaggregate
 from solver.displace import complete_by_displacing, exchanged
-from solver.model import ClusterState, SolveStatus
+from solver.model import ClusterState
 from solver.objective import coefficients, evaluate, objective_of
 from solver.placement import Placer
 from solver.problem import Problem, prepare

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from solver.equivalence import node_classes, node_view, read_label_keys
-from solver.model import Node, NodeSelectorRequirement, NodeSelectorTerm, Pod
+from solver.model import Node, Pod
 from solver.problem import prepare
+from solver.scheduling_terms import NodeSelectorRequirement, NodeSelectorTerm
 from tests.builders import node, pod, state
 
 HOST = "kubernetes.io/hostname"

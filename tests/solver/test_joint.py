@@ -20,6 +20,7 @@ from benchmarks.instances import realistic
 from solver.bins import Bin, Pairs, class_bins, pair_capacity
 from solver.config import SolverConfig
 from solver.cpsat import solve
+from solver.decision import Decision, SolveStatus
 from solver.encode_victims import (
     VictimSet,
     encode_joint,
@@ -29,7 +30,7 @@ from solver.encode_victims import (
     victim_nodes,
     victim_set,
 )
-from solver.model import ClusterState, Decision, Queue, SolveStatus
+from solver.model import ClusterState, Queue
 from solver.objective import coefficients, score
 from solver.problem import Problem, prepare
 from solver.schedulers import schedule

@@ -7,6 +7,7 @@ import pickle
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from solver.decision import Decision, SolveStatus
 from solver.model import (
     CPU,
     DEFAULT_MAX_PODS,
@@ -14,18 +15,14 @@ from solver.model import (
     MEMORY,
     PODS,
     ClusterState,
-    Decision,
     Gang,
     Node,
-    NodeSelectorRequirement,
-    NodeSelectorTerm,
     Pod,
     Queue,
     Resources,
-    SolveStatus,
-    Toleration,
 )
 from solver.schedulers import schedule
+from solver.scheduling_terms import NodeSelectorRequirement, NodeSelectorTerm, Toleration
 from solver.violations import demand_sum
 from tests.builders import PodBuilder, gang, node, pod, queue, resources, state
 

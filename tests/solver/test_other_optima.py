@@ -17,9 +17,9 @@ import solver.exchanges as exchanges
 from adapter.sim import realistic
 from solver.bins import class_bins
 from solver.config import SolverConfig
+from solver.decision import SolveStatus
 from solver.decode import decision_from_placements
 from solver.encode import Encoding
-from solver.model import SolveStatus
 from solver.placement import Placer
 from solver.problem import Problem, prepare
 from solver.relaxation import LpSolution, matrices, solve_lp, solve_matrices

@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 from solver.config import ObjectiveWeights, SolverConfig
 from solver.cpsat import solve
+from solver.decision import Decision, SolveStatus
 from solver.greedy_preemption import apply_withdrawals, greedy_preempt
 from solver.joint import joint_stage
-from solver.model import ClusterState, Decision, SolveStatus
+from solver.model import ClusterState
 from solver.objective import coefficients
 from solver.objective import score as objective_score
 from solver.placement import Placer

@@ -9,8 +9,9 @@ import pytest
 
 from solver.config import MAX_WEIGHT, SHARE_SCALE, ObjectiveWeights, SolverConfig
 from solver.cpsat import solve
+from solver.decision import Decision, SolveStatus
 from solver.freed_room import hall_sets
-from solver.model import ClusterState, Decision, SolveStatus
+from solver.model import ClusterState
 from solver.problem import prepare
 from solver.schedulers import schedule
 from solver.validate import check

@@ -24,10 +24,11 @@ import solver.search
 from adapter.sim import realistic
 from benchmarks import instances
 from solver.config import SolverConfig
+from solver.decision import Decision, SolveStatus, StageReport
 from solver.disaggregate import LP_PACK_SHARE, PACK_SHARE, REORDER_SHARE
 from solver.encode import Encoding
 from solver.grouped_lp import model_lp
-from solver.model import ClusterState, Decision, SolveStatus, StageReport
+from solver.model import ClusterState
 from solver.objective import evaluate
 from solver.placement import Placer
 from solver.problem import Problem, prepare

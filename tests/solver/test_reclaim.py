@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from solver.config import SolverConfig
 from solver.cpsat import solve
-from solver.model import ClusterState, Decision, SolveStatus
+from solver.decision import Decision, SolveStatus
+from solver.model import ClusterState
 from solver.objective import coefficients
 from solver.problem import prepare
 from solver.schedulers import schedule

@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import solver.exchanges as exchanges
 from solver.config import SolverConfig
+from solver.decision import SolveStatus
 from solver.decode import decision_from_placements
-from solver.model import SolveStatus
 from solver.objective import objective_of
 from solver.placement import Placer
 from solver.problem import Problem, prepare

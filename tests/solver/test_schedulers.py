@@ -15,7 +15,8 @@ import solver.cpsat
 import solver.disaggregate
 import solver.search
 from solver.config import SolverConfig
-from solver.model import CPU, ClusterState, Decision, SolveStatus
+from solver.decision import Decision, SolveStatus
+from solver.model import CPU, ClusterState
 from solver.objective import score
 from solver.problem import prepare
 from solver.schedulers import SCHEDULERS, schedule

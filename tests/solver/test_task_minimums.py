@@ -8,7 +8,8 @@ from collections import Counter
 import pytest
 
 from solver.config import SolverConfig
-from solver.model import ClusterState, Decision, SolveStatus
+from solver.decision import Decision, SolveStatus
+from solver.model import ClusterState
 from solver.schedulers import schedule
 from solver.validate import check
 from tests.builders import gang, node, pod, queue, state

@@ -10,8 +10,9 @@ import pytest
 from benchmarks import instances
 from solver.baselines import allocate_gangs
 from solver.config import SolverConfig
+from solver.decision import SolveStatus
 from solver.decode import decision_from_placements
-from solver.model import ClusterState, SolveStatus
+from solver.model import ClusterState
 from solver.objective import coefficients, evaluate, shortfall
 from solver.placement import Placer, Policy
 from solver.problem import Problem, prepare

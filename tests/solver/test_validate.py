@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from solver.model import ClusterState, Decision, SolveStatus
+from solver.decision import Decision, SolveStatus
+from solver.model import ClusterState
 from solver.schedulers import schedule
 from solver.validate import Violation, check
 from tests.builders import gang, node, pod, pods_of, queue, state

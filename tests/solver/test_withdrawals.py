@@ -11,9 +11,10 @@ import pytest
 
 from solver.config import SolverConfig
 from solver.cpsat import solve
+from solver.decision import SolveStatus
 from solver.greedy_preemption import greedy_preempt
 from solver.last_stage import with_withdrawals
-from solver.model import ClusterState, SolveStatus
+from solver.model import ClusterState
 from solver.objective import coefficients
 from solver.placement import Placer
 from solver.problem import prepare

@@ -10,17 +10,8 @@ from __future__ import annotations
 from functools import cache
 from typing import NamedTuple
 
-from solver.model import (
-    CPU,
-    EPHEMERAL_STORAGE,
-    GPU,
-    MEMORY,
-    PODS,
-    Resources,
-    Taint,
-    TaintEffect,
-    Toleration,
-)
+from solver.model import CPU, EPHEMERAL_STORAGE, GPU, MEMORY, PODS, Resources
+from solver.scheduling_terms import Taint, TaintEffect, Toleration
 
 GiB = 2**30
 MiB = 2**20

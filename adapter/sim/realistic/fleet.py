@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from adapter.sim.realistic.catalog import HOSTNAME, JITTERED
-from solver.model import GPU, PODS, Node, NodeSelectorTerm, Pod, TaintEffect, Toleration
+from solver.model import GPU, PODS, Node, Pod
 from solver.predicates import tolerates
+from solver.scheduling_terms import NodeSelectorTerm, TaintEffect, Toleration
 
 
 class Constraints(NamedTuple):

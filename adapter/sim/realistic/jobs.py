@@ -28,18 +28,8 @@ from adapter.sim.realistic.catalog import (
     res,
 )
 from adapter.sim.realistic.fleet import Constraints
-from solver.model import (
-    CPU,
-    EPHEMERAL_STORAGE,
-    GPU,
-    MEMORY,
-    Gang,
-    NodeSelectorRequirement,
-    NodeSelectorTerm,
-    Pod,
-    Queue,
-    Resources,
-)
+from solver.model import CPU, EPHEMERAL_STORAGE, GPU, MEMORY, Gang, Pod, Queue, Resources
+from solver.scheduling_terms import NodeSelectorRequirement, NodeSelectorTerm
 
 Roles = list[tuple[str, int, Resources]]  # role (pod name part), pod count, requests
 Member = tuple[str, Resources, str | None]  # pod name part, requests, node (None: pending)

@@ -15,7 +15,8 @@ from adapter.kube.convert import convert
 from adapter.kube.dialects import GROUP_ANNOTATIONS
 from adapter.kube.memo import Memo
 from solver.config import SolverConfig
-from solver.model import MAX_QUANTITY, Decision
+from solver.decision import Decision
+from solver.model import MAX_QUANTITY
 from solver.schedulers import schedule
 from tests.adapter.kube.manifests import volcano_queue
 

@@ -13,7 +13,8 @@ from adapter.loop import run_cycle
 from adapter.metrics import LoopMetrics
 from benchmarks.fake_apiserver import FakeApiServer
 from solver.config import SolverConfig
-from solver.model import ClusterState, Decision, SolveStatus
+from solver.decision import Decision, SolveStatus
+from solver.model import ClusterState
 from solver.schedulers import schedule
 from solver.validate import check
 from tests.adapter.kube.manifests import apply, gang_pods, live_pods, node, podgroup
