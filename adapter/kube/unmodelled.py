@@ -43,8 +43,14 @@ def unmodelled(spec: Obj) -> str | None:
     for constraint in mappings(spec.get("topologySpreadConstraints")):
         if constraint.get("whenUnsatisfiable") == "DoNotSchedule":
             return f"asks for a DoNotSchedule topologySpreadConstraint, {NOT_SCHEDULED}"
-    containers = [*mappings(spec.get("containers")), *mappings(spec.get("initContainers"))]
-    for container in containers:
+    # kube-scheduler's NodePorts reads the app containers' host ports; of the init
+    # containers only sidecars (restartPolicy Always), which run beside them, are taken to
+    # hold theirs. Refused for an init container that runs to completion first, a pod
+    # kube-scheduler places waited for ever.
+    sidecars = [
+        c for c in mappings(spec.get("initContainers")) if c.get("restartPolicy") == "Always"
+    ]
+    for container in [*mappings(spec.get("containers")), *sidecars]:
         for port in mappings(container.get("ports")):
             if port.get("hostPort"):
                 return f"asks for hostPort {port['hostPort']}, {NOT_SCHEDULED}"

@@ -65,6 +65,15 @@ UNMODELLED: dict[str, tuple[dict[str, Any], str]] = {
         "topologySpreadConstraint",
     ),
     "host port": (with_port(pod("p"), containerPort=80, hostPort=8080), "hostPort 8080"),
+    "sidecar host port": (
+        with_spec(
+            pod("p"),
+            initContainers=[
+                {"name": "proxy", "restartPolicy": "Always", "ports": [{"hostPort": 15001}]}
+            ],
+        ),
+        "hostPort 15001",
+    ),
     "DRA": (with_spec(pod("p"), resourceClaims=[{"name": "gpu"}]), "resourceClaims"),
     # VolumeRestrictions keeps two pods of one such disk apart: placed together, the
     # second one's attach fails and it never starts.
@@ -102,10 +111,19 @@ def test_rules_that_only_prefer_are_placed() -> None:
             ],
         ),
         with_port(pod("c"), containerPort=80),  # a container port alone asks for no host port
+        # An init container that runs to completion before the app containers: its host
+        # port is not one kube-scheduler's NodePorts reads.
+        with_spec(pod("e"), initContainers=[{"name": "setup", "ports": [{"hostPort": 9}]}]),
         with_spec(pod("d"), volumes=[{"name": "cfg", "configMap": {"name": "cfg"}}]),
     ]
     conversion = convert([node("n1"), *preferring])
-    assert sorted(p.name for p in conversion.state.pods) == ["team/a", "team/b", "team/c", "team/d"]
+    assert sorted(p.name for p in conversion.state.pods) == [
+        "team/a",
+        "team/b",
+        "team/c",
+        "team/d",
+        "team/e",
+    ]
     assert conversion.findings == []
 
 
