@@ -354,6 +354,8 @@ def convert(
                 node_name = (o.get("spec") or {}).get("nodeName")
                 if isinstance(node_name, str) and node_name in nodes:
                     unknown_room.add(node_name)
+                elif not node_name:
+                    _of_its_gang(findings, o)
                 continue
             name, node_name, gang_name = pod.name, pod.node_name, pod.gang
             if node_name is not None and node_name not in nodes:
@@ -500,6 +502,22 @@ def _claims_read(
         findings.append(
             Finding(kind="Pod", name=name, message=why, reason="FailedScheduling", gang=gang)
         )
+
+
+def _of_its_gang(findings: list[Finding], o: Obj) -> None:
+    """A pending pod refused (its finding the last one made): the finding names its gang,
+    whose status then says that a member exists that gangsat cannot schedule. Else the
+    gang's NotEnoughTasks counted only its other pods, as if the pod did not exist."""
+    if not findings or findings[-1].kind != "Pod" or findings[-1].gang is not None:
+        return
+    try:
+        namespace, name = meta(o)
+        group = group_of(o)
+    except (AttributeError, TypeError, KeyError, ValueError, BadObject):
+        return  # too malformed to name a gang: its finding says so
+    # (A manifest's pod of no namespace is named without one.)
+    if group and findings[-1].name in (f"{namespace}/{name}", name):
+        findings[-1] = findings[-1].model_copy(update={"gang": f"{namespace}/{group}"})
 
 
 def _count_succeeded(pod: Obj, succeeded: defaultdict[str, Counter[str]]) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -55,6 +55,7 @@ from adapter.kube.status import (
     podgroup_status,
     unschedulable_message,
     waiting_for_volumes,
+    with_refused_members,
 )
 from adapter.kube.status_patches import patch_object_status
 from adapter.kube.writer import Writer
@@ -139,15 +140,13 @@ class Reporter:
         # Pods that wait for their volumes are in no snapshot: their gang is live too,
         # and its status says what it waits for (else a gang whose pods all wait said
         # nothing, and one missing a member blamed the cluster's room).
-        waits = _volume_waits(findings)
+        waits = _pod_findings(findings, "FailedScheduling")
+        # Pods gangsat cannot use (a rule it does not check) are in no snapshot either.
+        refused = _pod_findings(findings, "InvalidSpec")
         live = [
-            waiting_for_volumes(
-                s, len(waits[s.gang]), _first(waits[s.gang]), members.get(s.gang, 0)
-            )
-            if s.gang in waits
-            else s
+            _with_held_pods(s, waits, refused, members.get(s.gang, 0))
             for s in report.statuses
-            if s.bound or s.gang in with_pods or s.gang in waits
+            if s.bound or s.gang in with_pods or s.gang in waits or s.gang in refused
         ]
         compared, self._compared = self._compared, {}
         self.pods.new_report()
@@ -472,13 +471,30 @@ class Reporter:
         patch_object_status(self.connections, resource, inline, namespace, name, status, uid)
 
 
-def _volume_waits(findings: Sequence[Finding]) -> dict[str, list[Finding]]:
-    """Per gang (PodGroups only), its pods that wait for their volumes."""
-    waits: dict[str, list[Finding]] = defaultdict(list)
+def _pod_findings(findings: Sequence[Finding], reason: str) -> dict[str, list[Finding]]:
+    """Per gang (PodGroups only), its pods left out of the snapshot for ``reason``: those
+    that wait for their volumes (FailedScheduling), those gangsat cannot use
+    (InvalidSpec)."""
+    found: dict[str, list[Finding]] = defaultdict(list)
     for finding in findings:
-        if finding.gang is not None and finding.reason == "FailedScheduling":
-            waits[finding.gang].append(finding)
-    return waits
+        if finding.gang is not None and finding.reason == reason:
+            found[finding.gang].append(finding)
+    return found
+
+
+def _with_held_pods(
+    status: GangStatus,
+    waits: Mapping[str, list[Finding]],
+    refused: Mapping[str, list[Finding]],
+    members: int,
+) -> GangStatus:
+    """A gang's status, saying which of its pods the snapshot left out, and why."""
+    gang = status.gang
+    if gang in waits:
+        status = waiting_for_volumes(status, len(waits[gang]), _first(waits[gang]), members)
+    if gang in refused:
+        status = with_refused_members(status, len(refused[gang]), _first(refused[gang]))
+    return status
 
 
 def _first(waits: Sequence[Finding]) -> str:

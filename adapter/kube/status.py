@@ -396,3 +396,15 @@ def waiting_for_volumes(status: GangStatus, waiting: int, first: str, members: i
         return status.model_copy(update={"reason": "WaitingForVolumes", "message": message})
     message = f"{status.message}; {note}" if status.message else note
     return status.model_copy(update={"message": message})
+
+
+def with_refused_members(status: GangStatus, refused: int, first: str) -> GangStatus:
+    """A pending gang's status, saying that ``refused`` of its pods exist but gangsat
+    cannot schedule them (``first``: the first of them and why: an ``InvalidSpec``).
+    Those pods are in no snapshot: without this, the gang's NotEnoughTasks counted only
+    the others and read as if its controller had failed to make the rest."""
+    if not refused or status.phase != "Pending":
+        return status
+    note = f"{refused} more pod(s) exist that gangsat cannot schedule ({first})"
+    message = f"{status.message}; {note}" if status.message else note
+    return status.model_copy(update={"message": message})

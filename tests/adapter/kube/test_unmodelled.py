@@ -9,10 +9,17 @@ from typing import Any
 
 import pytest
 
+from adapter.kube.cluster import KubeCluster
 from adapter.kube.convert import convert
 from adapter.kube.memo import Memo
+from adapter.loop import run_cycle
+from benchmarks.fake_apiserver import FakeApiServer
 from solver.schedulers import schedule
-from tests.adapter.kube.test_convert import node, pod
+from tests.adapter.kube.manifests import apply, binds, gang_pods
+from tests.adapter.kube.manifests import node as kube_node
+from tests.adapter.kube.manifests import podgroup as kube_podgroup
+from tests.adapter.kube.test_convert import node, pod, podgroup
+from tests.adapter.kube.test_kube_cluster import FAST, seen
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -241,3 +248,38 @@ def test_a_guard_on_a_jobs_name_keeps_the_jobs_pods_off_its_node() -> None:
     ]
     placed = schedule(convert([*nodes, guard, job]).state, "cpsat").placements
     assert placed and set(placed.values()) == {"n2"}
+
+
+def test_a_refused_member_is_named_with_its_gang_so_the_gang_says_it_exists(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    """A gang of two, one member with a host port: nothing is bound, and the PodGroup
+    says a second pod exists that gangsat cannot schedule (it said "1 pod(s) exist", as
+    if the Job controller had failed to make the other)."""
+    members = gang_pods("g", 2)
+    members[1]["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 80}]
+    apply(server, [kube_node("n1", "8"), kube_podgroup("g", 2), *members])
+    seen(cluster, server)
+    joined = {"pod-group.scheduling.sigs.k8s.io": "g"}
+    conversion = convert(
+        [
+            node("n1"),
+            podgroup("scheduling.sigs.k8s.io/v1alpha1", "g", {"minMember": 2}),
+            pod("g-0", labels=joined),
+            with_port(pod("g-1", labels=joined), containerPort=80, hostPort=80),
+        ]
+    )
+    (finding,) = conversion.findings
+    assert finding.reason == "InvalidSpec" and finding.gang == "team/g"
+
+    run_cycle(cluster, FAST)
+    assert binds(server) == []
+    assert cluster.writer.flush()
+    made = server.get("scheduling.sigs.dev", "podgroups", "default", "g") or {}
+    (condition,) = (made.get("status") or {}).get("conditions") or []
+    message = condition["message"]
+    assert message.startswith("2/2 tasks in gang unschedulable: NotEnoughTasks: 1 pod(s) exist")
+    assert (
+        "1 more pod(s) exist that gangsat cannot schedule (default/g-1: asks for hostPort 80"
+        in (message)
+    )
