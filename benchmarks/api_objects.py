@@ -35,7 +35,7 @@ from adapter.quantity import quantity
 from benchmarks.cluster_setup import ADMITTED_TOLERATIONS
 from benchmarks.footprint import node_manifest
 from solver.model import CPU, PODS, ClusterState, Gang, Node, Pod, Queue, Resources
-from solver.scheduling_terms import NodeSelectorRequirement
+from solver.scheduling_terms import NodeSelectorRequirement, both
 
 Obj = dict[str, Any]
 
@@ -187,7 +187,12 @@ def pod_object(pod: Pod, index: int, scheduler: str = "gangsat") -> Obj:
         spec["preemptionPolicy"] = "Never"
     if pod.node_selector:
         spec["nodeSelector"] = dict(pod.node_selector)
-    if pod.affinity:
+    # What its volumes or bound pods' anti-affinity add (``NodeRule``) is written as
+    # node affinity: the nodes it allows are the same.
+    affinity = pod.affinity
+    for rule in pod.node_rules:
+        affinity = both(affinity, rule.terms)
+    if affinity:
         terms = [
             {
                 k: v
@@ -197,7 +202,7 @@ def pod_object(pod: Pod, index: int, scheduler: str = "gangsat") -> Obj:
                 )
                 if v
             }
-            for term in pod.affinity
+            for term in affinity
         ]
         spec["affinity"] = {
             "nodeAffinity": {

@@ -57,7 +57,7 @@ def read_label_keys(pods: Iterable[Pod]) -> dict[str, frozenset[str] | None]:
         prev = pod
         for key, value in pod.node_selector.items():
             read(key, (value,))
-        for term in pod.affinity:
+        for term in (*pod.affinity, *(t for rule in pod.node_rules for t in rule.terms)):
             for req in term.match_expressions:
                 read(req.key, req.values, req.operator in ("Gt", "Lt"))
             for req in term.match_fields:

@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from solver.frozen import Frozen, forget_made
-from solver.scheduling_terms import NodeSelectorTerm, Taint, Toleration
+from solver.scheduling_terms import NodeRule, NodeSelectorTerm, Taint, Toleration
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -195,6 +195,10 @@ class Pod(Frozen):
         default=(), description="required node affinity terms, ORed"
     )
     tolerations: tuple[Toleration, ...] = ()
+    node_rules: tuple[NodeRule, ...] = Field(
+        default=(),
+        description="node affinity its volumes or bound pods' anti-affinity add, each to hold",
+    )
     node_name: str | None = Field(default=None, description="set when already bound")
     created_s: float = 0.0
     gates: tuple[str, ...] = Field(
@@ -263,11 +267,17 @@ class Pod(Frozen):
             self.node_selector == other.node_selector
             and self.affinity == other.affinity
             and self.tolerations == other.tolerations
+            and self.node_rules == other.node_rules
         )
 
     def placement_key(self) -> tuple[object, ...]:
         """What node predicates read from the pod (resources aside)."""
-        return (tuple(sorted(self.node_selector.items())), self.affinity, self.tolerations)
+        return (
+            tuple(sorted(self.node_selector.items())),
+            self.affinity,
+            self.tolerations,
+            self.node_rules,
+        )
 
     def gang_name(self) -> str:
         return self.gang if self.gang is not None else IMPLICIT_GANG_PREFIX + self.name

@@ -18,6 +18,7 @@ from solver.model import PODS, Node, Pod
 from solver.scheduling_terms import (
     NODE_NAME_FIELD,
     NodeSelectorRequirement,
+    NodeSelectorTerm,
     Taint,
     TaintEffect,
     Toleration,
@@ -31,6 +32,11 @@ CORDONED = Taint(key="node.kubernetes.io/unschedulable", effect=TaintEffect.NO_S
 SELECTOR_MISMATCH = "node(s) didn't match node selector"
 AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity"
 TOO_MANY_PODS = "Too many pods"
+# kube-scheduler's words for a node a pod's volumes, or a bound pod's anti-affinity, rule
+# out (``NodeRule``).
+VOLUME_CONFLICT = "node(s) had volume node affinity conflict"
+NO_VOLUME_ZONE = "node(s) had no available volume zone"
+EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 
 
 def _requirement_holds(req: NodeSelectorRequirement, labels: Mapping[str, str]) -> bool:
@@ -106,19 +112,26 @@ def placement_reason(pod: Pod, node: Node) -> str | None:
     for key, value in pod.node_selector.items():
         if node.labels.get(key) != value:
             return SELECTOR_MISMATCH
-    # An empty term matches no node, as in Kubernetes.
-    if pod.affinity and not any(
-        (term.match_expressions or term.match_fields)
-        and all(_requirement_holds(req, node.labels) for req in term.match_expressions)
-        and all(_requirement_holds(req, {NODE_NAME_FIELD: node.name}) for req in term.match_fields)
-        for term in pod.affinity
-    ):
+    if pod.affinity and not any(term_holds(term, node) for term in pod.affinity):
         return AFFINITY_MISMATCH
     taint = untolerated_taint(pod, node)
     if taint is not None:
         shown = f"{taint.key}: {taint.value}" if taint.value else taint.key
         return f"node(s) had untolerated taint {{{shown}}}"
+    for rule in pod.node_rules:
+        if not any(term_holds(term, node) for term in rule.terms):
+            return rule.reason
     return None
+
+
+def term_holds(term: NodeSelectorTerm, node: Node) -> bool:
+    """Whether ``node`` meets every requirement of ``term``; an empty term matches no
+    node, as in Kubernetes."""
+    return (
+        bool(term.match_expressions or term.match_fields)
+        and all(_requirement_holds(req, node.labels) for req in term.match_expressions)
+        and all(_requirement_holds(req, {NODE_NAME_FIELD: node.name}) for req in term.match_fields)
+    )
 
 
 def insufficient(demand: Mapping[str, int], free: Mapping[str, int]) -> list[str]:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
+from itertools import product
 from typing import Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from solver.frozen import Frozen, Hashed
 
@@ -89,3 +90,35 @@ class NodeSelectorTerm(Hashed):
 
     match_expressions: tuple[NodeSelectorRequirement, ...] = ()
     match_fields: tuple[NodeSelectorRequirement, ...] = ()
+
+
+class NodeRule(Hashed):
+    """Node affinity a pod is held to besides its own, with the reason kube-scheduler
+    gives for a node that fails it: what a bound volume asks of a node ("node(s) had
+    volume node affinity conflict"), or a bound pod's anti-affinity ("node(s) didn't
+    satisfy existing pods anti-affinity rules"). Folded into the pod's own affinity, a
+    pod kept off by either was told its own node affinity did not match. Its terms are
+    ORed, as a node affinity's; a pod's rules all hold."""
+
+    reason: str = Field(min_length=1)
+    terms: tuple[NodeSelectorTerm, ...] = Field(min_length=1)
+
+
+def both(
+    ours: tuple[NodeSelectorTerm, ...], theirs: tuple[NodeSelectorTerm, ...]
+) -> tuple[NodeSelectorTerm, ...]:
+    """Terms that hold where one of ``ours`` and one of ``theirs`` hold (``ours`` empty:
+    no affinity, any node): a pod's affinity and its ``NodeRule``s written as one node
+    affinity. A term without requirements matches no node, and stays one."""
+    if not ours:
+        return theirs
+    return tuple(dict.fromkeys(_and(a, b) for a, b in product(ours, theirs)))
+
+
+def _and(a: NodeSelectorTerm, b: NodeSelectorTerm) -> NodeSelectorTerm:
+    if not (a.match_expressions or a.match_fields) or not (b.match_expressions or b.match_fields):
+        return a if not (a.match_expressions or a.match_fields) else b
+    return NodeSelectorTerm(
+        match_expressions=tuple(dict.fromkeys((*a.match_expressions, *b.match_expressions))),
+        match_fields=tuple(dict.fromkeys((*a.match_fields, *b.match_fields))),
+    )

@@ -20,11 +20,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapter.kube.affinity import both
 from adapter.kube.budgets import selects
 from adapter.kube.fields import Obj, mappings
 from solver.model import Node, Pod
-from solver.scheduling_terms import NodeSelectorRequirement, NodeSelectorTerm
+from solver.predicates import EXISTING_ANTI_AFFINITY
+from solver.scheduling_terms import NodeRule, NodeSelectorRequirement, NodeSelectorTerm
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 # Inline volumes that VolumeRestrictions lets no two pods of a node (or any node) share.
@@ -125,10 +125,11 @@ class BoundAntiAffinity:
 
 
 def kept_off(pod: Pod, requirements: tuple[NodeSelectorRequirement, ...]) -> Pod:
-    """``pod`` with ``requirements`` added to each of its node affinity terms (or as its
-    one term): wherever it goes, they hold. An empty term matches no node, and stays so:
-    given the requirements, it matched every node they allow."""
+    """``pod`` held to ``requirements`` besides its own affinity, wherever it goes; a node
+    that fails them is one that "didn't satisfy existing pods anti-affinity rules"."""
     if not requirements:
         return pod
-    terms = both(pod.affinity, (NodeSelectorTerm(match_expressions=requirements),))
-    return pod.model_copy(update={"affinity": terms})
+    rule = NodeRule(
+        reason=EXISTING_ANTI_AFFINITY, terms=(NodeSelectorTerm(match_expressions=requirements),)
+    )
+    return pod.model_copy(update={"node_rules": (*pod.node_rules, rule)})

@@ -3,8 +3,9 @@
 Training jobs mount datasets and checkpoints through claims; most are bound to volumes
 any node reaches (NFS, object-store CSI drivers: no node affinity), some to volumes one
 zone or one node reaches. So a claim is no reason to refuse a pod: where its volume is
-bound, the volume's node affinity (``spec.nodeAffinity.required``) is added to the pod's
-own, and the pod goes wherever both allow. A claim gangsat cannot place the pod for
+bound, the pod is held to the volume's node affinity (``spec.nodeAffinity.required``)
+and zone besides its own (``solver.scheduling_terms.NodeRule``), and goes wherever all
+allow. A claim gangsat cannot place the pod for
 makes the pod wait, with the reason, as kube-scheduler's ``VolumeBinding`` and
 ``VolumeRestrictions`` filters do:
 
@@ -39,15 +40,17 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from adapter.kube.affinity import both
 from adapter.kube.fields import BadObject, Obj, listed, mappings
 from adapter.kube.pods import node_selector_terms
 from solver.model import Pod
-from solver.scheduling_terms import NODE_NAME_FIELD, NodeSelectorRequirement, NodeSelectorTerm
+from solver.predicates import NO_VOLUME_ZONE, VOLUME_CONFLICT
+from solver.scheduling_terms import (
+    NODE_NAME_FIELD,
+    NodeRule,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+)
 
-# Above this many terms (the product of the pod's and its volumes' alternatives), the
-# pod waits: each term is checked against every node in every cycle.
-MAX_TERMS = 64
 RWOP = "ReadWriteOncePod"
 ZONE, REGION = "topology.kubernetes.io/zone", "topology.kubernetes.io/region"
 BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"
@@ -125,34 +128,24 @@ class Claims:
         return waits
 
     def placed(self, pod: Pod, names: list[tuple[str, bool]], uid: str | None) -> Pod:
-        """``pod`` with the node affinity of the volumes its claims ``names`` are bound
-        to; ``Waits`` if one of them keeps it from every node now, ``BadObject`` if a
-        claim or volume is malformed. ``uid``: the pod's, which a generic ephemeral
-        volume's claim must be controlled by."""
-        terms: tuple[NodeSelectorTerm, ...] = pod.affinity
-        applied: set[tuple[NodeSelectorTerm, ...]] = set()
+        """``pod`` held to what the volumes its claims ``names`` are bound to ask of a
+        node (``NodeRule``s, each with kube-scheduler's reason for a node that fails it);
+        ``Waits`` if one of them keeps it from every node now, ``BadObject`` if a claim or
+        volume is malformed. ``uid``: the pod's, which a generic ephemeral volume's claim
+        must be controlled by."""
+        rules: dict[NodeRule, None] = dict.fromkeys(pod.node_rules)
         for name, ephemeral in names:
             try:
-                volume_terms = self._terms(pod, name, ephemeral, uid)
+                # Volumes of one zone ask the same: one rule.
+                rules.update(dict.fromkeys(self._rules(pod, name, ephemeral, uid)))
             except (KeyError, TypeError, AttributeError, ValueError, ValidationError) as e:
                 raise BadObject(f"PersistentVolumeClaim {name!r} or its volume: {e!r}") from e
-            for alternatives in volume_terms:
-                # Volumes of one zone ask the same: ANDed again, the terms would multiply.
-                if alternatives in applied:
-                    continue
-                applied.add(alternatives)
-                terms = both(terms, alternatives)
-                if len(terms) > MAX_TERMS:
-                    raise Waits(
-                        f"its node affinity and its volumes' allow nodes in {len(terms)} "
-                        f"ways, above the {MAX_TERMS} gangsat reads"
-                    )
-        return pod if terms == pod.affinity else pod.model_copy(update={"affinity": terms})
+        held = tuple(rules)
+        return pod if held == pod.node_rules else pod.model_copy(update={"node_rules": held})
 
-    def _terms(
-        self, pod: Pod, name: str, ephemeral: bool, uid: str | None
-    ) -> list[tuple[NodeSelectorTerm, ...]]:
-        """What the claim's volume asks of a node: ORed terms, ANDed with each other."""
+    def _rules(self, pod: Pod, name: str, ephemeral: bool, uid: str | None) -> list[NodeRule]:
+        """What the claim's volume asks of a node: its zone (VolumeZone) and its node
+        affinity (VolumeBinding), each a rule of ORed terms."""
         key = f"{pod.namespace}/{name}"
         claim = self.claims.get(key)
         what = f"PersistentVolumeClaim {name!r}"
@@ -176,13 +169,13 @@ class Claims:
         volume = self.volumes.get(str(volume_name))
         if volume is None:
             raise Waits(f"waits for PersistentVolume {volume_name!r} of {what}: not found")
-        asked = [*_zones(volume)]
+        asked = [NodeRule(reason=NO_VOLUME_ZONE, terms=terms) for terms in _zones(volume)]
         required = ((volume.get("spec") or {}).get("nodeAffinity") or {}).get("required")
         if required:
             terms = tuple(_by_labels(t) for t in node_selector_terms(required))
             if not any(t.match_expressions or t.match_fields for t in terms):
                 raise Waits(f"PersistentVolume {volume_name!r} of {what} allows no node")
-            asked.append(terms)
+            asked.append(NodeRule(reason=VOLUME_CONFLICT, terms=terms))
         return asked
 
 

@@ -151,12 +151,12 @@ def test_a_bound_pods_required_anti_affinity_keeps_the_pods_it_selects_off_its_d
     placed = schedule(conversion.state, "cpsat").placements
     assert placed["team/selected"] == "n2"  # never n1, though n1 has room
     by_name = {p.name: p for p in conversion.state.pods}
-    assert by_name["team/other"].affinity == () and by_name["other/elsewhere"].affinity == ()
+    assert by_name["team/other"].node_rules == () and by_name["other/elsewhere"].node_rules == ()
     # A namespaceSelector reads any namespace: never too few.
     wide = copy.deepcopy(guard)
     wide["spec"]["affinity"]["podAntiAffinity"][REQUIRED][0]["namespaceSelector"] = {}
     state = convert([*objects[:2], wide, *objects[3:]]).state
-    assert {p.name for p in state.pods if p.affinity} == {"team/selected", "other/elsewhere"}
+    assert {p.name for p in state.pods if p.node_rules} == {"team/selected", "other/elsewhere"}
     # A zone-wide term keeps the pod off every node of the bound pod's zone, and a node
     # without the zone label is in no domain.
     zonal = copy.deepcopy(guard)
@@ -283,3 +283,20 @@ def test_a_refused_member_is_named_with_its_gang_so_the_gang_says_it_exists(
         "1 more pod(s) exist that gangsat cannot schedule (default/g-1: asks for hostPort 80"
         in (message)
     )
+
+
+def test_a_pod_a_bound_pods_anti_affinity_keeps_off_is_told_so_in_kube_schedulers_words() -> None:
+    """Told before that its own node affinity did not match, though it had none."""
+    guard = with_spec(
+        pod("guard", node_name="n1"), affinity={"podAntiAffinity": {REQUIRED: [TERM]}}
+    )
+    pinned = with_spec(pod("p", labels={"app": "x"}), nodeSelector={"kubernetes.io/hostname": "n1"})
+    nodes = [
+        node(n, metadata={"name": n, "labels": {"kubernetes.io/hostname": n}}) for n in ("n1", "n2")
+    ]
+    decision = schedule(convert([*nodes, guard, pinned]).state, "cpsat").explained()
+    assert decision.placements == {}
+    why = decision.unschedulable["pod:team/p"]
+    assert "1 node(s) didn't satisfy existing pods anti-affinity rules" in why
+    assert "1 node(s) didn't match node selector" in why
+    assert "node affinity" not in why

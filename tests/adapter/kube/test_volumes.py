@@ -15,7 +15,7 @@ from adapter.kube.memo import Memo
 from adapter.kube.resources import CLAIMS, VOLUMES
 from adapter.loop import run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
-from solver.predicates import placement_reason
+from solver.predicates import NO_VOLUME_ZONE, placement_reason
 from solver.schedulers import schedule
 from tests.adapter.kube.manifests import apply, binds, bound_pods, gang_pods, wait_until
 from tests.adapter.kube.manifests import node as kube_node
@@ -92,8 +92,18 @@ def test_a_pod_goes_where_its_bound_volume_is_reached() -> None:
     # A volume every node reaches (NFS, an object store's driver) adds nothing.
     reachable = [*NODES, claim("data"), volume(), mounting(pod("p"), "data")]
     (read,) = convert(reachable).state.pods
-    assert read.affinity == ()
+    assert read.affinity == () and read.node_rules == ()
     assert "team/p" in placed(reachable)
+
+
+def test_a_node_the_volume_does_not_reach_is_named_so_as_kube_scheduler_names_it() -> None:
+    """Told before that the pod's own node affinity did not match, though it had none."""
+    full = {**zoned("b1", "b"), "status": {"allocatable": {"cpu": "0", "pods": "110"}}}
+    objects = [zoned("a1", "a"), full, claim("data"), volume(terms=[in_zones("b")])]
+    decision = schedule(convert([*objects, mounting(pod("p"), "data")]).state, "cpsat")
+    why = decision.explained().unschedulable["pod:team/p"]
+    assert "1 node(s) had volume node affinity conflict" in why and "1 Insufficient cpu" in why
+    assert "node affinity" not in why.replace("volume node affinity", "")
 
 
 def test_the_pods_own_affinity_and_each_volumes_all_hold() -> None:
@@ -263,7 +273,8 @@ def test_volumes_of_one_zone_ask_it_once() -> None:
     conversion = convert(objects)
     assert conversion.findings == []
     (read,) = conversion.state.pods
-    assert len(read.affinity) == 5
+    ((rule,),) = {read.node_rules}  # one rule, of five alternatives
+    assert (len(rule.terms), rule.reason) == (5, NO_VOLUME_ZONE)
     assert placed(objects) == {"team/p": "a1"}
 
 
