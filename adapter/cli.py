@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn
@@ -36,12 +35,12 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
+from adapter.cli_kube import LogLevel, kube_style, run_cluster
 from adapter.errors import message
 from adapter.inputs import BadInput, read_objects, read_state
 from adapter.kube.convert import convert
-from adapter.kube.launch import launch
-from adapter.kube.run import KubeOptions, in_cluster, pod_namespace
-from adapter.kube.source import ClusterSource, SourceError, cluster_source
+from adapter.kube.run import in_cluster
+from adapter.kube.source import SourceError, cluster_source
 from adapter.loop import LoopSettings
 from adapter.metrics import installed_version
 from adapter.runlog import ABOUT, EVICTED_GLOSSARY, GLOSSARY, RunLog, summary_table
@@ -65,16 +64,6 @@ app = typer.Typer(
 )
 
 EXIT_BAD_INPUT = 2
-LogLevel = Literal["debug", "info", "warning", "error"]
-# Kubernetes components take booleans as --flag=false; typer's are --flag/--no-flag.
-BOOLEAN_FLAGS = ("--leader-elect",)
-# Names as the API server validates them: a Lease's a DNS-1123 subdomain (at most 253
-# characters), a namespace's a DNS-1123 label (no dots, at most 63).
-DNS_1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-DNS_NAMES = {
-    "--lease-name": (re.compile(rf"{DNS_1123_LABEL}(\.{DNS_1123_LABEL})*"), 253, "subdomain"),
-    "--lease-namespace": (re.compile(DNS_1123_LABEL), 63, "label"),
-}
 DEFAULT_SCENARIO = "seed-deadlock"
 RUN_ORDER = ("greedy", "gang-greedy", "cpsat")
 DETAIL_MAX_JOBS = 30
@@ -380,8 +369,8 @@ def run(
     except SourceError as e:
         _fail([str(e)])
     if source is not None:
-        raise typer.Exit(
-            _run_kube(
+        try:
+            status = run_cluster(
                 source,
                 (log_level, log_format),
                 scheduler_names,
@@ -395,7 +384,9 @@ def run(
                 time_limit,
                 sync_timeout,
             )
-        )
+        except BadInput as e:
+            _fail(e.lines)
+        raise typer.Exit(status)
     cluster_only = {"--cycles": cycles, "--scheduler-name": scheduler_names}
     if flags := [flag for flag, value in cluster_only.items() if value is not None]:
         # Accepted and ignored, --cycles 1 ran every cycle of the scenario.
@@ -462,66 +453,6 @@ def run(
             )
         except OSError as e:
             _fail([f"--json {json_out}: cannot write: {e}"])
-
-
-def _run_kube(
-    source: ClusterSource,
-    logs: tuple[LogLevel, Literal["text", "json"]],
-    scheduler_names: list[str] | None,
-    settings_file: Path | None,
-    metrics_port: int,
-    leader_elect: bool,
-    lease_namespace: str | None,
-    lease_name: str,
-    cycles: int | None,
-    scheduler: list[str] | None,
-    time_limit: float | None,
-    sync_timeout: float = 60.0,
-) -> int:
-    if scheduler and len(scheduler) != 1:
-        _fail([f"--scheduler: a cluster is scheduled by one of {', '.join(SCHEDULERS)}"])
-    if scheduler_names and not all(n.strip() for n in scheduler_names):
-        _fail(["--scheduler-name: a scheduler name cannot be empty"])
-    for flag, value in (("--lease-name", lease_name), ("--lease-namespace", lease_namespace)):
-        pattern, most, kind = DNS_NAMES[flag]
-        if value is not None and not (len(value) <= most and pattern.fullmatch(value)):
-            # The API server would refuse it on every attempt, and the replica never lead.
-            _fail([f"{flag}: {value!r} is not a DNS-1123 {kind} (at most {most} characters)"])
-    options = KubeOptions(
-        settings_path=settings_file,
-        metrics_port=metrics_port,
-        leader_elect=leader_elect,
-        lease_namespace=lease_namespace or pod_namespace(),
-        lease_name=lease_name,
-        max_cycles=cycles,
-        scheduler=scheduler[0] if scheduler else None,
-        time_limit_s=time_limit,
-        scheduler_names=tuple(scheduler_names) if scheduler_names else None,
-        sync_timeout_s=sync_timeout,
-    )
-    try:
-        settings = Settings.load(settings_file) if settings_file is not None else Settings()
-        options.applied(settings)  # the flags are checked as the settings file is
-    except SettingsError as e:
-        _fail(str(e).splitlines())
-    return launch(source, settings, options, *logs)
-
-
-# Go's strconv.ParseBool, which kube-scheduler's flags take.
-GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
-GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
-
-
-def kube_style(argv: list[str]) -> list[str]:
-    """``--leader-elect=false`` as kube-scheduler takes it, in typer's spelling."""
-    out = []
-    for arg in argv:
-        name, eq, value = arg.partition("=")
-        if eq and name in BOOLEAN_FLAGS and value in (*GO_TRUE, *GO_FALSE):
-            out.append(name if value in GO_TRUE else f"--no-{name[2:]}")
-        else:
-            out.append(arg)
-    return out
 
 
 def main() -> None:

@@ -372,7 +372,7 @@ def test_a_scenario_inside_a_pod_simulates_and_never_schedules_the_cluster(
     def no_cluster(*_: object, **__: object) -> int:
         raise AssertionError("a simulation must not talk to a cluster")
 
-    monkeypatch.setattr(cli, "_run_kube", no_cluster)
+    monkeypatch.setattr(cli, "run_cluster", no_cluster)
     result = CliRunner().invoke(app, ["run", "--scenario", "seed-deadlock", "-s", "gang-greedy"])
     assert result.exit_code == 0, result.output
     assert "Summary: seed-deadlock" in result.stdout
