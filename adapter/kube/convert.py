@@ -43,7 +43,6 @@ from adapter.kube.fields import (
     created_s,
     finished,
     meta,
-    quantities,
     scheduler_of,
 )
 from adapter.kube.gang_groups import GangGroups, listed
@@ -55,16 +54,15 @@ from adapter.kube.members import (
     workload_instances,
 )
 from adapter.kube.memo import Memo, Seen, Shapes
+from adapter.kube.nodes import node_of_object
 from adapter.kube.pods import TASK_ANNOTATION, pod_of_object, room_held
 from adapter.kube.reading import MISSING, Finding, Reading
 from adapter.kube.unmodelled import BoundAntiAffinity, kept_off
 from adapter.kube.unusable import closed, out_of_service
 from adapter.kube.volumes import Claims, Waits
-from solver.model import ClusterState, Gang, Node, Pod, Queue, Resources
-from solver.scheduling_terms import Taint
+from solver.model import ClusterState, Gang, Node, Pod, Queue
 
 VOLUME_KINDS = ("PersistentVolumeClaim", "PersistentVolume")
-NOT_READY, UNREACHABLE = "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"
 ROOM_ONLY = "read only for the room it holds"
 
 
@@ -96,42 +94,6 @@ class Conversion:
     # Gangs whose pods all name another scheduler (bound by it): their pods count for the
     # room they hold, but their PodGroups are that scheduler's to report on.
     foreign_gangs: frozenset[str] = frozenset()
-
-
-# --- objects -----------------------------------------------------------------------------
-
-
-def _node(obj: Obj) -> Node:
-    _, name = meta(obj)
-    status = obj.get("status") or {}
-    spec = obj.get("spec") or {}
-    allocatable = status.get("allocatable") or status.get("capacity")
-    if not allocatable:
-        raise BadObject("status.allocatable is missing")
-    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
-    taints = tuple(
-        Taint(key=t["key"], value=t.get("value") or "", effect=t["effect"])
-        for t in spec.get("taints") or []
-    )
-    # kube-scheduler reads readiness through the taints the node lifecycle controller
-    # adds (not-ready when Ready is False, unreachable when Unknown); a node read before
-    # the controller tainted it gets the taint here, so only pods that tolerate it go
-    # there, as they will once it is tainted.
-    ready = conditions.get("Ready", "True")
-    condition_taint = None if ready == "True" else UNREACHABLE if ready == "Unknown" else NOT_READY
-    # (NoSchedule: every pod tolerates the NoExecute one a while, DefaultTolerationSeconds)
-    if condition_taint and not any(
-        t.key == condition_taint and t.effect == "NoSchedule" for t in taints
-    ):
-        taints = (*taints, Taint(key=condition_taint, effect="NoSchedule"))
-    return Node(
-        name=name,
-        allocatable=Resources(quantities(allocatable, "status.allocatable", held=True)),
-        labels=(obj.get("metadata") or {}).get("labels") or {},
-        taints=taints,
-        unschedulable=bool(spec.get("unschedulable")),
-        ready=condition_taint is None,
-    )
 
 
 # --- the whole set ------------------------------------------------------------------------
@@ -245,7 +207,7 @@ def convert(
         kind = o.get("kind")
         group = api_group(str(o.get("apiVersion") or ""))
         if kind == "Node":
-            node = attempt("Node", o, lambda o=o: _node(o))
+            node = attempt("Node", o, lambda o=o: node_of_object(o))
             if node is not None:
                 keep("Node", nodes, node.name, node)
             elif isinstance(raw := o.get("metadata"), Mapping) and raw.get("name"):
