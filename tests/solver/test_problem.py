@@ -8,7 +8,8 @@ import numpy as np
 
 from solver.config import MAX_WEIGHT, SHARE_SCALE, ObjectiveWeights, SolverConfig
 from solver.model import CPU, DEFAULT_QUEUE, MEMORY, PODS
-from solver.problem import NO_CAP, prepare
+from solver.problem import prepare
+from solver.queue_info import NO_CAP
 from solver.schedulers import schedule
 from solver.units import MAX_SHARE_UNITS, share_units
 from tests.builders import gang, node, pod, pods_of, queue, state
