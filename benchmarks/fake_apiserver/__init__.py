@@ -50,7 +50,7 @@ costs more than a get): every non-watch request costs the same, and watch events
 nothing extra. How that leans: a PodDisruptionBudget's healthy pods are counted on the
 spot (bound, Running, Ready unless no condition says: no kubelet posts one) where a real
 server reads the status the disruption controller keeps; a binding's resourceVersion
-precondition and a bind of a pod being deleted are not refused; bookmarks come every
+precondition is not checked; bookmarks come every
 ``bookmark_interval_s`` whether or not the version moved (a real server sends one about a
 minute, and only once its version has moved past the watch's: a quiet collection may
 get none for minutes; 0 here sends none), so a dropped watch resumes from a fresher

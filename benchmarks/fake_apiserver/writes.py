@@ -403,19 +403,21 @@ class _Writes(_Admission, _Registry):
                 f"{current['metadata'].get('uid')}",
                 details={"name": name, "kind": binding_res},
             )
-        if spec.get("nodeName"):
+        # As kube-apiserver's pod registry refuses a bind, in its order; each refusal is
+        # a 409 Conflict on pods/binding. A pending pod being deleted (a Job's, held by
+        # its tracking finalizer) or one still gated is never bound.
+        refusal = None
+        if current["metadata"].get("deletionTimestamp"):
+            refusal = f"pod {name} is being deleted, cannot be assigned to a host"
+        elif spec.get("nodeName"):
+            refusal = f'pod {name} is already assigned to node "{spec["nodeName"]}"'
+        elif spec.get("schedulingGates"):
+            refusal = f"pod {name} has non-empty .spec.schedulingGates"
+        if refusal is not None:
             raise FakeApiError(
                 409,
-                f'Operation cannot be fulfilled on {binding_res} "{name}": pod {name} is '
-                f'already assigned to node "{spec["nodeName"]}"',
+                f'Operation cannot be fulfilled on {binding_res} "{name}": {refusal}',
                 details={"name": name, "kind": binding_res},
-            )
-        if spec.get("schedulingGates"):
-            # As kube-apiserver: a pod with scheduling gates cannot be bound.
-            raise FakeApiError(
-                400,
-                f'Binding "{name}" is invalid: pod has scheduling gates',
-                details={"name": name, "kind": "Binding"},
             )
         status = dict(current.get("status") or {})
         conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]

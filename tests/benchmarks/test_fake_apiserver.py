@@ -441,6 +441,33 @@ def test_binding(server: FakeApiServer, api: Any) -> None:
     ]
 
 
+def test_a_gated_pod_or_one_being_deleted_is_never_bound(
+    server: FakeApiServer, api: Any
+) -> None:
+    """As kube-apiserver's pod registry: each a 409 Conflict on pods/binding (gangsat reads
+    the pod then, and counts the bind failed), never bound."""
+    core: Any = client.CoreV1Api(api)
+    gated = pod("gated")
+    gated["spec"]["schedulingGates"] = [{"name": "kueue"}]
+    server.put(gated)
+    # Held by a Job's tracking finalizer, as a deleted one is stored (a put replaces the
+    # stored object whole; a create would drop the deletionTimestamp).
+    leaving = server.put(pod("leaving"))
+    leaving["metadata"]["finalizers"] = ["batch.kubernetes.io/job-tracking"]
+    leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    server.put(leaving)
+    for name, why in (
+        ("gated", "pod gated has non-empty .spec.schedulingGates"),
+        ("leaving", "pod leaving is being deleted, cannot be assigned to a host"),
+    ):
+        with pytest.raises(ApiException) as refused:
+            bind(core, name, "node-1")
+        assert refused.value.status == 409
+        message = json.loads(refused.value.body)["message"]
+        assert message == f'Operation cannot be fulfilled on pods/binding "{name}": {why}'
+        assert not (server.get("", "pods", NS, name) or {})["spec"].get("nodeName")
+
+
 def test_pod_updates_cannot_bind(server: FakeApiServer, api: Any) -> None:
     core: Any = client.CoreV1Api(api)
     server.put(pod("a"))
