@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from solver.model import PODS, Node, Pod
 from solver.scheduling_terms import (
     NODE_NAME_FIELD,
+    NodeRule,
     NodeSelectorRequirement,
     NodeSelectorTerm,
     Taint,
@@ -37,6 +38,9 @@ TOO_MANY_PODS = "Too many pods"
 VOLUME_CONFLICT = "node(s) had volume node affinity conflict"
 NO_VOLUME_ZONE = "node(s) had no available volume zone"
 EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+# kube-scheduler's filters read these in this order (VolumeBinding, VolumeZone,
+# InterPodAffinity), and a node is counted under the first that fails it.
+RULE_ORDER = {VOLUME_CONFLICT: 0, NO_VOLUME_ZONE: 1, EXISTING_ANTI_AFFINITY: 2}
 
 
 def _requirement_holds(req: NodeSelectorRequirement, labels: Mapping[str, str]) -> bool:
@@ -174,3 +178,12 @@ def summarize(reasons: Counter[str], nodes_total: int, nodes_available: int = 0)
     )
     head = f"{nodes_available}/{nodes_total} nodes are available"
     return f"{head}: {parts}" if parts else head
+
+
+def held_to(pod: Pod, rules: Iterable[NodeRule]) -> Pod:
+    """``pod`` held to ``rules`` as well, each once, in the order kube-scheduler's filters
+    read them (``RULE_ORDER``), so that a node failing two is counted as it counts it."""
+    merged = tuple(
+        sorted(dict.fromkeys((*pod.node_rules, *rules)), key=lambda r: RULE_ORDER.get(r.reason, 3))
+    )
+    return pod if merged == pod.node_rules else pod.model_copy(update={"node_rules": merged})

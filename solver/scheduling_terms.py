@@ -95,8 +95,9 @@ class NodeSelectorTerm(Hashed):
 class NodeRule(Hashed):
     """Node affinity a pod is held to besides its own, with the reason kube-scheduler
     gives for a node that fails it: what a bound volume asks of a node ("node(s) had
-    volume node affinity conflict"), or a bound pod's anti-affinity ("node(s) didn't
-    satisfy existing pods anti-affinity rules"). Folded into the pod's own affinity, a
+    volume node affinity conflict", or of its zone labels "node(s) had no available
+    volume zone"), or a bound pod's anti-affinity ("node(s) didn't satisfy existing pods
+    anti-affinity rules"). Folded into the pod's own affinity, a
     pod kept off by either was told its own node affinity did not match. Its terms are
     ORed, as a node affinity's; a pod's rules all hold."""
 

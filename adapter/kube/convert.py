@@ -455,9 +455,10 @@ def _claims_read(
         except (Waits, BadObject) as e:
             pod = pods.pop(name)
             waits = isinstance(e, Waits)
-            reason, gang = ("FailedScheduling", pod.gang) if waits else ("InvalidSpec", None)
+            # Either way of its gang: its status says the member waits, or is refused.
+            reason = "FailedScheduling" if waits else "InvalidSpec"
             findings.append(
-                Finding(kind="Pod", name=name, message=str(e), reason=reason, gang=gang)
+                Finding(kind="Pod", name=name, message=str(e), reason=reason, gang=pod.gang)
             )
     for name, why in sorted(claims.one_at_a_time(placeable).items()):
         gang = pods.pop(name).gang

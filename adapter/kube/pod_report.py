@@ -29,6 +29,8 @@ from adapter.kube.written import Written
 
 
 class PodReports:
+    """The pods' part of a report; ``Reporter`` owns it and calls it for each cycle."""
+
     def __init__(
         self,
         cache: ClusterCache,

@@ -25,8 +25,8 @@ class Finding(BaseModel):
     # The Event's reason: a spec gangsat cannot use, or a pod that waits for something
     # to change (its volumes) as kube-scheduler reports one it cannot place.
     reason: str = "InvalidSpec"
-    # A pod that waits: its PodGroup's gang (none for a pod of no group), whose status
-    # then says why it waits too.
+    # A pod that waits, or one refused: its gang (none for a pod of no group), whose
+    # status then says why that member is not scheduled too.
     gang: str | None = None
 
     def __str__(self) -> str:

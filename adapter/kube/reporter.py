@@ -472,7 +472,7 @@ class Reporter:
 
 
 def _pod_findings(findings: Sequence[Finding], reason: str) -> dict[str, list[Finding]]:
-    """Per gang (PodGroups only), its pods left out of the snapshot for ``reason``: those
+    """Per gang, its pods left out of the snapshot for ``reason``: those
     that wait for their volumes (FailedScheduling), those gangsat cannot use
     (InvalidSpec)."""
     found: dict[str, list[Finding]] = defaultdict(list)
@@ -493,7 +493,7 @@ def _with_held_pods(
     if gang in waits:
         status = waiting_for_volumes(status, len(waits[gang]), _first(waits[gang]), members)
     if gang in refused:
-        status = with_refused_members(status, len(refused[gang]), _first(refused[gang]))
+        status = with_refused_members(status, len(refused[gang]), _first(refused[gang]), members)
     return status
 
 

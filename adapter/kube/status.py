@@ -398,13 +398,26 @@ def waiting_for_volumes(status: GangStatus, waiting: int, first: str, members: i
     return status.model_copy(update={"message": message})
 
 
-def with_refused_members(status: GangStatus, refused: int, first: str) -> GangStatus:
+def with_refused_members(status: GangStatus, refused: int, first: str, members: int) -> GangStatus:
     """A pending gang's status, saying that ``refused`` of its pods exist but gangsat
     cannot schedule them (``first``: the first of them and why: an ``InvalidSpec``).
     Those pods are in no snapshot: without this, the gang's NotEnoughTasks counted only
-    the others and read as if its controller had failed to make the rest."""
+    the others and read as if its controller had failed to make the rest. Where the
+    other members (``members``, bound or pending, with those that succeeded) cannot
+    reach minMember but would with them, they are why it waits: its reason says so
+    (``InvalidSpec``, as their Events). Else its own reason stands, the note added."""
     if not refused or status.phase != "Pending":
         return status
-    note = f"{refused} more pod(s) exist that gangsat cannot schedule ({first})"
+    note = f"{refused} pod(s) of it exist that gangsat cannot schedule ({first})"
+    had = members + status.succeeded
+    if had < status.min_member <= had + refused and status.reason in (
+        None,
+        "Waiting",
+        "NotEnoughTasks",
+        "NotEnoughResources",
+    ):
+        room = status.reason == "NotEnoughResources" and status.message
+        message = f"{note}; {status.message}" if room else note
+        return status.model_copy(update={"reason": "InvalidSpec", "message": message})
     message = f"{status.message}; {note}" if status.message else note
     return status.model_copy(update={"message": message})

@@ -9,8 +9,8 @@ host port onto one node (the kubelet then refuses all but one: a gang broken aft
 binding). A pending pod with such a rule is therefore not scheduled: it becomes a
 finding, an ``InvalidSpec`` Event says which rule, and its gang waits for it. The one
 rule of a bound pod that binds others, its required anti-affinity (kube-scheduler checks
-it both ways), is modelled: a pending pod it selects gets node affinity that keeps it out
-of the bound pod's topology domain. Bound pods are read as they are: they hold their
+it both ways), is modelled: a pending pod it selects is held to a ``NodeRule`` that keeps
+it out of the bound pod's topology domain. Bound pods are read as they are: they hold their
 room wherever they run.
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 from adapter.kube.budgets import selects
 from adapter.kube.fields import Obj, mappings
 from solver.model import Node, Pod
-from solver.predicates import EXISTING_ANTI_AFFINITY
+from solver.predicates import EXISTING_ANTI_AFFINITY, held_to
 from solver.scheduling_terms import NodeRule, NodeSelectorRequirement, NodeSelectorTerm
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -132,4 +132,4 @@ def kept_off(pod: Pod, requirements: tuple[NodeSelectorRequirement, ...]) -> Pod
     rule = NodeRule(
         reason=EXISTING_ANTI_AFFINITY, terms=(NodeSelectorTerm(match_expressions=requirements),)
     )
-    return pod.model_copy(update={"node_rules": (*pod.node_rules, rule)})
+    return held_to(pod, (rule,))

@@ -43,7 +43,7 @@ from pydantic import ValidationError
 from adapter.kube.fields import BadObject, Obj, listed, mappings
 from adapter.kube.pods import node_selector_terms
 from solver.model import Pod
-from solver.predicates import NO_VOLUME_ZONE, VOLUME_CONFLICT
+from solver.predicates import NO_VOLUME_ZONE, VOLUME_CONFLICT, held_to
 from solver.scheduling_terms import (
     NODE_NAME_FIELD,
     NodeRule,
@@ -133,15 +133,13 @@ class Claims:
         ``Waits`` if one of them keeps it from every node now, ``BadObject`` if a claim or
         volume is malformed. ``uid``: the pod's, which a generic ephemeral volume's claim
         must be controlled by."""
-        rules: dict[NodeRule, None] = dict.fromkeys(pod.node_rules)
+        rules: list[NodeRule] = []
         for name, ephemeral in names:
             try:
-                # Volumes of one zone ask the same: one rule.
-                rules.update(dict.fromkeys(self._rules(pod, name, ephemeral, uid)))
+                rules += self._rules(pod, name, ephemeral, uid)
             except (KeyError, TypeError, AttributeError, ValueError, ValidationError) as e:
                 raise BadObject(f"PersistentVolumeClaim {name!r} or its volume: {e!r}") from e
-        held = tuple(rules)
-        return pod if held == pod.node_rules else pod.model_copy(update={"node_rules": held})
+        return held_to(pod, rules)  # volumes of one zone ask the same: one rule
 
     def _rules(self, pod: Pod, name: str, ephemeral: bool, uid: str | None) -> list[NodeRule]:
         """What the claim's volume asks of a node: its zone (VolumeZone) and its node

@@ -15,6 +15,7 @@ from adapter.kube.status import (
     pod_unschedulable,
     podgroup_status,
     waiting_for_volumes,
+    with_refused_members,
 )
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
@@ -295,6 +296,27 @@ def test_volumes_are_the_reason_a_gang_waits_only_where_they_keep_it_short() -> 
     done = PENDING.model_copy(update={"succeeded": 1})
     assert waiting_for_volumes(done, 1, first, members=4).reason == "NotEnoughResources"
     assert waiting_for_volumes(RUNNING, 1, first, members=0) == RUNNING
+
+
+def test_members_gangsat_refuses_are_why_a_gang_waits_only_where_they_would_complete_it() -> None:
+    first = "team/train-4: asks for hostPort 80, which gangsat does not check"
+    short = PENDING.model_copy(
+        update={"reason": "NotEnoughTasks", "message": "NotEnoughTasks: 4 pod(s) exist"}
+    )
+    # minMember 5: four members and the refused one would reach it.
+    refused = with_refused_members(short, 1, first, members=4)
+    assert refused.reason == "InvalidSpec"
+    assert refused.message == f"1 pod(s) of it exist that gangsat cannot schedule ({first})"
+    # Two more are missing besides it: its own reason stands, the refused one noted.
+    missing = with_refused_members(short, 1, first, members=2)
+    assert missing.reason == "NotEnoughTasks"
+    assert missing.message.endswith(
+        f"; 1 pod(s) of it exist that gangsat cannot schedule ({first})"
+    )
+    # Enough members without it: the room is why it waits, the refused one a note.
+    enough = with_refused_members(PENDING, 1, first, members=5)
+    assert enough.reason == "NotEnoughResources" and enough.message.startswith(PENDING.message)
+    assert with_refused_members(RUNNING, 1, first, members=5) == RUNNING
 
 
 def test_reasons_alike_name_the_same_things_whatever_their_counts_or_order() -> None:

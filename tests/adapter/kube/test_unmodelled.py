@@ -277,11 +277,10 @@ def test_a_refused_member_is_named_with_its_gang_so_the_gang_says_it_exists(
     assert cluster.writer.flush()
     made = server.get("scheduling.sigs.dev", "podgroups", "default", "g") or {}
     (condition,) = (made.get("status") or {}).get("conditions") or []
-    message = condition["message"]
-    assert message.startswith("2/2 tasks in gang unschedulable: NotEnoughTasks: 1 pod(s) exist")
-    assert (
-        "1 more pod(s) exist that gangsat cannot schedule (default/g-1: asks for hostPort 80"
-        in (message)
+    assert condition["reason"] == "InvalidSpec"
+    assert condition["message"].startswith(
+        "2/2 tasks in gang unschedulable: 1 pod(s) of it exist that gangsat cannot schedule "
+        "(default/g-1: asks for hostPort 80"
     )
 
 

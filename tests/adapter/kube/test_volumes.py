@@ -99,11 +99,26 @@ def test_a_pod_goes_where_its_bound_volume_is_reached() -> None:
 def test_a_node_the_volume_does_not_reach_is_named_so_as_kube_scheduler_names_it() -> None:
     """Told before that the pod's own node affinity did not match, though it had none."""
     full = {**zoned("b1", "b"), "status": {"allocatable": {"cpu": "0", "pods": "110"}}}
-    objects = [zoned("a1", "a"), full, claim("data"), volume(terms=[in_zones("b")])]
+    # A zonal disk as clouds make them: its zone label and the node affinity of that zone.
+    # A node failing both is counted under the first filter kube-scheduler runs of the
+    # two (VolumeBinding, then VolumeZone).
+    zonal = volume(terms=[in_zones("b")])
+    zonal["metadata"]["labels"] = {ZONE: "b"}
+    objects = [zoned("a1", "a"), full, claim("data"), zonal]
     decision = schedule(convert([*objects, mounting(pod("p"), "data")]).state, "cpsat")
     why = decision.explained().unschedulable["pod:team/p"]
     assert "1 node(s) had volume node affinity conflict" in why and "1 Insufficient cpu" in why
     assert "node affinity" not in why.replace("volume node affinity", "")
+    assert "volume zone" not in why
+    # The zone label alone: counted under VolumeZone's words.
+    labelled = volume()
+    labelled["metadata"]["labels"] = {ZONE: "b"}
+    objects = [zoned("a1", "a"), full, claim("data"), labelled]
+    decision = schedule(convert([*objects, mounting(pod("p"), "data")]).state, "cpsat")
+    assert (
+        "1 node(s) had no available volume zone"
+        in (decision.explained().unschedulable["pod:team/p"])
+    )
 
 
 def test_the_pods_own_affinity_and_each_volumes_all_hold() -> None:
@@ -292,12 +307,15 @@ MALFORMED: dict[str, list[dict[str, Any]]] = {
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))
 def test_a_malformed_claim_or_volume_is_a_finding_never_a_failed_conversion(case: str) -> None:
-    p = mounting(pod("p"), "data", ephemeral="scratch")
+    p = mounting(
+        pod("p", labels={"pod-group.scheduling.sigs.k8s.io": "g"}), "data", ephemeral="scratch"
+    )
     other = pod("other")
     other["spec"]["volumes"] = 5  # not a list: no claims read
     conversion = convert([*NODES, *MALFORMED[case], p, other])
     assert [q.name for q in conversion.state.pods] == ["team/other"]
-    assert [f.name for f in conversion.findings] == ["team/p"]
+    # Its gang's status says a member of it waits, or is refused, and why.
+    assert [(f.name, f.gang) for f in conversion.findings] == [("team/p", "team/g")]
 
 
 def test_the_last_object_of_a_name_is_the_one_its_claims_are_read_for() -> None:
