@@ -119,7 +119,9 @@ def beside_whole_search(
     search.start_baseline()
     time_s = search.remaining()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="node-level") as beside:
-        whole = beside.submit(run_cpsat, enc, name, time_s, search.config)
+        whole = beside.submit(
+            run_cpsat, enc, name, time_s, search.config, guard_s=search.wall_guard_left()
+        )
         # Once the whole model's search ends (optimal, or its time is up) no
         # neighbourhood can hold more than its decision, or has time left.
         improved = improve(search, enc, values, time_s, stop=whole.done)
@@ -189,7 +191,7 @@ def _solve_around(
     hint.vars.extend(range(len(values)))
     hint.values.extend(values.tolist())
     solver = cp_model.CpSolver()
-    set_limits(solver.parameters, search.config, limit_s, workers=1)
+    set_limits(solver.parameters, search.config, limit_s, 1, search.wall_guard_left())
     solver.parameters.linearization_level = search.config.linearization_level
     solver.parameters.relative_gap_limit = search.config.relative_gap_limit
     status = solver.solve(model)

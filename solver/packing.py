@@ -23,7 +23,7 @@ from ortools.sat.python import cp_model
 
 from solver.arrays import BoolArray, IntArray
 from solver.problem import Problem
-from solver.search import DETERMINISTIC_WALL_FACTOR
+from solver.search import deterministic_guard
 from solver.units import NO_LIMIT_FIT, fit_per_node
 
 
@@ -89,7 +89,7 @@ def pack(
         # The limit in CP-SAT's deterministic time, so the packing does not depend on the
         # load; the wall clock only guards, as for the cycle's own solves.
         solver.parameters.max_deterministic_time = limit
-        solver.parameters.max_time_in_seconds = limit * DETERMINISTIC_WALL_FACTOR
+        solver.parameters.max_time_in_seconds = deterministic_guard(limit)
     status = solver.solve(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None

@@ -39,6 +39,10 @@ BASELINE_BESIDE_VARS = 100  # smallest model whose solve the baseline runs besid
 # Deterministic solves stop on deterministic time; the wall clock only guards against a
 # machine so slow or loaded that the cycle would stall (then reproducibility is lost).
 DETERMINISTIC_WALL_FACTOR = 10.0
+# ... and never less than this: a call's deterministic time ran at a tenth of the wall
+# clock's pace on a loaded machine (``set_limits``), and a short call's guard of 10 times
+# its limit (an exact packing of 0.03 s: 0.3 s) cut it.
+DETERMINISTIC_GUARD_FLOOR_S = 2.0
 
 
 class _FirstSolution(cp_model.CpSolverSolutionCallback):
@@ -69,11 +73,21 @@ def set_limits(
     config: SolverConfig,
     time_limit_s: float,
     workers: int | None = None,
+    guard_s: float | None = None,
 ) -> None:
     """What every CP-SAT call of a cycle shares: its time limit (with ``deterministic``, in
-    deterministic time, the wall clock then only a guard), workers (default: the config's)
-    and seed, and no symmetry detection or probing (measured on the benchmark instances:
-    they took seconds of presolve on models that must be solved in one)."""
+    deterministic time, the wall clock then only a guard: DETERMINISTIC_WALL_FACTOR times
+    the limit, or ``guard_s``, the solve's own guard left (``Search.wall_guard_left``),
+    where that is longer), workers (default: the config's) and seed, and no symmetry
+    detection or probing (measured on the benchmark instances: they took seconds of
+    presolve on models that must be solved in one).
+
+    A call's deterministic time ran at a tenth of the wall clock's pace on a loaded
+    machine (1,975 variables: 0.03-0.06 s of it in 0.5 s): guarded at 10 times its own
+    limit, short calls (0.05 s) were cut by the wall clock, and a deterministic solve of
+    the same input gave another decision (a fuzzer: 3 of 100 pairs; replayed with two
+    busy processes on the 2 cores). Guarded by the solve's own guard (and never less than
+    DETERMINISTIC_GUARD_FLOOR_S), only a solve past that loses reproducibility."""
     params.max_time_in_seconds = time_limit_s
     params.num_workers = workers if workers is not None else config.workers()
     params.random_seed = config.seed
@@ -82,7 +96,13 @@ def set_limits(
     if config.deterministic:
         params.interleave_search = True
         params.max_deterministic_time = time_limit_s
-        params.max_time_in_seconds = time_limit_s * DETERMINISTIC_WALL_FACTOR
+        params.max_time_in_seconds = deterministic_guard(time_limit_s, guard_s)
+
+
+def deterministic_guard(time_limit_s: float, guard_s: float | None = None) -> float:
+    """The wall-clock guard of a deterministic call of ``time_limit_s`` (see ``set_limits``)."""
+    floor = max(DETERMINISTIC_GUARD_FLOOR_S, guard_s or 0.0)
+    return max(time_limit_s * DETERMINISTIC_WALL_FACTOR, floor)
 
 
 def run_cpsat(
@@ -95,6 +115,7 @@ def run_cpsat(
     first_only: bool = False,
     beside: Beside | None = None,
     solver: cp_model.CpSolver | None = None,
+    guard_s: float | None = None,
 ) -> StageResult:
     """``lp_worker``: one worker, CP-SAT's ``max_lp`` subsolver, whatever the config asks;
     ``first_only``: stopped at its first solution; ``beside``: run by it (see there).
@@ -115,7 +136,9 @@ def run_cpsat(
     # found little; without it the LP-guided search proved the optimum in 0.45 s. The
     # max_lp worker was measured without it.
     params.cp_model_presolve = presolve and not lp_worker
-    set_limits(params, config, max(MIN_STAGE_S, time_limit_s), 1 if lp_worker else None)
+    set_limits(
+        params, config, max(MIN_STAGE_S, time_limit_s), 1 if lp_worker else None, guard_s
+    )
     if lp_worker:
         params.subsolvers.append("max_lp")
     params.stop_after_first_solution = first_only
@@ -158,7 +181,14 @@ class Beside:
         self.found = threading.Event()  # a solution is there
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="beside")
         self._job = self._pool.submit(
-            run_cpsat, enc, name, time_limit_s, search.config, lp_worker=lp_worker, beside=self
+            run_cpsat,
+            enc,
+            name,
+            time_limit_s,
+            search.config,
+            lp_worker=lp_worker,
+            beside=self,
+            guard_s=search.wall_guard_left(),
         )
 
     def stop(self) -> None:
@@ -270,6 +300,12 @@ class Search:
     exchange_tried: dict[int, set[int]] = field(default_factory=dict)
     exchange_s: float = 0.0
 
+    def wall_guard_left(self) -> float:
+        """Of a deterministic solve's wall-clock guard (DETERMINISTIC_WALL_FACTOR times its
+        limit), what is left: past it the cycle would stall, and reproducibility is lost."""
+        elapsed = time.perf_counter() - self.started
+        return self.config.time_limit_s * DETERMINISTIC_WALL_FACTOR - elapsed
+
     def remaining(self) -> float:
         """Time left for solving: wall time, or with ``deterministic`` the solves'
         deterministic time, so that which stages run does not depend on the load either."""
@@ -298,7 +334,14 @@ class Search:
         if not first_only and enc.size()[0] >= BASELINE_BESIDE_VARS:
             self.start_baseline()
         result = run_cpsat(
-            enc, name, time_limit_s, self.config, presolve, lp_worker, first_only
+            enc,
+            name,
+            time_limit_s,
+            self.config,
+            presolve,
+            lp_worker,
+            first_only,
+            guard_s=self.wall_guard_left(),
         )
         self.stages.append(result.report)
         self.deterministic_s += result.deterministic_s

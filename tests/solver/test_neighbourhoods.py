@@ -115,6 +115,28 @@ def test_deterministic_neighbourhoods_decide_the_same_twice() -> None:
     assert _objective(enc, first) > _objective(enc, start)
 
 
+def test_a_deterministic_solve_guards_each_cp_sat_call_by_its_own_guard(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A neighbourhood of 0.05 s of deterministic time was guarded at 0.5 s of wall time:
+    on a loaded machine its deterministic time ran at a tenth of the wall clock's pace,
+    the guard cut it, and the same input gave another decision. Every call is now
+    guarded by the solve's own guard left (10 times its limit, 5 s here)."""
+    guards: list[float] = []
+    solve = cp_model.CpSolver.solve
+
+    def recorded(self: cp_model.CpSolver, *args: Any, **kwargs: Any) -> Any:
+        guards.append(self.parameters.max_time_in_seconds)
+        return solve(self, *args, **kwargs)
+
+    monkeypatch.setattr(cp_model.CpSolver, "solve", recorded)
+    config = CONFIG.model_copy(update={"time_limit_s": 0.5})
+    decision = schedule(realistic.cluster(8, 40, 60), "cpsat", config)
+    assert "node-level-lns" in {stage.name for stage in decision.stages}
+    assert len(guards) > 10  # the stages and the neighbourhoods
+    assert min(guards) > 1.0  # (each, at the least, what the solve's 5 s leave)
+
+
 def test_a_real_shaped_small_cluster_is_searched_beside_the_whole_model() -> None:
     s = realistic.cluster(8, 40, 60)
     decision = schedule(s, "cpsat", CONFIG)
