@@ -6,12 +6,15 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import highspy
 import numpy as np
 import pytest
 from ortools.sat.python import cp_model
 
 import solver.encode as solver_encode
+from solver import relaxation
 from solver.encode import (
     ROUNDING,
     Encoding,
@@ -38,6 +41,35 @@ def test_lp_optimum_is_rounded_up_into_a_bound() -> None:
     assert lp is not None
     assert lp.bound == 4
     assert np.allclose(lp.values, [3.0, 0.5])
+
+
+def test_an_lp_the_simplex_gives_up_on_is_solved_again_presolved(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """HiGHS' unpresolved simplex ended a real-shaped 144-node class model in numerical
+    trouble (status Unknown, neither optimal nor out of time): the cycle had no bound and
+    no class stage. Here a HiGHS whose first run ends so."""
+    runs: list[str] = []
+
+    class GivesUpOnce(highspy.Highs):  # type: ignore[misc]
+        def run(self) -> Any:
+            runs.append(str(self.getOptionValue("presolve")))
+            return super().run()
+
+        def getModelStatus(self) -> Any:
+            if len(runs) == 1:
+                return highspy.HighsModelStatus.kUnknown
+            return super().getModelStatus()
+
+    monkeypatch.setattr(relaxation.highspy, "Highs", GivesUpOnce)
+    rows = LinearRows()
+    rows.add_var(0, 3)
+    rows.add_var(0, 10)
+    rows.add_row([0, 1], [1, 2], -(2**63) + 1, 4)
+    rows.maximise([0, 1], [1, 1])
+    lp = solve_lp(rows, 1.0)
+    assert lp is not None and lp.bound == 4
+    assert len(runs) == 2 and "on" in runs[1] and "off" in runs[0]
 
 
 def test_a_ranged_row_keeps_both_sides() -> None:
