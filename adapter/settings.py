@@ -22,6 +22,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from adapter.errors import validation_lines
+from adapter.strict_yaml import StrictLoader
 from solver.config import SolverConfig
 
 
@@ -45,7 +46,7 @@ class Settings(BaseModel):
     @classmethod
     def from_yaml(cls, text: str, source: str = "settings") -> Settings:
         try:
-            raw = yaml.safe_load(text)
+            raw = yaml.load(text, Loader=StrictLoader)
         except yaml.YAMLError as e:
             raise SettingsError(f"{source}: not YAML: {e}") from None
         raw = raw if raw is not None else {}

@@ -52,6 +52,8 @@ def test_a_partial_file_overrides_only_what_it_names(tmp_path: Path) -> None:
         ("solver:\n  time_limit_s: .inf\n", "solver.time_limit_s: Input should be"),
         ("schedulerNames: ['']\n", "schedulerNames[0]: String should have at least 1"),
         ("solver:\n  num_workers: 3000000000\n", "solver.num_workers: Input should be less"),
+        # A key named twice: read last-wins, the first was silently dropped.
+        ("cycleSeconds: 5\ncycleSeconds: 1\n", "key 'cycleSeconds' appears twice"),
     ],
 )
 def test_bad_settings_name_the_field(text: str, fragment: str) -> None:

@@ -11,6 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from adapter.cli import app
+from adapter.inputs import read_objects
 from adapter.kube.convert import convert
 from adapter.kube.dialects import GROUP_ANNOTATIONS
 from adapter.kube.memo import Memo
@@ -680,6 +681,30 @@ def test_solve_reads_manifests_from_several_files_typed_lists_and_standard_input
         assert result.exit_code == 0, result.output
         assert "not read" not in result.stderr
         assert Decision.model_validate_json(result.stdout).admitted == ("default/mygroup",)
+
+
+def test_a_manifest_naming_a_key_twice_is_bad_input_as_kubectl_refuses_it(
+    tmp_path: Path,
+) -> None:
+    """Read last-wins, the container's second resources replaced its first without a
+    word, where kubectl refuses the file."""
+    text = yaml.safe_dump_all(seed_objects()) + (
+        "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: twice\n  namespace: team\n"
+        "spec:\n  schedulerName: gangsat\n  containers:\n  - name: c\n"
+        "    resources: {requests: {cpu: '64'}}\n    resources: {requests: {cpu: '1'}}\n"
+    )
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    result = CliRunner().invoke(app, ["solve", "--manifests", str(path)])
+    assert result.exit_code == 2
+    assert "key 'resources' appears twice" in result.stderr
+    assert f"line {text.count(chr(10))}" in result.stderr  # where the second one is
+    # A merge's keys may be overridden, as YAML allows.
+    merged = "base: &b {cpu: '1'}\nrequests:\n  <<: *b\n  cpu: '2'\n"
+    (tmp_path / "merge.yaml").write_text(merged)
+    assert read_objects(tmp_path / "merge.yaml") == [
+        {"base": {"cpu": "1"}, "requests": {"cpu": "2"}}
+    ]
 
 
 def test_solve_manifests_notes_what_it_leaves_alone(tmp_path: Path) -> None:
