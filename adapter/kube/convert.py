@@ -305,7 +305,7 @@ def convert(
                         _count_succeeded(o, succeeded)
                     continue
                 spec = o.get("spec") or {}
-                scheduler = spec.get("schedulerName", "default-scheduler")
+                scheduler = scheduler_of(spec)
                 if not spec.get("nodeName") and scheduler not in scheduler_names:
                     others[str(scheduler)] += 1
                     continue

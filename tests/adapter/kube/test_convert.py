@@ -737,6 +737,20 @@ def test_a_clusters_other_pods_are_noted_not_findings() -> None:
     assert len(c.ignored) == 1
 
 
+@pytest.mark.parametrize("named", ["", None])
+def test_a_manifests_empty_scheduler_name_is_the_default_scheduler(named: str | None) -> None:
+    """As the API server fills it in: a gangsat that replaces the default scheduler
+    schedules such a pod, and one that does not notes it as the default scheduler's (it
+    was noted as a scheduler named '' or None)."""
+    empty = pod("empty")
+    empty["spec"]["schedulerName"] = named
+    replacing = convert([node("n1"), empty], ("default-scheduler",))
+    assert [p.name for p in replacing.state.pods] == ["team/empty"]
+    beside = convert([node("n1"), empty], ("gangsat",))
+    assert beside.state.pods == ()
+    assert "schedulerName 'default-scheduler'" in beside.ignored[0]
+
+
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
