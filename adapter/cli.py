@@ -68,6 +68,19 @@ DEFAULT_SCENARIO = "seed-deadlock"
 RUN_ORDER = ("greedy", "gang-greedy", "cpsat")
 DETAIL_MAX_JOBS = 30
 CONFIG_OPTION = {"time_limit_s": "--time-limit", "seed": "--seed", "num_workers": "--workers"}
+# ``run``'s options that only a real cluster reads (parameter -> flag), refused in a
+# simulation where given.
+CLUSTER_ONLY = {
+    "cycles": "--cycles",
+    "scheduler_names": "--scheduler-name",
+    "metrics_port": "--metrics-port",
+    "leader_elect": "--leader-elect",
+    "lease_namespace": "--lease-namespace",
+    "lease_name": "--lease-name",
+    "sync_timeout": "--sync-timeout",
+    "log_level": "--log-level",
+    "log_format": "--log-format",
+}
 
 
 def _fail(lines: list[str]) -> NoReturn:
@@ -240,6 +253,7 @@ ScenarioOption = Annotated[
 
 @app.command()
 def run(
+    ctx: typer.Context,
     scenario: ScenarioOption = None,
     scheduler: Annotated[
         list[str] | None,
@@ -387,10 +401,17 @@ def run(
         except BadInput as e:
             _fail(e.lines)
         raise typer.Exit(status)
-    cluster_only = {"--cycles": cycles, "--scheduler-name": scheduler_names}
-    if flags := [flag for flag, value in cluster_only.items() if value is not None]:
-        # Accepted and ignored, --cycles 1 ran every cycle of the scenario.
-        _fail([f"{', '.join(flags)}: for a real cluster only (--kubeconfig, --in-cluster)"])
+    # Accepted and ignored, --cycles 1 ran every cycle of the scenario, and --metrics-port
+    # served nothing.
+    # (By name: typer's click and click's are two enums of sources.)
+    cluster_flags = [
+        flag
+        for name, flag in CLUSTER_ONLY.items()
+        if (how := ctx.get_parameter_source(name)) is not None and how.name != "DEFAULT"
+    ]
+    if cluster_flags:
+        flags = ", ".join(cluster_flags)
+        _fail([f"{flags}: for a real cluster only (--kubeconfig, --in-cluster)"])
     try:
         # A settings file is honoured in simulation too: its solver parameters and weights
         # are what a cluster would run with (--time-limit still overrides).

@@ -236,10 +236,25 @@ def test_a_simulated_run_honours_its_settings_file_and_refuses_a_bad_one(
     assert json.loads(out.read_text())
 
 
-@pytest.mark.parametrize("flag", [["--cycles", "1"], ["--scheduler-name", "x"]])
+@pytest.mark.parametrize(
+    "flag",
+    [
+        ["--cycles", "1"],
+        ["--scheduler-name", "x"],
+        ["--metrics-port", "9090"],
+        ["--metrics-port", "8080"],  # given, though it is the default
+        ["--no-leader-elect"],
+        ["--lease-name", "mine"],
+        ["--sync-timeout", "5"],
+        ["--log-format", "json"],
+    ],
+)
 def test_a_simulated_run_refuses_what_only_a_real_cluster_reads(flag: list[str]) -> None:
-    """Accepted and ignored before: --cycles 1 ran every cycle of the scenario."""
-    assert_bad_input(invoke("run", "-s", "gang-greedy", *flag), "for a real cluster only")
+    """Accepted and ignored before: --cycles 1 ran every cycle of the scenario, and
+    --metrics-port served nothing."""
+    result = invoke("run", "-s", "gang-greedy", *flag)
+    assert_bad_input(result, "for a real cluster only")
+    assert flag[0].replace("--no-", "--") in result.stderr
 
 
 def test_solve_reads_the_settings_a_cluster_runs_with(tmp_path: Path) -> None:
