@@ -83,6 +83,7 @@ ROLLBACK_REASON = "GangRollbackByScheduler"
 # (``without_retries``); their connect timeouts still allow for it, a margin.
 POOL_CONNECT_RETRIES = 3
 MAX_RETRY_AFTER_S = 5.0
+MIN_READ_S = 1.0  # the least a request to end a pod waits for its answer (``remove``)
 
 
 def without_retries(api: client.ApiClient) -> client.ApiClient:
@@ -206,9 +207,12 @@ def remove(
         delay = backoff_s * 2**attempt
         try:
             # No request may arrive after the lease could have passed to another replica:
-            # every connect the pool may try ends within the leadership left.
+            # every connect the pool may try ends within the leadership left. Nor may
+            # one wait for its answer past the budget (an eviction's 5 s): a server that
+            # answered after 10 s held the cycle's evictions, and the cycle, that long.
             connect = min(CONNECT_TIMEOUT_S, left / (1 + POOL_CONNECT_RETRIES))
-            send((connect, min(left, MAX_BIND_WAIT_S)))
+            budget_left = max(deadline - time.monotonic(), MIN_READ_S)
+            send((connect, min(left, MAX_BIND_WAIT_S, budget_left)))
             return None
         except ApiException as e:
             if e.status in (404, 409):

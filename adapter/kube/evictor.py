@@ -124,7 +124,11 @@ class Evictor:
                     _eviction(namespace, name, uid),
                     dry_run="All",
                     _preload_content=False,
-                    _request_timeout=(min(CONNECT_TIMEOUT_S, left), min(left, MAX_BIND_WAIT_S)),
+                    # Within the eviction's own budget: a dry run is one attempt of it.
+                    _request_timeout=(
+                        min(CONNECT_TIMEOUT_S, left),
+                        min(left, MAX_BIND_WAIT_S, self.retry_budget_s),
+                    ),
                 )
             )
         except ApiException as e:

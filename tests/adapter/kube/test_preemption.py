@@ -14,6 +14,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from adapter.holds import Holds
+from adapter.kube.binder import MAX_BIND_WAIT_S, MIN_READ_S
 from adapter.kube.budgets import Budgets
 from adapter.kube.cluster import KubeCluster
 from adapter.loop import LoopSettings, run_cycle
@@ -455,5 +456,36 @@ def test_a_failure_status_in_a_created_answer_is_that_failure(
             lambda *args, **kwargs: _Answer(success),
         )
         assert cluster.evictor.evict({"default/low-0": "for high"}) == {}
+    finally:
+        cluster.stop()
+
+
+def test_an_eviction_waits_for_its_answer_no_longer_than_its_budget(
+    server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An API server that answered an eviction after 10 s held the cycle that long, the
+    evictor's budget being 5 s: each request now waits at most what the budget has left
+    (at least MIN_READ_S), dry run included."""
+    apply(server, _objects())
+    cluster = KubeCluster(server.client()).start(10)
+    try:
+        wait_until(lambda: cluster.cache.pod("default/low-0") is not None)
+        waits: list[tuple[str | None, float]] = []
+
+        def unanswered(*args: Any, **kwargs: Any) -> Any:
+            _, read = kwargs["_request_timeout"]
+            waits.append((kwargs.get("dry_run"), read))
+            raise urllib3.exceptions.ReadTimeoutError(None, "", "read timed out")  # type: ignore[arg-type]
+
+        monkeypatch.setattr(cluster.evictor.core, "create_namespaced_pod_eviction", unanswered)
+        budget = cluster.evictor.retry_budget_s
+        assert budget < MAX_BIND_WAIT_S
+        assert cluster.evictor.check(["default/low-0"]) == {}  # unanswered: refuses nothing
+        failed = cluster.evictor.evict({"default/low-0": "for high"})
+        assert "ReadTimeoutError" in str(failed["default/low-0"])
+        assert waits[0] == ("All", budget)
+        sent = [read for dry, read in waits[1:] if dry is None]
+        assert len(sent) > 1  # retried within the budget
+        assert all(MIN_READ_S <= read <= budget for read in sent)
     finally:
         cluster.stop()
