@@ -110,21 +110,33 @@ def untolerated_taint(pod: Pod, node: Node) -> Taint | None:
 
 
 def placement_reason(pod: Pod, node: Node) -> str | None:
-    """Why ``pod`` may not use ``node`` regardless of free capacity; None if it may."""
+    """Why ``pod`` may not use ``node`` regardless of free capacity; None if it may. A
+    node failing several is counted under the first kube-scheduler's filters find, in
+    their order: NodeUnschedulable, TaintToleration, NodeAffinity (selector, then
+    affinity), and after NodeResourcesFit (not read here) the volumes' and the bound
+    pods' rules (``RULE_ORDER``)."""
     if node.unschedulable and not any(tolerates(t, CORDONED) for t in pod.tolerations):
         return UNSCHEDULABLE
+    taint = untolerated_taint(pod, node)
+    if taint is not None:
+        shown = f"{taint.key}: {taint.value}" if taint.value else taint.key
+        return f"node(s) had untolerated taint {{{shown}}}"
+    if (mismatch := node_affinity_reason(pod, node)) is not None:
+        return mismatch
+    for rule in pod.node_rules:
+        if not any(term_holds(term, node) for term in rule.terms):
+            return rule.reason
+    return None
+
+
+def node_affinity_reason(pod: Pod, node: Node) -> str | None:
+    """Why ``node`` fails ``pod``'s node selector or required node affinity (NodeAffinity,
+    which a kubelet checks too), if it does."""
     for key, value in pod.node_selector.items():
         if node.labels.get(key) != value:
             return SELECTOR_MISMATCH
     if pod.affinity and not any(term_holds(term, node) for term in pod.affinity):
         return AFFINITY_MISMATCH
-    taint = untolerated_taint(pod, node)
-    if taint is not None:
-        shown = f"{taint.key}: {taint.value}" if taint.value else taint.key
-        return f"node(s) had untolerated taint {{{shown}}}"
-    for rule in pod.node_rules:
-        if not any(term_holds(term, node) for term in rule.terms):
-            return rule.reason
     return None
 
 

@@ -22,13 +22,7 @@ from dataclasses import dataclass, field
 from adapter.cluster import ClusterError, CycleReport
 from adapter.sim.scenario import Job, Workload
 from solver.model import ClusterState, Gang, Node, Pod
-from solver.predicates import (
-    AFFINITY_MISMATCH,
-    SELECTOR_MISMATCH,
-    insufficient,
-    placement_reason,
-    tolerates,
-)
+from solver.predicates import insufficient, node_affinity_reason, tolerates
 from solver.scheduling_terms import TaintEffect
 
 ARRIVE, READY, FINISH, GONE = "arrive", "ready", "finish", "gone"
@@ -410,9 +404,9 @@ def kubelet_refuses(pod: Pod, node: Node) -> str | None:
     NoExecute taint the pod does not tolerate. Not a cordon, nor a NoSchedule taint:
     those only keep schedulers off. A bug shared by the solver's predicates and the
     validator would otherwise run its pods here where a real node refuses them."""
-    reason = placement_reason(pod, node)
-    if reason in (SELECTOR_MISMATCH, AFFINITY_MISMATCH):
-        return reason
+    # Whatever else the node fails first (a cordon, a NoSchedule taint).
+    if (mismatch := node_affinity_reason(pod, node)) is not None:
+        return mismatch
     for taint in node.taints:
         if taint.effect == TaintEffect.NO_EXECUTE and not any(
             tolerates(t, taint) for t in pod.tolerations

@@ -503,6 +503,14 @@ def test_the_simulated_kubelet_refuses_what_a_real_one_refuses() -> None:
         else:
             cluster.bind_one("j-0", "n-0")
             assert cluster.jobs["j"].running
+    # A node selector is refused whatever else the node fails first for schedulers (a
+    # NoSchedule taint): their first reason is not the kubelet's.
+    taint = Taint(key="gpu", value="", effect=TaintEffect.NO_SCHEDULE)
+    other = NodeGroup(
+        name="n", count=1, allocatable={"cpu": "4"}, labels={"zone": "x"}, taints=(taint,)
+    )
+    with pytest.raises(ClusterError, match="node selector"):
+        cluster_of(other, node_selector={"zone": "y"}).bind_one("j-0", "n-0")
 
 
 def test_gangs_that_block_each_other_while_other_jobs_run_are_a_deadlock_at_the_end() -> None:

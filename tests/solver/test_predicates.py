@@ -124,6 +124,21 @@ def test_noschedule_taint_vs_tolerations(toleration: tuple[str, ...], ok: bool) 
     assert reason == (None if ok else "node(s) had untolerated taint {dedicated: ml}")
 
 
+def test_a_node_failing_several_predicates_is_counted_as_kube_scheduler_counts_it() -> None:
+    """Its filters run in order and a node is counted under the first that fails it:
+    NodeUnschedulable, TaintToleration, then NodeAffinity (a GPU node, tainted, is one
+    the CPU pool's pods "had untolerated taint" for, not one that "didn't match node
+    selector")."""
+    gpu = node("g").label(pool="gpu").taint("nvidia.com/gpu", "", "NoSchedule")
+    cpu_pod = pod("p").selector(pool="cpu").build()
+    assert (
+        placement_reason(cpu_pod, gpu.build()) == "node(s) had untolerated taint {nvidia.com/gpu}"
+    )
+    away = pod("p").affinity("pool", "In", "cpu").build()
+    assert placement_reason(away, gpu.build()) == "node(s) had untolerated taint {nvidia.com/gpu}"
+    assert placement_reason(cpu_pod, gpu.cordon().build()) == UNSCHEDULABLE
+
+
 @pytest.mark.parametrize(
     ("taint_value", "toleration", "ok"),
     [
