@@ -30,14 +30,18 @@ from tests.builders import gang, node, pod, pods_of, queue, state
 from tests.solver.encodings import class_model, node_model
 
 
-def test_lp_optimum_is_rounded_up_into_a_bound() -> None:
-    # max x + y, x + 2y <= 4, 0 <= x <= 3: the optimum x = 3, y = 0.5 scores 3.5.
+def _small_lp() -> LinearRows:
+    """max x + y, x + 2y <= 4, 0 <= x <= 3: the optimum x = 3, y = 0.5 scores 3.5."""
     rows = LinearRows()
     rows.add_var(0, 3)
     rows.add_var(0, 10)
     rows.add_row([0, 1], [1, 2], -(2**63) + 1, 4)
     rows.maximise([0, 1], [1, 1])
-    lp = solve_lp(rows, 1.0)
+    return rows
+
+
+def test_lp_optimum_is_rounded_up_into_a_bound() -> None:
+    lp = solve_lp(_small_lp(), 1.0)
     assert lp is not None
     assert lp.bound == 4
     assert np.allclose(lp.values, [3.0, 0.5])
@@ -62,12 +66,7 @@ def test_an_lp_the_simplex_gives_up_on_is_solved_again_presolved(
             return super().getModelStatus()
 
     monkeypatch.setattr(relaxation.highspy, "Highs", GivesUpOnce)
-    rows = LinearRows()
-    rows.add_var(0, 3)
-    rows.add_var(0, 10)
-    rows.add_row([0, 1], [1, 2], -(2**63) + 1, 4)
-    rows.maximise([0, 1], [1, 1])
-    lp = solve_lp(rows, 1.0)
+    lp = solve_lp(_small_lp(), 1.0)
     assert lp is not None and lp.bound == 4
     assert len(runs) == 2 and "on" in runs[1] and "off" in runs[0]
 
