@@ -14,9 +14,10 @@ from enum import StrEnum
 import numpy as np
 
 from solver.arrays import BoolArray, FloatArray, IntArray
+from solver.class_reasons import placement_reasons, ruled_out
 from solver.model import PODS
 from solver.predicates import TOO_MANY_PODS
-from solver.problem import GangInfo, PodClass, Problem, placement_reasons
+from solver.problem import GangInfo, PodClass, Problem
 from solver.units import NO_LIMIT_FIT, fit_per_node
 
 MAX_SCORED_SPECS = 32
@@ -399,9 +400,22 @@ class Placer:
         return Counter(cached)
 
     def _node_reasons(self, cls: PodClass, free: IntArray) -> Counter[str]:
-        """Kubernetes counts every reason a node fails, so one node may count twice."""
+        """Kubernetes counts every reason a node fails, so one node may count twice. A
+        node a pod's volume or a bound pod's anti-affinity rules out but that is short
+        of room is counted for its room, as kube-scheduler's NodeResourcesFit runs first
+        (``problem.ruled_out``)."""
         reasons = placement_reasons(self.problem, cls)
-        short = free[cls.feasible] < cls.demand
+        checked = cls.feasible
+        ruled, why = ruled_out(self.problem, cls)
+        if len(ruled):
+            short_ruled = np.asarray((free[ruled] < cls.demand).any(axis=1), dtype=np.bool_)
+            if short_ruled.any():
+                flags: list[bool] = short_ruled.tolist()
+                reasons.subtract(r for r, s in zip(why, flags, strict=True) if s)
+                reasons = +reasons  # (counts left at 0 dropped)
+                checked = cls.feasible.copy()
+                checked[ruled[short_ruled]] = True
+        short = free[checked] < cls.demand
         for r in np.flatnonzero(short.any(axis=0)):
             name = self.problem.resources[r]
             reasons[TOO_MANY_PODS if name == PODS else f"Insufficient {name}"] += int(

@@ -13,7 +13,7 @@ the same allocatable on which every pending pod class has the same feasibility f
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import cast
@@ -474,24 +474,3 @@ def _ranked_and_shaped(
         )
         g.shape = shape_ids.setdefault(key, len(shape_ids))
     return ranks
-
-
-def placement_reasons(problem: Problem, cls: PodClass) -> Counter[str]:
-    """Per reason, how many nodes the class's placement predicates reject."""
-    key = ("placement_reasons", cls.exemplar.placement_key())
-    cached = problem.memo.get(key)
-    if not isinstance(cached, Counter):
-        cached = _placement_reasons(problem, cls)
-        problem.memo[key] = cached
-    return Counter(cached)
-
-
-def _placement_reasons(problem: Problem, cls: PodClass) -> Counter[str]:
-    reasons: Counter[str] = Counter()
-    rejected = np.bincount(problem.node_key_index[~cls.feasible], minlength=len(problem.key_nodes))
-    placement = cls.exemplar.placement_key()
-    for k in np.flatnonzero(rejected):
-        reason = problem.feasibility.reason(cls.exemplar, problem.key_nodes[int(k)], placement)
-        if reason:
-            reasons[reason] += int(rejected[k])
-    return reasons

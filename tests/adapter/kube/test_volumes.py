@@ -119,6 +119,13 @@ def test_a_node_the_volume_does_not_reach_is_named_so_as_kube_scheduler_names_it
         "1 node(s) had no available volume zone"
         in (decision.explained().unschedulable["pod:team/p"])
     )
+    # A node the volume rules out that is also short of room is counted for its room:
+    # kube-scheduler's NodeResourcesFit runs before its volume filters.
+    small = {**zoned("a2", "a"), "status": {"allocatable": {"cpu": "0", "pods": "110"}}}
+    objects = [zoned("a1", "a"), small, full, claim("data"), zonal]
+    decision = schedule(convert([*objects, mounting(pod("p"), "data")]).state, "cpsat")
+    why = decision.explained().unschedulable["pod:team/p"]
+    assert why.endswith(": 2 Insufficient cpu, 1 node(s) had volume node affinity conflict")
 
 
 def test_the_pods_own_affinity_and_each_volumes_all_hold() -> None:

@@ -1,0 +1,58 @@
+"""Why the nodes a pod class may not use rule it out, in kube-scheduler's words: the
+placement predicates' reasons counted over nodes alike (``Problem.key_nodes``), and the
+nodes whose first failing predicate is a ``NodeRule``, which kube-scheduler checks only
+after a node's room."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from solver.arrays import IntArray
+from solver.problem import PodClass, Problem
+
+
+def placement_reasons(problem: Problem, cls: PodClass) -> Counter[str]:
+    """Per reason, how many nodes the class's placement predicates reject."""
+    key = ("placement_reasons", cls.exemplar.placement_key())
+    cached = problem.memo.get(key)
+    if not isinstance(cached, Counter):
+        cached = _placement_reasons(problem, cls)
+        problem.memo[key] = cached
+    return Counter(cached)
+
+
+def _placement_reasons(problem: Problem, cls: PodClass) -> Counter[str]:
+    reasons: Counter[str] = Counter()
+    rejected = np.bincount(problem.node_key_index[~cls.feasible], minlength=len(problem.key_nodes))
+    placement = cls.exemplar.placement_key()
+    for k in np.flatnonzero(rejected):
+        reason = problem.feasibility.reason(cls.exemplar, problem.key_nodes[int(k)], placement)
+        if reason:
+            reasons[reason] += int(rejected[k])
+    return reasons
+
+
+def ruled_out(problem: Problem, cls: PodClass) -> tuple[IntArray, list[str]]:
+    """The nodes whose first failing predicate for the class is one of its pods'
+    ``NodeRule``s (a volume's, a bound pod's anti-affinity), and each one's reason:
+    kube-scheduler checks a node's room (NodeResourcesFit) before those, so a node short
+    of room is counted for that (``Placer._node_reasons``)."""
+    if not cls.exemplar.node_rules:
+        return np.zeros(0, dtype=np.int64), []
+    key = ("ruled_out", cls.exemplar.placement_key())
+    cached = problem.memo.get(key)
+    if not isinstance(cached, tuple):
+        rules = {rule.reason for rule in cls.exemplar.node_rules}
+        placement = cls.exemplar.placement_key()
+        nodes: list[int] = []
+        reasons: list[str] = []
+        for n in np.flatnonzero(~cls.feasible).tolist():
+            exemplar = problem.key_nodes[int(problem.node_key_index[n])]
+            reason = problem.feasibility.reason(cls.exemplar, exemplar, placement)
+            if reason in rules:
+                nodes.append(n)
+                reasons.append(reason)
+        cached = problem.memo[key] = (np.array(nodes, dtype=np.int64), reasons)
+    return cached
