@@ -73,6 +73,7 @@ class GangInfo:
     bound: int
     classes: list[int] = field(default_factory=list)
     rank: int = 0  # Problem.ranks of its priority
+    members: tuple[str, ...] = ()  # a GangGroup's gangs (``Gang.members``), as users know them
     shape: int = 0  # gangs of one shape are interchangeable (see solver.shapes)
     # Per task with a minimum (Volcano's minTaskMember) still unmet: its pod classes and
     # how many of them must be placed this cycle; its classes come first in ``classes``.
@@ -365,6 +366,7 @@ def prepare(state: ClusterState) -> Problem:
             created_s=gang.created_s,
             min_member=min_running,  # its members that succeeded count
             bound=len(bound),
+            members=gang.members,
         )
         by_spec: dict[tuple[object, ...], list[Pod]] = {}
         prev: Pod | None = None

@@ -61,11 +61,19 @@ class Preemption:
 def reason(problem: Problem, victim_queue: int, victim_priority: int, taker: GangInfo) -> str:
     """Why a victim is evicted, as its Event and status say it."""
     if victim_queue == taker.queue:
-        return f"preempted by gang {taker.name} (priority {taker.priority} > {victim_priority})"
+        return f"preempted by {_named(taker)} (priority {taker.priority} > {victim_priority})"
     return (
         f"reclaimed by queue {problem.queues[taker.queue].name} "
-        f"(below its deserved share) for gang {taker.name}"
+        f"(below its deserved share) for {_named(taker)}"
     )
+
+
+def _named(taker: GangInfo) -> str:
+    """A gang as its users know it: a GangGroup by its gangs, not by the name gangsat
+    gives the group it decides on (``gang-group:...``), which no object carries."""
+    if taker.members:
+        return f"gangs {', '.join(taker.members)} (one GangGroup)"
+    return f"gang {taker.name}"
 
 
 @dataclass(frozen=True)

@@ -267,3 +267,25 @@ def test_no_gang_of_a_group_is_a_victim_of_preemption() -> None:
         decision = schedule(c.state, "cpsat", config)
         assert check(c.state, decision) == []
         assert bool(decision.evictions) == (not group)
+
+
+@pytest.mark.parametrize("scheduler", ["cpsat", "gang-greedy"])
+def test_a_group_that_preempts_is_named_by_its_gangs(scheduler: str) -> None:
+    """Its victims' Events said they were preempted by "gang-group:...", a name gangsat
+    gives the group it decides on and no object carries."""
+    high = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass"}
+    high |= {"metadata": {"name": "high"}, "value": 1000}
+    pending = job()
+    for p in pending:
+        if p["kind"] == "Pod":
+            p["spec"]["priorityClassName"] = "high"
+    objects = [node("n1", cpu="4", memory="16Gi"), high, *running("low", 2, 2, [], "2")]
+    c = convert([*objects, *pending])
+    config = SolverConfig(time_limit_s=1.0, deterministic=True, preemption=True)
+    decision = schedule(c.state, scheduler, config)
+    assert check(c.state, decision) == []
+    assert set(decision.evictions) == {"default/low-0", "default/low-1"}
+    for why in decision.evictions.values():
+        assert why == (
+            "preempted by gangs default/master, default/worker (one GangGroup) (priority 1000 > 0)"
+        )
