@@ -32,16 +32,25 @@ def template_of(job: Obj) -> Obj:
 ENDED = ("Complete", "Failed", "SuccessCriteriaMet", "FailureTarget")
 
 
+# ``spec.managedBy`` of a Job the built-in controller runs (Kubernetes 1.32+).
+JOB_CONTROLLER = "kubernetes.io/job-controller"
+
+
 def pods_to_make(job: Obj) -> int:
     """How many pods the Job's controller would make now: as many as run at once
     (``parallelism``, at most the completions still wanted), less those it has running
-    (``status.active``, of a Job read from a cluster); none for a Job suspended or ended."""
+    (``status.active``, of a Job read from a cluster); none for a Job suspended or ended,
+    or managed by another controller (``spec.managedBy``)."""
     spec = job.get("spec") or {}
     status = job.get("status") or {}
     if not isinstance(status, Mapping):
         raise BadObject(f"status must be a mapping, got {type(status).__name__}")
     if spec.get("suspend") is True:
         return 0  # the controller creates no pod until it is resumed
+    if spec.get("managedBy") not in (None, JOB_CONTROLLER):
+        # Another controller's (Kueue's MultiKueue runs its pods in a worker cluster):
+        # the Job controller here makes none.
+        return 0
     conditions = status.get("conditions")
     for condition in conditions if isinstance(conditions, list) else ():
         if (

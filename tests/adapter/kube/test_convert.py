@@ -963,6 +963,9 @@ ENDED = {"type": "Complete", "status": "True"}
         # Replaced only once gone, with podReplacementPolicy Failed (a podFailurePolicy's).
         ({"parallelism": 3, "podReplacementPolicy": "Failed"}, {"terminating": 2}, 1),
         ({"parallelism": 3}, {"terminating": 2}, 3),
+        # Another controller's Job (Kueue's MultiKueue runs its pods elsewhere).
+        ({"parallelism": 3, "managedBy": "kueue.x-k8s.io/multikueue"}, {}, 0),
+        ({"parallelism": 3, "managedBy": "kubernetes.io/job-controller"}, {}, 3),
     ],
 )
 def test_a_jobs_pods_are_those_its_controller_would_make_now(
