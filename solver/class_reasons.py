@@ -26,9 +26,10 @@ def placement_reasons(problem: Problem, cls: PodClass) -> Counter[str]:
 def _placement_reasons(problem: Problem, cls: PodClass) -> Counter[str]:
     reasons: Counter[str] = Counter()
     rejected = np.bincount(problem.node_key_index[~cls.feasible], minlength=len(problem.key_nodes))
-    placement = cls.exemplar.placement_key()
-    for k in np.flatnonzero(rejected):
-        reason = problem.feasibility.reason(cls.exemplar, problem.key_nodes[int(k)], placement)
+    keys = np.flatnonzero(rejected).tolist()
+    exemplars = [problem.key_nodes[k] for k in keys]
+    found = problem.feasibility.reasons_of(cls.exemplar, exemplars, cls.exemplar.placement_key())
+    for k, reason in zip(keys, found, strict=True):
         if reason:
             reasons[reason] += int(rejected[k])
     return reasons
@@ -45,12 +46,14 @@ def ruled_out(problem: Problem, cls: PodClass) -> tuple[IntArray, list[str]]:
     cached = problem.memo.get(key)
     if not isinstance(cached, tuple):
         rules = {rule.reason for rule in cls.exemplar.node_rules}
-        placement = cls.exemplar.placement_key()
+        out = np.flatnonzero(~cls.feasible).tolist()
+        exemplars = [problem.key_nodes[int(problem.node_key_index[n])] for n in out]
+        found = problem.feasibility.reasons_of(
+            cls.exemplar, exemplars, cls.exemplar.placement_key()
+        )
         nodes: list[int] = []
         reasons: list[str] = []
-        for n in np.flatnonzero(~cls.feasible).tolist():
-            exemplar = problem.key_nodes[int(problem.node_key_index[n])]
-            reason = problem.feasibility.reason(cls.exemplar, exemplar, placement)
+        for n, reason in zip(out, found, strict=True):
             if reason in rules:
                 nodes.append(n)
                 reasons.append(reason)

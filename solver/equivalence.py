@@ -110,11 +110,8 @@ class NodeViews:
     def feasible_nodes(self, pod: Pod) -> BoolArray:
         key = pod.placement_key()
         if key not in self.feasible:
-            reason = self.feasibility.reason
-            verdicts = np.array(
-                [reason(pod, exemplar, key) is None for exemplar in self.exemplars],
-                dtype=np.bool_,
-            )
+            reasons = self.feasibility.reasons_of(pod, self.exemplars, key)
+            verdicts = np.array([reason is None for reason in reasons], dtype=np.bool_)
             self.feasible[key] = verdicts[self.view_of_node]
         return self.feasible[key]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from solver.model import PODS, Node, Pod
 from solver.scheduling_terms import (
@@ -167,19 +167,37 @@ class Feasibility:
     and on real clusters every node's labels differ anyway."""
 
     def __init__(self) -> None:
-        self._memo: dict[tuple[object, str], str | None] = {}
+        # Per placement key, per node name: a placement key (selector, affinity terms,
+        # tolerations, rules) is hashed once per lookup of many nodes, not once per node
+        # (271 nodes seen alike by none of 374 keys: 0.88 million hashes of their terms,
+        # a fifth of preparing the snapshot).
+        self._memo: dict[tuple[object, ...], dict[str, str | None]] = {}
 
     def reason(
         self, pod: Pod, node: Node, placement: tuple[object, ...] | None = None
     ) -> str | None:
         """``placement``: ``pod.placement_key()``, where the caller asks of many nodes."""
-        key = (pod.placement_key() if placement is None else placement, node.name)
-        if key not in self._memo:
-            self._memo[key] = placement_reason(pod, node)
-        return self._memo[key]
+        return self.reasons_of(pod, [node], placement)[0]
+
+    def reasons_of(
+        self, pod: Pod, nodes: Sequence[Node], placement: tuple[object, ...] | None = None
+    ) -> list[str | None]:
+        """``reason`` on each of ``nodes``."""
+        key = pod.placement_key() if placement is None else placement
+        memo = self._memo.get(key)
+        if memo is None:
+            memo = self._memo[key] = {}
+        out: list[str | None] = []
+        for node in nodes:
+            name = node.name
+            if name in memo:
+                out.append(memo[name])
+            else:
+                out.append(memo.setdefault(name, placement_reason(pod, node)))
+        return out
 
     def __len__(self) -> int:
-        return len(self._memo)
+        return sum(len(memo) for memo in self._memo.values())
 
 
 def summarize(reasons: Counter[str], nodes_total: int, nodes_available: int = 0) -> str:
