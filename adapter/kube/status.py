@@ -388,14 +388,7 @@ def waiting_for_volumes(status: GangStatus, waiting: int, first: str, members: i
         return status
     note = f"{waiting} pod(s) wait for their volumes ({first})"
     short = members + status.succeeded < status.min_member
-    # (NotEnoughTasks: no pod of it left to place, those waiting for volumes being in no
-    # snapshot; the volumes are why.)
-    if short and status.reason in (None, "Waiting", "NotEnoughTasks", "NotEnoughResources"):
-        room = status.reason == "NotEnoughResources" and status.message
-        message = f"{note}; {status.message}" if room else note
-        return status.model_copy(update={"reason": "WaitingForVolumes", "message": message})
-    message = f"{status.message}; {note}" if status.message else note
-    return status.model_copy(update={"message": message})
+    return _left_out(status, note, "WaitingForVolumes", short)
 
 
 def with_refused_members(status: GangStatus, refused: int, first: str, members: int) -> GangStatus:
@@ -410,14 +403,22 @@ def with_refused_members(status: GangStatus, refused: int, first: str, members: 
         return status
     note = f"{refused} pod(s) of it exist that gangsat cannot schedule ({first})"
     had = members + status.succeeded
-    if had < status.min_member <= had + refused and status.reason in (
-        None,
-        "Waiting",
-        "NotEnoughTasks",
-        "NotEnoughResources",
-    ):
+    return _left_out(status, note, "InvalidSpec", had < status.min_member <= had + refused)
+
+
+# Reasons a gang's status takes from the snapshot alone: where pods the snapshot left
+# out are why it waits, their reason replaces these. (NotEnoughTasks: no pod of it left
+# to place, those left out being in no snapshot.)
+SNAPSHOT_REASONS = (None, "Waiting", "NotEnoughTasks", "NotEnoughResources")
+
+
+def _left_out(status: GangStatus, note: str, reason: str, why: bool) -> GangStatus:
+    """A pending gang's status with ``note`` on pods the snapshot left out: where they
+    are ``why`` it waits, its ``reason`` (the room it lacks kept after the note), else
+    its own reason with the note added."""
+    if why and status.reason in SNAPSHOT_REASONS:
         room = status.reason == "NotEnoughResources" and status.message
         message = f"{note}; {status.message}" if room else note
-        return status.model_copy(update={"reason": "InvalidSpec", "message": message})
+        return status.model_copy(update={"reason": reason, "message": message})
     message = f"{status.message}; {note}" if status.message else note
     return status.model_copy(update={"message": message})
