@@ -26,13 +26,18 @@ def placement_reasons(problem: Problem, cls: PodClass) -> Counter[str]:
 def _placement_reasons(problem: Problem, cls: PodClass) -> Counter[str]:
     reasons: Counter[str] = Counter()
     rejected = np.bincount(problem.node_key_index[~cls.feasible], minlength=len(problem.key_nodes))
-    keys = np.flatnonzero(rejected).tolist()
-    exemplars = [problem.key_nodes[k] for k in keys]
-    found = problem.feasibility.reasons_of(cls.exemplar, exemplars, cls.exemplar.placement_key())
-    for k, reason in zip(keys, found, strict=True):
+    for k, reason in _reasons_by_view(problem, cls, np.flatnonzero(rejected).tolist()).items():
         if reason:
             reasons[reason] += int(rejected[k])
     return reasons
+
+
+def _reasons_by_view(problem: Problem, cls: PodClass, views: list[int]) -> dict[int, str | None]:
+    """Per view of ``views`` (``Problem.key_nodes``), why the class may not use it."""
+    exemplars = [problem.key_nodes[k] for k in views]
+    placement = cls.exemplar.placement_key()
+    found = problem.feasibility.reasons_of(cls.exemplar, exemplars, placement)
+    return dict(zip(views, found, strict=True))
 
 
 def ruled_out(problem: Problem, cls: PodClass) -> tuple[IntArray, list[str]]:
@@ -46,16 +51,14 @@ def ruled_out(problem: Problem, cls: PodClass) -> tuple[IntArray, list[str]]:
     cached = problem.memo.get(key)
     if not isinstance(cached, tuple):
         rules = {rule.reason for rule in cls.exemplar.node_rules}
-        out = np.flatnonzero(~cls.feasible).tolist()
-        exemplars = [problem.key_nodes[int(problem.node_key_index[n])] for n in out]
-        found = problem.feasibility.reasons_of(
-            cls.exemplar, exemplars, cls.exemplar.placement_key()
-        )
+        out = np.flatnonzero(~cls.feasible)
+        views = problem.node_key_index[out]
+        reasons = _reasons_by_view(problem, cls, np.unique(views).tolist())
         nodes: list[int] = []
-        reasons: list[str] = []
-        for n, reason in zip(out, found, strict=True):
-            if reason in rules:
+        why: list[str] = []
+        for n, k in zip(out.tolist(), views.tolist(), strict=True):
+            if (reason := reasons[k]) is not None and reason in rules:
                 nodes.append(n)
-                reasons.append(reason)
-        cached = problem.memo[key] = (np.array(nodes, dtype=np.int64), reasons)
+                why.append(reason)
+        cached = problem.memo[key] = (np.array(nodes, dtype=np.int64), why)
     return cached

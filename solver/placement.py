@@ -403,15 +403,14 @@ class Placer:
         """Kubernetes counts every reason a node fails, so one node may count twice. A
         node a pod's volume or a bound pod's anti-affinity rules out but that is short
         of room is counted for its room, as kube-scheduler's NodeResourcesFit runs first
-        (``problem.ruled_out``)."""
+        (``class_reasons.ruled_out``)."""
         reasons = placement_reasons(self.problem, cls)
         checked = cls.feasible
         ruled, why = ruled_out(self.problem, cls)
         if len(ruled):
-            short_ruled = np.asarray((free[ruled] < cls.demand).any(axis=1), dtype=np.bool_)
-            if short_ruled.any():
-                flags: list[bool] = short_ruled.tolist()
-                reasons.subtract(r for r, s in zip(why, flags, strict=True) if s)
+            short_ruled = np.flatnonzero((free[ruled] < cls.demand).any(axis=1))
+            if len(short_ruled):
+                reasons.subtract(why[i] for i in short_ruled.tolist())
                 reasons = +reasons  # (counts left at 0 dropped)
                 checked = cls.feasible.copy()
                 checked[ruled[short_ruled]] = True

@@ -187,14 +187,10 @@ class Feasibility:
         memo = self._memo.get(key)
         if memo is None:
             memo = self._memo[key] = {}
-        out: list[str | None] = []
         for node in nodes:
-            name = node.name
-            if name in memo:
-                out.append(memo[name])
-            else:
-                out.append(memo.setdefault(name, placement_reason(pod, node)))
-        return out
+            if node.name not in memo:
+                memo[node.name] = placement_reason(pod, node)
+        return [memo[node.name] for node in nodes]
 
     def __len__(self) -> int:
         return sum(len(memo) for memo in self._memo.values())
