@@ -92,10 +92,12 @@ def _fail(lines: list[str]) -> NoReturn:
 # --- reading a state --------------------------------------------------------------------
 
 
-def make_config(**given: Any) -> SolverConfig:
-    """``SolverConfig`` from the options the user gave; bad values name the option."""
+def make_config(base: SolverConfig | None = None, **given: Any) -> SolverConfig:
+    """``SolverConfig`` from the options the user gave, over ``base`` (a settings file's);
+    bad values name the option."""
+    fields = base.model_dump() if base is not None else {}
     try:
-        return SolverConfig(**{k: v for k, v in given.items() if v is not None})
+        return SolverConfig(**{**fields, **{k: v for k, v in given.items() if v is not None}})
     except ValidationError as e:
         raise BadInput(
             [
@@ -108,9 +110,6 @@ def make_config(**given: Any) -> SolverConfig:
 # --- commands ---------------------------------------------------------------------------
 
 SchedulerName = Literal["cpsat", "greedy", "gang-greedy"]  # = SCHEDULERS' keys (tested)
-SchedulerOption = Annotated[
-    SchedulerName, typer.Option("--scheduler", "-s", help="Which scheduler decides.")
-]
 TIME_LIMIT_HELP = (
     "Seconds per decision, preparing it included (in the loop: from the cycle's start)."
 )
@@ -174,9 +173,12 @@ def solve(
     """
     try:
         settings = Settings.load(settings_file) if settings_file is not None else None
-        given = settings.solver.model_dump() if settings is not None else {}
-        overrides = {"time_limit_s": time_limit, "seed": seed, "num_workers": workers}
-        config = make_config(**{**given, **{k: v for k, v in overrides.items() if v is not None}})
+        config = make_config(
+            settings.solver if settings is not None else None,
+            time_limit_s=time_limit,
+            seed=seed,
+            num_workers=workers,
+        )
         names = scheduler_name or (settings.scheduler_names if settings else ("gangsat",))
         if (state_file is None) == (not manifests):
             raise BadInput(["give either STATE.json or --manifests FILE, not both or neither"])
@@ -416,9 +418,7 @@ def run(
         # A settings file is honoured in simulation too: its solver parameters and weights
         # are what a cluster would run with (--time-limit still overrides).
         base = Settings.load(settings_file).solver if settings_file is not None else None
-        given = base.model_dump() if base is not None else {}
-        limit = time_limit if time_limit is not None else given.get("time_limit_s")
-        config = make_config(**{**given, "time_limit_s": limit})
+        config = make_config(base, time_limit_s=time_limit)
         workload = materialise(load_scenario(scenario or DEFAULT_SCENARIO))
     except SettingsError as e:
         _fail(str(e).splitlines())
