@@ -393,21 +393,18 @@ class _Writes(_Admission, _Registry):
             raise pods.not_found(name)
         binding_res = "pods/binding"
         spec = current.get("spec") or {}
-        # As kube-apiserver: the UID precondition is checked on the stored pod before the
-        # update, so a namesake's bind fails on it even where the pod has a node.
-        if meta.get("uid") and meta["uid"] != current["metadata"].get("uid"):
-            raise FakeApiError(
-                409,
-                f'Operation cannot be fulfilled on {binding_res} "{name}": Precondition '
-                f"failed: UID in precondition: {meta['uid']}, UID in object meta: "
-                f"{current['metadata'].get('uid')}",
-                details={"name": name, "kind": binding_res},
-            )
         # As kube-apiserver's pod registry refuses a bind, in its order; each refusal is
-        # a 409 Conflict on pods/binding. A pending pod being deleted (a Job's, held by
-        # its tracking finalizer) or one still gated is never bound.
+        # a 409 Conflict on pods/binding. The UID precondition is checked on the stored
+        # pod first, so a namesake's bind fails on it even where the pod has a node. A
+        # pending pod being deleted (a Job's, held by its tracking finalizer) or one still
+        # gated is never bound.
         refusal = None
-        if current["metadata"].get("deletionTimestamp"):
+        if meta.get("uid") and meta["uid"] != current["metadata"].get("uid"):
+            refusal = (
+                f"Precondition failed: UID in precondition: {meta['uid']}, UID in object "
+                f"meta: {current['metadata'].get('uid')}"
+            )
+        elif current["metadata"].get("deletionTimestamp"):
             refusal = f"pod {name} is being deleted, cannot be assigned to a host"
         elif spec.get("nodeName"):
             refusal = f'pod {name} is already assigned to node "{spec["nodeName"]}"'
