@@ -111,7 +111,10 @@ def _bind(
     them concurrently: binding is where a scheduler meets the API server's limit); give
     members that failed for a reason another node may cure a second chance (in the room
     ``held`` leaves of a snapshot); then evict what this cycle bound of each gang still
-    short of minMember — the last resort."""
+    short of minMember — the last resort — but of a gang whole should its binds of
+    unknown outcome have landed, where a later cycle can finish the rollback
+    (``stranded_in`` given: see ``rollbacks``): its pods are kept until that is known
+    (``result.in_doubt``)."""
     gang_of = {pod: gangs.gang(pod) for pod in decision.placements}  # once per placement
     placements = [
         (pod, node)
@@ -119,6 +122,7 @@ def _bind(
         if gang_of[pod] not in result.rejected
     ]
     failures = cluster.bind(placements)
+    may_wait = stranded_in is not None  # a later cycle can finish a rollback
     stranded_in = stranded_in or {}  # gang -> its pods remembered as stranded
     done_by_gang: dict[str, list[str]] = defaultdict(list)
     for pod, node in placements:
@@ -197,6 +201,20 @@ def _bind(
         alone = not done and gang not in gangs.task_need and members + 1 >= gangs.need.get(gang, 1)
         maybe = [] if alone else [pod for pod in failed if failures[pod].uncertain]
         cause = failures[failed[0]]
+        if maybe and may_wait and _whole_if_landed(gangs, gang, members, done, maybe):
+            # Deleted now, a gang of pods no controller makes again was lost where its
+            # bind had landed, the gang whole (fault injection: a bind committed, every
+            # answer lost); the doubt is settled within the backend's time to learn it.
+            result.in_doubt[gang] = (tuple(done), tuple(maybe))
+            log.warning(
+                "gang %s is short of minMember unless %d bind(s) of unknown outcome landed "
+                "(%s): keeping its %d pod(s) bound this cycle until that is known",
+                gang,
+                len(maybe),
+                failures[maybe[0]],
+                len(done),
+            )
+            continue
         result.rolled_back[gang] = f"bind of {failed[0]} failed ({cause})"
         for pod in done:
             del result.bound[pod]
@@ -225,6 +243,18 @@ def _bind(
         result.rolled_back[gang] += f"; {pods} pod(s) bound could not be evicted yet"
 
 
+def _whole_if_landed(
+    gangs: Gangs, gang: str, members: int, done: list[str], doubted: list[str]
+) -> bool:
+    """Whether ``gang``, with ``members`` counted on besides this cycle's binds ``done``,
+    holds minMember and each task's minimum should every bind of ``doubted`` land."""
+    if members + len(done) + len(doubted) < gangs.need.get(gang, 1):
+        return False
+    if gang not in gangs.task_need:
+        return True
+    return not gangs.short_of_a_task(gang, Counter(gangs.task_of.get(p) for p in (*done, *doubted)))
+
+
 def _evicted(cluster: Cluster, pods: list[str], result: CycleResult) -> dict[str, ClusterError]:
     """Delete ``pods`` of gangs rolled back, noting those deleted; the ones refused."""
     refused = cluster.evict(pods, "gang rollback: a member could not be bound")
@@ -243,14 +273,15 @@ def _roll_back_again(
     stranded: Stranded,
     result: CycleResult,
     completing: Collection[str],
+    unsettled: Collection[str],
 ) -> None:
-    """Delete again the pods earlier rollbacks could not, where their gang is still
-    short after this cycle's binds and not ``completing``; those that fail again stay
-    stranded."""
-    due = stranded.due(state, gangs, result.bound, completing)
+    """Delete again the pods earlier rollbacks could not, or kept for binds of unknown
+    outcome none of which is ``unsettled`` now, where their gang is still short after
+    this cycle's binds and not ``completing``; those that fail again stay stranded."""
+    due = stranded.due(state, gangs, result.bound, completing, unsettled)
     if not due:
         return
-    log.warning("deleting again %d pod(s) an earlier rollback could not delete", len(due))
+    log.warning("deleting %d pod(s) of gangs still short that earlier rollbacks left", len(due))
     refused = _evicted(cluster, due, result)
     for pod in due:
         if pod not in refused:
@@ -309,6 +340,10 @@ def run_cycle(
     (``rollbacks``)."""
     result = CycleResult(scheduler=settings.scheduler)
     started = time.perf_counter()
+    # Asked before the snapshot: a bind settled after it would be judged on a view that
+    # still shows it bound (assumed), though it may have lapsed.
+    doubted = stranded.doubted() if stranded is not None else set()
+    unsettled = cluster.unsettled(doubted) if doubted else set()
     try:
         state = cluster.snapshot()
     except ClusterError as e:
@@ -375,8 +410,10 @@ def run_cycle(
             completing = {gangs.gang(p) for p in decision.nominated}
             if holds is not None:
                 completing |= holds.held.keys()
-            _roll_back_again(cluster, state, gangs, stranded, result, completing)
+            _roll_back_again(cluster, state, gangs, stranded, result, completing, unsettled)
             stranded.add(result.stranded, gangs, result.stranded_on)
+            for kept, of_unknown_outcome in result.in_doubt.values():
+                stranded.await_doubts(kept, gangs, result.bound, of_unknown_outcome)
         if holds is not None:
             for hold in ready:
                 # Refused, or a bind failed and the gang was rolled back: its nominations

@@ -29,6 +29,9 @@ class CycleResult:
     repaired: dict[str, str] = field(default_factory=dict)  # pod -> node, bound at a 2nd try
     stranded: dict[str, str] = field(default_factory=dict)  # pod -> eviction failure
     stranded_on: dict[str, str] = field(default_factory=dict)  # pod -> node it was bound to
+    # Gang -> (its pods bound this cycle, kept; its binds of unknown outcome, on which it
+    # is whole): no rollback until those are settled (``rollbacks``).
+    in_doubt: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
     rejected: dict[str, str] = field(default_factory=dict)  # gang -> validator finding
     preempted: dict[str, str] = field(default_factory=dict)  # pod -> why, evicted for a gang
     preempt_failed: dict[str, str] = field(default_factory=dict)  # pod -> eviction refusal
@@ -49,7 +52,7 @@ class CycleResult:
         """Gangs the decision admitted that this cycle bound and kept."""
         if self.decision is None:
             return []
-        dropped = self.rolled_back.keys() | self.rejected.keys()
+        dropped = self.rolled_back.keys() | self.rejected.keys() | self.in_doubt.keys()
         return [g for g in self.decision.admitted if g not in dropped]
 
 
@@ -79,6 +82,13 @@ def gang_statuses(state: ClusterState, gangs: Gangs, result: CycleResult) -> lis
         failed = first_failed.get(name)
         if name in result.rolled_back:
             return "BindFailed", result.rolled_back[name]
+        if name in result.in_doubt:
+            kept, doubted = result.in_doubt[name]
+            return "BindFailed", (
+                f"bind of {doubted[0]} failed ({result.failed_binds[doubted[0]]}) and may "
+                f"still land: {len(kept)} pod(s) bound this cycle are kept until that is "
+                "known, and deleted if the gang is still short then"
+            )
         if failed is not None:
             return "BindFailed", f"bind of {failed} failed ({result.failed_binds[failed]})"
         if name in result.rejected:

@@ -10,6 +10,13 @@ gang holds minMember after all (a later cycle placed the rest; and each task's m
 as the rollback judged it). Remembered by the node it was bound to: a pod of that name
 elsewhere is another one, not deleted.
 
+A gang short only of binds of unknown outcome (their answers lost; each may still land)
+is not rolled back at once: deleted, its bound pods are lost where no controller makes
+them again, and each such bind may have landed, the gang whole. They are remembered the
+same way, with the binds in doubt (``await_doubts``), and judged once the backend knows
+where each of those pods is (``Cluster.unsettled``): whole, they are forgotten; short
+still (a bind lapsed, and no cycle placed that pod since), deleted.
+
 In the leader's memory only: a new leader finds such a gang short like any other.
 """
 
@@ -26,9 +33,27 @@ from solver.model import ClusterState
 @dataclass
 class Stranded:
     pods: dict[str, tuple[str, str]] = field(default_factory=dict)  # pod -> (gang, node)
+    # Own gang -> its pods whose binds were of unknown outcome: its stranded pods wait
+    # until the backend has settled every one of them.
+    doubts: dict[str, set[str]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.pods)
+
+    def await_doubts(
+        self, pods: Iterable[str], gangs: Gangs, nodes: Mapping[str, str], doubted: Iterable[str]
+    ) -> None:
+        """``pods``, bound, kept until the binds of ``doubted`` (members of their gangs,
+        each of which may still land) are settled, then judged as stranded pods are. A
+        GangGroup's gangs each wait for them all: the group is whole only with them."""
+        pods, doubted = list(pods), set(doubted)
+        self.add(pods, gangs, nodes)
+        for gang in {gangs.own_gang(pod) for pod in (*pods, *doubted)}:
+            self.doubts.setdefault(gang, set()).update(doubted)
+
+    def doubted(self) -> set[str]:
+        """The pods whose binds the remembered gangs wait for."""
+        return {pod for pods in self.doubts.values() for pod in pods}
 
     def add(self, pods: Iterable[str], gangs: Gangs, nodes: Mapping[str, str]) -> None:
         """Remembered by their own gang: a GangGroup's pods by their gang in it, whose
@@ -47,11 +72,16 @@ class Stranded:
         gangs: Gangs,
         bound: Iterable[str],
         completing: Collection[str] = (),
+        unsettled: Collection[str] = (),
     ) -> list[str]:
         """The pods to delete again after this cycle's binds (``bound``), which the
         snapshot ``state`` preceded, but those of gangs ``completing`` (nominated to
-        preempt: kept until their hold ends); forgets the others: gone or being deleted,
-        on another node (a namesake), or of a gang that holds minMember now."""
+        preempt: kept until their hold ends) and of gangs waiting for a bind still
+        ``unsettled`` when ``state`` was taken (of unknown outcome: the snapshot shows it
+        bound, which it may not be); forgets the others: gone or being deleted, on
+        another node (a namesake), or of a gang that holds minMember now."""
+        waiting = {gang for gang, pods in self.doubts.items() if not pods.isdisjoint(unsettled)}
+        self.doubts = {gang: pods for gang, pods in self.doubts.items() if gang in waiting}
         where = {
             p.name: p.node_name for p in state.pods if p.name in self.pods and not p.terminating
         }
@@ -65,6 +95,8 @@ class Stranded:
         stranded = self.by_gang()
         due = []
         for pod, (gang, node) in list(self.pods.items()):
+            if gang in waiting:
+                continue
             tasks = by_task.get(gang, Counter())
             if where.get(pod) != node or self._whole(gang, gangs, added, tasks, stranded):
                 del self.pods[pod]

@@ -119,6 +119,9 @@ class SimulatedCluster:
                 failures[pod] = e
         return failures
 
+    def unsettled(self, pods: Collection[str]) -> set[str]:
+        return set()  # every bind here is answered: none is of unknown outcome
+
     def evict(self, pods: Sequence[str], reason: str) -> dict[str, ClusterError]:
         failures: dict[str, ClusterError] = {}
         for pod in pods:

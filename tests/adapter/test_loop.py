@@ -9,7 +9,7 @@ from __future__ import annotations
 import pickle
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 import pytest
 
@@ -48,6 +48,7 @@ class FakeCluster:
         self.evictions: list[tuple[str, str]] = []  # (pod, reason) of successful evictions
         self.evict_calls: list[str] = []
         self.reports: list[list[GangStatus]] = []
+        self.in_doubt: set[str] = set()  # pods whose binds' outcomes it has not told yet
 
     def snapshot(self, again: bool = False) -> ClusterState:
         if self.snapshot_error is not None:
@@ -69,6 +70,9 @@ class FakeCluster:
             else:
                 self.bound[name] = target
         return failures
+
+    def unsettled(self, pods: Collection[str]) -> set[str]:
+        return set(pods) & self.in_doubt
 
     def evict(self, pods: Sequence[str], reason: str) -> dict[str, ClusterError]:
         failures: dict[str, ClusterError] = {}

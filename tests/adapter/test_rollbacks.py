@@ -173,3 +173,94 @@ def test_a_gang_groups_stranded_pods_are_remembered_by_their_own_gang() -> None:
         [gang("a", 1), gang("b", 1)],
     )
     assert stranded.due(apart, Gangs.of(apart), bound=["b-0"]) == [] and not stranded
+
+
+def test_pods_kept_for_a_bind_of_unknown_outcome_wait_for_it_then_are_judged() -> None:
+    """g-0 and g-1 were bound, g-2's bind was of unknown outcome (the snapshot shows it
+    bound where it was sent, assumed). While it is unsettled nothing is due or forgotten,
+    though the gang looks whole; settled and not landed (g-2 pending), they are due."""
+    assumed = state(
+        nodes=[node("n1").cap(cpu=8)],
+        pods=[pod(f"g-{i}").req(cpu=1).gang("g").on("n1") for i in range(3)],
+        gangs=[gang("g", 3)],
+    )
+    gangs = Gangs.of(assumed)
+    stranded = Stranded()
+    stranded.await_doubts(["g-0", "g-1"], gangs, {"g-0": "n1", "g-1": "n1"}, ["g-2"])
+    assert stranded.doubted() == {"g-2"}
+    assert stranded.due(assumed, gangs, bound=[], unsettled={"g-2"}) == []
+    assert set(stranded.pods) == {"g-0", "g-1"} and stranded.doubted() == {"g-2"}
+    lapsed = state(
+        nodes=[node("n1").cap(cpu=8)],
+        pods=[
+            *(pod(f"g-{i}").req(cpu=1).gang("g").on("n1") for i in range(2)),
+            pod("g-2").req(cpu=1).gang("g"),
+        ],
+        gangs=[gang("g", 3)],
+    )
+    assert stranded.due(lapsed, Gangs.of(lapsed), bound=[]) == ["g-0", "g-1"]
+    assert not stranded.doubts
+
+
+def test_pods_kept_for_a_bind_that_landed_are_forgotten() -> None:
+    s = state(
+        nodes=[node("n1").cap(cpu=8)],
+        pods=[pod(f"g-{i}").req(cpu=1).gang("g").on("n1") for i in range(3)],
+        gangs=[gang("g", 3)],
+    )
+    gangs = Gangs.of(s)
+    stranded = Stranded()
+    stranded.await_doubts(["g-0", "g-1"], gangs, {"g-0": "n1", "g-1": "n1"}, ["g-2"])
+    assert stranded.due(s, gangs, bound=[], unsettled=set()) == []
+    assert not stranded and not stranded.doubts
+
+
+class _LostAnswer(FakeCluster):
+    """g-2's bind lands, its answer lost, and the fake keeps its outcome unknown until the
+    test settles it (``in_doubt``)."""
+
+    def bind(self, placements: Sequence[tuple[str, str]]) -> dict[str, ClusterError]:
+        failures = super().bind(placements)
+        if any(p == "g-2" for p, _ in placements):
+            failures["g-2"] = ClusterError("ReadTimeoutError", "no answer", uncertain=True)
+            self.in_doubt.add("g-2")
+        return failures
+
+
+def _fresh_gang() -> ClusterState:
+    return state(
+        [node("n0").cap(cpu=4)],
+        [pod(f"g-{i}").req(cpu=1).gang("g") for i in range(3)],
+        [gang("g", 3)],
+        [queue()],
+    )
+
+
+def test_a_gang_short_only_of_a_bind_of_unknown_outcome_is_kept_until_it_is_settled() -> None:
+    cluster = _LostAnswer(_fresh_gang())
+    stranded = Stranded()
+    first = run_cycle(cluster, SETTINGS, None, Holds(), stranded)
+    assert first.evicted == [] and set(first.in_doubt) == {"g"}
+    assert set(cluster.bound) == {"g-0", "g-1", "g-2"}
+    # Still unknown: kept, though the snapshot shows the gang whole.
+    second = run_cycle(cluster, SETTINGS, None, Holds(), stranded)
+    assert second.evicted == [] and set(stranded.pods) == {"g-0", "g-1"}
+    cluster.in_doubt.clear()  # the watch showed it landed
+    run_cycle(cluster, SETTINGS, None, Holds(), stranded)
+    assert set(cluster.bound) == {"g-0", "g-1", "g-2"} and not stranded
+
+
+def test_without_a_memory_for_later_cycles_a_gang_in_doubt_is_rolled_back_at_once() -> None:
+    cluster = _LostAnswer(_fresh_gang())
+    result = run_cycle(cluster, SETTINGS, None, Holds())
+    assert sorted(result.evicted) == ["g-0", "g-1", "g-2"] and result.in_doubt == {}
+
+
+def test_a_gang_short_of_a_definite_failure_too_is_rolled_back_at_once() -> None:
+    """g-1's bind is refused, g-2's of unknown outcome: landed or not, the gang is short,
+    so nothing is kept for g-2."""
+    cluster = _LostAnswer(_fresh_gang(), fail_binds={"g-1"})
+    stranded = Stranded()
+    result = run_cycle(cluster, SETTINGS, None, Holds(), stranded)
+    assert sorted(result.evicted) == ["g-0", "g-2"] and result.in_doubt == {}
+    assert not stranded

@@ -1,10 +1,12 @@
 """A gang's rollback when the API server fails it too: a delete that fails is tried
-again in later cycles until its gang is whole or the pod gone, and a bind of unknown
-outcome is deleted only where it could leave a gang part-bound."""
+again in later cycles until its gang is whole or the pod gone, a bind of unknown
+outcome is deleted only where it could leave a gang part-bound, and a gang short only of
+such binds keeps its pods until the binds are settled."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -26,7 +28,7 @@ from tests.adapter.kube.manifests import (
     refusing,
     wait_until,
 )
-from tests.adapter.kube.test_kube_cluster import after_first_snapshot, seen
+from tests.adapter.kube.test_kube_cluster import after_first_snapshot, land_on_first_request, seen
 
 FAST = LoopSettings(scheduler="cpsat", solver=SolverConfig(time_limit_s=2.0, deterministic=True))
 
@@ -128,3 +130,81 @@ def test_a_lone_pod_whose_bind_outcome_is_unknown_is_not_deleted(
     assert "default/solo" in {
         f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in server.objects("", "pods")
     }
+
+
+@pytest.fixture
+def unanswered(server: FakeApiServer) -> Iterator[KubeCluster]:
+    """Gang g (3 x 2 cpu, bare pods: no controller makes them again) on two 2-cpu nodes:
+    every answer to g-1's Binding is lost (504), and so is every read of it back."""
+    apply(server, [node("n1", "2"), node("n2", "2"), podgroup("g", 3), *gang_pods("g", 3)])
+    cluster = KubeCluster(server.client()).start(sync_timeout_s=10)
+    cluster.binder.retry_budget_s = 0.3
+    try:
+        seen(cluster, server)
+        server.fail("POST", r"/pods/g-1/binding$", 504, times=1000)
+        server.fail("GET", r"/namespaces/default/pods/g-1$", 503, times=1000)
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def _kept_in_doubt(cluster: KubeCluster, stranded: Stranded) -> None:
+    """A cycle whose bind of g-1 is of unknown outcome: g-0 and g-2 stay bound."""
+    first = run_cycle(cluster, FAST, holds=Holds(), stranded=stranded)
+    assert first.evicted == [] and set(first.bound) == {"default/g-0", "default/g-2"}
+    assert set(first.in_doubt) == {"default/g"} and first.rolled_back == {}
+    [status] = [s for s in first.statuses if s.gang == "default/g"]
+    assert status.reason == "BindFailed" and "may still land" in status.message
+    assert "default/g" not in first.admitted()
+
+
+def test_a_gang_whose_bind_of_unknown_outcome_landed_is_kept_whole(
+    server: FakeApiServer, unanswered: KubeCluster
+) -> None:
+    """g-1's Binding commits, its answers lost. Rolled back at once, the gang was deleted,
+    g-1 with it: three pods no controller makes again, lost though the gang was whole.
+    Kept, the watch shows g-1 bound, and the next cycle forgets them."""
+    cluster = unanswered
+    landed = land_on_first_request(server, cluster, "g-1")
+    stranded = Stranded()
+    _kept_in_doubt(cluster, stranded)
+    assert landed and len(bound_pods(server)) == 3
+    wait_until(lambda: not cluster.unsettled({"default/g-1"}))
+    second = run_cycle(cluster, FAST, holds=Holds(), stranded=stranded)
+    assert second.evicted == [] and not stranded and not stranded.doubts
+    assert len(live_pods(server)) == 3 and len(bound_pods(server)) == 3
+
+
+def test_a_bind_of_unknown_outcome_that_lapsed_is_sent_again_to_complete_its_gang(
+    server: FakeApiServer, unanswered: KubeCluster
+) -> None:
+    """g-1's Binding never lands. While its outcome is unknown, no cycle deletes or
+    forgets g-0 and g-2; once the doubt lapses, g-1 is pending again and the next cycle
+    binds it: the gang whole, nothing deleted."""
+    cluster = unanswered
+    stranded = Stranded()
+    _kept_in_doubt(cluster, stranded)
+    assert cluster.unsettled({"default/g-1"}) == {"default/g-1"}
+    waiting = run_cycle(cluster, FAST, holds=Holds(), stranded=stranded)
+    assert waiting.evicted == [] and set(stranded.pods) == {"default/g-0", "default/g-2"}
+    server.clear_faults()
+    assert cluster.cache.lapse(time.monotonic() + 3600) == 1
+    third = run_cycle(cluster, FAST, holds=Holds(), stranded=stranded)
+    assert set(third.bound) == {"default/g-1"} and third.evicted == []
+    assert len(bound_pods(server)) == 3 and not stranded and not stranded.doubts
+
+
+def test_a_gang_still_short_once_its_doubted_bind_lapsed_is_rolled_back(
+    server: FakeApiServer, unanswered: KubeCluster
+) -> None:
+    """As above, but g-1's bind is then refused for good: g-0 and g-2 are deleted, no gang
+    left part-bound."""
+    cluster = unanswered
+    stranded = Stranded()
+    _kept_in_doubt(cluster, stranded)
+    server.clear_faults()
+    server.fail("POST", r"/pods/g-1/binding$", 403, times=1000)
+    cluster.cache.lapse(time.monotonic() + 3600)
+    last = run_cycle(cluster, FAST, holds=Holds(), stranded=stranded)
+    assert sorted(last.evicted) == ["default/g-0", "default/g-2"]
+    assert live_pods(server) == {} and not stranded and not stranded.doubts
