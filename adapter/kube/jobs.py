@@ -63,9 +63,15 @@ def pods_to_make(job: Obj) -> int:
     succeeded = int_field(status.get("succeeded"), "status.succeeded", 0, default=0)
     active = int_field(status.get("active"), "status.active", 0, default=0)
     if spec.get("completions") is not None:
-        # The Job controller runs no more pods at once than completions still wanted.
+        # The Job controller runs no more pods at once than completions still wanted. An
+        # Indexed Job with a backoff limit per index never runs an index it lists failed
+        # again, and ends once more indexes failed than ``maxFailedIndexes``.
         completions = int_field(spec.get("completions"), "spec.completions", 0)
-        parallelism = min(parallelism, max(0, completions - succeeded))
+        failed = _failed_indexes(spec, status)
+        limit = spec.get("maxFailedIndexes")
+        if limit is not None and failed > int_field(limit, "spec.maxFailedIndexes", 0):
+            return 0
+        parallelism = min(parallelism, max(0, completions - succeeded - failed))
     elif succeeded:
         return 0  # without completions, the first pod that succeeds ends the Job
     if spec.get("podReplacementPolicy") == "Failed" or spec.get("podFailurePolicy"):
@@ -73,6 +79,26 @@ def pods_to_make(job: Obj) -> int:
         # this policy).
         active += int_field(status.get("terminating"), "status.terminating", 0, default=0)
     return max(0, parallelism - active)
+
+
+def _failed_indexes(spec: Mapping[str, object], status: Mapping[str, object]) -> int:
+    """How many indexes ``status.failedIndexes`` lists ("1,3-5": four), of an Indexed Job
+    with ``backoffLimitPerIndex``; 0 of any other Job (its controller retries a failed
+    pod's index until ``backoffLimit`` fails the whole Job)."""
+    listed = status.get("failedIndexes")
+    if spec.get("backoffLimitPerIndex") is None or spec.get("completionMode") != "Indexed":
+        return 0
+    if listed in (None, ""):
+        return 0
+    if not isinstance(listed, str):
+        raise BadObject(f"status.failedIndexes must be a string, got {type(listed).__name__}")
+    count = 0
+    for part in listed.split(","):
+        first, _, last = part.strip().partition("-")
+        if not first.isdigit() or not (last or first).isdigit() or int(last or first) < int(first):
+            raise BadObject(f"status.failedIndexes {listed!r}: not a list of indexes and ranges")
+        count += int(last or first) - int(first) + 1
+    return count
 
 
 def other_scheduler(job: Obj, scheduler_names: Collection[str]) -> tuple[str, int] | None:

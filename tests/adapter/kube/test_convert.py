@@ -944,6 +944,12 @@ def _job(
 
 
 ENDED = {"type": "Complete", "status": "True"}
+_PER_INDEX = {
+    "parallelism": 8,
+    "completions": 8,
+    "completionMode": "Indexed",
+    "backoffLimitPerIndex": 1,
+}
 
 
 @pytest.mark.parametrize(
@@ -966,12 +972,26 @@ ENDED = {"type": "Complete", "status": "True"}
         # Another controller's Job (Kueue's MultiKueue runs its pods elsewhere).
         ({"parallelism": 3, "managedBy": "kueue.x-k8s.io/multikueue"}, {}, 0),
         ({"parallelism": 3, "managedBy": "kubernetes.io/job-controller"}, {}, 3),
+        # An Indexed Job with a backoff limit per index never runs a failed index again
+        # (4 of 8 failed, 2 succeeded: 2 left); more failed than maxFailedIndexes: it
+        # ends. Before, each failed index got a pod the controller would never make.
+        (_PER_INDEX, {"succeeded": 2, "failedIndexes": "1,3-5"}, 2),
+        ({**_PER_INDEX, "maxFailedIndexes": 3}, {"failedIndexes": "1,3-5"}, 0),
+        ({**_PER_INDEX, "maxFailedIndexes": 4}, {"failedIndexes": "1,3-5"}, 4),
+        # Without a limit per index, failed indexes are retried (backoffLimit).
+        ({**_PER_INDEX, "backoffLimitPerIndex": None}, {"failedIndexes": "1,3-5"}, 8),
     ],
 )
 def test_a_jobs_pods_are_those_its_controller_would_make_now(
     spec: dict[str, Any], status: dict[str, Any], pods: int
 ) -> None:
     assert len(convert([node("n1"), _job(spec, status)]).state.pods) == pods
+
+
+def test_a_job_with_unreadable_failed_indexes_is_a_finding() -> None:
+    c = convert([node("n1"), _job(_PER_INDEX, {"failedIndexes": "3-1"})])
+    assert c.state.pods == ()
+    assert any("failedIndexes" in str(f) for f in c.findings)
 
 
 def test_a_job_for_another_scheduler_is_noted_as_its_pods_would_be() -> None:
