@@ -201,7 +201,10 @@ def _bind(
         alone = not done and gang not in gangs.task_need and members + 1 >= gangs.need.get(gang, 1)
         maybe = [] if alone else [pod for pod in failed if failures[pod].uncertain]
         cause = failures[failed[0]]
-        if maybe and may_wait and _whole_if_landed(gangs, gang, members, done, maybe):
+        # Whole should they land, with the pods stranded earlier (deleted once the gang
+        # is known to be short, as they would be now).
+        counted = gangs.held.get(gang, 0) + elsewhere[gang]
+        if maybe and may_wait and _whole_if_landed(gangs, gang, counted, done, maybe):
             # Deleted now, a gang of pods no controller makes again was lost where its
             # bind had landed, the gang whole (fault injection: a bind committed, every
             # answer lost); the doubt is settled within the backend's time to learn it.
@@ -410,6 +413,12 @@ def run_cycle(
             completing = {gangs.gang(p) for p in decision.nominated}
             if holds is not None:
                 completing |= holds.held.keys()
+            # Kept this cycle for binds of unknown outcome: their stranded pods wait too.
+            completing |= {
+                gangs.own_gang(pod)
+                for kept, doubted in result.in_doubt.values()
+                for pod in (*kept, *doubted)
+            }
             _roll_back_again(cluster, state, gangs, stranded, result, completing, unsettled)
             stranded.add(result.stranded, gangs, result.stranded_on)
             for kept, of_unknown_outcome in result.in_doubt.values():

@@ -72,16 +72,23 @@ class _Unanswered(FakeCluster):
         return failures
 
 
-def test_stranded_pods_count_for_nothing_when_a_bind_of_unknown_outcome_is_weighed() -> None:
-    """The cycle completes g with g-2, whose outcome is unknown. Counted as members, the
-    stranded pods made g-2 look harmless, kept, while they themselves were deleted as
-    their gang was short: g left with g-2 alone. All three go."""
+def test_stranded_pods_wait_for_a_bind_of_unknown_outcome_that_would_make_their_gang_whole() -> (
+    None
+):
+    """The cycle completes g with g-2, whose outcome is unknown. Stranded pods are
+    deleted once their gang is known to be short: with g-2 landed it is whole, so they
+    and g-2 wait until that is known (deleted at once, they left g with g-2 alone had it
+    landed); it landed, and all three are kept."""
     s, stranded = _stranded_gang()
     cluster = _Unanswered(s)
     cluster.bound.update({"g-0": "n0", "g-1": "n0"})
+    cluster.in_doubt.add("g-2")
     result = run_cycle(cluster, SETTINGS, None, Holds(), stranded)
-    assert sorted(result.evicted) == ["g-0", "g-1", "g-2"]
-    assert cluster.bound == {} and not stranded
+    assert result.evicted == [] and set(result.in_doubt) == {"g"}
+    assert set(stranded.pods) == {"g-0", "g-1"} and stranded.doubted() == {"g-2"}
+    cluster.in_doubt.clear()  # settled: it landed
+    run_cycle(cluster, SETTINGS, None, Holds(), stranded)
+    assert set(cluster.bound) == {"g-0", "g-1", "g-2"} and not stranded
 
 
 def test_stranded_pods_of_a_gang_nominated_to_preempt_wait_for_its_hold() -> None:
