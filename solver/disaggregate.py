@@ -19,7 +19,7 @@ from solver.objective import objective_of
 from solver.packing import pack, pack_greedy, pod_worth
 from solver.packing_lp import fits_lp, pack_lp_rounded
 from solver.placement import Placer, Policy
-from solver.problem import Problem
+from solver.problem import PodClass, Problem
 from solver.search import DETERMINISTIC_WALL_FACTOR
 from solver.topup import gang_prices, topped_up
 
@@ -402,13 +402,17 @@ def _place_plan(
     """A packing's plan (per item, pods per row of ``nodes``) placed: the pods of each
     item, in ``items``' order."""
     classes = placer.problem.classes
-    placed: list[list[str]] = []
+    cells: list[tuple[PodClass, int, int]] = []
+    ends: list[int] = []  # per item, where its cells end
     for (c, _), on_nodes in zip(items, plan, strict=True):
-        pods: list[str] = []
-        for n, count in sorted(on_nodes.items()):
-            pods += placer.place_on(classes[c], nodes[n], count)
-        placed.append(pods)
-    return placed
+        cells += [(classes[c], nodes[n], count) for n, count in sorted(on_nodes.items())]
+        ends.append(len(cells))
+    pods_of = placer.place_cells(cells)
+    starts = [0, *ends[:-1]]
+    return [
+        [pod for pods in pods_of[start:end] for pod in pods]
+        for start, end in zip(starts, ends, strict=True)
+    ]
 
 
 def _lp_packed(

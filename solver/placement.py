@@ -173,15 +173,41 @@ class Placer:
         self._rescore(node)
         return pods
 
+    def place_cells(self, cells: Sequence[tuple[PodClass, int, int]]) -> list[list[str]]:
+        """``place_on`` of each (class, node, count) in turn, the room taken in one
+        vectorised step: a decision's 11,400 cells at 5,000 nodes took 66 ms one by one,
+        34 ms so (each numpy update of a row cost more than the rest of its placing)."""
+        queue_of = [self.problem.gangs[cls.gang].queue for cls, _, _ in cells]
+        next_pod, placed, changed = self.next_pod, self.placed, self._changed
+        pods_of: list[list[str]] = []
+        counts: list[int] = []
+        for cls, node, count in cells:
+            start = next_pod[cls.index]
+            pods = list(cls.pods[start : start + count])
+            next_pod[cls.index] = start + len(pods)
+            placed.update(dict.fromkeys(pods, node))
+            changed.append(node)
+            pods_of.append(pods)
+            counts.append(len(pods))
+        if cells:
+            width = self.free.shape[1]
+            demand = np.array([cls.demand for cls, _, _ in cells], dtype=np.int64)
+            taken = demand.reshape(len(cells), width) * np.array(counts, dtype=np.int64)[:, None]
+            np.subtract.at(self.free, np.array([n for _, n, _ in cells], dtype=np.int64), taken)
+            by_queue = np.zeros((len(self.queue_room), width), dtype=np.int64)
+            np.add.at(by_queue, np.array(queue_of, dtype=np.int64), taken)
+            for q in set(queue_of):
+                self.queue_room[q] -= by_queue[q]
+        return pods_of
+
     def place_like(self, placements: Mapping[str, int]) -> list[str]:
         """As many pods of each class on each node as ``placements`` (pod -> node) has
         there: the same counts, the class's next pods (which pod of a class goes where
         does not matter to the problem). Returns the pods placed."""
-        problem = self.problem
-        placed: list[str] = []
-        for (c, node), count in sorted(problem.cell_counts(placements).items()):
-            placed += self.place_on(problem.classes[c], node, count)
-        return placed
+        classes = self.problem.classes
+        cells = sorted(self.problem.cell_counts(placements).items())
+        placed = self.place_cells([(classes[c], node, count) for (c, node), count in cells])
+        return [pod for pods in placed for pod in pods]
 
     def close(self, nodes: Sequence[int]) -> None:
         """No more pods on ``nodes``, whatever room is left there (where victims lose
