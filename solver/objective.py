@@ -110,7 +110,9 @@ def evaluate(
     """Score a decision (pod -> node index) without a solver; the model's terms exactly."""
     of_pod = problem.class_of_pod()
     count = len(placements)
-    classes = np.fromiter((of_pod[pod] for pod in placements), np.int64, count)
+    # The dict's own lookup mapped in C, not a generator's frame per pod (21,000 pods
+    # placed at 5,000 nodes: 1.8 -> 1.4 ms a score).
+    classes = np.fromiter(map(of_pod.__getitem__, placements), np.int64, count)
     per_class = np.bincount(classes, minlength=len(problem.classes)).astype(np.int64)
     nodes = np.fromiter(placements.values(), np.int64, count)
     opened = problem.empty & (np.bincount(nodes, minlength=len(problem.nodes)) > 0)
