@@ -182,43 +182,41 @@ def test_a_gang_groups_stranded_pods_are_remembered_by_their_own_gang() -> None:
     assert stranded.due(apart, Gangs.of(apart), bound=["b-0"]) == [] and not stranded
 
 
-def test_pods_kept_for_a_bind_of_unknown_outcome_wait_for_it_then_are_judged() -> None:
-    """g-0 and g-1 were bound, g-2's bind was of unknown outcome (the snapshot shows it
-    bound where it was sent, assumed). While it is unsettled nothing is due or forgotten,
-    though the gang looks whole; settled and not landed (g-2 pending), they are due."""
-    assumed = state(
-        nodes=[node("n1").cap(cpu=8)],
-        pods=[pod(f"g-{i}").req(cpu=1).gang("g").on("n1") for i in range(3)],
-        gangs=[gang("g", 3)],
-    )
-    gangs = Gangs.of(assumed)
-    stranded = Stranded()
-    stranded.await_doubts(["g-0", "g-1"], gangs, {"g-0": "n1", "g-1": "n1"}, ["g-2"])
-    assert stranded.doubted() == {"g-2"}
-    assert stranded.due(assumed, gangs, bound=[], unsettled={"g-2"}) == []
-    assert set(stranded.pods) == {"g-0", "g-1"} and stranded.doubted() == {"g-2"}
-    lapsed = state(
-        nodes=[node("n1").cap(cpu=8)],
-        pods=[
-            *(pod(f"g-{i}").req(cpu=1).gang("g").on("n1") for i in range(2)),
-            pod("g-2").req(cpu=1).gang("g"),
-        ],
-        gangs=[gang("g", 3)],
-    )
-    assert stranded.due(lapsed, Gangs.of(lapsed), bound=[]) == ["g-0", "g-1"]
-    assert not stranded.doubts
-
-
-def test_pods_kept_for_a_bind_that_landed_are_forgotten() -> None:
+def _awaiting(bound: int) -> tuple[ClusterState, Gangs, Stranded]:
+    """Gang g of 3 on n1 with its first ``bound`` pods bound; g-0 and g-1, bound by a
+    cycle whose bind of g-2 was of unknown outcome, wait for it."""
     s = state(
         nodes=[node("n1").cap(cpu=8)],
-        pods=[pod(f"g-{i}").req(cpu=1).gang("g").on("n1") for i in range(3)],
+        pods=[
+            pod(f"g-{i}").req(cpu=1).gang("g").on("n1")
+            if i < bound
+            else pod(f"g-{i}").req(cpu=1).gang("g")
+            for i in range(3)
+        ],
         gangs=[gang("g", 3)],
     )
     gangs = Gangs.of(s)
     stranded = Stranded()
     stranded.await_doubts(["g-0", "g-1"], gangs, {"g-0": "n1", "g-1": "n1"}, ["g-2"])
-    assert stranded.due(s, gangs, bound=[], unsettled=set()) == []
+    return s, gangs, stranded
+
+
+def test_pods_kept_for_a_bind_of_unknown_outcome_wait_for_it_then_are_judged() -> None:
+    """While g-2's bind is unsettled (the snapshot shows it bound where it was sent,
+    assumed) nothing is due or forgotten, though the gang looks whole; settled and not
+    landed (g-2 pending), g-0 and g-1 are due."""
+    assumed, gangs, stranded = _awaiting(bound=3)
+    assert stranded.doubted() == {"g-2"}
+    assert stranded.due(assumed, gangs, bound=[], unsettled={"g-2"}) == []
+    assert set(stranded.pods) == {"g-0", "g-1"} and stranded.doubted() == {"g-2"}
+    lapsed, gangs, _ = _awaiting(bound=2)
+    assert stranded.due(lapsed, gangs, bound=[]) == ["g-0", "g-1"]
+    assert not stranded.doubts
+
+
+def test_pods_kept_for_a_bind_that_landed_are_forgotten() -> None:
+    landed, gangs, stranded = _awaiting(bound=3)
+    assert stranded.due(landed, gangs, bound=[], unsettled=set()) == []
     assert not stranded and not stranded.doubts
 
 
