@@ -70,21 +70,33 @@ class Stranded:
         self,
         state: ClusterState,
         gangs: Gangs,
-        bound: Iterable[str],
+        bound: Mapping[str, str],
         completing: Collection[str] = (),
         unsettled: Collection[str] = (),
     ) -> list[str]:
-        """The pods to delete again after this cycle's binds (``bound``), which the
-        snapshot ``state`` preceded, but those of gangs ``completing`` (nominated to
-        preempt: kept until their hold ends) and of gangs waiting for a bind still
-        ``unsettled`` when ``state`` was taken (of unknown outcome: the snapshot shows it
-        bound, which it may not be); forgets the others: gone or being deleted, on
-        another node (a namesake), or of a gang that holds minMember now."""
+        """The pods to delete again after this cycle's binds (``bound``: pod -> node),
+        which the snapshot ``state`` preceded, but those of gangs ``completing``
+        (nominated to preempt: kept until their hold ends) and of gangs waiting for a bind
+        still ``unsettled`` when ``state`` was taken (of unknown outcome: the snapshot
+        shows it bound, which it may not be); forgets the others: gone or being deleted,
+        on another node (a namesake), or of a gang that holds minMember now. A waiting
+        gang's pods bound meanwhile, and, once it is settled, its binds in doubt that
+        landed, are judged with the pods kept for it: left out, they ran alone where the
+        rest was deleted."""
         waiting = {gang for gang, pods in self.doubts.items() if not pods.isdisjoint(unsettled)}
+        settled = {pod for g, pods in self.doubts.items() if g not in waiting for pod in pods}
         self.doubts = {gang: pods for gang, pods in self.doubts.items() if gang in waiting}
+        for pod, node in bound.items():
+            if (gang := gangs.own_gang(pod)) in waiting:
+                self.pods[pod] = (gang, node)
         where = {
-            p.name: p.node_name for p in state.pods if p.name in self.pods and not p.terminating
+            p.name: p.node_name
+            for p in state.pods
+            if (p.name in self.pods or p.name in settled) and not p.terminating
         }
+        for pod in settled:
+            if where.get(pod) is not None:
+                self.pods[pod] = (gangs.own_gang(pod), str(where[pod]))
         added: Counter[str] = Counter()  # per gang, pods bound this cycle
         by_task: dict[str, Counter[str | None]] = {}  # of gangs with task minimums
         for pod in bound:

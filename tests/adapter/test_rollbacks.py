@@ -38,10 +38,10 @@ def test_only_pods_still_where_the_rollback_left_them_of_a_gang_still_short_are_
         ["g-0", "g-1", "g-2", "g-3"], gangs, dict.fromkeys(["g-0", "g-1", "g-2", "g-3"], "n1")
     )
     # Three bound (g-0, g-1, the namesake g-2): short of 4, the rollback's two are due.
-    assert stranded.due(s, gangs, bound=[]) == ["g-0", "g-1"]
+    assert stranded.due(s, gangs, bound={}) == ["g-0", "g-1"]
     assert set(stranded.pods) == {"g-0", "g-1"}
     # A cycle that binds g-4 makes the gang whole: nothing is due, nothing remembered.
-    assert stranded.due(s, gangs, bound=["g-4"]) == [] and not stranded
+    assert stranded.due(s, gangs, bound={"g-4": "n2"}) == [] and not stranded
 
 
 def _stranded_gang() -> tuple[ClusterState, Stranded]:
@@ -134,8 +134,8 @@ def test_a_stranded_gang_at_minmember_but_short_of_a_task_is_still_due() -> None
     gangs = Gangs.of(s)
     stranded = Stranded()
     stranded.add(["g-w0", "g-w1"], gangs, {"g-w0": "n1", "g-w1": "n1"})
-    assert stranded.due(s, gangs, bound=[]) == ["g-w0", "g-w1"]
-    assert stranded.due(s, gangs, bound=["g-ps"]) == [] and not stranded
+    assert stranded.due(s, gangs, bound={}) == ["g-w0", "g-w1"]
+    assert stranded.due(s, gangs, bound={"g-ps": "n1"}) == [] and not stranded
 
 
 def test_a_stranded_pod_of_a_gang_that_ran_without_it_is_not_due() -> None:
@@ -154,7 +154,7 @@ def test_a_stranded_pod_of_a_gang_that_ran_without_it_is_not_due() -> None:
     gangs = Gangs.of(s)
     stranded = Stranded()
     stranded.add(["g-w1"], gangs, {"g-w1": "n1"})
-    assert stranded.due(s, gangs, bound=[]) == [] and not stranded
+    assert stranded.due(s, gangs, bound={}) == [] and not stranded
 
 
 def test_a_gang_groups_stranded_pods_are_remembered_by_their_own_gang() -> None:
@@ -179,7 +179,7 @@ def test_a_gang_groups_stranded_pods_are_remembered_by_their_own_gang() -> None:
         [pod("a-0").req(cpu=1).gang("a").on("n0"), pod("b-0").req(cpu=1).gang("b")],
         [gang("a", 1), gang("b", 1)],
     )
-    assert stranded.due(apart, Gangs.of(apart), bound=["b-0"]) == [] and not stranded
+    assert stranded.due(apart, Gangs.of(apart), bound={"b-0": "n1"}) == [] and not stranded
 
 
 def _awaiting(bound: int) -> tuple[ClusterState, Gangs, Stranded]:
@@ -207,17 +207,53 @@ def test_pods_kept_for_a_bind_of_unknown_outcome_wait_for_it_then_are_judged() -
     landed (g-2 pending), g-0 and g-1 are due."""
     assumed, gangs, stranded = _awaiting(bound=3)
     assert stranded.doubted() == {"g-2"}
-    assert stranded.due(assumed, gangs, bound=[], unsettled={"g-2"}) == []
+    assert stranded.due(assumed, gangs, bound={}, unsettled={"g-2"}) == []
     assert set(stranded.pods) == {"g-0", "g-1"} and stranded.doubted() == {"g-2"}
     lapsed, gangs, _ = _awaiting(bound=2)
-    assert stranded.due(lapsed, gangs, bound=[]) == ["g-0", "g-1"]
+    assert stranded.due(lapsed, gangs, bound={}) == ["g-0", "g-1"]
     assert not stranded.doubts
 
 
 def test_pods_kept_for_a_bind_that_landed_are_forgotten() -> None:
     landed, gangs, stranded = _awaiting(bound=3)
-    assert stranded.due(landed, gangs, bound=[], unsettled=set()) == []
+    assert stranded.due(landed, gangs, bound={}, unsettled=set()) == []
     assert not stranded and not stranded.doubts
+
+
+def _gang_of_three(on: dict[str, str]) -> tuple[ClusterState, Gangs]:
+    s = state(
+        nodes=[node("n1").cap(cpu=8)],
+        pods=[
+            pod(f"g-{i}").req(cpu=1).gang("g").on(on[f"g-{i}"])
+            if f"g-{i}" in on
+            else pod(f"g-{i}").req(cpu=1).gang("g")
+            for i in range(3)
+        ],
+        gangs=[gang("g", 3)],
+    )
+    return s, Gangs.of(s)
+
+
+def test_a_bind_in_doubt_that_landed_is_deleted_with_the_rest_of_a_gang_still_short() -> None:
+    """g-0 bound, g-1 and g-2 in doubt. g-1 landed, g-2 did not (its doubt lapsed, its
+    next bind refused): the gang is short, and g-1 goes with g-0. Only g-0 was
+    remembered, and g-1 ran alone."""
+    _, gangs = _gang_of_three({"g-0": "n1", "g-1": "n1", "g-2": "n1"})
+    stranded = Stranded()
+    stranded.await_doubts(["g-0"], gangs, {"g-0": "n1"}, ["g-1", "g-2"])
+    settled, gangs = _gang_of_three({"g-0": "n1", "g-1": "n1"})
+    assert stranded.due(settled, gangs, bound={}) == ["g-0", "g-1"]
+
+
+def test_a_pod_bound_while_its_gang_waits_for_a_doubt_is_judged_with_it() -> None:
+    """While g-2's bind is in doubt, a cycle binds g-1 (its own doubt lapsed): g-2 never
+    landed, and g-1 goes with g-0. Not remembered, it ran alone."""
+    assumed, gangs = _gang_of_three({"g-0": "n1", "g-2": "n1"})
+    stranded = Stranded()
+    stranded.await_doubts(["g-0"], gangs, {"g-0": "n1"}, ["g-1", "g-2"])
+    assert stranded.due(assumed, gangs, bound={"g-1": "n1"}, unsettled={"g-2"}) == []
+    lapsed, gangs = _gang_of_three({"g-0": "n1", "g-1": "n1"})
+    assert stranded.due(lapsed, gangs, bound={}) == ["g-0", "g-1"]
 
 
 class _LostAnswer(FakeCluster):
