@@ -78,8 +78,8 @@ class Stranded:
         which the snapshot ``state`` preceded, but those of gangs ``completing``
         (nominated to preempt: kept until their hold ends) and of gangs waiting for a bind
         still ``unsettled`` when ``state`` was taken (of unknown outcome: the snapshot
-        shows it bound, which it may not be); forgets the others: gone or being deleted,
-        on another node (a namesake), or of a gang that holds minMember now. A waiting
+        shows it bound, which it may not be); forgets the others: being deleted, pending
+        or on another node (a namesake), or of a gang that holds minMember now. A waiting
         gang's pods bound meanwhile, and, once it is settled, its binds in doubt that
         landed, are judged with the pods kept for it: left out, they ran alone where the
         rest was deleted."""
@@ -89,14 +89,17 @@ class Stranded:
         for pod, node in bound.items():
             if (gang := gangs.own_gang(pod)) in waiting:
                 self.pods[pod] = (gang, node)
-        where = {
-            p.name: p.node_name
-            for p in state.pods
-            if (p.name in self.pods or p.name in settled) and not p.terminating
-        }
+        # A pod of no snapshot (gone, or bound to a node the snapshot lacks: deleted, it
+        # may come back with its pods) is judged as if still where it was: forgotten, it
+        # ran alone once its node was back and the rest of its gang deleted. A delete of
+        # a pod that is gone is answered as done.
+        where: dict[str, str | None] = {pod: node for pod, (_, node) in self.pods.items()}
+        for p in state.pods:
+            if p.name in where or p.name in settled:
+                where[p.name] = None if p.terminating else p.node_name
         for pod in settled:
-            if where.get(pod) is not None:
-                self.pods[pod] = (gangs.own_gang(pod), str(where[pod]))
+            if (landed_on := where.get(pod)) is not None:
+                self.pods[pod] = (gangs.own_gang(pod), landed_on)
         added: Counter[str] = Counter()  # per gang, pods bound this cycle
         by_task: dict[str, Counter[str | None]] = {}  # of gangs with task minimums
         for pod in bound:

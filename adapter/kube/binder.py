@@ -443,7 +443,9 @@ class Binder:
         uid = self._uids.get(pod) or self._undeleted.get(pod)
         if not uid:
             current = self.cache.pod(pod)
-            uid = ((current or {}).get("metadata") or {}).get("uid")
+            if current is None:
+                return None  # gone, as a 404 says (a rollback finished later, ``rollbacks``)
+            uid = (current.get("metadata") or {}).get("uid")
         if not uid:
             # Without its UID the delete could hit a namesake created since: not sent.
             return ClusterError("UnknownUID", f"{pod}: no UID known; not deleted")

@@ -44,6 +44,22 @@ def test_only_pods_still_where_the_rollback_left_them_of_a_gang_still_short_are_
     assert stranded.due(s, gangs, bound={"g-4": "n2"}) == [] and not stranded
 
 
+def test_a_stranded_pod_the_snapshot_lacks_is_judged_not_forgotten() -> None:
+    """g-1 is bound to n2, which left the snapshot (its Node deleted; it may come back,
+    g-1 still bound to it). Forgotten, g-1 ran alone once n2 was back and g-0 deleted:
+    both are due while g is short."""
+    s = state(
+        nodes=[node("n1").cap(cpu=8)],
+        pods=[pod("g-0").req(cpu=1).gang("g").on("n1"), pod("g-2").req(cpu=1).gang("g")],
+        gangs=[gang("g", 3)],
+    )
+    gangs = Gangs.of(s)
+    stranded = Stranded()
+    stranded.add(["g-0"], gangs, {"g-0": "n1"})
+    stranded.pods["g-1"] = ("g", "n2")
+    assert stranded.due(s, gangs, bound={}) == ["g-0", "g-1"]
+
+
 def _stranded_gang() -> tuple[ClusterState, Stranded]:
     """Gang g needs 3: g-0 and g-1 stayed bound on n0 after a rollback (remembered as
     stranded), g-2 waits; n1 is free."""

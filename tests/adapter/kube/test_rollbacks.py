@@ -97,6 +97,25 @@ def test_a_stranded_pod_whose_gang_was_completed_is_kept(
     assert len(bound_pods(server)) == 3 and not stranding.stranded
 
 
+def test_stranded_pods_whose_node_left_are_deleted_not_forgotten(
+    server: FakeApiServer, stranding: Stranding
+) -> None:
+    # n1, which g-0 and g-1 are bound to, is deleted (their pods are left out of the
+    # snapshot) and comes back under the same name before any pod GC. Forgotten, the
+    # two ran as a gang short of its third pod for good.
+    cluster = stranding.cluster
+    stranding.down.clear()
+    server.delete("", "nodes", None, "n1")
+    wait_until(lambda: not cluster.cache.node_exists("n1"))
+    run_cycle(cluster, FAST, holds=Holds(), stranded=stranding.stranded)
+    apply(server, [node("n1", cpu="2")])
+    assert live_pods(server) == {} and not stranding.stranded
+
+
+def test_a_delete_of_a_pod_gone_from_the_cache_is_done(cluster: KubeCluster) -> None:
+    assert cluster.evict(["default/gone"], "gang rollback") == {}
+
+
 def test_a_lone_pod_whose_bind_outcome_is_unknown_is_not_deleted(
     server: FakeApiServer, cluster: KubeCluster
 ) -> None:
