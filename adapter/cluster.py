@@ -8,7 +8,7 @@ every failure it can recover from as ``ClusterError``; anything else is a bug.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -96,10 +96,10 @@ class Cluster(Protocol):
         them concurrently. Returns the refused ones; every other pod is bound."""
         ...
 
-    def unsettled(self, pods: Collection[str]) -> set[str]:
-        """Of ``pods``, those whose bind failed as ``uncertain`` and is not settled yet: a
-        snapshot shows each bound where the bind was sent until the backend learns
-        whether it landed (then bound, or pending again)."""
+    def unsettled(self) -> set[str]:
+        """The pods whose bind failed as ``uncertain`` and is not settled yet: a snapshot
+        shows each bound where the bind was sent until the backend learns whether it
+        landed (then bound, or pending again)."""
         ...
 
     def evict(self, pods: Sequence[str], reason: str) -> dict[str, ClusterError]:

@@ -202,9 +202,12 @@ def _bind(
         maybe = [] if alone else [pod for pod in failed if failures[pod].uncertain]
         cause = failures[failed[0]]
         # Whole should they land, with the pods stranded earlier (deleted once the gang
-        # is known to be short, as they would be now).
+        # is known to be short, as they would be now). Not a GangGroup: its gangs are
+        # remembered, and judged, each on its own (``rollbacks``), and one at its minimum
+        # was forgotten while another stayed short.
         counted = gangs.held.get(gang, 0) + elsewhere[gang]
-        if maybe and may_wait and _whole_if_landed(gangs, gang, counted, done, maybe):
+        waits = may_wait and gang not in gangs.grouped
+        if maybe and waits and _whole_if_landed(gangs, gang, counted, done, maybe):
             # Deleted now, a gang of pods no controller makes again was lost where its
             # bind had landed, the gang whole (fault injection: a bind committed, every
             # answer lost); the doubt is settled within the backend's time to learn it.
@@ -345,8 +348,7 @@ def run_cycle(
     started = time.perf_counter()
     # Asked before the snapshot: a bind settled after it would be judged on a view that
     # still shows it bound (assumed), though it may have lapsed.
-    doubted = stranded.doubted() if stranded is not None else set()
-    unsettled = cluster.unsettled(doubted) if doubted else set()
+    unsettled = cluster.unsettled() if stranded is not None and stranded.doubts else set()
     try:
         state = cluster.snapshot()
     except ClusterError as e:

@@ -44,16 +44,11 @@ class Stranded:
         self, pods: Iterable[str], gangs: Gangs, nodes: Mapping[str, str], doubted: Iterable[str]
     ) -> None:
         """``pods``, bound, kept until the binds of ``doubted`` (members of their gangs,
-        each of which may still land) are settled, then judged as stranded pods are. A
-        GangGroup's gangs each wait for them all: the group is whole only with them."""
-        pods, doubted = list(pods), set(doubted)
+        each of which may still land) are settled, then judged as stranded pods are. Not
+        for a GangGroup's pods: its gangs are judged each on its own."""
         self.add(pods, gangs, nodes)
-        for gang in {gangs.own_gang(pod) for pod in (*pods, *doubted)}:
-            self.doubts.setdefault(gang, set()).update(doubted)
-
-    def doubted(self) -> set[str]:
-        """The pods whose binds the remembered gangs wait for."""
-        return {pod for pods in self.doubts.values() for pod in pods}
+        for pod in doubted:
+            self.doubts.setdefault(gangs.own_gang(pod), set()).add(pod)
 
     def add(self, pods: Iterable[str], gangs: Gangs, nodes: Mapping[str, str]) -> None:
         """Remembered by their own gang: a GangGroup's pods by their gang in it, whose
@@ -77,12 +72,19 @@ class Stranded:
         """The pods to delete again after this cycle's binds (``bound``: pod -> node),
         which the snapshot ``state`` preceded, but those of gangs ``completing``
         (nominated to preempt: kept until their hold ends) and of gangs waiting for a bind
-        still ``unsettled`` when ``state`` was taken (of unknown outcome: the snapshot
-        shows it bound, which it may not be); forgets the others: being deleted, pending
-        or on another node (a namesake), or of a gang that holds minMember now. A waiting
-        gang's pods bound meanwhile, and, once it is settled, its binds in doubt that
-        landed, are judged with the pods kept for it: left out, they ran alone where the
-        rest was deleted."""
+        of theirs still ``unsettled`` when ``state`` was taken (of unknown outcome: the
+        snapshot shows it bound, which it may not be); forgets the others: being deleted,
+        pending or on another node (a namesake), or of a gang that holds minMember now. A
+        waiting gang's pods bound meanwhile, and, once it is settled, its binds in doubt
+        that landed, are judged with the pods kept for it: left out, they ran alone where
+        the rest was deleted."""
+        # A gang waits while any pod of it is unsettled: one bound again meanwhile, its
+        # bind of unknown outcome too, is waited for as well (the snapshot shows it bound).
+        of_gang: dict[str, set[str]] = {}
+        for pod in unsettled:
+            of_gang.setdefault(gangs.own_gang(pod), set()).add(pod)
+        for gang, pods in self.doubts.items():
+            pods |= of_gang.get(gang, set())
         waiting = {gang for gang, pods in self.doubts.items() if not pods.isdisjoint(unsettled)}
         settled = {pod for g, pods in self.doubts.items() if g not in waiting for pod in pods}
         self.doubts = {gang: pods for gang, pods in self.doubts.items() if gang in waiting}

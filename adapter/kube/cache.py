@@ -187,10 +187,10 @@ class ClusterCache:
             if key in self._assumed:
                 self._doubted[key] = now + ttl_s
 
-    def in_doubt(self, keys: Iterable[str]) -> set[str]:
-        """Of ``keys``, the pods whose doubted binds (``doubt``) are not settled yet."""
+    def in_doubt(self) -> set[str]:
+        """The pods whose doubted binds (``doubt``) are not settled yet."""
         with self._lock:
-            return {key for key in keys if key in self._doubted}
+            return set(self._doubted)
 
     def lapse(self, now: float) -> int:
         """End the doubted assumptions whose time is up; how many ended."""

@@ -224,8 +224,8 @@ class KubeCluster:
         with self.writer.holding():  # status and Events after the binds (``Writer``)
             return self.binder.bind(placements, self.seen_uids)
 
-    def unsettled(self, pods: Collection[str]) -> set[str]:
-        return self.cache.in_doubt(pods)
+    def unsettled(self) -> set[str]:
+        return self.cache.in_doubt()
 
     def evict(self, pods: Sequence[str], reason: str) -> dict[str, ClusterError]:
         return self.binder.delete(pods, reason)

@@ -25,7 +25,6 @@ pages (where the C library has it: glibc does, musl does not).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import gc
 import time
 from collections.abc import Callable, Iterator
@@ -39,7 +38,8 @@ MIN_FULL_INTERVAL_S = 60.0
 def _malloc_trim() -> Callable[[], object]:
     """glibc's ``malloc_trim(0)``, or a no-op where the C library has none."""
     try:
-        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        # The process's own symbols, libc's among them (find_library runs ldconfig).
+        trim = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):
         return lambda: None
     trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int

@@ -5,6 +5,7 @@ pod's anti-affinity can tell of them (``convert``)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 
 from adapter.kube.fields import BadObject, Obj, created_s, int_field, meta, scheduler_of
@@ -94,10 +95,13 @@ def _failed_indexes(spec: Mapping[str, object], status: Mapping[str, object]) ->
         raise BadObject(f"status.failedIndexes must be a string, got {type(listed).__name__}")
     count = 0
     for part in listed.split(","):
-        first, _, last = part.strip().partition("-")
-        if not first.isdigit() or not (last or first).isdigit() or int(last or first) < int(first):
+        # ASCII digits only: str.isdigit takes "²", which int() refuses.
+        found = re.fullmatch(r"(\d+)(?:-(\d+))?", part.strip(), re.ASCII)
+        first = int(found.group(1)) if found else -1
+        last = int(found.group(2) or first) if found else -1
+        if found is None or last < first:
             raise BadObject(f"status.failedIndexes {listed!r}: not a list of indexes and ranges")
-        count += int(last or first) - int(first) + 1
+        count += last - first + 1
     return count
 
 

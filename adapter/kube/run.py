@@ -360,7 +360,14 @@ class KubeScheduler:
         result = run_cycle(self.cluster, settings, self.metrics, self.holds, self.stranded)
         self.cycles += 1
         self.last = result
-        for memory, size in self.cluster.remembered().items():
+        # The loop's memories too: pods rollbacks left to finish, gangs kept for binds of
+        # unknown outcome (``rollbacks``).
+        memories = {
+            **self.cluster.remembered(),
+            "pods left to roll back": len(self.stranded.pods),
+            "gangs kept for binds in doubt": len(self.stranded.doubts),
+        }
+        for memory, size in memories.items():
             self.metrics.remembered.labels(memory).set(size)
         state = self.cluster.last_state
         if state is not None:

@@ -119,7 +119,7 @@ class SimulatedCluster:
                 failures[pod] = e
         return failures
 
-    def unsettled(self, pods: Collection[str]) -> set[str]:
+    def unsettled(self) -> set[str]:
         return set()  # every bind here is answered: none is of unknown outcome
 
     def evict(self, pods: Sequence[str], reason: str) -> dict[str, ClusterError]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pickle
 import threading
 import time
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import pytest
 
@@ -71,8 +71,8 @@ class FakeCluster:
                 self.bound[name] = target
         return failures
 
-    def unsettled(self, pods: Collection[str]) -> set[str]:
-        return set(pods) & self.in_doubt
+    def unsettled(self) -> set[str]:
+        return set(self.in_doubt)
 
     def evict(self, pods: Sequence[str], reason: str) -> dict[str, ClusterError]:
         failures: dict[str, ClusterError] = {}

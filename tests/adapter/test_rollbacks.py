@@ -101,7 +101,7 @@ def test_stranded_pods_wait_for_a_bind_of_unknown_outcome_that_would_make_their_
     cluster.in_doubt.add("g-2")
     result = run_cycle(cluster, SETTINGS, None, Holds(), stranded)
     assert result.evicted == [] and set(result.in_doubt) == {"g"}
-    assert set(stranded.pods) == {"g-0", "g-1"} and stranded.doubted() == {"g-2"}
+    assert set(stranded.pods) == {"g-0", "g-1"} and stranded.doubts == {"g": {"g-2"}}
     cluster.in_doubt.clear()  # settled: it landed
     run_cycle(cluster, SETTINGS, None, Holds(), stranded)
     assert set(cluster.bound) == {"g-0", "g-1", "g-2"} and not stranded
@@ -222,9 +222,9 @@ def test_pods_kept_for_a_bind_of_unknown_outcome_wait_for_it_then_are_judged() -
     assumed) nothing is due or forgotten, though the gang looks whole; settled and not
     landed (g-2 pending), g-0 and g-1 are due."""
     assumed, gangs, stranded = _awaiting(bound=3)
-    assert stranded.doubted() == {"g-2"}
+    assert stranded.doubts == {"g": {"g-2"}}
     assert stranded.due(assumed, gangs, bound={}, unsettled={"g-2"}) == []
-    assert set(stranded.pods) == {"g-0", "g-1"} and stranded.doubted() == {"g-2"}
+    assert set(stranded.pods) == {"g-0", "g-1"} and stranded.doubts == {"g": {"g-2"}}
     lapsed, gangs, _ = _awaiting(bound=2)
     assert stranded.due(lapsed, gangs, bound={}) == ["g-0", "g-1"]
     assert not stranded.doubts
@@ -270,6 +270,26 @@ def test_a_pod_bound_while_its_gang_waits_for_a_doubt_is_judged_with_it() -> Non
     assert stranded.due(assumed, gangs, bound={"g-1": "n1"}, unsettled={"g-2"}) == []
     lapsed, gangs = _gang_of_three({"g-0": "n1", "g-1": "n1"})
     assert stranded.due(lapsed, gangs, bound={}) == ["g-0", "g-1"]
+
+
+def test_a_waiting_gang_waits_for_a_later_bind_of_unknown_outcome_too() -> None:
+    """g waits for g-2; a cycle meanwhile binds g-3 (an extra), of unknown outcome too
+    (the gang was not short then: g-2 showed bound). g-2 lapses while g-3 is unsettled,
+    shown bound: judged then, the gang looked whole and was forgotten, and g-3 could
+    lapse after; it waits for g-3, then is judged with it."""
+    waiting = state(
+        [node("n1").cap(cpu=8)],
+        [pod(f"g-{i}").req(cpu=1).gang("g").on("n1") for i in range(4) if i != 2]
+        + [pod("g-2").req(cpu=1).gang("g")],
+        [gang("g", 3)],
+    )
+    gangs = Gangs.of(waiting)
+    stranded = Stranded()
+    stranded.await_doubts(["g-0", "g-1"], gangs, {"g-0": "n1", "g-1": "n1"}, ["g-2"])
+    assert stranded.due(waiting, gangs, bound={}, unsettled={"g-3"}) == []
+    assert stranded.doubts == {"g": {"g-2", "g-3"}} and set(stranded.pods) == {"g-0", "g-1"}
+    both_lapsed, gangs = _gang_of_three({"g-0": "n1", "g-1": "n1"})
+    assert stranded.due(both_lapsed, gangs, bound={}) == ["g-0", "g-1"]
 
 
 class _LostAnswer(FakeCluster):
@@ -321,3 +341,44 @@ def test_a_gang_short_of_a_definite_failure_too_is_rolled_back_at_once() -> None
     result = run_cycle(cluster, SETTINGS, None, Holds(), stranded)
     assert sorted(result.evicted) == ["g-0", "g-2"] and result.in_doubt == {}
     assert not stranded
+
+
+class _GroupUnanswered(_LostAnswer):
+    """Gangs x (2 x 1 cpu) and y (1 x 2 cpu), one Koordinator GangGroup (merged while
+    both are short, as ``gang_groups`` merges them); y-0's answer is lost."""
+
+    def __init__(self) -> None:
+        super().__init__(state([node("n0").cap(cpu=4)], [], [], [queue()]))
+
+    def snapshot(self, again: bool = False) -> ClusterState:
+        own, cpu = {"x-0": "x", "x-1": "x", "y-0": "y"}, {"x-0": 1, "x-1": 1, "y-0": 2}
+        merged = len(self.bound) == 0
+        pods = []
+        for name, g in own.items():
+            p = pod(name).req(cpu=cpu[name])
+            p = p.gang("gang-group:x,y").task(g) if merged else p.gang(g)
+            pods.append(p.on(self.bound[name]) if name in self.bound else p)
+        group = gang("gang-group:x,y", 3).task_minimums(x=2, y=1).build()
+        gangs = (
+            [group.model_copy(update={"members": ("x", "y")})]
+            if merged
+            else [gang("x", 2), gang("y", 1)]
+        )
+        return state([node("n0").cap(cpu=4)], pods, gangs, [queue()])
+
+    def bind(self, placements: Sequence[tuple[str, str]]) -> dict[str, ClusterError]:
+        failures = FakeCluster.bind(self, placements)
+        if any(p == "y-0" for p, _ in placements):
+            failures["y-0"] = ClusterError("ReadTimeoutError", "no answer", uncertain=True)
+            self.in_doubt.add("y-0")
+        return failures
+
+
+def test_a_gang_group_short_of_a_bind_of_unknown_outcome_is_rolled_back_at_once() -> None:
+    """Its gangs are remembered and judged each on its own: kept, x (at its minimum) was
+    forgotten once y-0's doubt lapsed, x running without y for good."""
+    cluster = _GroupUnanswered()
+    stranded = Stranded()
+    result = run_cycle(cluster, SETTINGS, None, Holds(), stranded)
+    assert result.in_doubt == {} and sorted(result.evicted) == ["x-0", "x-1", "y-0"]
+    assert cluster.bound == {} and not stranded

@@ -988,8 +988,9 @@ def test_a_jobs_pods_are_those_its_controller_would_make_now(
     assert len(convert([node("n1"), _job(spec, status)]).state.pods) == pods
 
 
-def test_a_job_with_unreadable_failed_indexes_is_a_finding() -> None:
-    c = convert([node("n1"), _job(_PER_INDEX, {"failedIndexes": "3-1"})])
+@pytest.mark.parametrize("listed", ["3-1", "1,,2", "1-²", "²", "one"])
+def test_a_job_with_unreadable_failed_indexes_is_a_finding(listed: str) -> None:
+    c = convert([node("n1"), _job(_PER_INDEX, {"failedIndexes": listed})])
     assert c.state.pods == ()
     assert any("failedIndexes" in str(f) for f in c.findings)
 

@@ -188,7 +188,7 @@ def test_a_gang_whose_bind_of_unknown_outcome_landed_is_kept_whole(
     stranded = Stranded()
     _kept_in_doubt(cluster, stranded)
     assert landed and len(bound_pods(server)) == 3
-    wait_until(lambda: not cluster.unsettled({"default/g-1"}))
+    wait_until(lambda: "default/g-1" not in cluster.unsettled())
     second = run_cycle(cluster, FAST, holds=Holds(), stranded=stranded)
     assert second.evicted == [] and not stranded and not stranded.doubts
     assert len(live_pods(server)) == 3 and len(bound_pods(server)) == 3
@@ -203,7 +203,7 @@ def test_a_bind_of_unknown_outcome_that_lapsed_is_sent_again_to_complete_its_gan
     cluster = unanswered
     stranded = Stranded()
     _kept_in_doubt(cluster, stranded)
-    assert cluster.unsettled({"default/g-1"}) == {"default/g-1"}
+    assert cluster.unsettled() == {"default/g-1"}
     waiting = run_cycle(cluster, FAST, holds=Holds(), stranded=stranded)
     assert waiting.evicted == [] and set(stranded.pods) == {"default/g-0", "default/g-2"}
     server.clear_faults()
