@@ -24,10 +24,11 @@ import numpy.typing as npt
 
 from solver.arrays import FloatArray
 from solver.bins import Bin, Pairs, node_bins, pair_capacity
-from solver.disaggregate import budgets, disaggregate, repacked_bins
+from solver.disaggregate import budgets, disaggregate
 from solver.encode import Encoding, encode
 from solver.placement import Placer
 from solver.relaxation import LpSolution, Matrices, lp_solution, matrices
+from solver.repacked import repacked_bins
 from solver.restricted import RESTRICT_ZERO, restricted
 from solver.search import DETERMINISTIC_WALL_FACTOR, MIN_STAGE_S, Beside, Search, StageResult
 from solver.solution import decode_admitted, decode_counts, rounded_for_gangs

@@ -10,12 +10,13 @@ import pytest
 import solver.disaggregate
 from benchmarks import instances
 from solver.config import SolverConfig
-from solver.disaggregate import disaggregate, repacked_bins
+from solver.disaggregate import disaggregate
 from solver.encode import Encoding
 from solver.grouped_lp import model_lp
 from solver.model import ClusterState
 from solver.placement import Placer
 from solver.problem import Problem, prepare
+from solver.repacked import repacked_bins
 from solver.solution import decode_admitted, decode_counts, rounded_for_gangs
 from tests.builders import gang, node, pod, state
 from tests.solver.encodings import class_model
