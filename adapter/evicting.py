@@ -80,6 +80,10 @@ def preempt(
         if intact:
             error = failures[intact[0]]
             log.warning("gang %s not held: eviction of %s failed (%s)", gang, intact[0], error)
+            # A victim that lost some pods runs below minMember all the same.
+            for p in refused:
+                if gangs.gang(p) in broken:
+                    holds.resend[p] = (decision.evictions[p], victims[p])
             continue
         holds.add(
             Hold(
@@ -95,29 +99,43 @@ def preempt(
 def evict_again(
     cluster: Cluster, holds: Holds, pods: Mapping[str, Pod], result: CycleResult
 ) -> None:
-    """The evictions holds wait on that failed (``Hold.resend``), sent again: each pod
-    still running where it was evicted from; the others are done with."""
+    """The evictions that failed of victims left below minMember (``Hold.resend``, and
+    ``Holds.resend`` for those no hold waits on), sent again: each pod still running
+    where it was evicted from; the others are done with."""
     for hold in holds.held.values():
-        due = {
-            p: why
-            for p, why in hold.resend.items()
-            if (pod := pods.get(p)) is not None
-            and pod.node_name == hold.victim_nodes.get(p)
-            and not pod.terminating
-        }
-        if not due:
-            hold.resend.clear()
-            continue
-        try:
-            failures = cluster.preempt(due)
-        except Exception as e:  # a backend bug must not stop the loop
-            log.exception("evicting again for gang %s failed", hold.gang)
-            failures = {p: ClusterError(type(e).__name__, str(e)) for p in due}
-        for p, why in due.items():
-            if p in failures:
-                result.preempt_failed[p] = str(failures[p])
-            else:
-                result.preempted[p] = why
-        for p in list(hold.resend):
-            if p not in failures:
-                del hold.resend[p]
+        where = {p: (why, hold.victim_nodes.get(p, "")) for p, why in hold.resend.items()}
+        hold.resend.clear()
+        hold.resend.update(
+            {p: why for p, (why, _) in _sent_again(cluster, where, pods, result, hold.gang).items()}
+        )
+    if holds.resend:
+        holds.resend = _sent_again(cluster, holds.resend, pods, result, None)
+
+
+def _sent_again(
+    cluster: Cluster,
+    evictions: Mapping[str, tuple[str, str]],
+    pods: Mapping[str, Pod],
+    result: CycleResult,
+    gang: str | None,
+) -> dict[str, tuple[str, str]]:
+    """``evictions`` (pod -> (why, the node it was evicted from)) of pods still running
+    there, sent; returns those refused again, to send at the next cycle."""
+    due = {
+        p: why
+        for p, (why, node) in evictions.items()
+        if (pod := pods.get(p)) is not None and pod.node_name == node and not pod.terminating
+    }
+    if not due:
+        return {}
+    try:
+        failures = cluster.preempt(due)
+    except Exception as e:  # a backend bug must not stop the loop
+        log.exception("evicting again for gang %s failed", gang or "none held")
+        failures = {p: ClusterError(type(e).__name__, str(e)) for p in due}
+    for p, why in due.items():
+        if p in failures:
+            result.preempt_failed[p] = str(failures[p])
+        else:
+            result.preempted[p] = why
+    return {p: evictions[p] for p in due if p in failures}

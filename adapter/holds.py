@@ -56,6 +56,10 @@ class Holds:
     recovered: bool = False  # the nominations found at the first cycle are held
     # Pods of holds dropped unbound: their nominations are stale, to be cleared.
     cleared: set[str] = field(default_factory=set)
+    # Evictions to send again with no hold waiting on them (pod -> (why, the node it was
+    # evicted from)): of a dropped hold's ``resend``, or of a victim broken for a gang
+    # that was not held. Its gang runs below minMember whatever comes next, hold or not.
+    resend: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.held)
@@ -72,6 +76,9 @@ class Holds:
         hold = self.held.pop(gang, None)
         if hold is not None:
             log.info("room held for gang %s released: %s", gang, why)
+            # Dropped with it, they left the victim running below minMember for good.
+            for pod, reason in hold.resend.items():
+                self.resend[pod] = (reason, hold.victim_nodes[pod])
             if not bound:
                 self.cleared |= hold.pods.keys()
 

@@ -361,11 +361,12 @@ class KubeScheduler:
         self.cycles += 1
         self.last = result
         # The loop's memories too: pods rollbacks left to finish, gangs kept for binds of
-        # unknown outcome (``rollbacks``).
+        # unknown outcome (``rollbacks``), evictions no hold waits on (``holds``).
         memories = {
             **self.cluster.remembered(),
             "pods left to roll back": len(self.stranded.pods),
             "gangs kept for binds in doubt": len(self.stranded.doubts),
+            "evictions to send again": len(self.holds.resend),
         }
         for memory, size in memories.items():
             self.metrics.remembered.labels(memory).set(size)

@@ -202,6 +202,50 @@ def test_a_victim_left_below_minmember_by_a_failed_eviction_is_evicted_again() -
     assert set(done.bound) == {"hi-0", "hi-1"} and not done.violations
 
 
+def test_a_victim_below_minmember_is_evicted_whole_though_its_preemptors_hold_goes() -> None:
+    """lo-3's eviction fails where lo-0..2's went; then hi is deleted (its job cancelled)
+    and its hold goes. The evictions to send again went with it, and lo-3 ran alone, lo
+    below minMember for good; they are sent all the same."""
+    cluster = GracefulCluster(_cluster(), refuse={"lo-3"})
+    holds = Holds()
+    run_cycle(cluster, PREEMPTING, None, holds)
+    assert list(holds.held["hi"].resend) == ["lo-3"]
+    base = cluster.base
+    cluster.base = base.model_copy(
+        update={
+            "pods": tuple(p for p in base.pods if p.gang != "hi"),
+            "gangs": tuple(g for g in base.gangs if g.name != "hi"),
+        }
+    )
+    cluster.refuse.clear()
+    result = run_cycle(cluster, PREEMPTING, None, holds)
+    assert "hi" in result.released and "lo-3" in result.preempted
+    assert not holds.held and not holds.resend
+
+
+def test_a_victim_broken_for_a_gang_not_held_is_evicted_again() -> None:
+    """hi (2 x 4 cpu) takes n0 from lo (3 x 2 cpu) and n1 from lo and solo. lo-2's
+    eviction fails where lo-0's and lo-1's go, and solo's only eviction fails: hi is not
+    held (solo kept every pod), and nothing sent lo-2's eviction again, lo below
+    minMember for good."""
+    lo = [pod(f"lo-{i}").req(cpu=2).gang("lo").on(f"n{i // 2}") for i in range(3)]
+    s = state(
+        [node("n0").cap(cpu=4), node("n1").cap(cpu=4)],
+        [*lo, pod("solo-0").req(cpu=2).gang("solo").on("n1")]
+        + [pod(f"hi-{i}").req(cpu=4).gang("hi") for i in range(2)],
+        [gang("lo", 3), gang("solo", 1), gang("hi", 2).priority(10)],
+        [queue()],
+    )
+    cluster = GracefulCluster(s, refuse={"lo-2", "solo-0"})
+    holds = Holds()
+    first = run_cycle(cluster, PREEMPTING, None, holds)
+    assert {"lo-2", "solo-0"} <= first.preempt_failed.keys() and "lo-0" in first.preempted
+    assert "hi" not in holds.held and "lo-2" in holds.resend
+    cluster.refuse.clear()
+    again = run_cycle(cluster, PREEMPTING, None, holds)
+    assert "lo-2" in again.preempted and "lo-2" not in holds.resend
+
+
 def test_a_hold_whose_victims_never_go_is_released_and_its_nominations_cleared() -> None:
     cluster = GracefulCluster(_cluster())
     holds = Holds(timeout_s=60)

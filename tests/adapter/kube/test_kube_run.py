@@ -452,7 +452,8 @@ def test_each_gang_admission_wait_is_observed_once_by_queue(server: FakeApiServe
             "gangsat_gangs", {"state": "Running", "reason": "", "queue": "myqueue"}
         )
         assert running == 1
-        for memory in ("pods left to roll back", "gangs kept for binds in doubt"):
+        memories = ("pods left to roll back", "gangs kept for binds in doubt")
+        for memory in (*memories, "evictions to send again"):
             size = registry.get_sample_value("gangsat_remembered_objects", {"memory": memory})
             assert size == 0
         wait_until(lambda: len(bound_pods(server)) == 3, what="binds seen")
