@@ -97,17 +97,29 @@ def preempt(
 
 
 def evict_again(
-    cluster: Cluster, holds: Holds, pods: Mapping[str, Pod], result: CycleResult
+    cluster: Cluster,
+    holds: Holds,
+    pods: Mapping[str, Pod],
+    result: CycleResult,
+    gangs: Gangs | None = None,
 ) -> None:
     """The evictions that failed of victims left below minMember (``Hold.resend``, and
     ``Holds.resend`` for those no hold waits on), sent again: each pod still running
-    where it was evicted from; the others are done with."""
+    where it was evicted from; the others are done with, and so are those no hold waits
+    on of a gang at its minimum again (its controller made the evicted pods again, and a
+    cycle bound them: per ``gangs``, the snapshot's)."""
     for hold in holds.held.values():
         where = {p: (why, hold.victim_nodes.get(p, "")) for p, why in hold.resend.items()}
         hold.resend.clear()
         hold.resend.update(
             {p: why for p, (why, _) in _sent_again(cluster, where, pods, result, hold.gang).items()}
         )
+    if gangs is not None:
+        holds.resend = {
+            p: sent
+            for p, sent in holds.resend.items()
+            if (g := gangs.gang(p)) not in gangs.need or gangs.held.get(g, 0) < gangs.need[g]
+        }
     if holds.resend:
         holds.resend = _sent_again(cluster, holds.resend, pods, result, None)
 

@@ -433,7 +433,7 @@ def run_cycle(
                 why = "bound" if bound else "refused" if hold.gang in result.rejected else "short"
                 holds.drop(hold.gang, why, bound=bound)
             # The evictions earlier holds wait on that failed, before this cycle's holds.
-            evict_again(cluster, holds, holds.by_name(state), result)
+            evict_again(cluster, holds, holds.by_name(state), result, gangs)
             if decision.evictions:
                 preempt(cluster, checked_state, gangs, decision, holds, result)
             # Holds made this cycle too read the snapshot's pods (``Holds.by_name``).

@@ -12,9 +12,12 @@ from collections.abc import Iterable, Mapping, Sequence
 import pytest
 
 from adapter.cluster import ClusterError, CycleReport
+from adapter.evicting import evict_again
+from adapter.gangs import Gangs
 from adapter.holds import Hold, Holds
 from adapter.loop import LoopSettings, run_cycle
 from adapter.metrics import LoopMetrics
+from adapter.results import CycleResult
 from solver.config import ObjectiveWeights, SolverConfig
 from solver.model import ClusterState, Pod
 from solver.schedulers import SCHEDULERS
@@ -244,6 +247,20 @@ def test_a_victim_broken_for_a_gang_not_held_is_evicted_again() -> None:
     cluster.refuse.clear()
     again = run_cycle(cluster, PREEMPTING, None, holds)
     assert "lo-2" in again.preempted and "lo-2" not in holds.resend
+
+
+def test_an_eviction_no_hold_waits_on_is_dropped_once_its_gang_is_whole_again() -> None:
+    """lo-3's eviction is left to send again with no hold; lo's controller made lo-0..2
+    again and a cycle bound them: lo runs at minMember, and lo-3 stays."""
+    cluster = GracefulCluster(_cluster())
+    holds = Holds(resend={"lo-3": ("preempted by gang hi", "n1")})
+    s = cluster.snapshot()
+    result = CycleResult(scheduler="cpsat")
+    evict_again(cluster, holds, s.pods_by_name(), result, Gangs.of(s))
+    assert not holds.resend and not result.preempted and not cluster.terminating
+    holds.resend["lo-3"] = ("preempted by gang hi", "n1")
+    evict_again(cluster, holds, s.pods_by_name(), result)  # no snapshot gangs: sent
+    assert result.preempted == {"lo-3": "preempted by gang hi"}
 
 
 def test_a_hold_whose_victims_never_go_is_released_and_its_nominations_cleared() -> None:
