@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from functools import partial
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -153,23 +153,12 @@ def _bind(
             else:
                 failed[gang].append(pod)
 
-        def tasks_short(g: str) -> bool:
-            # A gang already running is checked for minMember only, as the validator
-            # checks it: its extras' failed binds do not undo the extras that bound.
-            if g not in gangs.task_need or gangs.held.get(g, 0) >= gangs.need.get(g, 1):
-                return False
-            members: Counter[str | None] = Counter(
-                gangs.task_of.get(p) for p in (*done_by_gang.get(g, []), *taken.get(g, []))
-            )
-            return gangs.short_of_a_task(g, members)
-
-        return {
-            g: f
-            for g, f in failed.items()
-            if gangs.held.get(g, 0) + len(done_by_gang.get(g, [])) + elsewhere[g]
-            < gangs.need.get(g, 1)
-            or tasks_short(g)
-        }
+        still: dict[str, list[str]] = {}
+        for g, f in failed.items():
+            done = done_by_gang.get(g, [])
+            if not _holds_minimum(gangs, g, len(done) + elsewhere[g], (*done, *taken[g])):
+                still[g] = f
+        return still
 
     tried_on = dict(placements)  # pod -> the node its last bind went to
     again = [p for f in short().values() for p in f if failures[p].retry_elsewhere]
@@ -205,9 +194,9 @@ def _bind(
         # is known to be short, as they would be now). Not a GangGroup: its gangs are
         # remembered, and judged, each on its own (``rollbacks``), and one at its minimum
         # was forgotten while another stayed short.
-        counted = gangs.held.get(gang, 0) + elsewhere[gang]
+        landed = len(done) + elsewhere[gang] + len(maybe)
         waits = may_wait and gang not in gangs.grouped
-        if maybe and waits and _whole_if_landed(gangs, gang, counted, done, maybe):
+        if maybe and waits and _holds_minimum(gangs, gang, landed, (*done, *maybe)):
             # Deleted now, a gang of pods no controller makes again was lost where its
             # bind had landed, the gang whole (fault injection: a bind committed, every
             # answer lost); the doubt is settled within the backend's time to learn it.
@@ -249,16 +238,17 @@ def _bind(
         result.rolled_back[gang] += f"; {pods} pod(s) bound could not be evicted yet"
 
 
-def _whole_if_landed(
-    gangs: Gangs, gang: str, members: int, done: list[str], doubted: list[str]
-) -> bool:
-    """Whether ``gang``, with ``members`` counted on besides this cycle's binds ``done``,
-    holds minMember and each task's minimum should every bind of ``doubted`` land."""
-    if members + len(done) + len(doubted) < gangs.need.get(gang, 1):
+def _holds_minimum(gangs: Gangs, gang: str, more: int, pods: Iterable[str]) -> bool:
+    """Whether ``gang`` holds minMember with ``more`` members than the snapshot's, and
+    each task's minimum with ``pods`` (of those) too. A gang already running is checked
+    for minMember only, as the validator checks it: its extras' failed binds do not undo
+    the extras that bound."""
+    held, need = gangs.held.get(gang, 0), gangs.need.get(gang, 1)
+    if held + more < need:
         return False
-    if gang not in gangs.task_need:
+    if gang not in gangs.task_need or held >= need:
         return True
-    return not gangs.short_of_a_task(gang, Counter(gangs.task_of.get(p) for p in (*done, *doubted)))
+    return not gangs.short_of_a_task(gang, Counter(gangs.task_of.get(p) for p in pods))
 
 
 def _evicted(cluster: Cluster, pods: list[str], result: CycleResult) -> dict[str, ClusterError]:
