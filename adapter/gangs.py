@@ -28,8 +28,8 @@ class Gangs:
     task_held: dict[str, Counter[str | None]] = field(default_factory=dict)
     waiting: set[str] = field(default_factory=set)  # gangs with a pod pending
     leaving: Counter[str] = field(default_factory=Counter)  # gang -> its pods terminating
-    # Gangs that are Koordinator GangGroups (``Gang.members``): their tasks are gangs.
-    grouped: frozenset[str] = frozenset()
+    # Gangs that are Koordinator GangGroups: their tasks are gangs (``Gang.members``).
+    grouped: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, state: ClusterState) -> Gangs:
@@ -68,7 +68,7 @@ class Gangs:
             task_held=task_held,
             waiting=waiting,
             leaving=leaving,
-            grouped=frozenset(g.name for g in state.gangs if g.members),
+            grouped={g.name: g.members for g in state.gangs if g.members},
         )
 
     def short_of_a_task(self, gang: str, members: Counter[str | None]) -> bool:
@@ -87,6 +87,19 @@ class Gangs:
         if gang in self.grouped and (task := self.task_of.get(pod)) is not None:
             return task
         return gang
+
+    def holds_own_minimum(self, gang: str, more: int) -> bool:
+        """Whether ``gang``, a GangGroup's gang, holds its own minimum with ``more``
+        members than the snapshot's: as a task of its group merged (the group still
+        short), or on its own. A gang the snapshot lacks (its PodGroup deleted) holds
+        none."""
+        if gang in self.need:
+            return self.held.get(gang, 0) + more >= self.need[gang]
+        for group, members in self.grouped.items():
+            if gang in members:
+                held = self.task_held.get(group, Counter())[gang]
+                return held + more >= self.task_need[group].get(gang, 1)
+        return False
 
     def gang(self, pod: str) -> str:
         # A placement may name a pod the snapshot lacks; the validator reports it, and

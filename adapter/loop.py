@@ -191,9 +191,9 @@ def _bind(
         maybe = [] if alone else [pod for pod in failed if failures[pod].uncertain]
         cause = failures[failed[0]]
         # Whole should they land, with the pods stranded earlier (deleted once the gang
-        # is known to be short, as they would be now). Not a GangGroup: its gangs are
-        # remembered, and judged, each on its own (``rollbacks``), and one at its minimum
-        # was forgotten while another stayed short.
+        # is known to be short, as they would be now). Not a GangGroup: each of its gangs
+        # waits for its own doubts only, and is judged with the others before theirs are
+        # settled (``rollbacks``).
         landed = len(done) + elsewhere[gang] + len(maybe)
         waits = may_wait and gang not in gangs.grouped
         if maybe and waits and _holds_minimum(gangs, gang, landed, (*done, *maybe)):
@@ -401,8 +401,12 @@ def run_cycle(
         )
         if stranded is not None and atomic:
             # A gang nominated to preempt (this cycle, or held since) is being completed:
-            # its stranded pods wait for the hold's end.
-            completing = {gangs.gang(p) for p in decision.nominated}
+            # its stranded pods wait for the hold's end. A GangGroup's are remembered by
+            # their own gang, not by the group's (``Stranded.add``).
+            nominated = [*decision.nominated]
+            if holds is not None:
+                nominated += [pod for hold in holds.held.values() for pod in hold.pods]
+            completing = {gangs.gang(p) for p in nominated} | {gangs.own_gang(p) for p in nominated}
             if holds is not None:
                 completing |= holds.held.keys()
             # Kept this cycle for binds of unknown outcome: their stranded pods wait too.

@@ -7,7 +7,8 @@ partial gang gang scheduling exists to prevent. Nothing else would undo it (a ru
 gang that lost a pod is short too, and is never rolled back), so each such pod is
 remembered and deleted again after each later cycle's binds, until it is gone, or its
 gang holds minMember after all (a later cycle placed the rest; and each task's minimum,
-as the rollback judged it). Remembered by the node it was bound to: a pod of that name
+as the rollback judged it; a Koordinator GangGroup's gang, with every gang of its group
+at its own minimum). Remembered by the node it was bound to: a pod of that name
 elsewhere is another one, not deleted.
 
 A gang short only of binds of unknown outcome (their answers lost; each may still land)
@@ -36,6 +37,10 @@ class Stranded:
     # Own gang -> its pods whose binds were of unknown outcome: its stranded pods wait
     # until the backend has settled every one of them.
     doubts: dict[str, set[str]] = field(default_factory=dict)
+    # A GangGroup's gang -> the group's gangs, when its rollback left it stranded: whole
+    # only with them all. Judged on its own, a master holding its minimum with the pods
+    # not deleted was forgotten, and ran while its workers, rolled back, stayed short.
+    groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.pods)
@@ -45,7 +50,8 @@ class Stranded:
     ) -> None:
         """``pods``, bound, kept until the binds of ``doubted`` (members of their gangs,
         each of which may still land) are settled, then judged as stranded pods are. Not
-        for a GangGroup's pods: its gangs are judged each on its own."""
+        for a GangGroup's pods: a gang of it waits for its own doubts only, and is judged
+        with the group's other gangs (``groups``) before theirs are settled."""
         self.add(pods, gangs, nodes)
         for pod in doubted:
             self.doubts.setdefault(gangs.own_gang(pod), set()).add(pod)
@@ -56,7 +62,10 @@ class Stranded:
         remembered by that name, they were deleted while the group's other gang, then
         alone, was bound)."""
         for pod in pods:
-            self.pods[pod] = (gangs.own_gang(pod), nodes[pod])
+            own = gangs.own_gang(pod)
+            self.pods[pod] = (own, nodes[pod])
+            if (group := gangs.grouped.get(gangs.gang(pod))) is not None:
+                self.groups[own] = group
 
     def by_gang(self) -> Counter[str]:
         return Counter(gang for gang, _ in self.pods.values())
@@ -110,15 +119,26 @@ class Stranded:
             if gang in gangs.task_need:
                 by_task.setdefault(gang, Counter())[gangs.task_of.get(pod)] += 1
         stranded = self.by_gang()
+        # A GangGroup's gang is whole with every gang of its group; bound this cycle,
+        # their pods count by their own gang, their group possibly merged.
+        own_added = Counter(gangs.own_gang(pod) for pod in bound) if self.groups else Counter()
+        whole: dict[str, bool] = {}
         due = []
         for pod, (gang, node) in list(self.pods.items()):
             if gang in waiting:
                 continue
-            tasks = by_task.get(gang, Counter())
-            if where.get(pod) != node or self._whole(gang, gangs, added, tasks, stranded):
+            if gang not in whole:
+                if (group := self.groups.get(gang)) is not None:
+                    whole[gang] = all(gangs.holds_own_minimum(g, own_added[g]) for g in group)
+                else:
+                    tasks = by_task.get(gang, Counter())
+                    whole[gang] = self._whole(gang, gangs, added, tasks, stranded)
+            if where.get(pod) != node or whole[gang]:
                 del self.pods[pod]
             elif gang not in completing:
                 due.append(pod)
+        left = {gang for gang, _ in self.pods.values()}
+        self.groups = {g: group for g, group in self.groups.items() if g in left}
         return sorted(due)
 
     @staticmethod

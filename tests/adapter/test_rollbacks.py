@@ -382,3 +382,81 @@ def test_a_gang_group_short_of_a_bind_of_unknown_outcome_is_rolled_back_at_once(
     result = run_cycle(cluster, SETTINGS, None, Holds(), stranded)
     assert result.in_doubt == {} and sorted(result.evicted) == ["x-0", "x-1", "y-0"]
     assert cluster.bound == {} and not stranded
+
+
+def test_a_gang_groups_stranded_gang_is_whole_only_with_every_gang_of_its_group() -> None:
+    """Master a (minMember 1) and worker b (2) started as one merged gang; b's binds
+    failed, and a's pod, bound, could not be deleted. At the next snapshot a holds its own
+    minimum, so the group is no longer merged, but b is short: a's pod is due (judged on
+    its own, a ran while its workers never could). Once a cycle binds b's minimum, the
+    group is whole: nothing is due, nothing remembered."""
+    merged = gang("gang-group:a,b", 3).task_minimums(a=1, b=2).build()
+    merged = merged.model_copy(update={"members": ("a", "b")})
+    s = state(
+        [node("n0").cap(cpu=4)],
+        [pod("a-0").req(cpu=1).gang("gang-group:a,b").task("a").on("n0")],
+        [merged],
+    )
+    stranded = Stranded()
+    stranded.add(["a-0"], Gangs.of(s), {"a-0": "n0"})
+    apart = state(
+        [node("n0").cap(cpu=4)],
+        [
+            pod("a-0").req(cpu=1).gang("a").on("n0"),
+            pod("b-0").req(cpu=1).gang("b"),
+            pod("b-1").req(cpu=1).gang("b"),
+        ],
+        [gang("a", 1), gang("b", 2)],
+    )
+    gangs = Gangs.of(apart)
+    assert stranded.due(apart, gangs, bound={"b-0": "n0"}) == ["a-0"]
+    assert stranded.due(apart, gangs, bound={"b-0": "n0", "b-1": "n0"}) == [] and not stranded
+    assert not stranded.groups
+
+
+def test_a_gang_groups_stranded_gang_is_judged_with_its_group_merged_again() -> None:
+    """As above, but a lost its pod a-1 too, so a and b are both short and merged again:
+    a's stranded pod is due until a cycle binds the merged group whole."""
+    merged = gang("gang-group:a,b", 3).task_minimums(a=2, b=1).build()
+    merged = merged.model_copy(update={"members": ("a", "b")})
+    s = state(
+        [node("n0").cap(cpu=4)],
+        [
+            pod("a-0").req(cpu=1).gang("gang-group:a,b").task("a").on("n0"),
+            pod("a-1").req(cpu=1).gang("gang-group:a,b").task("a"),
+            pod("b-0").req(cpu=1).gang("gang-group:a,b").task("b"),
+        ],
+        [merged],
+    )
+    gangs = Gangs.of(s)
+    stranded = Stranded()
+    stranded.add(["a-0"], gangs, {"a-0": "n0"})
+    assert stranded.due(s, gangs, bound={"b-0": "n0"}) == ["a-0"]
+    assert stranded.due(s, gangs, bound={"b-0": "n0", "a-1": "n0"}) == [] and not stranded
+
+
+def test_a_gang_groups_stranded_pods_wait_for_its_hold_too() -> None:
+    """As above, g a gang of GangGroup [g, h] merged (both short): its stranded pods are
+    remembered by g, the hold by the group's name; they wait for the hold all the same."""
+    lo = [pod(f"lo-{i}").req(cpu=2).gang("lo").on("n1") for i in range(2)]
+    grouped = [
+        pod("g-0").req(cpu=2).gang("gang-group:g,h").task("g").on("n0"),
+        pod("g-1").req(cpu=2).gang("gang-group:g,h").task("g").on("n0"),
+        pod("g-2").req(cpu=2).gang("gang-group:g,h").task("g"),
+        pod("h-0").req(cpu=2).gang("gang-group:g,h").task("h"),
+    ]
+    group = gang("gang-group:g,h", 4).task_minimums(g=3, h=1).priority(10).build()
+    s = state(
+        [node("n0").cap(cpu=4), node("n1").cap(cpu=4)],
+        [*lo, *grouped],
+        [gang("lo", 2), group.model_copy(update={"members": ("g", "h")})],
+        [queue()],
+    )
+    cluster = GracefulCluster(s)
+    cluster.bound.update({"g-0": "n0", "g-1": "n0"})
+    stranded = Stranded()
+    stranded.add(["g-0", "g-1"], Gangs.of(s), {"g-0": "n0", "g-1": "n0"})
+    holds = Holds()
+    result = run_cycle(cluster, PREEMPTING, None, holds, stranded)
+    assert sorted(result.preempted) == ["lo-0", "lo-1"] and "gang-group:g,h" in holds.held
+    assert result.evicted == [] and set(stranded.pods) == {"g-0", "g-1"}
