@@ -22,8 +22,7 @@ server must not be sent thousands of identical patches a second.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -42,6 +41,7 @@ from adapter.kube.pod_tally import PodTally
 from adapter.kube.queue_report import allocated_by_queue, queue_writes
 from adapter.kube.reading import Finding
 from adapter.kube.recount import RECOUNT_S, held_as_recount
+from adapter.kube.reported import reported
 from adapter.kube.resources import (
     DIALECTS,
     NODES,
@@ -54,8 +54,6 @@ from adapter.kube.status import (
     left_over_message,
     podgroup_status,
     unschedulable_message,
-    waiting_for_volumes,
-    with_refused_members,
 )
 from adapter.kube.status_patches import patch_object_status
 from adapter.kube.writer import Writer
@@ -134,20 +132,8 @@ class Reporter:
         tally = PodTally.of(state)
         pending_of, members = tally.pending, tally.members
         gang_queue = {g.name: g.queue for g in state.gangs} if state is not None else {}
-        # A gang without a live pod has finished (its pods Succeeded or Failed) or has
-        # no pods yet: it is not "unschedulable", and gangsat says nothing about it.
         with_pods = set(members)
-        # Pods that wait for their volumes are in no snapshot: their gang is live too,
-        # and its status says what it waits for (else a gang whose pods all wait said
-        # nothing, and one missing a member blamed the cluster's room).
-        waits = _pod_findings(findings, "FailedScheduling")
-        # Pods gangsat cannot use (a rule it does not check) are in no snapshot either.
-        refused = _pod_findings(findings, "InvalidSpec")
-        live = [
-            _with_held_pods(s, waits, refused, members.get(s.gang, 0))
-            for s in report.statuses
-            if s.bound or s.gang in with_pods or s.gang in waits or s.gang in refused
-        ]
+        live = reported(report.statuses, members, findings, podgroups)
         compared, self._compared = self._compared, {}
         self.pods.new_report()
         # What this cycle did (pods bound, evicted) before why others still wait: news
@@ -469,35 +455,3 @@ class Reporter:
         # Inline or not as the resource is served when the write goes out (rediscovery).
         inline = resource in self._inline_status
         patch_object_status(self.connections, resource, inline, namespace, name, status, uid)
-
-
-def _pod_findings(findings: Sequence[Finding], reason: str) -> dict[str, list[Finding]]:
-    """Per gang, its pods left out of the snapshot for ``reason``: those
-    that wait for their volumes (FailedScheduling), those gangsat cannot use
-    (InvalidSpec)."""
-    found: dict[str, list[Finding]] = defaultdict(list)
-    for finding in findings:
-        if finding.gang is not None and finding.reason == reason:
-            found[finding.gang].append(finding)
-    return found
-
-
-def _with_held_pods(
-    status: GangStatus,
-    waits: Mapping[str, list[Finding]],
-    refused: Mapping[str, list[Finding]],
-    members: int,
-) -> GangStatus:
-    """A gang's status, saying which of its pods the snapshot left out, and why."""
-    gang = status.gang
-    if gang in waits:
-        status = waiting_for_volumes(status, len(waits[gang]), _first(waits[gang]), members)
-    if gang in refused:
-        status = with_refused_members(status, len(refused[gang]), _first(refused[gang]), members)
-    return status
-
-
-def _first(waits: Sequence[Finding]) -> str:
-    """The first waiting pod by name, and why it waits: the same one every cycle."""
-    first = min(waits, key=lambda f: f.name)
-    return f"{first.name}: {first.message}"

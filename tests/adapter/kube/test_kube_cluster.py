@@ -1080,6 +1080,46 @@ def test_a_finished_gang_is_not_called_unschedulable(
     assert events(server, "Unschedulable") == []
 
 
+@pytest.mark.parametrize("group", [SIGS, "scheduling.volcano.sh"])
+def test_a_running_gang_whose_every_pod_is_gone_no_longer_says_running(
+    server: FakeApiServer, cluster: KubeCluster, group: str
+) -> None:
+    """Its pods evicted or deleted, bare pods no controller makes again: the PodGroup said
+    Running, with its pods counted, for good (a gang without a live pod was taken for one
+    finished or not yet made, and left unwritten). It says Pending, none running, and
+    why; a finished gang is still left alone (above). Volcano's PodGroup, whose status is
+    written on the object itself, too."""
+    apply(server, [node("n1", cpu="8"), podgroup("gone", 2, group=group)])
+    for pod in gang_pods("gone", 2, dialect=group):
+        server.put({**pod, "spec": {**pod["spec"], "nodeName": "n1"}})
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush()
+    assert podgroup_status(server, "gone", group)["phase"] == "Running"
+    for i in range(2):
+        server.delete("", "pods", "default", f"gone-{i}")
+    seen(cluster, server)
+    wait_until(lambda: podgroup_status(server, "gone", group).get("phase") == "Running")
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush()
+    status = podgroup_status(server, "gone", group)
+    assert status["phase"] == "Pending" and not status.get("running")
+    assert any("0 of minMember 2" in c.get("message", "") for c in status.get("conditions", []))
+    # Volcano's, Pending with room for its minimum, is enqueued as Volcano's own
+    # scheduler would: its job controller makes the pods again once it sees Inqueue.
+    settled = "Inqueue" if group == "scheduling.volcano.sh" else "Pending"
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush()
+    assert podgroup_status(server, "gone", group)["phase"] == settled
+    seen(cluster, server)
+    written = server.resource_version
+    run_cycle(cluster, FAST)  # said once: not written again
+    assert cluster.writer.flush()
+    assert podgroup_status(server, "gone", group)["phase"] == settled
+    assert server.resource_version == written
+
+
 def test_a_gang_another_scheduler_runs_is_left_to_it(
     server: FakeApiServer, cluster: KubeCluster
 ) -> None:
