@@ -57,7 +57,7 @@ REORDER_PASSES = 4.0
 # way (seeds 0-31 and 0-11: the same gaps, within run-to-run noise).
 TAIL_PASSES = 1.0
 # The most of the limit a candidate's placement may take beyond its first passes: what a
-# search that is the cycle's last leaves it (``cpsat._guided_search``).
+# search that is the cycle's last leaves it (``guided.guided_search``).
 PLACING_SHARE = PACK_SHARE + REORDER_SHARE + LP_PACK_SHARE
 # Largest exact packing tried (nodes x items): real-shaped 1,000-node classes of 65-67
 # nodes x 63-68 items found nothing in PACK_BIN_S, and building them cost as much again.

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import solver.cpsat
+import solver.guided
 import solver.neighbourhoods
 from benchmarks import instances
 from solver.config import SolverConfig
@@ -86,7 +87,7 @@ def test_the_class_model_is_searched_whole_from_the_class_stages_first_decision(
     ahead = ahead_solves(monkeypatch)
     classes = recorded_spans(monkeypatch, solver.cpsat, "_node_class_stage")
     lns = recorded_spans(monkeypatch, solver.neighbourhoods, "improve")
-    placed = recorded_spans(monkeypatch, solver.cpsat, "place_counts")
+    placed = recorded_spans(monkeypatch, solver.guided, "place_counts")
     cluster = instances.realistic(3, 40, 60)
     # 2 s: the search ahead has about 1 s to find a decision, on a slow machine too.
     decision = solve(cluster, SolverConfig(time_limit_s=2.0))

@@ -128,12 +128,12 @@ def test_a_placement_that_fails_leaves_no_search_running_beside(
 ) -> None:
     """The loop reports a failed cycle and goes on: the dive must not search on into the
     next cycle's time."""
-    import solver.cpsat
+    import solver.guided
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("placement failed")
 
-    monkeypatch.setattr(solver.cpsat, "place_counts", broken)
+    monkeypatch.setattr(solver.guided, "place_counts", broken)
     with pytest.raises(RuntimeError, match="placement failed"):
         solve(instances.realistic(22, 200, 300), TIMED)
     assert not [t for t in threading.enumerate() if t.name.startswith("beside")]

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import solver.candidates as candidates
-import solver.cpsat as cpsat
 import solver.exchanges as exchanges
+import solver.guided as guided
 import solver.search
 from adapter.sim import realistic
 from solver.config import SolverConfig
@@ -111,7 +111,7 @@ def test_the_node_level_lp_is_not_started_where_the_time_left_cannot_hold_it(
         short = 0.5 * candidates.NODE_LP_S_PER_PAIR * pairs
         return place_node_lp(search, classes, node_pairs, lambda: short)
 
-    monkeypatch.setattr(cpsat, "place_node_lp", no_time)
+    monkeypatch.setattr(guided, "place_node_lp", no_time)
     # The other optima go through ``candidates.place_counts`` too, recorded here.
     monkeypatch.setattr(exchanges, "place_other_optima", lambda search: None)
     s = realistic.cluster(14, 200, 300)

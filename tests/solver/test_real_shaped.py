@@ -20,6 +20,7 @@ from ortools.sat.python import cp_model
 import solver.candidates as candidates
 import solver.cpsat as cpsat
 import solver.exchanges as exchanges
+import solver.guided as guided
 import solver.search
 from adapter.sim import realistic
 from benchmarks import instances
@@ -93,7 +94,7 @@ def test_a_large_class_model_is_decided_by_its_rounded_lp_and_a_dive_if_time_all
     by their LP's optimum rounded down and, where the time left allows it (here: always,
     or never), by an LP-guided dive too; on a real-shaped cluster the better decides,
     validly, above gang-greedy."""
-    monkeypatch.setattr(cpsat, "DIVE_S_PER_PAIR", 0.0 if time_for_the_dive else 1e9)
+    monkeypatch.setattr(guided, "DIVE_S_PER_PAIR", 0.0 if time_for_the_dive else 1e9)
     # The tilted LPs' optima, placed where time is left, and the LP's branches are other
     # tests'.
     monkeypatch.setattr(exchanges, "place_other_optima", lambda search: None)
@@ -143,14 +144,14 @@ def test_a_last_class_search_places_the_rounded_lp_before_its_dive(
             search.origin[id(placer)] = name
         return False
 
-    use = cpsat.place_counts
+    use = guided.place_counts
 
     def recorded(search: Search, enc: Any, solution: Any, name: str) -> Any:
         events.append(f"placed {name}")
         return use(search, enc, solution, name)
 
-    monkeypatch.setattr(cpsat, "_search_classes", nothing_found)
-    monkeypatch.setattr(cpsat, "place_counts", recorded)
+    monkeypatch.setattr(guided, "search_classes", nothing_found)
+    monkeypatch.setattr(guided, "place_counts", recorded)
     # The node-level LP's candidate, which may follow the dive, and the LP's branches,
     # which may guide the rounding, are other tests'.
     monkeypatch.setattr(candidates, "NODE_LP_PAIRS", 0)
@@ -229,7 +230,7 @@ def test_a_baseline_that_never_ran_beside_a_dive_is_not_run_after_it(
     beside it. With the dive's decision within 5% of its bound, gang-greedy is not run
     after it either: it would have taken the cycle's time for at most that much."""
     # The dive always follows the rounded LP here, whatever the time left.
-    monkeypatch.setattr(cpsat, "DIVE_S_PER_PAIR", 0.0)
+    monkeypatch.setattr(guided, "DIVE_S_PER_PAIR", 0.0)
     config = SolverConfig(max_exact_class_pairs=0, max_node_level_pairs=0)
     decision = schedule(realistic.cluster(1, 200, 300), "cpsat", config)
     # The rounded LP, the dive, or one of the LP's other optima (tilted prices) rounded.
@@ -273,7 +274,7 @@ def test_waiting_gangs_may_take_any_bin_in_the_class_models_neighbourhoods(
             widened.append((len(enc.bins), also is not None and bool(also.any())))
         return original(enc, coef, guide, incumbent, also)
 
-    monkeypatch.setattr(cpsat, "restricted", recorded)
+    monkeypatch.setattr(guided, "restricted", recorded)
     cluster = instances.realistic(8, 40, 60)
     decision = schedule(cluster, "cpsat", SolverConfig(deterministic=True))
     assert check(cluster, decision) == []
@@ -316,7 +317,7 @@ def test_the_first_lp_guided_search_stops_at_its_first_solution_with_a_floor(
     if nodes == 40:
         assert dives and calls[0] == dives[0]
         _, first_s, first_only = dives[0]
-        assert first_only and first_s >= cpsat.DIVE_FLOOR * 1.0  # what a 1 s limit gives
+        assert first_only and first_s >= guided.DIVE_FLOOR * 1.0  # what a 1 s limit gives
     else:
         assert dives == []
         assert stage_of(decision) == "node-classes-lp-rounded", decision.decided_by
@@ -391,7 +392,7 @@ def test_the_cycles_last_search_takes_all_the_time_but_what_disaggregation_needs
     with ThreadPoolExecutor(max_workers=1) as pool:
         search = Search(problem, config, coef, time.perf_counter(), pool, threading.Event())
         left = 0.6  # of the stage's time, whatever the clock says: the rule alone
-        cpsat._guided_search(
+        guided.guided_search(
             search, enc, "node-classes", lambda: left, False, free_waiting=True, last=last
         )
     after = (PACK_SHARE + REORDER_SHARE + LP_PACK_SHARE) * config.time_limit_s
@@ -406,14 +407,14 @@ def test_the_class_models_rins_rounds_are_the_last_search_only_where_nothing_fol
     node-level model too big for a stage over every shape. 40 nodes: a node-level stage
     follows, and its time is not the class stage's to take."""
     seen: list[bool] = []
-    original = cpsat._guided_search
+    original = cpsat.guided_search
 
     def recorded(search: Any, enc: Any, prefix: str, *args: Any, **kwargs: Any) -> None:
         if prefix == "node-classes":
             seen.append(kwargs.get("last", False))
         original(search, enc, prefix, *args, **kwargs)
 
-    monkeypatch.setattr(cpsat, "_guided_search", recorded)
+    monkeypatch.setattr(cpsat, "guided_search", recorded)
     cluster = instances.realistic(0, nodes, gangs)
     decision = schedule(cluster, "cpsat", SolverConfig(time_limit_s=0.3))
     assert seen == [last]
@@ -442,7 +443,7 @@ def test_a_short_limit_does_not_shorten_the_first_lp(monkeypatch: pytest.MonkeyP
     limits = lp_limits(monkeypatch)
     config = CONFIG.model_copy(update={"time_limit_s": 0.2})
     decision = schedule(realistic.cluster(0, 200, 300), "cpsat", config)
-    assert limits[0] >= cpsat.LP_FLOOR * 1.0  # what a 1 s limit gives it
+    assert limits[0] >= guided.LP_FLOOR * 1.0  # what a 1 s limit gives it
     assert decision.bound is not None
 
 
@@ -456,15 +457,15 @@ def test_a_huge_class_model_gets_the_time_its_first_lp_needs(
     200-node model stands in for one of 5,000 nodes (the thresholds lowered)."""
     limits = lp_limits(monkeypatch)
     if huge:
-        monkeypatch.setattr(cpsat, "HUGE_LP_VARS", 0)
+        monkeypatch.setattr(guided, "HUGE_LP_VARS", 0)
     # Every class model is then "large": only its LP is solved, as at 1,000 nodes and up.
     config = CONFIG.model_copy(update={"max_exact_class_pairs": 10, "max_node_level_pairs": 10})
     cluster = realistic.cluster(0, 200, 300)
     decision = schedule(cluster, "cpsat", config)
     assert limits
     if huge:
-        assert limits[0] >= cpsat.HUGE_LP_CAP * config.time_limit_s
+        assert limits[0] >= guided.HUGE_LP_CAP * config.time_limit_s
     else:
-        assert limits[0] < cpsat.HUGE_LP_CAP * config.time_limit_s
+        assert limits[0] < guided.HUGE_LP_CAP * config.time_limit_s
     assert decision.status is SolveStatus.FEASIBLE or decision.status is SolveStatus.OPTIMAL
     assert check(cluster, decision) == []
