@@ -54,6 +54,7 @@ from solver.encode import (
 )
 from solver.freed_room import hall_rows
 from solver.objective import Coefficients
+from solver.preemption_rules import never_preempting, reclaim_limit, reclaimable
 from solver.problem import Problem
 from solver.shapes import Shapes
 from solver.victims import (
@@ -61,9 +62,6 @@ from solver.victims import (
     Victim,
     VictimGroup,
     cheapest_victims,
-    never_preempting,
-    reclaim_limit,
-    reclaimable,
     running_victims,
     takes_from,
     used_groups,

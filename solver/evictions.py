@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from solver.arrays import IntArray
+from solver.preemption_rules import reason
 from solver.problem import Problem
-from solver.victims import Candidates, Preemption, Victim, VictimGroup, reason
+from solver.victims import Candidates, Preemption, Victim, VictimGroup
 
 
 def evictions_of(

@@ -24,14 +24,10 @@ from solver.config import SolverConfig
 from solver.evictions import split_withdrawn
 from solver.objective import Coefficients
 from solver.placement import Placer, Policy
+from solver.preemption_rules import reason
 from solver.problem import GangInfo, Problem
 from solver.units import fit_per_node
-from solver.victims import (
-    Candidates,
-    Preemption,
-    candidates,
-    reason,
-)
+from solver.victims import Candidates, Preemption, candidates
 
 # Placement attempts per preemptor: each places the gang on every node (2-3 ms on 1,000
 # nodes); a gang that fits nowhere after this many victims is left for the next cycle.

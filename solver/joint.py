@@ -44,16 +44,13 @@ from solver.greedy_preemption import apply_withdrawals, greedy_choice
 from solver.objective import evaluate
 from solver.placement import Placer
 from solver.preemption import preempt
+from solver.preemption_rules import never_preempting
 from solver.problem import Problem
 from solver.restricted import restricted_pairs
 from solver.search import MIN_STAGE_S, Search
 from solver.shapes import Shapes
 from solver.solution import decode_admitted, decode_counts, hint_values, solution_of
-from solver.victims import (
-    Preemption,
-    candidates,
-    never_preempting,
-)
+from solver.victims import Preemption, candidates
 
 # Of the stage's time: the LP at most (HiGHS took 0.01-0.05 s on real-shaped 40-node joint
 # models, whose stage has 0.25-0.3 s), then the restricted search, of what is left; the

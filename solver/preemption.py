@@ -52,15 +52,11 @@ from solver.evictions import (
 from solver.greedy_preemption import greedy_choice
 from solver.objective import Coefficients
 from solver.placement import Placer
+from solver.preemption_rules import reclaim_limit
 from solver.problem import Problem
 from solver.search import set_limits
 from solver.units import fit_per_node
-from solver.victims import (
-    Candidates,
-    Preemption,
-    candidates,
-    reclaim_limit,
-)
+from solver.victims import Candidates, Preemption, candidates
 
 MAX_FREE_NODES = 64  # per preemptor class, nodes without victims it may also use
 MIN_SOLVE_S = 0.05

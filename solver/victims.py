@@ -1,12 +1,8 @@
 """Who may preempt whom, prepared once per cycle for the preemption model.
 
 Read after the placement decision: the gangs it leaves pending are the candidate
-*preemptors*; running gangs are *victims* for the ones allowed to take from them:
-
-- **preempt**, within a queue: a gang may take from running gangs of lower priority;
-- **reclaim**, across queues: a gang whose queue ends the decision below its deserved
-  share may take from queues above theirs (the model keeps them at or above it), but
-  from a queue marked not reclaimable (Volcano's ``spec.reclaimable: false``).
+*preemptors*; running gangs are *victims* for the ones allowed to take from them
+(``preemption_rules``: preempt within a queue, reclaim across queues).
 
 A victim is a PodGroup at or above minMember with no pod already terminating (it is
 being shrunk or evicted: taking more would compound one decision on another), in a
@@ -32,7 +28,13 @@ from solver.config import ObjectiveWeights
 from solver.decision import StageReport
 from solver.model import Gang, Pod
 from solver.objective import Coefficients
-from solver.problem import GangInfo, Problem
+from solver.preemption_rules import (
+    Kind,
+    never_preempting,
+    reclaimable,
+    takes_kinds,
+)
+from solver.problem import Problem
 from solver.units import model_demand, pod_share_units, units
 
 SECONDS_PER_HOUR = 3600.0
@@ -56,24 +58,6 @@ class Preemption:
     # nominated gangs will earn, which that model's bound bounds.
     joint_score: int | None = None
     stage: StageReport | None = None  # the CP-SAT call, when the model was solved
-
-
-def reason(problem: Problem, victim_queue: int, victim_priority: int, taker: GangInfo) -> str:
-    """Why a victim is evicted, as its Event and status say it."""
-    if victim_queue == taker.queue:
-        return f"preempted by {_named(taker)} (priority {taker.priority} > {victim_priority})"
-    return (
-        f"reclaimed by queue {problem.queues[taker.queue].name} "
-        f"(below its deserved share) for {_named(taker)}"
-    )
-
-
-def _named(taker: GangInfo) -> str:
-    """A gang as its users know it: a GangGroup by its gangs, not by the name gangsat
-    gives the group it decides on (``gang-group:...``), which no object carries."""
-    if taker.members:
-        return f"gangs {', '.join(taker.members)} (one GangGroup)"
-    return f"gang {taker.name}"
 
 
 @dataclass(frozen=True)
@@ -226,7 +210,6 @@ def candidates(
     )
 
 
-Kind = tuple[int, int]  # a victim's queue and priority: all who may take from it read
 
 
 def _withdrawable(problem: Problem, admitted: set[int]) -> set[int]:
@@ -243,38 +226,6 @@ def _victim_kinds(
     """The kinds of every victim ``running_victims`` and ``_placed_victims`` would make."""
     kinds = {(q, g.priority) for g, q, _ in _victim_gangs(problem) if g.name not in growing}
     return kinds | {(problem.gangs[g].queue, problem.gangs[g].priority) for g in withdrawable}
-
-
-def takes_kinds(
-    kinds: Collection[Kind], below: BoolArray, above: BoolArray
-) -> Callable[[int, int], set[Kind]]:
-    """Of victims' ``kinds``, those a gang of a queue and a priority may take from: lower
-    priorities of its queue (preempt), and, when its queue is ``below`` its deserved
-    share, queues ``above`` theirs (reclaim). Each set is made once."""
-    known: dict[Kind, set[Kind]] = {}
-
-    def takes(queue: int, priority: int) -> set[Kind]:
-        if (queue, priority) not in known:
-            known[queue, priority] = {
-                (q, p)
-                for q, p in kinds
-                if (q == queue and p < priority) or (q != queue and below[queue] and above[q])
-            }
-        return known[queue, priority]
-
-    return takes
-
-
-def reclaimable(problem: Problem) -> BoolArray:
-    """Per queue, whether other queues may reclaim from it (``Queue.reclaimable``)."""
-    closed = {q.name for q in problem.state.queues if not q.reclaimable}
-    return np.array([q.name not in closed for q in problem.queues], dtype=np.bool_)
-
-
-def never_preempting(problem: Problem) -> set[str]:
-    """Gangs with a pending pod whose PriorityClass has ``preemptionPolicy: Never``."""
-    state = problem.state
-    return {p.gang_name() for p in state.pods if p.node_name is None and not p.may_preempt}
 
 
 def takes_from(
@@ -298,18 +249,6 @@ def takes_from(
         return known[queue, priority]
 
     return takes
-
-
-def reclaim_limit(deserved: int, held: int) -> int:
-    """The most share units the gangs a queue that reclaims is given may add, less the
-    gang placed last.
-
-    A gang reclaims only while its queue is below its deserved share (as kube-batch's
-    reclaim action checks before each job). Order the decision's gangs of the queue with
-    one of them last (the models choose which): every gang before it, reclaiming or not,
-    finds the queue below its share when what they add, all but that last gang's gain,
-    keeps ``held`` below ``deserved``."""
-    return deserved - 1 - held
 
 
 def used_groups(

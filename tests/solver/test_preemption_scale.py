@@ -20,17 +20,10 @@ from solver.config import SolverConfig
 from solver.greedy_preemption import _fit, _Gone, _moot, _queue_freed, greedy_choice
 from solver.model import ClusterState
 from solver.objective import coefficients
+from solver.preemption_rules import takes_kinds
 from solver.problem import Problem, prepare
 from solver.search import gang_greedy_placer
-from solver.victims import (
-    Candidates,
-    Victim,
-    VictimGroup,
-    candidates,
-    running_victims,
-    takes_from,
-    takes_kinds,
-)
+from solver.victims import Candidates, Victim, VictimGroup, candidates, running_victims, takes_from
 from tests.builders import gang, node, pod, queue, state
 
 WEIGHTS = SolverConfig(preemption=True).weights
