@@ -43,14 +43,14 @@ def reported(
 
 
 def _said_running(status: GangStatus, podgroup: tuple[Resource, Obj] | None) -> bool:
-    """Whether a gang without a live pod, not finished, has a PodGroup that still says it
-    runs: its pods evicted or deleted (bare pods no controller makes again), it said
-    Running, its pods counted, for good."""
+    """Whether a gang without a live pod, not finished, has a PodGroup that still says
+    Running: its pods evicted or deleted (bare pods no controller makes again), it said
+    so, its pods counted, for good. Pending then, as scheduler-plugins' PodGroup
+    controller sets a group left without pods. Only Running: another phase (Volcano's
+    controller's Completed) is not gangsat's to undo."""
     if podgroup is None or status.succeeded >= status.min_member:
         return False
-    stored = stored_status(podgroup[1])
-    running = stored.get("running")
-    return stored.get("phase") == "Running" or (type(running) is int and running > 0)
+    return stored_status(podgroup[1]).get("phase") == "Running"
 
 
 def _pod_findings(findings: Sequence[Finding], reason: str) -> dict[str, list[Finding]]:
