@@ -56,6 +56,10 @@ def preempt(
             result.preempted[pod] = why
     node_of = {p.name: p.node_name for p in state.pods if p.name in decision.evictions}
     capped = {q.name for q in state.queues if q.capability is not None}
+    # Gangs that lost a pod to this decision, for whichever preemptor: judged by one
+    # preemptor's victims alone, a gang broken for another looked intact, and the pods it
+    # kept were never evicted again (a chaos probe).
+    broken = {gangs.gang(p) for p in decision.evictions if p not in failures}
     by_gang: dict[str, dict[str, str]] = defaultdict(dict)
     for pod, node in decision.nominated.items():
         by_gang[gangs.gang(pod)][pod] = node
@@ -75,7 +79,6 @@ def preempt(
                 if n is not None and gangs.queue_of(gangs.gang(p)) == queue
             }
         refused = sorted(p for p in victims if p in failures)
-        broken = {gangs.gang(p) for p in victims if p not in failures}
         intact = [p for p in refused if gangs.gang(p) not in broken]
         if intact:
             error = failures[intact[0]]

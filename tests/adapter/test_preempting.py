@@ -249,6 +249,33 @@ def test_a_victim_broken_for_a_gang_not_held_is_evicted_again() -> None:
     assert "lo-2" in again.preempted and "lo-2" not in holds.resend
 
 
+def test_a_victim_broken_for_one_preemptor_is_evicted_again_for_another() -> None:
+    """lo (3 x 1 cpu, minMember 2) runs lo-0 and lo-1 on n0 and lo-2 on n1. ha (2 x 1
+    cpu) takes n0 and hb (1 x 1 cpu) n1, both from lo, whole. lo-2's eviction fails
+    where lo-0's and lo-1's (for ha) go. Judged by hb's victims alone, lo was intact: hb
+    was not held and lo-2 was never evicted again, lo below minMember for good (a chaos
+    probe). lo is broken by the decision as a whole: hb is held and lo-2 sent again."""
+    lo = [pod(f"lo-{i}").req(cpu=1).gang("lo").on("n0" if i < 2 else "n1") for i in range(3)]
+    s = state(
+        [node("n0").cap(cpu=2), node("n1").cap(cpu=1)],
+        [
+            *lo,
+            *(pod(f"ha-{i}").req(cpu=1).gang("ha") for i in range(2)),
+            pod("hb-0").req(cpu=1).gang("hb"),
+        ],
+        [gang("lo", 2), gang("ha", 2).priority(10), gang("hb", 1).priority(10)],
+        [queue()],
+    )
+    cluster = GracefulCluster(s, refuse={"lo-2"})
+    holds = Holds()
+    first = run_cycle(cluster, PREEMPTING, None, holds)
+    assert first.preempt_failed.keys() == {"lo-2"} and {"lo-0", "lo-1"} <= first.preempted.keys()
+    assert {"ha", "hb"} <= holds.held.keys() and "lo-2" in holds.held["hb"].resend
+    cluster.refuse.clear()
+    again = run_cycle(cluster, PREEMPTING, None, holds)
+    assert "lo-2" in again.preempted
+
+
 def test_an_eviction_no_hold_waits_on_is_dropped_once_its_gang_is_whole_again() -> None:
     """lo-3's eviction is left to send again with no hold; lo's controller made lo-0..2
     again and a cycle bound them: lo runs at minMember, and lo-3 stays."""
