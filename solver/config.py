@@ -62,8 +62,12 @@ class ObjectiveWeights(BaseModel):
         ge=0,
         le=MAX_WEIGHT,
         description=(
-            "per admitted gang and priority rank above the lowest, in whole clusters: "
-            "at >= 200 a higher priority gang always goes first"
+            "per admitted gang and priority rank above the lowest (ranks: the cycle's "
+            "distinct priorities), times the value of its minMember pods: a gang "
+            "outweighs lower-priority gangs of similar size, not much larger ones (at "
+            "400, those up to about 1 + the rank gap times its size where its queue is "
+            "below its deserved share, and the fairness term adds to their value; about "
+            "1 + 4 x the gap where it is not); a trade, not a rule: raise it for strictness"
         ),
     )
     gang_start: int = Field(

@@ -220,6 +220,27 @@ def test_higher_priority_gang_goes_first_even_when_younger_and_smaller(scheduler
     assert placed_per_gang(s, d) == {"urgent": 3}
 
 
+def test_priority_is_a_trade_that_a_much_larger_lower_gang_can_win_until_it_is_raised() -> None:
+    """As ``ObjectiveWeights.priority`` says: one 3-cpu node, an urgent pod (a rank
+    above) against a gang of three. At 400 the gang, three times its size, is worth more
+    (the queue below its deserved share: value and fairness count per pod); against one
+    of its own size urgent goes first; priority raised, it goes first against the gang."""
+    big = pods_of("big", 3, cpu=1)
+    urgent = pods_of("urgent", 1, cpu=1)
+    gangs = [gang("big", 3).created(0), gang("urgent", 1).priority(100).created(5)]
+    s = state(nodes=[node("n0").cap(cpu=3, memory="8Gi")], pods=big + urgent, gangs=gangs)
+    assert solve(s).admitted == ("big",)
+    alike = state(
+        nodes=[node("n0").cap(cpu=1, memory="8Gi")],
+        pods=pods_of("peer", 1, cpu=1) + urgent,
+        gangs=[gang("peer", 1).created(0), gangs[1]],
+    )
+    assert solve(alike).admitted == ("urgent",)
+    weights = FAST.weights.model_copy(update={"priority": 1000})
+    strict = solve(s, config=FAST.model_copy(update={"weights": weights}))
+    assert strict.admitted == ("urgent",)
+
+
 def test_selectors_affinity_taints_and_gpus_steer_placement() -> None:
     s = state(
         nodes=[
