@@ -135,11 +135,14 @@ def _sent_again(
     gang: str | None,
 ) -> dict[str, tuple[str, str]]:
     """``evictions`` (pod -> (why, the node it was evicted from)) of pods still running
-    there, sent; returns those refused again, to send at the next cycle."""
+    there, sent; returns those refused again, to send at the next cycle. A pod of no
+    snapshot (gone, or bound to a node the snapshot lacks: deleted, the Node may come
+    back with it) is sent too, the backend telling which (gone: done): dropped, it ran
+    on below minMember once its node was back (a chaos probe)."""
     due = {
         p: why
         for p, (why, node) in evictions.items()
-        if (pod := pods.get(p)) is not None and pod.node_name == node and not pod.terminating
+        if (pod := pods.get(p)) is None or (pod.node_name == node and not pod.terminating)
     }
     if not due:
         return {}

@@ -103,14 +103,20 @@ class Evictor:
 
     def _uid(self, pod: str, seen_uid: str | None) -> str | None:
         """The UID an eviction of ``pod`` is preconditioned on: as the decision saw it,
-        else as the cache holds it."""
-        return seen_uid or ((self.cache.pod(pod) or {}).get("metadata") or {}).get("uid")
+        else as the cache holds it; "" for a pod the cache no longer has (gone, as a 404
+        says: an eviction sent again after the snapshot lost the pod, ``evicting``)."""
+        if seen_uid:
+            return seen_uid
+        current = self.cache.pod(pod)
+        return "" if current is None else (current.get("metadata") or {}).get("uid")
 
     def _dry_run(self, pod: str, seen_uid: str | None) -> ClusterError | None:
         """Anything raised but the answers below is a fault of ours: it reaches the loop,
         which then evicts nothing."""
         namespace, name = split_key(pod)
         uid = self._uid(pod, seen_uid)
+        if uid == "":
+            return None  # gone: nothing to refuse
         if not uid:
             return ClusterError("UnknownUID", f"{pod}: no UID known; not evicted")
         left = self.fence()
@@ -151,6 +157,8 @@ class Evictor:
     def _evict_one(self, pod: str, why: str, seen_uid: str | None = None) -> ClusterError | None:
         namespace, name = split_key(pod)
         uid = self._uid(pod, seen_uid)
+        if uid == "":
+            return None  # gone: evicted already
         if not uid:
             return ClusterError("UnknownUID", f"{pod}: no UID known; not evicted")
         body = _eviction(namespace, name, uid)

@@ -140,7 +140,9 @@ class SimulatedCluster:
         stopped: set[str] = set()  # evicted pods that were running: their work is lost
         for pod, reason in evictions.items():
             current = self.pods.get(pod)
-            if current is None or current.node_name is None or current.terminating:
+            if current is None:
+                continue  # gone: evicted already, as the API server's 404 says
+            if current.node_name is None or current.terminating:
                 failures[pod] = ClusterError("NotFound", f"pod {pod} is not running")
                 continue
             if self._terminate(current):

@@ -290,6 +290,20 @@ def test_an_eviction_no_hold_waits_on_is_dropped_once_its_gang_is_whole_again() 
     assert result.preempted == {"lo-3": "preempted by gang hi"}
 
 
+def test_an_eviction_to_send_again_of_a_pod_the_snapshot_lacks_is_sent_not_dropped() -> None:
+    """lo-3's eviction is left to send again; its node n1 left the snapshot (its Node
+    deleted, lo-3 still bound to it). Dropped as gone, lo-3 ran below minMember once n1
+    was back (a chaos probe): it is sent, the backend telling gone from still bound."""
+    cluster = GracefulCluster(_cluster())
+    holds = Holds(resend={"lo-3": ("preempted by gang hi", "n1")})
+    s = cluster.snapshot()
+    without_n1 = {name: p for name, p in s.pods_by_name().items() if p.node_name != "n1"}
+    result = CycleResult(scheduler="cpsat")
+    evict_again(cluster, holds, without_n1, result)
+    assert result.preempted == {"lo-3": "preempted by gang hi"} and "lo-3" in cluster.terminating
+    assert not holds.resend
+
+
 def test_a_hold_whose_victims_never_go_is_released_and_its_nominations_cleared() -> None:
     cluster = GracefulCluster(_cluster())
     holds = Holds(timeout_s=60)

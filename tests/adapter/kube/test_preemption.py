@@ -19,7 +19,7 @@ from adapter.kube.budgets import Budgets
 from adapter.kube.cluster import KubeCluster
 from adapter.loop import LoopSettings, run_cycle
 from adapter.results import CycleResult
-from benchmarks.fake_apiserver import FakeApiServer
+from benchmarks.fake_apiserver import FakeApiError, FakeApiServer
 from solver.config import SolverConfig
 from tests.adapter.kube.manifests import (
     apply,
@@ -487,5 +487,56 @@ def test_an_eviction_waits_for_its_answer_no_longer_than_its_budget(
         sent = [read for dry, read in waits[1:] if dry is None]
         assert len(sent) > 1  # retried within the budget
         assert all(MIN_READ_S <= read <= budget for read in sent)
+    finally:
+        cluster.stop()
+
+
+def test_an_eviction_of_a_pod_the_cache_no_longer_has_is_done_not_refused(
+    server: FakeApiServer,
+) -> None:
+    """Sent again after the pod left (``evicting``): nothing is left to evict, nor to
+    refuse in a dry run, and no request is sent without a UID to hold it to."""
+    apply(server, _objects())
+    cluster = KubeCluster(server.client()).start(10)
+    try:
+        assert cluster.evictor.check(["default/ghost"]) == {}
+        assert cluster.evictor.evict({"default/ghost": "for high"}) == {}
+        assert not _eviction_requests(server)
+    finally:
+        cluster.stop()
+
+
+def test_a_victim_remnant_on_a_node_deleted_meanwhile_is_evicted_again(
+    server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """low-1's eviction is refused once (429 after its dry run passed), low-0's goes: low
+    runs below minMember. Then n2, low-1's node, is deleted (low-1 still bound to it)
+    and comes back. The eviction to send again was dropped with the pod gone from the
+    snapshot, and low-1 ran alone for good (a chaos probe); it is evicted."""
+    objects = _objects()
+    objects[0] = node("n1", cpu="1")
+    [low_1] = [o for o in objects if o["metadata"]["name"] == "low-1"]
+    low_1["spec"]["nodeName"] = "n2"
+    apply(server, [node("n2", cpu="1"), *objects])
+    evict, refused = server._evict, []
+
+    def budget_made_after_the_dry_run(namespace: str, name: str, *args: Any, **kw: Any) -> None:
+        if name == "low-1" and not kw.get("dry_run") and not refused:
+            refused.append(name)
+            raise FakeApiError(429, "a budget made after the dry run")
+        evict(namespace, name, *args, **kw)
+
+    monkeypatch.setattr(server, "_evict", budget_made_after_the_dry_run)
+    cluster = KubeCluster(server.client()).start(10)
+    holds = Holds()
+    try:
+        first = run_cycle(cluster, SETTINGS, None, holds)
+        assert "default/low-1" in first.preempt_failed and "default/low-0" in first.preempted
+        server.delete("", "nodes", None, "n2")
+        wait_until(lambda: not cluster.cache.node_exists("n2"))
+        run_cycle(cluster, SETTINGS, None, holds)
+        server.put(node("n2", cpu="1"))
+        wait_until(lambda: cluster.cache.node_exists("n2"))
+        assert _evictions(server).count("default/low-1") == 2
     finally:
         cluster.stop()
