@@ -201,6 +201,7 @@ def _bind(
             # bind had landed, the gang whole (fault injection: a bind committed, every
             # answer lost); the doubt is settled within the backend's time to learn it.
             result.in_doubt[gang] = (tuple(done), tuple(maybe))
+            result.doubted_on.update((pod, tried_on[pod]) for pod in maybe)
             log.warning(
                 "gang %s is short of minMember unless %d bind(s) of unknown outcome landed "
                 "(%s): keeping its %d pod(s) bound this cycle until that is known",
@@ -418,7 +419,8 @@ def run_cycle(
             _roll_back_again(cluster, state, gangs, stranded, result, completing, unsettled)
             stranded.add(result.stranded, gangs, result.stranded_on)
             for kept, of_unknown_outcome in result.in_doubt.values():
-                stranded.await_doubts(kept, gangs, result.bound, of_unknown_outcome)
+                doubted = {pod: result.doubted_on[pod] for pod in of_unknown_outcome}
+                stranded.await_doubts(kept, gangs, result.bound, doubted)
         if holds is not None:
             for hold in ready:
                 # Refused, or a bind failed and the gang was rolled back: its nominations
