@@ -26,7 +26,6 @@ wait for, for the pods of that queue's PodGroups terminating anywhere, as
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -99,13 +98,12 @@ class Holds:
         (``recovered``); returns the gangs held. Per gang, its nominated pending pods;
         its victims, the pods terminating on their nodes, and where its queue has a
         capability (the gang may wait for it), the terminating pods of that queue's
-        PodGroups anywhere; and the victims its predecessor evicted in part, left below
-        minMember (``_broken_victims``), evicted again. Where none is left, the hold
-        binds at once, through the validator. A nomination to a node that is gone, or
-        that the pod may no longer use (a taint or a cordon since, labels changed, its
-        room unknown), of a pod whose PodGroup is gone, or in a queue closed since, is no
-        hold: the gang is decided afresh, and the nomination cleared. (Held, the
-        validator refused its bind as a broken rule, the error a solver's bug logs.)"""
+        PodGroups anywhere. Where none terminates, the hold binds at once, through
+        the validator. A nomination to a node that is gone, or that the pod may no longer
+        use (a taint or a cordon since, labels changed, its room unknown), of a pod whose
+        PodGroup is gone, or in a queue closed since, is no hold: the gang is decided
+        afresh, and the nomination cleared. (Held, the validator refused its bind as a
+        broken rule, the error a solver's bug logs.)"""
         if self.recovered:
             return []
         self.recovered = True
@@ -128,7 +126,6 @@ class Holds:
                 node = nodes.get(pod.nominated_node)
                 fits = node is not None and _unusable(pod, node) is None
                 usable[gang] = usable.get(gang, True) and fits
-        broken = _broken_victims(state, nominated)
         held: list[str] = []
         for gang, pods in sorted(nominated.items()):
             if gang in self.held:
@@ -147,13 +144,7 @@ class Holds:
             queue = queue_of.get(gang, DEFAULT_QUEUE)
             if queue in capped:  # it may wait for its capability (``evicting.preempt``)
                 victims |= leaving_queue.get(queue, {})
-            remnants = broken.get(gang, {})
-            victims |= remnants
-            why = f"preempted by gang {gang}: the rest of its gang was evicted for it"
-            resend = dict.fromkeys(remnants, why)
-            self.add(
-                Hold(gang=gang, pods=pods, victim_nodes=victims, since_s=state.now_s, resend=resend)
-            )
+            self.add(Hold(gang=gang, pods=pods, victim_nodes=victims, since_s=state.now_s))
             held.append(gang)
             log.info(
                 "room held for gang %s as nominated before this leader: %d pod(s) on %s",
@@ -257,49 +248,3 @@ def _unusable(pod: Pod, node: Node) -> str | None:
     if node.allocatable[PODS] == 0:
         return "it takes no pods"
     return placement_reason(pod, node)
-
-
-def _broken_victims(
-    state: ClusterState, nominated: Mapping[str, Mapping[str, str]]
-) -> dict[str, dict[str, str]]:
-    """Per gang nominated (gang -> pod -> node), the victims a leader before this one
-    evicted in part for it: running pods, on its nominated nodes, of a preemptible
-    PodGroup below minMember with no pod pending (evicted, nothing makes its pods again),
-    that it may take from (a lower priority of its queue, or another queue), each -> its
-    node. Their evictions failed (a budget's 429) where the rest of their gang's went;
-    the leader that would have sent them again is gone, and the solver takes no gang
-    below minMember as a victim: left, it ran below minMember for good, the preemptor
-    waiting (a chaos probe)."""
-    gangs = {g.name: g for g in state.gangs}
-    held: Counter[str] = Counter()
-    pending: set[str] = set()
-    on_node: dict[str, list[Pod]] = {}
-    priority: dict[str, int] = {}  # of the gangs nominated: their pods' where no PodGroup
-    for pod in state.pods:
-        gang = pod.gang_name()
-        if pod.node_name is None:
-            if not pod.terminating:
-                pending.add(gang)
-                if gang in nominated:
-                    priority[gang] = max(priority.get(gang, pod.priority), pod.priority)
-        elif not pod.terminating:
-            held[gang] += 1
-            on_node.setdefault(pod.node_name, []).append(pod)
-    found: dict[str, dict[str, str]] = {}
-    for gang, pods in nominated.items():
-        taker = gangs.get(gang)
-        rank = taker.priority if taker is not None else priority.get(gang, 0)
-        queue = taker.queue if taker is not None else DEFAULT_QUEUE
-        for node in set(pods.values()):
-            for pod in on_node.get(node, ()):
-                victim = gangs.get(pod.gang_name())
-                if (
-                    victim is not None
-                    and victim.name != gang
-                    and victim.preemptible
-                    and held[victim.name] < victim.min_running
-                    and victim.name not in pending
-                    and (victim.queue != queue or victim.priority < rank)
-                ):
-                    found.setdefault(gang, {})[pod.name] = node
-    return found

@@ -377,45 +377,6 @@ def test_a_new_leader_keeps_the_room_nominated_before_it() -> None:
     assert not new_leader.held
 
 
-def _remnant(recreated: bool) -> GracefulCluster:
-    """A leader evicted lo (2 x 4 cpu) for hi (2 x 4 cpu, priority 10), nominated to n0
-    and n1; lo-0 went (a bare pod: gone), lo-1's eviction was refused, and the leader is
-    gone before it sent it again. ``recreated``: lo-0 was made again, pending."""
-    lo = [pod("lo-1").req(cpu=4).gang("lo").on("n1")]
-    if recreated:
-        lo.append(pod("lo-0").req(cpu=4).gang("lo"))
-    s = state(
-        [node("n0").cap(cpu=4), node("n1").cap(cpu=4)],
-        [*lo, *(pod(f"hi-{i}").req(cpu=4).gang("hi") for i in range(2))],
-        [gang("lo", 2), gang("hi", 2).priority(10)],
-        [queue()],
-    )
-    cluster = GracefulCluster(s)
-    cluster.nominations.update({"hi-0": "n0", "hi-1": "n1"})
-    return cluster
-
-
-def test_a_new_leader_evicts_again_a_victim_its_predecessor_left_below_minmember() -> None:
-    """Its hold bound at once into the room lo-1 still held (the validator refused it),
-    and lo ran below minMember for good, hi waiting (a chaos probe): the new leader
-    evicts lo-1 again, holds n0 and n1, and binds hi there once lo-1 is gone."""
-    cluster = _remnant(recreated=False)
-    holds = Holds()
-    first = run_cycle(cluster, PREEMPTING, None, holds)
-    assert set(first.preempted) == {"lo-1"} and not first.bound and not first.rejected
-    assert holds.held["hi"].victim_nodes == {"lo-1": "n1"}
-    cluster.grace_passes()
-    after = run_cycle(cluster, PREEMPTING, None, holds)
-    assert after.bound == {"hi-0": "n0", "hi-1": "n1"}
-
-
-def test_a_new_leader_leaves_a_gang_below_minmember_whose_pods_are_made_again() -> None:
-    """lo-0 made again (pending): lo may be whole again; it was no victim left in part."""
-    cluster = _remnant(recreated=True)
-    result = run_cycle(cluster, PREEMPTING, None, Holds())
-    assert "lo-1" not in result.preempted
-
-
 def test_a_new_leader_keeps_a_gang_waiting_for_its_queues_capability_waiting() -> None:
     cluster = _capped_queue()
     run_cycle(cluster, CAPPED, None, Holds())  # the old leader evicts lo, then is gone
