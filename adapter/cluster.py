@@ -8,7 +8,7 @@ every failure it can recover from as ``ClusterError``; anything else is a bug.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -100,6 +100,12 @@ class Cluster(Protocol):
         """The pods whose bind failed as ``uncertain`` and is not settled yet: a snapshot
         shows each bound where the bind was sent until the backend learns whether it
         landed (then bound, or pending again)."""
+        ...
+
+    def where_bound(self, pods: Collection[str]) -> dict[str, str]:
+        """Of ``pods``, those the backend holds bound and running (not terminating, not
+        finished), each -> its node, in a snapshot or not: a pod bound to a Node deleted
+        meanwhile is in none, and runs again once the Node is back."""
         ...
 
     def evict(self, pods: Sequence[str], reason: str) -> dict[str, ClusterError]:

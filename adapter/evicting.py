@@ -136,13 +136,19 @@ def _sent_again(
 ) -> dict[str, tuple[str, str]]:
     """``evictions`` (pod -> (why, the node it was evicted from)) of pods still running
     there, sent; returns those refused again, to send at the next cycle. A pod of no
-    snapshot (gone, or bound to a node the snapshot lacks: deleted, the Node may come
-    back with it) is sent too, the backend telling which (gone: done): dropped, it ran
-    on below minMember once its node was back (a chaos probe)."""
+    snapshot is sent where the backend still holds it bound there (to a Node deleted
+    meanwhile, which may come back with it): dropped, it ran on below minMember once its
+    node was back (a chaos probe)."""
+    absent = [p for p in evictions if p not in pods]
+    held_on = cluster.where_bound(absent) if absent else {}
     due = {
         p: why
         for p, (why, node) in evictions.items()
-        if (pod := pods.get(p)) is None or (pod.node_name == node and not pod.terminating)
+        if (
+            held_on.get(p) == node
+            if (pod := pods.get(p)) is None
+            else pod.node_name == node and not pod.terminating
+        )
     }
     if not due:
         return {}

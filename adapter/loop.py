@@ -201,7 +201,6 @@ def _bind(
             # bind had landed, the gang whole (fault injection: a bind committed, every
             # answer lost); the doubt is settled within the backend's time to learn it.
             result.in_doubt[gang] = (tuple(done), tuple(maybe))
-            result.doubted_on.update((pod, tried_on[pod]) for pod in maybe)
             log.warning(
                 "gang %s is short of minMember unless %d bind(s) of unknown outcome landed "
                 "(%s): keeping its %d pod(s) bound this cycle until that is known",
@@ -275,7 +274,7 @@ def _roll_back_again(
     """Delete again the pods earlier rollbacks could not, or kept for binds of unknown
     outcome none of which is ``unsettled`` now, where their gang is still short after
     this cycle's binds and not ``completing``; those that fail again stay stranded."""
-    due = stranded.due(state, gangs, result.bound, completing, unsettled)
+    due = stranded.due(state, gangs, result.bound, completing, unsettled, cluster.where_bound)
     if not due:
         return
     log.warning("deleting %d pod(s) of gangs still short that earlier rollbacks left", len(due))
@@ -419,8 +418,7 @@ def run_cycle(
             _roll_back_again(cluster, state, gangs, stranded, result, completing, unsettled)
             stranded.add(result.stranded, gangs, result.stranded_on)
             for kept, of_unknown_outcome in result.in_doubt.values():
-                doubted = {pod: result.doubted_on[pod] for pod in of_unknown_outcome}
-                stranded.await_doubts(kept, gangs, result.bound, doubted)
+                stranded.await_doubts(kept, gangs, result.bound, of_unknown_outcome)
         if holds is not None:
             for hold in ready:
                 # Refused, or a bind failed and the gang was rolled back: its nominations

@@ -32,7 +32,6 @@ class CycleResult:
     # Gang -> (its pods bound this cycle, kept; its binds of unknown outcome, on which it
     # is whole): no rollback until those are settled (``rollbacks``).
     in_doubt: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
-    doubted_on: dict[str, str] = field(default_factory=dict)  # pod -> node its bind went to
     rejected: dict[str, str] = field(default_factory=dict)  # gang -> validator finding
     preempted: dict[str, str] = field(default_factory=dict)  # pod -> why, evicted for a gang
     preempt_failed: dict[str, str] = field(default_factory=dict)  # pod -> eviction refusal

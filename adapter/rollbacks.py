@@ -24,7 +24,7 @@ In the leader's memory only: a new leader finds such a gang short like any other
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from adapter.gangs import Gangs
@@ -37,7 +37,6 @@ class Stranded:
     # Own gang -> its pods whose binds were of unknown outcome: its stranded pods wait
     # until the backend has settled every one of them.
     doubts: dict[str, set[str]] = field(default_factory=dict)
-    doubted_on: dict[str, str] = field(default_factory=dict)  # of those pods: bind's node
     # A GangGroup's gang -> the group's gangs, when its rollback left it stranded: whole
     # only with them all. Judged on its own, a master holding its minimum with the pods
     # not deleted was forgotten, and ran while its workers, rolled back, stayed short.
@@ -47,21 +46,15 @@ class Stranded:
         return bool(self.pods)
 
     def await_doubts(
-        self,
-        pods: Iterable[str],
-        gangs: Gangs,
-        nodes: Mapping[str, str],
-        doubted: Mapping[str, str],
+        self, pods: Iterable[str], gangs: Gangs, nodes: Mapping[str, str], doubted: Iterable[str]
     ) -> None:
-        """``pods``, bound, kept until the binds of ``doubted`` (pod -> node; members of
-        their gangs, each of which may still land) are settled, then judged as stranded
-        pods are. Not for a GangGroup's pods: a gang of it waits for its own doubts only,
-        and is judged with the group's other gangs (``groups``) before theirs are
-        settled."""
+        """``pods``, bound, kept until the binds of ``doubted`` (members of their gangs,
+        each of which may still land) are settled, then judged as stranded pods are. Not
+        for a GangGroup's pods: a gang of it waits for its own doubts only, and is judged
+        with the group's other gangs (``groups``) before theirs are settled."""
         self.add(pods, gangs, nodes)
-        for pod, node in doubted.items():
+        for pod in doubted:
             self.doubts.setdefault(gangs.own_gang(pod), set()).add(pod)
-            self.doubted_on[pod] = node
 
     def add(self, pods: Iterable[str], gangs: Gangs, nodes: Mapping[str, str]) -> None:
         """Remembered by their own gang: a GangGroup's pods by their gang in it, whose
@@ -84,6 +77,7 @@ class Stranded:
         bound: Mapping[str, str],
         completing: Collection[str] = (),
         unsettled: Collection[str] = (),
+        where_bound: Callable[[Collection[str]], Mapping[str, str]] | None = None,
     ) -> list[str]:
         """The pods to delete again after this cycle's binds (``bound``: pod -> node),
         which the snapshot ``state`` preceded, but those of gangs ``completing``
@@ -115,16 +109,16 @@ class Stranded:
         for p in state.pods:
             if p.name in where or p.name in settled:
                 where[p.name] = None if p.terminating else p.node_name
+        # A settled doubt of no snapshot that landed (``where_bound``: the backend holds
+        # it bound, to a node the snapshot lacks) is judged where it is: forgotten, the
+        # gang was judged short without it, the rest deleted, and it ran alone once its
+        # node was back (a chaos probe).
+        absent = [pod for pod in settled if pod not in where]
+        if absent and where_bound is not None:
+            where.update(where_bound(absent))
         for pod in settled:
-            # Of no snapshot, it is judged as if it had landed where its bind went:
-            # forgotten, it ran alone once its node was back, the rest deleted.
-            landed_on = where[pod] if pod in where else self.doubted_on.get(pod)
-            if landed_on is not None:
+            if (landed_on := where.get(pod)) is not None:
                 self.pods[pod] = (gangs.own_gang(pod), landed_on)
-                where[pod] = landed_on
-        self.doubted_on = {
-            p: n for p, n in self.doubted_on.items() if any(p in ps for ps in self.doubts.values())
-        }
         added: Counter[str] = Counter()  # per gang, pods bound this cycle
         by_task: dict[str, Counter[str | None]] = {}  # of gangs with task minimums
         for pod in bound:

@@ -122,6 +122,15 @@ class SimulatedCluster:
     def unsettled(self) -> set[str]:
         return set()  # every bind here is answered: none is of unknown outcome
 
+    def where_bound(self, pods: Collection[str]) -> dict[str, str]:
+        return {
+            p: pod.node_name
+            for p in pods
+            if (pod := self.pods.get(p)) is not None
+            and pod.node_name is not None
+            and not pod.terminating
+        }
+
     def evict(self, pods: Sequence[str], reason: str) -> dict[str, ClusterError]:
         failures: dict[str, ClusterError] = {}
         for pod in pods:

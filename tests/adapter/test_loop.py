@@ -9,7 +9,7 @@ from __future__ import annotations
 import pickle
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 import pytest
 
@@ -49,6 +49,7 @@ class FakeCluster:
         self.evict_calls: list[str] = []
         self.reports: list[list[GangStatus]] = []
         self.in_doubt: set[str] = set()  # pods whose binds' outcomes it has not told yet
+        self.hidden: dict[str, str] = {}  # pod -> node the snapshots lack, bound to it
 
     def snapshot(self, again: bool = False) -> ClusterState:
         if self.snapshot_error is not None:
@@ -73,6 +74,14 @@ class FakeCluster:
 
     def unsettled(self) -> set[str]:
         return set(self.in_doubt)
+
+    def where_bound(self, pods: Collection[str]) -> dict[str, str]:
+        """Bound through this fake or in its base; ``hidden``: bound to a node the
+        snapshots lack (a Node deleted meanwhile)."""
+        on = {p.name: p.node_name for p in self.base.pods if p.node_name is not None}
+        on |= self.bound | self.hidden
+        evicted = {p for p, _ in self.evictions}
+        return {p: on[p] for p in pods if p in on and p not in evicted}
 
     def evict(self, pods: Sequence[str], reason: str) -> dict[str, ClusterError]:
         failures: dict[str, ClusterError] = {}

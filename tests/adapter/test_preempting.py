@@ -7,7 +7,7 @@ may refuse an eviction as a PodDisruptionBudget does (429), and keeps its clock 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 import pytest
 
@@ -72,6 +72,10 @@ class GracefulCluster(FakeCluster):
             else:
                 self.terminating.add(pod_name)
         return failures
+
+    def where_bound(self, pods: Collection[str]) -> dict[str, str]:
+        leaving = self.terminating | self.gone
+        return {p: n for p, n in super().where_bound(pods).items() if p not in leaving}
 
     def grace_passes(self) -> None:
         self.gone |= self.terminating
@@ -293,14 +297,20 @@ def test_an_eviction_no_hold_waits_on_is_dropped_once_its_gang_is_whole_again() 
 def test_an_eviction_to_send_again_of_a_pod_the_snapshot_lacks_is_sent_not_dropped() -> None:
     """lo-3's eviction is left to send again; its node n1 left the snapshot (its Node
     deleted, lo-3 still bound to it). Dropped as gone, lo-3 ran below minMember once n1
-    was back (a chaos probe): it is sent, the backend telling gone from still bound."""
+    was back (a chaos probe): it is sent where the backend still holds it bound there
+    (``Cluster.where_bound``); lo-1, gone, is not."""
     cluster = GracefulCluster(_cluster())
-    holds = Holds(resend={"lo-3": ("preempted by gang hi", "n1")})
+    # lo-1 is gone: deleted meanwhile, in no snapshot, and the backend has it nowhere.
+    cluster.base = cluster.base.model_copy(
+        update={"pods": tuple(p for p in cluster.base.pods if p.name != "lo-1")}
+    )
+    why = "preempted by gang hi"
+    holds = Holds(resend={"lo-3": (why, "n1"), "lo-1": (why, "n0")})
     s = cluster.snapshot()
     without_n1 = {name: p for name, p in s.pods_by_name().items() if p.node_name != "n1"}
     result = CycleResult(scheduler="cpsat")
     evict_again(cluster, holds, without_n1, result)
-    assert result.preempted == {"lo-3": "preempted by gang hi"} and "lo-3" in cluster.terminating
+    assert result.preempted == {"lo-3": why} and cluster.terminating == {"lo-3"}
     assert not holds.resend
 
 
