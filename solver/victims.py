@@ -210,8 +210,6 @@ def candidates(
     )
 
 
-
-
 def _withdrawable(problem: Problem, admitted: set[int]) -> set[int]:
     """Of the gangs this cycle's placement ``admitted``, those that may be taken back:
     their PodGroup's not marked non-preemptible (unnamed ones, pods of no PodGroup, are

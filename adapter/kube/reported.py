@@ -47,7 +47,9 @@ def _said_running(status: GangStatus, podgroup: tuple[Resource, Obj] | None) -> 
     Running: its pods evicted or deleted (bare pods no controller makes again), it said
     so, its pods counted, for good. Pending then, as scheduler-plugins' PodGroup
     controller sets a group left without pods. Only Running: another phase (Volcano's
-    controller's Completed) is not gangsat's to undo."""
+    controller's Completed) is not gangsat's to undo. A gang whose pods all Failed (their
+    objects left) says Pending too, where that controller says Failed: finished pods are
+    in no snapshot."""
     if podgroup is None or status.succeeded >= status.min_member:
         return False
     return stored_status(podgroup[1]).get("phase") == "Running"
