@@ -123,13 +123,19 @@ def test_stranded_pods_of_a_gang_nominated_to_preempt_wait_for_its_hold() -> Non
         [gang("lo", 2), gang("g", 3).priority(10)],
         [queue()],
     )
+    _kept_while_held(s, "g")
+
+
+def _kept_while_held(s: ClusterState, held: str) -> None:
+    """g-0 and g-1, stranded on n0, are kept while gang ``held`` waits for lo's pods,
+    evicted for it, to leave n1."""
     cluster = GracefulCluster(s)
     cluster.bound.update({"g-0": "n0", "g-1": "n0"})
     stranded = Stranded()
     stranded.add(["g-0", "g-1"], Gangs.of(s), {"g-0": "n0", "g-1": "n0"})
     holds = Holds()
     result = run_cycle(cluster, PREEMPTING, None, holds, stranded)
-    assert sorted(result.preempted) == ["lo-0", "lo-1"] and "g" in holds.held
+    assert sorted(result.preempted) == ["lo-0", "lo-1"] and held in holds.held
     assert result.evicted == [] and set(stranded.pods) == {"g-0", "g-1"}
 
 
@@ -473,11 +479,4 @@ def test_a_gang_groups_stranded_pods_wait_for_its_hold_too() -> None:
         [gang("lo", 2), group.model_copy(update={"members": ("g", "h")})],
         [queue()],
     )
-    cluster = GracefulCluster(s)
-    cluster.bound.update({"g-0": "n0", "g-1": "n0"})
-    stranded = Stranded()
-    stranded.add(["g-0", "g-1"], Gangs.of(s), {"g-0": "n0", "g-1": "n0"})
-    holds = Holds()
-    result = run_cycle(cluster, PREEMPTING, None, holds, stranded)
-    assert sorted(result.preempted) == ["lo-0", "lo-1"] and "gang-group:g,h" in holds.held
-    assert result.evicted == [] and set(stranded.pods) == {"g-0", "g-1"}
+    _kept_while_held(s, "gang-group:g,h")
