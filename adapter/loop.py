@@ -404,11 +404,11 @@ def run_cycle(
             # its stranded pods wait for the hold's end. A GangGroup's are remembered by
             # their own gang, not by the group's (``Stranded.add``).
             nominated = [*decision.nominated]
+            completing: set[str] = set()
             if holds is not None:
                 nominated += [pod for hold in holds.held.values() for pod in hold.pods]
-            completing = {gangs.gang(p) for p in nominated} | {gangs.own_gang(p) for p in nominated}
-            if holds is not None:
                 completing |= holds.held.keys()
+            completing |= {g for p in nominated for g in (gangs.gang(p), gangs.own_gang(p))}
             # Kept this cycle for binds of unknown outcome: their stranded pods wait too.
             completing |= {
                 gangs.own_gang(pod)

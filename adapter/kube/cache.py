@@ -145,6 +145,16 @@ class ClusterCache:
                 return None
             return self._objects.get(PODS, {}).get(key)
 
+    def running_on(self, key: str) -> str | None:
+        """The node pod ``key`` runs on as the watch shows it, known to a snapshot or not
+        (a Node deleted meanwhile): None where it is gone, being deleted, finished, or
+        not bound."""
+        pod = self.pod(key)
+        if pod is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        node = _node_of(pod)
+        return node if isinstance(node, str) and node and not finished(pod.get("status")) else None
+
     def node_exists(self, name: str) -> bool:
         with self._lock:
             return name in self._objects.get(NODES, {})

@@ -228,16 +228,7 @@ class KubeCluster:
         return self.cache.in_doubt()
 
     def where_bound(self, pods: Collection[str]) -> dict[str, str]:
-        found: dict[str, str] = {}
-        for key in pods:
-            obj = self.cache.pod(key)
-            if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
-                continue
-            node = (obj.get("spec") or {}).get("nodeName")
-            finished = (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-            if isinstance(node, str) and node and not finished:
-                found[key] = node
-        return found
+        return {key: node for key in pods if (node := self.cache.running_on(key)) is not None}
 
     def evict(self, pods: Sequence[str], reason: str) -> dict[str, ClusterError]:
         return self.binder.delete(pods, reason)
