@@ -80,6 +80,13 @@ class Gangs:
             for task, least in self.task_need.get(gang, {}).items()
         )
 
+    def runs_short(self, gang: str) -> bool:
+        """Whether ``gang``, of a PodGroup the snapshot has, holds fewer bound pods than it
+        needs to run (minMember, or a task's minimum)."""
+        if gang not in self.need:
+            return False
+        return self.held.get(gang, 0) < self.need[gang] or self.short_of_a_task(gang, Counter())
+
     def own_gang(self, pod: str) -> str:
         """``gang``, but a GangGroup's pod's own gang (its task): a group is merged only
         while its gangs are short, so its name may be gone at the next snapshot."""

@@ -17,10 +17,13 @@ nominations of its pods are then cleared (``cleared``).
 Holds live in the leader's memory, and the nominations in the API server: a new leader
 (or a restarted one) rebuilds them from the pending pods' ``nominatedNodeName`` once, at
 its first cycle (``recover``), as kube-scheduler keeps a nominated pod's room. Which pods
-were evicted for the gang it cannot know: it waits for the pods terminating on the
+were evicted for the gang it does not know: it waits for the pods terminating on the
 nominated nodes, which include them (and, where its queue has a capability the gang may
 wait for, for the pods of that queue's PodGroups terminating anywhere, as
-``evicting.preempt`` waits for its queue's victims).
+``evicting.preempt`` waits for its queue's victims). The victims whose eviction failed
+where others of their gang's went, which its predecessor sent again, it knows by their
+mark (``Pod.marked_victim``, the ``DisruptionTarget`` condition written before every
+eviction): it sends them again, and the gangs nominated where they run wait for them.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from adapter.gangs import Gangs
 from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, PODS, ClusterState, Node, Pod
 from solver.predicates import placement_reason
 
@@ -93,17 +97,21 @@ class Holds:
         self.cleared = {name for name, p in pending.items() if p.nominated_node is not None}
         return tuple(sorted(pending))
 
-    def recover(self, state: ClusterState) -> list[str]:
+    def recover(self, state: ClusterState, gangs: Gangs | None = None) -> list[str]:
         """Hold the room of the pending pods a leader before this one nominated, once
         (``recovered``); returns the gangs held. Per gang, its nominated pending pods;
-        its victims, the pods terminating on their nodes, and where its queue has a
-        capability (the gang may wait for it), the terminating pods of that queue's
-        PodGroups anywhere. Where none terminates, the hold binds at once, through
-        the validator. A nomination to a node that is gone, or that the pod may no longer
-        use (a taint or a cordon since, labels changed, its room unknown), of a pod whose
-        PodGroup is gone, or in a queue closed since, is no hold: the gang is decided
-        afresh, and the nomination cleared. (Held, the validator refused its bind as a
-        broken rule, the error a solver's bug logs.)"""
+        its victims, the pods terminating on their nodes and the remnants (below) there,
+        and where its queue has a capability (the gang may wait for it), the pods of that
+        queue's PodGroups terminating or remnants anywhere. Remnants, per ``gangs``: the
+        running pods a leader before this one marked to evict (``Pod.marked_victim``) of
+        gangs that run below their minimum. Their evictions failed where others of their
+        gang's went, and the evictions to send again were that leader's memory
+        (``resend``): they are sent again, as it would have. Where no victim is left,
+        the hold binds at once, through the validator. A nomination to a node that is
+        gone, or that the pod may no longer use (a taint or a cordon since, labels
+        changed, its room unknown), of a pod whose PodGroup is gone, or in a queue closed
+        since, is no hold: the gang is decided afresh, and the nomination cleared. (Held,
+        the validator refused its bind as a broken rule, the error a solver's bug logs.)"""
         if self.recovered:
             return []
         self.recovered = True
@@ -113,10 +121,21 @@ class Holds:
         closed = _closed_queues(state)
         nominated: dict[str, dict[str, str]] = {}
         usable: dict[str, bool] = {}  # gang -> every nomination on a node its pod may use
-        leaving: dict[str, dict[str, str]] = {}  # node -> terminating pod -> node
-        leaving_queue: dict[str, dict[str, str]] = {}  # queue -> terminating pod -> node
+        leaving: dict[str, dict[str, str]] = {}  # node -> leaving pod -> node
+        leaving_queue: dict[str, dict[str, str]] = {}  # queue -> leaving pod -> node
         for pod in state.pods:
-            if pod.terminating and pod.node_name is not None:
+            remnant = False
+            if (
+                (why := pod.marked_victim) is not None
+                and pod.node_name is not None
+                and not pod.terminating
+                and gangs is not None
+                and gangs.runs_short(pod.gang_name())
+            ):
+                remnant = True
+                self.resend[pod.name] = (why, pod.node_name)
+                log.info("evicting %s again, as a leader before this one did", pod.name)
+            if (pod.terminating or remnant) and pod.node_name is not None:
                 leaving.setdefault(pod.node_name, {})[pod.name] = pod.node_name
                 if (queue := queue_of.get(pod.gang_name())) is not None:  # PodGroups only
                     leaving_queue.setdefault(queue, {})[pod.name] = pod.node_name

@@ -357,7 +357,7 @@ def run_cycle(
     waiting: list[Hold] = []
     solver_state = checked_state = state
     if holds is not None and not holds.recovered:
-        holds.recover(state)  # a new leader keeps the room nominated before it
+        holds.recover(state, gangs)  # a new leader keeps the room nominated before it
     if holds:
         pods = holds.by_name(state)
         result.released = holds.refresh(state, pods)

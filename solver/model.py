@@ -237,6 +237,14 @@ class Pod(Frozen):
             "pods for its gang will bind it once they are gone"
         ),
     )
+    marked_victim: str | None = Field(
+        default=None,
+        description=(
+            "why the scheduler marked this bound pod to be evicted for a preemption, where "
+            "it did (its DisruptionTarget condition): a leader after it sends the eviction "
+            "again where the pod's gang runs below its minimum"
+        ),
+    )
 
     @field_validator("gang")
     @classmethod

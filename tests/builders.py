@@ -129,6 +129,11 @@ class PodBuilder:
         self._fields["nominated_node"] = node_name
         return self
 
+    def marked_victim(self, why: str) -> PodBuilder:
+        """Marked by a scheduler to be evicted for a preemption (its DisruptionTarget)."""
+        self._fields["marked_victim"] = why
+        return self
+
     def selector(self, labels: Mapping[str, str] | None = None, **kw: str) -> PodBuilder:
         self._selector.update(labels or {})
         self._selector.update(kw)

@@ -49,7 +49,6 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -58,8 +57,8 @@ from urllib3.exceptions import ConnectTimeoutError
 from adapter.cluster import ClusterError
 from adapter.kube.cache import ClusterCache, Unbindable, split_key
 from adapter.kube.connections import Connections
-from adapter.kube.fields import stamp
-from adapter.kube.resources import PODS, STRATEGIC_MERGE_PATCH, done, path_of, read_json
+from adapter.kube.disruption import ROLLBACK_REASON, send_mark
+from adapter.kube.resources import PODS, done, path_of, read_json
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +74,6 @@ MAX_BIND_WAIT_S = 10.0
 # waiting this long at most for the answer.
 LAST_TRY_WAIT_S = 5.0
 MARK_WAIT_S = 2.0  # for the DisruptionTarget mark before a rollback's delete
-# The condition's reason on a pod a rollback deletes (Jobs match the condition's type; the
-# reason says who and why, as kube-scheduler's PreemptionByScheduler does).
-ROLLBACK_REASON = "GangRollbackByScheduler"
 # urllib3's connection retries in a client's pool (its default, Retry(3)): a request may
 # connect up to this many times more. The binder's and the evictor's clients retry nothing
 # (``without_retries``); their connect timeouts still allow for it, a margin.
@@ -472,38 +468,20 @@ class Binder:
         return error
 
     def _mark_disrupted(self, namespace: str, name: str, uid: str, reason: str) -> None:
-        """The ``DisruptionTarget`` condition, as kube-scheduler sets it on a pod it
-        preempts before deleting it: a Job whose podFailurePolicy ignores that condition
-        (Kubernetes' documented way to keep disruptions off its backoffLimit) does not
-        count the rollback as one of its pod's failures. Best effort, one attempt (a 429
-        loses the mark), fenced: the delete follows whatever the answer. The UID in the
-        patch makes a namesake's answer an error (the UID is immutable), not a write."""
+        """The ``DisruptionTarget`` condition (``disruption``): a Job whose podFailurePolicy
+        ignores that condition (Kubernetes' documented way to keep disruptions off its
+        backoffLimit) does not count the rollback as one of its pod's failures. Best
+        effort, one attempt (a 429 loses the mark), fenced: the delete follows whatever
+        the answer."""
         left = self.fence()
         if left <= 0:
             return
-        condition = {
-            "type": "DisruptionTarget",
-            "status": "True",
-            "reason": ROLLBACK_REASON,
-            "message": f"gangsat: {reason}",
-            "lastTransitionTime": stamp(datetime.now(UTC)),
-        }
-        body = {"metadata": {"uid": uid}, "status": {"conditions": [condition]}}
         # Within the leadership left, as every request of ours (the pool may connect 1 +
         # POOL_CONNECT_RETRIES times), and short: a hung patch must leave the delete time.
         connect = min(CONNECT_TIMEOUT_S, left / (1 + POOL_CONNECT_RETRIES))
         timeout = (connect, min(left / 2, MARK_WAIT_S))
         try:
-            done(
-                self.core.patch_namespaced_pod_status(
-                    name,
-                    namespace,
-                    body,
-                    _content_type=STRATEGIC_MERGE_PATCH,
-                    _preload_content=False,
-                    _request_timeout=timeout,
-                )
-            )
+            send_mark(self.core, namespace, name, uid, ROLLBACK_REASON, reason, timeout)
         except Exception as e:  # the rollback must go on: the gang is short either way
             log.warning(
                 "could not mark %s/%s as disrupted before deleting it: %s", namespace, name, e

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from adapter.kube.disruption import marked_victim
 from adapter.kube.fields import LEAVING, STATUS_LISTS, finished, listed, uid_of
 from adapter.kube.kept import kept
 from adapter.kube.resources import DIALECTS, DISRUPTION_BUDGETS, NODES, PODS, Resource
@@ -332,11 +333,11 @@ class ClusterCache:
 def _read_view(resource: Resource, obj: Obj, assumed_node: str | None = None) -> tuple[Any, ...]:
     """What a snapshot can read of ``obj`` (``adapter.kube.convert``): everything but the
     bookkeeping a write bumps (``resourceVersion``, ``generation``) and the status parts
-    no decision reads — a pod's status beyond whether it finished, what a resize changed
-    and its nomination (its conditions, and Running once a kubelet starts it), a node's
-    beyond its room and readiness, a PodGroup's or Queue's status (gangsat's own
-    output). ``assumed_node`` is the bind the snapshot already showed. A test holds
-    convert to this view."""
+    no decision reads — a pod's status beyond whether it finished, what a resize
+    changed, its nomination and its mark as a victim (its other conditions, and Running
+    once a kubelet starts it), a node's beyond its room and readiness, a PodGroup's or
+    Queue's status (gangsat's own output). ``assumed_node`` is the bind the snapshot
+    already showed. A test holds convert to this view."""
     meta = obj.get("metadata")
     if isinstance(meta, dict):  # (set rather than left out: a copy in C, the same compare)
         meta = {**meta, "resourceVersion": None, "generation": None}
@@ -345,12 +346,14 @@ def _read_view(resource: Resource, obj: Obj, assumed_node: str | None = None) ->
         spec = {**spec, "nodeName": assumed_node}
     status = obj.get("status")
     if resource == PODS and isinstance(status, dict | None):
-        # Whether it finished, what an in-place resize changed (``pods._requests``), and
-        # where a preemptor is nominated (``pods._nominated``).
+        # Whether it finished, what an in-place resize changed (``pods._requests``),
+        # where a preemptor is nominated (``pods._nominated``), and why a victim was
+        # marked for eviction (``disruption.marked_victim``).
         status = (
             finished(status),
             _resources_of(status) if status else None,
             status.get("nominatedNodeName") if status else None,
+            marked_victim(status),
         )
     elif resource == NODES and isinstance(status, dict):
         # Room and readiness; not the heartbeat times a kubelet refreshes.

@@ -235,11 +235,22 @@ class KubeCluster:
 
     def preempt(self, evictions: Mapping[str, str]) -> dict[str, ClusterError]:
         """Evict the victims whose every pod the API server would evict now (a dry run
-        first, ``Evictor.check``); a victim gang with a refused pod keeps all of its pods,
-        each reported as not evicted, with the refusal."""
-        refused = self.evictor.check(list(evictions), self.seen_uids)
+        first, ``Evictor.check``) and could be marked as a victim first (the record a
+        leader after this one reads, ``Evictor.mark``); a victim gang with a refused or
+        unmarked pod keeps all of its pods, each reported as not evicted, with why."""
+        failures = self._whole(evictions, self.evictor.check(list(evictions), self.seen_uids))
+        rest = {pod: why for pod, why in evictions.items() if pod not in failures}
+        if rest:
+            failures |= self._whole(rest, self.evictor.mark(rest, self.seen_uids))
+            rest = {pod: why for pod, why in rest.items() if pod not in failures}
+        return {**failures, **self.evictor.evict(rest, self.seen_uids)}
+
+    def _whole(
+        self, evictions: Mapping[str, str], refused: Mapping[str, ClusterError]
+    ) -> dict[str, ClusterError]:
+        """``refused``, and every pod of ``evictions`` of a refused pod's gang with it."""
         if not refused:
-            return self.evictor.evict(evictions, self.seen_uids)
+            return {}
         gang_of = {p.name: p.gang_name() for p in self.last_state.pods} if self.last_state else {}
         blocked: dict[str, tuple[str, ClusterError]] = {}
         for pod, error in refused.items():
@@ -250,8 +261,7 @@ class KubeCluster:
                 first, error = block
                 why = f"not evicted: {first}, of the same gang, may not be ({error})"
                 failures[pod] = ClusterError(error.reason, why)
-        rest = {pod: why for pod, why in evictions.items() if pod not in failures}
-        return {**failures, **self.evictor.evict(rest, self.seen_uids)}
+        return failures
 
     def report(self, report: CycleReport) -> None:
         try:

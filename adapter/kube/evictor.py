@@ -20,7 +20,8 @@ never evicted, and leadership fences every request as it fences binds.
 Before any of a victim gang's pods is evicted, each of them is evicted in a dry run
 (``dryRun=All``: the API server runs the same checks, its budgets' included, and
 changes nothing), so that a PodDisruptionBudget made since the snapshot refuses the
-victim whole rather than after some of its pods are gone (``check``). Left open: a budget
+victim whole rather than after some of its pods are gone (``check``); then each is
+marked as a victim (``mark``, the record a leader after this one reads). Left open: a budget
 that allows fewer disruptions than the victim has pods (the dry runs do not spend it),
 one made between the dry runs and the evictions, and one whose dry run went unanswered
 (a 5xx or no answer refuses nothing): each may still refuse part of a victim.
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
@@ -47,6 +49,7 @@ from adapter.kube.binder import (
     without_retries,
 )
 from adapter.kube.cache import ClusterCache, split_key
+from adapter.kube.disruption import PREEMPTION_REASON, send_mark
 from adapter.kube.resources import read_json
 
 log = logging.getLogger(__name__)
@@ -100,6 +103,56 @@ class Evictor:
         seen = seen_uids or {}
         futures = [(pod, self._pool.submit(self._dry_run, pod, seen.get(pod))) for pod in pods]
         return {pod: error for pod, f in futures if (error := f.result()) is not None}
+
+    def mark(
+        self, evictions: Mapping[str, str], seen_uids: Mapping[str, str] | None = None
+    ) -> dict[str, ClusterError]:
+        """Mark each pod (pod -> why) as a preemption's victim (``disruption``), in
+        parallel; returns the pods not marked. The mark is what a leader after this one
+        reads of the evictions: a pod is evicted only once marked. A pod gone (404, or a
+        namesake: 409, or 422 as a patch's UID meets it) counts as marked: its eviction
+        finds it gone too."""
+        seen = seen_uids or {}
+        futures = [
+            (pod, self._pool.submit(self._mark_one, pod, why, seen.get(pod)))
+            for pod, why in evictions.items()
+        ]
+        return {pod: error for pod, f in futures if (error := f.result()) is not None}
+
+    def _mark_one(self, pod: str, why: str, seen_uid: str | None) -> ClusterError | None:
+        """Retried on the answers an eviction is retried on, within its budget."""
+        namespace, name = split_key(pod)
+        uid = self._uid(pod, seen_uid)
+        if uid == "":
+            return None
+        if not uid:
+            return ClusterError("UnknownUID", f"{pod}: no UID known; not marked")
+        deadline = time.monotonic() + self.retry_budget_s
+        backoff = self.backoff_s
+        while True:
+            left = self.fence()
+            if left <= 0:
+                return ClusterError("NotLeader", "lost the lease before sending")
+            timeout = (
+                min(CONNECT_TIMEOUT_S, left),
+                min(left, MAX_BIND_WAIT_S, self.retry_budget_s),
+            )
+            try:
+                send_mark(self.core, namespace, name, uid, PREEMPTION_REASON, why, timeout)
+                return None
+            except ApiException as e:
+                if e.status in (404, 409) or _replaced(e):
+                    return None
+                error = api_error(e)
+                if e.status not in RETRYABLE and e.status != 429:
+                    return error
+            except (urllib3.exceptions.HTTPError, OSError) as e:
+                error = ClusterError("Unanswered", f"marking {pod}: {e}")
+            if time.monotonic() + backoff > deadline:
+                log.warning("could not mark %s as a victim; not evicted: %s", pod, error)
+                return error
+            time.sleep(backoff)
+            backoff *= 2
 
     def _uid(self, pod: str, seen_uid: str | None) -> str | None:
         """The UID an eviction of ``pod`` is preconditioned on: as the decision saw it,
@@ -202,10 +255,19 @@ def _answered(response: object) -> None:
         raise e
 
 
+def _replaced(e: ApiException) -> bool:
+    """A patch carrying the UID of a pod a namesake replaced: kube-apiserver validates the
+    patched object, whose UID changed (422, "metadata.uid: ... field is immutable")."""
+    return e.status == 422 and "metadata.uid" in _body(e)
+
+
 def refused_for_good(e: ApiException) -> bool:
     """An eviction the API server refuses whatever the retries (``MULTIPLE_BUDGETS``)."""
-    body = e.body.decode("utf-8", "replace") if isinstance(e.body, bytes) else str(e.body or "")
-    return e.status == 500 and MULTIPLE_BUDGETS in body
+    return e.status == 500 and MULTIPLE_BUDGETS in _body(e)
+
+
+def _body(e: ApiException) -> str:
+    return e.body.decode("utf-8", "replace") if isinstance(e.body, bytes) else str(e.body or "")
 
 
 def _eviction(namespace: str, name: str, uid: str) -> client.V1Eviction:

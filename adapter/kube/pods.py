@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from adapter.kube.dialects import group_of
+from adapter.kube.disruption import marked_victim
 from adapter.kube.fields import (
     CONTAINER_LISTS,
     STATUS_LISTS,
@@ -277,6 +278,7 @@ def pod_of_object(
                     "started_s": started if bound else None,
                     "terminating": terminating,
                     "nominated_node": None if bound else _nominated(status),
+                    "marked_victim": marked_victim(status) if bound else None,
                 }
             )
     if not bound and (rule := unmodelled(spec)) is not None:
@@ -314,6 +316,7 @@ def pod_of_object(
         started_s=started if bound else None,
         terminating=terminating,
         nominated_node=None if bound else _nominated(status),
+        marked_victim=marked_victim(status) if bound else None,
     )
     if key is not None and shapes is not None:
         shapes.put(key, pod)

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from adapter.cluster import CycleReport, GangStatus
-from adapter.kube.binder import ROLLBACK_REASON
 from adapter.kube.cluster import KubeCluster
+from adapter.kube.disruption import ROLLBACK_REASON
 from adapter.kube.recount import RECOUNT_S, held_as_recount
 from adapter.kube.resources import DIALECTS, discover
 from adapter.kube.status import EventRecorder

@@ -1,0 +1,176 @@
+"""A preemption's victims are marked before they are evicted (the ``DisruptionTarget``
+condition, as kube-scheduler marks them), and a leader after the one that evicted them
+reads the marks: a victim left below minMember by an eviction that failed is evicted
+again, against the fake API server over HTTP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from adapter.holds import Holds
+from adapter.kube.cluster import KubeCluster
+from adapter.kube.convert import convert
+from adapter.kube.disruption import PREEMPTION_REASON, marked_victim
+from adapter.loop import run_cycle
+from benchmarks.fake_apiserver import FakeApiError, FakeApiServer
+from tests.adapter.kube.manifests import apply, bound_pods, gang_pods, node, podgroup, wait_until
+from tests.adapter.kube.test_preemption import SETTINGS, _evictions, _objects
+
+
+def _split_victim() -> list[dict[str, Any]]:
+    """Gang low (2 x 1 cpu) runs low-0 on n1 and low-1 on n2; gang high (2 x 1 cpu,
+    PriorityClass high) waits."""
+    objects = _objects()
+    objects[0] = node("n1", cpu="1")
+    [low_1] = [o for o in objects if o["metadata"]["name"] == "low-1"]
+    low_1["spec"]["nodeName"] = "n2"
+    return [node("n2", cpu="1"), *objects]
+
+
+def _refuse_evicting(
+    server: FakeApiServer, monkeypatch: pytest.MonkeyPatch, names: set[str], times: int
+) -> None:
+    """The first ``times`` evictions of each pod of ``names`` get a 429 after their dry
+    run passed (a budget made in between)."""
+    evict, refused = server._evict, {n: 0 for n in names}
+
+    def budget_made_after_the_dry_run(namespace: str, name: str, *args: Any, **kw: Any) -> None:
+        if name in refused and not kw.get("dry_run") and refused[name] < times:
+            refused[name] += 1
+            raise FakeApiError(429, "a budget made after the dry run")
+        evict(namespace, name, *args, **kw)
+
+    monkeypatch.setattr(server, "_evict", budget_made_after_the_dry_run)
+
+
+def _mark(server: FakeApiServer, name: str) -> dict[str, Any] | None:
+    pod = server.get("", "pods", "default", name)
+    assert pod is not None
+    marks = [
+        c
+        for c in (pod.get("status") or {}).get("conditions") or []
+        if c["type"] == "DisruptionTarget"
+    ]
+    return marks[0] if marks else None
+
+
+def test_each_victim_is_marked_before_it_is_evicted(server: FakeApiServer) -> None:
+    apply(server, _objects(grace=30))  # kept, terminating, to be read
+    cluster = KubeCluster(server.client()).start(10)
+    try:
+        result = run_cycle(cluster, SETTINGS, None, Holds())
+    finally:
+        cluster.stop()
+    assert sorted(result.preempted) == ["default/low-0", "default/low-1"]
+    for name in ("low-0", "low-1"):
+        asked = [
+            (r.verb, r.subresource, "dryRun" in r.query)
+            for r in server.requests
+            if r.name == name and r.verb != "get"
+        ]
+        assert asked.index(("patch", "status", False)) < asked.index(("create", "eviction", False))
+        mark = _mark(server, name)
+        assert mark is not None and mark["reason"] == PREEMPTION_REASON
+        assert mark["message"] == f"gangsat: {result.preempted[f'default/{name}']}"
+
+
+def test_a_victim_whose_mark_is_refused_keeps_every_pod(server: FakeApiServer) -> None:
+    """Evicted without its mark, a victim left below minMember by a failed eviction
+    could not be told apart by a leader after this one: none of its pods is evicted."""
+    apply(server, _objects())
+    server.fail("PATCH", r"/pods/low-1/status$", 403, times=100)
+    cluster = KubeCluster(server.client()).start(10)
+    holds = Holds()
+    try:
+        result = run_cycle(cluster, SETTINGS, None, holds)
+    finally:
+        cluster.stop()
+    assert not _evictions(server) and not result.preempted
+    assert set(result.preempt_failed) == {"default/low-0", "default/low-1"}
+    assert not holds.held
+    assert bound_pods(server) == {"default/low-0": "n1", "default/low-1": "n1"}
+
+
+def test_a_new_leader_evicts_again_the_victim_its_predecessor_left_below_minimum(
+    server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """low-0 went, low-1's eviction was refused, and the leader that would have sent it
+    again is gone (a chaos probe: low-1 then ran alone for good, high waited for ever).
+    The new leader reads low-1's mark, evicts it again, and binds high once it is gone."""
+    apply(server, _split_victim())
+    _refuse_evicting(server, monkeypatch, {"low-1"}, times=1)
+    old = KubeCluster(server.client()).start(10)
+    try:
+        first = run_cycle(old, SETTINGS, None, Holds())
+        assert "default/low-0" in first.preempted and "default/low-1" in first.preempt_failed
+        assert old.writer.flush()
+    finally:
+        old.stop()
+    new = KubeCluster(server.client()).start(10)
+    holds = Holds()
+    try:
+        wait_until(lambda: "default/low-0" not in bound_pods(server))
+        again = run_cycle(new, SETTINGS, None, holds)
+        assert list(again.preempted) == ["default/low-1"]
+        assert _evictions(server).count("default/low-1") == 2
+        wait_until(lambda: not new.snapshot().bound_pods(), what="the watch to see it")
+        last = run_cycle(new, SETTINGS, None, holds)
+        assert sorted(last.bound) == ["default/high-0", "default/high-1"]
+    finally:
+        new.stop()
+
+
+def test_a_new_leader_leaves_a_marked_victim_that_kept_its_minimum(
+    server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every eviction of low refused after its mark: low runs whole, marked. high no
+    longer waits (deleted); the new leader evicts nothing."""
+    apply(server, _split_victim())
+    _refuse_evicting(server, monkeypatch, {"low-0", "low-1"}, times=1)
+    old = KubeCluster(server.client()).start(10)
+    try:
+        first = run_cycle(old, SETTINGS, None, Holds())
+        assert set(first.preempt_failed) == {"default/low-0", "default/low-1"}
+    finally:
+        old.stop()
+    assert _mark(server, "low-0") is not None and _mark(server, "low-1") is not None
+    for name in ("high-0", "high-1"):
+        server.delete("", "pods", "default", name)
+    new = KubeCluster(server.client()).start(10)
+    try:
+        again = run_cycle(new, SETTINGS, None, Holds())
+    finally:
+        new.stop()
+    assert not again.preempted and sorted(_evictions(server)) == ["default/low-0", "default/low-1"]
+    assert bound_pods(server) == {"default/low-0": "n1", "default/low-1": "n2"}
+
+
+def _bound(status: dict[str, Any]) -> dict[str, Any]:
+    [pod] = gang_pods("g", 1)
+    pod["spec"]["nodeName"] = "n1"
+    pod["status"] = status
+    return pod
+
+
+def test_convert_reads_gangsats_own_preemption_mark_of_a_bound_pod_only() -> None:
+    def mark(reason: str, message: str, status: str = "True") -> dict[str, Any]:
+        condition = {"type": "DisruptionTarget", "status": status, "reason": reason}
+        return {"phase": "Running", "conditions": [condition | {"message": message}]}
+
+    ours = mark(PREEMPTION_REASON, "gangsat: preempted by gang x")
+    assert marked_victim(ours) == "preempted by gang x"
+    assert marked_victim(mark(PREEMPTION_REASON, "kube-scheduler: preempting")) is None
+    assert marked_victim(mark("EvictionByEvictionAPI", "gangsat: x")) is None
+    assert marked_victim(mark(PREEMPTION_REASON, "gangsat: x", status="False")) is None
+    assert marked_victim({"conditions": "garbled"}) is None and marked_victim(None) is None
+
+    def read(pod: dict[str, Any]) -> str | None:
+        (p,) = convert([node("n1", cpu="2"), podgroup("g", 1), pod]).state.pods
+        return p.marked_victim
+
+    assert read(_bound(ours)) == "preempted by gang x"
+    pending = _bound(ours)
+    del pending["spec"]["nodeName"]
+    assert read(pending) is None
