@@ -109,8 +109,8 @@ def evict_again(
     """The evictions that failed of victims left below minMember (``Hold.resend``, and
     ``Holds.resend`` for those no hold waits on), sent again: each pod still running
     where it was evicted from; the others are done with, and so are those no hold waits
-    on of a gang at its minimum again (its controller made the evicted pods again, and a
-    cycle bound them: per ``gangs``, the snapshot's)."""
+    on of a gang at its minimum again, minMember and each task's (its controller made the
+    evicted pods again, and a cycle bound them: per ``gangs``, the snapshot's)."""
     for hold in holds.held.values():
         where = {p: (why, hold.victim_nodes.get(p, "")) for p, why in hold.resend.items()}
         hold.resend.clear()
@@ -121,7 +121,7 @@ def evict_again(
         holds.resend = {
             p: sent
             for p, sent in holds.resend.items()
-            if (g := gangs.gang(p)) not in gangs.need or gangs.held.get(g, 0) < gangs.need[g]
+            if (g := gangs.gang(p)) not in gangs.need or gangs.runs_short(g)
         }
     if holds.resend:
         holds.resend = _sent_again(cluster, holds.resend, pods, result, None)

@@ -39,6 +39,12 @@ from solver.predicates import placement_reason
 log = logging.getLogger(__name__)
 
 HOLD_TIMEOUT_S = 300.0  # ten default 30 s grace periods
+# A victim's mark older than this is not acted on: kube-controller-manager's disruption
+# controller turns a DisruptionTarget older than two minutes False on a pod not being
+# deleted (``stalePodDisruptionTimeout``), and so the marks of a victim that kept every
+# pod lapse; where no such controller runs, this does. A leader refreshes the marks of
+# the evictions it sends again each cycle.
+MARK_STALE_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -97,18 +103,18 @@ class Holds:
         self.cleared = {name for name, p in pending.items() if p.nominated_node is not None}
         return tuple(sorted(pending))
 
-    def recover(self, state: ClusterState, gangs: Gangs | None = None) -> list[str]:
+    def recover(self, state: ClusterState, gangs: Gangs) -> list[str]:
         """Hold the room of the pending pods a leader before this one nominated, once
-        (``recovered``); returns the gangs held. Per gang, its nominated pending pods;
-        its victims, the pods terminating on their nodes and the remnants (below) there,
-        and where its queue has a capability (the gang may wait for it), the pods of that
+        (``recovered``); returns the gangs held. Per gang, its nominated pending pods; its
+        victims, the pods terminating on their nodes and the remnants (below) there, and
+        where its queue has a capability (the gang may wait for it), the pods of that
         queue's PodGroups terminating or remnants anywhere. Remnants, per ``gangs``: the
-        running pods a leader before this one marked to evict (``Pod.marked_victim``) of
-        gangs that run below their minimum. Their evictions failed where others of their
-        gang's went, and the evictions to send again were that leader's memory
-        (``resend``): they are sent again, as it would have. Where no victim is left,
-        the hold binds at once, through the validator. A nomination to a node that is
-        gone, or that the pod may no longer use (a taint or a cordon since, labels
+        running pods a leader before this one marked to evict (``Pod.marked_victim``, within
+        ``MARK_STALE_S``) of gangs that run below their minimum. Their evictions failed
+        where others of their gang's went, and the evictions to send again were that
+        leader's memory (``resend``): they are sent again, as it would have. Where no victim
+        is left, the hold binds at once, through the validator. A nomination to a node that
+        is gone, or that the pod may no longer use (a taint or a cordon since, labels
         changed, its room unknown), of a pod whose PodGroup is gone, or in a queue closed
         since, is no hold: the gang is decided afresh, and the nomination cleared. (Held,
         the validator refused its bind as a broken rule, the error a solver's bug logs.)"""
@@ -126,14 +132,14 @@ class Holds:
         for pod in state.pods:
             remnant = False
             if (
-                (why := pod.marked_victim) is not None
+                (mark := pod.marked_victim) is not None
+                and state.now_s - mark.at_s <= MARK_STALE_S
                 and pod.node_name is not None
                 and not pod.terminating
-                and gangs is not None
                 and gangs.runs_short(pod.gang_name())
             ):
                 remnant = True
-                self.resend[pod.name] = (why, pod.node_name)
+                self.resend[pod.name] = (mark.why, pod.node_name)
                 log.info("evicting %s again, as a leader before this one did", pod.name)
             if (pod.terminating or remnant) and pod.node_name is not None:
                 leaving.setdefault(pod.node_name, {})[pod.name] = pod.node_name

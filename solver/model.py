@@ -184,6 +184,14 @@ class Node(Frozen):
         return hash(self.name)
 
 
+class VictimMark(Frozen):
+    """A scheduler's record on a bound pod that it evicts for a preemption (on Kubernetes,
+    its DisruptionTarget condition): a leader after it reads it."""
+
+    why: str = Field(description="for whom, and why (preemption or reclaim)")
+    at_s: float = Field(description="when it was marked (refreshed as it is sent again)")
+
+
 class Pod(Frozen):
     name: str = Field(min_length=1, description="unique key, namespace/name in a cluster")
     namespace: str = "default"
@@ -237,12 +245,12 @@ class Pod(Frozen):
             "pods for its gang will bind it once they are gone"
         ),
     )
-    marked_victim: str | None = Field(
+    marked_victim: VictimMark | None = Field(
         default=None,
         description=(
-            "why the scheduler marked this bound pod to be evicted for a preemption, where "
-            "it did (its DisruptionTarget condition): a leader after it sends the eviction "
-            "again where the pod's gang runs below its minimum"
+            "a bound pod's mark as a victim of a preemption, where it has one: a leader "
+            "after the one that marked it sends the eviction again where the pod's gang "
+            "runs below its minimum"
         ),
     )
 

@@ -33,6 +33,7 @@ from solver.model import (
     Pod,
     Queue,
     Resources,
+    VictimMark,
 )
 from solver.scheduling_terms import (
     NodeSelectorRequirement,
@@ -129,9 +130,9 @@ class PodBuilder:
         self._fields["nominated_node"] = node_name
         return self
 
-    def marked_victim(self, why: str) -> PodBuilder:
+    def marked_victim(self, why: str, at_s: float = 0.0) -> PodBuilder:
         """Marked by a scheduler to be evicted for a preemption (its DisruptionTarget)."""
-        self._fields["marked_victim"] = why
+        self._fields["marked_victim"] = VictimMark(why=why, at_s=at_s)
         return self
 
     def selector(self, labels: Mapping[str, str] | None = None, **kw: str) -> PodBuilder:

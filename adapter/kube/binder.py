@@ -40,14 +40,13 @@ recreated pod of the same name is never the one deleted; each is first marked wi
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import math
 import queue
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from kubernetes import client
@@ -59,6 +58,18 @@ from adapter.kube.cache import ClusterCache, Unbindable, split_key
 from adapter.kube.connections import Connections
 from adapter.kube.disruption import ROLLBACK_REASON, send_mark
 from adapter.kube.resources import PODS, done, path_of, read_json
+from adapter.kube.sending import (
+    CONNECT_TIMEOUT_S,
+    MAX_BIND_WAIT_S,
+    POOL_CONNECT_RETRIES,
+    Fence,
+    always,
+    api_error,
+    remove,
+    retried,
+    retry_after,
+    without_retries,
+)
 
 log = logging.getLogger(__name__)
 
@@ -68,42 +79,10 @@ log = logging.getLogger(__name__)
 LANDS_LATE = frozenset({500, 502, 504})
 
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
-CONNECT_TIMEOUT_S = 5.0
-MAX_BIND_WAIT_S = 10.0
 # A bind of unknown outcome is sent once more after its budget (``Binder._last_try``),
 # waiting this long at most for the answer.
 LAST_TRY_WAIT_S = 5.0
 MARK_WAIT_S = 2.0  # for the DisruptionTarget mark before a rollback's delete
-# urllib3's connection retries in a client's pool (its default, Retry(3)): a request may
-# connect up to this many times more. The binder's and the evictor's clients retry nothing
-# (``without_retries``); their connect timeouts still allow for it, a margin.
-POOL_CONNECT_RETRIES = 3
-MAX_RETRY_AFTER_S = 5.0
-MIN_READ_S = 1.0  # the least a request to end a pod waits for its answer (``remove``)
-
-
-def without_retries(api: client.ApiClient) -> client.ApiClient:
-    """A client over ``api``'s configuration whose connection pool never sends a request
-    again on its own. urllib3's default, Retry(3), sends a DELETE again after a read
-    timeout (it counts as idempotent), each time with a fresh timeout: a rollback's delete
-    reached the server up to 3 s after the lease ran out, where the fence allowed none.
-    The binder and the evictor retry themselves, each attempt fenced. Close it with the
-    writer that made it (its pool cleared)."""
-    configuration = copy.deepcopy(api.configuration)
-    configuration.retries = False
-    return client.ApiClient(configuration)
-
-
-def api_error(e: ApiException) -> ClusterError:
-    reason = str(e.reason or e.status)
-    message = str(e.reason)
-    try:
-        status = json.loads(e.body or "{}")
-        reason = status.get("reason") or reason
-        message = status.get("message") or message
-    except (TypeError, ValueError):
-        pass
-    return ClusterError(reason, message)
 
 
 # kube-apiserver's answer to a Binding of a pod that has a node (its registry's words
@@ -157,75 +136,6 @@ def post_binding(
     answer but 2xx, as the generated client does (``Connections.post``)."""
     path = path_of(PODS, namespace, name, "binding")
     connections.post(path, body, connect_s, read_s, send_by)
-
-
-Fence = Callable[[], float]  # seconds this replica may still bind; <= 0: not the leader
-
-
-def always() -> float:
-    return math.inf
-
-
-def _retry_after(e: ApiException, default: float) -> float:
-    """The server's Retry-After (seconds), if it sent one, capped: a cycle must end."""
-    try:
-        value = float((e.headers or {}).get("Retry-After", default))
-    except (TypeError, ValueError):
-        value = default
-    return min(max(value, 0.0), MAX_RETRY_AFTER_S)
-
-
-def remove(
-    cache: ClusterCache,
-    pod: str,
-    uid: str,
-    send: Callable[[tuple[float, float]], None],
-    retryable: frozenset[int],
-    fence: Fence,
-    backoff_s: float,
-    budget_s: float,
-    final: Callable[[ApiException], bool] = lambda e: False,
-) -> ClusterError | None:
-    """Send a request that ends a pod (a delete, an eviction), retried with backoff
-    within ``budget_s`` while the answer is in ``retryable`` (a 429 waits for the
-    server's Retry-After) and not ``final``, each attempt fenced by leadership. The cache
-    leaves the pod out of snapshots meanwhile and takes it back if the request fails. A
-    404 or 409 is success: the pod is gone, or a namesake replaced it, and nothing of
-    ours holds room."""
-    cache.deleting(pod, uid)  # its DELETED event may come before the answer
-    deadline = time.monotonic() + budget_s
-    attempt = 0
-    while True:
-        left = fence()
-        if left <= 0:
-            cache.undelete(pod)
-            return ClusterError("NotLeader", "lost the lease before sending")
-        delay = backoff_s * 2**attempt
-        try:
-            # No request may arrive after the lease could have passed to another replica:
-            # every connect the pool may try ends within the leadership left. Nor may
-            # one wait for its answer past the budget (an eviction's 5 s): a server that
-            # answered after 10 s held the cycle's evictions, and the cycle, that long.
-            connect = min(CONNECT_TIMEOUT_S, left / (1 + POOL_CONNECT_RETRIES))
-            budget_left = max(deadline - time.monotonic(), MIN_READ_S)
-            send((connect, min(left, MAX_BIND_WAIT_S, budget_left)))
-            return None
-        except ApiException as e:
-            if e.status in (404, 409):
-                return None
-            error = api_error(e)
-            if e.status not in retryable or final(e):
-                cache.undelete(pod)
-                return error
-            if e.status == 429:
-                delay = max(delay, _retry_after(e, delay))
-        except Exception as e:
-            error = ClusterError(type(e).__name__, str(e))
-        attempt += 1
-        if time.monotonic() + delay > deadline:
-            cache.undelete(pod)
-            return error
-        time.sleep(delay)
 
 
 class Binder:
@@ -351,7 +261,7 @@ class Binder:
                 ambiguous = ambiguous or e.status != 429  # a 5xx may follow a committed write
                 in_flight = in_flight or e.status in LANDS_LATE
                 if e.status == 429:
-                    delay = max(delay, _retry_after(e, delay))
+                    delay = max(delay, retry_after(e, delay))
             except Exception as e:  # timeouts, resets: the bind may or may not have landed
                 error = ClusterError(type(e).__name__, str(e))
                 ambiguous = True
@@ -460,7 +370,12 @@ class Binder:
         # Fenced like the binds: a delete sent after the lease passed could take a pod
         # of a gang the new leader has since completed, leaving that one partial. A gang
         # left short by a lost lease is the new leader's: it counts the bound pods.
-        error = remove(self.cache, pod, uid, delete, RETRYABLE, self.fence, self.backoff_s, budget)
+        error = remove(
+            self.cache,
+            pod,
+            uid,
+            lambda: retried(delete, RETRYABLE, self.fence, self.backoff_s, budget),
+        )
         if error is None:
             self._undeleted.pop(pod, None)
         else:

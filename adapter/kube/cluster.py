@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from kubernetes import client
 
 from adapter.cluster import ClusterError, CycleReport
-from adapter.kube.binder import Binder, Fence, always, without_retries
+from adapter.kube.binder import Binder
 from adapter.kube.cache import ClusterCache
 from adapter.kube.convert import convert
 from adapter.kube.evictor import Evictor
@@ -29,6 +29,7 @@ from adapter.kube.reading import Finding
 from adapter.kube.reflector import Reflector
 from adapter.kube.reporter import Reporter
 from adapter.kube.resources import DIALECTS, Resource, discover
+from adapter.kube.sending import Fence, always, without_retries
 from adapter.kube.status import EventRecorder
 from adapter.kube.writer import Writer
 from solver.model import ClusterState

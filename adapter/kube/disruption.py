@@ -5,11 +5,16 @@ kube-scheduler sets this condition (reason ``PreemptionByScheduler``) on a pod b
 deletes it for a preemptor, so that a Job whose ``podFailurePolicy`` ignores the
 condition does not count the disruption against its ``backoffLimit``. gangsat sets it:
 
-- before a rollback deletes a pod (``ROLLBACK_REASON``; best effort, ``Binder``);
-- before it evicts a preemption's victim (``PREEMPTION_REASON``; ``Evictor.mark``). There
-  it is also the record a new leader reads: a victim some of whose evictions went and
-  others failed runs below minMember until those are sent again, and which to send again
-  was the old leader's memory only (``Holds.recover`` reads the marks).
+- before a rollback deletes a pod (``ROLLBACK_REASON``; best effort, ``Binder``), for
+  that reason;
+- before it evicts a preemption's victim (``PREEMPTION_REASON``; ``Evictor.mark``), as
+  the record a leader after it reads (the Eviction API marks the pods it evicts itself,
+  reason ``EvictionByEvictionAPI``). A victim some of whose evictions went and others
+  failed runs below minMember until those are sent again, and which to send again was
+  the old leader's memory only (``Holds.recover`` reads the marks). On a pod not being
+  deleted, kube-controller-manager's disruption controller turns the condition False
+  two minutes after its ``lastTransitionTime`` (``holds.MARK_STALE_S``): the marks of a
+  victim that kept every pod lapse so; a mark sent again is refreshed.
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ from typing import Any
 
 from kubernetes import client
 
-from adapter.kube.fields import listed, stamp
+from adapter.kube.fields import listed, stamp, stamped
 from adapter.kube.resources import STRATEGIC_MERGE_PATCH, done
+from solver.model import VictimMark
 
 CONDITION = "DisruptionTarget"
 # The reasons: kube-scheduler's for a preemption (Jobs match the condition's type; the
@@ -65,10 +71,11 @@ def send_mark(
     )
 
 
-def marked_victim(status: Any) -> str | None:
-    """Why gangsat marked the pod of this ``status`` to be evicted for a preemption, if it
-    did and the mark still says so (the Eviction API's own mark replaces it once the
-    eviction is granted, on a pod then terminating)."""
+def marked_victim(status: Any) -> VictimMark | None:
+    """gangsat's mark on the pod of this ``status`` as a preemption's victim, if it has one
+    that still says so (the Eviction API's own mark replaces it once the eviction is
+    granted, on a pod then terminating; kube-controller-manager's turns it False after
+    two minutes). A mark whose time cannot be read is as old as can be."""
     if not isinstance(status, Mapping):
         return None
     for c in listed(status.get("conditions")):
@@ -80,5 +87,10 @@ def marked_victim(status: Any) -> str | None:
             and isinstance(message := c.get("message"), str)
             and message.startswith(AUTHOR)
         ):
-            return message.removeprefix(AUTHOR) or "preempted"
+            at = c.get("lastTransitionTime")
+            when = stamped(at) if isinstance(at, str) else None
+            return VictimMark(
+                why=message.removeprefix(AUTHOR) or "preempted",
+                at_s=when.timestamp() if when is not None else 0.0,
+            )
     return None

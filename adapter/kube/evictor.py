@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
@@ -40,21 +39,23 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from adapter.cluster import ClusterError
-from adapter.kube.binder import (
+from adapter.kube.cache import ClusterCache, split_key
+from adapter.kube.disruption import PREEMPTION_REASON, send_mark
+from adapter.kube.resources import read_json
+from adapter.kube.sending import (
     CONNECT_TIMEOUT_S,
     MAX_BIND_WAIT_S,
     Fence,
     api_error,
     remove,
+    retried,
     without_retries,
 )
-from adapter.kube.cache import ClusterCache, split_key
-from adapter.kube.disruption import PREEMPTION_REASON, send_mark
-from adapter.kube.resources import read_json
 
 log = logging.getLogger(__name__)
 
 RETRYABLE = frozenset({500, 502, 503, 504})
+MARK_RETRYABLE = RETRYABLE | {429}
 # kube-apiserver's words for a pod under two PodDisruptionBudgets (since policy/v1beta1).
 MULTIPLE_BUDGETS = "more than one PodDisruptionBudget"
 
@@ -111,7 +112,9 @@ class Evictor:
         parallel; returns the pods not marked. The mark is what a leader after this one
         reads of the evictions: a pod is evicted only once marked. A pod gone (404, or a
         namesake: 409, or 422 as a patch's UID meets it) counts as marked: its eviction
-        finds it gone too."""
+        finds it gone too. A pod marked already (an eviction sent again) is marked anew,
+        its ``lastTransitionTime`` too, though the condition did not change: so its mark
+        does not go stale while its eviction is still wanted (``holds.MARK_STALE_S``)."""
         seen = seen_uids or {}
         futures = [
             (pod, self._pool.submit(self._mark_one, pod, why, seen.get(pod)))
@@ -120,39 +123,26 @@ class Evictor:
         return {pod: error for pod, f in futures if (error := f.result()) is not None}
 
     def _mark_one(self, pod: str, why: str, seen_uid: str | None) -> ClusterError | None:
-        """Retried on the answers an eviction is retried on, within its budget."""
+        """Retried as an eviction is, and on a 429 too (no budget refuses a mark: the API
+        server's own flow control)."""
         namespace, name = split_key(pod)
         uid = self._uid(pod, seen_uid)
         if uid == "":
             return None
         if not uid:
             return ClusterError("UnknownUID", f"{pod}: no UID known; not marked")
-        deadline = time.monotonic() + self.retry_budget_s
-        backoff = self.backoff_s
-        while True:
-            left = self.fence()
-            if left <= 0:
-                return ClusterError("NotLeader", "lost the lease before sending")
-            timeout = (
-                min(CONNECT_TIMEOUT_S, left),
-                min(left, MAX_BIND_WAIT_S, self.retry_budget_s),
-            )
+
+        def send(timeout: tuple[float, float]) -> None:
             try:
                 send_mark(self.core, namespace, name, uid, PREEMPTION_REASON, why, timeout)
-                return None
             except ApiException as e:
-                if e.status in (404, 409) or _replaced(e):
-                    return None
-                error = api_error(e)
-                if e.status not in RETRYABLE and e.status != 429:
-                    return error
-            except (urllib3.exceptions.HTTPError, OSError) as e:
-                error = ClusterError("Unanswered", f"marking {pod}: {e}")
-            if time.monotonic() + backoff > deadline:
-                log.warning("could not mark %s as a victim; not evicted: %s", pod, error)
-                return error
-            time.sleep(backoff)
-            backoff *= 2
+                if not _replaced(e):
+                    raise
+
+        error = retried(send, MARK_RETRYABLE, self.fence, self.backoff_s, self.retry_budget_s)
+        if error is not None:
+            log.warning("could not mark %s as a victim; not evicted: %s", pod, error)
+        return error
 
     def _uid(self, pod: str, seen_uid: str | None) -> str | None:
         """The UID an eviction of ``pod`` is preconditioned on: as the decision saw it,
@@ -229,12 +219,14 @@ class Evictor:
             self.cache,
             pod,
             uid,
-            send,
-            RETRYABLE,
-            self.fence,
-            self.backoff_s,
-            self.retry_budget_s,
-            final=refused_for_good,
+            lambda: retried(
+                send,
+                RETRYABLE,
+                self.fence,
+                self.backoff_s,
+                self.retry_budget_s,
+                final=refused_for_good,
+            ),
         )
 
 

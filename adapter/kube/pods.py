@@ -238,13 +238,14 @@ def pod_of_object(
     status: Obj | None = None,
     shapes: Shapes | None = None,
 ) -> Pod:
-    """``status``: a bound pod's, for the resources it holds (``_requests``); a pending
-    pod's, for where a preemptor is nominated (``_nominated``). ``shapes``: pods read
-    before, by all their conversion reads but their name, gang, node and times
-    (``shape_key``); a pod of a known shape is a copy with its own, not read again (a
-    2-container training pod, 8 per gang: 49-54 -> 27-29 us per pod). Its gang is not
-    in the key, so the pods of many gangs of one template (a backlog of 1,000 gangs of
-    3 pods) are one shape, and so are the bound pods of one template on many nodes."""
+    """``status``: a bound pod's, for the resources it holds (``_requests``) and its mark as
+    a victim (``marked_victim``); a pending pod's, for where a preemptor is nominated
+    (``_nominated``). ``shapes``: pods read before, by all their conversion reads but their
+    name, gang, node, times, nomination and mark (``shape_key``); a pod of a known shape is
+    a copy with its own, not read again (a 2-container training pod, 8 per gang: 49-54 ->
+    27-29 us per pod). Its gang is not in the key, so the pods of many gangs of one template
+    (a backlog of 1,000 gangs of 3 pods) are one shape, and so are the bound pods of one
+    template on many nodes."""
     bound = bool(spec.get("nodeName"))
     try:
         group = group_of({"metadata": metadata, "spec": spec})
@@ -341,13 +342,13 @@ def shape_key(
     spec: Obj,
     status: Obj | None = None,
 ) -> tuple[Any, ...] | None:
-    """All a pod's conversion reads but its name, gang, node, times and nomination: its
-    spec but the fields listed above (any other may decide a rule), what it takes from
-    elsewhere, whether it is bound, and of a bound pod's ``status`` what its requests
-    read (``_resized``). None for a spec that is not as JSON has it (a manifest's YAML
-    may hold a date where a string was meant, JSON decoded by the standard library a
-    NaN): such a spec may be told apart from another only by a type the key does not
-    keep, so it is read alone."""
+    """All a pod's conversion reads but its name, gang, node, times, nomination and mark:
+    its spec but the fields listed above (any other may decide a rule), what it takes from
+    elsewhere, whether it is bound, and of a bound pod's ``status`` what its requests read
+    (``_resized``). None for a spec that is not as JSON has it (a manifest's YAML may hold a
+    date where a string was meant, JSON decoded by the standard library a NaN): such a spec
+    may be told apart from another only by a type the key does not keep, so it is read
+    alone."""
     read: dict[str, Any] = {k: v for k, v in spec.items() if k not in UNREAD_SPEC}
     for field in CONTAINER_LISTS:
         containers = read.get(field)

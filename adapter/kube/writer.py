@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from adapter.kube.binder import Fence, always
+from adapter.kube.sending import Fence, always
 
 log = logging.getLogger(__name__)
 

@@ -3,9 +3,8 @@ from __future__ import annotations
 from collections import Counter
 
 from adapter.gangs import Gangs
-from adapter.holds import Holds
 from solver.model import ClusterState
-from tests.builders import gang, node, pod, state
+from tests.builders import gang, pod
 
 
 def test_the_gang_index_counts_bound_members_and_tasks_and_names_every_pod_s_gang() -> None:
@@ -41,42 +40,3 @@ def test_the_gang_index_counts_bound_members_and_tasks_and_names_every_pod_s_gan
     ]
     assert gangs.need == {"ns/job": 3, "ns/other": 1}
 
-
-def test_a_new_leader_evicts_again_the_marked_pods_of_gangs_below_their_minimum() -> None:
-    """A victim's pods marked before their evictions: where some went and these did not,
-    the leader that sent them again is gone; the next one reads the marks. Not a victim
-    that kept its minimum (its evictions all refused), nor a short gang's unmarked pod."""
-    why = "preempted by gang ns/hi"
-    cluster = state(
-        nodes=[node("n1"), node("n2")],
-        pods=[
-            pod("ns/a-1").gang("ns/a").on("n1").marked_victim(why),  # a-0 went
-            pod("ns/b-0").gang("ns/b").on("n2").marked_victim(why),  # b kept both
-            pod("ns/b-1").gang("ns/b").on("n2").marked_victim(why),
-            pod("ns/c-w0").gang("ns/c").task("worker").on("n1").marked_victim(why),
-            pod("ns/c-ps").gang("ns/c").task("ps").on("n2"),  # c: a worker short
-            pod("ns/d-0").gang("ns/d").on("n2"),
-            pod("ns/a-0").gang("ns/a"),  # a's, made again by its controller
-            pod("ns/hi-0").gang("ns/hi").nominated("n1"),
-        ],
-        gangs=[
-            gang("ns/a", 2),
-            gang("ns/b", 2),
-            gang("ns/c", 2).task_minimums(worker=2),
-            gang("ns/d", 2),
-            gang("ns/hi", 1),
-        ],
-    )
-    gangs = Gangs.of(cluster)
-    assert [gangs.runs_short(g) for g in ("ns/a", "ns/b", "ns/c", "ns/d", "ns/gone")] == [
-        True,
-        False,
-        True,
-        True,
-        False,
-    ]
-    holds = Holds()
-    assert holds.recover(cluster, gangs) == ["ns/hi"]
-    assert holds.resend == {"ns/a-1": (why, "n1"), "ns/c-w0": (why, "n1")}
-    # hi waits for them: bound at once, it would meet a node still full.
-    assert holds.held["ns/hi"].victim_nodes == {"ns/a-1": "n1", "ns/c-w0": "n1"}

@@ -29,6 +29,11 @@ PREEMPTING = LoopSettings(
 )
 
 
+def _recover(holds: Holds, snapshot: ClusterState) -> list[str]:
+    """What a new leader holds at its first cycle (``Holds.recover``)."""
+    return holds.recover(snapshot, Gangs.of(snapshot))
+
+
 class GracefulCluster(FakeCluster):
     """``nominations``: the reports' nominations show on the pending pods, as an API
     server keeps status.nominatedNodeName (False: every such write is lost)."""
@@ -326,7 +331,7 @@ def test_a_hold_whose_victims_never_go_is_released_and_its_nominations_cleared()
     assert "victims still running" in result.released["hi"]
     # Stale, a nomination would have the next leader hold the room again.
     assert cluster.nominations == {}
-    assert not Holds().recover(cluster.snapshot())
+    assert not _recover(Holds(), cluster.snapshot())
 
 
 def test_a_hold_on_a_node_tainted_since_is_released_before_its_bind() -> None:
@@ -410,7 +415,7 @@ def test_a_held_gang_whose_bind_fails_has_its_nominations_cleared() -> None:
     assert "hi" in failed.rolled_back and not holds.held
     # Else the next leader would hold the room again for a hold that already failed.
     assert cluster.nominations == {}
-    assert not Holds().recover(cluster.snapshot())
+    assert not _recover(Holds(), cluster.snapshot())
 
 
 def test_a_nomination_of_a_gang_whose_podgroup_is_gone_holds_nothing() -> None:
@@ -424,7 +429,7 @@ def test_a_nomination_of_a_gang_whose_podgroup_is_gone_holds_nothing() -> None:
         [queue()],
     )
     holds = Holds()
-    assert holds.recover(base) == []
+    assert _recover(holds, base) == []
     assert holds.take_cleared(base) == ("x-0",)
 
 
@@ -476,10 +481,10 @@ def test_a_nomination_the_gang_can_no_longer_use_holds_nothing_and_is_cleared(
         [queue().state(queue_state)],
     )
     holds = Holds()
-    assert holds.recover(base) == []
+    assert _recover(holds, base) == []
     assert not holds.held
     assert holds.take_cleared(base) == ("hi-0", "hi-1")
-    assert holds.recover(base) == []  # once, at the first cycle
+    assert _recover(holds, base) == []  # once, at the first cycle
     # And a hold of this leader's term is released so too, before its bind.
     holds.add(Hold("hi", {"hi-0": "n0", "hi-1": "n1"}, {}, 0.0))
     assert "hi" in holds.refresh(base, Holds.by_name(base))
@@ -646,7 +651,7 @@ def test_a_recovered_hold_does_not_wait_for_pods_that_were_never_its_victims() -
         [queue("a"), queue("b")],
     )
     holds = Holds()
-    assert holds.recover(base) == ["hi"]
+    assert _recover(holds, base) == ["hi"]
     assert holds.held["hi"].victim_nodes == {}
     ready, waiting = holds.split(holds.by_name(base))
     assert [h.gang for h in ready] == ["hi"] and not waiting

@@ -12,8 +12,9 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from adapter.kube import binder as binder_module
-from adapter.kube.binder import POOL_CONNECT_RETRIES, Binder
+from adapter.kube.binder import Binder
 from adapter.kube.cluster import KubeCluster
+from adapter.kube.sending import POOL_CONNECT_RETRIES
 from adapter.loop import run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
 from tests.adapter.kube.manifests import (

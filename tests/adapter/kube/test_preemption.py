@@ -14,9 +14,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from adapter.holds import Holds
-from adapter.kube.binder import MAX_BIND_WAIT_S, MIN_READ_S
 from adapter.kube.budgets import Budgets
 from adapter.kube.cluster import KubeCluster
+from adapter.kube.sending import MAX_BIND_WAIT_S, MIN_READ_S
 from adapter.loop import LoopSettings, run_cycle
 from adapter.results import CycleResult
 from benchmarks.fake_apiserver import FakeApiError, FakeApiServer

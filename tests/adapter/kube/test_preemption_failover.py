@@ -13,10 +13,12 @@ from adapter.holds import Holds
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.convert import convert
 from adapter.kube.disruption import PREEMPTION_REASON, marked_victim
+from adapter.kube.fields import stamped
 from adapter.loop import run_cycle
 from benchmarks.fake_apiserver import FakeApiError, FakeApiServer
+from solver.model import VictimMark
 from tests.adapter.kube.manifests import apply, bound_pods, gang_pods, node, podgroup, wait_until
-from tests.adapter.kube.test_preemption import SETTINGS, _evictions, _objects
+from tests.adapter.kube.test_preemption import SETTINGS, _evictions, _objects, _one_cycle
 
 
 def _split_victim() -> list[dict[str, Any]]:
@@ -58,11 +60,7 @@ def _mark(server: FakeApiServer, name: str) -> dict[str, Any] | None:
 
 def test_each_victim_is_marked_before_it_is_evicted(server: FakeApiServer) -> None:
     apply(server, _objects(grace=30))  # kept, terminating, to be read
-    cluster = KubeCluster(server.client()).start(10)
-    try:
-        result = run_cycle(cluster, SETTINGS, None, Holds())
-    finally:
-        cluster.stop()
+    result, _ = _one_cycle(server)
     assert sorted(result.preempted) == ["default/low-0", "default/low-1"]
     for name in ("low-0", "low-1"):
         asked = [
@@ -81,12 +79,7 @@ def test_a_victim_whose_mark_is_refused_keeps_every_pod(server: FakeApiServer) -
     could not be told apart by a leader after this one: none of its pods is evicted."""
     apply(server, _objects())
     server.fail("PATCH", r"/pods/low-1/status$", 403, times=100)
-    cluster = KubeCluster(server.client()).start(10)
-    holds = Holds()
-    try:
-        result = run_cycle(cluster, SETTINGS, None, holds)
-    finally:
-        cluster.stop()
+    result, holds = _one_cycle(server)
     assert not _evictions(server) and not result.preempted
     assert set(result.preempt_failed) == {"default/low-0", "default/low-1"}
     assert not holds.held
@@ -155,22 +148,45 @@ def _bound(status: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_convert_reads_gangsats_own_preemption_mark_of_a_bound_pod_only() -> None:
+    at = "2026-12-07T10:00:00Z"
+
     def mark(reason: str, message: str, status: str = "True") -> dict[str, Any]:
         condition = {"type": "DisruptionTarget", "status": status, "reason": reason}
-        return {"phase": "Running", "conditions": [condition | {"message": message}]}
+        condition |= {"message": message, "lastTransitionTime": at}
+        return {"phase": "Running", "conditions": [condition]}
 
     ours = mark(PREEMPTION_REASON, "gangsat: preempted by gang x")
-    assert marked_victim(ours) == "preempted by gang x"
+    expected = VictimMark(why="preempted by gang x", at_s=stamped(at).timestamp())
+    assert marked_victim(ours) == expected
     assert marked_victim(mark(PREEMPTION_REASON, "kube-scheduler: preempting")) is None
     assert marked_victim(mark("EvictionByEvictionAPI", "gangsat: x")) is None
     assert marked_victim(mark(PREEMPTION_REASON, "gangsat: x", status="False")) is None
     assert marked_victim({"conditions": "garbled"}) is None and marked_victim(None) is None
+    undated = mark(PREEMPTION_REASON, "gangsat: x")
+    del undated["conditions"][0]["lastTransitionTime"]
+    assert marked_victim(undated) == VictimMark(why="x", at_s=0.0)  # as old as can be
 
-    def read(pod: dict[str, Any]) -> str | None:
+    def read(pod: dict[str, Any]) -> VictimMark | None:
         (p,) = convert([node("n1", cpu="2"), podgroup("g", 1), pod]).state.pods
         return p.marked_victim
 
-    assert read(_bound(ours)) == "preempted by gang x"
+    assert read(_bound(ours)) == expected
     pending = _bound(ours)
     del pending["spec"]["nodeName"]
     assert read(pending) is None
+
+
+def test_a_mark_refused_for_a_while_is_sent_again(server: FakeApiServer) -> None:
+    """The API server's flow control (429) and a 503 are retried within the eviction's
+    budget; the victim is then evicted."""
+    apply(server, _objects())
+    server.fail("PATCH", r"/pods/low-0/status$", 503)
+    server.fail("PATCH", r"/pods/low-1/status$", 429)
+    result, _ = _one_cycle(server)
+    assert sorted(result.preempted) == ["default/low-0", "default/low-1"]
+    marks = [
+        r.name
+        for r in server.requests
+        if r.verb == "patch" and r.resource == "pods" and r.subresource == "status"
+    ]
+    assert sorted(n for n in marks if n.startswith("low-")) == ["low-0", "low-0", "low-1", "low-1"]
