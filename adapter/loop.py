@@ -362,8 +362,15 @@ def run_cycle(
         pods = holds.by_name(state)
         result.released = holds.refresh(state, pods)
         ready, waiting = holds.split(pods)
-        solver_state = holds.assumed(state, ready + waiting)
-        checked_state = holds.assumed(state, waiting)
+    if holds is not None and (leaving := holds.resending()):
+        # Pods whose evictions are sent again this cycle are leaving: no member of their
+        # gang. Counted as one, a victim was completed with a pod its controller made
+        # again, and left below minMember as this pod was evicted after (a chaos probe).
+        solver_state = checked_state = solver_state.with_leaving(leaving)
+        gangs = Gangs.of(solver_state)
+    if holds:
+        solver_state = holds.assumed(checked_state, ready + waiting)
+        checked_state = holds.assumed(checked_state, waiting)
     # Explanations are worked out once the binds are sent (_explained).
     config = settings.solver.model_copy(update={"defer_explanations": True})
     if holds is None:

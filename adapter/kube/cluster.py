@@ -240,11 +240,37 @@ class KubeCluster:
         leader after this one reads, ``Evictor.mark``); a victim gang with a refused or
         unmarked pod keeps all of its pods, each reported as not evicted, with why."""
         failures = self._whole(evictions, self.evictor.check(list(evictions), self.seen_uids))
-        rest = {pod: why for pod, why in evictions.items() if pod not in failures}
-        if rest:
-            failures |= self._whole(rest, self.evictor.mark(rest, self.seen_uids))
-            rest = {pod: why for pod, why in rest.items() if pod not in failures}
-        return {**failures, **self.evictor.evict(rest, self.seen_uids)}
+        marked = {pod: why for pod, why in evictions.items() if pod not in failures}
+        if marked:
+            unmarked = self.evictor.mark(marked, self.seen_uids)
+            failures |= self._whole(marked, unmarked)
+            marked = {pod: why for pod, why in marked.items() if pod not in unmarked}
+        rest = {pod: why for pod, why in marked.items() if pod not in failures}
+        failures |= self.evictor.evict(rest, self.seen_uids)
+        if kept := self._kept_whole(evictions, marked, failures):
+            self.evictor.withdraw(kept, self.seen_uids)
+        return failures
+
+    def _kept_whole(
+        self,
+        evictions: Mapping[str, str],
+        marked: Mapping[str, str],
+        failures: Mapping[str, ClusterError],
+    ) -> dict[str, str]:
+        """Of the pods ``marked`` now, those of victims that kept every pod, none of which
+        was marked before (an eviction sent again is of a victim that lost pods already):
+        pod -> why not evicted."""
+        if not marked or self.last_state is None:
+            return {}
+        pods = self.last_state.pods_by_name()
+        gang_of = {p: pod.gang_name() if (pod := pods.get(p)) else p for p in evictions}
+        went = {gang_of[p] for p in evictions if p not in failures}
+        before = {gang_of[p] for p in evictions if (pod := pods.get(p)) and pod.marked_victim}
+        return {
+            p: f"not evicted: {failures[p].message}"
+            for p in marked
+            if p in failures and gang_of[p] not in went | before
+        }
 
     def _whole(
         self, evictions: Mapping[str, str], refused: Mapping[str, ClusterError]

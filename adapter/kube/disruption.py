@@ -14,7 +14,8 @@ condition does not count the disruption against its ``backoffLimit``. gangsat se
   the old leader's memory only (``Holds.recover`` reads the marks). On a pod not being
   deleted, kube-controller-manager's disruption controller turns the condition False
   two minutes after its ``lastTransitionTime`` (``holds.MARK_STALE_S``): the marks of a
-  victim that kept every pod lapse so; a mark sent again is refreshed.
+  victim that kept every pod, which gangsat withdraws at once (``Evictor.withdraw``),
+  lapse so where that fails; a mark sent again is refreshed.
 """
 
 from __future__ import annotations
@@ -47,13 +48,15 @@ def send_mark(
     reason: str,
     why: str,
     timeout: tuple[float, float],
+    status: str = "True",
 ) -> None:
     """Set the condition on the pod (a strategic merge by type: the pod's other conditions
-    stay); raises what the request raises. The UID in the patch makes a namesake's answer
-    an error (the UID is immutable: a conflict), not a write."""
+    stay), ``status`` False to withdraw it; raises what the request raises. The UID in the
+    patch makes a namesake's answer an error (the UID is immutable: a 422), not a
+    write."""
     condition = {
         "type": CONDITION,
-        "status": "True",
+        "status": status,
         "reason": reason,
         "message": f"{AUTHOR}{why}",
         "lastTransitionTime": stamp(datetime.now(UTC)),

@@ -55,7 +55,7 @@ from adapter.kube.sending import (
 log = logging.getLogger(__name__)
 
 RETRYABLE = frozenset({500, 502, 503, 504})
-MARK_RETRYABLE = RETRYABLE | {429}
+MARK_RETRYABLE = RETRYABLE | {409, 429}
 # kube-apiserver's words for a pod under two PodDisruptionBudgets (since policy/v1beta1).
 MULTIPLE_BUDGETS = "more than one PodDisruptionBudget"
 
@@ -111,8 +111,8 @@ class Evictor:
         """Mark each pod (pod -> why) as a preemption's victim (``disruption``), in
         parallel; returns the pods not marked. The mark is what a leader after this one
         reads of the evictions: a pod is evicted only once marked. A pod gone (404, or a
-        namesake: 409, or 422 as a patch's UID meets it) counts as marked: its eviction
-        finds it gone too. A pod marked already (an eviction sent again) is marked anew,
+        namesake: 422 as the patch's UID meets it) counts as marked: its eviction finds it
+        gone too. A pod marked already (an eviction sent again) is marked anew,
         its ``lastTransitionTime`` too, though the condition did not change: so its mark
         does not go stale while its eviction is still wanted (``holds.MARK_STALE_S``)."""
         seen = seen_uids or {}
@@ -122,9 +122,28 @@ class Evictor:
         ]
         return {pod: error for pod, f in futures if (error := f.result()) is not None}
 
-    def _mark_one(self, pod: str, why: str, seen_uid: str | None) -> ClusterError | None:
+    def withdraw(
+        self, marks: Mapping[str, str], seen_uids: Mapping[str, str] | None = None
+    ) -> None:
+        """Turn False the marks of victims that kept every pod (pod -> why not evicted):
+        left True, a leader after this one would take such a gang, once it lost a pod of
+        its own, for a victim left below minMember, and evict the rest (a chaos probe).
+        Best effort, one attempt each: kube-controller-manager turns a mark False after
+        two minutes anyway (``holds.MARK_STALE_S``)."""
+        seen = seen_uids or {}
+        futures = [
+            self._pool.submit(self._mark_one, pod, why, seen.get(pod), "False")
+            for pod, why in marks.items()
+        ]
+        for f in futures:
+            f.result()
+
+    def _mark_one(
+        self, pod: str, why: str, seen_uid: str | None, status: str = "True"
+    ) -> ClusterError | None:
         """Retried as an eviction is, and on a 429 too (no budget refuses a mark: the API
-        server's own flow control)."""
+        server's own flow control) and a 409 (a conflict: a patch carries no
+        precondition that says gone). A withdrawal is tried once."""
         namespace, name = split_key(pod)
         uid = self._uid(pod, seen_uid)
         if uid == "":
@@ -134,14 +153,22 @@ class Evictor:
 
         def send(timeout: tuple[float, float]) -> None:
             try:
-                send_mark(self.core, namespace, name, uid, PREEMPTION_REASON, why, timeout)
+                send_mark(self.core, namespace, name, uid, PREEMPTION_REASON, why, timeout, status)
             except ApiException as e:
                 if not _replaced(e):
                     raise
 
-        error = retried(send, MARK_RETRYABLE, self.fence, self.backoff_s, self.retry_budget_s)
+        once = status != "True"
+        error = retried(
+            send,
+            frozenset() if once else MARK_RETRYABLE,
+            self.fence,
+            self.backoff_s,
+            0.0 if once else self.retry_budget_s,
+            gone=frozenset({404}),
+        )
         if error is not None:
-            log.warning("could not mark %s as a victim; not evicted: %s", pod, error)
+            log.warning("could not mark %s (%s): %s", pod, "withdrawn" if once else why, error)
         return error
 
     def _uid(self, pod: str, seen_uid: str | None) -> str | None:

@@ -84,11 +84,13 @@ def retried(
     backoff_s: float,
     budget_s: float,
     final: Callable[[ApiException], bool] = lambda e: False,
+    gone: frozenset[int] = frozenset({404, 409}),
 ) -> ClusterError | None:
     """Send a request about a pod, retried with backoff within ``budget_s`` while the
     answer is in ``retryable`` (a 429 waits for the server's Retry-After) and not
     ``final``, each attempt fenced by leadership; ``send`` takes the attempt's (connect,
-    read) timeouts. A 404 or 409 is success: the pod is gone, or a namesake replaced it."""
+    read) timeouts. An answer in ``gone`` is success: a 404 or (for a request with a UID
+    precondition) a 409, the pod is gone, or a namesake replaced it."""
     deadline = time.monotonic() + budget_s
     attempt = 0
     while True:
@@ -106,7 +108,7 @@ def retried(
             send((connect, min(left, MAX_BIND_WAIT_S, budget_left)))
             return None
         except ApiException as e:
-            if e.status in (404, 409):
+            if e.status in gone:
                 return None
             error = api_error(e)
             if e.status not in retryable or final(e):

@@ -8,9 +8,10 @@ from __future__ import annotations
 from adapter.evicting import evict_again
 from adapter.gangs import Gangs
 from adapter.holds import MARK_STALE_S, Holds
+from adapter.loop import run_cycle
 from adapter.results import CycleResult
 from solver.model import ClusterState
-from tests.adapter.test_preempting import GracefulCluster
+from tests.adapter.test_preempting import PREEMPTING, GracefulCluster
 from tests.builders import gang, node, pod, state
 
 WHY = "preempted by gang ns/hi"
@@ -75,3 +76,24 @@ def test_a_mark_gone_stale_is_not_acted_on() -> None:
     holds = Holds()
     holds.recover(stale, Gangs.of(stale))
     assert not holds.resend and holds.held["ns/hi"].victim_nodes == {}
+
+
+def test_a_victims_pod_to_evict_again_is_no_member_its_gang_may_be_completed_with() -> None:
+    """lo-1's eviction failed where lo-0's went; lo's controller made lo-2 in lo-0's
+    place, and n2 is free. Counted as a member, lo-1 had lo completed with lo-2 (bound
+    to n2), then was evicted in the same cycle: lo ran lo-2 alone (a chaos probe). It is
+    leaving: lo waits whole, lo-1 goes."""
+    cluster = GracefulCluster(
+        state(
+            nodes=[node(n).cap(cpu=1) for n in ("n0", "n1", "n2")],
+            pods=[
+                pod("lo-1").req(cpu=1).gang("lo").on("n1"),
+                pod("lo-2").req(cpu=1).gang("lo"),
+            ],
+            gangs=[gang("lo", 2)],
+        )
+    )
+    holds = Holds(recovered=True, resend={"lo-1": (WHY, "n1")})
+    result = run_cycle(cluster, PREEMPTING, None, holds)
+    assert "lo-2" not in result.bound and not cluster.bound
+    assert result.preempted == {"lo-1": WHY} and cluster.terminating == {"lo-1"}
