@@ -113,10 +113,11 @@ class Cluster(Protocol):
         Returns the pods it could not evict."""
         ...
 
-    def preempt(self, evictions: Mapping[str, str]) -> dict[str, ClusterError]:
+    def preempt(self, evictions: Mapping[str, str], again: bool = False) -> dict[str, ClusterError]:
         """Evict running pods (pod -> why) for a preempting gang, gracefully: each keeps
         its node's room while it terminates (and shows ``terminating`` meanwhile). A
-        disruption budget may refuse one. Returns the pods not evicted."""
+        disruption budget may refuse one. ``again``: evictions sent again, of victims that
+        lost pods to earlier ones. Returns the pods not evicted."""
         ...
 
     def report(self, report: CycleReport) -> None:

@@ -110,7 +110,8 @@ def evict_again(
     ``Holds.resend`` for those no hold waits on), sent again: each pod still running
     where it was evicted from; the others are done with, and so are those no hold waits
     on of a gang at its minimum again, minMember and each task's (its controller made the
-    evicted pods again, and a cycle bound them: per ``gangs``, the snapshot's)."""
+    evicted pods again, and a cycle bound them: per ``gangs``, which counts no pod to
+    evict again as a member, ``loop.run_cycle``)."""
     for hold in holds.held.values():
         where = {p: (why, hold.victim_nodes.get(p, "")) for p, why in hold.resend.items()}
         hold.resend.clear()
@@ -153,7 +154,7 @@ def _sent_again(
     if not due:
         return {}
     try:
-        failures = cluster.preempt(due)
+        failures = cluster.preempt(due, again=True)
     except Exception as e:  # a backend bug must not stop the loop
         log.exception("evicting again for gang %s failed", gang or "none held")
         failures = {p: ClusterError(type(e).__name__, str(e)) for p in due}

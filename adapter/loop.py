@@ -300,6 +300,14 @@ def _explained(decision: Decision, gangs: Gangs) -> Decision:
         return decision.with_reasons({g: why for g in gangs.need if g not in admitted})
 
 
+def _second_view(
+    state: ClusterState, leaving: set[str], holds: Holds | None, waiting: list[Hold]
+) -> ClusterState:
+    """A second chance's snapshot as the cycle's decision saw its own."""
+    state = state.with_leaving(leaving) if leaving else state
+    return holds.assumed(state, waiting) if holds is not None and waiting else state
+
+
 def _with_held(
     decision: Decision, ready: list[Hold], waiting: list[Hold], gangs: Gangs
 ) -> Decision:
@@ -362,7 +370,8 @@ def run_cycle(
         pods = holds.by_name(state)
         result.released = holds.refresh(state, pods)
         ready, waiting = holds.split(pods)
-    if holds is not None and (leaving := holds.resending()):
+    leaving = holds.resending() if holds is not None else set()
+    if leaving:
         # Pods whose evictions are sent again this cycle are leaving: no member of their
         # gang. Counted as one, a victim was completed with a pod its controller made
         # again, and left below minMember as this pod was evicted after (a chaos probe).
@@ -394,8 +403,9 @@ def run_cycle(
         for gang, why in result.rejected.items():
             log.error("not binding gang %s: the decision breaks a hard rule: %s", gang, why)
         bind_started = time.perf_counter()
-        # A second chance may not take the room held for gangs waiting for their victims.
-        held = partial(holds.assumed, holds=waiting) if holds and waiting else None
+        # A second chance may not take the room held for gangs waiting for their victims,
+        # nor count a pod to evict again as a member.
+        held = partial(_second_view, leaving=leaving, holds=holds, waiting=waiting)
         _bind(
             cluster,
             gangs,

@@ -22,7 +22,7 @@ from adapter.cluster import ClusterError, CycleReport
 from adapter.kube.binder import Binder
 from adapter.kube.cache import ClusterCache
 from adapter.kube.convert import convert
-from adapter.kube.evictor import Evictor
+from adapter.kube.evictor import Evictor, Marks
 from adapter.kube.heap import collections_paused
 from adapter.kube.memo import Memo
 from adapter.kube.reading import Finding
@@ -234,42 +234,41 @@ class KubeCluster:
     def evict(self, pods: Sequence[str], reason: str) -> dict[str, ClusterError]:
         return self.binder.delete(pods, reason)
 
-    def preempt(self, evictions: Mapping[str, str]) -> dict[str, ClusterError]:
+    def preempt(self, evictions: Mapping[str, str], again: bool = False) -> dict[str, ClusterError]:
         """Evict the victims whose every pod the API server would evict now (a dry run
         first, ``Evictor.check``) and could be marked as a victim first (the record a
         leader after this one reads, ``Evictor.mark``); a victim gang with a refused or
-        unmarked pod keeps all of its pods, each reported as not evicted, with why."""
+        unmarked pod keeps all of its pods, each reported as not evicted, with why. The
+        marks of a victim that kept every pod are withdrawn; not those of one sent
+        ``again`` (it lost pods to earlier evictions: its marks are the record)."""
         failures = self._whole(evictions, self.evictor.check(list(evictions), self.seen_uids))
         marked = {pod: why for pod, why in evictions.items() if pod not in failures}
-        if marked:
-            unmarked = self.evictor.mark(marked, self.seen_uids)
-            failures |= self._whole(marked, unmarked)
-            marked = {pod: why for pod, why in marked.items() if pod not in unmarked}
+        marks = self.evictor.mark(marked, self.seen_uids) if marked else Marks({}, {})
+        failures |= self._whole(marked, marks.failed)
         rest = {pod: why for pod, why in marked.items() if pod not in failures}
         failures |= self.evictor.evict(rest, self.seen_uids)
-        if kept := self._kept_whole(evictions, marked, failures):
-            self.evictor.withdraw(kept, self.seen_uids)
+        if not again and (kept := self._kept_whole(evictions, marks.versions, failures)):
+            self.evictor.withdraw(kept, marks.versions)
         return failures
 
     def _kept_whole(
         self,
         evictions: Mapping[str, str],
-        marked: Mapping[str, str],
+        marked: Collection[str],
         failures: Mapping[str, ClusterError],
     ) -> dict[str, str]:
-        """Of the pods ``marked`` now, those of victims that kept every pod, none of which
-        was marked before (an eviction sent again is of a victim that lost pods already):
-        pod -> why not evicted."""
-        if not marked or self.last_state is None:
+        """Of the pods ``marked`` now, those of victims that kept every pod: pod -> why
+        not evicted. A pod whose mark failed (its answer lost, it may have landed) has no
+        version to withdraw it at, and lapses."""
+        if not marked:
             return {}
-        pods = self.last_state.pods_by_name()
+        pods = self.last_state.pods_by_name() if self.last_state is not None else {}
         gang_of = {p: pod.gang_name() if (pod := pods.get(p)) else p for p in evictions}
         went = {gang_of[p] for p in evictions if p not in failures}
-        before = {gang_of[p] for p in evictions if (pod := pods.get(p)) and pod.marked_victim}
         return {
             p: f"not evicted: {failures[p].message}"
             for p in marked
-            if p in failures and gang_of[p] not in went | before
+            if p in failures and gang_of[p] not in went
         }
 
     def _whole(

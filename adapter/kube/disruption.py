@@ -27,7 +27,7 @@ from typing import Any
 from kubernetes import client
 
 from adapter.kube.fields import listed, stamp, stamped
-from adapter.kube.resources import STRATEGIC_MERGE_PATCH, done
+from adapter.kube.resources import STRATEGIC_MERGE_PATCH, read_json
 from solver.model import VictimMark
 
 CONDITION = "DisruptionTarget"
@@ -49,11 +49,13 @@ def send_mark(
     why: str,
     timeout: tuple[float, float],
     status: str = "True",
-) -> None:
+    version: str = "",
+) -> str:
     """Set the condition on the pod (a strategic merge by type: the pod's other conditions
-    stay), ``status`` False to withdraw it; raises what the request raises. The UID in the
-    patch makes a namesake's answer an error (the UID is immutable: a 422), not a
-    write."""
+    stay), ``status`` False to withdraw it; returns the pod's resourceVersion after it
+    ("" where the answer does not say), raises what the request raises. The UID in the
+    patch makes a namesake's answer an error (the UID is immutable: a 422), not a write;
+    a ``version`` makes any write to the pod since that one a conflict (409)."""
     condition = {
         "type": CONDITION,
         "status": status,
@@ -61,17 +63,22 @@ def send_mark(
         "message": f"{AUTHOR}{why}",
         "lastTransitionTime": stamp(datetime.now(UTC)),
     }
-    body = {"metadata": {"uid": uid}, "status": {"conditions": [condition]}}
-    done(
-        core.patch_namespaced_pod_status(
-            name,
-            namespace,
-            body,
-            _content_type=STRATEGIC_MERGE_PATCH,
-            _preload_content=False,
-            _request_timeout=timeout,
-        )
+    meta = {"uid": uid, **({"resourceVersion": version} if version else {})}
+    body = {"metadata": meta, "status": {"conditions": [condition]}}
+    answer = core.patch_namespaced_pod_status(
+        name,
+        namespace,
+        body,
+        _content_type=STRATEGIC_MERGE_PATCH,
+        _preload_content=False,
+        _request_timeout=timeout,
     )
+    try:
+        patched = read_json(answer)
+    except ValueError:  # written all the same: a body that is no JSON says nothing more
+        return ""
+    after = patched.get("metadata") if isinstance(patched, Mapping) else None
+    return str(after.get("resourceVersion") or "") if isinstance(after, Mapping) else ""
 
 
 def marked_victim(status: Any) -> VictimMark | None:

@@ -33,6 +33,7 @@ import json
 import logging
 from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import urllib3
 from kubernetes import client
@@ -107,69 +108,93 @@ class Evictor:
 
     def mark(
         self, evictions: Mapping[str, str], seen_uids: Mapping[str, str] | None = None
-    ) -> dict[str, ClusterError]:
+    ) -> Marks:
         """Mark each pod (pod -> why) as a preemption's victim (``disruption``), in
-        parallel; returns the pods not marked. The mark is what a leader after this one
-        reads of the evictions: a pod is evicted only once marked. A pod gone (404, or a
-        namesake: 422 as the patch's UID meets it) counts as marked: its eviction finds it
-        gone too. A pod marked already (an eviction sent again) is marked anew,
-        its ``lastTransitionTime`` too, though the condition did not change: so its mark
-        does not go stale while its eviction is still wanted (``holds.MARK_STALE_S``)."""
+        parallel. The mark is what a leader after this one reads of the evictions: a pod
+        is evicted only once marked. A pod gone (404, or a namesake: 422 as the patch's
+        UID meets it) counts as marked: its eviction finds it gone too. A pod marked
+        already (an eviction sent again) is marked anew, its ``lastTransitionTime`` too,
+        though the condition did not change: so its mark does not go stale while its
+        eviction is still wanted (``holds.MARK_STALE_S``)."""
         seen = seen_uids or {}
         futures = [
             (pod, self._pool.submit(self._mark_one, pod, why, seen.get(pod)))
             for pod, why in evictions.items()
         ]
-        return {pod: error for pod, f in futures if (error := f.result()) is not None}
+        marks = Marks({}, {})
+        for pod, f in futures:
+            if isinstance(outcome := f.result(), ClusterError):
+                marks.failed[pod] = outcome
+            elif outcome:
+                marks.versions[pod] = outcome
+        return marks
 
-    def withdraw(
-        self, marks: Mapping[str, str], seen_uids: Mapping[str, str] | None = None
-    ) -> None:
+    def withdraw(self, kept: Mapping[str, str], versions: Mapping[str, str]) -> None:
         """Turn False the marks of victims that kept every pod (pod -> why not evicted):
         left True, a leader after this one would take such a gang, once it lost a pod of
         its own, for a victim left below minMember, and evict the rest (a chaos probe).
-        Best effort, one attempt each: kube-controller-manager turns a mark False after
-        two minutes anyway (``holds.MARK_STALE_S``)."""
-        seen = seen_uids or {}
+        Each only if the pod is as the mark left it (``versions``, its resourceVersion
+        then): an eviction that went through after all (its answer lost) has marked it
+        itself, and must not be undone. Best effort, one attempt each:
+        kube-controller-manager turns a mark False after two minutes anyway
+        (``holds.MARK_STALE_S``)."""
         futures = [
-            self._pool.submit(self._mark_one, pod, why, seen.get(pod), "False")
-            for pod, why in marks.items()
+            self._pool.submit(self._withdraw_one, pod, why, version)
+            for pod, why in kept.items()
+            if (version := versions.get(pod))
         ]
         for f in futures:
             f.result()
 
-    def _mark_one(
-        self, pod: str, why: str, seen_uid: str | None, status: str = "True"
-    ) -> ClusterError | None:
-        """Retried as an eviction is, and on a 429 too (no budget refuses a mark: the API
-        server's own flow control) and a 409 (a conflict: a patch carries no
-        precondition that says gone). A withdrawal is tried once."""
+    def _mark_one(self, pod: str, why: str, seen_uid: str | None) -> ClusterError | str:
+        """The pod's resourceVersion after its mark ("" where unknown); retried as an
+        eviction is, and on a 429 too (no budget refuses a mark: the API server's own flow
+        control) and a 409 (a conflict: a patch carries no precondition that says gone)."""
         namespace, name = split_key(pod)
         uid = self._uid(pod, seen_uid)
         if uid == "":
-            return None
+            return ""
         if not uid:
             return ClusterError("UnknownUID", f"{pod}: no UID known; not marked")
+        version = [""]
 
         def send(timeout: tuple[float, float]) -> None:
             try:
-                send_mark(self.core, namespace, name, uid, PREEMPTION_REASON, why, timeout, status)
+                version[0] = send_mark(
+                    self.core, namespace, name, uid, PREEMPTION_REASON, why, timeout
+                )
             except ApiException as e:
                 if not _replaced(e):
                     raise
 
-        once = status != "True"
         error = retried(
             send,
-            frozenset() if once else MARK_RETRYABLE,
+            MARK_RETRYABLE,
             self.fence,
             self.backoff_s,
-            0.0 if once else self.retry_budget_s,
+            self.retry_budget_s,
             gone=frozenset({404}),
         )
         if error is not None:
-            log.warning("could not mark %s (%s): %s", pod, "withdrawn" if once else why, error)
-        return error
+            log.warning("could not mark %s as a victim; not evicted: %s", pod, error)
+            return error
+        return version[0]
+
+    def _withdraw_one(self, pod: str, why: str, version: str) -> None:
+        namespace, name = split_key(pod)
+        uid = self._uid(pod, None)
+        if not uid:
+            return
+        left = self.fence()
+        if left <= 0:
+            return
+        timeout = (min(CONNECT_TIMEOUT_S, left), min(left, MAX_BIND_WAIT_S, self.retry_budget_s))
+        try:
+            send_mark(
+                self.core, namespace, name, uid, PREEMPTION_REASON, why, timeout, "False", version
+            )
+        except Exception as e:  # it lapses in two minutes: nothing else to do
+            log.info("mark of %s as a victim left (%s): %s", pod, why, e)
 
     def _uid(self, pod: str, seen_uid: str | None) -> str | None:
         """The UID an eviction of ``pod`` is preconditioned on: as the decision saw it,
@@ -272,6 +297,11 @@ def _answered(response: object) -> None:
         e = ApiException(status=int(answer.get("code") or 500), reason=answer.get("reason"))
         e.body = json.dumps(answer)
         raise e
+
+
+class Marks(NamedTuple):
+    failed: dict[str, ClusterError]  # pod -> why it could not be marked
+    versions: dict[str, str]  # pod -> its resourceVersion once marked (where known)
 
 
 def _replaced(e: ApiException) -> bool:

@@ -140,7 +140,7 @@ class SimulatedCluster:
                 failures[pod] = e
         return failures
 
-    def preempt(self, evictions: Mapping[str, str]) -> dict[str, ClusterError]:
+    def preempt(self, evictions: Mapping[str, str], again: bool = False) -> dict[str, ClusterError]:
         """Each pod stops at once (its job pauses below minMember, losing the progress
         not checkpointed) and keeps its node's room for the termination grace period,
         after which it is pending again."""

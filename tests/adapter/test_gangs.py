@@ -39,4 +39,3 @@ def test_the_gang_index_counts_bound_members_and_tasks_and_names_every_pod_s_gan
         "pod:ns/gone",
     ]
     assert gangs.need == {"ns/job": 3, "ns/other": 1}
-

@@ -69,7 +69,7 @@ class GracefulCluster(FakeCluster):
             for pod_name in report.unnominated:
                 self.nominations.pop(pod_name, None)
 
-    def preempt(self, evictions: Mapping[str, str]) -> dict[str, ClusterError]:
+    def preempt(self, evictions: Mapping[str, str], again: bool = False) -> dict[str, ClusterError]:
         failures = {}
         for pod_name in evictions:
             if pod_name in self.refuse:
@@ -512,7 +512,9 @@ def test_a_new_leader_without_the_nominations_binds_the_preemptor_whole_once_roo
 
 def test_a_backend_failing_to_evict_stops_nothing_and_holds_nothing() -> None:
     class Broken(GracefulCluster):
-        def preempt(self, evictions: Mapping[str, str]) -> dict[str, ClusterError]:
+        def preempt(
+            self, evictions: Mapping[str, str], again: bool = False
+        ) -> dict[str, ClusterError]:
             raise RuntimeError("backend bug")
 
     cluster = Broken(_cluster())

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from adapter.evicting import evict_again
 from adapter.gangs import Gangs
-from adapter.holds import MARK_STALE_S, Holds
+from adapter.holds import MARK_STALE_S, Hold, Holds
 from adapter.loop import run_cycle
 from adapter.results import CycleResult
 from solver.model import ClusterState
@@ -97,3 +97,45 @@ def test_a_victims_pod_to_evict_again_is_no_member_its_gang_may_be_completed_wit
     result = run_cycle(cluster, PREEMPTING, None, holds)
     assert "lo-2" not in result.bound and not cluster.bound
     assert result.preempted == {"lo-1": WHY} and cluster.terminating == {"lo-1"}
+
+
+def _remnant_and_replacements(*replacements: str) -> GracefulCluster:
+    """lo (minMember 2) runs lo-1 on n1, its eviction to send again; its controller made
+    ``replacements``; n0 and n2 are free, a cpu each."""
+    return GracefulCluster(
+        state(
+            nodes=[node(n).cap(cpu=1) for n in ("n0", "n1", "n2")],
+            pods=[
+                pod("lo-1").req(cpu=1).gang("lo").on("n1"),
+                *(pod(name).req(cpu=1).gang("lo") for name in replacements),
+                pod("hi-0").req(cpu=1).gang("hi").nominated("n1"),
+            ],
+            gangs=[gang("lo", 2), gang("hi", 1)],
+        )
+    )
+
+
+def test_a_pod_a_held_gang_waits_to_evict_again_is_no_member_either() -> None:
+    cluster = _remnant_and_replacements("lo-2")
+    holds = Holds(recovered=True)
+    holds.add(
+        Hold(
+            gang="hi",
+            pods={"hi-0": "n1"},
+            victim_nodes={"lo-1": "n1"},
+            since_s=0.0,
+            resend={"lo-1": WHY},
+        )
+    )
+    result = run_cycle(cluster, PREEMPTING, None, holds)
+    assert not cluster.bound and result.preempted == {"lo-1": WHY}
+
+
+def test_a_gang_completed_around_a_pod_to_evict_again_is_rolled_back_if_short() -> None:
+    """lo-2 and lo-3 placed whole; lo-3's bind fails. Counted with lo-1, which goes, lo
+    held minMember and kept lo-2 bound: it ran lo-2 alone."""
+    cluster = _remnant_and_replacements("lo-2", "lo-3")
+    cluster.fail_binds = {"lo-3"}
+    holds = Holds(recovered=True, resend={"lo-1": (WHY, "n1")})
+    result = run_cycle(cluster, PREEMPTING, None, holds)
+    assert "lo" in result.rolled_back and "lo-2" in result.evicted

@@ -143,6 +143,54 @@ def test_a_victim_that_kept_every_pod_has_its_marks_withdrawn(
     assert bound_pods(server) == {"default/low-1": "n2"}
 
 
+def test_an_eviction_sent_again_and_refused_keeps_its_mark(
+    server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """low-1, left when low-0 went, is refused again: its gang lost a pod, and its mark is
+    the record a new leader reads. Judged by whether the snapshot showed the mark yet (a
+    watch behind), it was taken for a victim kept whole and withdrawn."""
+    apply(server, _split_victim())
+    _refuse_evicting(server, monkeypatch, {"low-1"}, times=2)
+    cluster = KubeCluster(server.client()).start(10)
+    try:
+        cluster.snapshot()
+        failed = cluster.preempt({"default/low-1": "preempted by gang default/high"}, again=True)
+        assert set(failed) == {"default/low-1"}
+        mark = _mark(server, "low-1")
+        assert mark is not None and mark["status"] == "True"
+        cluster.preempt({"default/low-1": "preempted by gang default/high"})  # a new victim
+        mark = _mark(server, "low-1")
+        assert mark is not None and mark["status"] == "False"
+    finally:
+        cluster.stop()
+
+
+def test_a_mark_is_not_withdrawn_from_a_pod_whose_eviction_went_after_all(
+    server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """low-0's eviction goes through, every answer to it lost (504); low-1's is refused:
+    low reads as kept whole. Withdrawn, low-0's mark would replace the one the Eviction
+    API writes on the pods it evicts (a Job whose podFailurePolicy ignores it would count
+    the eviction): the withdrawal holds to the pod as its mark left it."""
+    apply(server, _objects(grace=30))
+    evict = server._evict
+
+    def answers_lost(namespace: str, name: str, *args: Any, **kw: Any) -> None:
+        if name == "low-1" and not kw.get("dry_run"):
+            raise FakeApiError(429, "a budget made after the dry run")
+        evict(namespace, name, *args, **kw)
+        if name == "low-0" and not kw.get("dry_run"):
+            raise FakeApiError(504, "the answer lost")
+
+    monkeypatch.setattr(server, "_evict", answers_lost)
+    result, _ = _one_cycle(server)
+    assert {"default/low-0", "default/low-1"} <= set(result.preempt_failed)
+    low_0 = server.get("", "pods", "default", "low-0")
+    assert low_0 is not None and low_0["metadata"].get("deletionTimestamp")
+    withdrawn = {name: (_mark(server, name) or {}).get("status") for name in ("low-0", "low-1")}
+    assert withdrawn == {"low-0": "True", "low-1": "False"}
+
+
 def _bound(status: dict[str, Any]) -> dict[str, Any]:
     [pod] = gang_pods("g", 1)
     pod["spec"]["nodeName"] = "n1"
