@@ -26,7 +26,7 @@ from typing import Any
 
 from kubernetes import client
 
-from adapter.kube.fields import listed, stamp, stamped
+from adapter.kube.fields import stamp, stamped
 from adapter.kube.resources import STRATEGIC_MERGE_PATCH, read_json
 from solver.model import VictimMark
 
@@ -85,22 +85,30 @@ def marked_victim(status: Any) -> VictimMark | None:
     """gangsat's mark on the pod of this ``status`` as a preemption's victim, if it has one
     that still says so (the Eviction API's own mark replaces it once the eviction is
     granted, on a pod then terminating; kube-controller-manager's turns it False after
-    two minutes). A mark whose time cannot be read is as old as can be."""
-    if not isinstance(status, Mapping):
+    two minutes). A mark whose time cannot be read is as old as can be. Read for every
+    pod event (the watch cache's read view): most pods have no such condition, and a
+    test of each condition's type is all they cost (a JSON object is a dict)."""
+    conditions = status.get("conditions") if type(status) is dict else None
+    if type(conditions) is not list:
         return None
-    for c in listed(status.get("conditions")):
-        if (
-            isinstance(c, Mapping)
-            and c.get("type") == CONDITION
-            and c.get("status") == "True"
-            and c.get("reason") == PREEMPTION_REASON
-            and isinstance(message := c.get("message"), str)
-            and message.startswith(AUTHOR)
-        ):
-            at = c.get("lastTransitionTime")
-            when = stamped(at) if isinstance(at, str) else None
-            return VictimMark(
-                why=message.removeprefix(AUTHOR) or "preempted",
-                at_s=when.timestamp() if when is not None else 0.0,
-            )
+    for c in conditions:
+        if type(c) is dict and c.get("type") == CONDITION:
+            return _mark_of(c)
     return None
+
+
+def _mark_of(condition: Mapping[str, Any]) -> VictimMark | None:
+    message = condition.get("message")
+    if (
+        condition.get("status") != "True"
+        or condition.get("reason") != PREEMPTION_REASON
+        or not isinstance(message, str)
+        or not message.startswith(AUTHOR)
+    ):
+        return None
+    at = condition.get("lastTransitionTime")
+    when = stamped(at) if isinstance(at, str) else None
+    return VictimMark(
+        why=message.removeprefix(AUTHOR) or "preempted",
+        at_s=when.timestamp() if when is not None else 0.0,
+    )
