@@ -110,20 +110,34 @@ def evict_again(
     ``Holds.resend`` for those no hold waits on), sent again: each pod still running
     where it was evicted from; the others are done with, and so are those no hold waits
     on of a gang at its minimum again, minMember and each task's (its controller made the
-    evicted pods again, and a cycle bound them: per ``gangs``, which counts no pod to
-    evict again as a member, ``loop.run_cycle``)."""
+    evicted pods again, and a cycle bound them: per ``gangs``, the snapshot's), and those
+    of a gang short in the snapshot that this cycle's binds made whole. The pod to evict
+    was counted as a member as that gang was completed: evicted right after, it left the
+    gang below minMember again (a chaos probe). A hold waiting on such a pod is released
+    (it would wait out its timeout), and decided afresh."""
+    if gangs is not None:
+        bound = list(result.bound)
+
+        def completed(pod: str) -> bool:
+            gang = gangs.gang(pod)
+            return gangs.runs_short(gang) and not gangs.runs_short(gang, bound)
+
+        for gang, hold in list(holds.held.items()):
+            if (kept := next((p for p in hold.resend if completed(p)), None)) is not None:
+                why = f"its victim {gangs.gang(kept)} was made whole again: {kept} stays"
+                holds.drop(gang, why)
+                result.released[gang] = why
+        holds.resend = {
+            p: sent
+            for p, sent in holds.resend.items()
+            if (g := gangs.gang(p)) not in gangs.need or gangs.runs_short(g, bound)
+        }
     for hold in holds.held.values():
         where = {p: (why, hold.victim_nodes.get(p, "")) for p, why in hold.resend.items()}
         hold.resend.clear()
         hold.resend.update(
             {p: why for p, (why, _) in _sent_again(cluster, where, pods, result, hold.gang).items()}
         )
-    if gangs is not None:
-        holds.resend = {
-            p: sent
-            for p, sent in holds.resend.items()
-            if (g := gangs.gang(p)) not in gangs.need or gangs.runs_short(g)
-        }
     if holds.resend:
         holds.resend = _sent_again(cluster, holds.resend, pods, result, None)
 

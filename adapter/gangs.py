@@ -7,7 +7,7 @@ chance, preemption and status steps."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState, Pod
@@ -80,12 +80,16 @@ class Gangs:
             for task, least in self.task_need.get(gang, {}).items()
         )
 
-    def runs_short(self, gang: str) -> bool:
+    def runs_short(self, gang: str, bound: Collection[str] = ()) -> bool:
         """Whether ``gang``, of a PodGroup the snapshot has, holds fewer bound pods than it
-        needs to run (minMember, or a task's minimum)."""
+        needs to run (minMember, or a task's minimum), with its pods of ``bound`` (bound
+        since the snapshot) counted."""
         if gang not in self.need:
             return False
-        return self.held.get(gang, 0) < self.need[gang] or self.short_of_a_task(gang, Counter())
+        mine = [pod for pod in bound if self.gang(pod) == gang]
+        if self.held.get(gang, 0) + len(mine) < self.need[gang]:
+            return True
+        return self.short_of_a_task(gang, Counter(self.task_of.get(pod) for pod in mine))
 
     def own_gang(self, pod: str) -> str:
         """``gang``, but a GangGroup's pod's own gang (its task): a group is merged only

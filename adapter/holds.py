@@ -92,10 +92,6 @@ class Holds:
             if not bound:
                 self.cleared |= hold.pods.keys()
 
-    def resending(self) -> set[str]:
-        """The pods whose evictions are to be sent again, held for or not."""
-        return {*self.resend, *(pod for hold in self.held.values() for pod in hold.resend)}
-
     def take_cleared(self, state: ClusterState) -> tuple[str, ...]:
         """The pods whose nominations lapsed, still pending. Each is asked for again while
         the snapshot shows its nomination (a clear that failed goes out again; the writer

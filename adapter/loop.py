@@ -300,14 +300,6 @@ def _explained(decision: Decision, gangs: Gangs) -> Decision:
         return decision.with_reasons({g: why for g in gangs.need if g not in admitted})
 
 
-def _second_view(
-    state: ClusterState, leaving: set[str], holds: Holds | None, waiting: list[Hold]
-) -> ClusterState:
-    """A second chance's snapshot as the cycle's decision saw its own."""
-    state = state.with_leaving(leaving) if leaving else state
-    return holds.assumed(state, waiting) if holds is not None and waiting else state
-
-
 def _with_held(
     decision: Decision, ready: list[Hold], waiting: list[Hold], gangs: Gangs
 ) -> Decision:
@@ -370,16 +362,8 @@ def run_cycle(
         pods = holds.by_name(state)
         result.released = holds.refresh(state, pods)
         ready, waiting = holds.split(pods)
-    leaving = holds.resending() if holds is not None else set()
-    if leaving:
-        # Pods whose evictions are sent again this cycle are leaving: no member of their
-        # gang. Counted as one, a victim was completed with a pod its controller made
-        # again, and left below minMember as this pod was evicted after (a chaos probe).
-        solver_state = checked_state = solver_state.with_leaving(leaving)
-        gangs = Gangs.of(solver_state)
-    if holds:
-        solver_state = holds.assumed(checked_state, ready + waiting)
-        checked_state = holds.assumed(checked_state, waiting)
+        solver_state = holds.assumed(state, ready + waiting)
+        checked_state = holds.assumed(state, waiting)
     # Explanations are worked out once the binds are sent (_explained).
     config = settings.solver.model_copy(update={"defer_explanations": True})
     if holds is None:
@@ -403,9 +387,8 @@ def run_cycle(
         for gang, why in result.rejected.items():
             log.error("not binding gang %s: the decision breaks a hard rule: %s", gang, why)
         bind_started = time.perf_counter()
-        # A second chance may not take the room held for gangs waiting for their victims,
-        # nor count a pod to evict again as a member.
-        held = partial(_second_view, leaving=leaving, holds=holds, waiting=waiting)
+        # A second chance may not take the room held for gangs waiting for their victims.
+        held = partial(holds.assumed, holds=waiting) if holds and waiting else None
         _bind(
             cluster,
             gangs,

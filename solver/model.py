@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from functools import cached_property
 from typing import Any, Self
 
@@ -430,17 +430,6 @@ class ClusterState(Frozen):
 
     def bound_pods(self) -> list[Pod]:
         return [p for p in self.pods if p.node_name is not None]
-
-    def with_leaving(self, names: Collection[str]) -> ClusterState:
-        """This snapshot with the bound pods of ``names`` terminating: being evicted, they
-        hold their room and are no member of their gang."""
-        pods = tuple(
-            p.model_copy(update={"terminating": True})
-            if p.name in names and p.node_name is not None and not p.terminating
-            else p
-            for p in self.pods
-        )
-        return self.model_copy(update={"pods": pods})
 
     def with_bindings(self, placements: Mapping[str, str]) -> ClusterState:
         """This snapshot with ``placements`` (pod -> node) bound: what the cluster holds

@@ -78,36 +78,16 @@ def test_a_mark_gone_stale_is_not_acted_on() -> None:
     assert not holds.resend and holds.held["ns/hi"].victim_nodes == {}
 
 
-def test_a_victims_pod_to_evict_again_is_no_member_its_gang_may_be_completed_with() -> None:
-    """lo-1's eviction failed where lo-0's went; lo's controller made lo-2 in lo-0's
-    place, and n2 is free. Counted as a member, lo-1 had lo completed with lo-2 (bound
-    to n2), then was evicted in the same cycle: lo ran lo-2 alone (a chaos probe). It is
-    leaving: lo waits whole, lo-1 goes."""
-    cluster = GracefulCluster(
-        state(
-            nodes=[node(n).cap(cpu=1) for n in ("n0", "n1", "n2")],
-            pods=[
-                pod("lo-1").req(cpu=1).gang("lo").on("n1"),
-                pod("lo-2").req(cpu=1).gang("lo"),
-            ],
-            gangs=[gang("lo", 2)],
-        )
-    )
-    holds = Holds(recovered=True, resend={"lo-1": (WHY, "n1")})
-    result = run_cycle(cluster, PREEMPTING, None, holds)
-    assert "lo-2" not in result.bound and not cluster.bound
-    assert result.preempted == {"lo-1": WHY} and cluster.terminating == {"lo-1"}
-
-
-def _remnant_and_replacements(*replacements: str) -> GracefulCluster:
-    """lo (minMember 2) runs lo-1 on n1, its eviction to send again; its controller made
-    ``replacements``; n0 and n2 are free, a cpu each."""
+def _remnant_and_replacement() -> GracefulCluster:
+    """lo (minMember 2) runs lo-1 on n1, its eviction to send again (lo-0's went); its
+    controller made lo-2 in lo-0's place; n0 and n2 are free, a cpu each. hi was
+    nominated to n1."""
     return GracefulCluster(
         state(
             nodes=[node(n).cap(cpu=1) for n in ("n0", "n1", "n2")],
             pods=[
                 pod("lo-1").req(cpu=1).gang("lo").on("n1"),
-                *(pod(name).req(cpu=1).gang("lo") for name in replacements),
+                pod("lo-2").req(cpu=1).gang("lo"),
                 pod("hi-0").req(cpu=1).gang("hi").nominated("n1"),
             ],
             gangs=[gang("lo", 2), gang("hi", 1)],
@@ -115,27 +95,22 @@ def _remnant_and_replacements(*replacements: str) -> GracefulCluster:
     )
 
 
-def test_a_pod_a_held_gang_waits_to_evict_again_is_no_member_either() -> None:
-    cluster = _remnant_and_replacements("lo-2")
-    holds = Holds(recovered=True)
-    holds.add(
-        Hold(
-            gang="hi",
-            pods={"hi-0": "n1"},
-            victim_nodes={"lo-1": "n1"},
-            since_s=0.0,
-            resend={"lo-1": WHY},
-        )
-    )
-    result = run_cycle(cluster, PREEMPTING, None, holds)
-    assert not cluster.bound and result.preempted == {"lo-1": WHY}
-
-
-def test_a_gang_completed_around_a_pod_to_evict_again_is_rolled_back_if_short() -> None:
-    """lo-2 and lo-3 placed whole; lo-3's bind fails. Counted with lo-1, which goes, lo
-    held minMember and kept lo-2 bound: it ran lo-2 alone."""
-    cluster = _remnant_and_replacements("lo-2", "lo-3")
-    cluster.fail_binds = {"lo-3"}
+def test_a_victim_completed_around_its_pod_to_evict_again_keeps_it() -> None:
+    """The cycle binds lo-2, lo-1 counted as a member: lo is whole. Evicted right after,
+    lo-1 left lo running lo-2 alone (a chaos probe)."""
+    cluster = _remnant_and_replacement()
     holds = Holds(recovered=True, resend={"lo-1": (WHY, "n1")})
     result = run_cycle(cluster, PREEMPTING, None, holds)
-    assert "lo" in result.rolled_back and "lo-2" in result.evicted
+    assert "lo-2" in result.bound and not result.preempted and not cluster.terminating
+    assert not holds.resend
+
+
+def test_a_hold_waiting_on_a_pod_its_victim_was_completed_around_is_released() -> None:
+    cluster = _remnant_and_replacement()
+    holds = Holds(recovered=True)
+    hold = Hold(gang="hi", pods={"hi-0": "n1"}, victim_nodes={"lo-1": "n1"}, since_s=0.0)
+    hold.resend["lo-1"] = WHY
+    holds.add(hold)
+    result = run_cycle(cluster, PREEMPTING, None, holds)
+    assert "lo-2" in result.bound and not result.preempted and not cluster.terminating
+    assert "hi" in result.released and not holds.held and not holds.resend
