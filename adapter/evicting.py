@@ -97,6 +97,14 @@ def preempt(
                 resend={p: decision.evictions[p] for p in refused},
             )
         )
+    # A refused pod of a broken victim on no preemptor's nodes (evicted so that its gang
+    # went whole) is sent again all the same: no preemptor's, it went nowhere, and its
+    # gang ran below minMember for good (a chaos probe).
+    resent = {*holds.resend, *(p for hold in holds.held.values() for p in hold.resend)}
+    for pod, why in decision.evictions.items():
+        ran_on = node_of.get(pod)
+        if pod in failures and pod not in resent and ran_on and gangs.gang(pod) in broken:
+            holds.resend[pod] = (why, ran_on)
 
 
 def evict_again(

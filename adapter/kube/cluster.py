@@ -242,7 +242,9 @@ class KubeCluster:
         marks of a victim that kept every pod are withdrawn; not those of one sent
         ``again`` (it lost pods to earlier evictions: its marks are the record)."""
         failures = self._whole(evictions, self.evictor.check(list(evictions), self.seen_uids))
-        marked = {pod: why for pod, why in evictions.items() if pod not in failures}
+        # Sent again, a pod is marked anew even where its dry run is refused: so its mark
+        # does not go stale while the eviction is still wanted (``holds.MARK_STALE_S``).
+        marked = {pod: why for pod, why in evictions.items() if again or pod not in failures}
         marks = self.evictor.mark(marked, self.seen_uids) if marked else Marks({}, {})
         failures |= self._whole(marked, marks.failed)
         rest = {pod: why for pod, why in marked.items() if pod not in failures}

@@ -114,3 +114,28 @@ def test_a_hold_waiting_on_a_pod_its_victim_was_completed_around_is_released() -
     result = run_cycle(cluster, PREEMPTING, None, holds)
     assert "lo-2" in result.bound and not result.preempted and not cluster.terminating
     assert "hi" in result.released and not holds.held and not holds.resend
+
+
+def test_a_refused_pod_of_a_broken_victim_on_no_preemptors_node_is_sent_again() -> None:
+    """hi takes n0 from lo; lo-1, on n1, goes too so that lo goes whole. lo-0's eviction
+    went, lo-1's was refused: no preemptor's victim by its node, it was never sent again,
+    and lo ran lo-1 alone for good (a chaos probe)."""
+    cluster = GracefulCluster(
+        state(
+            nodes=[node("n0").cap(cpu=3).label(pool="a"), node("n1").cap(cpu=1).label(pool="b")],
+            pods=[
+                pod("lo-0").req(cpu=1).gang("lo").on("n0"),
+                pod("lo-1").req(cpu=1).gang("lo").on("n1"),
+                *(pod(f"hi-{i}").req(cpu=1).gang("hi").selector(pool="a") for i in range(3)),
+            ],
+            gangs=[gang("lo", 2), gang("hi", 3).priority(1000)],
+        ),
+        refuse={"lo-1"},
+    )
+    holds = Holds(recovered=True)
+    first = run_cycle(cluster, PREEMPTING, None, holds)
+    assert "lo-0" in first.preempted and "lo-1" in first.preempt_failed
+    assert "lo-1" in holds.resend
+    cluster.refuse.clear()
+    again = run_cycle(cluster, PREEMPTING, None, holds)
+    assert "lo-1" in again.preempted

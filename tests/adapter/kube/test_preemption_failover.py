@@ -165,6 +165,36 @@ def test_an_eviction_sent_again_and_refused_keeps_its_mark(
         cluster.stop()
 
 
+def test_an_eviction_sent_again_is_marked_anew_though_its_dry_run_is_refused(
+    server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A budget refuses low-1's evictions, dry runs too: its mark, written when its
+    eviction was first sent, went stale after two minutes, and a new leader then left
+    low-1 running alone. Marked anew each time it is sent again, it does not; a victim
+    chosen afresh is not marked where its dry run is refused."""
+    apply(server, _split_victim())
+    evict = server._evict
+
+    def budget(namespace: str, name: str, *args: Any, **kw: Any) -> None:
+        if name == "low-1":
+            raise FakeApiError(429, "a budget")
+        evict(namespace, name, *args, **kw)
+
+    monkeypatch.setattr(server, "_evict", budget)
+    cluster = KubeCluster(server.client()).start(10)
+    try:
+        cluster.snapshot()
+        why = "preempted by gang default/high"
+        assert set(cluster.preempt({"default/low-1": why})) == {"default/low-1"}
+        assert _mark(server, "low-1") is None
+        assert set(cluster.preempt({"default/low-1": why}, again=True)) == {"default/low-1"}
+        mark = _mark(server, "low-1")
+        assert mark is not None and mark["status"] == "True"
+        assert not _evictions(server)
+    finally:
+        cluster.stop()
+
+
 def test_a_mark_is_not_withdrawn_from_a_pod_whose_eviction_went_after_all(
     server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
