@@ -131,7 +131,10 @@ def evict_again(
             return gangs.runs_short(gang) and not gangs.runs_short(gang, bound)
 
         for gang, hold in list(holds.held.items()):
-            if (kept := next((p for p in hold.resend if completed(p)), None)) is not None:
+            # Its victims to evict again: its own, and a new leader's (``Holds.recover``
+            # puts them in ``Holds.resend``: the recovered hold waited out its timeout).
+            again = [*hold.resend, *(p for p in hold.victim_nodes if p in holds.resend)]
+            if (kept := next((p for p in again if completed(p)), None)) is not None:
                 why = f"its victim {gangs.gang(kept)} was made whole again: {kept} stays"
                 holds.drop(gang, why)
                 result.released[gang] = why

@@ -139,3 +139,14 @@ def test_a_refused_pod_of_a_broken_victim_on_no_preemptors_node_is_sent_again() 
     cluster.refuse.clear()
     again = run_cycle(cluster, PREEMPTING, None, holds)
     assert "lo-1" in again.preempted
+
+
+def test_a_recovered_hold_waiting_on_a_pod_its_victim_was_completed_around_is_released() -> None:
+    """A new leader's: the remnant it recovered waits in ``Holds.resend``, not in the
+    hold's; held on, hi waited out its timeout for a pod that stays."""
+    cluster = _remnant_and_replacement()
+    holds = Holds(recovered=True, resend={"lo-1": (WHY, "n1")})
+    holds.add(Hold(gang="hi", pods={"hi-0": "n1"}, victim_nodes={"lo-1": "n1"}, since_s=0.0))
+    result = run_cycle(cluster, PREEMPTING, None, holds)
+    assert "lo-2" in result.bound and not result.preempted and not cluster.terminating
+    assert "hi" in result.released and not holds.held and not holds.resend
