@@ -58,8 +58,12 @@ def preempt(
     capped = {q.name for q in state.queues if q.capability is not None}
     # Gangs that lost a pod to this decision, for whichever preemptor: judged by one
     # preemptor's victims alone, a gang broken for another looked intact, and the pods it
-    # kept were never evicted again (a chaos probe).
-    broken = {gangs.gang(p) for p in decision.evictions if p not in failures}
+    # kept were never evicted again (a chaos probe). An eviction whose answers were lost
+    # may have gone: judged intact, its gang ran below minMember where it had (a chaos
+    # probe); judged broken, at worst the rest of it goes as the decision wanted.
+    broken = {
+        gangs.gang(p) for p in decision.evictions if p not in failures or failures[p].uncertain
+    }
     by_gang: dict[str, dict[str, str]] = defaultdict(dict)
     for pod, node in decision.nominated.items():
         by_gang[gangs.gang(pod)][pod] = node

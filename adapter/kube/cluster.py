@@ -266,7 +266,7 @@ class KubeCluster:
             return {}
         pods = self.last_state.pods_by_name() if self.last_state is not None else {}
         gang_of = {p: pod.gang_name() if (pod := pods.get(p)) else p for p in evictions}
-        went = {gang_of[p] for p in evictions if p not in failures}
+        went = {gang_of[p] for p in evictions if p not in failures or failures[p].uncertain}
         return {
             p: f"not evicted: {failures[p].message}"
             for p in marked

@@ -40,6 +40,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from adapter.cluster import ClusterError
+from adapter.kube.binder import LANDS_LATE
 from adapter.kube.cache import ClusterCache, split_key
 from adapter.kube.disruption import PREEMPTION_REASON, send_mark
 from adapter.kube.resources import read_json
@@ -257,17 +258,24 @@ class Evictor:
         if not uid:
             return ClusterError("UnknownUID", f"{pod}: no UID known; not evicted")
         body = _eviction(namespace, name, uid)
+        unanswered = [False]  # the last attempt's answer, lost or a failure it may follow
 
         def send(timeout: tuple[float, float]) -> None:
-            _answered(
-                self.core.create_namespaced_pod_eviction(
-                    name, namespace, body, _preload_content=False, _request_timeout=timeout
+            unanswered[0] = True
+            try:
+                _answered(
+                    self.core.create_namespaced_pod_eviction(
+                        name, namespace, body, _preload_content=False, _request_timeout=timeout
+                    )
                 )
-            )
+            except ApiException as e:
+                unanswered[0] = e.status in LANDS_LATE and not refused_for_good(e)
+                raise
+            unanswered[0] = False
             log.info("evicted %s: %s", pod, why)
 
         # A 429 is a disruption budget saying not now: final for this cycle.
-        return remove(
+        error = remove(
             self.cache,
             pod,
             uid,
@@ -280,6 +288,11 @@ class Evictor:
                 final=refused_for_good,
             ),
         )
+        if error is not None and unanswered[0]:
+            # It may have gone: its gang is judged as one that lost a pod (``evicting``).
+            why_not = f"{error.message} (it may have gone)"
+            return ClusterError(error.reason, why_not, uncertain=True)
+        return error
 
 
 def _answered(response: object) -> None:

@@ -195,13 +195,13 @@ def test_an_eviction_sent_again_is_marked_anew_though_its_dry_run_is_refused(
         cluster.stop()
 
 
-def test_a_mark_is_not_withdrawn_from_a_pod_whose_eviction_went_after_all(
+def test_a_victim_whose_eviction_answers_were_lost_counts_as_one_that_lost_a_pod(
     server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """low-0's eviction goes through, every answer to it lost (504); low-1's is refused:
-    low reads as kept whole. Withdrawn, low-0's mark would replace the one the Eviction
-    API writes on the pods it evicts (a Job whose podFailurePolicy ignores it would count
-    the eviction): the withdrawal holds to the pod as its mark left it."""
+    """low-0's eviction goes through, every answer to it lost (504); low-1's is refused.
+    Read as a victim that kept every pod, low-1 was not sent again and its mark was
+    withdrawn: low ran it alone (a chaos probe). It may have lost low-0: low-1 is sent
+    again, marked."""
     apply(server, _objects(grace=30))
     evict = server._evict
 
@@ -213,12 +213,39 @@ def test_a_mark_is_not_withdrawn_from_a_pod_whose_eviction_went_after_all(
             raise FakeApiError(504, "the answer lost")
 
     monkeypatch.setattr(server, "_evict", answers_lost)
-    result, _ = _one_cycle(server)
+    result, holds = _one_cycle(server)
     assert {"default/low-0", "default/low-1"} <= set(result.preempt_failed)
     low_0 = server.get("", "pods", "default", "low-0")
     assert low_0 is not None and low_0["metadata"].get("deletionTimestamp")
-    withdrawn = {name: (_mark(server, name) or {}).get("status") for name in ("low-0", "low-1")}
-    assert withdrawn == {"low-0": "True", "low-1": "False"}
+    marks = {name: (_mark(server, name) or {}).get("status") for name in ("low-0", "low-1")}
+    assert marks == {"low-0": "True", "low-1": "True"}
+    assert "default/low-1" in holds.held["default/high"].resend
+
+
+def test_a_mark_is_withdrawn_only_from_a_pod_as_the_mark_left_it(
+    server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both evictions of low refused; low-0 written to meanwhile (a kubelet's status, or
+    the Eviction API's own mark where an eviction went): its withdrawal, held to the
+    resourceVersion its mark left, is refused, and the mark lapses instead."""
+    apply(server, _objects(grace=30))
+    _refuse_evicting(server, monkeypatch, {"low-0", "low-1"}, times=1)
+
+    def written_meanwhile(cluster: KubeCluster) -> None:
+        evict = cluster.evictor.evict
+
+        def then_a_kubelet_writes(*args: Any) -> dict[str, Any]:
+            failures = evict(*args)
+            pod: Any = server.get("", "pods", "default", "low-0")
+            server.put({**pod, "status": {**pod["status"], "podIP": "10.0.0.9"}})
+            return failures
+
+        monkeypatch.setattr(cluster.evictor, "evict", then_a_kubelet_writes)
+
+    result, _ = _one_cycle(server, written_meanwhile)
+    assert {"default/low-0", "default/low-1"} <= set(result.preempt_failed)
+    marks = {name: (_mark(server, name) or {}).get("status") for name in ("low-0", "low-1")}
+    assert marks == {"low-0": "True", "low-1": "False"}
 
 
 def _bound(status: dict[str, Any]) -> dict[str, Any]:
