@@ -60,6 +60,7 @@ from adapter.kube.disruption import ROLLBACK_REASON, send_mark
 from adapter.kube.resources import PODS, done, path_of, read_json
 from adapter.kube.sending import (
     CONNECT_TIMEOUT_S,
+    LANDS_LATE,
     MAX_BIND_WAIT_S,
     POOL_CONNECT_RETRIES,
     Fence,
@@ -72,11 +73,6 @@ from adapter.kube.sending import (
 )
 
 log = logging.getLogger(__name__)
-
-# Answers after which a bind may still land: kube-apiserver's 500 when etcd timed out
-# ("etcdserver: request timed out": the write may commit later), and a gateway's 502 and
-# 504 (the request was passed on, its answer lost).
-LANDS_LATE = frozenset({500, 502, 504})
 
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
 # A bind of unknown outcome is sent once more after its budget (``Binder._last_try``),

@@ -264,8 +264,7 @@ class KubeCluster:
         version to withdraw it at, and lapses."""
         if not marked:
             return {}
-        pods = self.last_state.pods_by_name() if self.last_state is not None else {}
-        gang_of = {p: pod.gang_name() if (pod := pods.get(p)) else p for p in evictions}
+        gang_of = self._gangs_of(evictions)
         went = {gang_of[p] for p in evictions if p not in failures or failures[p].uncertain}
         return {
             p: f"not evicted: {failures[p].message}"
@@ -279,17 +278,23 @@ class KubeCluster:
         """``refused``, and every pod of ``evictions`` of a refused pod's gang with it."""
         if not refused:
             return {}
-        gang_of = {p.name: p.gang_name() for p in self.last_state.pods} if self.last_state else {}
+        gang_of = self._gangs_of([*evictions, *refused])
         blocked: dict[str, tuple[str, ClusterError]] = {}
         for pod, error in refused.items():
-            blocked.setdefault(gang_of.get(pod, pod), (pod, error))
+            blocked.setdefault(gang_of[pod], (pod, error))
         failures = dict(refused)
         for pod in evictions:
-            if pod not in failures and (block := blocked.get(gang_of.get(pod, pod))):
+            if pod not in failures and (block := blocked.get(gang_of[pod])):
                 first, error = block
                 why = f"not evicted: {first}, of the same gang, may not be ({error})"
                 failures[pod] = ClusterError(error.reason, why)
         return failures
+
+    def _gangs_of(self, pods: Collection[str]) -> dict[str, str]:
+        """Each pod's gang in the decision's snapshot (a pod it lacks: its own name), read
+        by name, not by a pass over every pod of the cluster."""
+        by_name = self.last_state.pods_by_name() if self.last_state is not None else {}
+        return {p: pod.gang_name() if (pod := by_name.get(p)) else p for p in pods}
 
     def report(self, report: CycleReport) -> None:
         try:

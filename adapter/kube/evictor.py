@@ -40,12 +40,12 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from adapter.cluster import ClusterError
-from adapter.kube.binder import LANDS_LATE
 from adapter.kube.cache import ClusterCache, split_key
 from adapter.kube.disruption import PREEMPTION_REASON, send_mark
 from adapter.kube.resources import read_json
 from adapter.kube.sending import (
     CONNECT_TIMEOUT_S,
+    LANDS_LATE,
     MAX_BIND_WAIT_S,
     Fence,
     api_error,

@@ -15,6 +15,10 @@ from kubernetes.client.exceptions import ApiException
 from adapter.cluster import ClusterError
 from adapter.kube.cache import ClusterCache
 
+# Answers after which a write may still land: kube-apiserver's 500 when etcd timed out
+# ("etcdserver: request timed out": the write may commit later), and a gateway's 502 and
+# 504 (the request was passed on, its answer lost).
+LANDS_LATE = frozenset({500, 502, 504})
 CONNECT_TIMEOUT_S = 5.0
 MAX_BIND_WAIT_S = 10.0  # the longest a request waits for its answer
 # urllib3's connection retries in a client's pool (its default, Retry(3)): a request may
