@@ -127,12 +127,12 @@ def evict_again(
     was counted as a member as that gang was completed: evicted right after, it left the
     gang below minMember again (a chaos probe). A hold waiting on such a pod is released
     (it would wait out its timeout), and decided afresh."""
-    if gangs is not None:
-        bound = list(result.bound)
+    if gangs is not None and (holds.held or holds.resend):
+        bound = gangs.by_gang(result.bound)  # counted once, not per pod to judge
 
         def completed(pod: str) -> bool:
             gang = gangs.gang(pod)
-            return gangs.runs_short(gang) and not gangs.runs_short(gang, bound)
+            return gangs.runs_short(gang) and not gangs.runs_short(gang, bound.get(gang, ()))
 
         for gang, hold in list(holds.held.items()):
             # Its victims to evict again: its own, and a new leader's (``Holds.recover``
@@ -145,7 +145,7 @@ def evict_again(
         holds.resend = {
             p: sent
             for p, sent in holds.resend.items()
-            if (g := gangs.gang(p)) not in gangs.need or gangs.runs_short(g, bound)
+            if (g := gangs.gang(p)) not in gangs.need or gangs.runs_short(g, bound.get(g, ()))
         }
     for hold in holds.held.values():
         where = {p: (why, hold.victim_nodes.get(p, "")) for p, why in hold.resend.items()}

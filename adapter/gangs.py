@@ -7,7 +7,7 @@ chance, preemption and status steps."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState, Pod
@@ -82,14 +82,20 @@ class Gangs:
 
     def runs_short(self, gang: str, bound: Collection[str] = ()) -> bool:
         """Whether ``gang``, of a PodGroup the snapshot has, holds fewer bound pods than it
-        needs to run (minMember, or a task's minimum), with its pods of ``bound`` (bound
-        since the snapshot) counted."""
+        needs to run (minMember, or a task's minimum), with ``bound``, its pods bound since
+        the snapshot, counted."""
         if gang not in self.need:
             return False
-        mine = [pod for pod in bound if self.gang(pod) == gang]
-        if self.held.get(gang, 0) + len(mine) < self.need[gang]:
+        if self.held.get(gang, 0) + len(bound) < self.need[gang]:
             return True
-        return self.short_of_a_task(gang, Counter(self.task_of.get(pod) for pod in mine))
+        return self.short_of_a_task(gang, Counter(self.task_of.get(pod) for pod in bound))
+
+    def by_gang(self, pods: Iterable[str]) -> dict[str, list[str]]:
+        """``pods`` by their gang (``gang``)."""
+        found: dict[str, list[str]] = defaultdict(list)
+        for pod in pods:
+            found[self.gang(pod)].append(pod)
+        return found
 
     def own_gang(self, pod: str) -> str:
         """``gang``, but a GangGroup's pod's own gang (its task): a group is merged only
