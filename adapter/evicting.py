@@ -120,32 +120,28 @@ def evict_again(
 ) -> None:
     """The evictions that failed of victims left below minMember (``Hold.resend``, and
     ``Holds.resend`` for those no hold waits on), sent again: each pod still running
-    where it was evicted from; the others are done with, and so are those no hold waits
-    on of a gang at its minimum again, minMember and each task's (its controller made the
-    evicted pods again, and a cycle bound them: per ``gangs``, the snapshot's), and those
-    of a gang short in the snapshot that this cycle's binds made whole. The pod to evict
-    was counted as a member as that gang was completed: evicted right after, it left the
-    gang below minMember again (a chaos probe). A hold waiting on such a pod is released
-    (it would wait out its timeout), and decided afresh."""
+    where it was evicted from; the others are done with, and so are those of a gang at
+    its minimum again, minMember and each task's (its controller made the evicted pods
+    again, and a cycle bound them: per ``gangs``, the snapshot's, and this cycle's
+    binds). The pod to evict was counted as a member as that gang was completed: evicted
+    right after, it left the gang below minMember again (a chaos probe). Nor are those of
+    a gang that a bind of unknown outcome (``Cluster.unsettled``) may have made whole
+    sent: they wait until it is settled. Sent at once, the bind landed, and the gang ran
+    its new pod alone (a chaos probe). A hold waiting on such a pod is released (it
+    would wait out its timeout), and decided afresh."""
+    judged = _judged(cluster, holds, gangs, result) if gangs is not None else {}
     if gangs is not None and (holds.held or holds.resend):
-        bound = gangs.by_gang(result.bound)  # counted once, not per pod to judge
-
-        def completed(pod: str) -> bool:
-            gang = gangs.gang(pod)
-            return gangs.runs_short(gang) and not gangs.runs_short(gang, bound.get(gang, ()))
-
         for gang, hold in list(holds.held.items()):
             # Its victims to evict again: its own, and a new leader's (``Holds.recover``
             # puts them in ``Holds.resend``: the recovered hold waited out its timeout).
             again = [*hold.resend, *(p for p in hold.victim_nodes if p in holds.resend)]
-            if (kept := next((p for p in again if completed(p)), None)) is not None:
-                why = f"its victim {gangs.gang(kept)} was made whole again: {kept} stays"
+            kept = next((p for p in again if judged.get(gangs.gang(p)) in RELEASING), None)
+            if kept is not None:
+                why = f"its victim {gangs.gang(kept)} {judged[gangs.gang(kept)]}: {kept} stays"
                 holds.drop(gang, why)
                 result.released[gang] = why
         holds.resend = {
-            p: sent
-            for p, sent in holds.resend.items()
-            if (g := gangs.gang(p)) not in gangs.need or gangs.runs_short(g, bound.get(g, ()))
+            p: sent for p, sent in holds.resend.items() if judged.get(gangs.gang(p)) not in WHOLE
         }
     for hold in holds.held.values():
         where = {p: (why, hold.victim_nodes.get(p, "")) for p, why in hold.resend.items()}
@@ -154,7 +150,53 @@ def evict_again(
             {p: why for p, (why, _) in _sent_again(cluster, where, pods, result, hold.gang).items()}
         )
     if holds.resend:
-        holds.resend = _sent_again(cluster, holds.resend, pods, result, None)
+        waits = {
+            p: sent
+            for p, sent in holds.resend.items()
+            if gangs is not None and judged.get(gangs.gang(p)) == MAYBE_WHOLE
+        }
+        due = {p: sent for p, sent in holds.resend.items() if p not in waits}
+        holds.resend = waits | _sent_again(cluster, due, pods, result, None)
+
+
+MADE_WHOLE = "was made whole again"
+WAS_WHOLE = "is whole"
+MAYBE_WHOLE = "may have been made whole by a bind of unknown outcome"
+WHOLE = frozenset({MADE_WHOLE, WAS_WHOLE})
+RELEASING = frozenset({MADE_WHOLE, MAYBE_WHOLE})
+
+
+def _judged(cluster: Cluster, holds: Holds, gangs: Gangs, result: CycleResult) -> dict[str, str]:
+    """The gangs of the pods to evict again that are not short, each -> ``MADE_WHOLE``
+    (short in the snapshot, at its minimum with this cycle's binds, and those the backend
+    holds bound though their answers failed), ``WAS_WHOLE`` (at it in the snapshot) or
+    ``MAYBE_WHOLE`` (at it only should binds still unsettled have landed: this cycle's,
+    or earlier ones a snapshot shows bound until they are settled)."""
+    victims = {gangs.gang(p) for p in holds.resend}
+    victims |= {gangs.gang(p) for hold in holds.held.values() for p in hold.resend}
+    victims &= gangs.need.keys()
+    if not victims:
+        return {}
+    members = [p for p in result.bound if gangs.gang(p) in victims]
+    if failed := [p for p in result.failed_binds if gangs.gang(p) in victims]:
+        members += cluster.where_bound(failed)  # their answers failed, not every bind
+    extra = gangs.by_gang(members)
+    doubted = gangs.by_gang(p for p in cluster.unsettled() if gangs.gang(p) in victims)
+    judged: dict[str, str] = {}
+    for gang in victims:
+        more = extra.get(gang, [])
+        assumed: list[str] = []
+        unseen: list[str] = []
+        for p in doubted.get(gang, ()):
+            if p not in more and (pod := gangs.pods.get(p)) is not None:
+                (unseen if pod.node_name is None else assumed).append(p)
+        if gangs.runs_short(gang, [*more, *unseen]):
+            continue
+        if assumed or gangs.runs_short(gang, more):
+            judged[gang] = MAYBE_WHOLE
+        else:
+            judged[gang] = MADE_WHOLE if gangs.runs_short(gang) else WAS_WHOLE
+    return judged
 
 
 def _sent_again(

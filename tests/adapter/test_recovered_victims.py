@@ -5,6 +5,9 @@ mark gone stale."""
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
+
+from adapter.cluster import ClusterError
 from adapter.evicting import evict_again
 from adapter.gangs import Gangs
 from adapter.holds import MARK_STALE_S, Hold, Holds
@@ -150,3 +153,93 @@ def test_a_recovered_hold_waiting_on_a_pod_its_victim_was_completed_around_is_re
     result = run_cycle(cluster, PREEMPTING, None, holds)
     assert "lo-2" in result.bound and not result.preempted and not cluster.terminating
     assert "hi" in result.released and not holds.held and not holds.resend
+
+
+class _UnknownOutcome(GracefulCluster):
+    """The first bind of lo-2 has every answer lost: its outcome unknown
+    (``Cluster.unsettled``) until the test settles it. Meanwhile snapshots show lo-2
+    where its bind went (assumed, as the watch cache shows it), and the backend holds it
+    bound nowhere (``where_bound``: the watch has not shown it)."""
+
+    def __init__(self, base: ClusterState) -> None:
+        super().__init__(base)
+        self.sent: dict[str, str] = {}
+
+    def bind(self, placements: Sequence[tuple[str, str]]) -> dict[str, ClusterError]:
+        doubted = [(p, n) for p, n in placements if p == "lo-2" and p not in self.sent]
+        failures = super().bind([pn for pn in placements if pn not in doubted])
+        for pod_name, node_name in doubted:
+            self.sent[pod_name] = node_name
+            self.in_doubt.add(pod_name)
+            failures[pod_name] = ClusterError("ReadTimeoutError", "no answer", uncertain=True)
+        return failures
+
+    def snapshot(self, again: bool = False) -> ClusterState:
+        state_ = super().snapshot(again)
+        assumed = {p: n for p, n in self.sent.items() if p in self.in_doubt}
+        return state_.with_bindings(assumed) if assumed else state_
+
+    def where_bound(self, pods: Collection[str]) -> dict[str, str]:
+        return {p: n for p, n in super().where_bound(pods).items() if p not in self.in_doubt}
+
+    def settle(self, landed: bool) -> None:
+        if landed:
+            self.bound.update({p: self.sent[p] for p in self.in_doubt})
+        self.in_doubt.clear()
+
+
+def _held_on_remnant(cluster: GracefulCluster) -> Holds:
+    holds = Holds(recovered=True)
+    hold = Hold(gang="hi", pods={"hi-0": "n1"}, victim_nodes={"lo-1": "n1"}, since_s=0.0)
+    hold.resend["lo-1"] = WHY
+    holds.add(hold)
+    return holds
+
+
+def test_a_victim_maybe_completed_by_a_bind_of_unknown_outcome_keeps_its_pod_until_known() -> None:
+    """The cycle binds lo-2, every answer lost. Had lo-1 been evicted at once and the
+    bind landed, lo ran lo-2 alone (a chaos probe): lo-1 waits while the bind is
+    unsettled (the snapshot showing lo whole, assumed), and is kept once it landed; hi,
+    waiting on it, is released."""
+    cluster = _UnknownOutcome(_remnant_and_replacement().base)
+    holds = _held_on_remnant(cluster)
+    first = run_cycle(cluster, PREEMPTING, None, holds)
+    assert "lo-2" in first.failed_binds and not first.preempted
+    assert "hi" in first.released and not holds.held and "lo-1" in holds.resend
+    unsettled = run_cycle(cluster, PREEMPTING, None, holds)
+    assert "lo-1" not in unsettled.preempted and "lo-1" in holds.resend
+    cluster.settle(landed=True)
+    run_cycle(cluster, PREEMPTING, None, holds)
+    assert not holds.resend and not cluster.terminating
+    assert cluster.where_bound(["lo-1", "lo-2"]).keys() == {"lo-1", "lo-2"}
+
+
+def test_a_victim_whose_bind_of_unknown_outcome_lapsed_has_its_eviction_sent_again() -> None:
+    cluster = _UnknownOutcome(_remnant_and_replacement().base)
+    holds = _held_on_remnant(cluster)
+    run_cycle(cluster, PREEMPTING, None, holds)
+    assert "lo-1" in holds.resend and not cluster.terminating
+    cluster.settle(landed=False)
+    cluster.fail_binds.add("lo-2")  # and lo-2 is bound nowhere else
+    lapsed = run_cycle(cluster, PREEMPTING, None, holds)
+    assert "lo-1" in lapsed.preempted and cluster.terminating == {"lo-1"}
+    assert not holds.resend
+
+
+def test_a_bind_whose_answer_failed_but_that_the_backend_shows_landed_completes_a_victim() -> None:
+    """lo-2's bind answered with an error, yet the watch already shows it bound (every
+    answer lost after it landed): lo is whole, and lo-1 stays."""
+    cluster = _UnknownOutcome(_remnant_and_replacement().base)
+    original = cluster.bind
+
+    def landed_at_once(placements: Sequence[tuple[str, str]]) -> dict[str, ClusterError]:
+        failures = original(placements)
+        if "lo-2" in failures:
+            cluster.settle(landed=True)  # the watch saw it before the binder gave up
+        return failures
+
+    cluster.bind = landed_at_once  # type: ignore[method-assign]
+    holds = _held_on_remnant(cluster)
+    result = run_cycle(cluster, PREEMPTING, None, holds)
+    assert "lo-2" in result.failed_binds and "hi" in result.released
+    assert not result.preempted and not cluster.terminating and not holds.resend
