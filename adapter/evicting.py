@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from adapter.cluster import Cluster, ClusterError
 from adapter.gangs import Gangs
@@ -117,20 +117,25 @@ def evict_again(
     pods: Mapping[str, Pod],
     result: CycleResult,
     gangs: Gangs | None = None,
+    unsettled: Collection[str] = (),
+    now_s: float = 0.0,
 ) -> None:
     """The evictions that failed of victims left below minMember (``Hold.resend``, and
     ``Holds.resend`` for those no hold waits on), sent again: each pod still running
-    where it was evicted from; the others are done with, and so are those of a gang at
-    its minimum again, minMember and each task's (its controller made the evicted pods
-    again, and a cycle bound them: per ``gangs``, the snapshot's, and this cycle's
-    binds). The pod to evict was counted as a member as that gang was completed: evicted
-    right after, it left the gang below minMember again (a chaos probe). Nor are those of
-    a gang that a bind of unknown outcome (``Cluster.unsettled``) may have made whole
-    sent: they wait until it is settled. Sent at once, the bind landed, and the gang ran
-    its new pod alone (a chaos probe). A hold waiting on such a pod is released (it
-    would wait out its timeout), and decided afresh."""
-    judged = _judged(cluster, holds, gangs, result) if gangs is not None else {}
+    where it was evicted from; the others are done with. So are, per ``gangs`` (the
+    snapshot's) and this cycle's binds, those of a gang short in the snapshot that the
+    binds made whole (its controller made the evicted pods again): the pod to evict was
+    counted as a member as the gang was completed, and evicted right after, it left the
+    gang below minMember again (a chaos probe); a hold waiting on one is released (it
+    would wait out its timeout), and decided afresh. And those no hold waits on of a gang
+    whole in the snapshot. Those of a gang that binds of unknown outcome may have made
+    whole (``unsettled``: the backend's doubts as the snapshot was taken; and this
+    cycle's) wait, unsent, until the binds are settled, up to ``DOUBT_WAIT_S`` of the
+    snapshot clock ``now_s``; a hold waiting on one is released. Sent at once, the bind
+    landed, and the gang ran its new pod alone (a chaos probe)."""
+    judged: dict[str, str] = {}
     if gangs is not None and (holds.held or holds.resend):
+        judged = _judged(cluster, holds, gangs, result, unsettled)
         for gang, hold in list(holds.held.items()):
             # Its victims to evict again: its own, and a new leader's (``Holds.recover``
             # puts them in ``Holds.resend``: the recovered hold waited out its timeout).
@@ -149,16 +154,25 @@ def evict_again(
         hold.resend.update(
             {p: why for p, (why, _) in _sent_again(cluster, where, pods, result, hold.gang).items()}
         )
-    if holds.resend:
-        waits = {
-            p: sent
-            for p, sent in holds.resend.items()
-            if gangs is not None and judged.get(gangs.gang(p)) == MAYBE_WHOLE
-        }
-        due = {p: sent for p, sent in holds.resend.items() if p not in waits}
-        holds.resend = waits | _sent_again(cluster, due, pods, result, None)
+    # Not for good: a pod bound again in doubt each cycle kept its victim's eviction
+    # waiting for ever (a review).
+    waits = {
+        pod: sent
+        for pod, sent in holds.resend.items()
+        if gangs is not None
+        and judged.get(gangs.gang(pod)) == MAYBE_WHOLE
+        and now_s - holds.doubt_since.setdefault(pod, now_s) <= DOUBT_WAIT_S
+    }
+    if due := {p: sent for p, sent in holds.resend.items() if p not in waits}:
+        waits |= _sent_again(cluster, due, pods, result, None)
+    holds.resend = waits
+    holds.doubt_since = {p: t for p, t in holds.doubt_since.items() if p in holds.resend}
 
 
+# How long an eviction waits for binds of unknown outcome to be settled: twice the time
+# the watch cache gives such a bind to show (``kube.cache.DOUBT_TTL_S``), and within the
+# two minutes its victim's mark lasts (``holds.MARK_STALE_S``).
+DOUBT_WAIT_S = 60.0
 MADE_WHOLE = "was made whole again"
 WAS_WHOLE = "is whole"
 MAYBE_WHOLE = "may have been made whole by a bind of unknown outcome"
@@ -166,12 +180,16 @@ WHOLE = frozenset({MADE_WHOLE, WAS_WHOLE})
 RELEASING = frozenset({MADE_WHOLE, MAYBE_WHOLE})
 
 
-def _judged(cluster: Cluster, holds: Holds, gangs: Gangs, result: CycleResult) -> dict[str, str]:
+def _judged(
+    cluster: Cluster, holds: Holds, gangs: Gangs, result: CycleResult, unsettled: Collection[str]
+) -> dict[str, str]:
     """The gangs of the pods to evict again that are not short, each -> ``MADE_WHOLE``
     (short in the snapshot, at its minimum with this cycle's binds, and those the backend
     holds bound though their answers failed), ``WAS_WHOLE`` (at it in the snapshot) or
-    ``MAYBE_WHOLE`` (at it only should binds still unsettled have landed: this cycle's,
-    or earlier ones a snapshot shows bound until they are settled)."""
+    ``MAYBE_WHOLE`` (at it only should binds still unsettled have landed: ``unsettled``,
+    of earlier cycles, which the snapshot shows bound, and this cycle's). The earlier
+    ones as the snapshot was taken: one settled since (the pod pending again) is still
+    bound in it, and read as settled, its gang was judged whole."""
     victims = {gangs.gang(p) for p in holds.resend}
     victims |= {gangs.gang(p) for hold in holds.held.values() for p in hold.resend}
     victims &= gangs.need.keys()
@@ -181,7 +199,8 @@ def _judged(cluster: Cluster, holds: Holds, gangs: Gangs, result: CycleResult) -
     if failed := [p for p in result.failed_binds if gangs.gang(p) in victims]:
         members += cluster.where_bound(failed)  # their answers failed, not every bind
     extra = gangs.by_gang(members)
-    doubted = gangs.by_gang(p for p in cluster.unsettled() if gangs.gang(p) in victims)
+    doubts = (p for p in {*unsettled, *cluster.unsettled()} if gangs.gang(p) in victims)
+    doubted = gangs.by_gang(doubts)
     judged: dict[str, str] = {}
     for gang in victims:
         more = extra.get(gang, [])
@@ -192,7 +211,7 @@ def _judged(cluster: Cluster, holds: Holds, gangs: Gangs, result: CycleResult) -
                 (unseen if pod.node_name is None else assumed).append(p)
         if gangs.runs_short(gang, [*more, *unseen]):
             continue
-        if assumed or gangs.runs_short(gang, more):
+        if gangs.runs_short(gang, more, without=assumed):
             judged[gang] = MAYBE_WHOLE
         else:
             judged[gang] = MADE_WHOLE if gangs.runs_short(gang) else WAS_WHOLE

@@ -80,15 +80,19 @@ class Gangs:
             for task, least in self.task_need.get(gang, {}).items()
         )
 
-    def runs_short(self, gang: str, bound: Collection[str] = ()) -> bool:
+    def runs_short(
+        self, gang: str, bound: Collection[str] = (), without: Collection[str] = ()
+    ) -> bool:
         """Whether ``gang``, of a PodGroup the snapshot has, holds fewer bound pods than it
         needs to run (minMember, or a task's minimum), with ``bound``, its pods bound since
-        the snapshot, counted."""
+        the snapshot, counted, and ``without``, pods the snapshot shows bound, not."""
         if gang not in self.need:
             return False
-        if self.held.get(gang, 0) + len(bound) < self.need[gang]:
+        if self.held.get(gang, 0) + len(bound) - len(without) < self.need[gang]:
             return True
-        return self.short_of_a_task(gang, Counter(self.task_of.get(pod) for pod in bound))
+        members = Counter(self.task_of.get(pod) for pod in bound)
+        members.subtract(self.task_of.get(pod) for pod in without)
+        return self.short_of_a_task(gang, members)
 
     def by_gang(self, pods: Iterable[str]) -> dict[str, list[str]]:
         """``pods`` by their gang (``gang``)."""

@@ -70,9 +70,16 @@ class Holds:
     # evicted from)): of a dropped hold's ``resend``, or of a victim broken for a gang
     # that was not held. Its gang runs below minMember whatever comes next, hold or not.
     resend: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # Of those, the ones waiting for binds of unknown outcome that may have made their
+    # gang whole: pod -> the snapshot clock when the wait began (``evicting.evict_again``).
+    doubt_since: dict[str, float] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.held)
+
+    def resending(self) -> bool:
+        """Whether an eviction is to be sent again (``resend``, a hold's ``Hold.resend``)."""
+        return bool(self.resend) or any(hold.resend for hold in self.held.values())
 
     def add(self, hold: Hold) -> None:
         old = self.held.get(hold.gang)

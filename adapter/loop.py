@@ -338,7 +338,8 @@ def run_cycle(
     started = time.perf_counter()
     # Asked before the snapshot: a bind settled after it would be judged on a view that
     # still shows it bound (assumed), though it may have lapsed.
-    unsettled = cluster.unsettled() if stranded is not None and stranded.doubts else set()
+    doubts = (stranded is not None and stranded.doubts) or (holds is not None and holds.resending())
+    unsettled = cluster.unsettled() if doubts else set()
     try:
         state = cluster.snapshot()
     except ClusterError as e:
@@ -427,7 +428,7 @@ def run_cycle(
                 why = "bound" if bound else "refused" if hold.gang in result.rejected else "short"
                 holds.drop(hold.gang, why, bound=bound)
             # The evictions earlier holds wait on that failed, before this cycle's holds.
-            evict_again(cluster, holds, holds.by_name(state), result, gangs)
+            evict_again(cluster, holds, holds.by_name(state), result, gangs, unsettled, state.now_s)
             if decision.evictions:
                 preempt(cluster, checked_state, gangs, decision, holds, result)
             # Holds made this cycle too read the snapshot's pods (``Holds.by_name``).

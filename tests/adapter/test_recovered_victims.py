@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from adapter.cluster import ClusterError
-from adapter.evicting import evict_again
+from adapter.evicting import DOUBT_WAIT_S, evict_again
 from adapter.gangs import Gangs
 from adapter.holds import MARK_STALE_S, Hold, Holds
 from adapter.loop import run_cycle
@@ -156,19 +156,21 @@ def test_a_recovered_hold_waiting_on_a_pod_its_victim_was_completed_around_is_re
 
 
 class _UnknownOutcome(GracefulCluster):
-    """The first bind of lo-2 has every answer lost: its outcome unknown
-    (``Cluster.unsettled``) until the test settles it. Meanwhile snapshots show lo-2
-    where its bind went (assumed, as the watch cache shows it), and the backend holds it
-    bound nowhere (``where_bound``: the watch has not shown it)."""
+    """The first ``doubts`` binds of lo-2 have every answer lost: the outcome of each
+    unknown (``Cluster.unsettled``) until the test settles it. Meanwhile snapshots show
+    lo-2 where its bind went (assumed, as the watch cache shows it), and the backend holds
+    it bound nowhere (``where_bound``: the watch has not shown it)."""
 
-    def __init__(self, base: ClusterState) -> None:
+    def __init__(self, base: ClusterState, doubts: int = 1) -> None:
         super().__init__(base)
         self.sent: dict[str, str] = {}
+        self.doubts = doubts
 
     def bind(self, placements: Sequence[tuple[str, str]]) -> dict[str, ClusterError]:
-        doubted = [(p, n) for p, n in placements if p == "lo-2" and p not in self.sent]
+        doubted = [(p, n) for p, n in placements if p == "lo-2" and self.doubts > 0]
         failures = super().bind([pn for pn in placements if pn not in doubted])
         for pod_name, node_name in doubted:
+            self.doubts -= 1
             self.sent[pod_name] = node_name
             self.in_doubt.add(pod_name)
             failures[pod_name] = ClusterError("ReadTimeoutError", "no answer", uncertain=True)
@@ -243,3 +245,70 @@ def test_a_bind_whose_answer_failed_but_that_the_backend_shows_landed_completes_
     result = run_cycle(cluster, PREEMPTING, None, holds)
     assert "lo-2" in result.failed_binds and "hi" in result.released
     assert not result.preempted and not cluster.terminating and not holds.resend
+
+
+def test_an_eviction_waits_for_binds_of_unknown_outcome_for_a_while_not_for_ever() -> None:
+    """Each bind of lo-2 is of unknown outcome, and lapses before the next cycle, which
+    binds it again, in doubt again: lo-1 waited for good, lo below minMember (a review).
+    It is sent once it has waited DOUBT_WAIT_S of the snapshot clock."""
+    cluster = _UnknownOutcome(_remnant_and_replacement().base, doubts=1_000)
+    holds = _held_on_remnant(cluster)
+    sent_at = None
+    for cycle in range(8):
+        cluster.now_s = 20.0 * cycle
+        result = run_cycle(cluster, PREEMPTING, None, holds)
+        cluster.settle(landed=False)
+        if "lo-1" in result.preempted:
+            sent_at = cluster.now_s
+            break
+        assert "lo-2" in result.failed_binds and "lo-1" in holds.resend
+    assert sent_at is not None and DOUBT_WAIT_S < sent_at <= DOUBT_WAIT_S + 20.0
+    assert not holds.resend and not holds.doubt_since
+
+
+class _SettledMidCycle(_UnknownOutcome):
+    """lo-2's doubt lapses once the next snapshot is taken (the watch shows the bind did
+    not land), before the cycle judges the evictions to send again."""
+
+    def __init__(self, base: ClusterState) -> None:
+        super().__init__(base)
+        self.lapse_after_snapshot = False
+
+    def snapshot(self, again: bool = False) -> ClusterState:
+        state_ = super().snapshot(again)
+        if self.lapse_after_snapshot and not again:
+            self.lapse_after_snapshot = False
+            self.settle(landed=False)
+        return state_
+
+
+def test_a_doubt_settled_after_the_snapshot_leaves_the_eviction_waiting_not_dropped() -> None:
+    """The snapshot shows lo whole (lo-2 assumed); read after it, the doubts no longer
+    named lo-2, lo was taken for whole, and lo-1's eviction dropped for good while lo-2
+    was pending again (a review). It waits a cycle, and goes once lo is seen short."""
+    cluster = _SettledMidCycle(_remnant_and_replacement().base)
+    holds = _held_on_remnant(cluster)
+    run_cycle(cluster, PREEMPTING, None, holds)
+    cluster.lapse_after_snapshot = True
+    cluster.fail_binds.add("lo-2")  # no cycle binds lo-2 again
+    settling = run_cycle(cluster, PREEMPTING, None, holds)
+    assert not settling.preempted and "lo-1" in holds.resend
+    short = run_cycle(cluster, PREEMPTING, None, holds)
+    assert "lo-1" in short.preempted and not holds.resend
+
+
+def test_a_victim_whole_without_its_doubted_pod_is_whole_not_waiting() -> None:
+    """lo (minMember 2) runs lo-1 and lo-3, and lo-2's bind is in doubt: lo is whole
+    whatever became of it, and lo-1's eviction to send again is dropped, not kept
+    waiting on lo-2."""
+    base = _remnant_and_replacement().base
+    lo_3 = pod("lo-3").req(cpu=1).gang("lo").on("n2").build()
+    cluster = _UnknownOutcome(base.model_copy(update={"pods": (*base.pods, lo_3)}))
+    cluster.sent["lo-2"] = "n0"
+    cluster.in_doubt.add("lo-2")
+    holds = Holds(recovered=True, resend={"lo-1": (WHY, "n1")})
+    snapshot = cluster.snapshot()
+    result = CycleResult(scheduler="test")
+    gangs = Gangs.of(snapshot)
+    evict_again(cluster, holds, snapshot.pods_by_name(), result, gangs, cluster.unsettled())
+    assert not holds.resend and not result.preempted and not cluster.terminating
