@@ -36,11 +36,17 @@ TOO_MANY_PODS = "Too many pods"
 # kube-scheduler's words for a node a pod's volumes, or a bound pod's anti-affinity, rule
 # out (``NodeRule``).
 VOLUME_CONFLICT = "node(s) had volume node affinity conflict"
+NO_VOLUME_TO_BIND = "node(s) didn't find available persistent volumes to bind"
 NO_VOLUME_ZONE = "node(s) had no available volume zone"
 EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 # kube-scheduler's filters read these in this order (VolumeBinding, VolumeZone,
 # InterPodAffinity), and a node is counted under the first that fails it.
-RULE_ORDER = {VOLUME_CONFLICT: 0, NO_VOLUME_ZONE: 1, EXISTING_ANTI_AFFINITY: 2}
+RULE_ORDER = {
+    VOLUME_CONFLICT: 0,
+    NO_VOLUME_TO_BIND: 0,
+    NO_VOLUME_ZONE: 1,
+    EXISTING_ANTI_AFFINITY: 2,
+}
 
 
 def _requirement_holds(req: NodeSelectorRequirement, labels: Mapping[str, str]) -> bool:

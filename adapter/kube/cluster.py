@@ -25,6 +25,7 @@ from adapter.kube.convert import convert
 from adapter.kube.evictor import Evictor, Marks
 from adapter.kube.heap import collections_paused
 from adapter.kube.memo import Memo
+from adapter.kube.provisioning import select_nodes
 from adapter.kube.reading import Finding
 from adapter.kube.reflector import Reflector
 from adapter.kube.reporter import Reporter
@@ -71,6 +72,8 @@ class KubeCluster:
         self.reporter = Reporter(api, self.cache, self.writer, recorder, resources=self.resources)
         self.findings: list[Finding] = []
         self.foreign_gangs: frozenset[str] = frozenset()
+        # Pending pods -> their claims a bind gives the pod's node to (``provisioning``).
+        self.selecting: Mapping[str, tuple[str, ...]] = {}
         self.last_state: ClusterState | None = None
         # As the last cycle left the cluster (its snapshot with its binds): what its
         # report and metrics read, as no follow-up cycle re-reads gangsat's own binds.
@@ -207,12 +210,14 @@ class KubeCluster:
             # (a victim replaced by a namesake in between is not evicted: 409), its
             # findings, and its state for the report.
             self.seen_uids = {**uids, **self.seen_uids}
+            self.selecting = {**conversion.selecting, **self.selecting}
             return state
         # What the decision is about: a pod replaced by a namesake since is not bound or
         # evicted in its place.
         self.seen_uids = uids
         self.findings = conversion.findings
         self.foreign_gangs = conversion.foreign_gangs
+        self.selecting = conversion.selecting
         for finding in conversion.findings:
             log.debug("not used: %s", finding)
         # The clock ages running pods (what an eviction loses); convert itself stays a
@@ -222,8 +227,41 @@ class KubeCluster:
         return self.last_state
 
     def bind(self, placements: Sequence[tuple[str, str]]) -> dict[str, ClusterError]:
+        """Each pod's claims that wait for their first consumer are given its node first
+        (``provisioning``); a pod whose claims could not be is not bound."""
         with self.writer.holding():  # status and Events after the binds (``Writer``)
-            return self.binder.bind(placements, self.seen_uids)
+            refused: dict[str, ClusterError] = {}
+            if self.selecting and (
+                with_claims := [p for p in placements if p[0] in self.selecting]
+            ):
+                binder = self.binder
+                refused = select_nodes(
+                    binder.core, self.cache, binder.fence, with_claims, self.selecting
+                )
+                if refused:
+                    refused |= self._gang_mates(placements, refused)
+                    placements = [p for p in placements if p[0] not in refused]
+            return refused | self.binder.bind(placements, self.seen_uids)
+
+    def _gang_mates(
+        self, placements: Sequence[tuple[str, str]], refused: Mapping[str, ClusterError]
+    ) -> dict[str, ClusterError]:
+        """The other placements of the gangs of ``refused`` pods, not sent: bound, each was
+        deleted again as its gang fell short (a pod no controller makes again, lost)."""
+        pods = self.last_state.pods_by_name() if self.last_state is not None else {}
+
+        def gang_of(pod: str) -> str:
+            return pods[pod].gang_name() if pod in pods else pod
+
+        first = {gang_of(pod): pod for pod in sorted(refused, reverse=True)}
+        return {
+            pod: ClusterError(
+                "GangMemberNotBindable",
+                f"{pod}: not bound with its gang-mate {mate}: {refused[mate].message}",
+            )
+            for pod, _ in placements
+            if pod not in refused and (mate := first.get(gang_of(pod))) is not None
+        }
 
     def unsettled(self) -> set[str]:
         return self.cache.in_doubt()

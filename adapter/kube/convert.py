@@ -62,7 +62,7 @@ from adapter.kube.unusable import closed, out_of_service
 from adapter.kube.volumes import Claims, Waits
 from solver.model import ClusterState, Gang, Node, Pod, Queue
 
-VOLUME_KINDS = ("PersistentVolumeClaim", "PersistentVolume")
+VOLUME_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass")
 ROOM_ONLY = "read only for the room it holds"
 
 
@@ -77,10 +77,11 @@ READ_KINDS = (
     "PodDisruptionBudget",
     "PersistentVolumeClaim",
     "PersistentVolume",
+    "StorageClass",
 )
 READ_TEXT = (
     "Node, Pod, PodGroup, Queue, PriorityClass, PersistentVolumeClaim, PersistentVolume, "
-    "scheduling.k8s.io Workloads and batch Jobs"
+    "StorageClass, scheduling.k8s.io Workloads and batch Jobs"
 )
 
 
@@ -94,6 +95,9 @@ class Conversion:
     # Gangs whose pods all name another scheduler (bound by it): their pods count for the
     # room they hold, but their PodGroups are that scheduler's to report on.
     foreign_gangs: frozenset[str] = frozenset()
+    # Pending pods -> their claims that a bind gives the pod's node to (a StorageClass
+    # that waits for the first consumer: ``adapter.kube.provisioning``).
+    selecting: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 # --- the whole set ------------------------------------------------------------------------
@@ -433,7 +437,7 @@ def convert(
         f"(their pods count once they exist)"
         for kind, count in sorted(unread.items())
     ]
-    return Conversion(state, findings, ignored, frozenset(foreign - owned))
+    return Conversion(state, findings, ignored, frozenset(foreign - owned), claims.selecting)
 
 
 def _claims_read(

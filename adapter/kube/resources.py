@@ -80,7 +80,7 @@ class Resource:
 
 
 BUILTIN_GROUPS = frozenset(
-    {"", "scheduling.k8s.io", "coordination.k8s.io", "events.k8s.io", "policy"}
+    {"", "scheduling.k8s.io", "coordination.k8s.io", "events.k8s.io", "policy", "storage.k8s.io"}
 )
 
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
@@ -98,13 +98,18 @@ DISRUPTION_BUDGETS = Resource(
 # (``adapter.kube.volumes``).
 CLAIMS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", namespaced=True)
 VOLUMES = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
+# Whether an unbound claim's volume is made where its pod goes (``WaitForFirstConsumer``),
+# and where that may be (``adapter.kube.volumes``).
+STORAGE_CLASSES = Resource(
+    "storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False
+)
 
 # Inputs a snapshot can do without, each read as none where the API server refuses to
 # list it (RBAC that predates it, a server without the API): PriorityClasses (admission
 # copies a pod's priority into it), PodDisruptionBudgets (preemption's dry-run evictions
-# still meet them), claims and volumes (a pod with a claim waits). Without them
-# scheduling goes on; without nodes, pods or PodGroups it could only go wrong.
-OPTIONAL = (PRIORITY_CLASSES, DISRUPTION_BUDGETS, CLAIMS, VOLUMES)
+# still meet them), claims, volumes and StorageClasses (a pod with a claim waits).
+# Without them scheduling goes on; without nodes, pods or PodGroups it could only go wrong.
+OPTIONAL = (PRIORITY_CLASSES, DISRUPTION_BUDGETS, CLAIMS, VOLUMES, STORAGE_CLASSES)
 
 _BUILTIN_LISTS: dict[tuple[str, str], Any] = {
     ("", "persistentvolumeclaims"): (
@@ -119,6 +124,7 @@ _BUILTIN_LISTS: dict[tuple[str, str], Any] = {
     ("policy", "poddisruptionbudgets"): (
         lambda api: client.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces
     ),
+    ("storage.k8s.io", "storageclasses"): lambda api: client.StorageV1Api(api).list_storage_class,
 }
 
 # Every dialect gangsat reads, newest version first; a cluster serves some of them.
@@ -186,7 +192,7 @@ def discover(api: client.ApiClient) -> list[Resource]:
 
     with ThreadPoolExecutor(max_workers=max(1, len(wanted))) as pool:
         plurals = dict(zip(wanted, pool.map(resources_of, wanted), strict=True))
-    builtin = [NODES, PODS, PRIORITY_CLASSES, DISRUPTION_BUDGETS, CLAIMS, VOLUMES]
+    builtin = [NODES, PODS, PRIORITY_CLASSES, DISRUPTION_BUDGETS, CLAIMS, VOLUMES, STORAGE_CLASSES]
     return [*builtin, *served(DIALECTS, plurals)]
 
 

@@ -11,13 +11,22 @@ makes the pod wait, with the reason, as kube-scheduler's ``VolumeBinding`` and
 
 - the claim does not exist (yet), or is being deleted;
 - a generic ephemeral volume's claim (``<pod>-<volume>``) was made for another pod;
-- the claim is not bound: gangsat does not bind or provision volumes, so a claim whose
-  StorageClass waits for its first consumer (``WaitForFirstConsumer``) stays unbound and
-  its pod stays pending under gangsat (kube-scheduler would pick the node and let the
-  provisioner follow); one bound by the PV controller (``Immediate``) is waited for;
+- the claim is not bound and nothing a bind does will bind it: of an ``Immediate``
+  StorageClass (the PV controller binds it: waited for), of none gangsat knows, or of a
+  ``WaitForFirstConsumer`` class without a provisioner (``kubernetes.io/no-provisioner``:
+  local volumes, which kube-scheduler binds to pre-made volumes and gangsat does not);
 - its volume is not known (yet);
 - a ``ReadWriteOncePod`` claim that a bound pod uses (of pending pods sharing one, the
   first by name is placed, the others wait for it).
+
+A claim of a ``WaitForFirstConsumer`` class with a provisioner, unbound (the default
+class of most clouds' clusters: EKS's gp2/gp3, GKE's, AKS's), is made where its pod goes:
+the pod may go to the nodes the class's ``allowedTopologies`` allow (every node, without
+them), and once the claim names its node (``volume.kubernetes.io/selected-node``, which a
+bind writes: ``adapter.kube.provisioning``) to that node only, as kube-scheduler's
+VolumeBinding reads it. Not modelled: an unbound pre-made volume of such a class that
+would match the claim (kube-scheduler binds it instead of provisioning one), and the
+class's capacity per node (``CSIStorageCapacity``).
 
 A volume is reached where its ``spec.nodeAffinity.required`` holds, as kube-scheduler
 reads it: against the node's labels only (its ``matchFields`` are skipped there, so a
@@ -43,7 +52,7 @@ from pydantic import ValidationError
 from adapter.kube.fields import BadObject, Obj, listed, mappings
 from adapter.kube.pods import node_selector_terms
 from solver.model import Pod
-from solver.predicates import NO_VOLUME_ZONE, VOLUME_CONFLICT, held_to
+from solver.predicates import NO_VOLUME_TO_BIND, NO_VOLUME_ZONE, VOLUME_CONFLICT, held_to
 from solver.scheduling_terms import (
     NODE_NAME_FIELD,
     NodeRule,
@@ -52,6 +61,9 @@ from solver.scheduling_terms import (
 )
 
 RWOP = "ReadWriteOncePod"
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+FIRST_CONSUMER = "WaitForFirstConsumer"
+NO_PROVISIONER = "kubernetes.io/no-provisioner"
 ZONE, REGION = "topology.kubernetes.io/zone", "topology.kubernetes.io/region"
 BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"
 BETA_REGION = "failure-domain.beta.kubernetes.io/region"
@@ -82,7 +94,10 @@ class Claims:
     def __init__(self, objects: Iterable[Obj]) -> None:
         self.claims: dict[str, Obj] = {}  # namespace/name -> PersistentVolumeClaim
         self.volumes: dict[str, Obj] = {}  # name -> PersistentVolume
+        self.classes: dict[str, Obj] = {}  # name -> StorageClass
         self.users: dict[str, set[str]] = {}  # namespace/claim -> bound pods using it
+        # Pending pod -> its claims that its bind gives a node (``provisioning``).
+        self.selecting: dict[str, tuple[str, ...]] = {}
         for o in objects:
             metadata = o.get("metadata")
             if not isinstance(metadata, Mapping):
@@ -92,6 +107,8 @@ class Claims:
                 self.claims[f"{namespace}/{metadata.get('name')}"] = o
             elif o.get("kind") == "PersistentVolume":
                 self.volumes[str(metadata.get("name"))] = o
+            elif o.get("kind") == "StorageClass":
+                self.classes[str(metadata.get("name"))] = o
         # Whether a bound pod's claims must be read: only a ReadWriteOncePod claim's
         # users keep other pods off it.
         self.exclusive = any(RWOP in _modes(c) for c in self.claims.values())
@@ -134,16 +151,23 @@ class Claims:
         volume is malformed. ``uid``: the pod's, which a generic ephemeral volume's claim
         must be controlled by."""
         rules: list[NodeRule] = []
+        selecting: list[str] = []
         for name, ephemeral in names:
             try:
-                rules += self._rules(pod, name, ephemeral, uid)
+                rules += self._rules(pod, name, ephemeral, uid, selecting)
             except (KeyError, TypeError, AttributeError, ValueError, ValidationError) as e:
                 raise BadObject(f"PersistentVolumeClaim {name!r} or its volume: {e!r}") from e
+        if selecting:
+            self.selecting[pod.name] = tuple(selecting)
         return held_to(pod, rules)  # volumes of one zone ask the same: one rule
 
-    def _rules(self, pod: Pod, name: str, ephemeral: bool, uid: str | None) -> list[NodeRule]:
+    def _rules(
+        self, pod: Pod, name: str, ephemeral: bool, uid: str | None, selecting: list[str]
+    ) -> list[NodeRule]:
         """What the claim's volume asks of a node: its zone (VolumeZone) and its node
-        affinity (VolumeBinding), each a rule of ORed terms."""
+        affinity (VolumeBinding), each a rule of ORed terms; of a claim whose volume is
+        made where its pod goes, where it can be made (its key into ``selecting`` where
+        the pod's bind is to name the node)."""
         key = f"{pod.namespace}/{name}"
         claim = self.claims.get(key)
         what = f"PersistentVolumeClaim {name!r}"
@@ -159,11 +183,13 @@ class Claims:
         spec = claim.get("spec") or {}
         volume_name = spec.get("volumeName")
         phase = (claim.get("status") or {}).get("phase")
-        if not volume_name or phase not in (None, "Bound"):
-            raise Waits(
-                f"waits for {what} to be bound: gangsat does not bind or provision volumes "
-                "(a WaitForFirstConsumer StorageClass's claims need kube-scheduler)"
-            )
+        if not volume_name:
+            rules = self._made_where_placed(claim, what)
+            if not (metadata.get("annotations") or {}).get(SELECTED_NODE):
+                selecting.append(key)
+            return rules
+        if phase not in (None, "Bound"):
+            raise Waits(f"waits for {what} to be bound (it is {phase})")
         volume = self.volumes.get(str(volume_name))
         if volume is None:
             raise Waits(f"waits for PersistentVolume {volume_name!r} of {what}: not found")
@@ -175,6 +201,47 @@ class Claims:
                 raise Waits(f"PersistentVolume {volume_name!r} of {what} allows no node")
             asked.append(NodeRule(reason=VOLUME_CONFLICT, terms=terms))
         return asked
+
+    def _made_where_placed(self, claim: Obj, what: str) -> list[NodeRule]:
+        """Where an unbound claim's volume can be made once its pod is placed: the node it
+        names (``SELECTED_NODE``: its provisioner is making it there), else where its
+        StorageClass's ``allowedTopologies`` allow (kube-scheduler's VolumeBinding);
+        ``Waits`` if no bind makes it."""
+        class_name = (claim.get("spec") or {}).get("storageClassName")
+        storage = self.classes.get(str(class_name)) if class_name else None
+        if storage is None or storage.get("volumeBindingMode") != FIRST_CONSUMER:
+            if storage is not None:
+                how = f"StorageClass {class_name!r} binds it at once, not where its pod goes"
+            elif class_name:
+                how = f"StorageClass {class_name!r} is not known"
+            else:
+                how = "it has no StorageClass: an admin binds it"
+            raise Waits(f"waits for {what} to be bound ({how})")
+        if storage.get("provisioner") == NO_PROVISIONER:
+            raise Waits(
+                f"waits for {what} to be bound: StorageClass {class_name!r} has no "
+                "provisioner, and gangsat does not bind claims to pre-made volumes"
+            )
+        chosen = ((claim.get("metadata") or {}).get("annotations") or {}).get(SELECTED_NODE)
+        if chosen:
+            only = _requirement(NODE_NAME_FIELD, "In", (str(chosen),))
+            return [
+                NodeRule(reason=NO_VOLUME_TO_BIND, terms=(NodeSelectorTerm(match_fields=(only,)),))
+            ]
+        allowed = listed(storage.get("allowedTopologies"))
+        terms = []
+        for topology in mappings(allowed):
+            asked = tuple(
+                _requirement(str(e["key"]), "In", tuple(str(v) for v in listed(e.get("values"))))
+                for e in mappings(topology.get("matchLabelExpressions"))
+            )
+            if asked:
+                terms.append(NodeSelectorTerm(match_expressions=asked))
+        if not terms:
+            if allowed:
+                raise Waits(f"StorageClass {class_name!r} of {what} allows no topology")
+            return []
+        return [NodeRule(reason=NO_VOLUME_TO_BIND, terms=tuple(terms))]
 
 
 def _zones(volume: Obj) -> list[tuple[NodeSelectorTerm, ...]]:

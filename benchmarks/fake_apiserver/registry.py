@@ -157,6 +157,18 @@ def _builtin_resources() -> tuple[_Resource, ...]:
             {},
         ),
         _Resource(
+            "storage.k8s.io",
+            ["v1"],
+            "storageclasses",
+            "StorageClass",
+            False,
+            False,
+            ("sc",),
+            "storageclass",
+            "StorageClassList",
+            {},
+        ),
+        _Resource(
             "scheduling.k8s.io",
             ["v1"],
             "priorityclasses",

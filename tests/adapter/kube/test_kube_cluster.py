@@ -886,6 +886,7 @@ def test_discovery_watches_only_the_dialect_collections_the_cluster_serves() -> 
         ("policy", "poddisruptionbudgets"),
         ("", "persistentvolumeclaims"),
         ("", "persistentvolumes"),
+        ("storage.k8s.io", "storageclasses"),
         (SIGS, PODGROUPS),
         ("scheduling.volcano.sh", PODGROUPS),
         ("scheduling.volcano.sh", "queues"),

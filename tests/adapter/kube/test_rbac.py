@@ -48,7 +48,8 @@ def grants(kind: str) -> set[Grant]:
 
 def exercise(server: FakeApiServer) -> None:
     """Every request path of the backend: watch, bind, 409 check, rollback, eviction,
-    status of every dialect, pod conditions, Events and their repeats, the Lease."""
+    status of every dialect, pod conditions, Events and their repeats, a claim given its
+    pod's node, the Lease."""
     objects: list[dict[str, Any]] = [
         node("n1", cpu="4", memory="16Gi"),
         {
@@ -84,6 +85,26 @@ def exercise(server: FakeApiServer) -> None:
     urgent_group = podgroup("urgent", 2)
     urgent_group["spec"]["priorityClassName"] = "high"
     objects += [node("n2", cpu="4"), podgroup("low", 2), *low, urgent_group, *urgent]
+    # A claim whose volume is made where its pod goes: given the pod's node (patch).
+    objects += [
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": "local-ssd"},
+            "provisioner": "ebs.csi.aws.com",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "scratch", "namespace": "default"},
+            "spec": {"storageClassName": "local-ssd", "accessModes": ["ReadWriteOnce"]},
+            "status": {"phase": "Pending"},
+        },
+    ]
+    (mounting,) = gang_pods("mounting", 1, cpu="100m")
+    mounting["spec"]["volumes"] = [{"name": "s", "persistentVolumeClaim": {"claimName": "scratch"}}]
+    objects += [podgroup("mounting", 1), mounting]
     apply(server, objects)
     server.fail("POST", r"/pods/flaky-1/binding$", 409)  # -> get, then delete flaky-0
 

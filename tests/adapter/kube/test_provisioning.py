@@ -1,0 +1,173 @@
+"""Claims whose StorageClass waits for the first consumer (``WaitForFirstConsumer``, the
+default class of most clouds' clusters): the pod goes where the class may make its
+volume, and its bind gives the claim the pod's node first
+(``volume.kubernetes.io/selected-node``), as kube-scheduler's VolumeBinding does. Before,
+such a claim stayed unbound under gangsat, and its pod pending for good."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from adapter.kube.cluster import KubeCluster
+from adapter.kube.convert import convert
+from adapter.kube.volumes import SELECTED_NODE
+from adapter.loop import run_cycle
+from benchmarks.fake_apiserver import FakeApiServer
+from solver.schedulers import schedule
+from tests.adapter.kube.manifests import apply, bound_pods, gang_pods, node, podgroup
+from tests.adapter.kube.test_convert import pod
+from tests.adapter.kube.test_kube_cluster import FAST, seen
+from tests.adapter.kube.test_volumes import NODES, ZONE, mounting
+
+PROVISIONER = "ebs.csi.aws.com"
+
+
+def storage_class(
+    name: str = "gp3",
+    mode: str = "WaitForFirstConsumer",
+    provisioner: str = PROVISIONER,
+    zones: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    sc: dict[str, Any] = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": provisioner,
+        "volumeBindingMode": mode,
+    }
+    if zones:
+        sc["allowedTopologies"] = [
+            {"matchLabelExpressions": [{"key": ZONE, "values": list(zones)}]}
+        ]
+    return sc
+
+
+def unbound(name: str, namespace: str = "team", sc: str = "gp3", node: str = "") -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{name}"}
+    if node:
+        metadata["annotations"] = {SELECTED_NODE: node}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": metadata,
+        "spec": {"storageClassName": sc, "accessModes": ["ReadWriteOnce"]},
+        "status": {"phase": "Pending"},
+    }
+
+
+def test_a_pod_goes_where_its_class_may_make_the_volume_and_its_bind_is_to_name_the_node() -> None:
+    objects = [*NODES, storage_class(zones=("b",)), unbound("data"), mounting(pod("p"), "data")]
+    conversion = convert(objects)
+    assert conversion.findings == []
+    assert conversion.selecting == {"team/p": ("team/data",)}
+    assert schedule(conversion.state, "cpsat").placements == {"team/p": "b1"}
+    # Without allowedTopologies: any node.
+    anywhere = convert([*NODES, storage_class(), unbound("data"), mounting(pod("p"), "data")])
+    assert anywhere.findings == [] and len(anywhere.state.pods) == 1
+    assert anywhere.state.pods[0].node_rules == ()
+
+
+def test_a_claim_that_names_its_node_holds_its_pod_to_it_and_is_not_named_again() -> None:
+    """Its provisioner is making the volume there (kube-scheduler's VolumeBinding
+    passes no other node)."""
+    objects = [*NODES, storage_class(), unbound("data", node="c1"), mounting(pod("p"), "data")]
+    conversion = convert(objects)
+    assert conversion.selecting == {}
+    assert schedule(conversion.state, "cpsat").placements == {"team/p": "c1"}
+    full = {**NODES[2], "status": {"allocatable": {"cpu": "0", "pods": "110"}}}
+    why = schedule(convert([*NODES[:2], full, *objects[3:]]).state, "cpsat").explained()
+    assert (
+        "2 node(s) didn't find available persistent volumes to bind"
+        in (why.unschedulable["pod:team/p"])
+    )
+
+
+@pytest.mark.parametrize(
+    ("classes", "said"),
+    [
+        ([storage_class(mode="Immediate")], "binds it at once"),
+        ([storage_class(provisioner="kubernetes.io/no-provisioner")], "has no provisioner"),
+        ([], "StorageClass 'gp3' is not known"),
+        ([storage_class(zones=("x",))], None),
+    ],
+    ids=["immediate", "local volumes", "unknown class", "no node of the class's zones"],
+)
+def test_a_claim_no_bind_makes_keeps_its_pod_waiting(
+    classes: list[dict[str, Any]], said: str | None
+) -> None:
+    conversion = convert([*NODES, *classes, unbound("data"), mounting(pod("p"), "data")])
+    if said is None:  # placed nowhere: the pod is there, every node ruled out
+        assert schedule(conversion.state, "cpsat").placements == {}
+        return
+    assert conversion.state.pods == () and conversion.selecting == {}
+    (finding,) = conversion.findings
+    assert finding.reason == "FailedScheduling" and said in finding.message
+
+
+def _claim_of(server: FakeApiServer, name: str) -> dict[str, Any]:
+    found = server.get("", "persistentvolumeclaims", "default", name)
+    assert found is not None
+    return found
+
+
+def _gang_with_claims(server: FakeApiServer, *claims: dict[str, Any]) -> None:
+    """Gang g (2 pods of 3 cpu, one per 4-cpu node), each mounting its claim."""
+    pods = gang_pods("g", 2, cpu="3")
+    for i, p in enumerate(pods):
+        p["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": f"d{i}"}}]
+    apply(
+        server,
+        [node("n1", "4"), node("n2", "4"), storage_class(), *claims, podgroup("g", 2), *pods],
+    )
+
+
+def test_on_an_api_server_each_claim_is_given_its_pods_node_before_the_bind(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    _gang_with_claims(server, unbound("d0", "default"), unbound("d1", "default"))
+    seen(cluster, server)
+    result = run_cycle(cluster, FAST)
+    placed = bound_pods(server)
+    assert set(result.bound) == {"default/g-0", "default/g-1"} == set(placed)
+    for i in range(2):
+        annotations = _claim_of(server, f"d{i}")["metadata"]["annotations"]
+        assert annotations[SELECTED_NODE] == placed[f"default/g-{i}"]
+
+
+def test_a_claim_that_cannot_be_given_its_node_keeps_the_whole_gang_unbound(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    """d1's write is refused: g-1 is not bound (bound, it waited on its node for a
+    volume no provisioner makes), nor is g-0: bound, it was deleted again as g fell
+    short (a pod no controller makes again, lost)."""
+    _gang_with_claims(server, unbound("d0", "default"), unbound("d1", "default"))
+    seen(cluster, server)
+    server.fail("PATCH", r"/persistentvolumeclaims/d1$", 403, times=100)
+    result = run_cycle(cluster, FAST)
+    assert "default/g-1" in result.failed_binds and "d1" in result.failed_binds["default/g-1"]
+    assert "gang-mate default/g-1" in result.failed_binds["default/g-0"]
+    assert bound_pods(server) == {} and result.evicted == []
+    assert SELECTED_NODE not in (_claim_of(server, "d1")["metadata"].get("annotations") or {})
+
+
+def test_a_claim_given_another_node_since_the_snapshot_is_not_overwritten(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    _gang_with_claims(server, unbound("d0", "default"), unbound("d1", "default"))
+    seen(cluster, server)
+    original = cluster.snapshot
+
+    def then_taken() -> Any:
+        state = original()
+        taken = copy.deepcopy(_claim_of(server, "d1"))
+        taken["metadata"]["annotations"] = {SELECTED_NODE: "elsewhere"}
+        server.put(taken)  # another scheduler's, say, between the snapshot and the binds
+        return state
+
+    cluster.snapshot = then_taken  # type: ignore[method-assign]
+    result = run_cycle(cluster, FAST)
+    assert "default/g-1" in result.failed_binds and bound_pods(server) == {}
+    assert _claim_of(server, "d1")["metadata"]["annotations"][SELECTED_NODE] == "elsewhere"
