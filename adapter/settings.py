@@ -15,15 +15,22 @@ scheduler starts. The objective weights live in ``solver.weights``: the snippet
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from adapter.errors import validation_lines
 from adapter.strict_yaml import StrictLoader
 from solver.config import SolverConfig
+
+log = logging.getLogger(__name__)
+
+# The name a pod without ``schedulerName`` gets: kube-scheduler's, which managed clusters
+# run whatever else does.
+KUBE_SCHEDULER = "default-scheduler"
 
 
 class SettingsError(ValueError):
@@ -42,6 +49,18 @@ class Settings(BaseModel):
     scheduler: Literal["cpsat", "gang-greedy", "greedy"] = "cpsat"
     cycle_s: float = Field(default=1.0, gt=0, le=86_400, allow_inf_nan=False, alias="cycleSeconds")
     solver: SolverConfig = Field(default_factory=SolverConfig)
+
+    @model_validator(mode="after")
+    def _warn_of_a_shared_name(self) -> Settings:
+        """Warned, not refused: right where kube-scheduler is stopped (a cluster of one's
+        own); where it runs, both bind the same pods, and a gang may end bound in part."""
+        if KUBE_SCHEDULER in self.scheduler_names:
+            log.warning(
+                "schedulerNames lists %s: where kube-scheduler runs (every managed cluster), "
+                "it binds those pods too, one at a time, and gangs may end bound in part",
+                KUBE_SCHEDULER,
+            )
+        return self
 
     @classmethod
     def from_yaml(cls, text: str, source: str = "settings") -> Settings:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,14 @@ def test_the_scheduler_choices_are_the_registry() -> None:
 
     annotation = Settings.model_fields["scheduler"].annotation
     assert set(get_args(annotation)) == set(SCHEDULERS)
+
+
+def test_kube_schedulers_name_among_ours_is_warned_of(caplog: pytest.LogCaptureFixture) -> None:
+    """Where kube-scheduler runs (every managed cluster) it binds those pods too, one at a
+    time: gangs may end bound in part. Warned, not refused: right on a cluster without it."""
+    with caplog.at_level(logging.WARNING, logger="adapter.settings"):
+        Settings.from_yaml("schedulerNames: [gangsat]")
+        assert not caplog.records
+        Settings.from_yaml("schedulerNames: [gangsat, default-scheduler]")
+    (warning,) = caplog.records
+    assert "default-scheduler" in warning.getMessage() and "in part" in warning.getMessage()
