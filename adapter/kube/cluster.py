@@ -228,40 +228,22 @@ class KubeCluster:
 
     def bind(self, placements: Sequence[tuple[str, str]]) -> dict[str, ClusterError]:
         """Each pod's claims that wait for their first consumer are given its node first
-        (``provisioning``); a pod whose claims could not be is not bound."""
+        (``provisioning``); a pod whose claims could not be is not bound, nor is its gang."""
         with self.writer.holding():  # status and Events after the binds (``Writer``)
             refused: dict[str, ClusterError] = {}
-            if self.selecting and (
-                with_claims := [p for p in placements if p[0] in self.selecting]
-            ):
+            if self.selecting and any(pod in self.selecting for pod, _ in placements):
                 binder = self.binder
+                pods = self.last_state.pods_by_name() if self.last_state is not None else {}
                 refused = select_nodes(
-                    binder.core, self.cache, binder.fence, with_claims, self.selecting
+                    binder.core,
+                    self.cache,
+                    binder.fence,
+                    placements,
+                    self.selecting,
+                    lambda pod: pods[pod].gang_name() if pod in pods else pod,
                 )
-                if refused:
-                    refused |= self._gang_mates(placements, refused)
-                    placements = [p for p in placements if p[0] not in refused]
+                placements = [p for p in placements if p[0] not in refused]
             return refused | self.binder.bind(placements, self.seen_uids)
-
-    def _gang_mates(
-        self, placements: Sequence[tuple[str, str]], refused: Mapping[str, ClusterError]
-    ) -> dict[str, ClusterError]:
-        """The other placements of the gangs of ``refused`` pods, not sent: bound, each was
-        deleted again as its gang fell short (a pod no controller makes again, lost)."""
-        pods = self.last_state.pods_by_name() if self.last_state is not None else {}
-
-        def gang_of(pod: str) -> str:
-            return pods[pod].gang_name() if pod in pods else pod
-
-        first = {gang_of(pod): pod for pod in sorted(refused, reverse=True)}
-        return {
-            pod: ClusterError(
-                "GangMemberNotBindable",
-                f"{pod}: not bound with its gang-mate {mate}: {refused[mate].message}",
-            )
-            for pod, _ in placements
-            if pod not in refused and (mate := first.get(gang_of(pod))) is not None
-        }
 
     def unsettled(self) -> set[str]:
         return self.cache.in_doubt()

@@ -95,8 +95,7 @@ class Conversion:
     # Gangs whose pods all name another scheduler (bound by it): their pods count for the
     # room they hold, but their PodGroups are that scheduler's to report on.
     foreign_gangs: frozenset[str] = frozenset()
-    # Pending pods -> their claims that a bind gives the pod's node to (a StorageClass
-    # that waits for the first consumer: ``adapter.kube.provisioning``).
+    # Pending pod -> its claims its bind gives its node to (``adapter.kube.provisioning``).
     selecting: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 

@@ -7,27 +7,35 @@ kube-scheduler's VolumeBinding does so in its PreBind: it sets the claim's annot
 node reaches it, the PV controller binds the claim, and the kubelet mounts it once bound.
 Without it such a claim stays unbound for good, and its pod pending.
 
-Unlike kube-scheduler, the bind does not wait for the claim to be bound: a provisioner
-that fails on that node leaves the pod bound, waiting for its volume (kube-scheduler
-would place it again). A claim that cannot be given the node (the write refused or
-unanswered past the retries, the claim given another node or bound since the snapshot,
-or given two nodes by two pods of one decision) keeps its pod from binding this cycle:
-bound without it, the pod waited on its node for a volume no provisioner would make. A
-write whose answer was lost may have landed; the claim then names the node, and the next
-snapshot holds its pod to it (``volumes``).
+A gang's claims are written only where every pod of it can be bound now (each claim as
+the snapshot read it, each node still there), gang by gang; a write that fails (refused,
+unanswered past the retries, the claim changed since the cache read it) stops its gang:
+none of its pods is bound this cycle, and the claims written for it are taken back
+(preconditioned on the write's own version: a claim the provisioner has taken up since
+stays). Bound without its claim, a pod waited on its node for a volume no provisioner
+makes; its gang-mates, bound, were deleted again as the gang fell short; and a claim left
+naming a node holds its pod there (``volumes``). A write whose answer was lost may have
+landed: the claim then names the node, and the next snapshot holds its pod to it.
+
+Unlike kube-scheduler, the bind does not wait for the claim to be bound. A provisioner
+that cannot make the volume on that node takes the node back (removes the annotation) and
+the pod stays bound, its volume never made, where kube-scheduler would place it again:
+delete such a pod to have it placed afresh.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import Any
 
 from kubernetes import client
 
 from adapter.cluster import ClusterError
 from adapter.kube.cache import ClusterCache, split_key
-from adapter.kube.resources import CLAIMS
+from adapter.kube.resources import CLAIMS, read_json
 from adapter.kube.sending import Fence, retried
 from adapter.kube.volumes import SELECTED_NODE
 
@@ -43,39 +51,87 @@ def select_nodes(
     fence: Fence,
     placements: Sequence[tuple[str, str]],
     selecting: Mapping[str, tuple[str, ...]],
+    gang_of: Callable[[str], str],
     budget_s: float = 10.0,
     backoff_s: float = 0.05,
 ) -> dict[str, ClusterError]:
     """Write each placed pod's node on its claims that wait for one (``selecting``: pod
     -> claim keys, as the snapshot read them); returns the pods not to bind, each with
-    why."""
-    node_of: dict[str, str] = {}  # claim -> the node written on it
-    users: dict[str, list[str]] = defaultdict(list)  # claim -> pods placed with it
-    refused: dict[str, ClusterError] = {}
+    why: a pod whose claim could not be given its node, and its gang-mates."""
+    by_gang: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for pod, node in placements:
-        for claim in selecting.get(pod, ()):
-            if node_of.setdefault(claim, node) != node:
-                refused[pod] = ClusterError(
-                    "ClaimNodeConflict",
-                    f"{pod}: PersistentVolumeClaim {claim} is given node {node_of[claim]} "
-                    f"for another pod of this cycle, not {node}",
-                )
-            else:
-                users[claim].append(pod)
-    for claim, node in node_of.items():
-        error = _select(core, cache, fence, claim, node, budget_s, backoff_s)
-        if error is None:
+        by_gang[gang_of(pod)].append((pod, node))
+    refused: dict[str, ClusterError] = {}
+    node_of: dict[str, str] = {}  # claim -> the node this cycle writes on it
+    for gang, members in by_gang.items():
+        if not any(pod in selecting for pod, _ in members):
             continue
-        log.warning("PersistentVolumeClaim %s not given node %s: %s", claim, node, error)
-        for pod in users[claim]:
-            refused.setdefault(
-                pod,
-                ClusterError(
-                    error.reason,
-                    f"{pod}: PersistentVolumeClaim {claim} not given node {node}: {error.message}",
-                ),
-            )
+        written: dict[str, str] = {}  # claim -> its version after this cycle's write
+        why = _checked(cache, members, selecting, node_of)
+        if why is None:
+            write = partial(_select, core, cache, fence, budget_s=budget_s, backoff_s=backoff_s)
+            why = _written(members, selecting, node_of, written, write)
+        if why is None:
+            continue
+        failed, message = why
+        log.warning("gang %s not bound: %s: %s", gang, failed, message)
+        for claim, version in written.items():
+            _take_back(core, fence, claim, version)
+            node_of.pop(claim, None)
+        for pod, _ in members:
+            text = message if pod == failed else f"not bound with its gang-mate {failed}: {message}"
+            refused[pod] = ClusterError("ClaimNotSelected", f"{pod}: {text}")
     return refused
+
+
+def _written(
+    members: Sequence[tuple[str, str]],
+    selecting: Mapping[str, tuple[str, ...]],
+    node_of: dict[str, str],
+    written: dict[str, str],
+    write: Callable[[str, str], tuple[str, ClusterError | None]],
+) -> tuple[str, str] | None:
+    """Each claim of a gang's pods given its pod's node (``write``), into ``node_of`` and
+    ``written`` (claim -> its version after the write); at the first that fails, stopped:
+    (the pod, why)."""
+    for pod, node in members:
+        for claim in selecting.get(pod, ()):
+            if node_of.get(claim) == node:
+                continue
+            version, error = write(claim, node)
+            if error is not None:
+                return pod, f"PersistentVolumeClaim {claim} not given node {node}: {error}"
+            written[claim] = version
+            node_of[claim] = node
+    return None
+
+
+def _checked(
+    cache: ClusterCache,
+    members: Sequence[tuple[str, str]],
+    selecting: Mapping[str, tuple[str, ...]],
+    node_of: Mapping[str, str],
+) -> tuple[str, str] | None:
+    """Why a gang's claims are not to be written, if so: (the pod, why). What needs no
+    request: each node still there, each claim as the snapshot read it (not bound, named
+    no node since), one node per claim (a claim shared by pods placed apart)."""
+    wants: dict[str, str] = {}
+    for pod, node in members:
+        claims = selecting.get(pod, ())
+        if claims and not cache.node_exists(node):
+            return pod, f"node {node} is gone"
+        for claim in claims:
+            if wants.setdefault(claim, node) != node or node_of.get(claim, node) != node:
+                return pod, f"PersistentVolumeClaim {claim} is given two nodes this cycle"
+            current = cache.get(CLAIMS, claim)
+            if current is None:
+                return pod, f"PersistentVolumeClaim {claim} is gone"
+            chosen = ((current.get("metadata") or {}).get("annotations") or {}).get(SELECTED_NODE)
+            if chosen and chosen != node:
+                return pod, f"PersistentVolumeClaim {claim} was given node {chosen} since"
+            if (current.get("spec") or {}).get("volumeName"):
+                return pod, f"PersistentVolumeClaim {claim} was bound since"
+    return None
 
 
 def _select(
@@ -84,23 +140,17 @@ def _select(
     fence: Fence,
     claim: str,
     node: str,
+    *,
     budget_s: float,
     backoff_s: float,
-) -> ClusterError | None:
+) -> tuple[str, ClusterError | None]:
     """The annotation written on ``claim``, preconditioned on the claim as the cache holds
-    it (a claim given a node meanwhile is a conflict, not overwritten)."""
-    current = cache.get(CLAIMS, claim)
-    if current is None:
-        return ClusterError("NotFound", "the claim is gone")
+    it (one changed since is a conflict, not overwritten); the claim's version after it
+    ("" where the answer does not say)."""
+    current = cache.get(CLAIMS, claim) or {}
     meta = current.get("metadata") or {}
-    chosen = (meta.get("annotations") or {}).get(SELECTED_NODE)
-    if chosen == node:
-        return None
-    if chosen:
-        return ClusterError("Conflict", f"it was given node {chosen} since")
-    if (current.get("spec") or {}).get("volumeName"):
-        return ClusterError("Conflict", "it was bound since: its volume is read next cycle")
-    namespace, name = split_key(claim)
+    if ((meta.get("annotations") or {}).get(SELECTED_NODE)) == node:
+        return "", None  # named so already (a write of an earlier cycle that landed)
     precondition = {"uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")}
     body = {
         "metadata": {
@@ -108,19 +158,48 @@ def _select(
             "annotations": {SELECTED_NODE: node},
         }
     }
+    version = [""]
 
     def send(timeout: tuple[float, float]) -> None:
-        core.patch_namespaced_persistent_volume_claim(
-            name,
-            namespace,
-            body,
-            _content_type=MERGE_PATCH,
-            _preload_content=False,
-            _request_timeout=timeout,
-        )
+        version[0] = _version_after(_patch(core, claim, body, timeout))
 
     # A 404 or a 409 (gone, or changed since) is no success here: ``gone`` is empty.
     error = retried(send, RETRYABLE, fence, backoff_s, budget_s, gone=frozenset())
     if error is None:
         log.info("PersistentVolumeClaim %s given node %s", claim, node)
-    return error
+    return version[0], error
+
+
+def _take_back(core: client.CoreV1Api, fence: Fence, claim: str, version: str) -> None:
+    """Remove the annotation this cycle wrote on ``claim``, once, only where the claim is
+    as the write left it; else it stays (it holds the pod to that node, ``volumes``)."""
+    if not version or fence() <= 0:
+        return
+    body = {"metadata": {"resourceVersion": version, "annotations": {SELECTED_NODE: None}}}
+    try:
+        _patch(core, claim, body, (5.0, min(fence(), 5.0)))
+    except Exception as e:  # left, it holds the pod to the node: no worse than no undo
+        log.info("PersistentVolumeClaim %s still names its node: %s", claim, e)
+
+
+def _patch(
+    core: client.CoreV1Api, claim: str, body: dict[str, Any], timeout: tuple[float, float]
+) -> Any:
+    namespace, name = split_key(claim)
+    return core.patch_namespaced_persistent_volume_claim(
+        name,
+        namespace,
+        body,
+        _content_type=MERGE_PATCH,
+        _preload_content=False,
+        _request_timeout=timeout,
+    )
+
+
+def _version_after(answer: Any) -> str:
+    try:
+        patched = read_json(answer)
+    except ValueError:
+        return ""
+    meta = patched.get("metadata") if isinstance(patched, Mapping) else None
+    return str(meta.get("resourceVersion") or "") if isinstance(meta, Mapping) else ""

@@ -20,13 +20,15 @@ makes the pod wait, with the reason, as kube-scheduler's ``VolumeBinding`` and
   first by name is placed, the others wait for it).
 
 A claim of a ``WaitForFirstConsumer`` class with a provisioner, unbound (the default
-class of most clouds' clusters: EKS's gp2/gp3, GKE's, AKS's), is made where its pod goes:
-the pod may go to the nodes the class's ``allowedTopologies`` allow (every node, without
-them), and once the claim names its node (``volume.kubernetes.io/selected-node``, which a
-bind writes: ``adapter.kube.provisioning``) to that node only, as kube-scheduler's
-VolumeBinding reads it. Not modelled: an unbound pre-made volume of such a class that
-would match the claim (kube-scheduler binds it instead of provisioning one), and the
-class's capacity per node (``CSIStorageCapacity``).
+class of most clouds' clusters: EKS's gp2/gp3, GKE's, AKS's), is made where its pod
+goes: the pod may go to the nodes the class's ``allowedTopologies`` allow (every node,
+without them), and once the claim names its node
+(``volume.kubernetes.io/selected-node``, which a bind writes:
+``adapter.kube.provisioning``) to that node only, as kube-scheduler's VolumeBinding
+reads it (the class named by the beta annotation first). Not modelled: an unbound
+pre-made volume of such a class that would match the claim (kube-scheduler binds it
+instead of provisioning one), and the class's capacity per node
+(``CSIStorageCapacity``).
 
 A volume is reached where its ``spec.nodeAffinity.required`` holds, as kube-scheduler
 reads it: against the node's labels only (its ``matchFields`` are skipped there, so a
@@ -62,6 +64,7 @@ from solver.scheduling_terms import (
 
 RWOP = "ReadWriteOncePod"
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
+BETA_CLASS = "volume.beta.kubernetes.io/storage-class"
 FIRST_CONSUMER = "WaitForFirstConsumer"
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
 ZONE, REGION = "topology.kubernetes.io/zone", "topology.kubernetes.io/region"
@@ -204,10 +207,15 @@ class Claims:
 
     def _made_where_placed(self, claim: Obj, what: str) -> list[NodeRule]:
         """Where an unbound claim's volume can be made once its pod is placed: the node it
-        names (``SELECTED_NODE``: its provisioner is making it there), else where its
+        names (``SELECTED_NODE``: its provisioner is making it there) and where its
         StorageClass's ``allowedTopologies`` allow (kube-scheduler's VolumeBinding);
         ``Waits`` if no bind makes it."""
-        class_name = (claim.get("spec") or {}).get("storageClassName")
+        # The beta annotation first, as kube-scheduler and the provisioners read it: a
+        # claim made with it alone keeps no storageClassName.
+        annotations = (claim.get("metadata") or {}).get("annotations") or {}
+        class_name = annotations.get(BETA_CLASS) or (claim.get("spec") or {}).get(
+            "storageClassName"
+        )
         storage = self.classes.get(str(class_name)) if class_name else None
         if storage is None or storage.get("volumeBindingMode") != FIRST_CONSUMER:
             if storage is not None:
@@ -222,12 +230,11 @@ class Claims:
                 f"waits for {what} to be bound: StorageClass {class_name!r} has no "
                 "provisioner, and gangsat does not bind claims to pre-made volumes"
             )
-        chosen = ((claim.get("metadata") or {}).get("annotations") or {}).get(SELECTED_NODE)
-        if chosen:
+        rules = []
+        if chosen := annotations.get(SELECTED_NODE):
             only = _requirement(NODE_NAME_FIELD, "In", (str(chosen),))
-            return [
-                NodeRule(reason=NO_VOLUME_TO_BIND, terms=(NodeSelectorTerm(match_fields=(only,)),))
-            ]
+            term = NodeSelectorTerm(match_fields=(only,))
+            rules.append(NodeRule(reason=NO_VOLUME_TO_BIND, terms=(term,)))
         allowed = listed(storage.get("allowedTopologies"))
         terms = []
         for topology in mappings(allowed):
@@ -237,11 +244,11 @@ class Claims:
             )
             if asked:
                 terms.append(NodeSelectorTerm(match_expressions=asked))
-        if not terms:
-            if allowed:
-                raise Waits(f"StorageClass {class_name!r} of {what} allows no topology")
-            return []
-        return [NodeRule(reason=NO_VOLUME_TO_BIND, terms=tuple(terms))]
+        if terms:
+            rules.append(NodeRule(reason=NO_VOLUME_TO_BIND, terms=tuple(terms)))
+        elif allowed:
+            raise Waits(f"StorageClass {class_name!r} of {what} allows no topology")
+        return rules
 
 
 def _zones(volume: Obj) -> list[tuple[NodeSelectorTerm, ...]]:

@@ -724,7 +724,8 @@ def test_discovery(server: FakeApiServer, api: Any) -> None:
     assert core["pods/binding"].verbs == ["create"]
     groups = client.ApisApi(api).get_api_versions().groups
     assert {g.name for g in groups} == {"events.k8s.io", "coordination.k8s.io", "policy",
-                                       "scheduling.k8s.io", "apiextensions.k8s.io"}
+                                       "scheduling.k8s.io", "apiextensions.k8s.io",
+                                       "storage.k8s.io"}
     assert all(g.preferred_version.version == "v1" for g in groups)
     leases: Any = client.CoordinationV1Api(api).get_api_resources().resources
     assert [(r.name, r.kind) for r in leases] == [("leases", "Lease")]

@@ -41,7 +41,15 @@ from typer.testing import CliRunner
 from adapter.cli import app
 from adapter.kube.convert import convert
 from adapter.kube.dialects import GROUP_ANNOTATIONS, GROUP_LABELS, group_of
-from adapter.kube.resources import CLAIMS, DIALECTS, NODES, PODS, PRIORITY_CLASSES, VOLUMES
+from adapter.kube.resources import (
+    CLAIMS,
+    DIALECTS,
+    NODES,
+    PODS,
+    PRIORITY_CLASSES,
+    STORAGE_CLASSES,
+    VOLUMES,
+)
 from adapter.kube.run import KubeOptions
 from adapter.metrics import LoopMetrics
 from adapter.settings import Settings
@@ -842,8 +850,11 @@ def test_cluster_role_is_what_the_adapter_uses() -> None:
         ("policy", "poddisruptionbudgets", "watch"),
         ("", "persistentvolumeclaims", "list"),
         ("", "persistentvolumeclaims", "watch"),
+        ("", "persistentvolumeclaims", "patch"),
         ("", "persistentvolumes", "list"),
         ("", "persistentvolumes", "watch"),
+        ("storage.k8s.io", "storageclasses", "list"),
+        ("storage.k8s.io", "storageclasses", "watch"),
     }
     # Every dialect resource gangsat watches: list/watch it, patch its status — on the
     # object for Volcano's PodGroup, whose CRD ships without a status subresource; on
@@ -857,7 +868,7 @@ def test_cluster_role_is_what_the_adapter_uses() -> None:
             inline = ships_inline_status(r.group, r.plural)
             status = r.plural if inline else f"{r.plural}/status"
             expected.add((r.group, status, "patch"))
-    for r in (NODES, PODS, PRIORITY_CLASSES, CLAIMS, VOLUMES):
+    for r in (NODES, PODS, PRIORITY_CLASSES, CLAIMS, VOLUMES, STORAGE_CLASSES):
         assert (r.group, r.plural, "list") in expected
     cluster_role = rules("ClusterRole", "gangsat")
     assert grants(cluster_role) == expected

@@ -10,9 +10,15 @@ import copy
 from typing import Any
 
 import pytest
+from kubernetes import client
 
+from adapter.kube.cache import ClusterCache
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.convert import convert
+from adapter.kube.provisioning import select_nodes
+from adapter.kube.resources import CLAIMS
+from adapter.kube.resources import NODES as NODE_RESOURCE
+from adapter.kube.sending import always
 from adapter.kube.volumes import SELECTED_NODE
 from adapter.loop import run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
@@ -135,6 +141,15 @@ def test_on_an_api_server_each_claim_is_given_its_pods_node_before_the_bind(
     for i in range(2):
         annotations = _claim_of(server, f"d{i}")["metadata"]["annotations"]
         assert annotations[SELECTED_NODE] == placed[f"default/g-{i}"]
+    # Every claim written before the first bind.
+    writes = [
+        i
+        for i, r in enumerate(server.requests)
+        if (r.verb, r.resource) == ("patch", "persistentvolumeclaims")
+        or (r.resource, r.subresource) == ("pods", "binding")
+    ]
+    kinds = [server.requests[i].resource for i in writes]
+    assert kinds == ["persistentvolumeclaims"] * 2 + ["pods"] * 2
 
 
 def test_a_claim_that_cannot_be_given_its_node_keeps_the_whole_gang_unbound(
@@ -150,7 +165,10 @@ def test_a_claim_that_cannot_be_given_its_node_keeps_the_whole_gang_unbound(
     assert "default/g-1" in result.failed_binds and "d1" in result.failed_binds["default/g-1"]
     assert "gang-mate default/g-1" in result.failed_binds["default/g-0"]
     assert bound_pods(server) == {} and result.evicted == []
-    assert SELECTED_NODE not in (_claim_of(server, "d1")["metadata"].get("annotations") or {})
+    # d0, written for g-0 before d1 failed, is taken back: left naming n1, it held g-0
+    # to n1 for good (with a node-local volume made there for no pod).
+    for claim in ("d0", "d1"):
+        assert SELECTED_NODE not in (_claim_of(server, claim)["metadata"].get("annotations") or {})
 
 
 def test_a_claim_given_another_node_since_the_snapshot_is_not_overwritten(
@@ -171,3 +189,43 @@ def test_a_claim_given_another_node_since_the_snapshot_is_not_overwritten(
     result = run_cycle(cluster, FAST)
     assert "default/g-1" in result.failed_binds and bound_pods(server) == {}
     assert _claim_of(server, "d1")["metadata"]["annotations"][SELECTED_NODE] == "elsewhere"
+    assert SELECTED_NODE not in (_claim_of(server, "d0")["metadata"].get("annotations") or {})
+
+
+def test_a_claims_class_named_by_the_beta_annotation_is_read_first() -> None:
+    """A claim made with the annotation alone keeps no storageClassName; kube-scheduler
+    and the provisioners read the annotation first."""
+    beta = unbound("data", sc="")
+    del beta["spec"]["storageClassName"]
+    beta["metadata"]["annotations"] = {"volume.beta.kubernetes.io/storage-class": "gp3"}
+    conversion = convert([*NODES, storage_class(zones=("c",)), beta, mounting(pod("p"), "data")])
+    assert conversion.selecting == {"team/p": ("team/data",)}
+    assert schedule(conversion.state, "cpsat").placements == {"team/p": "c1"}
+
+
+def test_a_claim_naming_its_node_is_held_to_its_class_topology_too() -> None:
+    """As kube-scheduler checks it: c1, the node named, is not in the class's zone b."""
+    objects = [*NODES, storage_class(zones=("b",)), unbound("data", node="c1")]
+    conversion = convert([*objects, mounting(pod("p"), "data")])
+    assert schedule(conversion.state, "cpsat").placements == {}
+
+
+def test_a_write_on_a_claim_changed_since_the_cache_read_it_is_refused_not_forced(
+    server: FakeApiServer,
+) -> None:
+    """The write is preconditioned on the claim as the cache holds it: one the server has
+    changed since (another writer's node, say) answers 409, and the pod is not bound."""
+    apply(server, [storage_class(), unbound("d0", "default")])
+    cache = ClusterCache()
+    stale = _claim_of(server, "d0")
+    cache.apply(CLAIMS, "ADDED", stale)
+    newer = copy.deepcopy(stale)
+    newer["metadata"]["annotations"] = {SELECTED_NODE: "elsewhere"}
+    server.put(newer)
+    cache.apply(NODE_RESOURCE, "ADDED", node("n1", "4"))
+    core = client.CoreV1Api(server.client())
+    refused = select_nodes(
+        core, cache, always, [("default/p", "n1")], {"default/p": ("default/d0",)}, str
+    )
+    assert "not given node n1" in refused["default/p"].message
+    assert _claim_of(server, "d0")["metadata"]["annotations"][SELECTED_NODE] == "elsewhere"
