@@ -190,6 +190,13 @@ def solve(
             for note in conversion.ignored:
                 typer.echo(f"gangsat: note: {note}", err=True)
             state = conversion.state
+            if not state.nodes and state.pods:
+                # Else each gang read "0/0 nodes are available", and nothing said why.
+                typer.echo(
+                    "gangsat: note: no Node in the manifests, so every pod waits; add the "
+                    "cluster's (kubectl get nodes -o yaml > nodes.yaml; --manifests nodes.yaml)",
+                    err=True,
+                )
         else:
             assert state_file is not None
             state = read_state(state_file)

@@ -282,6 +282,17 @@ def test_solve_reads_the_settings_a_cluster_runs_with(tmp_path: Path) -> None:
     assert Decision.model_validate_json(overridden.stdout).scheduler == "cpsat"
 
 
+def test_solve_says_so_when_the_manifests_hold_no_node() -> None:
+    """deploy/examples hold only PodGroups and pods: each gang read "0/0 nodes are
+    available", and nothing said that the cluster's nodes were to be added."""
+    deployed = EXAMPLES.parent / "deploy" / "examples" / "coscheduling.yaml"
+    result = invoke("solve", "--manifests", str(deployed))
+    assert result.exit_code == 0, result.output
+    assert "no Node in the manifests" in result.stderr
+    with_nodes = invoke("solve", "--manifests", str(EXAMPLES / "kube-batch-seed.yaml"))
+    assert "no Node" not in with_nodes.stderr
+
+
 def test_solve_refuses_standard_input_it_cannot_decode() -> None:
     """Read through the locale's decoding, the byte got through and the YAML parser failed
     with a traceback. A real process: the test runner's stdin decodes otherwise."""
