@@ -159,6 +159,12 @@ class Binder:
         self.threads = threads
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bind")
 
+    @property
+    def pool(self) -> ThreadPoolExecutor:
+        """The binding threads, idle between binds (a bind's claims are written on them
+        first: ``provisioning``)."""
+        return self._pool
+
     def close(self) -> None:
         self._pool.shutdown(wait=True)
         self.connections.close()

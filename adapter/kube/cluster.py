@@ -241,6 +241,7 @@ class KubeCluster:
                     placements,
                     self.selecting,
                     lambda pod: pods[pod].gang_name() if pod in pods else pod,
+                    binder.pool,
                 )
                 placements = [p for p in placements if p[0] not in refused]
             return refused | self.binder.bind(placements, self.seen_uids)

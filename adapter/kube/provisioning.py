@@ -8,7 +8,7 @@ node reaches it, the PV controller binds the claim, and the kubelet mounts it on
 Without it such a claim stays unbound for good, and its pod pending.
 
 A gang's claims are written only where every pod of it can be bound now (each claim as
-the snapshot read it, each node still there), gang by gang; a write that fails (refused,
+the snapshot read it, each node still there), gang by gang, together; a write that fails (refused,
 unanswered past the retries, the claim changed since the cache read it) stops its gang:
 none of its pods is bound this cycle, and the claims written for it are taken back
 (preconditioned on the write's own version: a claim the provisioner has taken up since
@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
 from functools import partial
 from typing import Any
 
@@ -52,12 +53,14 @@ def select_nodes(
     placements: Sequence[tuple[str, str]],
     selecting: Mapping[str, tuple[str, ...]],
     gang_of: Callable[[str], str],
+    pool: Executor,
     budget_s: float = 10.0,
     backoff_s: float = 0.05,
 ) -> dict[str, ClusterError]:
     """Write each placed pod's node on its claims that wait for one (``selecting``: pod
     -> claim keys, as the snapshot read them); returns the pods not to bind, each with
-    why: a pod whose claim could not be given its node, and its gang-mates."""
+    why: a pod whose claim could not be given its node, and its gang-mates. ``pool``: the
+    threads the writes are sent on."""
     by_gang: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for pod, node in placements:
         by_gang[gang_of(pod)].append((pod, node))
@@ -70,7 +73,7 @@ def select_nodes(
         why = _checked(cache, members, selecting, node_of)
         if why is None:
             write = partial(_select, core, cache, fence, budget_s=budget_s, backoff_s=backoff_s)
-            why = _written(members, selecting, node_of, written, write)
+            why = _written(members, selecting, node_of, written, write, pool)
         if why is None:
             continue
         failed, message = why
@@ -90,20 +93,27 @@ def _written(
     node_of: dict[str, str],
     written: dict[str, str],
     write: Callable[[str, str], tuple[str, ClusterError | None]],
+    pool: Executor,
 ) -> tuple[str, str] | None:
     """Each claim of a gang's pods given its pod's node (``write``), into ``node_of`` and
-    ``written`` (claim -> its version after the write); at the first that fails, stopped:
-    (the pod, why)."""
+    ``written`` (claim -> its version after the write), the writes sent together on
+    ``pool`` (one after another, a gang of 64 pods waited 64 answers before its first
+    bind); the first, in the gang's order, that failed: (the pod, why)."""
+    wanted: dict[str, tuple[str, str]] = {}  # claim -> (its first pod, that pod's node)
     for pod, node in members:
         for claim in selecting.get(pod, ()):
-            if node_of.get(claim) == node:
-                continue
-            version, error = write(claim, node)
-            if error is not None:
-                return pod, f"PersistentVolumeClaim {claim} not given node {node}: {error}"
+            if node_of.get(claim) != node:
+                wanted.setdefault(claim, (pod, node))
+    answers = pool.map(lambda claim: write(claim, wanted[claim][1]), wanted)
+    why = None
+    for claim, (version, error) in zip(wanted, answers, strict=True):
+        pod, node = wanted[claim]
+        if error is None:
             written[claim] = version
             node_of[claim] = node
-    return None
+        elif why is None:
+            why = pod, f"PersistentVolumeClaim {claim} not given node {node}: {error}"
+    return why
 
 
 def _checked(

@@ -7,6 +7,9 @@ such a claim stayed unbound under gangsat, and its pod pending for good."""
 from __future__ import annotations
 
 import copy
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -224,8 +227,34 @@ def test_a_write_on_a_claim_changed_since_the_cache_read_it_is_refused_not_force
     server.put(newer)
     cache.apply(NODE_RESOURCE, "ADDED", node("n1", "4"))
     core = client.CoreV1Api(server.client())
-    refused = select_nodes(
-        core, cache, always, [("default/p", "n1")], {"default/p": ("default/d0",)}, str
-    )
+    with ThreadPoolExecutor(2) as pool:
+        refused = select_nodes(
+            core, cache, always, [("default/p", "n1")], {"default/p": ("default/d0",)}, str, pool
+        )
     assert "not given node n1" in refused["default/p"].message
     assert _claim_of(server, "d0")["metadata"]["annotations"][SELECTED_NODE] == "elsewhere"
+
+
+def test_a_gangs_claims_are_written_together_not_one_answer_after_another(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    """One after another, a gang of 64 pods with a claim each waited 64 answers before
+    its first bind."""
+    _gang_with_claims(server, unbound("d0", "default"), unbound("d1", "default"))
+    seen(cluster, server)
+    in_flight, most = [0], [0]
+    lock = threading.Lock()
+
+    def slow_claim_writes(method: str, path: str) -> None:
+        if method == "PATCH" and "/persistentvolumeclaims/" in path:
+            with lock:
+                in_flight[0] += 1
+                most[0] = max(most[0], in_flight[0])
+            time.sleep(0.3)
+            with lock:
+                in_flight[0] -= 1
+
+    server.hooks.append(slow_claim_writes)
+    result = run_cycle(cluster, FAST)
+    assert set(result.bound) == {"default/g-0", "default/g-1"}
+    assert most[0] == 2
