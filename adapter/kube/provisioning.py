@@ -35,15 +35,13 @@ from typing import Any
 from kubernetes import client
 
 from adapter.cluster import ClusterError
+from adapter.kube.binder import RETRYABLE  # a claim's write is retried as a bind is
 from adapter.kube.cache import ClusterCache, split_key
-from adapter.kube.resources import CLAIMS, read_json
+from adapter.kube.resources import CLAIMS, MERGE_PATCH, read_json
 from adapter.kube.sending import Fence, retried
 from adapter.kube.volumes import SELECTED_NODE
 
 log = logging.getLogger(__name__)
-
-MERGE_PATCH = "application/merge-patch+json"
-RETRYABLE = frozenset({429, 500, 502, 503, 504})
 
 
 def select_nodes(
