@@ -95,8 +95,7 @@ class Conversion:
     # Gangs whose pods all name another scheduler (bound by it): their pods count for the
     # room they hold, but their PodGroups are that scheduler's to report on.
     foreign_gangs: frozenset[str] = frozenset()
-    # Pending pod -> its claims its bind gives its node to (``adapter.kube.provisioning``).
-    selecting: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    selecting: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # ``provisioning``
 
 
 # --- the whole set ------------------------------------------------------------------------
@@ -346,8 +345,8 @@ def convert(
                 spec = {}
             if node_name is not None:
                 anti.add(o, spec, node_name)
-                if claims.exclusive:
-                    claims.use(pod.namespace, name.partition("/")[2], spec, bound=True)
+                if claims.exclusive or claims.made_where_placed:
+                    claims.use(pod.namespace, name.partition("/")[2], spec, True, pod)
             else:
                 pending.append((o, name))
                 if used := claims.use(pod.namespace, name.partition("/")[2], spec, False):
@@ -463,6 +462,7 @@ def _claims_read(
             findings.append(
                 Finding(kind="Pod", name=name, message=str(e), reason=reason, gang=pod.gang)
             )
+    findings += claims.unmade
     for name, why in sorted(claims.one_at_a_time(placeable).items()):
         gang = pods.pop(name).gang
         findings.append(

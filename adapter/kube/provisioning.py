@@ -20,7 +20,7 @@ landed: the claim then names the node, and the next snapshot holds its pod to it
 Unlike kube-scheduler, the bind does not wait for the claim to be bound. A provisioner
 that cannot make the volume on that node takes the node back (removes the annotation) and
 the pod stays bound, its volume never made, where kube-scheduler would place it again:
-delete such a pod to have it placed afresh.
+an Event on the pod says so (``volumes.Claims.use``); delete it to have it placed afresh.
 """
 
 from __future__ import annotations

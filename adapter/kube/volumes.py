@@ -53,6 +53,7 @@ from pydantic import ValidationError
 
 from adapter.kube.fields import BadObject, Obj, listed, mappings
 from adapter.kube.pods import node_selector_terms
+from adapter.kube.reading import Finding
 from solver.model import Pod
 from solver.predicates import NO_VOLUME_TO_BIND, NO_VOLUME_ZONE, VOLUME_CONFLICT, held_to
 from solver.scheduling_terms import (
@@ -67,6 +68,7 @@ SELECTED_NODE = "volume.kubernetes.io/selected-node"
 BETA_CLASS = "volume.beta.kubernetes.io/storage-class"
 FIRST_CONSUMER = "WaitForFirstConsumer"
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
+UNMADE = "VolumeNotProvisioned"  # the Event's reason on a bound pod whose volume is never made
 ZONE, REGION = "topology.kubernetes.io/zone", "topology.kubernetes.io/region"
 BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"
 BETA_REGION = "failure-domain.beta.kubernetes.io/region"
@@ -112,17 +114,49 @@ class Claims:
                 self.volumes[str(metadata.get("name"))] = o
             elif o.get("kind") == "StorageClass":
                 self.classes[str(metadata.get("name"))] = o
-        # Whether a bound pod's claims must be read: only a ReadWriteOncePod claim's
-        # users keep other pods off it.
+        # Whether a bound pod's claims must be read: a ReadWriteOncePod claim's users keep
+        # other pods off it, and a claim made where its pod goes may be left unmade.
         self.exclusive = any(RWOP in _modes(c) for c in self.claims.values())
+        self.made_where_placed = any(
+            c.get("volumeBindingMode") == FIRST_CONSUMER for c in self.classes.values()
+        )
+        self.unmade: list[Finding] = []  # bound pods whose volume is never made, and why
 
-    def use(self, namespace: str, pod_name: str, spec: Obj, bound: bool) -> list[tuple[str, bool]]:
-        """Record that pod ``pod_name`` (not finished) uses its claims; returns them."""
+    def use(
+        self, namespace: str, pod_name: str, spec: Obj, bound: bool, pod: Pod | None = None
+    ) -> list[tuple[str, bool]]:
+        """Record that pod ``pod_name`` (not finished) uses its claims; returns them. Of a
+        bound ``pod``, a claim whose volume is made where its pod goes that names no node
+        any more is noted (``unmade``)."""
         names = claim_names(pod_name, spec)
         if bound:
             for name, _ in names:
                 self.users.setdefault(f"{namespace}/{name}", set()).add(f"{namespace}/{pod_name}")
+            if pod is not None and self.made_where_placed and not pod.terminating:
+                self._unmade(pod, names)
         return names
+
+    def _unmade(self, pod: Pod, names: list[tuple[str, bool]]) -> None:
+        """Its provisioner could not make the volume on the pod's node and took the node
+        back (removed ``SELECTED_NODE``), after the pod was bound there: the pod waits for
+        good, where kube-scheduler, which binds once the claim is, places it again."""
+        for name, _ in names:
+            claim = self.claims.get(f"{pod.namespace}/{name}")
+            if claim is None or (claim.get("spec") or {}).get("volumeName"):
+                continue
+            if ((claim.get("metadata") or {}).get("annotations") or {}).get(SELECTED_NODE):
+                continue
+            try:
+                self._made_where_placed(claim, "")
+            except Waits:
+                continue  # not made where its pod goes: waited for as any unbound claim
+            why = (
+                f"PersistentVolumeClaim {name!r} names no node any more: its provisioner "
+                f"could not make the volume on node {pod.node_name}, where the pod is bound "
+                "and waits for it; delete the pod to have it placed afresh"
+            )
+            self.unmade.append(Finding(kind="Pod", name=pod.name, message=why, reason=UNMADE))
+            return
 
     def one_at_a_time(self, placeable: Mapping[str, list[tuple[str, bool]]]) -> dict[str, str]:
         """Of the pending pods that ``placed`` let through (pod -> its claims), those that

@@ -29,7 +29,7 @@ from solver.schedulers import schedule
 from tests.adapter.kube.manifests import apply, bound_pods, gang_pods, node, podgroup
 from tests.adapter.kube.test_convert import pod
 from tests.adapter.kube.test_kube_cluster import FAST, seen
-from tests.adapter.kube.test_volumes import NODES, ZONE, mounting
+from tests.adapter.kube.test_volumes import NODES, ZONE, mounting, volume
 
 PROVISIONER = "ebs.csi.aws.com"
 
@@ -258,3 +258,32 @@ def test_a_gangs_claims_are_written_together_not_one_answer_after_another(
     result = run_cycle(cluster, FAST)
     assert set(result.bound) == {"default/g-0", "default/g-1"}
     assert most[0] == 2
+
+
+def test_a_bound_pod_whose_claim_names_no_node_any_more_is_told_why_it_waits(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    """Its provisioner could not make the volume on the pod's node and took the node back
+    (removed the annotation): the pod, bound, waits for it for good, where kube-scheduler,
+    which binds once the claim is bound, places it again. An Event on the pod says so."""
+    bound = mounting(pod("p"), "data")
+    bound["spec"]["nodeName"] = "a1"
+    objects = [*NODES, storage_class(), unbound("data"), bound]
+    (finding,) = convert(objects).findings
+    assert finding.name == "team/p" and finding.reason == "VolumeNotProvisioned"
+    assert "delete the pod" in finding.message and "node a1" in finding.message
+    assert [q.node_name for q in convert(objects).state.pods] == ["a1"]  # still bound there
+    # Named (being made) or bound: no word.
+    assert convert([*NODES, storage_class(), unbound("data", node="a1"), bound]).findings == []
+    made = {**unbound("data"), "spec": {"volumeName": "pv", "storageClassName": "gp3"}}
+    assert convert([*NODES, storage_class(), made, volume(), bound]).findings == []
+    (p,) = gang_pods("g", 1, cpu="1")
+    p["spec"].update(
+        nodeName="n1", volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "d0"}}]
+    )
+    apply(server, [node("n1", "4"), storage_class(), unbound("d0", "default"), podgroup("g", 1), p])
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    assert cluster.writer.flush()
+    reasons = {(e["involvedObject"]["name"], e["reason"]) for e in server.objects("", "events")}
+    assert ("g-0", "VolumeNotProvisioned") in reasons
