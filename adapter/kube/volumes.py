@@ -146,9 +146,7 @@ class Claims:
                 continue
             if ((claim.get("metadata") or {}).get("annotations") or {}).get(SELECTED_NODE):
                 continue
-            try:
-                self._made_where_placed(claim, "")
-            except Waits:
+            if not _made_by_a_provisioner(self._class_of(claim)[1]):
                 continue  # not made where its pod goes: waited for as any unbound claim
             why = (
                 f"PersistentVolumeClaim {name!r} names no node any more: its provisioner "
@@ -244,13 +242,7 @@ class Claims:
         names (``SELECTED_NODE``: its provisioner is making it there) and where its
         StorageClass's ``allowedTopologies`` allow (kube-scheduler's VolumeBinding);
         ``Waits`` if no bind makes it."""
-        # The beta annotation first, as kube-scheduler and the provisioners read it: a
-        # claim made with it alone keeps no storageClassName.
-        annotations = (claim.get("metadata") or {}).get("annotations") or {}
-        class_name = annotations.get(BETA_CLASS) or (claim.get("spec") or {}).get(
-            "storageClassName"
-        )
-        storage = self.classes.get(str(class_name)) if class_name else None
+        class_name, storage = self._class_of(claim)
         if storage is None or storage.get("volumeBindingMode") != FIRST_CONSUMER:
             if storage is not None:
                 how = f"StorageClass {class_name!r} binds it at once, not where its pod goes"
@@ -259,12 +251,13 @@ class Claims:
             else:
                 how = "it has no StorageClass: an admin binds it"
             raise Waits(f"waits for {what} to be bound ({how})")
-        if storage.get("provisioner") == NO_PROVISIONER:
+        if not _made_by_a_provisioner(storage):
             raise Waits(
                 f"waits for {what} to be bound: StorageClass {class_name!r} has no "
                 "provisioner, and gangsat does not bind claims to pre-made volumes"
             )
         rules = []
+        annotations = (claim.get("metadata") or {}).get("annotations") or {}
         if chosen := annotations.get(SELECTED_NODE):
             only = _requirement(NODE_NAME_FIELD, "In", (str(chosen),))
             term = NodeSelectorTerm(match_fields=(only,))
@@ -283,6 +276,24 @@ class Claims:
         elif allowed:
             raise Waits(f"StorageClass {class_name!r} of {what} allows no topology")
         return rules
+
+    def _class_of(self, claim: Obj) -> tuple[Any, Obj | None]:
+        """A claim's StorageClass name, and the class if known. The beta annotation first,
+        as kube-scheduler and the provisioners read it: a claim made with it alone keeps
+        no storageClassName."""
+        annotations = (claim.get("metadata") or {}).get("annotations") or {}
+        name = annotations.get(BETA_CLASS) or (claim.get("spec") or {}).get("storageClassName")
+        return name, self.classes.get(str(name)) if name else None
+
+
+def _made_by_a_provisioner(storage: Obj | None) -> bool:
+    """Whether a class's unbound claims are made where their pod goes, by a provisioner
+    (``WaitForFirstConsumer``, and not ``kubernetes.io/no-provisioner``)."""
+    return (
+        storage is not None
+        and storage.get("volumeBindingMode") == FIRST_CONSUMER
+        and storage.get("provisioner") != NO_PROVISIONER
+    )
 
 
 def _zones(volume: Obj) -> list[tuple[NodeSelectorTerm, ...]]:

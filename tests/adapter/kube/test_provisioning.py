@@ -287,3 +287,19 @@ def test_a_bound_pod_whose_claim_names_no_node_any_more_is_told_why_it_waits(
     assert cluster.writer.flush()
     reasons = {(e["involvedObject"]["name"], e["reason"]) for e in server.objects("", "events")}
     assert ("g-0", "VolumeNotProvisioned") in reasons
+
+
+def test_a_malformed_class_does_not_stop_the_snapshot_of_its_bound_pods() -> None:
+    """Its allowedTopologies were parsed to tell whether a bound pod's claim is made where
+    its pod goes, and an expression without a key raised out of the whole conversion: no
+    cycle ran. The bound pod is read; a pending one is refused with why."""
+    broken = storage_class()
+    broken["allowedTopologies"] = [{"matchLabelExpressions": [{"values": ["a"]}]}]
+    bound = mounting(pod("p"), "data")
+    bound["spec"]["nodeName"] = "a1"
+    conversion = convert([*NODES, broken, unbound("data"), bound])
+    assert [p.name for p in conversion.state.pods] == ["team/p"]
+    (finding,) = conversion.findings
+    assert finding.reason == "VolumeNotProvisioned"
+    pending = convert([*NODES, broken, unbound("data"), mounting(pod("q"), "data")])
+    assert pending.state.pods == () and pending.findings[0].reason == "InvalidSpec"
