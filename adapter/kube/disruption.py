@@ -27,7 +27,7 @@ from typing import Any
 from kubernetes import client
 
 from adapter.kube.fields import stamp, stamped
-from adapter.kube.resources import STRATEGIC_MERGE_PATCH, read_json
+from adapter.kube.resources import STRATEGIC_MERGE_PATCH, version_after
 from solver.model import VictimMark
 
 CONDITION = "DisruptionTarget"
@@ -73,12 +73,7 @@ def send_mark(
         _preload_content=False,
         _request_timeout=timeout,
     )
-    try:
-        patched = read_json(answer)
-    except ValueError:  # written all the same: a body that is no JSON says nothing more
-        return ""
-    after = patched.get("metadata") if isinstance(patched, Mapping) else None
-    return str(after.get("resourceVersion") or "") if isinstance(after, Mapping) else ""
+    return version_after(answer)
 
 
 def marked_victim(status: Any) -> VictimMark | None:

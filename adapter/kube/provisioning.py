@@ -37,8 +37,8 @@ from kubernetes import client
 from adapter.cluster import ClusterError
 from adapter.kube.binder import RETRYABLE  # a claim's write is retried as a bind is
 from adapter.kube.cache import ClusterCache, split_key
-from adapter.kube.resources import CLAIMS, MERGE_PATCH, read_json
-from adapter.kube.sending import Fence, retried
+from adapter.kube.resources import CLAIMS, MERGE_PATCH, done, version_after
+from adapter.kube.sending import CONNECT_TIMEOUT_S, Fence, retried
 from adapter.kube.volumes import SELECTED_NODE
 
 log = logging.getLogger(__name__)
@@ -169,7 +169,7 @@ def _select(
     version = [""]
 
     def send(timeout: tuple[float, float]) -> None:
-        version[0] = _version_after(_patch(core, claim, body, timeout))
+        version[0] = version_after(_patch(core, claim, body, timeout))
 
     # A 404 or a 409 (gone, or changed since) is no success here: ``gone`` is empty.
     error = retried(send, RETRYABLE, fence, backoff_s, budget_s, gone=frozenset())
@@ -181,11 +181,14 @@ def _select(
 def _take_back(core: client.CoreV1Api, fence: Fence, claim: str, version: str) -> None:
     """Remove the annotation this cycle wrote on ``claim``, once, only where the claim is
     as the write left it; else it stays (it holds the pod to that node, ``volumes``)."""
-    if not version or fence() <= 0:
+    left = fence()
+    if not version or left <= 0:
         return
     body = {"metadata": {"resourceVersion": version, "annotations": {SELECTED_NODE: None}}}
+    # One attempt, as short as a connect may take: the cycle's binds wait on it.
+    timeout = (min(CONNECT_TIMEOUT_S, left), min(CONNECT_TIMEOUT_S, left))
     try:
-        _patch(core, claim, body, (5.0, min(fence(), 5.0)))
+        done(_patch(core, claim, body, timeout))
     except Exception as e:  # left, it holds the pod to the node: no worse than no undo
         log.info("PersistentVolumeClaim %s still names its node: %s", claim, e)
 
@@ -202,12 +205,3 @@ def _patch(
         _preload_content=False,
         _request_timeout=timeout,
     )
-
-
-def _version_after(answer: Any) -> str:
-    try:
-        patched = read_json(answer)
-    except ValueError:
-        return ""
-    meta = patched.get("metadata") if isinstance(patched, Mapping) else None
-    return str(meta.get("resourceVersion") or "") if isinstance(meta, Mapping) else ""

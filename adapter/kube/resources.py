@@ -16,7 +16,7 @@ the versions are views of the same objects.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -280,6 +280,17 @@ def read_json(response: object) -> Any:
         return decode(r.data)
     finally:
         r.release_conn()
+
+
+def version_after(response: object) -> str:
+    """The resourceVersion a write's raw answer gives its object ("" where the answer does
+    not say: written all the same), connection released."""
+    try:
+        written = read_json(response)
+    except ValueError:
+        return ""
+    meta = written.get("metadata") if isinstance(written, Mapping) else None
+    return str(meta.get("resourceVersion") or "") if isinstance(meta, Mapping) else ""
 
 
 def done(response: object) -> None:
