@@ -39,7 +39,7 @@ from ortools.sat.python import cp_model
 
 from solver.arrays import IntArray
 from solver.bins import Bin, Pairs
-from solver.model import PODS
+from solver.model import APART_PREFIX, PODS
 from solver.objective import Coefficients
 from solver.problem import Problem
 from solver.relaxation import LinearRows, RowEntries
@@ -274,9 +274,12 @@ def bin_room(enc: Encoding, by_bin: Mapping[int, IntArray]) -> dict[int, IntArra
     specs, spec_of_class = np.unique(demand_matrix(enc), axis=0, return_inverse=True)
     spec_of_class = spec_of_class.reshape(-1)
     free = enc.problem.free
+    apart = [r for r, name in enumerate(enc.problem.resources) if name.startswith(APART_PREFIX)]
     return {
         b: usable_free(
-            free[list(enc.bins[b].nodes)], specs[np.unique(spec_of_class[enc.pairs.cls[members]])]
+            free[list(enc.bins[b].nodes)],
+            specs[np.unique(spec_of_class[enc.pairs.cls[members]])],
+            apart,
         )
         for b, members in by_bin.items()
         if len(enc.bins[b].nodes) > 1

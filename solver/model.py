@@ -31,6 +31,9 @@ from solver.scheduling_terms import NodeRule, NodeSelectorTerm, Taint, Toleratio
 CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"
+# Problem columns of pods kept apart (``Pod.apart``, ``solver.problem``): no Kubernetes
+# resource name has a colon.
+APART_PREFIX = "apart:"
 GPU = "nvidia.com/gpu"
 EPHEMERAL_STORAGE = "ephemeral-storage"
 HUGEPAGES_PREFIX = "hugepages-"
@@ -207,6 +210,14 @@ class Pod(Frozen):
         default=(),
         description="node affinity its volumes or bound pods' anti-affinity add, each to hold",
     )
+    apart: tuple[str, ...] = Field(
+        default=(),
+        description=(
+            "required pod anti-affinity on a topology of one node per domain (as "
+            "kubernetes.io/hostname): no two pods sharing a name here on one node, bound "
+            "ones counted"
+        ),
+    )
     node_name: str | None = Field(default=None, description="set when already bound")
     created_s: float = 0.0
     gates: tuple[str, ...] = Field(
@@ -265,7 +276,7 @@ class Pod(Frozen):
 
     def spec_key(self) -> tuple[object, ...]:
         """Pods of one gang with equal keys are interchangeable to every scheduler."""
-        return (self.requests.key(), self.placement_key(), self.task)
+        return (self.requests.key(), self.placement_key(), self.task, self.apart)
 
     def same_spec(self, other: Pod) -> bool:
         """Whether both have one ``spec_key``, read without building either (55,000
@@ -275,6 +286,7 @@ class Pod(Frozen):
             (self.requests is other.requests or self.requests.key() == other.requests.key())
             and self.same_placement(other)
             and self.task == other.task
+            and self.apart == other.apart
         )
 
     def same_placement(self, other: Pod) -> bool:

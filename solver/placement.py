@@ -15,8 +15,8 @@ import numpy as np
 
 from solver.arrays import BoolArray, FloatArray, IntArray
 from solver.class_reasons import placement_reasons, ruled_out
-from solver.model import PODS
-from solver.predicates import TOO_MANY_PODS
+from solver.model import APART_PREFIX, PODS
+from solver.predicates import APART_CONFLICT, TOO_MANY_PODS
 from solver.problem import GangInfo, PodClass, Problem
 from solver.units import NO_LIMIT_FIT, fit_per_node
 
@@ -443,10 +443,15 @@ class Placer:
         short = free[checked] < cls.demand
         for r in np.flatnonzero(short.any(axis=0)):
             name = self.problem.resources[r]
-            reasons[TOO_MANY_PODS if name == PODS else f"Insufficient {name}"] += int(
-                short[:, r].sum()
-            )
+            reasons[_short_of(name)] += int(short[:, r].sum())
         return reasons
+
+
+def _short_of(resource: str) -> str:
+    """kube-scheduler's words for a node short of ``resource``."""
+    if resource == PODS:
+        return TOO_MANY_PODS
+    return APART_CONFLICT if resource.startswith(APART_PREFIX) else f"Insufficient {resource}"
 
 
 def _alike(cls: PodClass) -> tuple[int, bytes]:

@@ -39,6 +39,8 @@ VOLUME_CONFLICT = "node(s) had volume node affinity conflict"
 NO_VOLUME_TO_BIND = "node(s) didn't find available persistent volumes to bind"
 NO_VOLUME_ZONE = "node(s) had no available volume zone"
 EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+# ... and for a node that another pod kept apart from this one takes (``Pod.apart``).
+APART_CONFLICT = "node(s) didn't match pod anti-affinity rules"
 # kube-scheduler's filters read these in this order (VolumeBinding, VolumeZone,
 # InterPodAffinity), and a node is counted under the first that fails it.
 RULE_ORDER = {

@@ -20,6 +20,7 @@ from typing import cast
 
 import numpy as np
 
+from solver.apart import apart_names, give_one_each, left_out, no_share, take_bound, with_apart
 from solver.arrays import BoolArray, IntArray
 from solver.equivalence import NodeViews, node_classes
 from solver.held import Held
@@ -183,7 +184,7 @@ def _resource_names(state: ClusterState) -> list[str]:
     for requests in {id(pod.requests): pod.requests for pod in state.pods}.values():
         names |= requests.names()
     # Fixed order keeps models, and so decisions, reproducible.
-    return sorted(names)
+    return sorted(names) + apart_names(state.pods)
 
 
 def _pod_order(pod: Pod) -> tuple[int, float, str]:
@@ -199,11 +200,13 @@ def prepare(state: ClusterState) -> Problem:
     raw_allocatable = np.array(
         [vector(n.allocatable.root, r_index) for n in nodes], dtype=np.int64
     ).reshape(len(nodes), len(resources))
+    apart = give_one_each(raw_allocatable, r_index)
     raw_free = raw_allocatable.copy()
     allocatable = model_capacity(raw_allocatable, model_units)
     empty = np.ones(len(nodes), dtype=np.bool_)
     schedulable = np.array([n.in_service for n in nodes], dtype=np.bool_)
     totals = allocatable[schedulable].sum(axis=0) if nodes else np.zeros(len(resources), np.int64)
+    totals = no_share(totals, apart)
     gpu_node = (
         allocatable[:, r_index[GPU]] > 0 if GPU in r_index else np.zeros(len(nodes), np.bool_)
     )
@@ -224,6 +227,7 @@ def prepare(state: ClusterState) -> Problem:
     unbound: list[Pod] = []  # ``state.pending_pods()``, in one pass with the rest
     # Gangs with a pod not bound: the others (most of a big cluster's) only hold room.
     with_unbound: set[str] = set()
+    bound_apart: list[tuple[int, Pod]] = []  # bound pods kept apart from others
     on_nodes, on_sets = held.on_nodes, held.on_sets
     for pod in state.pods:
         node_name, gang_of = pod.node_name, pod.gang  # read once for the tests below
@@ -232,6 +236,8 @@ def prepare(state: ClusterState) -> Problem:
             if node_i is not None:
                 on_nodes.append(node_i)
                 on_sets.append(pod.requests)
+                if pod.apart:
+                    bound_apart.append((node_i, pod))
                 # Every node runs DaemonSet pods: only other pods make a node used.
                 if not pod.daemon:
                     busy.append(node_i)
@@ -262,6 +268,7 @@ def prepare(state: ClusterState) -> Problem:
         with_unbound.add(name)
 
     held.take_from(raw_free)
+    take_bound(raw_free, bound_apart, r_index)
     empty[np.array(busy, dtype=np.int64)] = False
     # A node can hold more than its allocatable (it shrank, or a device plugin restarted);
     # it then has no room for that resource, and still has room for the others.
@@ -364,6 +371,9 @@ def prepare(state: ClusterState) -> Problem:
                 f"({', '.join(gates)}); minMember {gang.min_member} needs them"
             )
             continue
+        if apart and (why := left_out(pending, r_index)):
+            invalid[gang.name] = why
+            continue
         info = GangInfo(
             index=len(gangs),
             name=gang.name,
@@ -389,9 +399,10 @@ def prepare(state: ClusterState) -> Problem:
         for spec_key, same in by_spec.items():
             exemplar = same[0]
             if spec_key not in per_spec:
-                asked = exemplar.requests.key()
+                asked = (exemplar.requests.key(), exemplar.apart)
                 if asked not in per_requests:
-                    demand = model_demand(vector(exemplar.demand(), r_index), model_units)
+                    asks = with_apart(exemplar.demand(), exemplar)
+                    demand = model_demand(vector(asks, r_index), model_units)
                     share = pod_share_units(demand, totals)
                     value = max(1, int(share.max()) if len(share) else 1)
                     per_requests[asked] = (demand, share, value)

@@ -19,6 +19,8 @@ of the real problem and their LP optimum a valid bound.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from solver.arrays import BoolArray, IntArray
@@ -28,15 +30,19 @@ from solver.arrays import BoolArray, IntArray
 FLOAT_SLACK = 1e-9
 
 
-def usable_free(free: IntArray, demands: IntArray) -> IntArray:
+def usable_free(free: IntArray, demands: IntArray, apart: Sequence[int] = ()) -> IntArray:
     """Per node (a row of ``free``) and resource, the most that pods of the given
-    ``demands`` (a row per pod spec that may use these nodes) can use there together."""
+    ``demands`` (a row per pod spec that may use these nodes) can use there together.
+    Columns ``apart`` (``solver.apart``: one per node, one per pod) are left as they are:
+    their ratios bound nothing worth their cost, quadratic in the columns."""
     room = np.maximum(free, 0)
     if not len(demands) or not len(room):
         return np.zeros_like(room)
     specs = np.unique(demands, axis=0)
     fits: BoolArray = np.all(room[:, None, :] >= specs[None, :, :], axis=2)  # one fits
-    asked = specs.astype(np.float64)
+    real = np.ones(room.shape[1], dtype=np.bool_)
+    real[list(apart)] = False
+    asked = specs[:, real].astype(np.float64)
     # ratio[k, r, s]: units of r per unit of s for spec k; inf where s is not asked but
     # r is (s then bounds nothing), 0 where neither is.
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -45,9 +51,11 @@ def usable_free(free: IntArray, demands: IntArray) -> IntArray:
         asked[:, None, :] > 0, ratio, np.where(asked[:, :, None] > 0, np.inf, 0.0)
     )
     most = np.where(fits[:, :, None, None], ratio[None], 0.0).max(axis=1)  # node x r x s
+    own = room[:, real]
     with np.errstate(invalid="ignore"):  # inf x 0: no bound, replaced by inf
-        cap = np.where(np.isinf(most), np.inf, most * room[:, None, :]).min(axis=2)
+        cap = np.where(np.isinf(most), np.inf, most * own[:, None, :]).min(axis=2)
     cap = np.floor(cap * (1 + FLOAT_SLACK) + FLOAT_SLACK)
-    usable: IntArray = np.where(np.isfinite(cap), np.minimum(cap, room), room).astype(np.int64)
+    usable: IntArray = room.copy()
+    usable[:, real] = np.where(np.isfinite(cap), np.minimum(cap, own), own).astype(np.int64)
     usable[~fits.any(axis=1)] = 0
     return usable

@@ -143,8 +143,9 @@ def gang_prices(problem: Problem, weights: ObjectiveWeights) -> GangPrices:
         np.add.at(demand, gang_of_class, asked * count[:, None])
     totals = np.maximum(problem.totals, 1).astype(np.float64)
     # A gang asking for nothing takes no share: the smallest positive one, not a division
-    # by zero.
-    size = np.maximum((demand / totals).max(axis=1, initial=0.0), 1e-12)
+    # by zero. Nor does a column of no total (pods kept apart, ``solver.apart``).
+    shares = np.where(problem.totals > 0, demand / totals, 0.0)
+    size = np.maximum(shares.max(axis=1, initial=0.0), 1e-12)
     prices = GangPrices(base=base, units=units.astype(np.float64), size=size)
     problem.memo[("gang-prices", weights)] = prices
     return prices

@@ -137,6 +137,7 @@ def check(state: ClusterState, decision: Decision) -> list[Violation]:
         placed[pod.gang_name()].append(pod)
     on_nodes, of_gangs = _bound_where(state, new_on_node, placed)
     out.extend(_capacity(nodes, new_on_node, on_nodes))
+    out.extend(_kept_apart(new_on_node, on_nodes))
     out.extend(_gangs(gangs, queues, placed, of_gangs))
     out.extend(_capabilities(state, gangs, queues, new_pods))
     if decision.evictions or decision.nominated:
@@ -190,6 +191,30 @@ def _capacity(
                     ),
                 )
             )
+    return out
+
+
+def _kept_apart(
+    new_on_node: Mapping[str, list[Pod]], bound_on_node: Mapping[str, list[Pod]]
+) -> list[Violation]:
+    """Two pods of one group kept apart (``Pod.apart``) on a node the decision adds to:
+    a broken capacity of that node, as the problem models it."""
+    out: list[Violation] = []
+    for node_name in sorted(new_on_node):
+        new = new_on_node[node_name]
+        if not any(pod.apart for pod in new):
+            continue
+        seen: dict[str, str] = {}  # group -> the first pod of it on the node
+        for pod in [*bound_on_node.get(node_name, []), *new]:
+            for group in pod.apart:
+                if group not in seen:
+                    seen[group] = pod.name
+                    continue
+                message = (
+                    f"node {node_name!r}: pods {seen[group]!r} and {pod.name!r} are to be "
+                    f"kept apart (required pod anti-affinity, {group})"
+                )
+                out.append(Violation(kind="capacity", subject=node_name, message=message))
     return out
 
 

@@ -116,6 +116,11 @@ class PodBuilder:
         self._fields["task"] = name
         return self
 
+    def apart(self, *groups: str) -> PodBuilder:
+        """Required pod anti-affinity on a per-node topology, by group (``Pod.apart``)."""
+        self._fields["apart"] = groups
+        return self
+
     def never_preempts(self) -> PodBuilder:
         """spec.preemptionPolicy: Never."""
         self._fields["may_preempt"] = False
