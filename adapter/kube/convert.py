@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from adapter.errors import validation_lines
 from adapter.kube import dialects
+from adapter.kube.anti_affinity import BoundAntiAffinity, keep_apart
 from adapter.kube.budgets import Budgets
 from adapter.kube.dialects import (
     COSCHEDULING_GROUPS,
@@ -57,7 +58,6 @@ from adapter.kube.memo import Memo, Seen, Shapes
 from adapter.kube.nodes import node_of_object
 from adapter.kube.pods import TASK_ANNOTATION, pod_of_object, room_held
 from adapter.kube.reading import MISSING, Finding, Reading
-from adapter.kube.unmodelled import BoundAntiAffinity, kept_off
 from adapter.kube.unusable import closed, out_of_service
 from adapter.kube.volumes import Claims, Waits
 from solver.model import ClusterState, Gang, Node, Pod, Queue
@@ -387,9 +387,7 @@ def convert(
 
     closed(nodes, unknown_room, findings)
     _claims_read(pods, claims, claiming, findings)
-    for o, name in pending if anti.terms else ():
-        if name in pods and (off := anti.requirements_for(o, nodes)):
-            pods[name] = kept_off(pods[name], off)
+    keep_apart(pending, anti, pods, nodes, findings)
     if templates:  # (without, no pod names a Workload's group: every pod read for none)
         workload_instances(templates, pods.values(), gangs)
     by_pods |= declared.gangs(pods.values(), gangs)

@@ -1,6 +1,6 @@
 """Pending pods with a placement rule gangsat does not check are not scheduled; bound ones
 hold their room; a bound pod's required anti-affinity keeps the pods it selects off its
-topology domain."""
+topology domain (a pending pod's own: ``test_anti_affinity``)."""
 
 from __future__ import annotations
 
@@ -57,10 +57,6 @@ def _job(labels: dict[str, str] | None = None) -> dict[str, Any]:
 
 
 UNMODELLED: dict[str, tuple[dict[str, Any], str]] = {
-    "anti-affinity": (
-        with_spec(pod("p"), affinity={"podAntiAffinity": {REQUIRED: [TERM]}}),
-        "podAntiAffinity",
-    ),
     "affinity": (with_spec(pod("p"), affinity={"podAffinity": {REQUIRED: [TERM]}}), "podAffinity"),
     "spread": (
         with_spec(
@@ -186,7 +182,7 @@ def test_a_jobs_pods_are_kept_off_a_bound_pods_domain_too() -> None:
 def test_a_remembered_pod_is_refused_again_and_accepted_once_bound() -> None:
     # Converted from the memo on later cycles, the finding comes back with the pod.
     memo = Memo()
-    anti = with_spec(pod("p"), affinity={"podAntiAffinity": {REQUIRED: [TERM]}})
+    anti = with_spec(pod("p"), affinity={"podAffinity": {REQUIRED: [TERM]}})
     anti["metadata"].update(uid="u1", resourceVersion="1", creationTimestamp="2026-12-01T00:00:00Z")
     for _ in range(2):
         conversion = convert([node("n1"), anti], memo=memo)
@@ -209,8 +205,17 @@ def test_a_gang_of_anti_affine_pods_is_never_packed_onto_one_node() -> None:
         "metadata": {"name": "g", "namespace": "team"},
         "spec": {"minMember": 4},
     }
-    state = convert([*(node(f"n{i}", cpu="8") for i in range(4)), group, *members]).state
-    assert schedule(state, "cpsat").placements == {}
+    nodes = [
+        node(f"n{i}", cpu="8", metadata={"name": f"n{i}", "labels": {TERM["topologyKey"]: f"n{i}"}})
+        for i in range(4)
+    ]
+    state = convert([*nodes, group, *members]).state
+    for scheduler in ("cpsat", "gang-greedy"):
+        placed = schedule(state, scheduler).placements
+        assert sorted(placed.values()) == ["n0", "n1", "n2", "n3"], (scheduler, placed)
+        # Three nodes for four: none of them.
+        fewer = convert([*nodes[:3], group, *members]).state
+        assert schedule(fewer, scheduler).placements == {}
 
 
 def test_an_empty_node_affinity_term_still_matches_no_node_beside_a_bound_guard() -> None:

@@ -1,0 +1,277 @@
+"""Required pod anti-affinity, both ways, as kube-scheduler's InterPodAffinity filter
+checks it: a pod goes to no node whose topology domain (the nodes sharing its value of
+the term's ``topologyKey``) runs a pod its term selects, nor one where a pod whose term
+selects it runs.
+
+- A bound pod's terms keep the pending pods they select off its domain
+  (``BoundAntiAffinity``): held to ``NotIn`` the domain's label value.
+- A pending pod's own terms (``keep_apart``), against the bound pods they select: held
+  off those pods' domains the same way, whatever the topology key.
+- Against the pending pods they select (a gang's workers asking one node each, the common
+  case): where the topology key makes each node a domain of its own (every node with the
+  label has a value no other node has, as ``kubernetes.io/hostname``) and the pod is
+  selected by its own term, the pod and the pending pods the term selects are kept apart
+  (``Pod.apart``: at most one of them per node, ``solver.apart``). Those of them that do
+  not carry the term are then kept apart from each other too, which kube-scheduler would
+  allow: never a placement it refuses, at worst a wait it would not make. A node without
+  the label is in no domain, where kube-scheduler lets such pods share it; kept apart
+  there too, for the same reason.
+- Any other term that selects pending pods (one over a zone, one that does not select
+  its own pod) is not checked: its pod is not scheduled, with an ``InvalidSpec`` finding
+  that says why, and its gang waits.
+
+A term with a ``namespaceSelector`` is read as selecting every namespace (gangsat does
+not read Namespace objects): never fewer pods than kube-scheduler selects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from adapter.kube.budgets import selects
+from adapter.kube.fields import Obj, mappings
+from adapter.kube.reading import Finding
+from solver.model import Node, Pod
+from solver.predicates import APART_CONFLICT, EXISTING_ANTI_AFFINITY, held_to
+from solver.scheduling_terms import NodeRule, NodeSelectorRequirement, NodeSelectorTerm
+
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+NOT_SCHEDULED = "which gangsat does not check: not scheduled (kube-scheduler would check it)"
+
+
+@dataclass(frozen=True)
+class Term:
+    """One required anti-affinity term: the pods it selects, and its topology key."""
+
+    namespaces: frozenset[str] | None  # None: any namespace
+    selector: Any  # the labelSelector, frozen (``_frozen``; None selects no pod)
+    key: str
+    parsed: Any = field(compare=False, hash=False, repr=False)
+
+    def selects(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        if self.namespaces is not None and namespace not in self.namespaces:
+            return False
+        return self.parsed is not None and selects(self.parsed, labels)
+
+    def group(self) -> str:
+        """A name for the pods this term keeps apart, the same for every pod that has it."""
+        spaces = ",".join(sorted(self.namespaces)) if self.namespaces is not None else "*"
+        digest = hashlib.sha256(f"{spaces}|{self.selector!r}".encode()).hexdigest()[:12]
+        return f"{digest}@{self.key}"
+
+    def first_label(self) -> tuple[str, str] | None:
+        """A label every pod the term selects has (of its matchLabels), if any."""
+        wanted = self.parsed.get("matchLabels") if isinstance(self.parsed, Mapping) else None
+        if isinstance(wanted, Mapping):
+            for k, v in wanted.items():
+                return str(k), str(v)
+        return None
+
+
+def terms_of(pod: Obj, spec: Any) -> list[Term]:
+    """The required anti-affinity terms of a pod object (its ``spec``)."""
+    affinity = spec.get("affinity") if isinstance(spec, Mapping) else None
+    if affinity is None or not isinstance(affinity, Mapping):
+        return []
+    rules = affinity.get("podAntiAffinity")
+    if not isinstance(rules, Mapping):
+        return []
+    own = _namespace(pod)
+    out = []
+    for term in mappings(rules.get(REQUIRED)):
+        namespaces: frozenset[str] | None = frozenset({own})
+        if term.get("namespaceSelector") is not None:
+            namespaces = None  # read as selecting any namespace: never too few
+        elif isinstance(term.get("namespaces"), list) and term["namespaces"]:
+            namespaces = frozenset(str(n) for n in term["namespaces"])
+        key = term.get("topologyKey")
+        if isinstance(key, str) and key:
+            selector = term.get("labelSelector")
+            out.append(Term(namespaces, _frozen(selector), key, selector))
+    return out
+
+
+def _frozen(value: Any) -> Any:
+    """``value`` as nested tuples, equal for equal selectors (mappings in key order)."""
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _frozen(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _namespace(pod: Obj) -> str:
+    return str((pod.get("metadata") or {}).get("namespace") or "default")
+
+
+def _labels(pod: Obj) -> Mapping[str, str]:
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return labels if isinstance(labels, Mapping) else {}
+
+
+@dataclass
+class BoundAntiAffinity:
+    """The bound pods of a snapshot (``add``): their required anti-affinity terms, as the
+    nodes they keep the pods they select off, and the pods themselves, for the terms of
+    pending pods (``keep_apart``)."""
+
+    terms: list[tuple[Term, str]] = field(default_factory=list)  # (term, its pod's node)
+    bound: list[tuple[Obj, str]] = field(default_factory=list)  # (pod, its node)
+
+    def add(self, pod: Obj, spec: Obj, node: str) -> None:
+        """Read a bound pod (most pods have no affinity: one lookup, and no check against
+        an abstract type, which costs more than it)."""
+        self.bound.append((pod, node))
+        affinity = spec.get("affinity")
+        if affinity is None or not isinstance(affinity, Mapping):
+            return
+        self.terms += [(term, node) for term in terms_of(pod, spec)]
+
+    def requirements_for(
+        self, pod: Obj, nodes: Mapping[str, Node]
+    ) -> tuple[NodeSelectorRequirement, ...]:
+        """Requirements that keep a pending pod (its namespace and labels) off the
+        domains of the terms that select it: per topology key, NotIn its values."""
+        namespace, labels = _namespace(pod), _labels(pod)
+        values: dict[str, set[str]] = defaultdict(set)
+        for term, node_name in self.terms:
+            if term.selects(namespace, labels):
+                _domain_of(term.key, nodes.get(node_name), values)
+        return _not_in(values)
+
+
+def _domain_of(key: str, node: Node | None, into: dict[str, set[str]]) -> None:
+    value = node.labels.get(key) if node is not None else None
+    if value is not None:  # a node without the label is in no domain
+        into[key].add(value)
+
+
+def _not_in(values: Mapping[str, set[str]]) -> tuple[NodeSelectorRequirement, ...]:
+    return tuple(
+        NodeSelectorRequirement(key=key, operator="NotIn", values=tuple(sorted(vals)))
+        for key, vals in sorted(values.items())
+    )
+
+
+def kept_off(pod: Pod, requirements: tuple[NodeSelectorRequirement, ...], reason: str) -> Pod:
+    """``pod`` held to ``requirements`` besides its own affinity, wherever it goes; a node
+    that fails them is counted under ``reason``."""
+    if not requirements:
+        return pod
+    rule = NodeRule(reason=reason, terms=(NodeSelectorTerm(match_expressions=requirements),))
+    return held_to(pod, (rule,))
+
+
+class _Selected:
+    """The pods each term selects (of ``pods``: (object, what to answer for it)), looked
+    up by one of the term's matchLabels where it has any (a gang's term names its job),
+    else by a scan; each term's answer made once."""
+
+    def __init__(self, pods: Sequence[tuple[Obj, str]]) -> None:
+        self._pods = pods
+        self._read: list[tuple[str, Mapping[str, str]]] | None = None
+        self._by_label: dict[str, dict[str, list[int]]] = {}
+        self._answers: dict[Term, list[str]] = {}
+
+    def __call__(self, term: Term) -> list[str]:
+        if term in self._answers:
+            return self._answers[term]
+        if self._read is None:
+            self._read = [(_namespace(o), _labels(o)) for o, _ in self._pods]
+        read = self._read
+        first = term.first_label()
+        if first is None:
+            rows: Iterable[int] = range(len(read))
+        else:
+            key, value = first
+            if key not in self._by_label:
+                index: dict[str, list[int]] = defaultdict(list)
+                for row, (_, labels) in enumerate(read):
+                    if (v := labels.get(key)) is not None:
+                        index[str(v)].append(row)
+                self._by_label[key] = index
+            rows = self._by_label[key].get(value, ())
+        answer = [self._pods[r][1] for r in rows if term.selects(*read[r])]
+        self._answers[term] = answer
+        return answer
+
+
+def keep_apart(
+    pending: Iterable[tuple[Obj, str]],
+    bound: BoundAntiAffinity,
+    pods: dict[str, Pod],
+    nodes: Mapping[str, Node],
+    findings: list[Finding],
+) -> None:
+    """Read the required anti-affinity of the ``pending`` pods (object, key) still in
+    ``pods``, both ways, into their ``node_rules`` and ``apart`` (see the module); a pod
+    whose term cannot be checked is taken out of ``pods`` with a finding."""
+    pending = [(o, name) for o, name in pending if name in pods]
+    # Per pod, per topology key, the domains kept off: by bound pods' terms (theirs), and
+    # by its own terms (mine), each counted under kube-scheduler's words for it.
+    theirs: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    mine: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    if bound.terms:
+        for o, name in pending:
+            for req in bound.requirements_for(o, nodes):
+                theirs[name][req.key].update(req.values)
+    carriers = {name: terms for o, name in pending if (terms := terms_of(o, o.get("spec")))}
+    refused: dict[str, str] = {}
+    apart: dict[str, set[str]] = defaultdict(set)
+    if carriers:
+        in_cycle, running = _Selected(pending), _Selected(bound.bound)
+        one_node = _one_node_domains(nodes)
+        kept: dict[Term, list[str]] = {}  # terms that keep the pods they select apart
+        for name, terms in carriers.items():
+            for term in terms:
+                for node_name in running(term):
+                    _domain_of(term.key, nodes.get(node_name), mine[name])
+                selected = in_cycle(term)
+                if not selected or selected == [name]:
+                    continue
+                if name in selected and one_node(term.key):
+                    kept[term] = selected
+                else:
+                    other = next(p for p in selected if p != name)
+                    refused.setdefault(name, _why_not(term, name in selected, other))
+        for term, selected in kept.items():
+            group = term.group()
+            for p in selected:
+                apart[p].add(group)
+    for name, why in refused.items():
+        findings.append(Finding(kind="Pod", name=name, message=why, gang=pods.pop(name).gang))
+    for name, groups in apart.items():
+        if name in pods:
+            pods[name] = pods[name].model_copy(update={"apart": tuple(sorted(groups))})
+    for name in theirs.keys() | mine.keys():
+        if name in pods:
+            pod = kept_off(pods[name], _not_in(theirs.get(name, {})), EXISTING_ANTI_AFFINITY)
+            pods[name] = kept_off(pod, _not_in(mine.get(name, {})), APART_CONFLICT)
+
+
+def _why_not(term: Term, selects_itself: bool, other: str) -> str:
+    where = (
+        f"on topologyKey {term.key}, whose domains span several nodes"
+        if selects_itself
+        else "that does not select the pod itself"
+    )
+    return (
+        f"asks for required podAntiAffinity against pending pods ({other}) {where}, {NOT_SCHEDULED}"
+    )
+
+
+def _one_node_domains(nodes: Mapping[str, Node]) -> Callable[[str], bool]:
+    """Whether a topology key makes each node a domain of its own: no two nodes share a
+    value of it (nodes without it are in no domain)."""
+
+    @cache
+    def one_node(key: str) -> bool:
+        values = [v for n in nodes.values() if (v := n.labels.get(key)) is not None]
+        return len(values) == len(set(values))
+
+    return one_node
