@@ -19,7 +19,7 @@ Kubernetes ("96", "500m", "512Gi"). Format, with defaults:
                   "submit_s": 0, "submit_every_s": 30, "duration_s": 600,
                   "replicas": 4, "min_member": 4, "requests": {"nvidia.com/gpu": 1},
                   "priority": 0, "node_selector": {}, "tolerations": [],
-                  "pod_interval_s": 0}],
+                  "pod_interval_s": 0, "one_per_node": false}],
       "trace":  {"kind": "philly", ...}   # optional: jobs, nodes, queues from real traces
     }
 
@@ -27,9 +27,11 @@ A job group with ``count`` n > 1 expands to jobs ``<name>-0`` .. ``<name>-(n-1)`
 ``count`` 1 the job keeps the group's name), the i-th submitted at ``submit_s + i *
 submit_every_s``. A job's pods are ``<job>-<k>``, pod k created ``k * pod_interval_s``
 after the submit (job controllers create pods one by one), and its gang (PodGroup) is
-the job. A job runs only while at least ``min_member`` of its pods are running (bound,
-and past the bind latency): its pods wait for each other. It finishes after
-``duration_s`` of running.
+the job. ``one_per_node``: its pods ask for a node each, as a required pod anti-affinity
+on ``kubernetes.io/hostname`` selecting the job's pods does (``solver.apart``). A job
+runs only while at least ``min_member`` of its pods are running (bound, and past the
+bind latency): its pods wait for each other. It finishes after ``duration_s`` of
+running.
 """
 
 from __future__ import annotations
@@ -133,6 +135,7 @@ class JobGroup(_Frozen):
     priority: int = 0
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
+    one_per_node: bool = Field(default=False, description="its pods ask for a node each")
 
     @model_validator(mode="after")
     def _min_member_fits(self) -> JobGroup:
@@ -224,6 +227,7 @@ def job_from(
     node_selector: dict[str, str] | None = None,
     tolerations: tuple[Toleration, ...] = (),
     pod_interval_s: float = 0.0,
+    one_per_node: bool = False,
 ) -> Job:
     parsed = parse_resources(requests)
     pods = tuple(
@@ -235,6 +239,7 @@ def job_from(
             node_selector=node_selector or {},
             tolerations=tolerations,
             created_s=submit_s + k * pod_interval_s,
+            apart=(name,) if one_per_node else (),
         )
         for k in range(replicas)
     )
@@ -267,6 +272,7 @@ def materialise(scenario: Scenario) -> Workload:
                 group.node_selector,
                 group.tolerations,
                 group.pod_interval_s,
+                group.one_per_node,
             )
             for group in scenario.jobs
             for i in range(group.count)

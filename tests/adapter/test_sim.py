@@ -566,3 +566,31 @@ def test_gangs_that_block_each_other_while_other_jobs_run_are_a_deadlock_at_the_
     assert "unchanged for 60 s at the end" in greedy.stopped
     gang = summarise(simulate(materialise(busy), loop("gang-greedy")))
     assert gang.partial_gangs == 0 and gang.deadlocks == 0
+
+
+@pytest.mark.parametrize("scheduler", GANG_AWARE)
+def test_jobs_asking_a_node_per_pod_run_one_pod_per_node(scheduler: str) -> None:
+    # 3 nodes of 8 cpu; jobs of 3 one-cpu pods would all fit on one node, but each pod
+    # asks a node of its own: both jobs run at once, one pod of each per node, and a
+    # job of 4 such pods never fits.
+    jobs = (
+        JobGroup(
+            name="a", count=2, duration_s=60, replicas=3, requests={"cpu": "1"}, one_per_node=True
+        ),
+        JobGroup(name="wide", duration_s=60, replicas=4, requests={"cpu": "1"}, one_per_node=True),
+    )
+    workload = materialise(scenario(*jobs, nodes=cpu_nodes(3, "8"), horizon_s=300))
+    cycles: list[float] = []
+
+    def on_cycle(now: float, result: CycleResult, cluster: SimulatedCluster) -> None:
+        cycles.append(now)
+        bound = {p.name: p.node_name for p in cluster.snapshot().pods if p.node_name}
+        for job in ("a-0", "a-1", "wide"):
+            on = [n for p, n in bound.items() if p.rsplit("-", 1)[0] == job]
+            assert len(on) == len(set(on)), (now, job, on)
+
+    run = simulate(workload, loop(scheduler), on_cycle=on_cycle)
+    assert cycles
+    started = {j.name: j.started_s for j in run.jobs}
+    assert started["a-0"] == started["a-1"] == 0.0
+    assert started["wide"] is None
