@@ -13,29 +13,75 @@ queue's dominant resource are read from the others (``totals`` is 0 there).
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 
 import numpy as np
 
 from solver.arrays import IntArray
-from solver.model import APART_PREFIX, Pod
+from solver.model import APART_PREFIX, ClusterState, Pod
 
 # Groups modelled in one cycle: each is a column of every node's row, which the stages
 # read densely (5,000 nodes, 1,000 groups: a greedy pass took 10 s, the class model's
-# room terabytes). The groups of later pods wait a cycle; each placed gang frees its own.
+# room terabytes). The groups of later pods wait; each gang placed frees its group's.
 MAX_GROUPS = 32
+TURN_S = 10.0
 
 
-def apart_names(pods: Iterable[Pod]) -> list[str]:
+def apart_names(state: ClusterState) -> tuple[list[str], bool]:
     """The columns of the groups pending pods keep apart (bound pods' other groups need
     none: no pending pod competes with them), at most ``MAX_GROUPS``, those of the pods
-    that go first (priority, then age); a gang of a group left out waits (``left_out``)."""
+    that go first (priority, then age); a gang of a group left out waits (``left_out``).
+    Pods no placement takes this cycle, whatever the room, take no column (a slot held
+    by a gang that never places starved every later one): gated or terminating pods, and
+    the gangs ``_never_placed``. Also whether any pending pod keeps apart at all."""
     # ``apart`` first: most pods have none, and a big cluster's pods are read once more.
+    kept = [
+        pod
+        for pod in state.pods
+        if pod.apart and pod.node_name is None and not pod.gates and not pod.terminating
+    ]
+    if not kept:
+        return [], False
+    hopeless = _never_placed(state, {pod.gang for pod in kept if pod.gang is not None})
     kept = sorted(
-        (pod for pod in pods if pod.apart and pod.node_name is None),
+        (pod for pod in kept if pod.gang not in hopeless),
         key=lambda pod: (-pod.priority, pod.created_s, pod.name),
     )
-    return list(dict.fromkeys(APART_PREFIX + g for pod in kept for g in pod.apart))[:MAX_GROUPS]
+    names = list(dict.fromkeys(APART_PREFIX + g for pod in kept for g in pod.apart))
+    if len(names) <= MAX_GROUPS:
+        return names, True
+    # Half the slots go to the first groups, the other half take turns among the rest,
+    # a turn every ``TURN_S`` of the snapshot clock: a first group no room ever takes
+    # (its pods' selector matches no node) holds its slot, and no more.
+    head, rest = names[: MAX_GROUPS // 2], names[MAX_GROUPS // 2 :]
+    room = MAX_GROUPS - len(head)
+    start = int(state.now_s // TURN_S) * room % len(rest)
+    return head + (rest[start:] + rest[:start])[:room], True
+
+
+def _never_placed(state: ClusterState, names: set[str]) -> set[str]:
+    """Of the gangs ``names``, those no room makes placeable: of no PodGroup or a queue
+    that takes no new pods, with fewer pods that may run than minMember, or needing more
+    pods of one group kept apart than there are nodes in service."""
+    gangs = {g.name: g for g in state.gangs if g.name in names}
+    queues = {q.name: q for q in state.queues}
+    members: Counter[str] = Counter()
+    of_group: dict[str, Counter[str]] = defaultdict(Counter)  # gang -> group -> its pods
+    for pod in state.pods:
+        if pod.gang in gangs and not pod.terminating and (pod.node_name or not pod.gates):
+            members[pod.gang] += 1
+            for group in pod.apart:
+                of_group[pod.gang][group] += 1
+    nodes = sum(1 for node in state.nodes if node.in_service)
+    out = set(names - gangs.keys())
+    for name, gang in gangs.items():
+        queue = queues.get(gang.queue)
+        spare = members[name] - gang.min_running  # members it may run without
+        most = max(of_group[name].values(), default=0)
+        if (queue is not None and not queue.admits()) or spare < 0 or most - spare > nodes:
+            out.add(name)
+    return out
 
 
 def left_out(pending: Iterable[Pod], r_index: Mapping[str, int]) -> str | None:
@@ -44,8 +90,9 @@ def left_out(pending: Iterable[Pod], r_index: Mapping[str, int]) -> str | None:
     for pod in pending:
         if any(APART_PREFIX + g not in r_index for g in pod.apart):
             return (
-                f"Unschedulable: its pods are kept apart (required pod anti-affinity), and "
-                f"{MAX_GROUPS} other such groups go first this cycle"
+                "Unschedulable: its pods are kept apart (required pod anti-affinity, a node "
+                "each) and their group is not modelled this cycle: it needs more nodes than "
+                f"are in service, or {MAX_GROUPS} other such groups go first"
             )
     return None
 

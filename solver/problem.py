@@ -176,7 +176,8 @@ class Problem:
         return int(sum(1 for n in self.nodes if n.in_service))
 
 
-def _resource_names(state: ClusterState) -> list[str]:
+def _resource_names(state: ClusterState) -> tuple[list[str], bool]:
+    """The problem's columns; and whether pending pods keep apart (``solver.apart``)."""
     names: set[str] = {PODS}
     for node in state.nodes:
         names |= node.allocatable.names()
@@ -184,7 +185,8 @@ def _resource_names(state: ClusterState) -> list[str]:
     for requests in {id(pod.requests): pod.requests for pod in state.pods}.values():
         names |= requests.names()
     # Fixed order keeps models, and so decisions, reproducible.
-    return sorted(names) + apart_names(state.pods)
+    apart, keeps_apart = apart_names(state)
+    return sorted(names) + apart, keeps_apart
 
 
 def _pod_order(pod: Pod) -> tuple[int, float, str]:
@@ -192,7 +194,7 @@ def _pod_order(pod: Pod) -> tuple[int, float, str]:
 
 
 def prepare(state: ClusterState) -> Problem:
-    resources = _resource_names(state)
+    resources, keeps_apart = _resource_names(state)
     r_index = {name: i for i, name in enumerate(resources)}
     nodes = list(state.nodes)
     n_index = {n.name: i for i, n in enumerate(nodes)}
@@ -371,7 +373,7 @@ def prepare(state: ClusterState) -> Problem:
                 f"({', '.join(gates)}); minMember {gang.min_member} needs them"
             )
             continue
-        if apart and (why := left_out(pending, r_index)):
+        if keeps_apart and (why := left_out(pending, r_index)):
             invalid[gang.name] = why
             continue
         info = GangInfo(

@@ -137,7 +137,7 @@ def check(state: ClusterState, decision: Decision) -> list[Violation]:
         placed[pod.gang_name()].append(pod)
     on_nodes, of_gangs = _bound_where(state, new_on_node, placed)
     out.extend(_capacity(nodes, new_on_node, on_nodes))
-    out.extend(_kept_apart(new_on_node, on_nodes))
+    out.extend(_kept_apart(state, pods, decision))
     out.extend(_gangs(gangs, queues, placed, of_gangs))
     out.extend(_capabilities(state, gangs, queues, new_pods))
     if decision.evictions or decision.nominated:
@@ -195,26 +195,38 @@ def _capacity(
 
 
 def _kept_apart(
-    new_on_node: Mapping[str, list[Pod]], bound_on_node: Mapping[str, list[Pod]]
+    state: ClusterState, pods: Mapping[str, Pod], decision: Decision
 ) -> list[Violation]:
-    """Two pods of one group kept apart (``Pod.apart``) on a node the decision adds to:
-    a broken capacity of that node, as the problem models it."""
-    out: list[Violation] = []
-    for node_name in sorted(new_on_node):
-        new = new_on_node[node_name]
-        if not any(pod.apart for pod in new):
-            continue
-        seen: dict[str, str] = {}  # group -> the first pod of it on the node
-        for pod in [*bound_on_node.get(node_name, []), *new]:
+    """A pod the decision places or nominates on a node where a pod of a group it is kept
+    apart from (``Pod.apart``) runs (not evicted) or goes too: a broken capacity of that
+    node, as the problem models it. Bound pods of a group sharing a node already are no
+    finding of this decision's."""
+    new: dict[str, list[Pod]] = defaultdict(list)
+    for pod_name, node_name in sorted({**decision.placements, **decision.nominated}.items()):
+        pod = pods.get(pod_name)
+        if pod is not None and pod.apart and pod.node_name is None:
+            new[node_name].append(pod)
+    if not new:
+        return []
+    seen: dict[str, dict[str, str]] = defaultdict(dict)  # node -> group -> its first pod
+    for pod in state.pods:
+        if pod.apart and pod.node_name in new and pod.name not in decision.evictions:
             for group in pod.apart:
-                if group not in seen:
-                    seen[group] = pod.name
+                seen[pod.node_name].setdefault(group, pod.name)
+    out: list[Violation] = []
+    for node_name, placed in sorted(new.items()):
+        for pod in placed:
+            for group in pod.apart:
+                first = seen[node_name].setdefault(group, pod.name)
+                if first == pod.name:
                     continue
                 message = (
-                    f"node {node_name!r}: pods {seen[group]!r} and {pod.name!r} are to be "
-                    f"kept apart (required pod anti-affinity, {group})"
+                    f"node {node_name!r}: pods {first!r} and {pod.name!r} are to be kept "
+                    f"apart (required pod anti-affinity, {group})"
                 )
-                out.append(Violation(kind="capacity", subject=node_name, message=message))
+                # A nomination's voids the preemption, as its room's findings do.
+                kind = "nomination" if pod.name in decision.nominated else "capacity"
+                out.append(Violation(kind=kind, subject=node_name, message=message))
     return out
 
 

@@ -318,6 +318,7 @@ def convert(
                 node_name = (o.get("spec") or {}).get("nodeName")
                 if isinstance(node_name, str) and node_name in nodes:
                     unknown_room.add(node_name)
+                    anti.add(o, o.get("spec") or {}, node_name)  # its terms hold as its room does
                 elif not node_name:
                     _of_its_gang(findings, o)
                 continue

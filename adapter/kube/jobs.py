@@ -18,14 +18,17 @@ MAX_JOB_PODS = 20_000  # pods of one Job: a finding above, not minutes of conver
 
 def template_of(job: Obj) -> Obj:
     """What a Job's pods are as anti-affinity reads them: the Job's namespace, its
-    template's labels and those the Job controller adds by the Job's name (not its uid's
-    nor the completion index's, unknown before it makes them), and its template's spec."""
+    template's labels and those the Job controller adds by the Job's name and uid (not
+    the completion index's, unknown before it makes them), and its template's spec."""
     template = ((job.get("spec") or {}).get("template") or {}).get("metadata") or {}
     metadata = job.get("metadata") or {}
     labels = dict(template.get("labels") or {})
     name = metadata.get("name")
     if isinstance(name, str):
         labels.update({"job-name": name, "batch.kubernetes.io/job-name": name})
+    uid = metadata.get("uid")
+    if isinstance(uid, str) and uid:
+        labels.update({"controller-uid": uid, "batch.kubernetes.io/controller-uid": uid})
     spec = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
     return {"metadata": {"namespace": metadata.get("namespace"), "labels": labels}, "spec": spec}
 

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from solver.apart import MAX_GROUPS
+from solver.apart import MAX_GROUPS, TURN_S
 from solver.config import SolverConfig
 from solver.decision import Decision, SolveStatus
 from solver.model import ClusterState
@@ -107,10 +107,37 @@ def test_the_column_is_worth_no_share() -> None:
 
 
 def test_a_node_short_of_the_group_is_told_in_kube_scheduler_s_words() -> None:
-    s = cluster(2, ("job", 3, 3, ("job",)))
-    d = schedule(s, "gang-greedy", FAST)
-    reasons = " ".join(d.unschedulable.values())
-    assert "didn't match pod anti-affinity rules" in reasons, d.unschedulable
+    # A pod of the group runs on n0: three workers, three nodes, one of them taken.
+    taken = pod("other").req(cpu=1).apart("job").on("n0")
+    s = state(
+        nodes=[node(f"n{i}").cap(cpu=8, pods=110) for i in range(3)],
+        pods=[taken, *workers("job", 3, 1, "job")],
+        gangs=[gang("job", 3)],
+    )
+    d = schedule(s, "gang-greedy", FAST).explained()
+    assert d.placements == {}
+    why = d.unschedulable["job"]
+    assert "2/3 pods fit" in why and "node(s) didn't match pod anti-affinity rules" in why
+
+
+def test_a_gang_needing_more_nodes_than_there_are_takes_no_slot_and_says_why() -> None:
+    # MAX_GROUPS older gangs that can never be placed (gated; more workers than nodes)
+    # leave the slots to the young one that fits.
+    pods = [p for p in workers("young", 2, 1, "young")]
+    gangs = [gang("young", 2).created(1000)]
+    for i in range(MAX_GROUPS):
+        gated = workers(f"gated{i}", 2, 1, f"gated{i}")
+        pods += [
+            p.build().model_copy(update={"gates": ("kueue.x-k8s.io/admission",)}) for p in gated
+        ]
+        pods += workers(f"wide{i}", 5, 1, f"wide{i}")
+        gangs += [gang(f"gated{i}", 2).created(i), gang(f"wide{i}", 5).created(i)]
+    s = state(nodes=[node(f"n{i}").cap(cpu=8, pods=110) for i in range(4)], pods=pods, gangs=gangs)
+    problem = prepare(s)
+    assert "young" not in problem.invalid
+    assert "more nodes than are in service" in problem.invalid["wide0"]
+    d = schedule(s, "cpsat", FAST)
+    assert check(s, d) == [] and sorted(d.placements) == ["young-0", "young-1"]
 
 
 def test_groups_beyond_the_cycle_s_limit_wait_and_the_first_go() -> None:
@@ -159,3 +186,55 @@ def test_cpsat_keeps_groups_apart_and_never_trails_gang_greedy(seed: int) -> Non
         )
         assert all(n == 1 for n in by_node.values())
     assert sum(score(s, cpsat, weights).values()) >= sum(score(s, greedy, weights).values())
+
+
+def test_groups_take_turns_so_first_ones_no_room_takes_starve_no_one() -> None:
+    # The first MAX_GROUPS gangs ask for a node label no node has: they never place, yet
+    # every later gang gets a column within a few turns of the snapshot clock.
+    nowhere = [
+        p.selector(pool="none")
+        for i in range(MAX_GROUPS)
+        for p in workers(f"a{i:02d}", 2, 1, f"a{i:02d}")
+    ]
+    later = [p for i in range(MAX_GROUPS) for p in workers(f"b{i:02d}", 2, 1, f"b{i:02d}")]
+    gangs = [gang(f"a{i:02d}", 2).created(i) for i in range(MAX_GROUPS)]
+    gangs += [gang(f"b{i:02d}", 2).created(100 + i) for i in range(MAX_GROUPS)]
+    for p in later:
+        p.created(100)
+    s = state(
+        nodes=[node(f"n{i}").cap(cpu=8, pods=110) for i in range(4)],
+        pods=[*nowhere, *later],
+        gangs=gangs,
+    )
+    modelled: set[str] = set()
+    for turn in range(4):
+        problem = prepare(s.model_copy(update={"now_s": turn * TURN_S}))
+        modelled |= {g.name for g in problem.gangs}
+    assert {f"b{i:02d}" for i in range(MAX_GROUPS)} <= modelled
+
+
+def test_the_validator_reads_nominations_and_leaves_pairs_already_bound_alone() -> None:
+    # Two pods of group G nominated onto n0 once its victim goes: voids the preemption.
+    s = state(
+        nodes=[node("n0").cap(cpu=4, pods=110), node("n1").cap(cpu=4, pods=110)],
+        pods=[
+            pod("lo-0").req(cpu=4).gang("lo").on("n0").started(0),
+            pod("h-0").req(cpu=1).gang("h").apart("G"),
+            pod("h-1").req(cpu=1).gang("h").apart("G"),
+            # Two of group B already share n1 (bound before the rule was read).
+            pod("r-0").req(cpu=1).gang("r").apart("B").on("n1"),
+            pod("r-1").req(cpu=1).gang("r").apart("B").on("n1"),
+            pod("b-0").req(cpu=1).gang("b").apart("C"),
+        ],
+        gangs=[gang("lo", 1), gang("h", 2).priority(10), gang("r", 2), gang("b", 1)],
+    )
+    nominated = Decision(
+        scheduler="test",
+        status=SolveStatus.GREEDY,
+        evictions={"lo-0": "preempted by gang h"},
+        nominated={"h-0": "n0", "h-1": "n0"},
+    )
+    assert [(v.kind, v.subject) for v in check(s, nominated)] == [("nomination", "n0")]
+    # A pod of another group placed beside the bound pair: no finding of this decision's.
+    beside = Decision(scheduler="test", status=SolveStatus.GREEDY, placements={"b-0": "n1"})
+    assert check(s, beside) == []

@@ -89,8 +89,14 @@ def test_a_gangs_workers_get_a_node_each_and_a_running_one_keeps_its_node(schedu
     assert sorted(where.values()) == ["n2", "n3", "n4", "n5"]
 
 
-def test_too_few_nodes_leave_the_gang_waiting_in_kube_scheduler_s_words() -> None:
+def test_too_few_nodes_leave_the_gang_waiting_and_saying_why() -> None:
     state = convert([*nodes(3), group(4), *workers(4, term())]).state
+    decision = schedule(state, "cpsat").explained()
+    assert decision.placements == {}
+    assert "more nodes than are in service" in decision.unschedulable["team/g"]
+    # Four nodes, one taken by a running pod the term selects: in kube-scheduler's words.
+    running = pod("r", labels={"job": "g"}, node_name="n0")
+    state = convert([*nodes(4), group(4), running, *workers(4, term())]).state
     decision = schedule(state, "cpsat").explained()
     assert decision.placements == {}
     assert "didn't match pod anti-affinity rules" in decision.unschedulable["team/g"]
@@ -195,3 +201,46 @@ def test_a_gang_kept_apart_is_bound_one_pod_per_node_end_to_end(
     bound = {pod: where[0] for pod, where in bindings(server).items()}
     assert len(bound) == 4
     assert max(Counter(bound.values()).values()) == 1, bound
+
+
+def test_a_bound_pod_gangsat_cannot_read_still_keeps_pods_out_of_its_zone() -> None:
+    # Its requests are unreadable: its node n0 takes no new pod, and its labels still
+    # count for a pending pod's zone-wide term: n2, in its zone, is no place either.
+    db = pod("db", labels={"app": "db"}, node_name="n0")
+    db["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "not-a-quantity"
+    alone = anti(pod("p"), term(ZONE, app="db"))
+    assert placed(convert([*nodes(4, zones=2), db, alone]).state)["team/p"] in {"n1", "n3"}
+    alone["spec"]["nodeSelector"] = {ZONE: "z0"}
+    assert placed(convert([*nodes(4, zones=2), db, alone]).state) == {}
+    # ... and its own term keeps the pods it selects out of its zone, as a read one's does.
+    guard = anti(pod("guard", node_name="n0"), term(ZONE, app="x"))
+    guard["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "not-a-quantity"
+    selected = pod("q", labels={"app": "x"})
+    selected["spec"]["nodeSelector"] = {ZONE: "z0"}
+    assert placed(convert([*nodes(4, zones=2), guard, selected]).state) == {}
+
+
+def test_a_job_s_term_on_its_controller_uid_keeps_its_pods_apart() -> None:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j", "namespace": "team", "uid": "u-1"},
+        "spec": {
+            "parallelism": 2,
+            "template": {
+                "spec": {
+                    "schedulerName": "gangsat",
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+                    "affinity": {
+                        "podAntiAffinity": {
+                            REQUIRED: [term(**{"batch.kubernetes.io/controller-uid": "u-1"})]
+                        }
+                    },
+                },
+            },
+        },
+    }
+    state = convert([*nodes(3), job]).state
+    assert all(p.apart for p in state.pods)
+    where = placed(state)
+    assert len(where) == 2 and len(set(where.values())) == 2
