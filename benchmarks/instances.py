@@ -30,6 +30,8 @@ Generators:
 * :func:`realistic` — a production-shaped EKS cluster (``adapter.sim.realistic``): nodes
   labelled as kubelets and the cloud label them, DaemonSets, running gangs, cordons,
   taints, and a backlog of ML / Spark / MPI gangs with selectors, affinity, tolerations.
+* :func:`realistic_apart` — :func:`realistic` with a share of its multi-pod gangs asking
+  a node per pod (required pod anti-affinity on ``kubernetes.io/hostname``).
 * :func:`realistic_perf` — the scheduler_perf gang shapes on those real-shaped CPU nodes.
 """
 
@@ -388,6 +390,26 @@ def realistic(seed: int = 0, nodes: int = 200, gangs: int = 300) -> ClusterState
       they ask for about 1.3-2x the free GPUs and cores.
     """
     return real.cluster(seed, nodes, gangs)
+
+
+def realistic_apart(
+    seed: int = 0, nodes: int = 200, gangs: int = 300, share: float = 0.3
+) -> ClusterState:
+    """:func:`realistic`, with about ``share`` of its pending gangs of two or more pods
+    keeping their pods apart (``Pod.apart``: a node per pod, as training jobs ask with a
+    required pod anti-affinity on ``kubernetes.io/hostname``), drawn after the rest."""
+    state = realistic(seed, nodes, gangs)
+    sizes: dict[str, int] = {}
+    for pod in state.pods:
+        if pod.node_name is None and pod.gang is not None:
+            sizes[pod.gang] = sizes.get(pod.gang, 0) + 1
+    rng = random.Random(seed)
+    apart = {g for g, n in sorted(sizes.items()) if n >= 2 and rng.random() < share}
+    pods = tuple(
+        p.model_copy(update={"apart": (p.gang,)}) if p.node_name is None and p.gang in apart else p
+        for p in state.pods
+    )
+    return state.model_copy(update={"pods": pods})
 
 
 def realistic_perf(

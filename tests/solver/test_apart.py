@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 
+from benchmarks import instances
 from solver.apart import MAX_GROUPS, TURN_S
 from solver.config import SolverConfig
 from solver.decision import Decision, SolveStatus
@@ -238,3 +239,21 @@ def test_the_validator_reads_nominations_and_leaves_pairs_already_bound_alone() 
     # A pod of another group placed beside the bound pair: no finding of this decision's.
     beside = Decision(scheduler="test", status=SolveStatus.GREEDY, placements={"b-0": "n1"})
     assert check(s, beside) == []
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_on_a_real_shaped_cluster_gangs_kept_apart_get_a_node_per_pod(seed: int) -> None:
+    s = instances.realistic_apart(seed, 40, 60)
+    kept = {p.gang for p in s.pods if p.apart}
+    assert kept and all(p.apart == (p.gang,) for p in s.pods if p.gang in kept and not p.node_name)
+    config = SolverConfig(time_limit_s=2.0, seed=seed)
+    decisions = {name: schedule(s, name, config) for name in ("cpsat", "gang-greedy")}
+    pods = s.pods_by_name()
+    for d in decisions.values():
+        assert check(s, d) == []
+        apart = Counter((node, pods[p].gang) for p, node in d.placements.items() if pods[p].apart)
+        assert apart and max(apart.values()) == 1
+    weights = config.weights
+    assert sum(score(s, decisions["cpsat"], weights).values()) >= sum(
+        score(s, decisions["gang-greedy"], weights).values()
+    )
