@@ -18,6 +18,11 @@ from solver.model import ClusterState
 GangPhase = Literal["Pending", "Running"]
 
 
+# A bind held back, not failed: the gang's volumes are being made where the decision
+# placed it (``adapter.kube.provisioning``); its pods wait, and are bound once they are.
+WAITING_FOR_VOLUMES = "WaitingForVolumes"
+
+
 class ClusterError(Exception):
     """A refused or failed cluster operation (conflict, vanished object, API error)."""
 

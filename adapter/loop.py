@@ -21,7 +21,7 @@ from functools import partial
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from adapter.cluster import Cluster, ClusterError, CycleReport
+from adapter.cluster import WAITING_FOR_VOLUMES, Cluster, ClusterError, CycleReport
 from adapter.evicting import PREEMPTION_FINDINGS, evict_again, preempt
 from adapter.gangs import Gangs
 from adapter.holds import Hold, Holds
@@ -126,7 +126,9 @@ def _bind(
     stranded_in = stranded_in or {}  # gang -> its pods remembered as stranded
     done_by_gang: dict[str, list[str]] = defaultdict(list)
     for pod, node in placements:
-        if pod in failures:
+        if pod in failures and failures[pod].reason == WAITING_FOR_VOLUMES:
+            result.deferred[pod] = failures[pod].message
+        elif pod in failures:
             result.failed_binds[pod] = str(failures[pod])
             result.failure_reasons[pod] = failures[pod].reason
         else:
@@ -180,6 +182,8 @@ def _bind(
     to_evict: list[str] = []
     for gang, failed in short().items():
         done = done_by_gang.get(gang, [])
+        if not done and all(failures[p].reason == WAITING_FOR_VOLUMES for p in failed):
+            continue  # nothing bound: its binds wait for its volumes (``result.deferred``)
         # A bind of unknown outcome is evicted where it could leave the gang part-bound
         # should it have landed; not where any one of them landing makes the gang whole
         # (a pod of no PodGroup, minMember 1): deleted, a pod no controller recreates was

@@ -60,7 +60,7 @@ class LoopMetrics:
         )
         self.binds = Counter(
             "gangsat_binds_total",
-            "Pod binds by result (bound, failed, rolled_back).",
+            "Pod binds by result (bound, failed, rolled_back; deferred until volumes are made).",
             ["result"],
             registry=r,
         )
@@ -196,6 +196,7 @@ class LoopMetrics:
         self.decide_duration.labels(result.scheduler).observe(result.decide_s)
         self.binds.labels("bound").inc(len(result.bound))
         self.binds.labels("failed").inc(len(result.failed_binds))
+        self.binds.labels("deferred").inc(len(result.deferred))
         for why in result.failure_reasons.values():
             self.bind_failures.labels(why).inc()
         self.solve_status.labels(result.scheduler, str(result.decision.status)).inc()

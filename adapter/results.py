@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from adapter.cluster import GangStatus
+from adapter.cluster import WAITING_FOR_VOLUMES, GangStatus
 from adapter.gangs import Gangs
 from solver.decision import Decision
 from solver.model import DEFAULT_QUEUE, IMPLICIT_GANG_PREFIX, ClusterState, Gang
@@ -23,6 +23,7 @@ class CycleResult:
     bound: dict[str, str] = field(default_factory=dict)  # pod -> node, bound this cycle
     failed_binds: dict[str, str] = field(default_factory=dict)  # pod -> why
     failure_reasons: dict[str, str] = field(default_factory=dict)  # pod -> ClusterError.reason
+    deferred: dict[str, str] = field(default_factory=dict)  # pod -> why its bind waits
     rolled_back: dict[str, str] = field(default_factory=dict)  # gang -> why
     evicted: list[str] = field(default_factory=list)  # pods bound, then evicted in rollback
     eviction_causes: dict[str, str] = field(default_factory=dict)  # pod -> ClusterError.reason
@@ -71,6 +72,7 @@ def gang_statuses(state: ClusterState, gangs: Gangs, result: CycleResult) -> lis
     first_failed: dict[str, str] = {}
     for pod in sorted(result.failed_binds):
         first_failed.setdefault(gangs.gang(pod), pod)
+    deferred = {gangs.gang(pod): why for pod, why in sorted(result.deferred.items())}
     # Bound this cycle, per gang of a Koordinator GangGroup (a task of its snapshot gang).
     by_member: Counter[str | None] = Counter(
         gangs.task_of.get(pod)
@@ -91,6 +93,8 @@ def gang_statuses(state: ClusterState, gangs: Gangs, result: CycleResult) -> lis
             )
         if failed is not None:
             return "BindFailed", f"bind of {failed} failed ({result.failed_binds[failed]})"
+        if name in deferred:
+            return WAITING_FOR_VOLUMES, deferred[name]
         if name in result.rejected:
             return "InvalidDecision", result.rejected[name]
         if name in result.holding:

@@ -1,26 +1,29 @@
 """Claims whose volume is made where their pod goes (a StorageClass with
 ``volumeBindingMode: WaitForFirstConsumer`` and a provisioner: the default class of most
-clouds' clusters): each pod's bind writes its node on them first.
+clouds' clusters): a decision that places their pods writes the pods' nodes on them, and
+binds the gang once they are bound.
 
 kube-scheduler's VolumeBinding does so in its PreBind: it sets the claim's annotation
 ``volume.kubernetes.io/selected-node``; the provisioner then makes the volume where that
-node reaches it, the PV controller binds the claim, and the kubelet mounts it once bound.
+node reaches it, the PV controller binds the claim, and the pod is bound once it is.
 Without it such a claim stays unbound for good, and its pod pending.
 
 A gang's claims are written only where every pod of it can be bound now (each claim as
-the snapshot read it, each node still there), gang by gang, together; a write that fails (refused,
-unanswered past the retries, the claim changed since the cache read it) stops its gang:
-none of its pods is bound this cycle, and the claims written for it are taken back
-(preconditioned on the write's own version: a claim the provisioner has taken up since
-stays). Bound without its claim, a pod waited on its node for a volume no provisioner
-makes; its gang-mates, bound, were deleted again as the gang fell short; and a claim left
-naming a node holds its pod there (``volumes``). A write whose answer was lost may have
-landed: the claim then names the node, and the next snapshot holds its pod to it.
+the snapshot read it, each node still there), gang by gang, together. Written, none of
+the gang's pods is bound this cycle (``PROVISIONING``): its pods wait until their claims
+are bound (``volumes``), and the gang is then placed and bound whole where the volumes
+made allow. Bound at once, a pod whose volume its provisioner then could not make waited
+on its node for good, and its gang ran short of it; waiting, the provisioner that gives
+up takes the node back (removes the annotation), and the gang is placed afresh. The
+room the decision chose is not held while the volumes are made (kube-scheduler holds
+it): a node-local volume's pod may wait for room on its node.
 
-Unlike kube-scheduler, the bind does not wait for the claim to be bound. A provisioner
-that cannot make the volume on that node takes the node back (removes the annotation) and
-the pod stays bound, its volume never made, where kube-scheduler would place it again:
-an Event on the pod says so (``volumes.Claims.use``); delete it to have it placed afresh.
+A write that fails (refused, unanswered past the retries, the claim changed since the
+cache read it) stops its gang, and the claims written for it are taken back
+(preconditioned on the write's own version: a claim the provisioner has taken up since
+stays). A write whose answer was lost may have landed: the claim then names the node,
+and its pod waits for the volume made there. A pod bound before (by an older gangsat)
+whose claim's node was taken back is told so by an Event (``volumes.Claims.use``).
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ from adapter.kube.sending import CONNECT_TIMEOUT_S, Fence, retried
 from adapter.kube.volumes import SELECTED_NODE
 
 log = logging.getLogger(__name__)
+
+# Why a gang whose claims were just given their nodes is not bound this cycle.
+PROVISIONING = "WaitingForVolumes"
 
 
 def select_nodes(
@@ -73,6 +79,13 @@ def select_nodes(
             write = partial(_select, core, cache, fence, budget_s=budget_s, backoff_s=backoff_s)
             why = _written(members, selecting, node_of, written, write, pool)
         if why is None:
+            claims = sorted({c for pod, _ in members for c in selecting.get(pod, ())})
+            text = (
+                f"not bound until its gang's claims are provisioned ({', '.join(claims)} "
+                "given their pods' nodes): the pod waits as kube-scheduler's PreBind does"
+            )
+            for pod, _ in members:
+                refused[pod] = ClusterError(PROVISIONING, f"{pod}: {text}")
             continue
         failed, message = why
         log.warning("gang %s not bound: %s: %s", gang, failed, message)

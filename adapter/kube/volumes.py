@@ -22,10 +22,11 @@ makes the pod wait, with the reason, as kube-scheduler's ``VolumeBinding`` and
 A claim of a ``WaitForFirstConsumer`` class with a provisioner, unbound (the default
 class of most clouds' clusters: EKS's gp2/gp3, GKE's, AKS's), is made where its pod
 goes: the pod may go to the nodes the class's ``allowedTopologies`` allow (every node,
-without them), and once the claim names its node
-(``volume.kubernetes.io/selected-node``, which a bind writes:
-``adapter.kube.provisioning``) to that node only, as kube-scheduler's VolumeBinding
-reads it (the class named by the beta annotation first). Not modelled: an unbound
+without them; the class named by the beta annotation first). Once the claim names its
+node (``volume.kubernetes.io/selected-node``, which a decision writes before any bind of
+the gang: ``adapter.kube.provisioning``), the pod waits until the claim is bound, as
+kube-scheduler's VolumeBinding waits in its PreBind; then its volume says where it may
+go, as for any bound claim. Not modelled: an unbound
 pre-made volume of such a class that would match the claim (kube-scheduler binds it
 instead of provisioning one), and the class's capacity per node
 (``CSIStorageCapacity``).
@@ -256,12 +257,19 @@ class Claims:
                 f"waits for {what} to be bound: StorageClass {class_name!r} has no "
                 "provisioner, and gangsat does not bind claims to pre-made volumes"
             )
-        rules = []
         annotations = (claim.get("metadata") or {}).get("annotations") or {}
         if chosen := annotations.get(SELECTED_NODE):
-            only = _requirement(NODE_NAME_FIELD, "In", (str(chosen),))
-            term = NodeSelectorTerm(match_fields=(only,))
-            rules.append(NodeRule(reason=NO_VOLUME_TO_BIND, terms=(term,)))
+            # As kube-scheduler's PreBind waits for it: bound first, a pod whose volume
+            # its provisioner then could not make waited on its node for good (and its
+            # gang with it); once the claim is bound, its volume's own affinity says
+            # where the pod may go. A provisioner that gives up takes the node back,
+            # and the pod is placed afresh.
+            raise Waits(
+                f"waits for {what} to be provisioned: given node {chosen}, its "
+                f"provisioner {storage.get('provisioner')} is to make the volume and the "
+                "claim to be bound"
+            )
+        rules = []
         allowed = listed(storage.get("allowedTopologies"))
         terms = []
         for topology in mappings(allowed):

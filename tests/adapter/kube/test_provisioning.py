@@ -1,8 +1,9 @@
 """Claims whose StorageClass waits for the first consumer (``WaitForFirstConsumer``, the
 default class of most clouds' clusters): the pod goes where the class may make its
-volume, and its bind gives the claim the pod's node first
-(``volume.kubernetes.io/selected-node``), as kube-scheduler's VolumeBinding does. Before,
-such a claim stayed unbound under gangsat, and its pod pending for good."""
+volume, the decision gives the claim the pod's node
+(``volume.kubernetes.io/selected-node``), and the gang is bound once its claims are,
+as kube-scheduler's VolumeBinding does. Before, such a claim stayed unbound under
+gangsat, and its pod pending for good."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from solver.schedulers import schedule
 from tests.adapter.kube.manifests import apply, bound_pods, gang_pods, node, podgroup
 from tests.adapter.kube.test_convert import pod
 from tests.adapter.kube.test_kube_cluster import FAST, seen
-from tests.adapter.kube.test_volumes import NODES, ZONE, mounting, volume
+from tests.adapter.kube.test_volumes import NODES, ZONE, in_zones, mounting, volume
 
 PROVISIONER = "ebs.csi.aws.com"
 
@@ -79,19 +80,22 @@ def test_a_pod_goes_where_its_class_may_make_the_volume_and_its_bind_is_to_name_
     assert anywhere.state.pods[0].node_rules == ()
 
 
-def test_a_claim_that_names_its_node_holds_its_pod_to_it_and_is_not_named_again() -> None:
-    """Its provisioner is making the volume there (kube-scheduler's VolumeBinding
-    passes no other node)."""
+def test_a_claim_given_its_node_keeps_its_pod_waiting_until_it_is_bound() -> None:
+    """As kube-scheduler's PreBind waits for it: its provisioner is making the volume;
+    once the claim is bound, the volume made says where the pod goes."""
     objects = [*NODES, storage_class(), unbound("data", node="c1"), mounting(pod("p"), "data")]
     conversion = convert(objects)
-    assert conversion.selecting == {}
-    assert schedule(conversion.state, "cpsat").placements == {"team/p": "c1"}
-    full = {**NODES[2], "status": {"allocatable": {"cpu": "0", "pods": "110"}}}
-    why = schedule(convert([*NODES[:2], full, *objects[3:]]).state, "cpsat").explained()
-    assert (
-        "2 node(s) didn't find available persistent volumes to bind"
-        in (why.unschedulable["pod:team/p"])
-    )
+    assert conversion.state.pods == () and conversion.selecting == {}
+    (finding,) = conversion.findings
+    assert finding.reason == "FailedScheduling" and finding.name == "team/p"
+    assert "to be provisioned" in finding.message and "given node c1" in finding.message
+    # Made in zone c and bound: the pod goes where the volume is reached, named by no one.
+    made = unbound("data", node="c1")
+    made["spec"]["volumeName"] = "pv"
+    made["status"]["phase"] = "Bound"
+    done = convert([*NODES, storage_class(), made, volume(terms=[in_zones("c")]), objects[-1]])
+    assert done.findings == [] and done.selecting == {}
+    assert schedule(done.state, "cpsat").placements == {"team/p": "c1"}
 
 
 @pytest.mark.parametrize(
@@ -133,26 +137,68 @@ def _gang_with_claims(server: FakeApiServer, *claims: dict[str, Any]) -> None:
     )
 
 
-def test_on_an_api_server_each_claim_is_given_its_pods_node_before_the_bind(
+def _provision(server: FakeApiServer, name: str) -> str:
+    """What a provisioner and the PV controller do for a claim given a node: a volume
+    reached from that node's zone-less hostname only (a node-local volume), the claim
+    bound to it. Returns the node."""
+    claim = copy.deepcopy(_claim_of(server, name))
+    chosen = claim["metadata"]["annotations"][SELECTED_NODE]
+    host = {"key": "kubernetes.io/hostname", "operator": "In", "values": [chosen]}
+    pv = volume(f"pv-{name}", terms=[{"matchExpressions": [host]}])
+    server.put(pv)
+    claim["spec"]["volumeName"] = f"pv-{name}"
+    claim["status"] = {"phase": "Bound"}
+    server.put(claim)
+    return str(chosen)
+
+
+def test_on_an_api_server_claims_are_given_their_nodes_and_the_gang_bound_once_made(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    """First cycle: each claim given its pod's node, every write before any bind, and no
+    pod bound (bound at once, one whose volume was then never made waited on its node for
+    good, its gang short). Once the volumes are made, the gang is bound whole there."""
+    _gang_with_claims(server, unbound("d0", "default"), unbound("d1", "default"))
+    seen(cluster, server)
+    result = run_cycle(cluster, FAST)
+    assert bound_pods(server) == {} and result.failed_binds == {} and result.evicted == []
+    assert set(result.deferred) == {"default/g-0", "default/g-1"}
+    assert "provisioned" in result.deferred["default/g-0"]
+    assert {s.gang: s.reason for s in result.statuses}["default/g"] == "WaitingForVolumes"
+    chosen = {
+        i: _claim_of(server, f"d{i}")["metadata"]["annotations"][SELECTED_NODE] for i in range(2)
+    }
+    assert set(chosen.values()) == {"n1", "n2"}
+    # While the volumes are made: nothing is bound, nothing written again.
+    seen(cluster, server)
+    patches = len([r for r in server.requests if r.verb == "patch"])
+    run_cycle(cluster, FAST)
+    assert bound_pods(server) == {}
+    assert len([r for r in server.requests if r.verb == "patch"]) == patches
+    for i in range(2):
+        _provision(server, f"d{i}")
+    seen(cluster, server)
+    result = run_cycle(cluster, FAST)
+    assert bound_pods(server) == {f"default/g-{i}": chosen[i] for i in range(2)}
+
+
+def test_a_provisioner_that_gives_a_node_back_has_the_gang_placed_afresh(
     server: FakeApiServer, cluster: KubeCluster
 ) -> None:
     _gang_with_claims(server, unbound("d0", "default"), unbound("d1", "default"))
     seen(cluster, server)
+    run_cycle(cluster, FAST)
+    for i in range(2):  # it could not make the volume there: it takes the node back
+        claim = copy.deepcopy(_claim_of(server, f"d{i}"))
+        claim["metadata"]["annotations"] = {}
+        server.put(claim)
+    seen(cluster, server)
     result = run_cycle(cluster, FAST)
-    placed = bound_pods(server)
-    assert set(result.bound) == {"default/g-0", "default/g-1"} == set(placed)
-    for i in range(2):
-        annotations = _claim_of(server, f"d{i}")["metadata"]["annotations"]
-        assert annotations[SELECTED_NODE] == placed[f"default/g-{i}"]
-    # Every claim written before the first bind.
-    writes = [
-        i
-        for i, r in enumerate(server.requests)
-        if (r.verb, r.resource) == ("patch", "persistentvolumeclaims")
-        or (r.resource, r.subresource) == ("pods", "binding")
-    ]
-    kinds = [server.requests[i].resource for i in writes]
-    assert kinds == ["persistentvolumeclaims"] * 2 + ["pods"] * 2
+    assert set(result.deferred) == {"default/g-0", "default/g-1"}
+    assert all(
+        SELECTED_NODE in _claim_of(server, f"d{i}")["metadata"]["annotations"] for i in range(2)
+    )
+    assert bound_pods(server) == {}
 
 
 def test_a_claim_that_cannot_be_given_its_node_keeps_the_whole_gang_unbound(
@@ -206,13 +252,6 @@ def test_a_claims_class_named_by_the_beta_annotation_is_read_first() -> None:
     assert schedule(conversion.state, "cpsat").placements == {"team/p": "c1"}
 
 
-def test_a_claim_naming_its_node_is_held_to_its_class_topology_too() -> None:
-    """As kube-scheduler checks it: c1, the node named, is not in the class's zone b."""
-    objects = [*NODES, storage_class(zones=("b",)), unbound("data", node="c1")]
-    conversion = convert([*objects, mounting(pod("p"), "data")])
-    assert schedule(conversion.state, "cpsat").placements == {}
-
-
 def test_a_write_on_a_claim_changed_since_the_cache_read_it_is_refused_not_forced(
     server: FakeApiServer,
 ) -> None:
@@ -256,7 +295,7 @@ def test_a_gangs_claims_are_written_together_not_one_answer_after_another(
 
     server.hooks.append(slow_claim_writes)
     result = run_cycle(cluster, FAST)
-    assert set(result.bound) == {"default/g-0", "default/g-1"}
+    assert set(result.deferred) == {"default/g-0", "default/g-1"}
     assert most[0] == 2
 
 
