@@ -1,4 +1,5 @@
-"""Room held for preempting gangs while their victims terminate.
+"""Room held for preempting gangs while their victims terminate, and for gangs whose
+volumes are being made where a decision placed them.
 
 A decision that evicts running pods nominates the pending gang that takes their room
 (``Decision.nominated``). The victims take their termination grace period to go, so the
@@ -13,6 +14,12 @@ A hold is dropped (its gang pending again, decided afresh next cycle) when a hel
 no longer pending or its node is gone, or when its victims have not gone within
 ``timeout_s`` of the snapshot clock (a stuck finalizer, a PodDisruptionBudget); the
 nominations of its pods are then cleared (``cleared``).
+
+A gang whose bind was held back while its volumes are made where the decision placed it
+(``WAITING_FOR_VOLUMES``: claims of a ``WaitForFirstConsumer`` class, given their pods'
+nodes) is held the same way, with no victims: its pods are gated meanwhile, and it is
+bound once none is, as kube-scheduler keeps a pod assumed on its node while its PreBind
+waits for its claims; within ``timeout_s`` too.
 
 Holds live in the leader's memory, and the nominations in the API server: a new leader
 (or a restarted one) rebuilds them from the pending pods' ``nominatedNodeName`` once, at
@@ -213,6 +220,8 @@ class Holds:
             late = state.now_s - hold.since_s > self.timeout_s
             if why is None and late and not self.victims_gone(hold, pods):
                 why = f"victims still running after {self.timeout_s:g} s"
+            elif why is None and late and self.gated(hold, pods):
+                why = f"volumes still being made after {self.timeout_s:g} s"
             if why is not None:
                 dropped[gang] = why
                 self.drop(gang, why)
@@ -244,13 +253,35 @@ class Holds:
     def victims_gone(cls, hold: Hold, pods: Mapping[str, Pod]) -> bool:
         return not cls.victims_left(hold, pods)
 
+    @classmethod
+    def waits_for(cls, hold: Hold, pods: Mapping[str, Pod]) -> tuple[bool, str]:
+        """What a hold waits for: (whether its volumes, not its victims; in words)."""
+        if cls.victims_gone(hold, pods):
+            nodes = ", ".join(sorted(set(hold.pods.values())))
+            return True, f"its volumes being made on {nodes}, the room held"
+        left = cls.victims_left(hold, pods) or list(hold.victim_nodes)
+        # Where they run: its own nodes, or others where its queue's capability waits for
+        # victims elsewhere.
+        on = {hold.victim_nodes[p] for p in left} or set(hold.pods.values())
+        return False, (
+            f"preempting: waiting for {len(left)} evicted pod(s) to terminate on "
+            f"{', '.join(sorted(on))}"
+        )
+
+    @staticmethod
+    def gated(hold: Hold, pods: Mapping[str, Pod]) -> bool:
+        """Whether a held pod is gated: its volumes are still being made where the hold
+        nominates it (``kube.volumes``), and it is not to be bound yet."""
+        return any((pod := pods.get(name)) is not None and pod.gates for name in hold.pods)
+
     def split(self, pods: Mapping[str, Pod]) -> tuple[list[Hold], list[Hold]]:
-        """(holds whose victims are gone: bind them now, holds still waiting); ``pods``:
-        the snapshot's by name (``by_name``)."""
+        """(holds whose victims are gone and pods not gated: bind them now, holds still
+        waiting); ``pods``: the snapshot's by name (``by_name``)."""
         ready: list[Hold] = []
         waiting: list[Hold] = []
         for hold in self.held.values():
-            (ready if self.victims_gone(hold, pods) else waiting).append(hold)
+            go = self.victims_gone(hold, pods) and not self.gated(hold, pods)
+            (ready if go else waiting).append(hold)
         return ready, waiting
 
     def assumed(self, state: ClusterState, holds: list[Hold]) -> ClusterState:

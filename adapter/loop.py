@@ -128,6 +128,7 @@ def _bind(
     for pod, node in placements:
         if pod in failures and failures[pod].reason == WAITING_FOR_VOLUMES:
             result.deferred[pod] = failures[pod].message
+            result.provisioning.setdefault(gang_of[pod], failures[pod].message)
         elif pod in failures:
             result.failed_binds[pod] = str(failures[pod])
             result.failure_reasons[pod] = failures[pod].reason
@@ -240,6 +241,15 @@ def _bind(
         result.rolled_back[gang] += f"; {pods} pod(s) bound this cycle were evicted"
     for gang, pods in Counter(gangs.gang(p) for p in result.stranded).items():
         result.rolled_back[gang] += f"; {pods} pod(s) bound could not be evicted yet"
+
+
+def _deferred(result: CycleResult, gangs: Gangs, decision: Decision) -> dict[str, dict[str, str]]:
+    """Per gang whose binds wait for its volumes (``result.deferred``), its pods and the
+    nodes the decision placed them on."""
+    placed: dict[str, dict[str, str]] = defaultdict(dict)
+    for pod in result.deferred:
+        placed[gangs.gang(pod)][pod] = decision.placements[pod]
+    return placed
 
 
 def _holds_minimum(gangs: Gangs, gang: str, more: int, pods: Iterable[str]) -> bool:
@@ -425,12 +435,18 @@ def run_cycle(
             for kept, of_unknown_outcome in result.in_doubt.values():
                 stranded.await_doubts(kept, gangs, result.bound, of_unknown_outcome)
         if holds is not None:
+            since = {hold.gang: hold.since_s for hold in ready}
             for hold in ready:
                 # Refused, or a bind failed and the gang was rolled back: its nominations
                 # are stale (a new leader would hold the room again).
                 bound = all(pod in result.bound for pod in hold.pods)
                 why = "bound" if bound else "refused" if hold.gang in result.rejected else "short"
                 holds.drop(hold.gang, why, bound=bound)
+            # Gangs whose binds wait for their volumes keep the room chosen (a hold made
+            # again keeps its start: a provisioner that never makes them times it out).
+            for gang, placed in _deferred(result, gangs, decision).items():
+                hold = Hold(gang, placed, {}, since.get(gang, state.now_s))
+                holds.add(hold)
             # The evictions earlier holds wait on that failed, before this cycle's holds.
             evict_again(cluster, holds, holds.by_name(state), result, gangs, unsettled, state.now_s)
             if decision.evictions:
@@ -438,14 +454,8 @@ def run_cycle(
             # Holds made this cycle too read the snapshot's pods (``Holds.by_name``).
             pods = holds.by_name(state)
             for hold in holds.held.values():
-                left = holds.victims_left(hold, pods) or list(hold.victim_nodes)
-                # Where they run: its own nodes, or others where its queue's capability
-                # waits for victims elsewhere.
-                on = {hold.victim_nodes[p] for p in left} or set(hold.pods.values())
-                result.holding[hold.gang] = (
-                    f"preempting: waiting for {len(left)} evicted pod(s) "
-                    f"to terminate on {', '.join(sorted(on))}"
-                )
+                volumes, why = holds.waits_for(hold, pods)
+                (result.provisioning if volumes else result.holding)[hold.gang] = why
         result.bind_s = time.perf_counter() - bind_started
         result.decision = _explained(decision, gangs)
         # Deciding's own work, done after the binds: counted as deciding, not binding.

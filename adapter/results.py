@@ -38,6 +38,8 @@ class CycleResult:
     preempt_failed: dict[str, str] = field(default_factory=dict)  # pod -> eviction refusal
     preemption_rejected: str = ""  # the validator's finding, when no eviction was sent
     holding: dict[str, str] = field(default_factory=dict)  # gang -> what its hold waits for
+    # Gang -> why it waits for its volumes, its room held (``holds``; its binds deferred).
+    provisioning: dict[str, str] = field(default_factory=dict)
     released: dict[str, str] = field(default_factory=dict)  # gang -> why its hold was dropped
     violations: list[Violation] = field(default_factory=list)
     statuses: list[GangStatus] = field(default_factory=list)
@@ -54,6 +56,7 @@ class CycleResult:
         if self.decision is None:
             return []
         dropped = self.rolled_back.keys() | self.rejected.keys() | self.in_doubt.keys()
+        dropped |= self.provisioning.keys()  # bound once its volumes are made
         return [g for g in self.decision.admitted if g not in dropped]
 
 
@@ -72,7 +75,6 @@ def gang_statuses(state: ClusterState, gangs: Gangs, result: CycleResult) -> lis
     first_failed: dict[str, str] = {}
     for pod in sorted(result.failed_binds):
         first_failed.setdefault(gangs.gang(pod), pod)
-    deferred = {gangs.gang(pod): why for pod, why in sorted(result.deferred.items())}
     # Bound this cycle, per gang of a Koordinator GangGroup (a task of its snapshot gang).
     by_member: Counter[str | None] = Counter(
         gangs.task_of.get(pod)
@@ -93,8 +95,8 @@ def gang_statuses(state: ClusterState, gangs: Gangs, result: CycleResult) -> lis
             )
         if failed is not None:
             return "BindFailed", f"bind of {failed} failed ({result.failed_binds[failed]})"
-        if name in deferred:
-            return WAITING_FOR_VOLUMES, deferred[name]
+        if name in result.provisioning:
+            return WAITING_FOR_VOLUMES, result.provisioning[name]
         if name in result.rejected:
             return "InvalidDecision", result.rejected[name]
         if name in result.holding:

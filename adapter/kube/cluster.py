@@ -72,7 +72,7 @@ class KubeCluster:
         self.reporter = Reporter(api, self.cache, self.writer, recorder, resources=self.resources)
         self.findings: list[Finding] = []
         self.foreign_gangs: frozenset[str] = frozenset()
-        # Pending pods -> their claims a bind gives the pod's node to (``provisioning``).
+        # Pending pods -> their claims a placement gives the pod's node (``provisioning``).
         self.selecting: Mapping[str, tuple[str, ...]] = {}
         self.last_state: ClusterState | None = None
         # As the last cycle left the cluster (its snapshot with its binds): what its
@@ -228,7 +228,9 @@ class KubeCluster:
 
     def bind(self, placements: Sequence[tuple[str, str]]) -> dict[str, ClusterError]:
         """Each pod's claims that wait for their first consumer are given its node first
-        (``provisioning``); a pod whose claims could not be is not bound, nor is its gang."""
+        (``provisioning``), and its gang is not bound until they are bound (refused with
+        ``WAITING_FOR_VOLUMES``); a pod whose claims could not be given it is not bound,
+        nor is its gang."""
         with self.writer.holding():  # status and Events after the binds (``Writer``)
             refused: dict[str, ClusterError] = {}
             if self.selecting and any(pod in self.selecting for pod, _ in placements):

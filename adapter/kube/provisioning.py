@@ -10,13 +10,14 @@ Without it such a claim stays unbound for good, and its pod pending.
 
 A gang's claims are written only where every pod of it can be bound now (each claim as
 the snapshot read it, each node still there), gang by gang, together. Written, none of
-the gang's pods is bound this cycle (``PROVISIONING``): its pods wait until their claims
-are bound (``volumes``), and the gang is then placed and bound whole where the volumes
-made allow. Bound at once, a pod whose volume its provisioner then could not make waited
-on its node for good, and its gang ran short of it; waiting, the provisioner that gives
-up takes the node back (removes the annotation), and the gang is placed afresh. The
-room the decision chose is not held while the volumes are made (kube-scheduler holds
-it): a node-local volume's pod may wait for room on its node.
+the gang's pods is bound this cycle (``WAITING_FOR_VOLUMES``): they are gated until
+their claims are bound (``volumes``), their room held meanwhile (``adapter.holds``), and
+the gang is then bound whole there. Bound at once, a pod whose volume its provisioner
+then could not make waited on its node for good, and its gang ran short of it; waiting,
+the provisioner that gives up takes the node back (removes the annotation), and the
+claim is given the node again. A write answered 409 (changed since the cache read it)
+where the claim names the node already is this scheduler's own write of an earlier
+cycle that the watch has not shown yet: written.
 
 A write that fails (refused, unanswered past the retries, the claim changed since the
 cache read it) stops its gang, and the claims written for it are taken back
@@ -36,18 +37,16 @@ from functools import partial
 from typing import Any
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
-from adapter.cluster import ClusterError
+from adapter.cluster import WAITING_FOR_VOLUMES, ClusterError
 from adapter.kube.binder import RETRYABLE  # a claim's write is retried as a bind is
 from adapter.kube.cache import ClusterCache, split_key
-from adapter.kube.resources import CLAIMS, MERGE_PATCH, done, version_after
+from adapter.kube.resources import CLAIMS, MERGE_PATCH, done, read_json, version_after
 from adapter.kube.sending import CONNECT_TIMEOUT_S, Fence, retried
 from adapter.kube.volumes import SELECTED_NODE
 
 log = logging.getLogger(__name__)
-
-# Why a gang whose claims were just given their nodes is not bound this cycle.
-PROVISIONING = "WaitingForVolumes"
 
 
 def select_nodes(
@@ -85,7 +84,7 @@ def select_nodes(
                 "given their pods' nodes): the pod waits as kube-scheduler's PreBind does"
             )
             for pod, _ in members:
-                refused[pod] = ClusterError(PROVISIONING, f"{pod}: {text}")
+                refused[pod] = ClusterError(WAITING_FOR_VOLUMES, f"{pod}: {text}")
             continue
         failed, message = why
         log.warning("gang %s not bound: %s: %s", gang, failed, message)
@@ -182,13 +181,31 @@ def _select(
     version = [""]
 
     def send(timeout: tuple[float, float]) -> None:
-        version[0] = version_after(_patch(core, claim, body, timeout))
+        try:
+            version[0] = version_after(_patch(core, claim, body, timeout))
+        except ApiException as e:
+            # Changed since the cache read it: by this scheduler's own write of an
+            # earlier cycle, which the watch has not shown yet, where it names the node.
+            if e.status != 409 or _named(core, claim, timeout) != node:
+                raise
 
     # A 404 or a 409 (gone, or changed since) is no success here: ``gone`` is empty.
     error = retried(send, RETRYABLE, fence, backoff_s, budget_s, gone=frozenset())
     if error is None:
         log.info("PersistentVolumeClaim %s given node %s", claim, node)
     return version[0], error
+
+
+def _named(core: client.CoreV1Api, claim: str, timeout: tuple[float, float]) -> str | None:
+    """The node ``claim`` names now, as the server has it."""
+    namespace, name = split_key(claim)
+    current = read_json(
+        core.read_namespaced_persistent_volume_claim(
+            name, namespace, _preload_content=False, _request_timeout=timeout
+        )
+    )
+    annotations = (current.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(SELECTED_NODE)
 
 
 def _take_back(core: client.CoreV1Api, fence: Fence, claim: str, version: str) -> None:

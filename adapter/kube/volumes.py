@@ -24,9 +24,10 @@ class of most clouds' clusters: EKS's gp2/gp3, GKE's, AKS's), is made where its 
 goes: the pod may go to the nodes the class's ``allowedTopologies`` allow (every node,
 without them; the class named by the beta annotation first). Once the claim names its
 node (``volume.kubernetes.io/selected-node``, which a decision writes before any bind of
-the gang: ``adapter.kube.provisioning``), the pod waits until the claim is bound, as
-kube-scheduler's VolumeBinding waits in its PreBind; then its volume says where it may
-go, as for any bound claim. Not modelled: an unbound
+the gang: ``adapter.kube.provisioning``), the pod goes to that node only, and is gated
+(``Pod.gates``: not bound) until the claim is bound, as kube-scheduler's VolumeBinding
+waits in its PreBind; then its volume says where it may go, as for any bound claim. Not
+modelled: an unbound
 pre-made volume of such a class that would match the claim (kube-scheduler binds it
 instead of provisioning one), and the class's capacity per node
 (``CSIStorageCapacity``).
@@ -52,6 +53,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from adapter.cluster import WAITING_FOR_VOLUMES as PROVISIONING
 from adapter.kube.fields import BadObject, Obj, listed, mappings
 from adapter.kube.pods import node_selector_terms
 from adapter.kube.reading import Finding
@@ -102,7 +104,7 @@ class Claims:
         self.volumes: dict[str, Obj] = {}  # name -> PersistentVolume
         self.classes: dict[str, Obj] = {}  # name -> StorageClass
         self.users: dict[str, set[str]] = {}  # namespace/claim -> bound pods using it
-        # Pending pod -> its claims that its bind gives a node (``provisioning``).
+        # Pending pod -> its claims a decision placing it gives its node (``provisioning``).
         self.selecting: dict[str, tuple[str, ...]] = {}
         for o in objects:
             metadata = o.get("metadata")
@@ -188,22 +190,34 @@ class Claims:
         must be controlled by."""
         rules: list[NodeRule] = []
         selecting: list[str] = []
+        making: list[str] = []
         for name, ephemeral in names:
             try:
-                rules += self._rules(pod, name, ephemeral, uid, selecting)
+                rules += self._rules(pod, name, ephemeral, uid, selecting, making)
             except (KeyError, TypeError, AttributeError, ValueError, ValidationError) as e:
                 raise BadObject(f"PersistentVolumeClaim {name!r} or its volume: {e!r}") from e
         if selecting:
             self.selecting[pod.name] = tuple(selecting)
+        if making:
+            # Not bound before its volumes are (``PROVISIONING``), as a gate holds a pod;
+            # the room a decision chose for it is held meanwhile (``adapter.holds``).
+            gate = f"{PROVISIONING}: PersistentVolumeClaim {', '.join(making)}"
+            pod = pod.model_copy(update={"gates": (*pod.gates, gate)})
         return held_to(pod, rules)  # volumes of one zone ask the same: one rule
 
     def _rules(
-        self, pod: Pod, name: str, ephemeral: bool, uid: str | None, selecting: list[str]
+        self,
+        pod: Pod,
+        name: str,
+        ephemeral: bool,
+        uid: str | None,
+        selecting: list[str],
+        making: list[str],
     ) -> list[NodeRule]:
         """What the claim's volume asks of a node: its zone (VolumeZone) and its node
         affinity (VolumeBinding), each a rule of ORed terms; of a claim whose volume is
         made where its pod goes, where it can be made (its key into ``selecting`` where
-        the pod's bind is to name the node)."""
+        a decision placing the pod is to name the node)."""
         key = f"{pod.namespace}/{name}"
         claim = self.claims.get(key)
         what = f"PersistentVolumeClaim {name!r}"
@@ -221,6 +235,8 @@ class Claims:
         phase = (claim.get("status") or {}).get("phase")
         if not volume_name:
             rules = self._made_where_placed(claim, what)
+            if (metadata.get("annotations") or {}).get(SELECTED_NODE):
+                making.append(name)
             if not (metadata.get("annotations") or {}).get(SELECTED_NODE):
                 selecting.append(key)
             return rules
@@ -257,19 +273,14 @@ class Claims:
                 f"waits for {what} to be bound: StorageClass {class_name!r} has no "
                 "provisioner, and gangsat does not bind claims to pre-made volumes"
             )
+        rules = []
         annotations = (claim.get("metadata") or {}).get("annotations") or {}
         if chosen := annotations.get(SELECTED_NODE):
-            # As kube-scheduler's PreBind waits for it: bound first, a pod whose volume
-            # its provisioner then could not make waited on its node for good (and its
-            # gang with it); once the claim is bound, its volume's own affinity says
-            # where the pod may go. A provisioner that gives up takes the node back,
-            # and the pod is placed afresh.
-            raise Waits(
-                f"waits for {what} to be provisioned: given node {chosen}, its "
-                f"provisioner {storage.get('provisioner')} is to make the volume and the "
-                "claim to be bound"
-            )
-        rules = []
+            # Its provisioner is making the volume there: the pod goes there only, and
+            # not before the claim is bound (``placed``).
+            only = _requirement(NODE_NAME_FIELD, "In", (str(chosen),))
+            term = NodeSelectorTerm(match_fields=(only,))
+            rules.append(NodeRule(reason=NO_VOLUME_TO_BIND, terms=(term,)))
         allowed = listed(storage.get("allowedTopologies"))
         terms = []
         for topology in mappings(allowed):

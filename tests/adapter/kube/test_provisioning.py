@@ -11,11 +11,13 @@ import copy
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import pytest
 from kubernetes import client
 
+from adapter.holds import Holds
 from adapter.kube.cache import ClusterCache
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.convert import convert
@@ -27,9 +29,12 @@ from adapter.kube.volumes import SELECTED_NODE
 from adapter.loop import run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
 from solver.schedulers import schedule
-from tests.adapter.kube.manifests import apply, bound_pods, gang_pods, node, podgroup
+from tests.adapter.kube.manifests import apply, bound_pods, gang_pods, node, podgroup, wait_until
 from tests.adapter.kube.test_convert import pod
 from tests.adapter.kube.test_kube_cluster import FAST, seen
+from tests.adapter.kube.test_preemption import SETTINGS as PREEMPTING
+from tests.adapter.kube.test_preemption import _evictions as preemption_evictions
+from tests.adapter.kube.test_preemption import _objects as preemption_objects
 from tests.adapter.kube.test_volumes import NODES, ZONE, in_zones, mounting, volume
 
 PROVISIONER = "ebs.csi.aws.com"
@@ -68,7 +73,7 @@ def unbound(name: str, namespace: str = "team", sc: str = "gp3", node: str = "")
     }
 
 
-def test_a_pod_goes_where_its_class_may_make_the_volume_and_its_bind_is_to_name_the_node() -> None:
+def test_a_pod_goes_where_its_class_may_make_the_volume_and_its_claim_is_to_name_the_node() -> None:
     objects = [*NODES, storage_class(zones=("b",)), unbound("data"), mounting(pod("p"), "data")]
     conversion = convert(objects)
     assert conversion.findings == []
@@ -80,21 +85,21 @@ def test_a_pod_goes_where_its_class_may_make_the_volume_and_its_bind_is_to_name_
     assert anywhere.state.pods[0].node_rules == ()
 
 
-def test_a_claim_given_its_node_keeps_its_pod_waiting_until_it_is_bound() -> None:
-    """As kube-scheduler's PreBind waits for it: its provisioner is making the volume;
-    once the claim is bound, the volume made says where the pod goes."""
+def test_a_claim_given_its_node_gates_its_pod_there_until_it_is_bound() -> None:
+    """As kube-scheduler's PreBind waits for it: its provisioner is making the volume
+    on c1; once the claim is bound, the volume made says where the pod goes."""
     objects = [*NODES, storage_class(), unbound("data", node="c1"), mounting(pod("p"), "data")]
     conversion = convert(objects)
-    assert conversion.state.pods == () and conversion.selecting == {}
-    (finding,) = conversion.findings
-    assert finding.reason == "FailedScheduling" and finding.name == "team/p"
-    assert "to be provisioned" in finding.message and "given node c1" in finding.message
+    assert conversion.findings == [] and conversion.selecting == {}
+    (p,) = conversion.state.pods
+    assert p.gates and "PersistentVolumeClaim data" in p.gates[0]
+    assert schedule(conversion.state, "cpsat").placements == {}
     # Made in zone c and bound: the pod goes where the volume is reached, named by no one.
     made = unbound("data", node="c1")
     made["spec"]["volumeName"] = "pv"
     made["status"]["phase"] = "Bound"
     done = convert([*NODES, storage_class(), made, volume(terms=[in_zones("c")]), objects[-1]])
-    assert done.findings == [] and done.selecting == {}
+    assert done.findings == [] and done.selecting == {} and done.state.pods[0].gates == ()
     assert schedule(done.state, "cpsat").placements == {"team/p": "c1"}
 
 
@@ -152,53 +157,101 @@ def _provision(server: FakeApiServer, name: str) -> str:
     return str(chosen)
 
 
+def _settled(cluster: KubeCluster, server: FakeApiServer) -> None:
+    """``seen``, and the claims' watch caught up too."""
+    seen(cluster, server)
+
+    def version(claim: dict[str, Any] | None) -> Any:
+        return ((claim or {}).get("metadata") or {}).get("resourceVersion")
+
+    for claim in server.objects("", "persistentvolumeclaims"):
+        key = f"{claim['metadata']['namespace']}/{claim['metadata']['name']}"
+        wanted = version(claim)
+        wait_until(
+            partial(lambda k, v: version(cluster.cache.get(CLAIMS, k)) == v, key, wanted),
+            what=f"claim {key} seen",
+        )
+
+
 def test_on_an_api_server_claims_are_given_their_nodes_and_the_gang_bound_once_made(
     server: FakeApiServer, cluster: KubeCluster
 ) -> None:
     """First cycle: each claim given its pod's node, every write before any bind, and no
     pod bound (bound at once, one whose volume was then never made waited on its node for
-    good, its gang short). Once the volumes are made, the gang is bound whole there."""
+    good, its gang short). The room stays held for the gang while the volumes are made:
+    a gang arriving meanwhile does not take it. Once they are made, the gang is bound
+    whole there."""
     _gang_with_claims(server, unbound("d0", "default"), unbound("d1", "default"))
-    seen(cluster, server)
-    result = run_cycle(cluster, FAST)
+    _settled(cluster, server)
+    holds = Holds()
+    result = run_cycle(cluster, FAST, holds=holds)
     assert bound_pods(server) == {} and result.failed_binds == {} and result.evicted == []
     assert set(result.deferred) == {"default/g-0", "default/g-1"}
     assert "provisioned" in result.deferred["default/g-0"]
+    assert result.admitted() == []
     assert {s.gang: s.reason for s in result.statuses}["default/g"] == "WaitingForVolumes"
     chosen = {
         i: _claim_of(server, f"d{i}")["metadata"]["annotations"][SELECTED_NODE] for i in range(2)
     }
     assert set(chosen.values()) == {"n1", "n2"}
-    # While the volumes are made: nothing is bound, nothing written again.
-    seen(cluster, server)
-    patches = len([r for r in server.requests if r.verb == "patch"])
-    run_cycle(cluster, FAST)
-    assert bound_pods(server) == {}
-    assert len([r for r in server.requests if r.verb == "patch"]) == patches
+    # Writes, then nothing bound; the room nominated.
+    writes = [(r.verb, r.resource, r.subresource) for r in server.requests if r.verb != "get"]
+    assert ("patch", "persistentvolumeclaims", None) in writes
+    assert ("create", "pods", "binding") not in writes
+    # Meanwhile gang h, which fits only where g goes: nothing bound, nothing written again.
+    apply(server, [podgroup("h", 2), *gang_pods("h", 2, cpu="3")])
+    _settled(cluster, server)
+    patches = len([r for r in server.requests if r.resource == "persistentvolumeclaims"])
+    result = run_cycle(cluster, FAST, holds=holds)
+    assert bound_pods(server) == {} and result.bound == {}
+    assert len([r for r in server.requests if r.resource == "persistentvolumeclaims"]) == patches
+    reasons = {s.gang: s.reason for s in result.statuses}
+    assert reasons["default/g"] == "WaitingForVolumes"
+    assert "volumes being made" in {s.gang: s.message for s in result.statuses}["default/g"]
     for i in range(2):
         _provision(server, f"d{i}")
-    seen(cluster, server)
-    result = run_cycle(cluster, FAST)
+    _settled(cluster, server)
+    run_cycle(cluster, FAST, holds=holds)
     assert bound_pods(server) == {f"default/g-{i}": chosen[i] for i in range(2)}
 
 
-def test_a_provisioner_that_gives_a_node_back_has_the_gang_placed_afresh(
+def test_a_provisioner_that_gives_a_node_back_has_the_claim_named_again(
     server: FakeApiServer, cluster: KubeCluster
 ) -> None:
     _gang_with_claims(server, unbound("d0", "default"), unbound("d1", "default"))
-    seen(cluster, server)
-    run_cycle(cluster, FAST)
+    _settled(cluster, server)
+    holds = Holds()
+    run_cycle(cluster, FAST, holds=holds)
     for i in range(2):  # it could not make the volume there: it takes the node back
         claim = copy.deepcopy(_claim_of(server, f"d{i}"))
         claim["metadata"]["annotations"] = {}
         server.put(claim)
-    seen(cluster, server)
-    result = run_cycle(cluster, FAST)
+    _settled(cluster, server)
+    result = run_cycle(cluster, FAST, holds=holds)
     assert set(result.deferred) == {"default/g-0", "default/g-1"}
     assert all(
         SELECTED_NODE in _claim_of(server, f"d{i}")["metadata"]["annotations"] for i in range(2)
     )
-    assert bound_pods(server) == {}
+    assert bound_pods(server) == {} and "default/g" in holds.held
+
+
+def test_a_watch_that_has_not_shown_this_scheduler_s_own_write_is_no_failure(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    """The next cycle reads the claims as they were before the write: written again, the
+    server answers 409 (changed since), and the claim already names the node: still a
+    wait for the volumes, not a failed bind."""
+    _gang_with_claims(server, unbound("d0", "default"), unbound("d1", "default"))
+    _settled(cluster, server)
+    before = {i: copy.deepcopy(cluster.cache.get(CLAIMS, f"default/d{i}")) for i in range(2)}
+    holds = Holds()
+    run_cycle(cluster, FAST, holds=holds)
+    _settled(cluster, server)
+    for i in range(2):  # as a lagging watch would still show them
+        cluster.cache.apply(CLAIMS, "MODIFIED", before[i] or {})
+    result = run_cycle(cluster, FAST, holds=holds)
+    assert result.failed_binds == {} and result.rolled_back == {}
+    assert set(result.deferred) == {"default/g-0", "default/g-1"}
 
 
 def test_a_claim_that_cannot_be_given_its_node_keeps_the_whole_gang_unbound(
@@ -342,3 +395,37 @@ def test_a_malformed_class_does_not_stop_the_snapshot_of_its_bound_pods() -> Non
     assert finding.reason == "VolumeNotProvisioned"
     pending = convert([*NODES, broken, unbound("data"), mounting(pod("q"), "data")])
     assert pending.state.pods == () and pending.findings[0].reason == "InvalidSpec"
+
+
+def test_a_preemptor_keeps_the_room_it_evicted_for_while_its_volumes_are_made(
+    server: FakeApiServer,
+) -> None:
+    """Its victims gone, its claims are given their nodes and its binds wait: the hold
+    stays (dropped, the room went to a gang arriving meanwhile, and the preemptor, once
+    its node-local volumes were made, evicted that one too)."""
+    objects = preemption_objects()
+    for o in objects:
+        if o.get("kind") == "Pod" and o["metadata"]["name"].startswith("high-"):
+            claim = f"hd{o['metadata']['name'][-1]}"
+            o["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}]
+    apply(server, [storage_class(), unbound("hd0", "default"), unbound("hd1", "default"), *objects])
+    cluster = KubeCluster(server.client()).start(10)
+    holds = Holds()
+    try:
+        first = run_cycle(cluster, PREEMPTING, None, holds)
+        assert sorted(first.preempted) == ["default/low-0", "default/low-1"]
+        wait_until(lambda: not cluster.snapshot().bound_pods(), what="victims gone")
+        second = run_cycle(cluster, PREEMPTING, None, holds)
+        assert set(second.deferred) == {"default/high-0", "default/high-1"}
+        assert list(holds.held) == ["default/high"]
+        apply(server, [podgroup("other", 2), *gang_pods("other", 2)])
+        _settled(cluster, server)
+        assert run_cycle(cluster, PREEMPTING, None, holds).bound == {}
+        for i in range(2):
+            _provision(server, f"hd{i}")
+        _settled(cluster, server)
+        last = run_cycle(cluster, PREEMPTING, None, holds)
+        assert set(last.bound) == {"default/high-0", "default/high-1"}
+        assert sorted(preemption_evictions(server)) == ["default/low-0", "default/low-1"]
+    finally:
+        cluster.stop()
