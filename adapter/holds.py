@@ -64,6 +64,9 @@ class Hold:
     # the gang runs below minMember whatever comes next, so they are evicted again while
     # the hold waits (pod -> why), as ``evicting.evict_again`` does.
     resend: dict[str, str] = field(default_factory=dict)
+    # Held while its volumes are made where it was placed (its binds deferred), not for
+    # victims.
+    volumes: bool = False
 
 
 @dataclass
@@ -256,7 +259,7 @@ class Holds:
     @classmethod
     def waits_for(cls, hold: Hold, pods: Mapping[str, Pod]) -> tuple[bool, str]:
         """What a hold waits for: (whether its volumes, not its victims; in words)."""
-        if cls.victims_gone(hold, pods):
+        if hold.volumes or (cls.victims_gone(hold, pods) and cls.gated(hold, pods)):
             nodes = ", ".join(sorted(set(hold.pods.values())))
             return True, f"its volumes being made on {nodes}, the room held"
         left = cls.victims_left(hold, pods) or list(hold.victim_nodes)

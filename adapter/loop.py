@@ -166,6 +166,9 @@ def _bind(
     tried_on = dict(placements)  # pod -> the node its last bind went to
     again = [p for f in short().values() for p in f if failures[p].retry_elsewhere]
     if again:
+        if result.deferred:  # nor that of gangs whose binds wait for their volumes
+            room = {pod: tried_on[pod] for pod in result.deferred}
+            held = partial(_and_bound, held, room)
         repaired, refused, went_to = place_again(cluster, again, config, held)
         tried_on.update(went_to)
         for pod, node in repaired.items():
@@ -241,6 +244,13 @@ def _bind(
         result.rolled_back[gang] += f"; {pods} pod(s) bound this cycle were evicted"
     for gang, pods in Counter(gangs.gang(p) for p in result.stranded).items():
         result.rolled_back[gang] += f"; {pods} pod(s) bound could not be evicted yet"
+
+
+def _and_bound(
+    held: Callable[[ClusterState], ClusterState] | None, room: Mapping[str, str], s: ClusterState
+) -> ClusterState:
+    """``s`` with ``held``'s room taken, and ``room`` (pod -> node) bound."""
+    return (held(s) if held is not None else s).with_bindings(room)
 
 
 def _deferred(result: CycleResult, gangs: Gangs, decision: Decision) -> dict[str, dict[str, str]]:
@@ -424,6 +434,7 @@ def run_cycle(
                 nominated += [pod for hold in holds.held.values() for pod in hold.pods]
                 completing |= holds.held.keys()
             completing |= {g for p in nominated for g in (gangs.gang(p), gangs.own_gang(p))}
+            completing |= result.provisioning.keys()  # held below
             # Kept this cycle for binds of unknown outcome: their stranded pods wait too.
             completing |= {
                 gangs.own_gang(pod)
@@ -435,7 +446,7 @@ def run_cycle(
             for kept, of_unknown_outcome in result.in_doubt.values():
                 stranded.await_doubts(kept, gangs, result.bound, of_unknown_outcome)
         if holds is not None:
-            since = {hold.gang: hold.since_s for hold in ready}
+            since = {hold.gang: hold.since_s for hold in ready if hold.volumes}
             for hold in ready:
                 # Refused, or a bind failed and the gang was rolled back: its nominations
                 # are stale (a new leader would hold the room again).
@@ -445,8 +456,11 @@ def run_cycle(
             # Gangs whose binds wait for their volumes keep the room chosen (a hold made
             # again keeps its start: a provisioner that never makes them times it out).
             for gang, placed in _deferred(result, gangs, decision).items():
-                hold = Hold(gang, placed, {}, since.get(gang, state.now_s))
-                holds.add(hold)
+                start = since.get(gang, state.now_s)
+                if state.now_s - start > holds.timeout_s:  # given back each time, say
+                    result.released[gang] = f"volumes not made after {holds.timeout_s:g} s"
+                    continue
+                holds.add(Hold(gang, placed, {}, start, volumes=True))
             # The evictions earlier holds wait on that failed, before this cycle's holds.
             evict_again(cluster, holds, holds.by_name(state), result, gangs, unsettled, state.now_s)
             if decision.evictions:

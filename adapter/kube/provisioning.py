@@ -78,12 +78,15 @@ def select_nodes(
             write = partial(_select, core, cache, fence, budget_s=budget_s, backoff_s=backoff_s)
             why = _written(members, selecting, node_of, written, write, pool)
         if why is None:
-            claims = sorted({c for pod, _ in members for c in selecting.get(pod, ())})
-            text = (
-                f"not bound until its gang's claims are provisioned ({', '.join(claims)} "
-                "given their pods' nodes): the pod waits as kube-scheduler's PreBind does"
-            )
-            for pod, _ in members:
+            for pod, node in members:
+                # Its own claims only: a gang's in each pod's message grew as its square.
+                own = ", ".join(selecting.get(pod, ()))
+                text = (
+                    f"not bound until its PersistentVolumeClaim(s) {own}, given node {node}, "
+                    "are provisioned"
+                    if own
+                    else "not bound until its gang-mates' PersistentVolumeClaims are provisioned"
+                )
                 refused[pod] = ClusterError(WAITING_FOR_VOLUMES, f"{pod}: {text}")
             continue
         failed, message = why

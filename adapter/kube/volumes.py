@@ -201,7 +201,8 @@ class Claims:
         if making:
             # Not bound before its volumes are (``PROVISIONING``), as a gate holds a pod;
             # the room a decision chose for it is held meanwhile (``adapter.holds``).
-            gate = f"{PROVISIONING}: PersistentVolumeClaim {', '.join(making)}"
+            made = ", ".join(making)
+            gate = f"{PROVISIONING}: PersistentVolumeClaim {made} being made on its node"
             pod = pod.model_copy(update={"gates": (*pod.gates, gate)})
         return held_to(pod, rules)  # volumes of one zone ask the same: one rule
 

@@ -31,7 +31,7 @@ from benchmarks.fake_apiserver import FakeApiServer
 from solver.schedulers import schedule
 from tests.adapter.kube.manifests import apply, bound_pods, gang_pods, node, podgroup, wait_until
 from tests.adapter.kube.test_convert import pod
-from tests.adapter.kube.test_kube_cluster import FAST, seen
+from tests.adapter.kube.test_kube_cluster import FAST, after_first_snapshot, seen
 from tests.adapter.kube.test_preemption import SETTINGS as PREEMPTING
 from tests.adapter.kube.test_preemption import _evictions as preemption_evictions
 from tests.adapter.kube.test_preemption import _objects as preemption_objects
@@ -429,3 +429,49 @@ def test_a_preemptor_keeps_the_room_it_evicted_for_while_its_volumes_are_made(
         assert sorted(preemption_evictions(server)) == ["default/low-0", "default/low-1"]
     finally:
         cluster.stop()
+
+
+def test_a_hold_whose_node_the_provisioner_keeps_giving_back_ends_on_time(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    """Given back before each snapshot, the pods are never seen gated: the hold, made
+    again each cycle, keeps its start and ends past its timeout."""
+    _gang_with_claims(server, unbound("d0", "default"), unbound("d1", "default"))
+    _settled(cluster, server)
+    holds = Holds(timeout_s=0.0)  # every hold late at its next cycle
+    assert set(run_cycle(cluster, FAST, holds=holds).deferred) == {"default/g-0", "default/g-1"}
+    for i in range(2):
+        claim = copy.deepcopy(_claim_of(server, f"d{i}"))
+        claim["metadata"]["annotations"] = {}
+        server.put(claim)
+    _settled(cluster, server)
+    result = run_cycle(cluster, FAST, holds=holds)
+    assert "default/g" in result.released and "default/g" not in holds.held
+
+
+def test_a_second_chance_does_not_take_the_room_of_a_gang_whose_volumes_are_being_made(
+    server: FakeApiServer,
+) -> None:
+    """g (a claim, pinned to n1) waits for its volume on n1; k, placed on n2, finds n2
+    gone at its bind: its second chance may not take g's room on n1."""
+    (g0,) = gang_pods("g", 1, cpu="3")
+    g0["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "d0"}}]
+    g0["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "n1"}
+    (k0,) = gang_pods("k", 1, cpu="3")
+    nodes = [node("n1", "4"), node("n2", "4")]
+    apply(server, [*nodes, storage_class(), unbound("d0", "default"), podgroup("g", 1)])
+    apply(server, [podgroup("k", 1), g0, k0])
+
+    def n2_gone(c: KubeCluster) -> None:
+        server.delete("", "nodes", None, "n2")
+        wait_until(lambda: not c.cache.node_exists("n2"), what="n2 gone")
+
+    kube = after_first_snapshot(n2_gone)(server.client(), writes_per_s=1000.0).start(10)
+    try:
+        seen(kube, server)
+        first = run_cycle(kube, FAST, holds=Holds())
+        assert first.decision is not None and first.decision.placements["default/k-0"] == "n2"
+        assert set(first.deferred) == {"default/g-0"} and first.repaired == {}
+        assert "default/k-0" not in bound_pods(server)
+    finally:
+        kube.stop()
