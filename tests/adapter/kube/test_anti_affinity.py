@@ -22,7 +22,7 @@ from solver.validate import check
 from tests.adapter.kube.manifests import apply, bindings, gang_pods
 from tests.adapter.kube.manifests import node as kube_node
 from tests.adapter.kube.manifests import podgroup as kube_podgroup
-from tests.adapter.kube.test_convert import node, pod
+from tests.adapter.kube.test_convert import _job, node, pod
 from tests.adapter.kube.test_kube_cluster import FAST, seen
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -128,23 +128,17 @@ def test_a_term_against_bound_pods_only_holds_on_any_topology_key() -> None:
     assert "2 node(s) didn't match pod anti-affinity rules" in why, why
 
 
+def anti_job(parallelism: int, **selected: str) -> dict[str, Any]:
+    """Job ``team/j``, its pods labelled job=g, each keeping apart from those ``selected``."""
+    job = _job({"parallelism": parallelism}, {})
+    template = job["spec"]["template"]
+    template["metadata"] = {"labels": {"job": "g"}}
+    template["spec"]["affinity"] = {"podAntiAffinity": {REQUIRED: [term(**selected)]}}
+    return job
+
+
 def test_a_job_s_pods_from_its_template_are_kept_apart() -> None:
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": "j", "namespace": "team"},
-        "spec": {
-            "parallelism": 3,
-            "template": {
-                "metadata": {"labels": {"job": "g"}},
-                "spec": {
-                    "schedulerName": "gangsat",
-                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
-                    "affinity": {"podAntiAffinity": {REQUIRED: [term()]}},
-                },
-            },
-        },
-    }
+    job = anti_job(3)
     state = convert([*nodes(4), job]).state
     assert len(state.pods) == 3 and all(p.apart for p in state.pods)
     where = placed(state)
@@ -221,25 +215,8 @@ def test_a_bound_pod_gangsat_cannot_read_still_keeps_pods_out_of_its_zone() -> N
 
 
 def test_a_job_s_term_on_its_controller_uid_keeps_its_pods_apart() -> None:
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": "j", "namespace": "team", "uid": "u-1"},
-        "spec": {
-            "parallelism": 2,
-            "template": {
-                "spec": {
-                    "schedulerName": "gangsat",
-                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
-                    "affinity": {
-                        "podAntiAffinity": {
-                            REQUIRED: [term(**{"batch.kubernetes.io/controller-uid": "u-1"})]
-                        }
-                    },
-                },
-            },
-        },
-    }
+    job = anti_job(2, **{"batch.kubernetes.io/controller-uid": "u-1"})
+    job["metadata"]["uid"] = "u-1"
     state = convert([*nodes(3), job]).state
     assert all(p.apart for p in state.pods)
     where = placed(state)
