@@ -848,6 +848,7 @@ def test_cluster_role_is_what_the_adapter_uses() -> None:
         ("scheduling.k8s.io", "priorityclasses", "watch"),
         ("policy", "poddisruptionbudgets", "list"),
         ("policy", "poddisruptionbudgets", "watch"),
+        ("", "persistentvolumeclaims", "get"),
         ("", "persistentvolumeclaims", "list"),
         ("", "persistentvolumeclaims", "watch"),
         ("", "persistentvolumeclaims", "patch"),
