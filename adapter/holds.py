@@ -282,8 +282,13 @@ class Holds:
         waiting); ``pods``: the snapshot's by name (``by_name``)."""
         ready: list[Hold] = []
         waiting: list[Hold] = []
+        # Gangs with a pending pod gated, held or not: a new leader's hold recovers only
+        # the nominated pods, and bound without a gang-mate still gated (made again since,
+        # say), the gang was short (refused by the validator, its room released).
+        gated = {p.gang_name() for p in pods.values() if p.gates and p.node_name is None}
         for hold in self.held.values():
             go = self.victims_gone(hold, pods) and not self.gated(hold, pods)
+            go = go and hold.gang not in gated
             (ready if go else waiting).append(hold)
         return ready, waiting
 

@@ -9,16 +9,16 @@ selects it runs.
   off those pods' domains the same way, whatever the topology key.
 - Against the pending pods they select (a gang's workers asking one node each, the common
   case): where the topology key makes each node a domain of its own (every node with the
-  label has a value no other node has, as ``kubernetes.io/hostname``) and the pod is
-  selected by its own term, the pod and the pending pods the term selects are kept apart
-  (``Pod.apart``: at most one of them per node, ``solver.apart``). Those of them that do
-  not carry the term are then kept apart from each other too, which kube-scheduler would
-  allow: never a placement it refuses, at worst a wait it would not make. A node without
-  the label is in no domain, where kube-scheduler lets such pods share it; kept apart
-  there too, for the same reason.
-- Any other term that selects pending pods (one over a zone, one that does not select
-  its own pod) is not checked: its pod is not scheduled, with an ``InvalidSpec`` finding
-  that says why, and its gang waits.
+  label has a value no other node has, as ``kubernetes.io/hostname``), the pod and the
+  pending pods the term selects are kept apart (``Pod.apart``: at most one of them per
+  node, ``solver.apart``). Those of them that do not carry the term are then kept apart
+  from each other too, and so are the pods of one term that does not select its own,
+  which kube-scheduler would allow: never a placement it refuses, at worst a wait it
+  would not make. A node without the label is in no domain, where kube-scheduler lets
+  such pods share it; kept apart there too, for the same reason.
+- A term over a zone (domains of several nodes) that selects pending pods is not
+  checked: its pod is not scheduled, with an ``InvalidSpec`` finding that says why, and
+  its gang waits.
 
 A term with a ``namespaceSelector`` is read as selecting every namespace (gangsat does
 not read Namespace objects): never fewer pods than kube-scheduler selects.
@@ -231,7 +231,7 @@ def keep_apart(
     if carriers:
         running = _Selected(bound.bound)
         one_node = _one_node_domains(nodes)
-        kept: dict[Term, list[str]] = {}  # terms that keep the pods they select apart
+        kept: dict[Term, set[str]] = {}  # terms that keep the pods they select apart
         for name, terms in carriers.items():
             for term in terms:
                 for node_name in running(term):
@@ -239,14 +239,16 @@ def keep_apart(
                 selected = in_cycle(term)
                 if not selected or selected == [name]:
                     continue
-                if name in selected and one_node(term.key):
-                    kept[term] = selected
+                if one_node(term.key):
+                    # With what it selects, itself too where it does not select itself
+                    # (then pods of that term are kept apart from each other as well).
+                    kept.setdefault(term, {*selected}).add(name)
                 else:
                     other = next(p for p in selected if p != name)
-                    refused.setdefault(name, _why_not(term, name in selected, other))
-        for term, selected in kept.items():
+                    refused.setdefault(name, _why_not(term, other))
+        for term, together in kept.items():
             group = term.group()
-            for p in selected:
+            for p in together:
                 apart[p].add(group)
     for name, why in refused.items():
         findings.append(Finding(kind="Pod", name=name, message=why, gang=pods.pop(name).gang))
@@ -259,14 +261,10 @@ def keep_apart(
             pods[name] = kept_off(pod, _not_in(mine.get(name, {})), APART_CONFLICT)
 
 
-def _why_not(term: Term, selects_itself: bool, other: str) -> str:
-    where = (
-        f"on topologyKey {term.key}, whose domains span several nodes"
-        if selects_itself
-        else "that does not select the pod itself"
-    )
+def _why_not(term: Term, other: str) -> str:
     return (
-        f"asks for required podAntiAffinity against pending pods ({other}) {where}, {NOT_SCHEDULED}"
+        f"asks for required podAntiAffinity against pending pods ({other}) on topologyKey "
+        f"{term.key}, whose domains span several nodes, {NOT_SCHEDULED}"
     )
 
 

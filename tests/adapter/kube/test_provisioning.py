@@ -475,3 +475,64 @@ def test_a_second_chance_does_not_take_the_room_of_a_gang_whose_volumes_are_bein
         assert "default/k-0" not in bound_pods(server)
     finally:
         kube.stop()
+
+
+def test_a_new_leader_binds_a_recovered_gang_only_with_every_mate_s_volume_made(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    """g-1 was made again (no nomination) before a leader change: the new leader holds
+    g-0 alone, and bound once g-0's volume was made, the gang was short (refused by the
+    validator as a solver's bug, its room released to another gang)."""
+    _gang_with_claims(server, unbound("d0", "default"), unbound("d1", "default"))
+    _settled(cluster, server)
+    run_cycle(cluster, FAST, holds=Holds())
+    assert cluster.writer.flush()
+    g1 = server.get("", "pods", "default", "g-1") or {}
+    server.delete("", "pods", "default", "g-1")
+    kept = ("name", "namespace", "labels", "annotations")
+    meta = {k: v for k, v in g1["metadata"].items() if k in kept}
+    server.put({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": g1["spec"]})
+    leader = KubeCluster(server.client(), writes_per_s=1000.0).start(10)
+    try:
+        holds = Holds()
+        _provision(server, "d0")
+        _settled(leader, server)
+        first = run_cycle(leader, FAST, holds=holds)
+        assert first.bound == {} and first.rejected == {} and "default/g" in holds.held
+        _provision(server, "d1")
+        _settled(leader, server)
+        run_cycle(leader, FAST, holds=holds)
+        assert set(bound_pods(server)) == {"default/g-0", "default/g-1"}
+    finally:
+        leader.stop()
+
+
+def test_a_held_pod_whose_term_selects_a_newcomer_keeps_its_hold_and_node(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    """a-0 waits for its volume on n1 and keeps pods labelled app=b off its node; b-0
+    (app=b) may only go to n1. Refused as unmodelled, a-0 lost its hold and b-0 took n1."""
+    (a0,) = gang_pods("a", 1, cpu="1")
+    a0["metadata"]["labels"] = {"app": "a"}
+    a0["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "d0"}}]
+    a0["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "n1"}
+    term = {"labelSelector": {"matchLabels": {"app": "b"}}, "topologyKey": "kubernetes.io/hostname"}
+    a0["spec"]["affinity"] = {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    }
+    objects = [node("n1", "4"), node("n2", "4"), storage_class(), unbound("d0", "default")]
+    apply(server, [*objects, podgroup("a", 1), a0])
+    _settled(cluster, server)
+    holds = Holds()
+    run_cycle(cluster, FAST, holds=holds)
+    (b0,) = gang_pods("b", 1, cpu="1")
+    b0["metadata"]["labels"] = {"app": "b"}
+    b0["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "n1"}
+    apply(server, [podgroup("b", 1), b0])
+    _settled(cluster, server)
+    result = run_cycle(cluster, FAST, holds=holds)
+    assert result.bound == {} and result.released == {} and "default/a" in holds.held
+    _provision(server, "d0")
+    _settled(cluster, server)
+    run_cycle(cluster, FAST, holds=holds)
+    assert bound_pods(server) == {"default/a-0": "n1"}

@@ -107,6 +107,8 @@ def exercise(server: FakeApiServer) -> None:
     objects += [podgroup("mounting", 1), mounting]
     apply(server, objects)
     server.fail("POST", r"/pods/flaky-1/binding$", 409)  # -> get, then delete flaky-0
+    # A claim's node write refused as a conflict: read, whether it names the node already.
+    server.fail("PATCH", r"/persistentvolumeclaims/scratch$", 409)
 
     # The rate as high as the Events: the second cycle's refreshes are not held for news.
     recorder = EventRecorder(refresh_s=0.0, rate_per_s=1000.0, burst=1000)
