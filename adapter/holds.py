@@ -202,6 +202,7 @@ class Holds:
         nodes = {n.name: n for n in state.nodes}
         closed = _closed_queues(state)
         queue_of = {g.name: g.queue for g in state.gangs}
+        gated = _gated_gangs(pods)
         dropped: dict[str, str] = {}
         for gang, hold in list(self.held.items()):
             why = None
@@ -223,7 +224,7 @@ class Holds:
             late = state.now_s - hold.since_s > self.timeout_s
             if why is None and late and not self.victims_gone(hold, pods):
                 why = f"victims still running after {self.timeout_s:g} s"
-            elif why is None and late and self.gated(hold, pods):
+            elif why is None and late and (self.gated(hold, pods) or gang in gated):
                 why = f"volumes still being made after {self.timeout_s:g} s"
             if why is not None:
                 dropped[gang] = why
@@ -282,10 +283,10 @@ class Holds:
         waiting); ``pods``: the snapshot's by name (``by_name``)."""
         ready: list[Hold] = []
         waiting: list[Hold] = []
-        # Gangs with a pending pod gated, held or not: a new leader's hold recovers only
-        # the nominated pods, and bound without a gang-mate still gated (made again since,
-        # say), the gang was short (refused by the validator, its room released).
-        gated = {p.gang_name() for p in pods.values() if p.gates and p.node_name is None}
+        # A gang-mate gated, held or not: a new leader's hold recovers only the nominated
+        # pods, and bound without a mate still gated (made again since, say), the gang
+        # was short (refused by the validator, its room released).
+        gated = _gated_gangs(pods)
         for hold in self.held.values():
             go = self.victims_gone(hold, pods) and not self.gated(hold, pods)
             go = go and hold.gang not in gated
@@ -304,6 +305,11 @@ class Holds:
             for g in state.gangs
         )
         return bound.model_copy(update={"gangs": gangs})
+
+
+def _gated_gangs(pods: Mapping[str, Pod]) -> set[str]:
+    """The gangs with a pending pod gated (its volumes being made, or a scheduling gate)."""
+    return {p.gang_name() for p in pods.values() if p.gates and p.node_name is None}
 
 
 def _closed_queues(state: ClusterState) -> dict[str, str]:

@@ -712,3 +712,21 @@ def test_a_preemptor_that_needs_its_queues_capability_waits_for_those_victims_to
     cluster.grace_passes()
     done = run_cycle(cluster, PREEMPTING, None, holds)
     assert set(done.bound) == {"hi-0", "hi-1"} and not done.violations
+
+
+def test_a_hold_waits_while_a_gang_mate_is_gated_and_ends_at_its_timeout() -> None:
+    """Its victims gone, a held pod's gang-mate (not nominated: made again since, say) is
+    gated: bound without it, the gang was short; so the hold waits, and ends past its
+    timeout."""
+    held = pod("g-0").req(cpu=1).gang("g").build()
+    mate = pod("g-1").req(cpu=1).gang("g").build().model_copy(update={"gates": ("x/y",)})
+    snapshot = state(
+        nodes=[node("n0").cap(cpu=4, pods=110)], pods=[held, mate], gangs=[gang("g", 2)]
+    )
+    holds = Holds(timeout_s=60)
+    holds.add(Hold("g", {"g-0": "n0"}, {}, 0.0, volumes=True))
+    pods = holds.by_name(snapshot)
+    assert holds.split(pods) == ([], [holds.held["g"]])
+    assert holds.refresh(snapshot.model_copy(update={"now_s": 30.0}), pods) == {}
+    late = holds.refresh(snapshot.model_copy(update={"now_s": 61.0}), pods)
+    assert "volumes still being made" in late["g"] and not holds.held

@@ -26,7 +26,8 @@ from adapter.kube.resources import CLAIMS
 from adapter.kube.resources import NODES as NODE_RESOURCE
 from adapter.kube.sending import always
 from adapter.kube.volumes import SELECTED_NODE
-from adapter.loop import run_cycle
+from adapter.loop import LoopSettings, run_cycle
+from adapter.results import CycleResult
 from benchmarks.fake_apiserver import FakeApiServer
 from solver.schedulers import schedule
 from tests.adapter.kube.manifests import apply, bound_pods, gang_pods, node, podgroup, wait_until
@@ -173,6 +174,20 @@ def _settled(cluster: KubeCluster, server: FakeApiServer) -> None:
         )
 
 
+def _made(
+    cluster: KubeCluster,
+    server: FakeApiServer,
+    holds: Holds,
+    *claims: str,
+    settings: LoopSettings = FAST,
+) -> CycleResult:
+    """The provisioner makes ``claims``' volumes; then the next cycle, the cache caught up."""
+    for claim in claims:
+        _provision(server, claim)
+    _settled(cluster, server)
+    return run_cycle(cluster, settings, None, holds)
+
+
 def test_on_an_api_server_claims_are_given_their_nodes_and_the_gang_bound_once_made(
     server: FakeApiServer, cluster: KubeCluster
 ) -> None:
@@ -208,10 +223,7 @@ def test_on_an_api_server_claims_are_given_their_nodes_and_the_gang_bound_once_m
     reasons = {s.gang: s.reason for s in result.statuses}
     assert reasons["default/g"] == "WaitingForVolumes"
     assert "volumes being made" in {s.gang: s.message for s in result.statuses}["default/g"]
-    for i in range(2):
-        _provision(server, f"d{i}")
-    _settled(cluster, server)
-    run_cycle(cluster, FAST, holds=holds)
+    _made(cluster, server, holds, "d0", "d1")
     assert bound_pods(server) == {f"default/g-{i}": chosen[i] for i in range(2)}
 
 
@@ -421,10 +433,7 @@ def test_a_preemptor_keeps_the_room_it_evicted_for_while_its_volumes_are_made(
         apply(server, [podgroup("other", 2), *gang_pods("other", 2)])
         _settled(cluster, server)
         assert run_cycle(cluster, PREEMPTING, None, holds).bound == {}
-        for i in range(2):
-            _provision(server, f"hd{i}")
-        _settled(cluster, server)
-        last = run_cycle(cluster, PREEMPTING, None, holds)
+        last = _made(cluster, server, holds, "hd0", "hd1", settings=PREEMPTING)
         assert set(last.bound) == {"default/high-0", "default/high-1"}
         assert sorted(preemption_evictions(server)) == ["default/low-0", "default/low-1"]
     finally:
@@ -495,13 +504,9 @@ def test_a_new_leader_binds_a_recovered_gang_only_with_every_mate_s_volume_made(
     leader = KubeCluster(server.client(), writes_per_s=1000.0).start(10)
     try:
         holds = Holds()
-        _provision(server, "d0")
-        _settled(leader, server)
-        first = run_cycle(leader, FAST, holds=holds)
+        first = _made(leader, server, holds, "d0")
         assert first.bound == {} and first.rejected == {} and "default/g" in holds.held
-        _provision(server, "d1")
-        _settled(leader, server)
-        run_cycle(leader, FAST, holds=holds)
+        _made(leader, server, holds, "d1")
         assert set(bound_pods(server)) == {"default/g-0", "default/g-1"}
     finally:
         leader.stop()
@@ -532,7 +537,5 @@ def test_a_held_pod_whose_term_selects_a_newcomer_keeps_its_hold_and_node(
     _settled(cluster, server)
     result = run_cycle(cluster, FAST, holds=holds)
     assert result.bound == {} and result.released == {} and "default/a" in holds.held
-    _provision(server, "d0")
-    _settled(cluster, server)
-    run_cycle(cluster, FAST, holds=holds)
+    _made(cluster, server, holds, "d0")
     assert bound_pods(server) == {"default/a-0": "n1"}
