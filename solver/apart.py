@@ -16,8 +16,6 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 
-import numpy as np
-
 from solver.arrays import IntArray
 from solver.model import APART_PREFIX, ClusterState, Pod
 
@@ -126,5 +124,4 @@ def no_share(totals: IntArray, apart: list[int]) -> IntArray:
     if apart:
         totals = totals.copy()
         totals[apart] = 0
-    out: IntArray = np.asarray(totals)
-    return out
+    return totals

@@ -144,10 +144,13 @@ class BoundAntiAffinity:
             self.terms.setdefault(term, set()).add(node)
 
 
-def _domain_of(key: str, node: Node | None, into: dict[str, set[str]]) -> None:
-    value = node.labels.get(key) if node is not None else None
-    if value is not None:  # a node without the label is in no domain
-        into[key].add(value)
+def _domains(key: str, node_names: Iterable[str], nodes: Mapping[str, Node]) -> set[str]:
+    """The values of ``key`` on those nodes: their domains (a node without it is in none)."""
+    return {
+        value
+        for name in node_names
+        if (node := nodes.get(name)) is not None and (value := node.labels.get(key)) is not None
+    }
 
 
 def _not_in(values: Mapping[str, set[str]]) -> tuple[NodeSelectorRequirement, ...]:
@@ -219,12 +222,9 @@ def keep_apart(
     mine: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     in_cycle = _Selected(pending)
     for term, node_names in bound.terms.items():
-        domains: dict[str, set[str]] = defaultdict(set)
-        for node_name in node_names:
-            _domain_of(term.key, nodes.get(node_name), domains)
-        if domains:
+        if domains := _domains(term.key, node_names, nodes):
             for name in in_cycle(term):
-                theirs[name][term.key] |= domains[term.key]
+                theirs[name][term.key] |= domains
     carriers = {name: terms for o, name in pending if (terms := terms_of(o, o.get("spec")))}
     refused: dict[str, str] = {}
     apart: dict[str, set[str]] = defaultdict(set)
@@ -232,10 +232,13 @@ def keep_apart(
         running = _Selected(bound.bound)
         one_node = _one_node_domains(nodes)
         kept: dict[Term, set[str]] = {}  # terms that keep the pods they select apart
+        held_off: dict[Term, set[str]] = {}  # the domains of the bound pods a term selects
         for name, terms in carriers.items():
             for term in terms:
-                for node_name in running(term):
-                    _domain_of(term.key, nodes.get(node_name), mine[name])
+                if term not in held_off:
+                    held_off[term] = _domains(term.key, running(term), nodes)
+                if held_off[term]:
+                    mine[name][term.key] |= held_off[term]
                 selected = in_cycle(term)
                 if not selected or selected == [name]:
                     continue

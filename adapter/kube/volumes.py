@@ -53,7 +53,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from adapter.cluster import WAITING_FOR_VOLUMES as PROVISIONING
+from adapter.cluster import WAITING_FOR_VOLUMES
 from adapter.kube.fields import BadObject, Obj, listed, mappings
 from adapter.kube.pods import node_selector_terms
 from adapter.kube.reading import Finding
@@ -199,10 +199,10 @@ class Claims:
         if selecting:
             self.selecting[pod.name] = tuple(selecting)
         if making:
-            # Not bound before its volumes are (``PROVISIONING``), as a gate holds a pod;
+            # Not bound before its volumes are (``WAITING_FOR_VOLUMES``), as a gate holds a pod;
             # the room a decision chose for it is held meanwhile (``adapter.holds``).
             made = ", ".join(making)
-            gate = f"{PROVISIONING}: PersistentVolumeClaim {made} being made on its node"
+            gate = f"{WAITING_FOR_VOLUMES}: PersistentVolumeClaim {made} being made on its node"
             pod = pod.model_copy(update={"gates": (*pod.gates, gate)})
         return held_to(pod, rules)  # volumes of one zone ask the same: one rule
 
@@ -238,7 +238,7 @@ class Claims:
             rules = self._made_where_placed(claim, what)
             if (metadata.get("annotations") or {}).get(SELECTED_NODE):
                 making.append(name)
-            if not (metadata.get("annotations") or {}).get(SELECTED_NODE):
+            else:
                 selecting.append(key)
             return rules
         if phase not in (None, "Bound"):
