@@ -32,15 +32,18 @@ Generators:
   taints, and a backlog of ML / Spark / MPI gangs with selectors, affinity, tolerations.
 * :func:`realistic_apart` — :func:`realistic` with a share of its multi-pod gangs asking
   a node per pod (required pod anti-affinity on ``kubernetes.io/hostname``).
+* :func:`realistic_together` — :func:`realistic` with a share of its multi-pod gangs
+  asking for one zone (required pod affinity on ``topology.kubernetes.io/zone``).
 * :func:`realistic_perf` — the scheduler_perf gang shapes on those real-shaped CPU nodes.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from adapter.sim import realistic as real
+from adapter.sim.realistic.catalog import ZONE
 from solver.model import (
     DEFAULT_QUEUE,
     ClusterState,
@@ -398,15 +401,35 @@ def realistic_apart(
     """:func:`realistic`, with about ``share`` of its pending gangs of two or more pods
     keeping their pods apart (``Pod.apart``: a node per pod, as training jobs ask with a
     required pod anti-affinity on ``kubernetes.io/hostname``), drawn after the rest."""
+    return _some_gangs(realistic(seed, nodes, gangs), seed, share, lambda gang: {"apart": (gang,)})
+
+
+def realistic_together(
+    seed: int = 0, nodes: int = 200, gangs: int = 300, share: float = 0.3
+) -> ClusterState:
+    """:func:`realistic`, with about ``share`` of its pending gangs of two or more pods
+    keeping their pods in one zone (``Pod.together``, as training jobs ask with a required
+    pod affinity on ``topology.kubernetes.io/zone`` selecting their own job), drawn after
+    the rest."""
     state = realistic(seed, nodes, gangs)
+    return _some_gangs(state, seed, share, lambda gang: {"together": (f"{gang}@{ZONE}",)})
+
+
+def _some_gangs(
+    state: ClusterState, seed: int, share: float, update: Callable[[str], dict[str, object]]
+) -> ClusterState:
+    """``state`` with the pending pods of about ``share`` of its pending gangs of two or
+    more pods (drawn by ``seed``) changed by ``update`` (of the gang's name)."""
     sizes: dict[str, int] = {}
     for pod in state.pods:
         if pod.node_name is None and pod.gang is not None:
             sizes[pod.gang] = sizes.get(pod.gang, 0) + 1
     rng = random.Random(seed)
-    apart = {g for g, n in sorted(sizes.items()) if n >= 2 and rng.random() < share}
+    drawn = {g for g, n in sorted(sizes.items()) if n >= 2 and rng.random() < share}
     pods = tuple(
-        p.model_copy(update={"apart": (p.gang,)}) if p.node_name is None and p.gang in apart else p
+        p.model_copy(update=update(p.gang))
+        if p.node_name is None and p.gang is not None and p.gang in drawn
+        else p
         for p in state.pods
     )
     return state.model_copy(update={"pods": pods})

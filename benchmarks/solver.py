@@ -113,6 +113,8 @@ INSTANCES: dict[str, Callable[[int], ClusterState]] = {
     # A third of the multi-pod gangs asking a node per pod (anti-affinity per hostname).
     "real-200-apart": lambda seed: instances.realistic_apart(seed, 200, 300),
     "real-1000-apart": lambda seed: instances.realistic_apart(seed, 1000, 1500),
+    "real-200-zone": lambda seed: instances.realistic_together(seed, 200, 300),
+    "real-1000-zone": lambda seed: instances.realistic_together(seed, 1000, 1500),
 }
 """Named instances; the scheduler_perf and deadlock ones ignore the seed."""
 # The solver issue's targets: real-shaped 40 x 60 gangs, 200 x 300, 1,000 x 1,500, and the

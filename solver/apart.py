@@ -32,7 +32,7 @@ def apart_names(state: ClusterState) -> tuple[list[str], bool]:
     that go first (priority, then age); a gang of a group left out waits (``left_out``).
     Pods no placement takes this cycle, whatever the room, take no column (a slot held
     by a gang that never places starved every later one): gated or terminating pods, and
-    the gangs ``_never_placed``. Also whether any pending pod keeps apart at all."""
+    the gangs ``never_placed``. Also whether any pending pod keeps apart at all."""
     # ``apart`` first: most pods have none, and a big cluster's pods are read once more.
     kept = [
         pod
@@ -41,7 +41,7 @@ def apart_names(state: ClusterState) -> tuple[list[str], bool]:
     ]
     if not kept:
         return [], False
-    hopeless = _never_placed(state, {pod.gang for pod in kept if pod.gang is not None})
+    hopeless = never_placed(state, {pod.gang for pod in kept if pod.gang is not None})
     kept = sorted(
         (pod for pod in kept if pod.gang not in hopeless),
         key=lambda pod: (-pod.priority, pod.created_s, pod.name),
@@ -58,7 +58,7 @@ def apart_names(state: ClusterState) -> tuple[list[str], bool]:
     return head + (rest[start:] + rest[:start])[:room], True
 
 
-def _never_placed(state: ClusterState, names: set[str]) -> set[str]:
+def never_placed(state: ClusterState, names: set[str]) -> set[str]:
     """Of the gangs ``names``, those no room makes placeable: of no PodGroup or a queue
     that takes no new pods, with fewer pods that may run than minMember, or needing more
     pods of one group kept apart than there are nodes in service."""

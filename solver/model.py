@@ -218,6 +218,13 @@ class Pod(Frozen):
             "ones counted"
         ),
     )
+    together: tuple[str, ...] = Field(
+        default=(),
+        description=(
+            "required pod affinity among pending pods: the pods sharing a name here "
+            "(ending in @<topologyKey>) go to one domain of that key (``solver.together``)"
+        ),
+    )
     node_name: str | None = Field(default=None, description="set when already bound")
     created_s: float = 0.0
     gates: tuple[str, ...] = Field(

@@ -41,6 +41,8 @@ NO_VOLUME_ZONE = "node(s) had no available volume zone"
 EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 # ... and for a node that another pod kept apart from this one takes (``Pod.apart``).
 APART_CONFLICT = "node(s) didn't match pod anti-affinity rules"
+# ... and for a node outside the domain a pod's required pod affinity holds it to.
+POD_AFFINITY_MISMATCH = "node(s) didn't match pod affinity rules"
 # kube-scheduler's filters read these in this order (VolumeBinding, VolumeZone,
 # InterPodAffinity), and a node is counted under the first that fails it.
 RULE_ORDER = {
@@ -48,6 +50,7 @@ RULE_ORDER = {
     NO_VOLUME_TO_BIND: 0,
     NO_VOLUME_ZONE: 1,
     EXISTING_ANTI_AFFINITY: 2,
+    POD_AFFINITY_MISMATCH: 2,
 }
 
 

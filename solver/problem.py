@@ -37,6 +37,7 @@ from solver.model import (
 from solver.predicates import Feasibility
 from solver.queue_info import QueueInfo, queue_infos
 from solver.tasks import task_needs
+from solver.together import settle
 from solver.units import (
     model_capacity,
     model_demand,
@@ -194,6 +195,7 @@ def _pod_order(pod: Pod) -> tuple[int, float, str]:
 
 
 def prepare(state: ClusterState) -> Problem:
+    state = settle(state)
     resources, keeps_apart = _resource_names(state)
     r_index = {name: i for i, name in enumerate(resources)}
     nodes = list(state.nodes)

@@ -138,6 +138,7 @@ def check(state: ClusterState, decision: Decision) -> list[Violation]:
     on_nodes, of_gangs = _bound_where(state, new_on_node, placed)
     out.extend(_capacity(nodes, new_on_node, on_nodes))
     out.extend(_kept_apart(state, pods, decision))
+    out.extend(_kept_together(state, pods, nodes, decision))
     out.extend(_gangs(gangs, queues, placed, of_gangs))
     out.extend(_capabilities(state, gangs, queues, new_pods))
     if decision.evictions or decision.nominated:
@@ -227,6 +228,48 @@ def _kept_apart(
                 # A nomination's voids the preemption, as its room's findings do.
                 kind = "nomination" if pod.name in decision.nominated else "capacity"
                 out.append(Violation(kind=kind, subject=node_name, message=message))
+    return out
+
+
+def _kept_together(
+    state: ClusterState, pods: Mapping[str, Pod], nodes: Mapping[str, Node], decision: Decision
+) -> list[Violation]:
+    """Pods of a group kept together (``Pod.together``, its name ending in its topology
+    key) the decision places or nominates in more than one domain, or on a node without
+    the key, or, where pods of the group run (not evicted), outside their domains."""
+    new: dict[str, dict[str, str | None]] = defaultdict(dict)  # group -> pod -> its domain
+    for pod_name, node_name in sorted({**decision.placements, **decision.nominated}.items()):
+        pod = pods.get(pod_name)
+        if pod is None or not pod.together or pod.node_name is not None:
+            continue
+        if (node := nodes.get(node_name)) is None:
+            continue  # (an unknown node, reported as such)
+        for group in pod.together:
+            new[group][pod_name] = node.labels.get(group.rpartition("@")[2])
+    if not new:
+        return []
+    running: dict[str, set[str | None]] = defaultdict(set)
+    for pod in state.pods:
+        if pod.together and pod.node_name is not None and not pod.terminating:
+            if pod.name in decision.evictions or (node := nodes.get(pod.node_name)) is None:
+                continue
+            for group in set(pod.together) & new.keys():
+                running[group].add(node.labels.get(group.rpartition("@")[2]))
+    out: list[Violation] = []
+    for group, domains in sorted(new.items()):
+        allowed = {v for v in running[group] if v is not None}
+        if not allowed:
+            allowed = {v for v in domains.values() if v is not None}
+            allowed = allowed if len(allowed) == 1 else set()
+        for pod_name, domain in sorted(domains.items()):
+            if domain not in allowed:
+                where = f"domain {domain!r}" if domain is not None else "a node without the key"
+                message = (
+                    f"pod {pod_name!r} goes to {where}, apart from the pods it is kept with "
+                    f"(required pod affinity, {group}; in {sorted(allowed) or 'several'})"
+                )
+                kind = "nomination" if pod_name in decision.nominated else "predicate"
+                out.append(Violation(kind=kind, subject=pod_name, message=message))
     return out
 
 

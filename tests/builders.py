@@ -126,6 +126,12 @@ class PodBuilder:
         self._fields["may_preempt"] = False
         return self
 
+    def together(self, *groups: str) -> PodBuilder:
+        """Required pod affinity among pending pods, by group ``<name>@<topologyKey>``
+        (``Pod.together``)."""
+        self._fields["together"] = groups
+        return self
+
     def terminating(self) -> PodBuilder:
         self._fields["terminating"] = True
         return self

@@ -20,105 +20,22 @@ selects it runs.
   checked: its pod is not scheduled, with an ``InvalidSpec`` finding that says why, and
   its gang waits.
 
-A term with a ``namespaceSelector`` is read as selecting every namespace (gangsat does
-not read Namespace objects): never fewer pods than kube-scheduler selects.
+How a term is read (which pods, which domains): ``pod_terms``.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
 
-from adapter.kube.budgets import selects
-from adapter.kube.fields import Obj, mappings
+from adapter.kube.fields import Obj
+from adapter.kube.pod_terms import NOT_SCHEDULED, Selected, Term, domains_of, terms_of
 from adapter.kube.reading import Finding
 from solver.model import Node, Pod
 from solver.predicates import APART_CONFLICT, EXISTING_ANTI_AFFINITY, held_to
 from solver.scheduling_terms import NodeRule, NodeSelectorRequirement, NodeSelectorTerm
-
-REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
-NOT_SCHEDULED = "which gangsat does not check: not scheduled (kube-scheduler would check it)"
-
-
-@dataclass(frozen=True)
-class Term:
-    """One required anti-affinity term: the pods it selects, and its topology key."""
-
-    namespaces: frozenset[str] | None  # None: any namespace
-    selector: Any  # the labelSelector, frozen (``_frozen``; None selects no pod)
-    key: str
-    parsed: Any = field(compare=False, hash=False, repr=False)
-
-    def selects(self, namespace: str, labels: Mapping[str, str]) -> bool:
-        if self.namespaces is not None and namespace not in self.namespaces:
-            return False
-        return self.parsed is not None and selects(self.parsed, labels)
-
-    def group(self) -> str:
-        """A name for the pods this term keeps apart, the same for every pod that has it."""
-        spaces = ",".join(sorted(self.namespaces)) if self.namespaces is not None else "*"
-        digest = hashlib.sha256(f"{spaces}|{self.selector!r}".encode()).hexdigest()[:12]
-        return f"{digest}@{self.key}"
-
-    def indexed_by(self) -> tuple[str, tuple[str, ...]] | None:
-        """A label key and the values of it every pod the term selects has one of (of its
-        matchLabels, else of an ``In`` expression), if any."""
-        selector = self.parsed if isinstance(self.parsed, Mapping) else {}
-        wanted = selector.get("matchLabels")
-        if isinstance(wanted, Mapping):
-            for k, v in wanted.items():
-                return str(k), (str(v),)
-        expressions = selector.get("matchExpressions")
-        for e in mappings(expressions if isinstance(expressions, list) else None):
-            values = e.get("values")
-            if e.get("operator") == "In" and isinstance(values, list):
-                return str(e.get("key")), tuple(str(v) for v in values)
-        return None
-
-
-def terms_of(pod: Obj, spec: Any) -> list[Term]:
-    """The required anti-affinity terms of a pod object (its ``spec``)."""
-    affinity = spec.get("affinity") if isinstance(spec, Mapping) else None
-    if affinity is None or not isinstance(affinity, Mapping):
-        return []
-    rules = affinity.get("podAntiAffinity")
-    if not isinstance(rules, Mapping):
-        return []
-    own = _namespace(pod)
-    out = []
-    for term in mappings(rules.get(REQUIRED)):
-        namespaces: frozenset[str] | None = frozenset({own})
-        if term.get("namespaceSelector") is not None:
-            namespaces = None  # read as selecting any namespace: never too few
-        elif isinstance(term.get("namespaces"), list) and term["namespaces"]:
-            namespaces = frozenset(str(n) for n in term["namespaces"])
-        key = term.get("topologyKey")
-        if isinstance(key, str) and key:
-            selector = term.get("labelSelector")
-            out.append(Term(namespaces, _frozen(selector), key, selector))
-    return out
-
-
-def _frozen(value: Any) -> Any:
-    """``value`` as nested tuples, equal for equal selectors (mappings in key order)."""
-    if isinstance(value, Mapping):
-        return tuple(sorted((str(k), _frozen(v)) for k, v in value.items()))
-    if isinstance(value, list | tuple):
-        return tuple(_frozen(v) for v in value)
-    return value
-
-
-def _namespace(pod: Obj) -> str:
-    return str((pod.get("metadata") or {}).get("namespace") or "default")
-
-
-def _labels(pod: Obj) -> Mapping[str, str]:
-    labels = (pod.get("metadata") or {}).get("labels") or {}
-    return labels if isinstance(labels, Mapping) else {}
 
 
 @dataclass
@@ -144,15 +61,6 @@ class BoundAntiAffinity:
             self.terms.setdefault(term, set()).add(node)
 
 
-def _domains(key: str, node_names: Iterable[str], nodes: Mapping[str, Node]) -> set[str]:
-    """The values of ``key`` on those nodes: their domains (a node without it is in none)."""
-    return {
-        value
-        for name in node_names
-        if (node := nodes.get(name)) is not None and (value := node.labels.get(key)) is not None
-    }
-
-
 def _not_in(values: Mapping[str, set[str]]) -> tuple[NodeSelectorRequirement, ...]:
     return tuple(
         NodeSelectorRequirement(key=key, operator="NotIn", values=tuple(sorted(vals)))
@@ -167,42 +75,6 @@ def kept_off(pod: Pod, requirements: tuple[NodeSelectorRequirement, ...], reason
         return pod
     rule = NodeRule(reason=reason, terms=(NodeSelectorTerm(match_expressions=requirements),))
     return held_to(pod, (rule,))
-
-
-class _Selected:
-    """The pods each term selects (of ``pods``: (object, what to answer for it)), looked
-    up by a label it requires where it has one (a gang's term names its job: 400 gangs'
-    terms of matchExpressions alone, each scanning every pod, took 3.6 s), else by a
-    scan; each term's answer made once."""
-
-    def __init__(self, pods: Sequence[tuple[Obj, str]]) -> None:
-        self._pods = pods
-        self._read: list[tuple[str, Mapping[str, str]]] | None = None
-        self._by_label: dict[str, dict[str, list[int]]] = {}
-        self._answers: dict[Term, list[str]] = {}
-
-    def __call__(self, term: Term) -> list[str]:
-        if term in self._answers:
-            return self._answers[term]
-        if self._read is None:
-            self._read = [(_namespace(o), _labels(o)) for o, _ in self._pods]
-        read = self._read
-        indexed = term.indexed_by()
-        if indexed is None:
-            rows: Iterable[int] = range(len(read))
-        else:
-            key, values = indexed
-            if key not in self._by_label:
-                index: dict[str, list[int]] = defaultdict(list)
-                for row, (_, labels) in enumerate(read):
-                    if (v := labels.get(key)) is not None:
-                        index[str(v)].append(row)
-                self._by_label[key] = index
-            by_value = self._by_label[key]
-            rows = sorted({r for v in values for r in by_value.get(v, ())})
-        answer = [self._pods[r][1] for r in rows if term.selects(*read[r])]
-        self._answers[term] = answer
-        return answer
 
 
 def keep_apart(
@@ -220,23 +92,23 @@ def keep_apart(
     # by its own terms (mine), each counted under kube-scheduler's words for it.
     theirs: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     mine: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-    in_cycle = _Selected(pending)
+    in_cycle = Selected(pending)
     for term, node_names in bound.terms.items():
-        if domains := _domains(term.key, node_names, nodes):
+        if domains := domains_of(term.key, node_names, nodes):
             for name in in_cycle(term):
                 theirs[name][term.key] |= domains
     carriers = {name: terms for o, name in pending if (terms := terms_of(o, o.get("spec")))}
     refused: dict[str, str] = {}
     apart: dict[str, set[str]] = defaultdict(set)
     if carriers:
-        running = _Selected(bound.bound)
-        one_node = _one_node_domains(nodes)
+        running = Selected(bound.bound)
+        one_node = _one_nodedomains_of(nodes)
         kept: dict[Term, set[str]] = {}  # terms that keep the pods they select apart
         held_off: dict[Term, set[str]] = {}  # the domains of the bound pods a term selects
         for name, terms in carriers.items():
             for term in terms:
                 if term not in held_off:
-                    held_off[term] = _domains(term.key, running(term), nodes)
+                    held_off[term] = domains_of(term.key, running(term), nodes)
                 if held_off[term]:
                     mine[name][term.key] |= held_off[term]
                 selected = in_cycle(term)
@@ -271,7 +143,7 @@ def _why_not(term: Term, other: str) -> str:
     )
 
 
-def _one_node_domains(nodes: Mapping[str, Node]) -> Callable[[str], bool]:
+def _one_nodedomains_of(nodes: Mapping[str, Node]) -> Callable[[str], bool]:
     """Whether a topology key makes each node a domain of its own: no two nodes share a
     value of it (nodes without it are in no domain)."""
 

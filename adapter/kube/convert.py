@@ -1,11 +1,10 @@
 """Kubernetes objects -> one ``ClusterState``: gangsat reads every PodGroup/Queue dialect.
 
-Input is plain objects as the API server or a manifest file gives them (dicts, not client
-models: decoding thousands of pods into models costs more than the cycle). Output is
-the snapshot plus *findings*: each object that could not be used, and why, so the loop
-can report it as a condition or Event instead of failing the cycle.
-
-Dialects: ``adapter.kube.dialects``.
+Input is plain objects as the API server or a manifest file gives them (dicts, not
+client models: decoding thousands of pods into models costs more than the cycle). Output
+is the snapshot plus *findings*: each object that could not be used, and why, so the
+loop can report it as a condition or Event instead of failing the cycle. Dialects:
+``adapter.kube.dialects``.
 
 Names: pods and PodGroups are namespaced, so their names in the snapshot are
 ``namespace/name``; nodes and queues are cluster-scoped. A pod without a group is a gang
@@ -56,6 +55,7 @@ from adapter.kube.members import (
 )
 from adapter.kube.memo import Memo, Seen, Shapes
 from adapter.kube.nodes import node_of_object
+from adapter.kube.pod_affinity import keep_together
 from adapter.kube.pods import TASK_ANNOTATION, pod_of_object, room_held
 from adapter.kube.reading import MISSING, Finding, Reading
 from adapter.kube.unusable import closed, out_of_service
@@ -389,6 +389,7 @@ def convert(
     closed(nodes, unknown_room, findings)
     _claims_read(pods, claims, claiming, findings)
     keep_apart(pending, anti, pods, nodes, findings)
+    keep_together(pending, anti.bound, pods, nodes)
     if templates:  # (without, no pod names a Workload's group: every pod read for none)
         workload_instances(templates, pods.values(), gangs)
     by_pods |= declared.gangs(pods.values(), gangs)

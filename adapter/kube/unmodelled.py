@@ -1,22 +1,20 @@
 """Placement rules of a pod that gangsat does not check, and so must not place it under.
 
 kube-scheduler filters nodes by more than gangsat's predicates read (selector, required
-node affinity, taints, resources): inter-pod affinity, topology spread, host ports,
-dynamic resource claims and inline disks one pod at a time may use (volumes read from
-claims: ``volumes``; required anti-affinity: ``anti_affinity``). Placed without them, a
-gang of pods with required anti-affinity went onto one node, and pods asking for one
-host port onto one node (the kubelet then refuses all but one: a gang broken after
-binding). A pending pod with such a rule is therefore not scheduled: it becomes a
-finding, an ``InvalidSpec`` Event says which rule, and its gang waits for it. Bound pods
-are read as they are: they hold their room wherever they run.
+node affinity, taints, resources): topology spread, host ports, dynamic resource claims
+and inline disks one pod at a time may use (volumes read from claims: ``volumes``;
+required anti-affinity: ``anti_affinity``; required affinity: ``pod_affinity``). Placed
+without them, a gang of pods with required anti-affinity went onto one node, and pods
+asking for one host port onto one node (the kubelet then refuses all but one: a gang
+broken after binding). A pending pod with such a rule is therefore not scheduled: it
+becomes a finding, an ``InvalidSpec`` Event says which rule, and its gang waits for it.
+Bound pods are read as they are: they hold their room wherever they run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from adapter.kube.anti_affinity import NOT_SCHEDULED, REQUIRED
 from adapter.kube.fields import Obj, mappings
+from adapter.kube.pod_terms import NOT_SCHEDULED
 
 # Inline volumes that VolumeRestrictions lets no two pods of a node (or any node) share.
 EXCLUSIVE_DISKS = ("gcePersistentDisk", "awsElasticBlockStore", "iscsi", "rbd")
@@ -24,11 +22,6 @@ EXCLUSIVE_DISKS = ("gcePersistentDisk", "awsElasticBlockStore", "iscsi", "rbd")
 
 def unmodelled(spec: Obj) -> str | None:
     """The first rule of a pending pod's ``spec`` that gangsat does not check, if any."""
-    affinity = spec.get("affinity")
-    if isinstance(affinity, Mapping):
-        rules = affinity.get("podAffinity")
-        if isinstance(rules, Mapping) and rules.get(REQUIRED):
-            return f"asks for required podAffinity, {NOT_SCHEDULED}"
     for constraint in mappings(spec.get("topologySpreadConstraints")):
         if constraint.get("whenUnsatisfiable") == "DoNotSchedule":
             return f"asks for a DoNotSchedule topologySpreadConstraint, {NOT_SCHEDULED}"

@@ -57,7 +57,6 @@ def _job(labels: dict[str, str] | None = None) -> dict[str, Any]:
 
 
 UNMODELLED: dict[str, tuple[dict[str, Any], str]] = {
-    "affinity": (with_spec(pod("p"), affinity={"podAffinity": {REQUIRED: [TERM]}}), "podAffinity"),
     "spread": (
         with_spec(
             pod("p"),
@@ -182,10 +181,13 @@ def test_a_jobs_pods_are_kept_off_a_bound_pods_domain_too() -> None:
 def test_a_remembered_pod_is_refused_again_and_accepted_once_bound() -> None:
     # Converted from the memo on later cycles, the finding comes back with the pod.
     memo = Memo()
-    anti = with_spec(pod("p"), affinity={"podAffinity": {REQUIRED: [TERM]}})
-    anti["metadata"].update(uid="u1", resourceVersion="1", creationTimestamp="2026-12-01T00:00:00Z")
+    spread, _ = UNMODELLED["spread"]
+    spread = copy.deepcopy(spread)
+    spread["metadata"].update(
+        uid="u1", resourceVersion="1", creationTimestamp="2026-12-01T00:00:00Z"
+    )
     for _ in range(2):
-        conversion = convert([node("n1"), anti], memo=memo)
+        conversion = convert([node("n1"), spread], memo=memo)
         assert conversion.state.pods == () and len(conversion.findings) == 1
 
 

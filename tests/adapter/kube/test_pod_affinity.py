@@ -1,0 +1,136 @@
+"""A pending pod's required pod affinity, read as kube-scheduler's InterPodAffinity
+filter checks it (``adapter.kube.pod_affinity``): a gang's workers asking for one zone
+are placed in one zone, the one they fit in; a term selecting bound pods holds the pod to
+their domains; a term selecting no pod leaves it waiting with kube-scheduler's reason."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from adapter.kube.cluster import KubeCluster
+from adapter.kube.convert import convert
+from adapter.loop import run_cycle
+from benchmarks.fake_apiserver import FakeApiServer
+from solver.predicates import POD_AFFINITY_MISMATCH
+from solver.schedulers import schedule
+from tests.adapter.kube.manifests import apply, bindings, gang_pods
+from tests.adapter.kube.manifests import node as kube_node
+from tests.adapter.kube.manifests import podgroup as kube_podgroup
+from tests.adapter.kube.test_anti_affinity import GROUP, REQUIRED, ZONE, group, placed
+from tests.adapter.kube.test_convert import node, pod
+from tests.adapter.kube.test_kube_cluster import FAST, seen
+
+
+def term(key: str = ZONE, **labels: str) -> dict[str, Any]:
+    return {"labelSelector": {"matchLabels": labels or {"job": "g"}}, "topologyKey": key}
+
+
+def near(obj: dict[str, Any], *terms: dict[str, Any]) -> dict[str, Any]:
+    changed = copy.deepcopy(obj)
+    changed["spec"]["affinity"] = {"podAffinity": {REQUIRED: list(terms)}}
+    return changed
+
+
+def workers(n: int, *terms: dict[str, Any], cpu: str = "1") -> list[dict[str, Any]]:
+    return [
+        near(pod(f"w{i}", cpu=cpu, labels={"job": "g"}, annotations=GROUP), *terms)
+        for i in range(n)
+    ]
+
+
+def zones(**cpus: list[str]) -> list[dict[str, Any]]:
+    """Nodes per zone, of the cpus listed, named <zone><i>, labelled as kubelets do."""
+    return [
+        node(
+            f"{zone}{i}",
+            cpu=cpu,
+            metadata={
+                "name": f"{zone}{i}",
+                "labels": {ZONE: zone, "kubernetes.io/hostname": f"{zone}{i}"},
+            },
+        )
+        for zone, node_cpus in cpus.items()
+        for i, cpu in enumerate(node_cpus)
+    ]
+
+
+@pytest.mark.parametrize("scheduler", ["cpsat", "gang-greedy"])
+def test_a_gang_asking_for_one_zone_goes_whole_to_the_zone_it_fits(scheduler: str) -> None:
+    # 6 workers of 1 cpu: zone a has 4 cpus, zone b 8 over two nodes.
+    conversion = convert([*zones(a=["2", "2"], b=["4", "4"]), group(6), *workers(6, term())])
+    assert conversion.findings == []
+    assert all(p.together for p in conversion.state.pods)
+    where = placed(conversion.state, scheduler)
+    assert len(where) == 6
+    assert {n[0] for n in where.values()} == {"b"}
+
+
+def test_a_term_selecting_bound_pods_holds_the_pod_to_their_zones() -> None:
+    # A cache runs in zone b: a pod asking to run beside it goes to b, though a is roomier.
+    cache = pod("cache", labels={"app": "cache"}, node_name="b0")
+    beside = near(pod("p"), term(app="cache"))
+    state = convert([*zones(a=["8"], b=["2"]), cache, beside]).state
+    (p,) = [p for p in state.pods if p.node_name is None]
+    assert p.together == () and [r.reason for r in p.node_rules] == [POD_AFFINITY_MISMATCH]
+    assert placed(state) == {"team/p": "b0"}
+
+
+def test_a_term_selecting_no_pod_leaves_its_pod_waiting_with_kube_schedulers_reason() -> None:
+    lonely = near(pod("p"), term(app="nothing-runs"))
+    state = convert([*zones(a=["8"]), lonely]).state
+    decision = schedule(state, "cpsat").explained()
+    assert decision.placements == {}
+    assert POD_AFFINITY_MISMATCH in decision.unschedulable["pod:team/p"]
+
+
+def test_a_launcher_the_workers_term_selects_goes_with_them() -> None:
+    # The launcher carries the job label but no term; kept with the workers all the same,
+    # bound with them rather than first.
+    launcher = pod("launcher", labels={"job": "g"}, annotations=GROUP)
+    state = convert([*zones(a=["2"], b=["4"]), group(4), launcher, *workers(3, term())]).state
+    assert all(p.together for p in state.pods)
+    assert {n[0] for n in placed(state).values()} == {"b"}
+
+
+def test_a_running_worker_keeps_its_mates_in_its_zone() -> None:
+    running = near(pod("w0", labels={"job": "g"}, annotations=GROUP, node_name="a0"), term())
+    rest = workers(3, term())[1:]
+    state = convert([*zones(a=["4"], b=["8"]), group(3), running, *rest]).state
+    assert {n for n in placed(state).values()} == {"a0"}
+
+
+def test_pod_affinity_is_no_unmodelled_rule_any_more() -> None:
+    conversion = convert([*zones(a=["4"]), group(2), *workers(2, term())])
+    assert conversion.findings == []
+    assert len(conversion.state.pods) == 2
+
+
+def test_a_gang_kept_in_one_zone_is_bound_there_end_to_end(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    # Zones a and b: a 4-cpu node each, running a pod of 1 cpu; zone c: two empty 4-cpu
+    # nodes. 6 pods of 1 cpu fit whole in c only; packing alone would fill a and b first.
+    members = gang_pods("g", 6)
+    for m in members:
+        m["metadata"]["labels"] = {"job": "g"}
+        m["spec"]["affinity"] = {"podAffinity": {REQUIRED: [term()]}}
+    zone_of = {"a0": "a", "b0": "b", "c0": "c", "c1": "c"}
+    cluster_nodes = []
+    for name, zone in zone_of.items():
+        n = kube_node(name, "4", "32Gi")
+        n["metadata"]["labels"][ZONE] = zone
+        cluster_nodes.append(n)
+    running = [gang_pods(f"run-{z}", 1)[0] for z in "ab"]
+    for r, where in zip(running, ("a0", "b0"), strict=True):
+        r["spec"]["nodeName"] = where
+        r["status"] = {"phase": "Running"}
+    apply(server, [*cluster_nodes, *running, kube_podgroup("g", 6)])
+    apply(server, members)
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    bound = {pod: where[0] for pod, where in bindings(server).items()}
+    assert len(bound) == 6
+    assert {zone_of[n] for n in bound.values()} == {"c"}, bound

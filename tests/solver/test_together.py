@@ -1,0 +1,182 @@
+"""Pods kept together (required pod affinity among pending pods, ``solver.together``) on
+clusters small enough to work the answer out by hand: every scheduler places a group in
+one domain of its topology key, the one where it fits, and the validator refuses a group
+split across domains."""
+
+from __future__ import annotations
+
+import pytest
+
+from solver import together
+from solver.config import SolverConfig
+from solver.decision import Decision, SolveStatus
+from solver.model import ClusterState
+from solver.predicates import POD_AFFINITY_MISMATCH
+from solver.schedulers import SCHEDULERS, schedule
+from solver.together import TURN_S, settle
+from solver.validate import check
+from tests.builders import gang, node, pod, state
+
+FAST = SolverConfig(time_limit_s=5.0, deterministic=True)
+ZONE = "topology.kubernetes.io/zone"
+
+
+def zones(**cpus_per_zone: list[int]) -> list[object]:
+    """Nodes of the zones named, each of the cpus listed, named <zone>-<i>."""
+    return [
+        node(f"{zone}-{i}").cap(cpu=cpu, pods=110).label({ZONE: zone})
+        for zone, cpus in cpus_per_zone.items()
+        for i, cpu in enumerate(cpus)
+    ]
+
+
+def job(name: str, size: int, cpu: float = 1, group: str | None = None) -> list[object]:
+    return [
+        pod(f"{name}-{i}").req(cpu=cpu).gang(name).together(group or f"{name}@{ZONE}")
+        for i in range(size)
+    ]
+
+
+def decided(placements: dict[str, str]) -> Decision:
+    return Decision(scheduler="test", status=SolveStatus.GREEDY, placements=placements)
+
+
+def domains_of(s: ClusterState, placements: dict[str, str], name: str) -> set[str]:
+    labels = {n.name: n.labels.get(ZONE) for n in s.nodes}
+    return {str(labels[n]) for p, n in placements.items() if p.startswith(f"{name}-")}
+
+
+@pytest.mark.parametrize("scheduler", sorted(SCHEDULERS))
+def test_a_gang_goes_whole_to_the_one_zone_it_fits_in(scheduler: str) -> None:
+    # 6 pods of 1 cpu: zone a has 4 cpus in all, zone b 8; only b takes the gang whole.
+    s = state(nodes=zones(a=[2, 2], b=[4, 4]), pods=job("job", 6), gangs=[gang("job", 6)])
+    d = schedule(s, scheduler, FAST)
+    assert check(s, d) == []
+    if d.placements:  # (a scheduler that is no gang scheduler may place none)
+        assert domains_of(s, d.placements, "job") == {"b"}
+    if scheduler in ("cpsat", "gang-greedy"):
+        assert len(d.placements) == 6
+
+
+@pytest.mark.parametrize("scheduler", ["cpsat", "gang-greedy"])
+def test_two_gangs_that_fit_one_zone_each_both_run(scheduler: str) -> None:
+    # Either gang fits either zone, not both in one: each takes its own.
+    s = state(
+        nodes=zones(a=[4], b=[4]),
+        pods=[*job("x", 4), *job("y", 4)],
+        gangs=[gang("x", 4), gang("y", 4)],
+    )
+    d = schedule(s, scheduler, FAST)
+    assert check(s, d) == []
+    assert len(d.placements) == 8
+    assert len(domains_of(s, d.placements, "x")) == 1
+    assert domains_of(s, d.placements, "x") != domains_of(s, d.placements, "y")
+
+
+def test_the_tightest_zone_is_taken_and_the_roomy_one_kept() -> None:
+    # A small gang first (older) fits both zones: it takes the small one, and the big gang
+    # after it still finds the big one.
+    small = [p.created(0) for p in job("small", 2)]
+    big = [p.created(1) for p in job("big", 6)]
+    s = state(
+        nodes=zones(a=[2], b=[4, 4]),
+        pods=[*small, *big],
+        gangs=[gang("small", 2).created(0), gang("big", 6).created(1)],
+    )
+    d = schedule(s, "gang-greedy", FAST)
+    assert check(s, d) == []
+    assert domains_of(s, d.placements, "small") == {"a"}
+    assert domains_of(s, d.placements, "big") == {"b"}
+
+
+def test_a_group_that_fits_nowhere_waits_with_kube_scheduler_s_reason() -> None:
+    s = state(nodes=zones(a=[2], b=[2]), pods=job("job", 3), gangs=[gang("job", 3)])
+    d = schedule(s, "cpsat", FAST)
+    assert d.placements == {}
+    assert "job" in d.unschedulable
+
+
+def test_a_group_without_free_room_takes_turns_among_zones_it_would_fit_empty() -> None:
+    # Both zones full of other pods: the group rotates between them, one a turn.
+    bound = [pod(f"run-{z}").req(cpu=4).on(f"{z}-0") for z in "ab"]
+    s = state(
+        nodes=zones(a=[4], b=[4], c=[1]), pods=[*bound, *job("job", 3)], gangs=[gang("job", 3)]
+    )
+    chosen = set()
+    for turn in range(4):
+        t = s.model_copy(update={"now_s": turn * TURN_S})
+        rules = {r for p in settle(t).pods if p.name == "job-0" for r in p.node_rules}
+        (rule,) = rules
+        assert rule.reason == POD_AFFINITY_MISMATCH
+        (value,) = rule.terms[0].match_expressions[0].values
+        chosen.add(value)
+    assert chosen == {"a", "b"}  # never c, where 3 cpus never fit
+
+
+def test_bound_pods_of_the_group_fix_its_zone() -> None:
+    # One of the gang runs in a (restarted mates pending): they follow it there, though b
+    # has more room.
+    running = pod("job-0").req(cpu=1).gang("job").together(f"job@{ZONE}").on("a-0")
+    pending = [pod(f"job-{i}").req(cpu=1).gang("job").together(f"job@{ZONE}") for i in (1, 2)]
+    s = state(nodes=zones(a=[4], b=[8]), pods=[running, *pending], gangs=[gang("job", 3)])
+    d = schedule(s, "cpsat", FAST)
+    assert check(s, d) == []
+    assert set(d.placements.values()) == {"a-0"}
+
+
+def test_nodes_without_the_key_are_in_no_domain() -> None:
+    s = state(
+        nodes=[*zones(a=[2]), node("bare").cap(cpu=8, pods=110)],
+        pods=job("job", 4),
+        gangs=[gang("job", 4)],
+    )
+    assert schedule(s, "cpsat", FAST).placements == {}
+
+
+def test_the_validator_refuses_a_group_split_across_zones() -> None:
+    s = state(nodes=zones(a=[4], b=[4]), pods=job("job", 2), gangs=[gang("job", 2)])
+    split = decided({"job-0": "a-0", "job-1": "b-0"})
+    kinds = [v.kind for v in check(s, split)]
+    assert kinds == ["predicate", "predicate"]
+    whole = decided({"job-0": "b-0", "job-1": "b-0"})
+    assert check(s, whole) == []
+
+
+def test_the_validator_keeps_new_pods_in_their_bound_mates_zones() -> None:
+    running = pod("job-0").req(cpu=1).gang("job").together(f"job@{ZONE}").on("a-0")
+    pending = pod("job-1").req(cpu=1).gang("job").together(f"job@{ZONE}")
+    s = state(nodes=zones(a=[4], b=[4]), pods=[running, pending], gangs=[gang("job", 2)])
+    away = decided({"job-1": "b-0"})
+    assert [v.kind for v in check(s, away)] == ["predicate"]
+    assert check(s, decided({"job-1": "a-0"})) == []
+
+
+def test_kept_apart_and_together_one_worker_per_node_in_one_zone() -> None:
+    # 3 workers a node each in one zone: a has 2 nodes, b has 3.
+    pods = [
+        pod(f"job-{i}").req(cpu=1).gang("job").apart("job").together(f"job@{ZONE}")
+        for i in range(3)
+    ]
+    s = state(nodes=zones(a=[8, 8], b=[8, 8, 8]), pods=pods, gangs=[gang("job", 3)])
+    d = schedule(s, "cpsat", FAST)
+    assert check(s, d) == []
+    assert sorted(d.placements.values()) == ["b-0", "b-1", "b-2"]
+
+
+def test_groups_beyond_the_cap_take_turns_and_wait_theirs_meanwhile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A cap of 4: the 2 oldest groups are always chosen, the 6 others 2 a turn.
+    monkeypatch.setattr(together, "MAX_GROUPS", 4)
+    pods = [p.created(i) for i in range(8) for p in job(f"j{i}", 2)]
+    s = state(nodes=zones(a=[64], b=[64]), pods=pods, gangs=[gang(f"j{i}", 2) for i in range(8)])
+    turns = []
+    for turn in range(3):
+        settled = settle(s.model_copy(update={"now_s": turn * TURN_S}))
+        waiting = {p.gang for p in settled.pods if together.NOT_ITS_TURN in p.node_rules}
+        assert len(waiting) == 4 and not waiting & {"j0", "j1"}
+        turns.append(frozenset(waiting))
+    assert len(set(turns)) == 3  # each turn leaves others waiting
+    d = schedule(s, "cpsat", FAST)
+    assert check(s, d) == []
+    assert {p.rpartition("-")[0] for p in d.placements} == {"j0", "j1", "j2", "j3"}
