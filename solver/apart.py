@@ -47,15 +47,26 @@ def apart_names(state: ClusterState) -> tuple[list[str], bool]:
         key=lambda pod: (-pod.priority, pod.created_s, pod.name),
     )
     names = list(dict.fromkeys(APART_PREFIX + g for pod in kept for g in pod.apart))
-    if len(names) <= MAX_GROUPS:
-        return names, True
-    # Half the slots go to the first groups, the other half take turns among the rest,
-    # a turn every ``TURN_S`` of the snapshot clock: a first group no room ever takes
-    # (its pods' selector matches no node) holds its slot, and no more.
-    head, rest = names[: MAX_GROUPS // 2], names[MAX_GROUPS // 2 :]
-    room = MAX_GROUPS - len(head)
-    start = int(state.now_s // TURN_S) * room % len(rest)
-    return head + (rest[start:] + rest[:start])[:room], True
+    return take_turns(names, MAX_GROUPS, state.now_s), True
+
+
+def take_turns(names: list[str], slots: int, now_s: float) -> list[str]:
+    """Of ``names`` (in the order they go), those that take one of ``slots`` this cycle.
+    Half the slots go to the first names, the other half take turns among the rest, a
+    turn every ``TURN_S`` of the snapshot clock (``now_s``): a first name no room ever
+    takes (its pods' selector matches no node) holds its slot, and no more."""
+    if len(names) <= slots:
+        return names
+    head, rest = names[: slots // 2], names[slots // 2 :]
+    room = slots - len(head)
+    start = int(now_s // TURN_S) * room % len(rest)
+    return head + (rest[start:] + rest[:start])[:room]
+
+
+def may_run(pod: Pod) -> bool:
+    """Whether a member counts towards its gang's minMember: not leaving, and bound or
+    free of scheduling gates."""
+    return not pod.terminating and (pod.node_name is not None or not pod.gates)
 
 
 def never_placed(state: ClusterState, names: set[str]) -> set[str]:
@@ -67,7 +78,7 @@ def never_placed(state: ClusterState, names: set[str]) -> set[str]:
     members: Counter[str] = Counter()
     of_group: dict[str, Counter[str]] = defaultdict(Counter)  # gang -> group -> its pods
     for pod in state.pods:
-        if pod.gang in gangs and not pod.terminating and (pod.node_name or not pod.gates):
+        if pod.gang in gangs and may_run(pod):
             members[pod.gang] += 1
             for group in pod.apart:
                 of_group[pod.gang][group] += 1

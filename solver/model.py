@@ -410,6 +410,12 @@ class Queue(Frozen):
         return hash(self.name)
 
 
+def topology_key(group: str) -> str:
+    """The topology key of a group of pods kept together (``Pod.together``: its name is
+    ``<what its term selects>@<key>``)."""
+    return group.rpartition("@")[2]
+
+
 class ClusterState(Frozen):
     """One immutable snapshot: what a scheduling cycle decides on."""
 

@@ -13,13 +13,17 @@ Which domain is chosen here, before any scheduler reads the snapshot (``settle``
 ``solver.problem.prepare``), and written as node affinity every pod of the group holds
 to (a ``NodeRule``), so that every stage, the class model, greedy, preemption, honours
 it as it honours a node selector. Groups go in priority then age order; each takes the
-domain where its pods fit into the free room (first fit), the tightest of those, so
-that roomier domains are left for the groups after it, which do not count the room it
-took. A group that fits in no domain's free room takes turns, one every ``TURN_S`` of
-the snapshot's clock, among the domains where it would fit were they empty (evicting
+domain where all its pods fit into the free room (first fit; ``solver.domain_room``),
+the tightest of those, so that roomier domains are left for the groups after it, which
+do not count the room it took; else one where the pods its gang cannot run without fit.
+A group that fits in no domain's free room takes turns, one every ``TURN_S`` of the
+snapshot's clock, among the domains where it would fit were they empty (evicting
 lower-priority pods may make room there), else takes the domain where most of it fits.
-Bound pods of a group fix its domains: it may use any of theirs. At most ``MAX_GROUPS``
-groups are chosen a cycle, taking turns beyond (``_turns``); the others wait theirs.
+Bound pods of a group fix its domains: it may use any of theirs. A pod of several groups
+(terms on a zone and on a rack, or two terms selecting overlapping pods) has each
+group after the first chosen among the nodes the domains chosen before allow. At most
+``MAX_GROUPS`` groups are chosen a cycle, taking turns beyond (``_turns``); the others
+wait theirs.
 
 The choice is made before the optimisation, not inside it: the bound and gap a decision
 reports are those of the problem with the domains chosen.
@@ -28,33 +32,30 @@ reports are those of the problem with the domains chosen.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from functools import cache
+from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 
 import numpy as np
 
-from solver.apart import never_placed
-from solver.arrays import IntArray
-from solver.equivalence import NodeViews
-from solver.model import PODS, ClusterState, Gang, Pod
+from solver.apart import TURN_S, may_run, never_placed, take_turns
+from solver.arrays import BoolArray, IntArray
+from solver.domain_room import DomainRoom, asked_most, fill, specs_of
+from solver.model import ClusterState, Gang, Pod, topology_key
 from solver.predicates import POD_AFFINITY_MISMATCH, held_to
 from solver.scheduling_terms import NodeRule, NodeSelectorRequirement, NodeSelectorTerm
 
-TURN_S = 10.0
 MAX_GROUPS = 128
+# Domains a group's choice checks by placing its pods (the cheap upper bound having
+# ruled the others out): with a hostname key every node is a domain.
+TRIES = 8
 # The rule of a group whose domain is not chosen this cycle (``_turns``): no node.
 NOT_ITS_TURN = NodeRule(
     reason=(
-        "node(s) not tried for pods kept together (required pod affinity): "
-        f"{MAX_GROUPS} other groups go first this cycle"
+        "node(s) not tried this cycle for pods kept together (required pod affinity): "
+        "other groups go first"
     ),
     terms=(NodeSelectorTerm(),),
 )
-
-
-def topology_key(group: str) -> str:
-    """The topology key of a group's name (``<what it selects>@<key>``)."""
-    return group.rpartition("@")[2]
 
 
 def settle(state: ClusterState) -> ClusterState:
@@ -74,21 +75,32 @@ def settle(state: ClusterState) -> ClusterState:
                 fixed[group].add(value)
     if not groups:
         return state
-    room = _Room(state, [p for members in groups.values() for p in members])
-    spare = _spare_members(state, {g.name: g for g in state.gangs})
+    room = DomainRoom(state, [p for members in groups.values() for p in members])
     rules: dict[str, list[NodeRule]] = defaultdict(list)
-    for group, values in fixed.items():
-        for pod in groups.get(group, ()):
-            rules[pod.name].append(_held_in(topology_key(group), tuple(sorted(values))))
-    chosen, waiting = _turns(state, [g for g in groups if g not in fixed], groups)
-    for group in chosen:
-        domain = _choose(group, groups[group], _need(groups[group], spare), room, state.now_s)
-        rule = _held_in(topology_key(group), (domain,) if domain is not None else ())
+    allowed: dict[str, BoolArray] = {}  # per pod, the nodes its groups' domains leave
+
+    def hold(group: str, values: Iterable[str]) -> None:
+        key, chosen = topology_key(group), tuple(sorted(values))
+        rule, nodes_in = held_in(key, chosen), room.in_domains(key, chosen)
         for pod in groups[group]:
             rules[pod.name].append(rule)
-    for group in waiting:
+            before = allowed.get(pod.name)
+            allowed[pod.name] = nodes_in if before is None else before & nodes_in
+
+    for group in fixed.keys() & groups.keys():
+        hold(group, fixed[group])
+    chosen, waiting = _turns(state, [g for g in groups if g not in fixed], groups)
+    spare = _spare_members(state, {g.name: g for g in state.gangs})
+    for group in chosen:
+        members = groups[group]
+        masks = [allowed[p.name] for p in members if p.name in allowed]
+        within = np.logical_and.reduce(masks) if masks else None
+        need = _need(members, spare)
+        domain = _choose(group, members, need, room, state.now_s, within)
+        hold(group, (domain,) if domain is not None else ())
+    for group, why in waiting.items():
         for pod in groups[group]:
-            rules[pod.name].append(NOT_ITS_TURN)
+            rules[pod.name].append(why)
     return state.model_copy(
         update={
             "pods": tuple(held_to(p, rules[p.name]) if p.name in rules else p for p in state.pods)
@@ -98,34 +110,34 @@ def settle(state: ClusterState) -> ClusterState:
 
 def _turns(
     state: ClusterState, free_groups: list[str], groups: Mapping[str, list[Pod]]
-) -> tuple[list[str], list[str]]:
-    """The groups whose domain is chosen this cycle, and those that wait their turn: at
-    most ``MAX_GROUPS`` (each choice is a few passes over every node: 1,152 groups on
-    5,000 nodes took 0.85 s), half to the groups of the pods that go first (priority,
-    then age), the other half taking turns among the rest every ``TURN_S`` of the
-    snapshot clock. Groups of gangs no room places (``never_placed``) take no slot."""
+) -> tuple[list[str], dict[str, NodeRule]]:
+    """The groups whose domain is chosen this cycle, and the rule of each other group:
+    at most ``MAX_GROUPS`` are chosen (each choice is a few passes over every node), by
+    ``take_turns`` among the groups in the order their pods go (priority, then age); the
+    others wait their turn. Groups of gangs no room places (``never_placed``) take no
+    slot, and no node."""
     gangs = {p.gang for g in free_groups for p in groups[g] if p.gang is not None}
     hopeless = never_placed(state, gangs)
     order = sorted(
         (g for g in free_groups if any(p.gang not in hopeless for p in groups[g])),
         key=lambda g: min((-p.priority, p.created_s, p.name) for p in groups[g]),
     )
-    if len(order) <= MAX_GROUPS:
-        chosen = order
-    else:
-        head, rest = order[: MAX_GROUPS // 2], order[MAX_GROUPS // 2 :]
-        room = MAX_GROUPS - len(head)
-        start = int(state.now_s // TURN_S) * room % len(rest)
-        chosen = head + (rest[start:] + rest[:start])[:room]
-    taken = set(chosen)
-    return chosen, [g for g in free_groups if g not in taken]
+    chosen = take_turns(order, MAX_GROUPS, state.now_s)
+    taken, considered = set(chosen), set(order)
+    waiting = {
+        g: NOT_ITS_TURN if g in considered else held_in(topology_key(g), ())
+        for g in free_groups
+        if g not in taken
+    }
+    return chosen, waiting
 
 
-@cache
-def _held_in(key: str, values: tuple[str, ...]) -> NodeRule:
-    """Node affinity to ``values`` of ``key``; none (an empty term matches no node) held
-    to no node. (Made once: most groups share a few domains, and a new rule's hash,
-    read by every set it goes in, costs more than the rest of its choice.)"""
+@lru_cache(maxsize=4096)
+def held_in(key: str, values: tuple[str, ...]) -> NodeRule:
+    """Node affinity to the domains ``values`` of topology ``key`` (none: no node, an
+    empty term matching none), counted as kube-scheduler counts a node failing a pod's
+    affinity. Made once per domains: most groups share a few, and a new rule's hash, read
+    by every set it goes in, costs more than the rest of a group's choice."""
     if not values:
         return NodeRule(reason=POD_AFFINITY_MISMATCH, terms=(NodeSelectorTerm(),))
     requirement = NodeSelectorRequirement(key=key, operator="In", values=values)
@@ -137,14 +149,14 @@ def _spare_members(state: ClusterState, gangs: Mapping[str, Gang]) -> dict[str, 
     """Per gang, the members it may run without (members that may run less minMember)."""
     members: dict[str, int] = defaultdict(int)
     for pod in state.pods:
-        gang, runs = pod.gang, pod.node_name is not None or not pod.gates
-        if gang is not None and gang in gangs and not pod.terminating and runs:
-            members[gang] += 1
+        if pod.gang is not None and pod.gang in gangs and may_run(pod):
+            members[pod.gang] += 1
     return {name: members[name] - gang.min_running for name, gang in gangs.items()}
 
 
 def _need(pods: Sequence[Pod], spare: Mapping[str, int]) -> int:
-    """How many of a group's pods their gangs cannot run without (one at least)."""
+    """How many of a group's pods their gangs cannot run without (one at least); a
+    gang's spare members are counted once per group (its other groups may take them)."""
     of_gang: dict[str | None, int] = defaultdict(int)
     for pod in pods:
         of_gang[pod.gang] += 1
@@ -155,110 +167,24 @@ def _need(pods: Sequence[Pod], spare: Mapping[str, int]) -> int:
     return max(1, need)
 
 
-class _Room:
-    """Every node's free room (allocatable less what its bound pods hold; none on a node
-    out of service) and the domains of each topology key, read once per snapshot: a
-    group's choice then costs array passes over the nodes, not a loop over them."""
-
-    def __init__(self, state: ClusterState, pending: Sequence[Pod]) -> None:
-        nodes = list(state.nodes)
-        self.views = NodeViews(nodes, pending)
-        names = sorted(
-            {r for n in nodes for r in n.allocatable.root}
-            | {r for p in pending for r, _ in p.requests.pod_demand_items()}
-        )
-        self.r_index = {name: i for i, name in enumerate(names)}
-        allocatable = np.array(
-            [[n.allocatable[r] for r in names] for n in nodes], dtype=np.int64
-        ).reshape(len(nodes), len(names))
-        allocatable[~np.array([n.in_service for n in nodes], dtype=np.bool_)] = 0
-        self.allocatable = allocatable
-        n_index = {n.name: i for i, n in enumerate(nodes)}
-        rows: list[int] = []
-        sets: list[int] = []
-        vectors: dict[tuple[tuple[str, int], ...], int] = {}
-        for pod in state.pods:
-            if pod.node_name is not None and (row := n_index.get(pod.node_name)) is not None:
-                rows.append(row)
-                sets.append(vectors.setdefault(pod.requests.pod_demand_items(), len(vectors)))
-        held = np.zeros((len(vectors), len(names)), dtype=np.int64)
-        for demand, i in vectors.items():
-            for resource, amount in demand:
-                if (column := self.r_index.get(resource)) is not None:
-                    held[i, column] = amount
-        self.free = allocatable.copy()
-        np.subtract.at(
-            self.free, np.array(rows, dtype=np.int64), held[np.array(sets, dtype=np.int64)]
-        )
-        self._nodes = nodes
-        self._domains: dict[str, tuple[IntArray, list[str], list[IntArray]]] = {}
-        self._demands: dict[tuple[tuple[str, int], ...], IntArray] = {}
-
-    def domains(self, key: str) -> tuple[IntArray, list[str], list[IntArray]]:
-        """Per node, the index of its domain of ``key`` (-1: none); the domains' values;
-        and each domain's nodes (rows)."""
-        if key not in self._domains:
-            labels = [n.labels.get(key) for n in self._nodes]
-            values = sorted({v for v in labels if v is not None})
-            index = {v: i for i, v in enumerate(values)}
-            of = np.array([index[v] if v is not None else -1 for v in labels], dtype=np.int64)
-            order = np.argsort(of, kind="stable")
-            starts = np.searchsorted(of[order], np.arange(len(values) + 1))
-            members = [order[starts[d] : starts[d + 1]] for d in range(len(values))]
-            self._domains[key] = (of, values, members)
-        return self._domains[key]
-
-    def demand(self, pod: Pod) -> IntArray:
-        """A pod's demand as a row (its requests and pod slot), made once per request set."""
-        items = pod.requests.pod_demand_items()
-        if (out := self._demands.get(items)) is None:
-            out = self._demands[items] = np.zeros(len(self.r_index), dtype=np.int64)
-            for resource, amount in items:
-                out[self.r_index[resource]] = amount
-        return out
-
-    def per_node(self, pod: Pod, room: IntArray, rows: IntArray) -> IntArray:
-        """How many of ``pod`` each of the nodes ``rows`` takes, in ``room`` (theirs)."""
-        demand = self.demand(pod)
-        asked = np.flatnonzero(demand)
-        fits = (np.maximum(room[:, asked], 0) // demand[asked]).min(axis=1)
-        if pod.apart:
-            fits = np.minimum(fits, 1)  # a node of its own
-        return np.where(self.views.feasible_nodes(pod)[rows], fits, 0)
-
-
-def _specs(pods: Sequence[Pod]) -> list[tuple[Pod, int]]:
-    """A group's pods by spec (an exemplar, its count), the biggest first."""
-    counts: dict[tuple[object, ...], list[Pod]] = defaultdict(list)
-    for pod in pods:
-        counts[pod.spec_key()].append(pod)
-    return sorted(
-        ((same[0], len(same)) for same in counts.values()),
-        key=lambda pair: (-sum(v for _, v in pair[0].requests.pod_demand_items()), pair[0].name),
-    )
-
-
-def _fill(room: _Room, specs: Sequence[tuple[Pod, int]], space: IntArray, rows: IntArray) -> int:
-    """Place the group's pods into ``space`` (the room of the nodes ``rows``, taken as
-    they go), first fit in node order; returns how many fitted."""
-    fitted = 0
-    for exemplar, count in specs:
-        fits = room.per_node(exemplar, space, rows)
-        before = np.cumsum(fits) - fits
-        take = np.minimum(fits, np.maximum(0, count - before))
-        space -= take[:, None] * room.demand(exemplar)[None, :]
-        fitted += int(take.sum())
-    return fitted
-
-
-def _choose(group: str, pods: Sequence[Pod], need: int, room: _Room, now_s: float) -> str | None:
-    """The domain chosen for a group not yet bound anywhere (None: no node has the key);
-    the room its pods take there is taken from ``room.free`` when they fit."""
+def _choose(
+    group: str,
+    pods: Sequence[Pod],
+    need: int,
+    room: DomainRoom,
+    now_s: float,
+    within: BoolArray | None,
+) -> str | None:
+    """The domain chosen for a group not yet bound anywhere, among the nodes ``within``
+    allows (None: any; returns None where no node has the key); the room its pods take
+    there is taken from ``room.free`` when they fit."""
     of, values, members = room.domains(topology_key(group))
-    if not values:
+    if within is not None:
+        of = np.where(within, of, -1)
+        members = [rows[within[rows]] for rows in members]
+    if not values or not (of >= 0).any():
         return None
-    specs, count = _specs(pods), len(values)
-    inside = np.flatnonzero(of >= 0)
+    specs, count, inside = specs_of(pods), len(values), np.flatnonzero(of >= 0)
 
     def at_most(space: IntArray) -> IntArray:
         # Per domain, how many of the group fit, each spec counted alone: an upper bound
@@ -270,34 +196,31 @@ def _choose(group: str, pods: Sequence[Pod], need: int, room: _Room, now_s: floa
             out += np.minimum(per_domain, n).astype(np.int64)
         return out
 
-    candidates = [int(d) for d in np.flatnonzero(at_most(room.free) >= need)]
-    if len(candidates) > 1:
-        resource = _asked_most(room, specs)
-        weights = np.maximum(room.free[inside, resource], 0)
-        left = np.bincount(of[inside], weights=weights, minlength=count)
-        candidates.sort(key=lambda d: (left[d], values[d]))
-    for d in candidates:
-        space = room.free[members[d]].copy()
-        if _fill(room, specs, space, members[d]) >= need:  # the tightest domain it fits
-            room.free[members[d]] = space
-            return values[d]
-    empty = [
-        d
-        for d in np.flatnonzero(at_most(room.allocatable) >= need)
-        if _fill(room, specs, room.allocatable[members[d]].copy(), members[d]) >= need
-    ]
-    if empty:
-        return values[empty[int(now_s // TURN_S) % len(empty)]]
-    return values[int(np.argmax(at_most(room.free)))]
+    def fits(d: int, space: IntArray, target: int) -> IntArray | None:
+        taken = space[members[d]].copy()
+        return taken if fill(room, specs, taken, members[d]) >= target else None
 
-
-def _asked_most(room: _Room, specs: Sequence[tuple[Pod, int]]) -> int:
-    """The column of the resource the group asks most of, as a share of what the
-    cluster has (the pod slot aside)."""
-    asked = sum(
-        (room.demand(p) * count for p, count in specs), np.zeros(len(room.r_index), np.int64)
-    )
-    share = asked / np.maximum(room.allocatable.sum(axis=0), 1)
-    if (slot := room.r_index.get(PODS)) is not None and share.sum() > share[slot]:
-        share[slot] = 0
-    return int(np.argmax(share))
+    # The whole group first: a gang placed at its minimum in a tight domain would keep
+    # its other pods there, by the rule its bound pods make, where another took them all.
+    targets = list(dict.fromkeys((len(pods), need)))
+    bound = at_most(room.free)
+    for target in targets:
+        candidates = [int(d) for d in np.flatnonzero(bound >= target)]
+        if len(candidates) > 1:
+            resource = asked_most(room, specs)
+            weights = np.maximum(room.free[inside, resource], 0)
+            left = np.bincount(of[inside], weights=weights, minlength=count)
+            candidates.sort(key=lambda d: (left[d], values[d]))
+        for d in candidates[:TRIES]:
+            if (taken := fits(d, room.free, target)) is not None:  # the tightest it fits
+                room.free[members[d]] = taken
+                return values[d]
+    empty = at_most(room.allocatable)
+    for target in targets:
+        candidates = [int(d) for d in np.flatnonzero(empty >= target)]
+        if candidates:
+            start = int(now_s // TURN_S) % len(candidates)
+            for d in (candidates[start:] + candidates[:start])[:TRIES]:
+                if fits(d, room.allocatable, target) is not None:
+                    return values[d]
+    return values[int(np.argmax(bound))]

@@ -26,7 +26,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping
 
 from solver.decision import Decision
-from solver.model import DEFAULT_QUEUE, ClusterState, Gang, Node, Pod, Queue
+from solver.model import DEFAULT_QUEUE, ClusterState, Gang, Node, Pod, Queue, topology_key
 from solver.predicates import insufficient, placement_reason
 from solver.validate_preemption import check_preemption
 from solver.violations import Violation, demand_sum, queue_of
@@ -245,7 +245,7 @@ def _kept_together(
         if (node := nodes.get(node_name)) is None:
             continue  # (an unknown node, reported as such)
         for group in pod.together:
-            new[group][pod_name] = node.labels.get(group.rpartition("@")[2])
+            new[group][pod_name] = node.labels.get(topology_key(group))
     if not new:
         return []
     running: dict[str, set[str | None]] = defaultdict(set)
@@ -254,7 +254,7 @@ def _kept_together(
             if pod.name in decision.evictions or (node := nodes.get(pod.node_name)) is None:
                 continue
             for group in set(pod.together) & new.keys():
-                running[group].add(node.labels.get(group.rpartition("@")[2]))
+                running[group].add(node.labels.get(topology_key(group)))
     out: list[Violation] = []
     for group, domains in sorted(new.items()):
         allowed = {v for v in running[group] if v is not None}

@@ -102,7 +102,7 @@ def keep_apart(
     apart: dict[str, set[str]] = defaultdict(set)
     if carriers:
         running = Selected(bound.bound)
-        one_node = _one_nodedomains_of(nodes)
+        one_node = _one_node_domains(nodes)
         kept: dict[Term, set[str]] = {}  # terms that keep the pods they select apart
         held_off: dict[Term, set[str]] = {}  # the domains of the bound pods a term selects
         for name, terms in carriers.items():
@@ -143,7 +143,7 @@ def _why_not(term: Term, other: str) -> str:
     )
 
 
-def _one_nodedomains_of(nodes: Mapping[str, Node]) -> Callable[[str], bool]:
+def _one_node_domains(nodes: Mapping[str, Node]) -> Callable[[str], bool]:
     """Whether a topology key makes each node a domain of its own: no two nodes share a
     value of it (nodes without it are in no domain)."""
 

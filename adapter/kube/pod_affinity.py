@@ -4,22 +4,27 @@ goes to a node whose topology domain (the nodes sharing its value of the term's
 workers in one zone, rack or block (a term selecting its own job's pods), or to run
 beside a service (a term selecting the service's pods).
 
-Read per term of a pending pod (``keep_together``):
+Read per pending pod (``keep_together``), its terms together, as the filter reads them:
 
-- Where bound pods the term selects run on nodes with the key: the pod is held to their
-  domains (a ``NodeRule`` ``In`` their values), as kube-scheduler holds it.
-- Else, where the term selects pending pods (its own gang's, itself too): the pod and
-  those pods are kept together (``Pod.together``: all of them in one domain, chosen by
-  ``solver.together``). kube-scheduler places the first of them anywhere and the others
-  after it; a gang bound at once ends where they would, and a launcher a worker's term
-  selects is bound with the workers rather than first.
-- Else (it selects no pod at all): the pod is held to no node, and waits, as
-  kube-scheduler leaves it, until a pod the term selects runs.
+- Every term selects bound pods (on nodes with the key): the pod is held to their
+  domains, each term's (a ``NodeRule`` ``In`` their values). It does not preempt: kube-
+  scheduler's preemption checks the filter again without the victims it picks, so never
+  evicts the pods a term needs; gangsat's victims are chosen without reading the terms.
+- No term selects a bound pod, the pod matches every term of its own and each selects
+  pending pods (its own job's): the first of a series, which kube-scheduler places on any
+  node with the keys and its mates after it, in its domains. The pod and the pending pods
+  each term selects are kept together (``Pod.together``: one domain of that term's key,
+  chosen by ``solver.together``); a gang bound at once ends where they would. A term that
+  does not select its own pod (workers asking for their launcher's domain) is read so
+  too when every pending pod it selects is of the pod's own gang, bound with it.
+- Otherwise (a term selecting no pod at all, or selecting bound pods while another
+  selects none, or only pods outside its gang) the filter refuses the pod until a pod its
+  terms select runs: it is held to no node, and waits, as kube-scheduler leaves it.
 
-kube-scheduler also refuses a pod of which one term has matches and another none; each
-term is read on its own here (a placement that meets every term, the others' pods placed
-with it). Pods a term selects without carrying it are kept with the carriers: at worst a
-wait kube-scheduler would not make, never a placement it refuses.
+Pods a term selects without carrying it (an MPI launcher) go to the workers' domain with
+them: at worst a wait kube-scheduler would not make. A gang whose minMember is below its
+size may be placed without the pods its workers' terms select (a launcher): then placed
+where kube-scheduler would refuse until the launcher runs.
 """
 
 from __future__ import annotations
@@ -28,13 +33,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
 from adapter.kube.fields import Obj
-from adapter.kube.pod_terms import AFFINITY, Selected, domains_of, terms_of
+from adapter.kube.pod_terms import AFFINITY, Selected, Term, domains_of, terms_of
 from solver.model import Node, Pod
-from solver.predicates import POD_AFFINITY_MISMATCH, held_to
-from solver.scheduling_terms import NodeRule, NodeSelectorRequirement, NodeSelectorTerm
-
-# A term with no requirement matches no node: the rule of a term that selects no pod.
-NO_NODE = NodeRule(reason=POD_AFFINITY_MISMATCH, terms=(NodeSelectorTerm(),))
+from solver.predicates import held_to
+from solver.together import held_in
 
 
 def keep_together(
@@ -45,7 +47,7 @@ def keep_together(
 ) -> None:
     """Read the required pod affinity of the ``pending`` pods (object, key) still in
     ``pods`` against the ``bound`` pods (object, node) and each other, into their
-    ``node_rules`` and ``together`` (see the module)."""
+    ``node_rules``, ``together`` and ``may_preempt`` (see the module)."""
     pending = [(o, name) for o, name in pending if name in pods]
     carriers = {
         name: terms for o, name in pending if (terms := terms_of(o, o.get("spec"), AFFINITY))
@@ -53,26 +55,36 @@ def keep_together(
     if not carriers:
         return
     in_cycle, running = Selected(pending), Selected(bound)
-    held: dict[str, list[NodeRule]] = defaultdict(list)
-    together: dict[str, set[str]] = defaultdict(set)  # pod -> its groups
-    domains: dict[object, set[str]] = {}
+    domains: dict[Term, set[str]] = {}
+    kept: dict[Term, set[str]] = {}  # the pods each term keeps together
     for name, terms in carriers.items():
         for term in terms:
             if term not in domains:
                 domains[term] = domains_of(term.key, running(term), nodes)
-            if values := domains[term]:
-                requirement = NodeSelectorRequirement(
-                    key=term.key, operator="In", values=tuple(sorted(values))
-                )
-                term_in = NodeSelectorTerm(match_expressions=(requirement,))
-                held[name].append(NodeRule(reason=POD_AFFINITY_MISMATCH, terms=(term_in,)))
-            elif selected := in_cycle(term):
-                for p in {*selected, name}:
-                    together[p].add(term.group())
-            else:
-                held[name].append(NO_NODE)
-    for name in held.keys() | together.keys():
-        pod = held_to(pods[name], held.get(name, ()))
-        if name in together:
-            pod = pod.model_copy(update={"together": tuple(sorted(together[name]))})
-        pods[name] = pod
+        if all(domains[term] for term in terms):
+            rules = [held_in(t.key, tuple(sorted(domains[t]))) for t in terms]
+            pods[name] = held_to(pods[name], rules).model_copy(update={"may_preempt": False})
+        elif not any(domains[t] for t in terms) and all(
+            _first_of_series(name, pods, in_cycle(t)) for t in terms
+        ):
+            for term in terms:
+                kept.setdefault(term, {*in_cycle(term)}).add(name)
+        else:
+            pods[name] = held_to(pods[name], [held_in(t.key, ()) for t in terms[:1]])
+    together: dict[str, set[str]] = defaultdict(set)
+    for term, names in kept.items():
+        group = term.group()
+        for name in names:
+            together[name].add(group)
+    for name, groups in together.items():
+        pods[name] = pods[name].model_copy(update={"together": tuple(sorted(groups))})
+
+
+def _first_of_series(name: str, pods: Mapping[str, Pod], selected: list[str]) -> bool:
+    """Whether a term of pod ``name`` that selects no bound pod lets it be placed with
+    the pending pods it selects (``selected``): it selects the pod itself, or pods all of
+    its gang (bound with it)."""
+    if name in selected:
+        return True
+    gang = pods[name].gang
+    return bool(selected) and gang is not None and all(pods[p].gang == gang for p in selected)

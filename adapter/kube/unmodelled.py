@@ -13,8 +13,10 @@ Bound pods are read as they are: they hold their room wherever they run.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from adapter.kube.fields import Obj, mappings
-from adapter.kube.pod_terms import NOT_SCHEDULED
+from adapter.kube.pod_terms import AFFINITY, NOT_SCHEDULED, REQUIRED
 
 # Inline volumes that VolumeRestrictions lets no two pods of a node (or any node) share.
 EXCLUSIVE_DISKS = ("gcePersistentDisk", "awsElasticBlockStore", "iscsi", "rbd")
@@ -22,6 +24,17 @@ EXCLUSIVE_DISKS = ("gcePersistentDisk", "awsElasticBlockStore", "iscsi", "rbd")
 
 def unmodelled(spec: Obj) -> str | None:
     """The first rule of a pending pod's ``spec`` that gangsat does not check, if any."""
+    affinity = spec.get("affinity")
+    rules = affinity.get(AFFINITY) if isinstance(affinity, Mapping) else None
+    if isinstance(rules, Mapping) and any(
+        term.get("namespaceSelector") for term in mappings(rules.get(REQUIRED))
+    ):
+        # Read as every namespace, which is never too few for anti-affinity, a pod in a
+        # namespace the selector leaves out would count for affinity: refused instead.
+        return (
+            "asks for required podAffinity with a namespaceSelector (gangsat reads no "
+            f"Namespace objects), {NOT_SCHEDULED}"
+        )
     for constraint in mappings(spec.get("topologySpreadConstraints")):
         if constraint.get("whenUnsatisfiable") == "DoNotSchedule":
             return f"asks for a DoNotSchedule topologySpreadConstraint, {NOT_SCHEDULED}"

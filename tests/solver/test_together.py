@@ -180,3 +180,79 @@ def test_groups_beyond_the_cap_take_turns_and_wait_theirs_meanwhile(
     d = schedule(s, "cpsat", FAST)
     assert check(s, d) == []
     assert {p.rpartition("-")[0] for p in d.placements} == {"j0", "j1", "j2", "j3"}
+
+
+def test_a_gang_of_two_groups_whose_spare_member_either_may_take_runs_whole() -> None:
+    # 2 pods of role A and 2 of role B, each role in one zone of its own, minMember 3:
+    # zones a and b take 1 pod each, c all 4. Each group takes the zone it fits whole.
+    nodes = zones(a=[1], b=[1], c=[8])
+    pods = [
+        *(pod(f"A{i}").req(cpu=1).gang("g").together(f"A@{ZONE}") for i in range(2)),
+        *(pod(f"B{i}").req(cpu=1).gang("g").together(f"B@{ZONE}") for i in range(2)),
+    ]
+    s = state(nodes=nodes, pods=pods, gangs=[gang("g", 3)])
+    d = schedule(s, "cpsat", FAST)
+    assert check(s, d) == []
+    assert len(d.placements) == 4
+
+
+def test_an_elastic_gang_takes_the_zone_its_whole_group_fits() -> None:
+    # minMember 2 of 4: zone a fits 2, b all 4. Placed at its minimum in a, its other
+    # pods would be held there by their bound mates.
+    s = state(nodes=zones(a=[2], b=[4]), pods=job("g", 4), gangs=[gang("g", 2)])
+    d = schedule(s, "cpsat", FAST)
+    assert sorted(d.placements.values()) == ["b-0"] * 4
+
+
+def test_a_pod_of_groups_on_nested_keys_gets_domains_that_meet() -> None:
+    # A zone and a rack each (racks nested in zones): the rack is chosen within the zone.
+    rack = "rack"
+    nodes = [
+        node("r1").cap(cpu=10, pods=110).label({ZONE: "a", rack: "r1"}),
+        node("r2").cap(cpu=5, pods=110).label({ZONE: "b", rack: "r2"}),
+        node("r3").cap(cpu=6, pods=110).label({ZONE: "b", rack: "r3"}),
+    ]
+    pods = [pod(f"w{i}").req(cpu=1).gang("g").together(f"j@{ZONE}", f"j@{rack}") for i in range(4)]
+    s = state(nodes=nodes, pods=pods, gangs=[gang("g", 4)])
+    d = schedule(s, "cpsat", FAST)
+    assert check(s, d) == []
+    assert len(d.placements) == 4
+
+
+def test_pods_of_two_groups_on_one_key_share_the_first_group_s_domain() -> None:
+    # The launcher's group holds it and the workers; the workers' own group holds them:
+    # chosen one after the other, the second within the first's zone.
+    launcher = pod("launcher").req(cpu=1).gang("g").together(f"all@{ZONE}")
+    workers = [
+        pod(f"w{i}").req(cpu=1).gang("g").together(f"all@{ZONE}", f"workers@{ZONE}")
+        for i in range(4)
+    ]
+    s = state(nodes=zones(a=[4], b=[8]), pods=[launcher, *workers], gangs=[gang("g", 5)])
+    d = schedule(s, "cpsat", FAST)
+    assert check(s, d) == []
+    assert set(d.placements.values()) == {"b-0"} and len(d.placements) == 5
+
+
+def test_a_group_of_a_gang_no_room_places_is_not_said_to_wait_its_turn() -> None:
+    # 2 pods of a gang of minMember 3: never placed, and told it by the affinity rule.
+    s = state(nodes=zones(a=[8]), pods=job("g", 2), gangs=[gang("g", 3)])
+    rules = {r for p in settle(s).pods for r in p.node_rules}
+    assert together.NOT_ITS_TURN not in rules
+    assert [r.reason for r in rules] == [POD_AFFINITY_MISMATCH]
+
+
+def test_a_hostname_group_on_a_full_cluster_checks_few_nodes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every node would take the pair empty, none has room: a turn's node is checked by
+    # placing the pods, not every node of the cluster.
+    host = "kubernetes.io/hostname"
+    nodes = [node(f"n{i}").cap(cpu=8, pods=110).label({host: f"n{i}"}) for i in range(50)]
+    full = [pod(f"run{i}").req(cpu=8).on(f"n{i}") for i in range(50)]
+    pair = [pod(f"p-{i}").req(cpu=2).gang("p").together(f"p@{host}") for i in range(2)]
+    s = state(nodes=nodes, pods=[*full, *pair], gangs=[gang("p", 2)])
+    fills = []
+    real_fill = together.fill
+    monkeypatch.setattr(together, "fill", lambda *a: fills.append(1) or real_fill(*a))
+    settle(s)
+    assert 1 <= len(fills) <= together.TRIES

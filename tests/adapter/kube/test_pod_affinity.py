@@ -14,14 +14,16 @@ from adapter.kube.cluster import KubeCluster
 from adapter.kube.convert import convert
 from adapter.loop import run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
+from solver.config import SolverConfig
 from solver.predicates import POD_AFFINITY_MISMATCH
 from solver.schedulers import schedule
 from tests.adapter.kube.manifests import apply, bindings, gang_pods
 from tests.adapter.kube.manifests import node as kube_node
 from tests.adapter.kube.manifests import podgroup as kube_podgroup
-from tests.adapter.kube.test_anti_affinity import GROUP, REQUIRED, ZONE, group, placed
+from tests.adapter.kube.test_anti_affinity import GROUP, HOSTNAME, REQUIRED, ZONE, group, placed
 from tests.adapter.kube.test_convert import node, pod
 from tests.adapter.kube.test_kube_cluster import FAST, seen
+from tests.builders import queue
 
 
 def term(key: str = ZONE, **labels: str) -> dict[str, Any]:
@@ -134,3 +136,55 @@ def test_a_gang_kept_in_one_zone_is_bound_there_end_to_end(
     bound = {pod: where[0] for pod, where in bindings(server).items()}
     assert len(bound) == 6
     assert {zone_of[n] for n in bound.values()} == {"c"}, bound
+
+
+@pytest.mark.parametrize("case", ["gated", "too big", "of another gang"])
+def test_a_pod_whose_term_selects_only_pods_that_may_not_come_waits(case: str) -> None:
+    # web asks to run beside app=db and is no db pod itself; the only db pod is pending:
+    # kube-scheduler refuses web until one runs, which may be never (gated, too big).
+    web = near(pod("web"), term(app="db"))
+    db = pod("db", cpu="100" if case == "too big" else "1", labels={"app": "db"})
+    if case == "gated":
+        db["spec"]["schedulingGates"] = [{"name": "wait"}]
+    state = convert([*zones(a=["8"], b=["8"]), web, db]).state
+    assert "team/web" not in schedule(state, "cpsat").placements
+
+
+def test_a_namespace_selector_on_pod_affinity_is_refused_saying_why() -> None:
+    # Read as every namespace, a cache in a namespace the selector leaves out would count.
+    cache = pod("cache", namespace="scratch", labels={"app": "cache"}, node_name="b0")
+    narrowed = term(app="cache")
+    narrowed["namespaceSelector"] = {"matchLabels": {"env": "prod"}}
+    conversion = convert([*zones(a=["8"], b=["8"]), cache, near(pod("p"), narrowed)])
+    assert [p.name for p in conversion.state.pods if p.node_name is None] == []
+    (finding,) = conversion.findings
+    assert "namespaceSelector" in finding.message
+    # An empty one selects every namespace, as kube-scheduler reads it: exact.
+    every = term(app="cache")
+    every["namespaceSelector"] = {}
+    state = convert([*zones(a=["8"], b=["8"]), cache, near(pod("p"), every)]).state
+    assert placed(state) == {"team/p": "b0"}
+
+
+def test_a_term_met_by_bound_pods_and_one_met_by_none_waits_as_kube_scheduler_does() -> None:
+    # Its second term (hostname) selects only itself, and its first term has matches:
+    # kube-scheduler's first-pod exception does not apply.
+    cache = pod("cache", labels={"app": "cache"}, node_name="b0")
+    web = near(pod("web", labels={"app": "web"}), term(app="cache"), term(HOSTNAME, app="web"))
+    state = convert([*zones(a=["8"], b=["8"]), cache, web]).state
+    assert "team/web" not in schedule(state, "cpsat").placements
+
+
+def test_a_pod_held_beside_running_pods_does_not_evict_them_to_get_there() -> None:
+    # p (priority 1000) asks for the zone of a running cache that fills it: evicting the
+    # cache would leave p nowhere to go. It waits instead.
+    cache = pod("cache", cpu="8", labels={"app": "cache"}, node_name="b0", phase="Running")
+    cache["spec"]["priority"] = 0
+    p = near(pod("p", cpu="8"), term(app="cache"))
+    p["spec"]["priority"] = 1000
+    conversion = convert([*zones(a=["8"], b=["8"]), cache, p])
+    (pending,) = [q for q in conversion.state.pods if q.node_name is None]
+    assert pending.may_preempt is False
+    state = conversion.state.model_copy(update={"queues": (queue().build(),), "now_s": 600.0})
+    decision = schedule(state, "cpsat", SolverConfig(preemption=True, time_limit_s=3.0))
+    assert decision.evictions == {} and decision.placements == {}
