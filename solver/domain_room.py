@@ -53,6 +53,7 @@ class DomainRoom:
             self.free, np.array(rows, dtype=np.int64), held[np.array(sets, dtype=np.int64)]
         )
         self._nodes = nodes
+        self._name_rank = np.argsort(np.argsort(np.array([n.name for n in nodes], dtype=object)))
         self._domains: dict[str, tuple[IntArray, list[str], list[IntArray]]] = {}
         self._demands: dict[tuple[tuple[str, int], ...], IntArray] = {}
 
@@ -64,7 +65,10 @@ class DomainRoom:
             values = sorted({v for v in labels if v is not None})
             index = {v: i for i, v in enumerate(values)}
             of = np.array([index[v] if v is not None else -1 for v in labels], dtype=np.int64)
-            order = np.argsort(of, kind="stable")
+            # Each domain's nodes in name order, the order first fit fills them: a
+            # snapshot's node order (a watch's arrival order, another after a re-list or
+            # a new leader's) chose another domain for the same cluster.
+            order = np.lexsort((self._name_rank, of))
             starts = np.searchsorted(of[order], np.arange(len(values) + 1))
             members = [order[starts[d] : starts[d + 1]] for d in range(len(values))]
             self._domains[key] = (of, values, members)
@@ -95,14 +99,17 @@ class DomainRoom:
         return np.where(self.views.feasible_nodes(pod)[rows], fits, 0)
 
 
-def specs_of(pods: Sequence[Pod]) -> list[tuple[Pod, int]]:
-    """A group's pods by spec (an exemplar, its count), the biggest first."""
+def specs_of(room: DomainRoom, pods: Sequence[Pod]) -> list[tuple[Pod, int]]:
+    """A group's pods by spec (an exemplar, its count), the biggest first: by the largest
+    share of the cluster's allocatable one pod asks (bytes of memory, summed with
+    millicores, outweighed every CPU request)."""
     counts: dict[tuple[object, ...], list[Pod]] = defaultdict(list)
     for pod in pods:
         counts[pod.spec_key()].append(pod)
+    totals = np.maximum(room.allocatable.sum(axis=0), 1)
     return sorted(
         ((same[0], len(same)) for same in counts.values()),
-        key=lambda pair: (-sum(v for _, v in pair[0].requests.pod_demand_items()), pair[0].name),
+        key=lambda pair: (-float((room.demand(pair[0]) / totals).max()), pair[0].name),
     )
 
 

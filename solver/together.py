@@ -37,7 +37,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from solver.apart import TURN_S, may_run, never_placed, take_turns
+from solver.apart import may_run, never_placed, take_turns, turn_offset
 from solver.arrays import BoolArray, IntArray
 from solver.domain_room import DomainRoom, asked_most, fill, specs_of
 from solver.model import ClusterState, Gang, Pod, topology_key
@@ -184,7 +184,7 @@ def _choose(
         members = [rows[within[rows]] for rows in members]
     if not values or not (of >= 0).any():
         return None
-    specs, count, inside = specs_of(pods), len(values), np.flatnonzero(of >= 0)
+    specs, count, inside = specs_of(room, pods), len(values), np.flatnonzero(of >= 0)
 
     def at_most(space: IntArray) -> IntArray:
         # Per domain, how many of the group fit, each spec counted alone: an upper bound
@@ -219,7 +219,7 @@ def _choose(
     for target in targets:
         candidates = [int(d) for d in np.flatnonzero(empty >= target)]
         if candidates:
-            start = int(now_s // TURN_S) % len(candidates)
+            start = turn_offset(now_s, len(candidates))
             for d in (candidates[start:] + candidates[:start])[:TRIES]:
                 if fits(d, room.allocatable, target) is not None:
                     return values[d]
