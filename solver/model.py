@@ -225,6 +225,13 @@ class Pod(Frozen):
             "(ending in @<topologyKey>) go to one domain of that key (``solver.together``)"
         ),
     )
+    exclusive_of: tuple[str, ...] = Field(
+        default=(),
+        description=(
+            "groups kept together whose domain this pod's groups may not share: required "
+            "anti-affinity over a zone between jobs each kept in a domain of their own"
+        ),
+    )
     node_name: str | None = Field(default=None, description="set when already bound")
     created_s: float = 0.0
     gates: tuple[str, ...] = Field(

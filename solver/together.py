@@ -19,7 +19,9 @@ do not count the room it took; else one where the pods its gang cannot run witho
 A group that fits in no domain's free room takes turns, one every ``TURN_S`` of the
 snapshot's clock, among the domains where it would fit were they empty (evicting
 lower-priority pods may make room there), else takes the domain where most of it fits.
-Bound pods of a group fix its domains: it may use any of theirs. A pod of several groups
+Bound pods of a group fix its domains: it may use any of theirs. A group is chosen
+outside the domains taken by the groups it is kept from (``Pod.exclusive_of``: jobs each
+asking for a zone of their own, JobSet's exclusive placement). A pod of several groups
 (terms on a zone and on a rack, or two terms selecting overlapping pods) has each
 group after the first chosen among the nodes the domains chosen before allow. At most
 ``MAX_GROUPS`` groups are chosen a cycle, taking turns beyond (``_turns``); the others
@@ -79,9 +81,12 @@ def settle(state: ClusterState) -> ClusterState:
     rules: dict[str, list[NodeRule]] = defaultdict(list)
     allowed: dict[str, BoolArray] = {}  # per pod, the nodes its groups' domains leave
 
+    taken: dict[str, tuple[str, ...]] = {}  # per group held, its domains
+
     def hold(group: str, values: Iterable[str]) -> None:
         key, chosen = topology_key(group), tuple(sorted(values))
         rule, nodes_in = held_in(key, chosen), room.in_domains(key, chosen)
+        taken[group] = chosen
         for pod in groups[group]:
             rules[pod.name].append(rule)
             before = allowed.get(pod.name)
@@ -94,6 +99,10 @@ def settle(state: ClusterState) -> ClusterState:
     for group in chosen:
         members = groups[group]
         masks = [allowed[p.name] for p in members if p.name in allowed]
+        # Not in a domain a group it is kept from took (and they, when chosen later, not
+        # in its): the jobs of an exclusive placement, each in a zone of its own.
+        shunned = {x for p in members for x in p.exclusive_of if taken.get(x)}
+        masks += [~room.in_domains(topology_key(x), taken[x]) for x in sorted(shunned)]
         within = np.logical_and.reduce(masks) if masks else None
         need = _need(members, spare)
         domain = _choose(group, members, need, room, state.now_s, within)
@@ -223,4 +232,5 @@ def _choose(
             for d in (candidates[start:] + candidates[:start])[:TRIES]:
                 if fits(d, room.allocatable, target) is not None:
                     return values[d]
-    return values[int(np.argmax(bound))]
+    present = np.bincount(of[inside], minlength=count) > 0  # domains with a node allowed
+    return values[int(np.argmax(np.where(present, bound, -1)))]

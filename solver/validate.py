@@ -236,8 +236,10 @@ def _kept_together(
 ) -> list[Violation]:
     """Pods of a group kept together (``Pod.together``, its name ending in its topology
     key) the decision places or nominates in more than one domain, or on a node without
-    the key, or, where pods of the group run (not evicted), outside their domains."""
+    the key, or, where pods of the group run (not evicted), outside their domains; or in
+    a domain where a group it is kept from (``Pod.exclusive_of``) runs or goes."""
     new: dict[str, dict[str, str | None]] = defaultdict(dict)  # group -> pod -> its domain
+    shuns: list[tuple[str, Pod, Node]] = []
     for pod_name, node_name in sorted({**decision.placements, **decision.nominated}.items()):
         pod = pods.get(pod_name)
         if pod is None or not pod.together or pod.node_name is not None:
@@ -246,16 +248,29 @@ def _kept_together(
             continue  # (an unknown node, reported as such)
         for group in pod.together:
             new[group][pod_name] = node.labels.get(topology_key(group))
+        if pod.exclusive_of:
+            shuns.append((pod_name, pod, node))
     if not new:
         return []
+    read = new.keys() | {x for _, pod, _ in shuns for x in pod.exclusive_of}
     running: dict[str, set[str | None]] = defaultdict(set)
     for pod in state.pods:
         if pod.together and pod.node_name is not None and not pod.terminating:
             if pod.name in decision.evictions or (node := nodes.get(pod.node_name)) is None:
                 continue
-            for group in set(pod.together) & new.keys():
+            for group in set(pod.together) & read:
                 running[group].add(node.labels.get(topology_key(group)))
     out: list[Violation] = []
+    for pod_name, pod, node in shuns:
+        for other in pod.exclusive_of:
+            domain = node.labels.get(topology_key(other))
+            if domain is not None and domain in {*new.get(other, {}).values(), *running[other]}:
+                message = (
+                    f"pod {pod_name!r} goes to domain {domain!r} of group {other}, which its "
+                    "required pod anti-affinity keeps it from"
+                )
+                kind = "nomination" if pod_name in decision.nominated else "predicate"
+                out.append(Violation(kind=kind, subject=pod_name, message=message))
     for group, domains in sorted(new.items()):
         allowed = {v for v in running[group] if v is not None}
         if not allowed:

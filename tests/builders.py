@@ -132,6 +132,11 @@ class PodBuilder:
         self._fields["together"] = groups
         return self
 
+    def exclusive(self, *groups: str) -> PodBuilder:
+        """Kept together groups whose domain this pod's may not share (``Pod.exclusive_of``)."""
+        self._fields["exclusive_of"] = groups
+        return self
+
     def terminating(self) -> PodBuilder:
         self._fields["terminating"] = True
         return self

@@ -16,9 +16,12 @@ selects it runs.
   which kube-scheduler would allow: never a placement it refuses, at worst a wait it
   would not make. A node without the label is in no domain, where kube-scheduler lets
   such pods share it; kept apart there too, for the same reason.
-- A term over a zone (domains of several nodes) that selects pending pods is not
-  checked: its pod is not scheduled, with an ``InvalidSpec`` finding that says why, and
-  its gang waits.
+- A term that selects pending pods but not its own pod, of a pod whose required pod
+  affinity keeps it with others on the term's key, keeps jobs each kept in a domain of
+  that key out of each other's (``pod_affinity``: JobSet's exclusive placement, a job
+  per zone, node pool or node). Any other term over a zone (domains of several nodes)
+  that selects pending pods is not checked: its pod is not scheduled, with an
+  ``InvalidSpec`` finding that says why, and its gang waits.
 
 How a term is read (which pods, which domains): ``pod_terms``.
 """
@@ -31,7 +34,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from adapter.kube.fields import Obj
-from adapter.kube.pod_terms import NOT_SCHEDULED, Selected, Term, domains_of, terms_of
+from adapter.kube.pod_terms import AFFINITY, NOT_SCHEDULED, Selected, Term, domains_of, terms_of
 from adapter.kube.reading import Finding
 from solver.model import Node, Pod
 from solver.predicates import APART_CONFLICT, EXISTING_ANTI_AFFINITY, held_to
@@ -83,10 +86,13 @@ def keep_apart(
     pods: dict[str, Pod],
     nodes: Mapping[str, Node],
     findings: list[Finding],
-) -> None:
+) -> list[tuple[str, Term, list[str]]]:
     """Read the required anti-affinity of the ``pending`` pods (object, key) still in
     ``pods``, both ways, into their ``node_rules`` and ``apart`` (see the module); a pod
-    whose term cannot be checked is taken out of ``pods`` with a finding."""
+    whose term cannot be checked is taken out of ``pods`` with a finding. Returns the
+    terms that select pending pods but not their own, of pods whose pod affinity keeps
+    them with others on the term's key (pod, term, the pods it selects):
+    ``pod_affinity.keep_together`` reads them between jobs each kept in a domain."""
     pending = [(o, name) for o, name in pending if name in pods]
     # Per pod, per topology key, the domains kept off: by bound pods' terms (theirs), and
     # by its own terms (mine), each counted under kube-scheduler's words for it.
@@ -98,8 +104,15 @@ def keep_apart(
             for name in in_cycle(term):
                 theirs[name][term.key] |= domains
     carriers = {name: terms for o, name in pending if (terms := terms_of(o, o.get("spec")))}
+    # The keys a carrier's required pod affinity keeps it with pods on.
+    kept_with = {
+        name: {t.key for t in terms_of(o, o.get("spec"), AFFINITY)}
+        for o, name in pending
+        if name in carriers
+    }
     refused: dict[str, str] = {}
     apart: dict[str, set[str]] = defaultdict(set)
+    zone_wide: list[tuple[str, Term, list[str]]] = []
     if carriers:
         running = Selected(bound.bound)
         one_node = _one_node_domains(nodes)
@@ -114,13 +127,17 @@ def keep_apart(
                 selected = in_cycle(term)
                 if not selected or selected == [name]:
                     continue
-                if one_node(term.key):
+                if name not in selected and term.key in kept_with[name]:
+                    # Its job kept together on the key, away from other jobs' pods: each
+                    # job a domain of its own (JobSet's exclusive placement).
+                    zone_wide.append((name, term, selected))
+                elif one_node(term.key):
                     # With what it selects, itself too where it does not select itself
                     # (then pods of that term are kept apart from each other as well).
                     kept.setdefault(term, {*selected}).add(name)
                 else:
                     other = next(p for p in selected if p != name)
-                    refused.setdefault(name, _why_not(term, other))
+                    refused.setdefault(name, why_not(term, other))
         for term, together in kept.items():
             group = term.group()
             for p in together:
@@ -134,9 +151,11 @@ def keep_apart(
         if name in pods:
             pod = kept_off(pods[name], _not_in(theirs.get(name, {})), EXISTING_ANTI_AFFINITY)
             pods[name] = kept_off(pod, _not_in(mine.get(name, {})), APART_CONFLICT)
+    return zone_wide
 
 
-def _why_not(term: Term, other: str) -> str:
+def why_not(term: Term, other: str) -> str:
+    """Why a pod whose term over a zone selects pending pods is not scheduled."""
     return (
         f"asks for required podAntiAffinity against pending pods ({other}) on topologyKey "
         f"{term.key}, whose domains span several nodes, {NOT_SCHEDULED}"

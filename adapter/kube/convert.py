@@ -388,8 +388,8 @@ def convert(
 
     closed(nodes, unknown_room, findings)
     _claims_read(pods, claims, claiming, findings)
-    keep_apart(pending, anti, pods, nodes, findings)
-    keep_together(pending, anti.bound, pods, nodes)
+    zone_wide = keep_apart(pending, anti, pods, nodes, findings)
+    keep_together(pending, anti.bound, pods, nodes, zone_wide, findings)
     if templates:  # (without, no pod names a Workload's group: every pod read for none)
         workload_instances(templates, pods.values(), gangs)
     by_pods |= declared.gangs(pods.values(), gangs)

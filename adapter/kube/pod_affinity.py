@@ -21,6 +21,10 @@ Read per pending pod (``keep_together``), its terms together, as the filter read
   selects none, or only pods outside its gang) the filter refuses the pod until a pod its
   terms select runs: it is held to no node, and waits, as kube-scheduler leaves it.
 
+Jobs each kept in a domain and kept from each other by an anti-affinity term on the same
+key (JobSet's exclusive placement; the terms ``anti_affinity.keep_apart`` hands over) are
+given ``exclusive_of``: the groups whose domains theirs may not share.
+
 Pods a term selects without carrying it (an MPI launcher) go to the workers' domain with
 them: at worst a wait kube-scheduler would not make. A gang whose minMember is below its
 size may be placed without the pods its workers' terms select (a launcher): then placed
@@ -32,9 +36,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
+from adapter.kube.anti_affinity import why_not
 from adapter.kube.fields import Obj
 from adapter.kube.pod_terms import AFFINITY, Selected, Term, domains_of, terms_of
-from solver.model import Node, Pod
+from adapter.kube.reading import Finding
+from solver.model import Node, Pod, topology_key
 from solver.predicates import held_to
 from solver.together import held_in
 
@@ -44,10 +50,14 @@ def keep_together(
     bound: Sequence[tuple[Obj, str]],
     pods: dict[str, Pod],
     nodes: Mapping[str, Node],
+    zone_wide: Sequence[tuple[str, Term, list[str]]],
+    findings: list[Finding],
 ) -> None:
     """Read the required pod affinity of the ``pending`` pods (object, key) still in
     ``pods`` against the ``bound`` pods (object, node) and each other, into their
-    ``node_rules``, ``together`` and ``may_preempt`` (see the module)."""
+    ``node_rules``, ``together`` and ``may_preempt`` (see the module); then the
+    anti-affinity terms over a zone ``keep_apart`` left (``zone_wide``: pod, term, the
+    pending pods it selects) into ``exclusive_of``, or a finding."""
     pending = [(o, name) for o, name in pending if name in pods]
     carriers = {
         name: terms for o, name in pending if (terms := terms_of(o, o.get("spec"), AFFINITY))
@@ -76,8 +86,44 @@ def keep_together(
         group = term.group()
         for name in names:
             together[name].add(group)
-    for name, groups in together.items():
-        pods[name] = pods[name].model_copy(update={"together": tuple(sorted(groups))})
+    excluded = _exclusive(zone_wide, together, pods, findings)
+    for name in together.keys() & pods.keys():
+        groups = tuple(sorted(together[name]))
+        apart = tuple(sorted({x for g in groups for x in excluded.get(g, ())}))
+        pods[name] = pods[name].model_copy(update={"together": groups, "exclusive_of": apart})
+
+
+def _exclusive(
+    zone_wide: Sequence[tuple[str, Term, list[str]]],
+    together: Mapping[str, set[str]],
+    pods: dict[str, Pod],
+    findings: list[Finding],
+) -> dict[str, set[str]]:
+    """Per group kept together, the groups it may not share a domain with: those of the
+    pods a zone-wide anti-affinity term of its pods selects, and back. A term is read so
+    where its pod and every pending pod it selects are kept together on its key (jobs
+    each asking for a domain of their own); any other pod is taken out of ``pods`` with
+    a finding, as ``keep_apart`` takes out the terms it cannot check."""
+    excluded: dict[str, set[str]] = defaultdict(set)
+    for name, term, selected in zone_wide:
+        if name not in pods:
+            continue
+        mine = {g for g in together.get(name, ()) if topology_key(g) == term.key}
+        theirs = [
+            {g for g in together.get(p, ()) if topology_key(g) == term.key}
+            for p in selected
+            if p in pods
+        ]
+        others = set().union(*theirs)
+        if not mine or not all(theirs) or mine & others:
+            why = why_not(term, selected[0])
+            findings.append(Finding(kind="Pod", name=name, message=why, gang=pods.pop(name).gang))
+            continue
+        for group in mine:
+            excluded[group] |= others
+        for group in others:
+            excluded[group] |= mine
+    return excluded
 
 
 def _first_of_series(name: str, pods: Mapping[str, Pod], selected: list[str]) -> bool:

@@ -257,3 +257,47 @@ def test_a_hostname_group_on_a_full_cluster_checks_few_nodes(
     monkeypatch.setattr(together, "fill", lambda *a: fills.append(1) or real_fill(*a))
     settle(s)
     assert 1 <= len(fills) <= together.TRIES
+
+
+def exclusive(name: str, size: int, *others: str) -> list[object]:
+    """A job kept in one zone, in none another of ``others`` takes."""
+    kept_from = tuple(f"{o}@{ZONE}" for o in others)
+    return [
+        pod(f"{name}-{i}").req(cpu=1).gang(name).together(f"{name}@{ZONE}").exclusive(*kept_from)
+        for i in range(size)
+    ]
+
+
+@pytest.mark.parametrize("scheduler", ["cpsat", "gang-greedy"])
+def test_jobs_kept_from_each_other_take_a_zone_each(scheduler: str) -> None:
+    # Both fit zone b together (8 cpus); each asks for a zone no other job runs in.
+    pods = [*exclusive("x", 2, "y"), *exclusive("y", 2, "x")]
+    s = state(nodes=zones(a=[4], b=[8]), pods=pods, gangs=[gang("x", 2), gang("y", 2)])
+    d = schedule(s, scheduler, FAST)
+    assert check(s, d) == []
+    assert len(d.placements) == 4
+    assert domains_of(s, d.placements, "x") != domains_of(s, d.placements, "y")
+
+
+def test_a_third_exclusive_job_waits_for_a_zone_of_its_own() -> None:
+    pods = [
+        *exclusive("x", 2, "y", "z"),
+        *exclusive("y", 2, "x", "z"),
+        *exclusive("z", 2, "x", "y"),
+    ]
+    s = state(
+        nodes=zones(a=[8], b=[8]),
+        pods=pods,
+        gangs=[gang(j, 2).created(i) for i, j in enumerate("xyz")],
+    )
+    d = schedule(s, "cpsat", FAST)
+    assert check(s, d) == []
+    assert len(d.placements) == 4 and "z" in d.unschedulable
+
+
+def test_the_validator_refuses_exclusive_jobs_in_one_zone() -> None:
+    pods = [*exclusive("x", 1, "y"), *exclusive("y", 1, "x")]
+    s = state(nodes=zones(a=[8], b=[8]), pods=pods, gangs=[gang("x", 1), gang("y", 1)])
+    shared = decided({"x-0": "a-0", "y-0": "a-0"})
+    assert [v.kind for v in check(s, shared)] == ["predicate", "predicate"]
+    assert check(s, decided({"x-0": "a-0", "y-0": "b-0"})) == []

@@ -17,6 +17,7 @@ from benchmarks.fake_apiserver import FakeApiServer
 from solver.config import SolverConfig
 from solver.predicates import POD_AFFINITY_MISMATCH
 from solver.schedulers import schedule
+from solver.validate import check
 from tests.adapter.kube.manifests import apply, bindings, gang_pods
 from tests.adapter.kube.manifests import node as kube_node
 from tests.adapter.kube.manifests import podgroup as kube_podgroup
@@ -188,3 +189,132 @@ def test_a_pod_held_beside_running_pods_does_not_evict_them_to_get_there() -> No
     state = conversion.state.model_copy(update={"queues": (queue().build(),), "now_s": 600.0})
     decision = schedule(state, "cpsat", SolverConfig(preemption=True, time_limit_s=3.0))
     assert decision.evictions == {} and decision.placements == {}
+
+
+POOL = "cloud.google.com/gke-nodepool"
+JOB_KEY = "jobset.sigs.k8s.io/job-key"
+
+
+def jobset_pods(job: str, n: int, cpu: str = "1") -> list[dict[str, Any]]:
+    """Pods of one job of a JobSet with exclusive placement on node pools, as its webhook
+    writes them: with the job's own pods, in a pool no other job's pod runs in."""
+    together = {
+        "labelSelector": {
+            "matchExpressions": [{"key": JOB_KEY, "operator": "In", "values": [job]}]
+        },
+        "topologyKey": POOL,
+        "namespaceSelector": {},
+    }
+    apart = {
+        "labelSelector": {
+            "matchExpressions": [
+                {"key": JOB_KEY, "operator": "Exists"},
+                {"key": JOB_KEY, "operator": "NotIn", "values": [job]},
+            ]
+        },
+        "topologyKey": POOL,
+        "namespaceSelector": {},
+    }
+    out = []
+    for i in range(n):
+        obj = pod(f"{job}-{i}", cpu=cpu, labels={JOB_KEY: job}, annotations={**GROUP})
+        obj["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = job
+        obj["spec"]["affinity"] = {
+            "podAffinity": {REQUIRED: [together]},
+            "podAntiAffinity": {REQUIRED: [apart]},
+        }
+        out.append(obj)
+    return out
+
+
+def pools(**cpus: list[str]) -> list[dict[str, Any]]:
+    return [
+        node(
+            f"{p}{i}",
+            cpu=cpu,
+            metadata={"name": f"{p}{i}", "labels": {POOL: p, "kubernetes.io/hostname": f"{p}{i}"}},
+        )
+        for p, node_cpus in cpus.items()
+        for i, cpu in enumerate(node_cpus)
+    ]
+
+
+def podgroup_of(name: str, n: int) -> dict[str, Any]:
+    return {**group(n), "metadata": {"name": name, "namespace": "team"}}
+
+
+@pytest.mark.parametrize("scheduler", ["cpsat", "gang-greedy"])
+@pytest.mark.parametrize("sizes", [(["4"], ["8"]), (["2", "2"], ["4", "4"])], ids=["1", "2"])
+def test_jobset_exclusive_placement_runs_a_job_per_node_pool(
+    scheduler: str, sizes: tuple[list[str], list[str]]
+) -> None:
+    # Both jobs would fit pool p2 together; each takes a pool of its own (of a node each,
+    # or of two: per-node and zone-wide terms alike).
+    objects = [
+        *pools(p1=sizes[0], p2=sizes[1]),
+        podgroup_of("j1", 3),
+        podgroup_of("j2", 3),
+        *jobset_pods("j1", 3),
+        *jobset_pods("j2", 3),
+    ]
+    conversion = convert(objects)
+    assert conversion.findings == []
+    where = placed(conversion.state, scheduler)
+    assert len(where) == 6
+    pools_of = {j: {n[:2] for p, n in where.items() if f"/{j}-" in p} for j in ("j1", "j2")}
+    assert all(len(v) == 1 for v in pools_of.values()) and pools_of["j1"] != pools_of["j2"]
+
+
+def test_a_third_exclusive_job_waits_and_one_running_keeps_its_pool_to_itself() -> None:
+    running = jobset_pods("j0", 1)
+    running[0]["spec"]["nodeName"] = "p10"
+    objects = [
+        *pools(p1=["8"], p2=["8"]),
+        podgroup_of("j0", 1),
+        podgroup_of("j1", 2),
+        podgroup_of("j2", 2),
+        *running,
+        *jobset_pods("j1", 2),
+        *jobset_pods("j2", 2),
+    ]
+    state = convert(objects).state
+    decision = schedule(state, "cpsat")
+    assert check(state, decision) == []
+    # p1 is j0's: one of j1 and j2 gets p2, the other waits.
+    assert {n for n in decision.placements.values()} == {"p20"}
+    assert len(decision.placements) == 2
+
+
+def test_a_zone_wide_anti_affinity_between_jobs_not_kept_together_is_refused() -> None:
+    # Without the podAffinity keeping each job in one pool, the term is not checked.
+    pods = jobset_pods("j1", 2) + jobset_pods("j2", 2)
+    for p in pods:
+        del p["spec"]["affinity"]["podAffinity"]
+    conversion = convert([*pools(p1=["8", "8"], p2=["8", "8"]), *pods])
+    assert {p.name for p in conversion.state.pods} == set()
+    assert all("podAntiAffinity against pending pods" in f.message for f in conversion.findings)
+
+
+def test_exclusive_jobs_are_bound_a_pool_each_end_to_end(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    members = []
+    for job in ("j1", "j2"):
+        for obj in gang_pods(job, 3):
+            obj["metadata"]["labels"] = {JOB_KEY: job}
+            spec = jobset_pods(job, 1)[0]["spec"]
+            obj["spec"]["affinity"] = spec["affinity"]
+            members.append(obj)
+    cluster_nodes = []
+    for name, (pool, cpu) in {"a0": ("p1", "4"), "b0": ("p2", "8")}.items():
+        n = kube_node(name, cpu, "32Gi")
+        n["metadata"]["labels"][POOL] = pool
+        cluster_nodes.append(n)
+    apply(server, [*cluster_nodes, kube_podgroup("j1", 3), kube_podgroup("j2", 3)])
+    apply(server, members)
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    bound = {pod: where[0] for pod, where in bindings(server).items()}
+    assert len(bound) == 6
+    nodes_of = [{n for p, n in bound.items() if f"/{j}-" in p} for j in ("j1", "j2")]
+    assert all(len(v) == 1 for v in nodes_of) and nodes_of[0] != nodes_of[1], bound
