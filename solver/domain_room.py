@@ -8,7 +8,7 @@ over the nodes per group, not a loop over them (1,152 groups on 5,000 nodes).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -56,6 +56,8 @@ class DomainRoom:
         self._name_rank = np.argsort(np.argsort(np.array([n.name for n in nodes], dtype=object)))
         self._domains: dict[str, tuple[IntArray, list[str], list[IntArray]]] = {}
         self._demands: dict[tuple[tuple[str, int], ...], IntArray] = {}
+        self._index: dict[str, dict[str, int]] = {}
+        self._masks: dict[tuple[str, tuple[str, ...]], BoolArray] = {}
 
     def domains(self, key: str) -> tuple[IntArray, list[str], list[IntArray]]:
         """Per node, the index of its domain of ``key`` (-1: none); the domains' values;
@@ -83,11 +85,17 @@ class DomainRoom:
                 out[self.r_index[resource]] = amount
         return out
 
-    def in_domains(self, key: str, values: Iterable[str]) -> BoolArray:
-        """Per node, whether it is in one of the domains ``values`` of ``key``."""
-        of, names, _ = self.domains(key)
-        wanted = [i for i, v in enumerate(names) if v in set(values)]
-        return np.isin(of, np.array(wanted, dtype=np.int64))
+    def in_domains(self, key: str, values: tuple[str, ...]) -> BoolArray:
+        """Per node, whether it is in one of the domains ``values`` of ``key`` (made once
+        per domains: every group kept from one reads its mask)."""
+        if (key, values) not in self._masks:
+            of, names, _ = self.domains(key)
+            if key not in self._index:
+                self._index[key] = {v: i for i, v in enumerate(names)}
+            index = self._index[key]
+            wanted = [index[v] for v in values if v in index]
+            self._masks[key, values] = np.isin(of, np.array(wanted, dtype=np.int64))
+        return self._masks[key, values]
 
     def per_node(self, pod: Pod, room: IntArray, rows: IntArray) -> IntArray:
         """How many of ``pod`` each of the nodes ``rows`` takes, in ``room`` (theirs)."""

@@ -83,10 +83,11 @@ def settle(state: ClusterState) -> ClusterState:
 
     taken: dict[str, tuple[str, ...]] = {}  # per group held, its domains
 
-    def hold(group: str, values: Iterable[str]) -> None:
+    def hold(group: str, values: Iterable[str], takes: bool = True) -> None:
         key, chosen = topology_key(group), tuple(sorted(values))
         rule, nodes_in = held_in(key, chosen), room.in_domains(key, chosen)
-        taken[group] = chosen
+        if takes:
+            taken[group] = chosen
         for pod in groups[group]:
             rules[pod.name].append(rule)
             before = allowed.get(pod.name)
@@ -104,9 +105,10 @@ def settle(state: ClusterState) -> ClusterState:
         shunned = {x for p in members for x in p.exclusive_of if taken.get(x)}
         masks += [~room.in_domains(topology_key(x), taken[x]) for x in sorted(shunned)]
         within = np.logical_and.reduce(masks) if masks else None
-        need = _need(members, spare)
-        domain = _choose(group, members, need, room, state.now_s, within)
-        hold(group, (domain,) if domain is not None else ())
+        domain, fits = _choose(group, members, _need(members, spare), room, state.now_s, within)
+        # A domain it fits in nowhere, not even empty, is no domain it takes from the
+        # groups kept from it: it would hold an exclusive job's only domain for ever.
+        hold(group, (domain,) if domain is not None else (), takes=fits)
     for group, why in waiting.items():
         for pod in groups[group]:
             rules[pod.name].append(why)
@@ -183,16 +185,16 @@ def _choose(
     room: DomainRoom,
     now_s: float,
     within: BoolArray | None,
-) -> str | None:
+) -> tuple[str | None, bool]:
     """The domain chosen for a group not yet bound anywhere, among the nodes ``within``
-    allows (None: any; returns None where no node has the key); the room its pods take
-    there is taken from ``room.free`` when they fit."""
+    allows (None: any; None where no node has the key), and whether the group fits there
+    (in its free room, or were it empty); the room its pods take there is taken from
+    ``room.free`` when they fit it."""
     of, values, members = room.domains(topology_key(group))
     if within is not None:
         of = np.where(within, of, -1)
-        members = [rows[within[rows]] for rows in members]
     if not values or not (of >= 0).any():
-        return None
+        return None, False
     specs, count, inside = specs_of(room, pods), len(values), np.flatnonzero(of >= 0)
 
     def at_most(space: IntArray) -> IntArray:
@@ -205,32 +207,37 @@ def _choose(
             out += np.minimum(per_domain, n).astype(np.int64)
         return out
 
+    def rows_of(d: int) -> IntArray:
+        rows = members[d]
+        return rows if within is None else rows[within[rows]]
+
     def fits(d: int, space: IntArray, target: int) -> IntArray | None:
-        taken = space[members[d]].copy()
-        return taken if fill(room, specs, taken, members[d]) >= target else None
+        rows = rows_of(d)
+        taken = space[rows].copy()
+        return taken if fill(room, specs, taken, rows) >= target else None
 
     # The whole group first: a gang placed at its minimum in a tight domain would keep
     # its other pods there, by the rule its bound pods make, where another took them all.
     targets = list(dict.fromkeys((len(pods), need)))
     bound = at_most(room.free)
     for target in targets:
-        candidates = [int(d) for d in np.flatnonzero(bound >= target)]
+        candidates = np.flatnonzero(bound >= target)  # in the values' order
         if len(candidates) > 1:
             resource = asked_most(room, specs)
             weights = np.maximum(room.free[inside, resource], 0)
             left = np.bincount(of[inside], weights=weights, minlength=count)
-            candidates.sort(key=lambda d: (left[d], values[d]))
-        for d in candidates[:TRIES]:
+            candidates = candidates[np.argsort(left[candidates], kind="stable")]
+        for d in candidates[:TRIES].tolist():
             if (taken := fits(d, room.free, target)) is not None:  # the tightest it fits
-                room.free[members[d]] = taken
-                return values[d]
+                room.free[rows_of(d)] = taken
+                return values[d], True
     empty = at_most(room.allocatable)
     for target in targets:
-        candidates = [int(d) for d in np.flatnonzero(empty >= target)]
-        if candidates:
-            start = turn_offset(now_s, len(candidates))
-            for d in (candidates[start:] + candidates[:start])[:TRIES]:
+        fitting: list[int] = np.flatnonzero(empty >= target).tolist()
+        if fitting:
+            start = turn_offset(now_s, len(fitting))
+            for d in (fitting[start:] + fitting[:start])[:TRIES]:
                 if fits(d, room.allocatable, target) is not None:
-                    return values[d]
+                    return values[d], True
     present = np.bincount(of[inside], minlength=count) > 0  # domains with a node allowed
-    return values[int(np.argmax(np.where(present, bound, -1)))]
+    return values[int(np.argmax(np.where(present, bound, -1)))], False

@@ -104,12 +104,14 @@ def keep_apart(
             for name in in_cycle(term):
                 theirs[name][term.key] |= domains
     carriers = {name: terms for o, name in pending if (terms := terms_of(o, o.get("spec")))}
-    # The keys a carrier's required pod affinity keeps it with pods on.
-    kept_with = {
-        name: {t.key for t in terms_of(o, o.get("spec"), AFFINITY)}
-        for o, name in pending
-        if name in carriers
-    }
+    objects = dict((name, o) for o, name in pending)
+
+    @cache
+    def kept_with(name: str) -> frozenset[str]:
+        # The keys a pod's required pod affinity keeps it with pods on.
+        o = objects[name]
+        return frozenset(t.key for t in terms_of(o, o.get("spec"), AFFINITY))
+
     refused: dict[str, str] = {}
     apart: dict[str, set[str]] = defaultdict(set)
     zone_wide: list[tuple[str, Term, list[str]]] = []
@@ -118,6 +120,9 @@ def keep_apart(
         one_node = _one_node_domains(nodes)
         kept: dict[Term, set[str]] = {}  # terms that keep the pods they select apart
         held_off: dict[Term, set[str]] = {}  # the domains of the bound pods a term selects
+        # Per term, the pending pods it selects, and whether their pod affinity keeps each
+        # with others on its key.
+        among: dict[Term, tuple[set[str], bool]] = {}
         for name, terms in carriers.items():
             for term in terms:
                 if term not in held_off:
@@ -127,9 +132,12 @@ def keep_apart(
                 selected = in_cycle(term)
                 if not selected or selected == [name]:
                     continue
-                if name not in selected and term.key in kept_with[name]:
-                    # Its job kept together on the key, away from other jobs' pods: each
-                    # job a domain of its own (JobSet's exclusive placement).
+                if term not in among:  # (each job's pods share its term: read once)
+                    among[term] = (set(selected), all(term.key in kept_with(p) for p in selected))
+                chosen, all_kept = among[term]
+                if name not in chosen and all_kept and term.key in kept_with(name):
+                    # Its job kept with its own on the key, away from other jobs' pods
+                    # kept so too: a domain each (JobSet's exclusive placement).
                     zone_wide.append((name, term, selected))
                 elif one_node(term.key):
                     # With what it selects, itself too where it does not select itself

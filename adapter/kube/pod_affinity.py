@@ -41,7 +41,8 @@ from adapter.kube.fields import Obj
 from adapter.kube.pod_terms import AFFINITY, Selected, Term, domains_of, terms_of
 from adapter.kube.reading import Finding
 from solver.model import Node, Pod, topology_key
-from solver.predicates import held_to
+from solver.predicates import APART_CONFLICT, held_to
+from solver.scheduling_terms import NodeRule, NodeSelectorRequirement, NodeSelectorTerm
 from solver.together import held_in
 
 
@@ -67,6 +68,7 @@ def keep_together(
     in_cycle, running = Selected(pending), Selected(bound)
     domains: dict[Term, set[str]] = {}
     kept: dict[Term, set[str]] = {}  # the pods each term keeps together
+    held: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for name, terms in carriers.items():
         for term in terms:
             if term not in domains:
@@ -74,6 +76,8 @@ def keep_together(
         if all(domains[term] for term in terms):
             rules = [held_in(t.key, tuple(sorted(domains[t]))) for t in terms]
             pods[name] = held_to(pods[name], rules).model_copy(update={"may_preempt": False})
+            for t in terms:
+                held[name][t.key] |= domains[t]
         elif not any(domains[t] for t in terms) and all(
             _first_of_series(name, pods, in_cycle(t)) for t in terms
         ):
@@ -86,44 +90,76 @@ def keep_together(
         group = term.group()
         for name in names:
             together[name].add(group)
-    excluded = _exclusive(zone_wide, together, pods, findings)
+    excluded = _Exclusive(together, held, pods, findings).read(zone_wide)
+    made: dict[tuple[str, ...], tuple[str, ...]] = {}
     for name in together.keys() & pods.keys():
         groups = tuple(sorted(together[name]))
-        apart = tuple(sorted({x for g in groups for x in excluded.get(g, ())}))
-        pods[name] = pods[name].model_copy(update={"together": groups, "exclusive_of": apart})
+        if groups not in made:
+            made[groups] = tuple(sorted({x for g in groups for x in excluded.get(g, ())}))
+        update = {"together": groups, "exclusive_of": made[groups]}
+        pods[name] = pods[name].model_copy(update=update)
 
 
-def _exclusive(
-    zone_wide: Sequence[tuple[str, Term, list[str]]],
-    together: Mapping[str, set[str]],
-    pods: dict[str, Pod],
-    findings: list[Finding],
-) -> dict[str, set[str]]:
-    """Per group kept together, the groups it may not share a domain with: those of the
-    pods a zone-wide anti-affinity term of its pods selects, and back. A term is read so
-    where its pod and every pending pod it selects are kept together on its key (jobs
-    each asking for a domain of their own); any other pod is taken out of ``pods`` with
-    a finding, as ``keep_apart`` takes out the terms it cannot check."""
-    excluded: dict[str, set[str]] = defaultdict(set)
-    for name, term, selected in zone_wide:
-        if name not in pods:
-            continue
-        mine = {g for g in together.get(name, ()) if topology_key(g) == term.key}
-        theirs = [
-            {g for g in together.get(p, ()) if topology_key(g) == term.key}
-            for p in selected
-            if p in pods
-        ]
-        others = set().union(*theirs)
-        if not mine or not all(theirs) or mine & others:
-            why = why_not(term, selected[0])
-            findings.append(Finding(kind="Pod", name=name, message=why, gang=pods.pop(name).gang))
-            continue
-        for group in mine:
-            excluded[group] |= others
-        for group in others:
-            excluded[group] |= mine
-    return excluded
+class _Exclusive:
+    """Anti-affinity over a key between pods kept with their own on it (jobs each asking
+    for a domain of their own): per group kept together, the groups it may not share a
+    domain with (``read``), and ``NotIn`` rules against the domains of pods held to
+    running pods' (a job's pod made again while the rest of it runs)."""
+
+    def __init__(
+        self,
+        together: Mapping[str, set[str]],
+        held: Mapping[str, Mapping[str, set[str]]],
+        pods: dict[str, Pod],
+        findings: list[Finding],
+    ) -> None:
+        self.together, self.held, self.pods, self.findings = together, held, pods, findings
+        # Per term, its selected pods' groups on its key and the domains they are held
+        # to: every pod of a job has the same term (200 jobs of 8: 2.5M sets made per pod).
+        self._theirs: dict[Term, tuple[set[str], set[str]]] = {}
+        self._where: dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]] = {}
+
+    def where(self, name: str, key: str) -> tuple[frozenset[str], frozenset[str]]:
+        """A pod's groups on ``key``, and the domains of it the pod is held to."""
+        if (name, key) not in self._where:
+            groups = frozenset(g for g in self.together.get(name, ()) if topology_key(g) == key)
+            self._where[name, key] = (groups, frozenset(self.held.get(name, {}).get(key, ())))
+        return self._where[name, key]
+
+    def read(self, zone_wide: Sequence[tuple[str, Term, list[str]]]) -> dict[str, set[str]]:
+        excluded: dict[str, set[str]] = defaultdict(set)
+        for name, term, selected in zone_wide:
+            if name not in self.pods:
+                continue
+            mine, mine_held = self.where(name, term.key)
+            if term not in self._theirs:
+                found = {self.where(p, term.key) for p in selected if p in self.pods}
+                groups = set().union(*(g for g, _ in found))
+                self._theirs[term] = (groups, set().union(*(h for _, h in found)))
+            others, others_held = self._theirs[term]
+            if mine & others:  # its own job among the pods it keeps away from
+                why = why_not(term, selected[0])
+                gang = self.pods.pop(name).gang
+                self.findings.append(Finding(kind="Pod", name=name, message=why, gang=gang))
+                continue
+            for group in mine:
+                excluded[group] |= others
+            for group in others:
+                excluded[group] |= mine
+            # Pods held to running pods' domains, on either side: the other side is kept
+            # out of those domains (no group to choose around).
+            if others_held:
+                self.keep_out(name, term.key, others_held)
+            if mine_held:
+                for p in selected:
+                    if p in self.pods:
+                        self.keep_out(p, term.key, mine_held)
+        return excluded
+
+    def keep_out(self, name: str, key: str, values: Iterable[str]) -> None:
+        out = NodeSelectorRequirement(key=key, operator="NotIn", values=tuple(sorted(values)))
+        rule = NodeRule(reason=APART_CONFLICT, terms=(NodeSelectorTerm(match_expressions=(out,)),))
+        self.pods[name] = held_to(self.pods[name], (rule,))
 
 
 def _first_of_series(name: str, pods: Mapping[str, Pod], selected: list[str]) -> bool:

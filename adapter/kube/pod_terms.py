@@ -46,19 +46,23 @@ class Term:
         digest = hashlib.sha256(f"{spaces}|{self.selector!r}".encode()).hexdigest()[:12]
         return f"{digest}@{self.key}"
 
-    def indexed_by(self) -> tuple[str, tuple[str, ...]] | None:
+    def indexed_by(self) -> tuple[str, tuple[str, ...] | None] | None:
         """A label key and the values of it every pod the term selects has one of (of its
-        matchLabels, else of an ``In`` expression), if any."""
+        matchLabels, else of an ``In`` expression; None: any value, of an ``Exists`` one,
+        as JobSet's exclusive placement writes), if any."""
         selector = self.parsed if isinstance(self.parsed, Mapping) else {}
         wanted = selector.get("matchLabels")
         if isinstance(wanted, Mapping):
             for k, v in wanted.items():
                 return str(k), (str(v),)
-        expressions = selector.get("matchExpressions")
-        for e in mappings(expressions if isinstance(expressions, list) else None):
+        expressions = [*mappings(selector.get("matchExpressions") or None)]
+        for e in expressions:
             values = e.get("values")
             if e.get("operator") == "In" and isinstance(values, list):
                 return str(e.get("key")), tuple(str(v) for v in values)
+        for e in expressions:
+            if e.get("operator") == "Exists":
+                return str(e.get("key")), None
         return None
 
 
@@ -114,15 +118,19 @@ def domains_of(key: str, node_names: Iterable[str], nodes: Mapping[str, Node]) -
 
 
 class Selected:
-    """The pods each term selects (of ``pods``: (object, what to answer for it)), looked
-    up by a label it requires where it has one (a gang's term names its job: 400 gangs'
-    terms of matchExpressions alone, each scanning every pod, took 3.6 s), else by a
-    scan; each term's answer made once."""
+    """The pods each term selects (of ``pods``: (object, what to answer for it)), each
+    term's answer made once. Worked out on an index of the pods' labels (rows per key
+    and value) as set operations where every label is a string, as the API server keeps
+    them: 200 jobs of JobSet's exclusive placement, each term selecting every other job's
+    pods, took 2.6 s pod by pod. Else looked up by a label the term requires where it has
+    one, and checked pod by pod."""
 
     def __init__(self, pods: Sequence[tuple[Obj, str]]) -> None:
         self._pods = pods
         self._read: list[tuple[str, Mapping[str, str]]] | None = None
         self._by_label: dict[str, dict[str, list[int]]] = {}
+        self._with_key: dict[str, set[int]] = {}
+        self._all_strings: bool | None = None
         self._answers: dict[Term, list[str]] = {}
 
     def __call__(self, term: Term) -> list[str]:
@@ -130,20 +138,80 @@ class Selected:
             return self._answers[term]
         if self._read is None:
             self._read = [(_namespace(o), _labels(o)) for o, _ in self._pods]
+            self._all_strings = all(
+                isinstance(k, str) and isinstance(v, str)
+                for _, labels in self._read
+                for k, v in labels.items()
+            )
         read = self._read
-        indexed = term.indexed_by()
-        if indexed is None:
-            rows: Iterable[int] = range(len(read))
+        exact = self._exact(term.parsed) if self._all_strings else None
+        if exact is not None:
+            spaces = term.namespaces
+            rows: Iterable[int] = sorted(r for r in exact if spaces is None or read[r][0] in spaces)
+            answer = [self._pods[r][1] for r in rows]
         else:
-            key, values = indexed
-            if key not in self._by_label:
-                index: dict[str, list[int]] = defaultdict(list)
-                for row, (_, labels) in enumerate(read):
-                    if (v := labels.get(key)) is not None:
-                        index[str(v)].append(row)
-                self._by_label[key] = index
-            by_value = self._by_label[key]
-            rows = sorted({r for v in values for r in by_value.get(v, ())})
-        answer = [self._pods[r][1] for r in rows if term.selects(*read[r])]
+            indexed = term.indexed_by()
+            if indexed is None:
+                rows = range(len(read))
+            else:
+                key, values = indexed
+                by_value = self._index(key)
+                wanted = by_value if values is None else values
+                rows = sorted({r for v in wanted for r in by_value.get(v, ())})
+            answer = [self._pods[r][1] for r in rows if term.selects(*read[r])]
         self._answers[term] = answer
         return answer
+
+    def _index(self, key: str) -> dict[str, list[int]]:
+        if key not in self._by_label:
+            index: dict[str, list[int]] = defaultdict(list)
+            for row, (_, labels) in enumerate(self._read or ()):
+                if (v := labels.get(key)) is not None:
+                    index[str(v)].append(row)
+            self._by_label[key] = index
+        return self._by_label[key]
+
+    def _rows_with(self, key: str, values: Iterable[str] | None = None) -> set[int]:
+        """The rows with label ``key`` (of one of ``values``, where given)."""
+        index = self._index(key)
+        if values is None:
+            if key not in self._with_key:
+                self._with_key[key] = {r for rows in index.values() for r in rows}
+            return self._with_key[key]
+        return {r for v in values for r in index.get(v, ())}
+
+    def _exact(self, selector: Any) -> set[int] | None:
+        """The rows ``budgets.selects`` selects with ``selector``, as set operations on
+        the label index; None where a part of it is not plain strings (checked pod by
+        pod instead)."""
+        if not isinstance(selector, Mapping):
+            return set()
+        wanted = selector.get("matchLabels") or {}
+        expressions = selector.get("matchExpressions") or []
+        if not isinstance(wanted, Mapping) or not isinstance(expressions, list):
+            return set()
+        every = set(range(len(self._read or ())))
+        rows = every
+        for k, v in wanted.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                return None
+            rows = rows & self._rows_with(k, (v,))
+        for e in expressions:
+            if not isinstance(e, Mapping):
+                return set()
+            key, op, values = str(e.get("key")), e.get("operator"), e.get("values") or []
+            if not isinstance(values, list):
+                return set()
+            if not all(isinstance(v, str) for v in values):
+                return None
+            if op == "In":
+                rows = rows & self._rows_with(key, values)
+            elif op == "NotIn":
+                rows = rows - self._rows_with(key, values)
+            elif op == "Exists":
+                rows = rows & self._rows_with(key)
+            elif op == "DoesNotExist":
+                rows = rows - self._rows_with(key)
+            else:
+                return set()
+        return rows

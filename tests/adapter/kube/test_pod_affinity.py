@@ -318,3 +318,48 @@ def test_exclusive_jobs_are_bound_a_pool_each_end_to_end(
     assert len(bound) == 6
     nodes_of = [{n for p, n in bound.items() if f"/{j}-" in p} for j in ("j1", "j2")]
     assert all(len(v) == 1 for v in nodes_of) and nodes_of[0] != nodes_of[1], bound
+
+
+@pytest.mark.parametrize("first", ["made again", "other job"])
+def test_a_running_exclusive_job_s_pod_made_again_goes_back_to_its_pool(first: str) -> None:
+    # j0 runs in p1 and its second pod is made again (a lost node); j1 waits. Whatever the
+    # order the pods come in, j0-1 rejoins p1 and j1 takes p2.
+    j0 = jobset_pods("j0", 2)
+    j0[0]["spec"]["nodeName"] = "p10"
+    j0[0]["status"] = {"phase": "Running"}
+    j1 = jobset_pods("j1", 2)
+    pending = [j0[1], *j1] if first == "made again" else [*j1, j0[1]]
+    objects = [*pools(p1=["8"], p2=["8"]), podgroup_of("j0", 1), podgroup_of("j1", 2), j0[0]]
+    conversion = convert([*objects, *pending])
+    assert conversion.findings == []
+    assert placed(conversion.state) == {"team/j0-1": "p10", "team/j1-0": "p20", "team/j1-1": "p20"}
+
+
+def test_an_exclusive_job_too_big_for_every_pool_takes_none_from_the_others() -> None:
+    # a (older) fits no pool; b fits only p1, which a's choice must not hold from it.
+    a, b = jobset_pods("a", 10), jobset_pods("b", 6)
+    for obj in a:
+        obj["metadata"]["creationTimestamp"] = "2024-01-01T00:00:00Z"
+    for obj in b:
+        obj["metadata"]["creationTimestamp"] = "2024-01-01T00:05:00Z"
+    objects = [*pools(p1=["8"], p2=["4"]), podgroup_of("a", 10), podgroup_of("b", 6), *a, *b]
+    where = placed(convert(objects).state)
+    assert set(where.values()) == {"p10"} and len(where) == 6
+
+
+def test_a_per_node_term_against_pods_not_kept_together_keeps_them_a_node_apart() -> None:
+    # x runs beside a cache (hostname affinity) and off every node of the web pods, which
+    # ask for nothing: kept apart from them per node, as before exclusive placement.
+    cache = pod("cache", labels={"app": "cache"}, node_name="n0")
+    avoid = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": HOSTNAME}
+    x = near(pod("x"), term(HOSTNAME, app="cache"))
+    x["spec"]["affinity"]["podAntiAffinity"] = {REQUIRED: [avoid]}
+    webs = [pod(f"web{i}", labels={"app": "web"}) for i in range(2)]
+    hosts = [
+        node(f"n{i}", cpu="8", metadata={"name": f"n{i}", "labels": {HOSTNAME: f"n{i}"}})
+        for i in range(3)
+    ]
+    conversion = convert([*hosts, cache, x, *webs])
+    assert conversion.findings == []
+    where = placed(conversion.state)
+    assert where["team/x"] == "n0" and "n0" not in {where[f"team/web{i}"] for i in range(2)}

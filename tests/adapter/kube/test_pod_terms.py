@@ -1,0 +1,84 @@
+"""The pods a pod-affinity term selects (``adapter.kube.pod_terms.Selected``), worked out
+as set operations on a label index, agree with the selector read pod by pod
+(``budgets.selects``) on random labels and selectors, malformed parts included."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from adapter.kube.budgets import selects
+from adapter.kube.pod_terms import AFFINITY, Selected, terms_of
+
+KEYS = ["app", "job", "role", "tier"]
+VALUES = ["a", "b", "c"]
+OPERATORS = ["In", "NotIn", "Exists", "DoesNotExist", "Gt"]
+
+
+def labels(rng: random.Random, odd: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {k: rng.choice(VALUES) for k in KEYS if rng.random() < 0.6}
+    if odd:
+        out["odd"] = 3  # not a string: the pods then are checked one by one
+    return out
+
+
+def expression(rng: random.Random) -> Any:
+    if rng.random() < 0.05:
+        return "not a mapping"
+    op = rng.choice(OPERATORS)
+    e: dict[str, Any] = {"key": rng.choice(KEYS), "operator": op}
+    if op in ("In", "NotIn", "Gt") or rng.random() < 0.1:
+        e["values"] = rng.sample(VALUES, rng.randint(0, 2))
+    if rng.random() < 0.05:
+        e["values"] = "a"  # not a list
+    return e
+
+
+def selector(rng: random.Random) -> Any:
+    if rng.random() < 0.05:
+        return None
+    out: dict[str, Any] = {}
+    if rng.random() < 0.5:
+        out["matchLabels"] = {k: rng.choice(VALUES) for k in rng.sample(KEYS, rng.randint(1, 2))}
+    if rng.random() < 0.7:
+        out["matchExpressions"] = [expression(rng) for _ in range(rng.randint(1, 3))]
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_index_selects_what_the_selector_selects_pod_by_pod(seed: int) -> None:
+    rng = random.Random(seed)
+    pods = [
+        (
+            {
+                "metadata": {
+                    "name": f"p{i}",
+                    "namespace": rng.choice(["ns1", "ns2"]),
+                    "labels": labels(rng, seed % 4 == 0 and i == 0),
+                }
+            },
+            f"p{i}",
+        )
+        for i in range(60)
+    ]
+    chosen = Selected(pods)
+    carrier = {"metadata": {"namespace": "ns1"}}
+    for _ in range(25):
+        wanted = selector(rng)
+        term_obj: dict[str, Any] = {"labelSelector": wanted, "topologyKey": "zone"}
+        if rng.random() < 0.3:
+            term_obj["namespaceSelector"] = {}
+        spec = {
+            "affinity": {AFFINITY: {"requiredDuringSchedulingIgnoredDuringExecution": [term_obj]}}
+        }
+        (term,) = terms_of(carrier, spec, AFFINITY)
+        expected = [
+            name
+            for obj, name in pods
+            if (term.namespaces is None or obj["metadata"]["namespace"] in term.namespaces)
+            and wanted is not None
+            and selects(wanted, obj["metadata"]["labels"])
+        ]
+        assert chosen(term) == expected, wanted
