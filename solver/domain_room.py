@@ -14,7 +14,7 @@ import numpy as np
 
 from solver.arrays import BoolArray, IntArray
 from solver.equivalence import NodeViews
-from solver.model import PODS, ClusterState, Pod
+from solver.model import DEFAULT_QUEUE, PODS, ClusterState, Pod
 
 
 class DomainRoom:
@@ -39,10 +39,17 @@ class DomainRoom:
         rows: list[int] = []
         sets: list[int] = []
         vectors: dict[tuple[tuple[str, int], ...], int] = {}
+        gangs = {g.name: g for g in state.gangs}
+        # Bound pods a preemption might evict, by priority and queue (``evictable``).
+        self._victims: list[tuple[int, int, str, int]] = []  # row, set, queue, priority
         for pod in state.pods:
             if pod.node_name is not None and (row := n_index.get(pod.node_name)) is not None:
                 rows.append(row)
                 sets.append(vectors.setdefault(pod.requests.pod_demand_items(), len(vectors)))
+                gang = gangs.get(pod.gang) if pod.gang is not None else None
+                if not pod.daemon and (gang is None or gang.preemptible):
+                    queue = gang.queue if gang is not None else DEFAULT_QUEUE
+                    self._victims.append((row, sets[-1], queue, pod.priority))
         held = np.zeros((len(vectors), len(names)), dtype=np.int64)
         for demand, i in vectors.items():
             for resource, amount in demand:
@@ -52,12 +59,28 @@ class DomainRoom:
         np.subtract.at(
             self.free, np.array(rows, dtype=np.int64), held[np.array(sets, dtype=np.int64)]
         )
+        self._held = held
+        self._freeable: dict[tuple[int, str], IntArray] = {}
         self._nodes = nodes
         self._name_rank = np.argsort(np.argsort(np.array([n.name for n in nodes], dtype=object)))
         self._domains: dict[str, tuple[IntArray, list[str], list[IntArray]]] = {}
         self._demands: dict[tuple[tuple[str, int], ...], IntArray] = {}
         self._index: dict[str, dict[str, int]] = {}
         self._masks: dict[tuple[str, tuple[str, ...]], BoolArray] = {}
+
+    def evictable(self, priority: int, queue: str) -> IntArray:
+        """Per node, the free room and what the bound pods a preemption or reclaim might
+        evict for a gang of ``priority`` in ``queue`` hold: of lower priority or another
+        queue, not a DaemonSet's, of a preemptible gang. An upper bound on what it can
+        free: a domain it does not fit so is no domain to wait in for preemption."""
+        if (priority, queue) not in self._freeable:
+            room = self.free.copy()
+            picked = [(r, i) for r, i, q, p in self._victims if p < priority or q != queue]
+            if picked:
+                rows, sets = (np.array(c, dtype=np.int64) for c in zip(*picked, strict=True))
+                np.add.at(room, rows, self._held[sets])
+            self._freeable[priority, queue] = np.minimum(room, self.allocatable)
+        return self._freeable[priority, queue]
 
     def domains(self, key: str) -> tuple[IntArray, list[str], list[IntArray]]:
         """Per node, the index of its domain of ``key`` (-1: none); the domains' values;

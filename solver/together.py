@@ -17,8 +17,9 @@ domain where all its pods fit into the free room (first fit; ``solver.domain_roo
 the tightest of those, so that roomier domains are left for the groups after it, which
 do not count the room it took; else one where the pods its gang cannot run without fit.
 A group that fits in no domain's free room takes turns, one every ``TURN_S`` of the
-snapshot's clock, among the domains where it would fit were they empty (evicting
-lower-priority pods may make room there), else takes the domain where most of it fits.
+snapshot's clock, among the domains where it would fit were the pods a preemption or
+reclaim may evict gone (``DomainRoom.evictable``), else takes the domain where most of
+it fits (and takes it from no group kept from it).
 Bound pods of a group fix its domains: it may use any of theirs. A group is chosen
 outside the domains taken by the groups it is kept from (``Pod.exclusive_of``: jobs each
 asking for a zone of their own, JobSet's exclusive placement). A pod of several groups
@@ -42,7 +43,7 @@ import numpy as np
 from solver.apart import may_run, never_placed, take_turns, turn_offset
 from solver.arrays import BoolArray, IntArray
 from solver.domain_room import DomainRoom, asked_most, fill, specs_of
-from solver.model import ClusterState, Gang, Pod, topology_key
+from solver.model import DEFAULT_QUEUE, ClusterState, Gang, Pod, topology_key
 from solver.predicates import POD_AFFINITY_MISMATCH, held_to
 from solver.scheduling_terms import NodeRule, NodeSelectorRequirement, NodeSelectorTerm
 
@@ -95,8 +96,13 @@ def settle(state: ClusterState) -> ClusterState:
 
     for group in fixed.keys() & groups.keys():
         hold(group, fixed[group])
+    for group in fixed.keys() - groups.keys():
+        # No pod of it waits, but the groups kept from it stay out of its domains (pods
+        # a hold shows bound on the nodes it nominated them to).
+        taken[group] = tuple(sorted(fixed[group]))
     chosen, waiting = _turns(state, [g for g in groups if g not in fixed], groups)
     spare = _spare_members(state, {g.name: g for g in state.gangs})
+    queue_of = {g.name: g.queue for g in state.gangs}
     for group in chosen:
         members = groups[group]
         masks = [allowed[p.name] for p in members if p.name in allowed]
@@ -105,7 +111,8 @@ def settle(state: ClusterState) -> ClusterState:
         shunned = {x for p in members for x in p.exclusive_of if taken.get(x)}
         masks += [~room.in_domains(topology_key(x), taken[x]) for x in sorted(shunned)]
         within = np.logical_and.reduce(masks) if masks else None
-        domain, fits = _choose(group, members, _need(members, spare), room, state.now_s, within)
+        need = _need(members, spare)
+        domain, fits = _choose(group, members, need, room, state.now_s, within, queue_of)
         # A domain it fits in nowhere, not even empty, is no domain it takes from the
         # groups kept from it: it would hold an exclusive job's only domain for ever.
         hold(group, (domain,) if domain is not None else (), takes=fits)
@@ -185,6 +192,7 @@ def _choose(
     room: DomainRoom,
     now_s: float,
     within: BoolArray | None,
+    queues: Mapping[str, str],
 ) -> tuple[str | None, bool]:
     """The domain chosen for a group not yet bound anywhere, among the nodes ``within``
     allows (None: any; None where no node has the key), and whether the group fits there
@@ -231,13 +239,17 @@ def _choose(
             if (taken := fits(d, room.free, target)) is not None:  # the tightest it fits
                 room.free[rows_of(d)] = taken
                 return values[d], True
-    empty = at_most(room.allocatable)
+    # Else a turn among the domains it would fit, were what a preemption may evict gone.
+    gang = pods[0].gang
+    queue = queues.get(gang, DEFAULT_QUEUE) if gang is not None else DEFAULT_QUEUE
+    freeable = room.evictable(max(p.priority for p in pods), queue)
+    empty = at_most(freeable)
     for target in targets:
         fitting: list[int] = np.flatnonzero(empty >= target).tolist()
         if fitting:
             start = turn_offset(now_s, len(fitting))
             for d in (fitting[start:] + fitting[:start])[:TRIES]:
-                if fits(d, room.allocatable, target) is not None:
+                if fits(d, freeable, target) is not None:
                     return values[d], True
     present = np.bincount(of[inside], minlength=count) > 0  # domains with a node allowed
     return values[int(np.argmax(np.where(present, bound, -1)))], False

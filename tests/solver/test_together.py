@@ -97,11 +97,16 @@ def test_a_group_that_fits_nowhere_waits_with_kube_scheduler_s_reason() -> None:
     assert "job" in d.unschedulable
 
 
-def test_a_group_without_free_room_takes_turns_among_zones_it_would_fit_empty() -> None:
-    # Both zones full of other pods: the group rotates between them, one a turn.
+def test_a_group_without_free_room_takes_turns_among_zones_preemption_may_free() -> None:
+    # Zones a and b full of lower-priority pods, d of pods of its own priority: the group
+    # rotates between a and b, one a turn, never d (no preemption frees it) nor c (small).
     bound = [pod(f"run-{z}").req(cpu=4).on(f"{z}-0") for z in "ab"]
+    peer = pod("peer").req(cpu=4).priority(10).on("d-0")
+    pending = [p.priority(10) for p in job("job", 3)]
     s = state(
-        nodes=zones(a=[4], b=[4], c=[1]), pods=[*bound, *job("job", 3)], gangs=[gang("job", 3)]
+        nodes=zones(a=[4], b=[4], c=[1], d=[4]),
+        pods=[*bound, peer, *pending],
+        gangs=[gang("job", 3).priority(10)],
     )
     chosen = set()
     for cycle in range(6):  # a quiet cluster's cycles: 30 s, three turns, apart
@@ -245,13 +250,13 @@ def test_a_group_of_a_gang_no_room_places_is_not_said_to_wait_its_turn() -> None
 def test_a_hostname_group_on_a_full_cluster_checks_few_nodes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Every node would take the pair empty, none has room: a turn's node is checked by
-    # placing the pods, not every node of the cluster.
+    # Every node would take the pair were its lower-priority pod evicted, none has room:
+    # a turn's node is checked by placing the pods, not every node of the cluster.
     host = "kubernetes.io/hostname"
     nodes = [node(f"n{i}").cap(cpu=8, pods=110).label({host: f"n{i}"}) for i in range(50)]
     full = [pod(f"run{i}").req(cpu=8).on(f"n{i}") for i in range(50)]
-    pair = [pod(f"p-{i}").req(cpu=2).gang("p").together(f"p@{host}") for i in range(2)]
-    s = state(nodes=nodes, pods=[*full, *pair], gangs=[gang("p", 2)])
+    pair = [pod(f"p-{i}").req(cpu=2).priority(5).gang("p").together(f"p@{host}") for i in range(2)]
+    s = state(nodes=nodes, pods=[*full, *pair], gangs=[gang("p", 2).priority(5)])
     fills = []
     real_fill = together.fill
     monkeypatch.setattr(together, "fill", lambda *a: fills.append(1) or real_fill(*a))
@@ -301,3 +306,37 @@ def test_the_validator_refuses_exclusive_jobs_in_one_zone() -> None:
     shared = decided({"x-0": "a-0", "y-0": "a-0"})
     assert [v.kind for v in check(s, shared)] == ["predicate", "predicate"]
     assert check(s, decided({"x-0": "a-0", "y-0": "b-0"})) == []
+
+
+def test_a_job_preemption_cannot_make_room_for_holds_no_domain_from_the_others() -> None:
+    # Zone a: a pod of equal priority (no victim) leaves 6 cpus; b: job x runs. old (4 x
+    # 2 cpus) would fit a only were that pod gone, which no preemption does: new (1 cpu)
+    # takes a now.
+    blocker = pod("blocker").req(cpu=2).on("a-0")
+    running = pod("x-0").req(cpu=1).gang("x").together(f"x@{ZONE}").on("b-0")
+    old = [p.created(0) for p in exclusive("old", 4, "x", "new")]
+    old = [p.req(cpu=2) for p in old]
+    new = [p.created(1) for p in exclusive("new", 1, "x", "old")]
+    s = state(
+        nodes=zones(a=[8], b=[8]),
+        pods=[blocker, running, *old, *new],
+        gangs=[gang("x", 1), gang("old", 4).created(0), gang("new", 1).created(1)],
+    )
+    for now in (0.0, 30.0, 600.0):
+        d = schedule(s.model_copy(update={"now_s": now}), "cpsat", FAST)
+        assert d.placements == {"new-0": "a-0"}
+
+
+def test_a_held_job_s_domain_is_kept_from_the_jobs_it_excludes() -> None:
+    # high's pods show bound in a (a hold, its victims leaving): small, kept from it, goes
+    # to b, though a's room left (2 cpus) is the tighter fit.
+    held = [
+        pod(f"high-{i}").req(cpu=1).gang("high").together(f"high@{ZONE}").on("a-0")
+        for i in range(2)
+    ]
+    small = exclusive("small", 1, "high")
+    s = state(
+        nodes=zones(a=[4], b=[8]), pods=[*held, *small], gangs=[gang("high", 2), gang("small", 1)]
+    )
+    d = schedule(s, "cpsat", FAST)
+    assert check(s, d) == [] and d.placements == {"small-0": "b-0"}
