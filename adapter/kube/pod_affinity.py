@@ -36,13 +36,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
-from adapter.kube.anti_affinity import why_not
+from adapter.kube.anti_affinity import kept_off, why_not
 from adapter.kube.fields import Obj
 from adapter.kube.pod_terms import AFFINITY, Selected, Term, domains_of, terms_of
 from adapter.kube.reading import Finding
 from solver.model import Node, Pod, topology_key
 from solver.predicates import APART_CONFLICT, held_to
-from solver.scheduling_terms import NodeRule, NodeSelectorRequirement, NodeSelectorTerm
+from solver.scheduling_terms import NodeSelectorRequirement
 from solver.together import held_in
 
 
@@ -57,7 +57,7 @@ def keep_together(
     """Read the required pod affinity of the ``pending`` pods (object, key) still in
     ``pods`` against the ``bound`` pods (object, node) and each other, into their
     ``node_rules``, ``together`` and ``may_preempt`` (see the module); then the
-    anti-affinity terms over a zone ``keep_apart`` left (``zone_wide``: pod, term, the
+    anti-affinity terms ``keep_apart`` hands over (``zone_wide``: pod, term, the
     pending pods it selects) into ``exclusive_of``, or a finding."""
     pending = [(o, name) for o, name in pending if name in pods]
     carriers = {
@@ -158,8 +158,7 @@ class _Exclusive:
 
     def keep_out(self, name: str, key: str, values: Iterable[str]) -> None:
         out = NodeSelectorRequirement(key=key, operator="NotIn", values=tuple(sorted(values)))
-        rule = NodeRule(reason=APART_CONFLICT, terms=(NodeSelectorTerm(match_expressions=(out,)),))
-        self.pods[name] = held_to(self.pods[name], (rule,))
+        self.pods[name] = kept_off(self.pods[name], (out,), APART_CONFLICT)
 
 
 def _first_of_series(name: str, pods: Mapping[str, Pod], selected: list[str]) -> bool:
