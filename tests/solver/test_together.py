@@ -340,3 +340,23 @@ def test_a_held_job_s_domain_is_kept_from_the_jobs_it_excludes() -> None:
     )
     d = schedule(s, "cpsat", FAST)
     assert check(s, d) == [] and d.placements == {"small-0": "b-0"}
+
+
+def test_the_snapshot_s_node_order_does_not_change_the_domains_chosen() -> None:
+    # A watch's arrival order, or a new leader's, lists the same nodes otherwise. x (1 cpu,
+    # 10 GiB) and y (4 cpus, 1 GiB) fit zone a only with y on a0 and x on a1: the bigger by
+    # share (y) placed first, in node-name order, whatever order the nodes come in.
+    pods = [
+        pod("x").req(cpu=1, memory="10Gi").gang("g").together(f"g@{ZONE}"),
+        pod("y").req(cpu=4, memory="1Gi").gang("g").together(f"g@{ZONE}"),
+    ]
+    nodes = {
+        "a0": node("a0").cap(cpu=4, memory="64Gi", pods=110).label({ZONE: "a"}),
+        "a1": node("a1").cap(cpu=1, memory="64Gi", pods=110).label({ZONE: "a"}),
+        "b0": node("b0").cap(cpu=8, memory="64Gi", pods=110).label({ZONE: "b"}),
+    }
+    chosen = []
+    for order in (["a0", "a1", "b0"], ["a1", "a0", "b0"]):
+        s = state(nodes=[nodes[n] for n in order], pods=pods, gangs=[gang("g", 2)])
+        chosen.append({p.name: p.node_rules for p in settle(s).pods})
+    assert chosen[0] == chosen[1]
