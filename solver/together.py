@@ -113,8 +113,8 @@ def settle(state: ClusterState) -> ClusterState:
         within = np.logical_and.reduce(masks) if masks else None
         need = _need(members, spare)
         domain, fits = _choose(group, members, need, room, state.now_s, within, queue_of)
-        # A domain it fits in nowhere, not even empty, is no domain it takes from the
-        # groups kept from it: it would hold an exclusive job's only domain for ever.
+        # A domain it fits in nowhere, not even by preemption, is no domain it takes from
+        # the groups kept from it: it would hold an exclusive job's only domain for ever.
         hold(group, (domain,) if domain is not None else (), takes=fits)
     for group, why in waiting.items():
         for pod in groups[group]:
@@ -196,8 +196,8 @@ def _choose(
 ) -> tuple[str | None, bool]:
     """The domain chosen for a group not yet bound anywhere, among the nodes ``within``
     allows (None: any; None where no node has the key), and whether the group fits there
-    (in its free room, or were it empty); the room its pods take there is taken from
-    ``room.free`` when they fit it."""
+    (in its free room, or once what a preemption may evict is gone); the room its pods
+    take there is taken from ``room.free`` when they fit it."""
     of, values, members = room.domains(topology_key(group))
     if within is not None:
         of = np.where(within, of, -1)
@@ -243,9 +243,9 @@ def _choose(
     gang = pods[0].gang
     queue = queues.get(gang, DEFAULT_QUEUE) if gang is not None else DEFAULT_QUEUE
     freeable = room.evictable(max(p.priority for p in pods), queue)
-    empty = at_most(freeable)
+    reachable = at_most(freeable)
     for target in targets:
-        fitting: list[int] = np.flatnonzero(empty >= target).tolist()
+        fitting: list[int] = np.flatnonzero(reachable >= target).tolist()
         if fitting:
             start = turn_offset(now_s, len(fitting))
             for d in (fitting[start:] + fitting[:start])[:TRIES]:
