@@ -35,6 +35,9 @@ class DomainRoom:
         ).reshape(len(nodes), len(names))
         allocatable[~np.array([n.in_service for n in nodes], dtype=np.bool_)] = 0
         self.allocatable = allocatable
+        # What the cluster has of each resource (1 at least): the share a group asks of
+        # it orders specs and picks the resource tightness is read in, group by group.
+        self.totals = np.maximum(allocatable.sum(axis=0), 1)
         n_index = {n.name: i for i, n in enumerate(nodes)}
         rows: list[int] = []
         sets: list[int] = []
@@ -137,10 +140,9 @@ def specs_of(room: DomainRoom, pods: Sequence[Pod]) -> list[tuple[Pod, int]]:
     counts: dict[tuple[object, ...], list[Pod]] = defaultdict(list)
     for pod in pods:
         counts[pod.spec_key()].append(pod)
-    totals = np.maximum(room.allocatable.sum(axis=0), 1)
     return sorted(
         ((same[0], len(same)) for same in counts.values()),
-        key=lambda pair: (-float((room.demand(pair[0]) / totals).max()), pair[0].name),
+        key=lambda pair: (-float((room.demand(pair[0]) / room.totals).max()), pair[0].name),
     )
 
 
@@ -165,7 +167,7 @@ def asked_most(room: DomainRoom, specs: Sequence[tuple[Pod, int]]) -> int:
     asked = sum(
         (room.demand(p) * count for p, count in specs), np.zeros(len(room.r_index), np.int64)
     )
-    share = asked / np.maximum(room.allocatable.sum(axis=0), 1)
+    share = asked / room.totals
     if (slot := room.r_index.get(PODS)) is not None and share.sum() > share[slot]:
         share[slot] = 0
     return int(np.argmax(share))
