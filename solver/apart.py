@@ -1,24 +1,27 @@
 """Pods kept apart: required pod anti-affinity on a topology where each node is a domain
 of its own (``kubernetes.io/hostname``, which kubelets set to a value per node), which a
-gang of training workers asks for to get one worker per node.
+gang of training workers asks for to get one worker per node; and a topology spread on
+such a key, at most its maxSkew pods a node (``apart_room``).
 
 Each group of pods kept apart (``Pod.apart``) is a column of the problem, as a resource
-every node has one of, each pod of the group asks one of, and each bound pod of the
-group takes on its node. Every stage (aggregate counts, disaggregation, greedy, the
-node-level model) then keeps the group at most one pod per node through the capacity
-constraints it already has, and node classes stay whole (every node has the same one).
-The column is worth no share: it is not what queues compete for, and a pod's value and a
-queue's dominant resource are read from the others (``totals`` is 0 there).
+every node has its room of (one, or the spread's count), each pod of the group asks one
+of, and each bound pod of the group takes on its node. Every stage (aggregate counts,
+disaggregation, greedy, the node-level model) then keeps the group within that room per
+node through the capacity constraints it already has, and node classes stay whole (every
+node has the same room). The column is worth no share: it is not what queues compete
+for, and a pod's value and a queue's dominant resource are read from the others
+(``totals`` is 0 there).
 """
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 
 from solver.arrays import IntArray
-from solver.model import APART_PREFIX, ClusterState, Pod
+from solver.model import APART_PREFIX, ClusterState, Pod, apart_room
 
 # Groups modelled in one cycle: each is a column of every node's row, which the stages
 # read densely (5,000 nodes, 1,000 groups: a greedy pass took 10 s, the class model's
@@ -95,8 +98,12 @@ def never_placed(state: ClusterState, names: set[str]) -> set[str]:
     for name, gang in gangs.items():
         queue = queues.get(gang.queue)
         spare = members[name] - gang.min_running  # members it may run without
-        most = max(of_group[name].values(), default=0)
-        if (queue is not None and not queue.admits()) or spare < 0 or most - spare > nodes:
+        # The nodes its largest group needs, the pods it may run without left out.
+        most = max(
+            (math.ceil((n - spare) / apart_room(g)) for g, n in of_group[name].items()),
+            default=0,
+        )
+        if (queue is not None and not queue.admits()) or spare < 0 or most > nodes:
             out.add(name)
     return out
 
@@ -108,16 +115,20 @@ def left_out(pending: Iterable[Pod], r_index: Mapping[str, int]) -> str | None:
         if any(APART_PREFIX + g not in r_index for g in pod.apart):
             return (
                 "Unschedulable: its pods are kept apart (required pod anti-affinity, a node "
-                "each) and their group is not modelled this cycle: it needs more nodes than "
-                f"are in service, or {MAX_GROUPS} other such groups go first"
+                "each, or a topology spread per node) and their group is not modelled this "
+                "cycle: it needs more nodes than are in service, or "
+                f"{MAX_GROUPS} other such groups go first"
             )
     return None
 
 
-def give_one_each(raw_allocatable: IntArray, r_index: Mapping[str, int]) -> list[int]:
-    """Every node has one of each group's column; returns the groups' columns."""
+def give_room(raw_allocatable: IntArray, r_index: Mapping[str, int]) -> list[int]:
+    """Every node has its group's room (``apart_room``) of each group's column; returns
+    the groups' columns."""
     apart = [i for name, i in r_index.items() if name.startswith(APART_PREFIX)]
-    raw_allocatable[:, apart] = 1
+    for name, i in r_index.items():
+        if name.startswith(APART_PREFIX):
+            raw_allocatable[:, i] = apart_room(name)
     return apart
 
 

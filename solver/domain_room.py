@@ -14,7 +14,7 @@ import numpy as np
 
 from solver.arrays import BoolArray, IntArray
 from solver.equivalence import NodeViews
-from solver.model import DEFAULT_QUEUE, PODS, ClusterState, Pod
+from solver.model import DEFAULT_QUEUE, PODS, ClusterState, Pod, apart_room
 
 
 class DomainRoom:
@@ -128,8 +128,8 @@ class DomainRoom:
         demand = self.demand(pod)
         asked = np.flatnonzero(demand)
         fits = (np.maximum(room[:, asked], 0) // demand[asked]).min(axis=1)
-        if pod.apart:
-            fits = np.minimum(fits, 1)  # a node of its own
+        if pod.apart:  # at most its groups' room a node
+            fits = np.minimum(fits, min(apart_room(g) for g in pod.apart))
         return np.where(self.views.feasible_nodes(pod)[rows], fits, 0)
 
 

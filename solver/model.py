@@ -34,6 +34,9 @@ PODS = "pods"
 # Problem columns of pods kept apart (``Pod.apart``, ``solver.problem``): no Kubernetes
 # resource name has a colon.
 APART_PREFIX = "apart:"
+# A group a node takes up to k pods of (topology spread's maxSkew on a per-node key) ends
+# in ``APART_EACH`` and k; any other, one (``apart_room``).
+APART_EACH = "#each="
 GPU = "nvidia.com/gpu"
 EPHEMERAL_STORAGE = "ephemeral-storage"
 HUGEPAGES_PREFIX = "hugepages-"
@@ -213,9 +216,10 @@ class Pod(Frozen):
     apart: tuple[str, ...] = Field(
         default=(),
         description=(
-            "required pod anti-affinity on a topology of one node per domain (as "
-            "kubernetes.io/hostname): no two pods sharing a name here on one node, bound "
-            "ones counted"
+            "required pod anti-affinity, or a topology spread's maxSkew, on a topology of "
+            "one node per domain (as kubernetes.io/hostname): no more pods sharing a name "
+            "here on one node than its apart_room (one, without APART_EACH), bound ones "
+            "counted"
         ),
     )
     together: tuple[str, ...] = Field(
@@ -421,6 +425,13 @@ def topology_key(group: str) -> str:
     """The topology key of a group of pods kept together (``Pod.together``: its name is
     ``<what its term selects>@<key>``)."""
     return group.rpartition("@")[2]
+
+
+def apart_room(group: str) -> int:
+    """How many pods of a group kept apart (``Pod.apart``; or its column's name) a node
+    takes: the count after ``APART_EACH``, else one."""
+    _, each, count = group.rpartition(APART_EACH)
+    return max(int(count), 1) if each and count.isdigit() else 1
 
 
 class ClusterState(Frozen):

@@ -43,14 +43,21 @@ EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rul
 APART_CONFLICT = "node(s) didn't match pod anti-affinity rules"
 # ... and for a node outside the domain a pod's required pod affinity holds it to.
 POD_AFFINITY_MISMATCH = "node(s) didn't match pod affinity rules"
+# ... and for a node a pod's topology spread rules out: it has no domain of its key, or
+# pods the spread counts run there or go there too (``Pod.apart``, ``apart_room``).
+SPREAD_NO_LABEL = "node(s) didn't match pod topology spread constraints (missing required label)"
+SPREAD_CONFLICT = "node(s) didn't match pod topology spread constraints"
 # kube-scheduler's filters read these in this order (VolumeBinding, VolumeZone,
-# InterPodAffinity), and a node is counted under the first that fails it.
+# PodTopologySpread, InterPodAffinity), and a node is counted under the first that fails
+# it.
 RULE_ORDER = {
     VOLUME_CONFLICT: 0,
     NO_VOLUME_TO_BIND: 0,
     NO_VOLUME_ZONE: 1,
-    EXISTING_ANTI_AFFINITY: 2,
-    POD_AFFINITY_MISMATCH: 2,
+    SPREAD_NO_LABEL: 2,
+    SPREAD_CONFLICT: 2,
+    EXISTING_ANTI_AFFINITY: 3,
+    POD_AFFINITY_MISMATCH: 3,
 }
 
 
@@ -221,6 +228,6 @@ def held_to(pod: Pod, rules: Iterable[NodeRule]) -> Pod:
     """``pod`` held to ``rules`` as well, each once, in the order kube-scheduler's filters
     read them (``RULE_ORDER``), so that a node failing two is counted as it counts it."""
     merged = tuple(
-        sorted(dict.fromkeys((*pod.node_rules, *rules)), key=lambda r: RULE_ORDER.get(r.reason, 3))
+        sorted(dict.fromkeys((*pod.node_rules, *rules)), key=lambda r: RULE_ORDER.get(r.reason, 4))
     )
     return pod if merged == pod.node_rules else pod.model_copy(update={"node_rules": merged})

@@ -20,7 +20,7 @@ from typing import cast
 
 import numpy as np
 
-from solver.apart import apart_names, give_one_each, left_out, no_share, take_bound, with_apart
+from solver.apart import apart_names, give_room, left_out, no_share, take_bound, with_apart
 from solver.arrays import BoolArray, IntArray
 from solver.equivalence import NodeViews, node_classes
 from solver.held import Held
@@ -204,7 +204,7 @@ def prepare(state: ClusterState) -> Problem:
     raw_allocatable = np.array(
         [vector(n.allocatable.root, r_index) for n in nodes], dtype=np.int64
     ).reshape(len(nodes), len(resources))
-    apart = give_one_each(raw_allocatable, r_index)
+    apart = give_room(raw_allocatable, r_index)
     raw_free = raw_allocatable.copy()
     allocatable = model_capacity(raw_allocatable, model_units)
     empty = np.ones(len(nodes), dtype=np.bool_)

@@ -26,7 +26,16 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping
 
 from solver.decision import Decision
-from solver.model import DEFAULT_QUEUE, ClusterState, Gang, Node, Pod, Queue, topology_key
+from solver.model import (
+    DEFAULT_QUEUE,
+    ClusterState,
+    Gang,
+    Node,
+    Pod,
+    Queue,
+    apart_room,
+    topology_key,
+)
 from solver.predicates import insufficient, placement_reason
 from solver.validate_preemption import check_preemption
 from solver.violations import Violation, demand_sum, queue_of
@@ -198,10 +207,10 @@ def _capacity(
 def _kept_apart(
     state: ClusterState, pods: Mapping[str, Pod], decision: Decision
 ) -> list[Violation]:
-    """A pod the decision places or nominates on a node where a pod of a group it is kept
-    apart from (``Pod.apart``) runs (not evicted) or goes too: a broken capacity of that
-    node, as the problem models it. Bound pods of a group sharing a node already are no
-    finding of this decision's."""
+    """A pod the decision places or nominates on a node where pods of a group it is kept
+    apart from (``Pod.apart``) run (not evicted) or go too, more than the group's room
+    (``apart_room``): a broken capacity of that node, as the problem models it. Bound
+    pods of a group past its room already are no finding of this decision's."""
     new: dict[str, list[Pod]] = defaultdict(list)
     for pod_name, node_name in sorted({**decision.placements, **decision.nominated}.items()):
         pod = pods.get(pod_name)
@@ -209,21 +218,22 @@ def _kept_apart(
             new[node_name].append(pod)
     if not new:
         return []
-    seen: dict[str, dict[str, str]] = defaultdict(dict)  # node -> group -> its first pod
-    for pod in state.pods:
+    seen: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for pod in state.pods:  # node -> group -> its pods there
         if pod.apart and pod.node_name in new and pod.name not in decision.evictions:
             for group in pod.apart:
-                seen[pod.node_name].setdefault(group, pod.name)
+                seen[pod.node_name][group].append(pod.name)
     out: list[Violation] = []
     for node_name, placed in sorted(new.items()):
         for pod in placed:
             for group in pod.apart:
-                first = seen[node_name].setdefault(group, pod.name)
-                if first == pod.name:
+                there = seen[node_name][group]
+                there.append(pod.name)
+                if len(there) <= apart_room(group):
                     continue
                 message = (
-                    f"node {node_name!r}: pods {first!r} and {pod.name!r} are to be kept "
-                    f"apart (required pod anti-affinity, {group})"
+                    f"node {node_name!r}: pods {there[0]!r} and {pod.name!r} are to be kept "
+                    f"apart (required pod anti-affinity or topology spread, {group})"
                 )
                 # A nomination's voids the preemption, as its room's findings do.
                 kind = "nomination" if pod.name in decision.nominated else "capacity"

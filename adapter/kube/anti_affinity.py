@@ -117,7 +117,7 @@ def keep_apart(
     zone_wide: list[tuple[str, Term, list[str]]] = []
     if carriers:
         running = Selected(bound.bound)
-        one_node = _one_node_domains(nodes)
+        one_node = one_node_domains(nodes)
         kept: dict[Term, set[str]] = {}  # terms that keep the pods they select apart
         held_off: dict[Term, set[str]] = {}  # the domains of the bound pods a term selects
         # Per term, the pending pods it selects, and whether their pod affinity keeps each
@@ -170,7 +170,7 @@ def why_not(term: Term, other: str) -> str:
     )
 
 
-def _one_node_domains(nodes: Mapping[str, Node]) -> Callable[[str], bool]:
+def one_node_domains(nodes: Mapping[str, Node]) -> Callable[[str], bool]:
     """Whether a topology key makes each node a domain of its own: no two nodes share a
     value of it (nodes without it are in no domain)."""
 

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from adapter.errors import validation_lines
 from adapter.kube import dialects
-from adapter.kube.anti_affinity import BoundAntiAffinity, keep_apart
+from adapter.kube.anti_affinity import BoundAntiAffinity
 from adapter.kube.budgets import Budgets
 from adapter.kube.dialects import (
     COSCHEDULING_GROUPS,
@@ -55,7 +55,7 @@ from adapter.kube.members import (
 )
 from adapter.kube.memo import Memo, Seen, Shapes
 from adapter.kube.nodes import node_of_object
-from adapter.kube.pod_affinity import keep_together
+from adapter.kube.pod_rules import read_pod_rules
 from adapter.kube.pods import TASK_ANNOTATION, pod_of_object, room_held
 from adapter.kube.reading import MISSING, Finding, Reading
 from adapter.kube.unusable import closed, out_of_service
@@ -388,8 +388,7 @@ def convert(
 
     closed(nodes, unknown_room, findings)
     _claims_read(pods, claims, claiming, findings)
-    zone_wide = keep_apart(pending, anti, pods, nodes, findings)
-    keep_together(pending, anti.bound, pods, nodes, zone_wide, findings)
+    read_pod_rules(pending, anti, pods, nodes, findings)
     if templates:  # (without, no pod names a Workload's group: every pod read for none)
         workload_instances(templates, pods.values(), gangs)
     by_pods |= declared.gangs(pods.values(), gangs)

@@ -75,7 +75,7 @@ def terms_of(pod: Obj, spec: Any, kind: str = ANTI_AFFINITY) -> list[Term]:
     rules = affinity.get(kind)
     if not isinstance(rules, Mapping):
         return []
-    own = _namespace(pod)
+    own = namespace_of(pod)
     out = []
     for term in mappings(rules.get(REQUIRED)):
         namespaces: frozenset[str] | None = frozenset({own})
@@ -85,9 +85,14 @@ def terms_of(pod: Obj, spec: Any, kind: str = ANTI_AFFINITY) -> list[Term]:
             namespaces = frozenset(str(n) for n in term["namespaces"])
         key = term.get("topologyKey")
         if isinstance(key, str) and key:
-            selector = term.get("labelSelector")
-            out.append(Term(namespaces, _frozen(selector), key, selector))
+            out.append(read_term(namespaces, term.get("labelSelector"), key))
     return out
+
+
+def read_term(namespaces: frozenset[str] | None, selector: Any, key: str) -> Term:
+    """A term selecting by ``selector`` (a labelSelector as the object has it) in
+    ``namespaces`` (None: any), on topology ``key``."""
+    return Term(namespaces, _frozen(selector), key, selector)
 
 
 def _frozen(value: Any) -> Any:
@@ -99,7 +104,7 @@ def _frozen(value: Any) -> Any:
     return value
 
 
-def _namespace(pod: Obj) -> str:
+def namespace_of(pod: Obj) -> str:
     return str((pod.get("metadata") or {}).get("namespace") or "default")
 
 
@@ -137,7 +142,7 @@ class Selected:
         if term in self._answers:
             return self._answers[term]
         if self._read is None:
-            self._read = [(_namespace(o), _labels(o)) for o, _ in self._pods]
+            self._read = [(namespace_of(o), _labels(o)) for o, _ in self._pods]
             self._all_strings = all(
                 isinstance(k, str) and isinstance(v, str)
                 for _, labels in self._read

@@ -1,9 +1,9 @@
 """Placement rules of a pod that gangsat does not check, and so must not place it under.
 
 kube-scheduler filters nodes by more than gangsat's predicates read (selector, required
-node affinity, taints, resources): topology spread, host ports, dynamic resource claims
-and inline disks one pod at a time may use (volumes read from claims: ``volumes``;
-required anti-affinity: ``anti_affinity``; required affinity: ``pod_affinity``). Placed
+node affinity, taints, resources): host ports, dynamic resource claims and inline disks one
+pod at a time may use (volumes read from claims: ``volumes``; required anti-affinity:
+``anti_affinity``; required affinity: ``pod_affinity``; topology spread: ``spread``). Placed
 without them, a gang of pods with required anti-affinity went onto one node, and pods
 asking for one host port onto one node (the kubelet then refuses all but one: a gang
 broken after binding). A pending pod with such a rule is therefore not scheduled: it
@@ -35,9 +35,6 @@ def unmodelled(spec: Obj) -> str | None:
             "asks for required podAffinity with a namespaceSelector (gangsat reads no "
             f"Namespace objects), {NOT_SCHEDULED}"
         )
-    for constraint in mappings(spec.get("topologySpreadConstraints")):
-        if constraint.get("whenUnsatisfiable") == "DoNotSchedule":
-            return f"asks for a DoNotSchedule topologySpreadConstraint, {NOT_SCHEDULED}"
     # kube-scheduler's NodePorts reads the app containers' host ports; of the init
     # containers only sidecars (restartPolicy Always), which run beside them, are taken to
     # hold theirs. Refused for an init container that runs to completion first, a pod

@@ -57,15 +57,6 @@ def _job(labels: dict[str, str] | None = None) -> dict[str, Any]:
 
 
 UNMODELLED: dict[str, tuple[dict[str, Any], str]] = {
-    "spread": (
-        with_spec(
-            pod("p"),
-            topologySpreadConstraints=[
-                {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
-            ],
-        ),
-        "topologySpreadConstraint",
-    ),
     "host port": (with_port(pod("p"), containerPort=80, hostPort=8080), "hostPort 8080"),
     "sidecar host port": (
         with_spec(
