@@ -45,6 +45,7 @@ from collections.abc import Callable, Sequence
 from adapter.sim import realistic as real
 from adapter.sim.realistic.catalog import ZONE
 from solver.model import (
+    APART_EACH,
     DEFAULT_QUEUE,
     ClusterState,
     Gang,
@@ -402,6 +403,17 @@ def realistic_apart(
     keeping their pods apart (``Pod.apart``: a node per pod, as training jobs ask with a
     required pod anti-affinity on ``kubernetes.io/hostname``), drawn after the rest."""
     return _some_gangs(realistic(seed, nodes, gangs), seed, share, lambda gang: {"apart": (gang,)})
+
+
+def realistic_spread(
+    seed: int = 0, nodes: int = 200, gangs: int = 300, share: float = 0.3, skew: int = 2
+) -> ClusterState:
+    """:func:`realistic`, with about ``share`` of its pending gangs of two or more pods
+    spreading their pods at most ``skew`` a node (``Pod.apart`` with ``APART_EACH``, as
+    training jobs ask with a ``DoNotSchedule`` topology spread on ``kubernetes.io/hostname``
+    where every node starts at none), drawn after the rest."""
+    state = realistic(seed, nodes, gangs)
+    return _some_gangs(state, seed, share, lambda gang: {"apart": (f"{gang}{APART_EACH}{skew}",)})
 
 
 def realistic_together(

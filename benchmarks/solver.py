@@ -113,6 +113,9 @@ INSTANCES: dict[str, Callable[[int], ClusterState]] = {
     # A third of the multi-pod gangs asking a node per pod (anti-affinity per hostname).
     "real-200-apart": lambda seed: instances.realistic_apart(seed, 200, 300),
     "real-1000-apart": lambda seed: instances.realistic_apart(seed, 1000, 1500),
+    # ... or spreading them at most two a node (topology spread per hostname, maxSkew 2).
+    "real-200-spread": lambda seed: instances.realistic_spread(seed, 200, 300),
+    "real-1000-spread": lambda seed: instances.realistic_spread(seed, 1000, 1500),
     "real-200-zone": lambda seed: instances.realistic_together(seed, 200, 300),
     "real-1000-zone": lambda seed: instances.realistic_together(seed, 1000, 1500),
 }

@@ -13,7 +13,7 @@ from benchmarks import instances
 from solver.apart import MAX_GROUPS, TURN_S
 from solver.config import SolverConfig
 from solver.decision import Decision, SolveStatus
-from solver.model import ClusterState
+from solver.model import APART_EACH, ClusterState
 from solver.objective import score
 from solver.problem import prepare
 from solver.schedulers import SCHEDULERS, schedule
@@ -256,6 +256,76 @@ def test_on_a_real_shaped_cluster_gangs_kept_apart_get_a_node_per_pod(seed: int)
         assert check(s, d) == []
         apart = Counter((node, pods[p].gang) for p, node in d.placements.items() if pods[p].apart)
         assert apart and max(apart.values()) == 1
+    weights = config.weights
+    assert sum(score(s, decisions["cpsat"], weights).values()) >= sum(
+        score(s, decisions["gang-greedy"], weights).values()
+    )
+
+
+# A topology spread's group: at most two of it a node (``APART_EACH``).
+EACH_2 = f"job{APART_EACH}2"
+
+
+@pytest.mark.parametrize("scheduler", sorted(SCHEDULERS))
+@pytest.mark.parametrize("config", [FAST, NODE_LEVEL_OFF], ids=["node-level", "classes"])
+def test_a_group_with_a_room_of_two_takes_at_most_two_a_node(
+    scheduler: str, config: SolverConfig
+) -> None:
+    # 6 workers of 1 cpu would fit on one 8-cpu node; at most two a node, they need 3.
+    s = cluster(4, ("job", 6, 6, (EACH_2,)))
+    d = schedule(s, scheduler, config)
+    assert check(s, d) == []
+    assert len(d.placements) == 6
+    assert max(per_node(s, d.placements, "job").values()) == 2
+    # On 2 nodes (room for 4) the gang waits, told it needs more nodes.
+    s = cluster(2, ("job", 6, 6, (EACH_2,)))
+    d = schedule(s, scheduler, config).explained()
+    assert d.placements == {}
+    if scheduler in ("cpsat", "gang-greedy"):
+        assert "more nodes than are in service" in d.unschedulable["job"]
+
+
+def room_of_two(size: int) -> ClusterState:
+    """A gang of ``size`` workers of the group on 3 nodes, where n0 runs one of the group
+    and n1 two: room for one more on n0, none on n1, two on n2."""
+    bound = [
+        pod(f"run-{i}").req(cpu=1).apart(EACH_2).on(n) for i, n in enumerate(("n0", "n1", "n1"))
+    ]
+    return state(
+        nodes=[node(f"n{i}").cap(cpu=8, pods=110) for i in range(3)],
+        pods=[*bound, *workers("job", size, 1, EACH_2)],
+        gangs=[gang("job", size)],
+    )
+
+
+def test_a_room_of_two_counts_the_bound_pods_and_the_validator_reads_it() -> None:
+    s = room_of_two(3)
+    d = schedule(s, "cpsat", FAST)
+    assert check(s, d) == []
+    assert sorted(d.placements.values()) == ["n0", "n2", "n2"]
+    third = Decision(
+        scheduler="test",
+        status=SolveStatus.GREEDY,
+        placements={"job-0": "n0", "job-1": "n0", "job-2": "n2"},
+    )
+    assert [(v.kind, v.subject) for v in check(s, third)] == [("capacity", "n0")]
+    # A fourth worker finds no room: the gang waits, in kube-scheduler's words.
+    d = schedule(room_of_two(4), "gang-greedy", FAST).explained()
+    assert d.placements == {}
+    assert "didn't match pod topology spread constraints" in d.unschedulable["job"]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_on_a_real_shaped_cluster_spread_gangs_take_at_most_two_a_node(seed: int) -> None:
+    s = instances.realistic_spread(seed, 40, 60)
+    assert any(p.apart for p in s.pods)
+    config = SolverConfig(time_limit_s=2.0, seed=seed)
+    decisions = {name: schedule(s, name, config) for name in ("cpsat", "gang-greedy")}
+    pods = s.pods_by_name()
+    for d in decisions.values():
+        assert check(s, d) == []
+        kept = Counter((node, pods[p].gang) for p, node in d.placements.items() if pods[p].apart)
+        assert kept and max(kept.values()) <= 2
     weights = config.weights
     assert sum(score(s, decisions["cpsat"], weights).values()) >= sum(
         score(s, decisions["gang-greedy"], weights).values()

@@ -172,13 +172,13 @@ def test_a_jobs_pods_are_kept_off_a_bound_pods_domain_too() -> None:
 def test_a_remembered_pod_is_refused_again_and_accepted_once_bound() -> None:
     # Converted from the memo on later cycles, the finding comes back with the pod.
     memo = Memo()
-    spread, _ = UNMODELLED["spread"]
-    spread = copy.deepcopy(spread)
-    spread["metadata"].update(
+    ported, _ = UNMODELLED["host port"]
+    ported = copy.deepcopy(ported)
+    ported["metadata"].update(
         uid="u1", resourceVersion="1", creationTimestamp="2026-12-01T00:00:00Z"
     )
     for _ in range(2):
-        conversion = convert([node("n1"), spread], memo=memo)
+        conversion = convert([node("n1"), ported], memo=memo)
         assert conversion.state.pods == () and len(conversion.findings) == 1
 
 
