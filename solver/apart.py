@@ -125,17 +125,18 @@ def left_out(pending: Iterable[Pod], r_index: Mapping[str, int]) -> str | None:
 def give_room(raw_allocatable: IntArray, r_index: Mapping[str, int]) -> list[int]:
     """Every node has its group's room (``apart_room``) of each group's column; returns
     the groups' columns."""
-    apart = [i for name, i in r_index.items() if name.startswith(APART_PREFIX)]
+    apart = []
     for name, i in r_index.items():
         if name.startswith(APART_PREFIX):
             raw_allocatable[:, i] = apart_room(name)
+            apart.append(i)
     return apart
 
 
 def take_bound(
     raw_free: IntArray, bound: Iterable[tuple[int, Pod]], r_index: Mapping[str, int]
 ) -> None:
-    """Each bound pod of a group (``bound``: node row, pod) takes its node's one."""
+    """Each bound pod of a group (``bound``: node row, pod) takes one of its node's room."""
     for node, pod in bound:
         for group in pod.apart:
             if (column := r_index.get(APART_PREFIX + group)) is not None:

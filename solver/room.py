@@ -33,7 +33,7 @@ FLOAT_SLACK = 1e-9
 def usable_free(free: IntArray, demands: IntArray, apart: Sequence[int] = ()) -> IntArray:
     """Per node (a row of ``free``) and resource, the most that pods of the given
     ``demands`` (a row per pod spec that may use these nodes) can use there together.
-    Columns ``apart`` (``solver.apart``: one per node, one per pod) are left as they are:
+    Columns ``apart`` (``solver.apart``: a room per node, one per pod) are left as they are:
     their ratios bound nothing worth their cost, quadratic in the columns."""
     room = np.maximum(free, 0)
     if not len(demands) or not len(room):

@@ -232,8 +232,9 @@ def _kept_apart(
                 if len(there) <= apart_room(group):
                     continue
                 message = (
-                    f"node {node_name!r}: pods {there[0]!r} and {pod.name!r} are to be kept "
-                    f"apart (required pod anti-affinity or topology spread, {group})"
+                    f"node {node_name!r}: pods {there[0]!r} to {pod.name!r}, {len(there)} of "
+                    f"{group}, where the node takes at most {apart_room(group)} (required "
+                    "pod anti-affinity or topology spread)"
                 )
                 # A nomination's voids the preemption, as its room's findings do.
                 kind = "nomination" if pod.name in decision.nominated else "capacity"

@@ -30,7 +30,7 @@ class Term:
     """One required (anti-)affinity term: the pods it selects, and its topology key."""
 
     namespaces: frozenset[str] | None  # None: any namespace
-    selector: Any  # the labelSelector, frozen (``_frozen``; None selects no pod)
+    selector: Any  # the labelSelector, frozen (``frozen``; None selects no pod)
     key: str
     parsed: Any = field(compare=False, hash=False, repr=False)
 
@@ -92,16 +92,47 @@ def terms_of(pod: Obj, spec: Any, kind: str = ANTI_AFFINITY) -> list[Term]:
 def read_term(namespaces: frozenset[str] | None, selector: Any, key: str) -> Term:
     """A term selecting by ``selector`` (a labelSelector as the object has it) in
     ``namespaces`` (None: any), on topology ``key``."""
-    return Term(namespaces, _frozen(selector), key, selector)
+    return Term(namespaces, frozen(selector), key, selector)
 
 
-def _frozen(value: Any) -> Any:
+def frozen(value: Any) -> Any:
     """``value`` as nested tuples, equal for equal selectors (mappings in key order)."""
     if isinstance(value, Mapping):
-        return tuple(sorted((str(k), _frozen(v)) for k, v in value.items()))
+        return tuple(sorted((str(k), frozen(v)) for k, v in value.items()))
     if isinstance(value, list | tuple):
-        return tuple(_frozen(v) for v in value)
+        return tuple(frozen(v) for v in value)
     return value
+
+
+OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def selector_problem(selector: Any) -> str | None:
+    """What makes a labelSelector one the API server would refuse (read as selecting
+    nothing, it would count fewer pods than kube-scheduler does), if anything."""
+    if not isinstance(selector, Mapping):
+        return f"labelSelector {selector!r} is not a mapping"
+    wanted = selector.get("matchLabels")
+    if wanted is not None and not (
+        isinstance(wanted, Mapping)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in wanted.items())
+    ):
+        return f"matchLabels {wanted!r} is not a mapping of strings"
+    expressions = selector.get("matchExpressions")
+    if expressions is not None and not isinstance(expressions, list):
+        return f"matchExpressions {expressions!r} is not a list"
+    for e in expressions or ():
+        values = e.get("values") if isinstance(e, Mapping) else None
+        if (
+            not isinstance(e, Mapping)
+            or not isinstance(e.get("key"), str)
+            or e.get("operator") not in OPERATORS
+            or not (values is None or isinstance(values, list))
+            or not all(isinstance(v, str) for v in values or ())
+            or (e.get("operator") in OPERATORS[:2] and not values)
+        ):
+            return f"matchExpression {e!r} is not one the API server takes"
+    return None
 
 
 def namespace_of(pod: Obj) -> str:
@@ -135,6 +166,7 @@ class Selected:
         self._read: list[tuple[str, Mapping[str, str]]] | None = None
         self._by_label: dict[str, dict[str, list[int]]] = {}
         self._with_key: dict[str, set[int]] = {}
+        self._with_values: dict[tuple[str, tuple[str, ...]], set[int]] = {}
         self._all_strings: bool | None = None
         self._answers: dict[Term, list[str]] = {}
 
@@ -183,24 +215,28 @@ class Selected:
             if key not in self._with_key:
                 self._with_key[key] = {r for rows in index.values() for r in rows}
             return self._with_key[key]
-        return {r for v in values for r in index.get(v, ())}
+        key_values = (key, tuple(values))
+        if key_values not in self._with_values:  # (terms share a job's label: made once)
+            self._with_values[key_values] = {r for v in values for r in index.get(v, ())}
+        return self._with_values[key_values]
 
     def _exact(self, selector: Any) -> set[int] | None:
         """The rows ``budgets.selects`` selects with ``selector``, as set operations on
-        the label index; None where a part of it is not plain strings (checked pod by
-        pod instead)."""
+        the label index, from the narrowest row set a requirement names (made from every
+        row only where none does: per term, 4,000 terms of 20,000 rows took 25 s); None
+        where a part of it is not plain strings (checked pod by pod instead)."""
         if not isinstance(selector, Mapping):
             return set()
         wanted = selector.get("matchLabels") or {}
         expressions = selector.get("matchExpressions") or []
         if not isinstance(wanted, Mapping) or not isinstance(expressions, list):
             return set()
-        every = set(range(len(self._read or ())))
-        rows = every
+        within: list[set[int]] = []  # rows each requirement keeps
+        without: list[set[int]] = []  # rows each requirement drops
         for k, v in wanted.items():
             if not isinstance(k, str) or not isinstance(v, str):
                 return None
-            rows = rows & self._rows_with(k, (v,))
+            within.append(self._rows_with(k, (v,)))
         for e in expressions:
             if not isinstance(e, Mapping):
                 return set()
@@ -209,14 +245,16 @@ class Selected:
                 return set()
             if not all(isinstance(v, str) for v in values):
                 return None
-            if op == "In":
-                rows = rows & self._rows_with(key, values)
-            elif op == "NotIn":
-                rows = rows - self._rows_with(key, values)
-            elif op == "Exists":
-                rows = rows & self._rows_with(key)
-            elif op == "DoesNotExist":
-                rows = rows - self._rows_with(key)
+            if op in ("In", "Exists"):
+                within.append(self._rows_with(key, values if op == "In" else None))
+            elif op in ("NotIn", "DoesNotExist"):
+                without.append(self._rows_with(key, values if op == "NotIn" else None))
             else:
                 return set()
+        within.sort(key=len)
+        rows = set(within[0]) if within else set(range(len(self._read or ())))
+        for kept in within[1:]:
+            rows &= kept
+        for dropped in without:
+            rows -= dropped
         return rows

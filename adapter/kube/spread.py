@@ -7,21 +7,29 @@ eligible domain. Training jobs ask it to spread their workers over nodes.
 On a topology key where each node is a domain of its own (``kubernetes.io/hostname``),
 read per pending pod (``keep_spread``) as a room per node:
 
-- the fewest (``m``) is taken over every node, a node without the key or the pods as 0:
-  never more than kube-scheduler's, whose eligible domains are some of those nodes; of
-  the pods it counts: bound, neither finished nor being deleted;
-- a node running more than ``m`` of the pods it counts is ruled out, and so is a node
-  without the key, as the filter rules it out;
+- the fewest (``m``) is taken over the nodes with the key that pass the pod's node
+  selector and required node affinity (unless ``nodeAffinityPolicy: Ignore``), taints
+  not read, and as 0 where a node's labels are unknown (gangsat could not read it): never
+  more than kube-scheduler's, whose eligible domains are some of those nodes; of the pods
+  it surely counts: bound, neither finished nor being deleted (nor deleted by gangsat
+  without the answer yet);
+- a node with more than ``m`` of the pods it may count (those gangsat's deletes may yet
+  leave in place too) is ruled out, and so is a node without the key, as the filter
+  rules it out;
 - on every other node, the pending pods the constraint selects, the pod among them, take
-  at most ``maxSkew`` a node (``Pod.apart`` with ``solver.model.APART_EACH``).
+  at most ``maxSkew`` a node (``Pod.apart`` with ``solver.model.APART_EACH``; no group
+  where they are no more than maxSkew, which limits nothing). A selector that selects
+  nothing (null, or empty without ``matchLabelKeys``) counts nothing, as the filter
+  reads it: the key alone is checked.
 
 The counts only grow while a cycle's pods are placed (a pod whose ``m`` is above 0 does
-not preempt: its victims could lower it), so the filter passes every pod so placed, in
-any order. What it gives up, at worst a wait kube-scheduler would not make: a node with
-between ``m`` and ``m + maxSkew`` such pods is ruled out (with maxSkew 1, none is); a job
-of more pods than its eligible nodes take at maxSkew each waits, where kube-scheduler
-fills each node and starts a second round (16 workers over 8 free nodes at maxSkew 1);
-other pending pods the constraint selects are kept within the room as well.
+not preempt: its victims could lower it; and the loop binds before it evicts for other
+gangs), so the filter passes every pod so placed, in any order. What it gives up, at
+worst a wait kube-scheduler would not make: a node with between ``m`` and
+``m + maxSkew`` such pods is ruled out (with maxSkew 1, none is); a job of more pods than
+its eligible nodes take at maxSkew each waits, where kube-scheduler fills each node and
+starts a second round (16 workers over 8 free nodes at maxSkew 1); other pending pods
+the constraint selects are kept within the room as well.
 
 A constraint over a key whose domains span several nodes (zones) is not checked: its pod
 is not scheduled, with an ``InvalidSpec`` finding, and its gang waits. ``ScheduleAnyway``
@@ -30,26 +38,40 @@ constraints are preferences, which gangsat does not score.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from adapter.kube.anti_affinity import one_node_domains
-from adapter.kube.fields import LEAVING, BadObject, Obj, finished, int_field, mappings
+from adapter.kube.fields import LEAVING, BadObject, Obj, finished, int_field
 from adapter.kube.pod_terms import (
     NOT_SCHEDULED,
     Selected,
     Term,
     domains_of,
+    frozen,
     namespace_of,
     read_term,
+    selector_problem,
 )
 from adapter.kube.reading import Finding
-from solver.model import APART_EACH, Node, Pod
-from solver.predicates import SPREAD_CONFLICT, SPREAD_NO_LABEL, held_to
+from solver.model import APART_EACH, Node, Pod, apart_room
+from solver.predicates import SPREAD_CONFLICT, SPREAD_NO_LABEL, held_to, node_affinity_reason
 from solver.scheduling_terms import NodeRule, NodeSelectorRequirement, NodeSelectorTerm
 
 SCHEDULE_ANYWAY = "ScheduleAnyway"
+
+
+@dataclass(frozen=True)
+class _Spread:
+    """One constraint, as read (``_read``)."""
+
+    term: Term | None  # the pods it counts; None: none (its selector selects nothing)
+    key: str
+    skew: int
+    counts_fewest: bool  # False with minDomains (the fewest then taken as 0)
+    honours_affinity: bool  # nodeAffinityPolicy (Honor unless Ignore)
 
 
 def keep_spread(
@@ -68,33 +90,43 @@ def keep_spread(
     if not carriers:
         return
     in_cycle = Selected(pending)
-    live = Selected([(o, node) for o, node in bound if _counted(o)])
+    surely = Selected([(o, node) for o, node in bound if _counted(o, surely=True)])
+    maybe = Selected([(o, node) for o, node in bound if _counted(o, surely=False)])
+    fewest_of = _Fewest(nodes)
     one_node = one_node_domains(nodes)
     members: dict[str, set[str]] = {}  # group -> the pods in its room
-    # Made once per set of constraints a job's pods share (their rules then hashed once:
-    # per pod, 5,600 pods' rules took 0.4 s) and per group (its selected pods added once:
-    # per worker, a 4,000-worker job's was a pass over all 4,000 each).
-    made: dict[tuple[tuple[Term, int, bool], ...], tuple[tuple[NodeRule, ...], bool, list[str]]]
-    made = {}
+    # Made once per set of constraints (and node affinity) a job's pods share, their
+    # rules then hashed once (per pod, 5,600 pods' rules took 0.4 s), and per group (its
+    # selected pods added once: per worker, a 4,000-worker job's was a pass over all).
+    Made = tuple[tuple[NodeRule, ...], bool, list[str]]
+    made: dict[tuple[object, ...], Made] = {}
 
-    def rules_of(
-        reads: tuple[tuple[Term, int, bool], ...],
-    ) -> tuple[tuple[NodeRule, ...], bool, list[str]]:
+    def rules_of(reads: tuple[_Spread, ...], pod: Pod) -> Made:
         labelled: list[NodeSelectorRequirement] = []
         uncrowded: list[NodeSelectorRequirement] = []
         anchored = False  # whether a fewest above 0 lets it onto a node
-        groups = []
-        for term, skew, counts_fewest in reads:
-            if not one_node(term.key):
+        groups: list[tuple[str, Term]] = []
+        for s in reads:
+            if not one_node(s.key):
                 raise BadObject(
                     "asks for a DoNotSchedule topologySpreadConstraint on topologyKey "
-                    f"{term.key}, whose domains span several nodes, {NOT_SCHEDULED}"
+                    f"{s.key}, whose domains span several nodes, {NOT_SCHEDULED}"
                 )
-            fewest, crowded = _room(term, counts_fewest, live, nodes)
+            labelled.append(NodeSelectorRequirement(key=s.key, operator="Exists"))
+            if s.term is None:
+                continue
+            fewest = 0
+            if s.counts_fewest:
+                fewest = fewest_of(s.key, Counter(surely(s.term)), pod, s.honours_affinity)
             anchored = anchored or fewest > 0
-            labelled.append(NodeSelectorRequirement(key=term.key, operator="Exists"))
-            uncrowded += crowded
-            groups.append((f"{term.group()}{APART_EACH}{skew}", term))
+            counts = Counter(maybe(s.term))
+            crowded = domains_of(s.key, [n for n, c in counts.items() if c > fewest], nodes)
+            if crowded:
+                values = tuple(sorted(crowded))
+                uncrowded.append(
+                    NodeSelectorRequirement(key=s.key, operator="NotIn", values=values)
+                )
+            groups.append((f"{s.term.group()}{APART_EACH}{s.skew}", s.term))
         rules = [
             (tuple(dict.fromkeys(labelled)), SPREAD_NO_LABEL),
             (tuple(uncrowded), SPREAD_CONFLICT),
@@ -107,19 +139,25 @@ def keep_spread(
     for name, (o, found) in carriers.items():
         try:
             reads = tuple(_read(o, constraint) for constraint in found)
-            if reads not in made:
-                made[reads] = rules_of(reads)
+            spec = o.get("spec") or {}
+            affinity = (spec.get("affinity") or {}).get("nodeAffinity")
+            key = (reads, frozen(spec.get("nodeSelector")), frozen(affinity))
+            if key not in made:
+                made[key] = rules_of(reads, pods[name])
         except BadObject as e:
             gang = pods.pop(name).gang
             findings.append(Finding(kind="Pod", name=name, message=str(e), gang=gang))
             continue
-        rules, anchored, groups = made[reads]
+        rules, anchored, groups = made[key]
         pod = held_to(pods[name], rules)
         pods[name] = pod.model_copy(update={"may_preempt": False}) if anchored else pod
         for group in groups:
             members[group].add(name)
     for group, names in members.items():
-        for p in names & pods.keys():
+        kept = names & pods.keys()
+        if len(kept) <= apart_room(group):
+            continue  # no node can take more of them than maxSkew: a room limits nothing
+        for p in kept:
             pods[p] = pods[p].model_copy(update={"apart": tuple(sorted({*pods[p].apart, group}))})
 
 
@@ -127,24 +165,27 @@ def _rule(requirements: tuple[NodeSelectorRequirement, ...], reason: str) -> Nod
     return NodeRule(reason=reason, terms=(NodeSelectorTerm(match_expressions=requirements),))
 
 
-def _constraints(pod: Obj) -> list[Mapping[str, Any]]:
+def _constraints(pod: Obj) -> list[Any]:
     """A pod's topology spread constraints the filter checks (any but ScheduleAnyway:
-    a value a later API adds is read as the strict one)."""
+    a value a later API adds is read as the strict one); a field or item of another shape
+    than the API's is kept, for ``_read`` to refuse (skipped, its gang went onto one node)."""
     spec = pod.get("spec")
-    if not isinstance(spec, Mapping):
+    found = spec.get("topologySpreadConstraints") if isinstance(spec, Mapping) else None
+    if found is None:
         return []
     return [
         c
-        for c in mappings(spec.get("topologySpreadConstraints"))
-        if c.get("whenUnsatisfiable") != SCHEDULE_ANYWAY
+        for c in (found if isinstance(found, list) else [found])
+        if not isinstance(c, Mapping) or c.get("whenUnsatisfiable") != SCHEDULE_ANYWAY
     ]
 
 
-def _read(pod: Obj, constraint: Mapping[str, Any]) -> tuple[Term, int, bool]:
-    """A constraint's term (its selector with ``matchLabelKeys``' values of the pod's
-    labels, in its namespace), its maxSkew, and whether the fewest counts (with
-    ``minDomains``, which reads it as 0 while too few domains have the key, it is taken
-    as 0)."""
+def _read(pod: Obj, constraint: Any) -> _Spread:
+    """A constraint as the filter reads it: its selector with ``matchLabelKeys``' values
+    of the pod's labels, in the pod's namespace. One the API server would refuse is a
+    ``BadObject`` (read otherwise, it might count fewer pods than kube-scheduler)."""
+    if not isinstance(constraint, Mapping):
+        raise BadObject(f"has a topologySpreadConstraint that is no mapping, {NOT_SCHEDULED}")
     key = constraint.get("topologyKey")
     if not isinstance(key, str) or not key:
         raise BadObject(f"has a topologySpreadConstraint without a topologyKey, {NOT_SCHEDULED}")
@@ -152,40 +193,74 @@ def _read(pod: Obj, constraint: Mapping[str, Any]) -> tuple[Term, int, bool]:
     selector = constraint.get("labelSelector")
     keys = constraint.get("matchLabelKeys")
     labels = (pod.get("metadata") or {}).get("labels") or {}
-    if isinstance(keys, list) and keys and isinstance(selector, Mapping):
-        more = [
-            {"key": k, "operator": "In", "values": [labels[k]]}
-            for k in keys
-            if isinstance(k, str) and isinstance(labels, Mapping) and k in labels
-        ]
-        expressions = selector.get("matchExpressions") or []
-        if more and isinstance(expressions, list):
-            selector = {**selector, "matchExpressions": [*expressions, *more]}
-    term = read_term(frozenset({namespace_of(pod)}), selector, key)
-    return term, skew, constraint.get("minDomains") is None
-
-
-def _counted(pod: Obj) -> bool:
-    """Whether the filter counts a bound pod: neither finished nor being deleted."""
-    leaving = pod.get(LEAVING) or (pod.get("metadata") or {}).get("deletionTimestamp")
-    return not leaving and not finished(pod.get("status"))
-
-
-def _room(
-    term: Term, counts_fewest: bool, live: Selected, nodes: Mapping[str, Node]
-) -> tuple[int, tuple[NodeSelectorRequirement, ...]]:
-    """The fewest pods ``term`` counts on a node (see the module), and the rule off the
-    domains of the nodes with more (``live``: the bound pods it may count, answering their
-    nodes), if any."""
-    fewest = 0
-    counts = Counter(live(term))
-    if counts_fewest and len(counts) >= len(nodes):  # (else a node has none)
-        fewest = min(
-            counts.get(n, 0) if term.key in node.labels else 0 for n, node in nodes.items()
-        )
-    crowded = domains_of(term.key, [n for n, count in counts.items() if count > fewest], nodes)
-    if not crowded:
-        return fewest, ()
-    return fewest, (
-        NodeSelectorRequirement(key=term.key, operator="NotIn", values=tuple(sorted(crowded))),
+    labels = labels if isinstance(labels, Mapping) else {}
+    why = None if selector is None else selector_problem(selector)
+    if keys is not None and not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)):
+        why = f"matchLabelKeys {keys!r} is not a list of label keys"
+    elif keys and selector is None:
+        why = "matchLabelKeys without a labelSelector"
+    elif keys and any(k in labels and not isinstance(labels[k], str) for k in keys):
+        why = "a label matchLabelKeys names is not a string"
+    if why is not None:
+        raise BadObject(f"has a topologySpreadConstraint the API server would refuse: {why}")
+    more = [{"key": k, "operator": "In", "values": [labels[k]]} for k in keys or () if k in labels]
+    if more and isinstance(selector, Mapping):
+        selector = {
+            **selector,
+            "matchExpressions": [*(selector.get("matchExpressions") or ()), *more],
+        }
+    counts = selector is not None and bool(
+        selector.get("matchLabels") or selector.get("matchExpressions")
     )
+    return _Spread(
+        term=read_term(frozenset({namespace_of(pod)}), selector, key) if counts else None,
+        key=key,
+        skew=skew,
+        counts_fewest=constraint.get("minDomains") is None,
+        honours_affinity=constraint.get("nodeAffinityPolicy") != "Ignore",
+    )
+
+
+def _counted(pod: Obj, surely: bool) -> bool:
+    """Whether the filter counts a bound pod (neither finished nor being deleted), where
+    gangsat's own delete sent without an answer yet counts as deleted, or, not ``surely``,
+    as not."""
+    if finished(pod.get("status")) or (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return not (surely and pod.get(LEAVING))
+
+
+class _Fewest:
+    """The fewest pods a constraint surely counts on a node it may count (see the
+    module), over ``nodes``: of a node selector's label, the nodes with it first."""
+
+    def __init__(self, nodes: Mapping[str, Node]) -> None:
+        self.nodes = nodes
+        # A node whose object gangsat could not read (``unusable.out_of_service``: no
+        # labels, not ready) may be one kube-scheduler counts, with none of the pods.
+        self.unread = any(not node.labels and not node.ready for node in nodes.values())
+        self._by_label: dict[tuple[str, str], list[str]] | None = None
+
+    def __call__(self, key: str, counts: Mapping[str, int], pod: Pod, honours: bool) -> int:
+        if self.unread:
+            return 0
+        candidates: Iterable[str] = self.nodes
+        if honours and pod.node_selector:
+            if self._by_label is None:
+                self._by_label = defaultdict(list)
+                for name, node in self.nodes.items():
+                    for label in node.labels.items():
+                        self._by_label[label].append(name)
+            rows = [self._by_label.get(label, []) for label in pod.node_selector.items()]
+            shortest: list[str] = min(rows, key=len)
+            candidates = shortest
+
+        def counted(name: str) -> bool:
+            node = self.nodes[name]
+            return key in node.labels and not (honours and node_affinity_reason(pod, node))
+
+        if any(name not in counts and counted(name) for name in candidates):
+            return 0
+        return min(
+            (n for name, n in counts.items() if name in self.nodes and counted(name)), default=0
+        )
