@@ -85,8 +85,33 @@ def terms_of(pod: Obj, spec: Any, kind: str = ANTI_AFFINITY) -> list[Term]:
             namespaces = frozenset(str(n) for n in term["namespaces"])
         key = term.get("topologyKey")
         if isinstance(key, str) and key:
-            out.append(read_term(namespaces, term.get("labelSelector"), key))
+            keys = term.get("matchLabelKeys"), term.get("mismatchLabelKeys")
+            selector = with_label_keys(term.get("labelSelector"), _labels(pod), *keys)
+            out.append(read_term(namespaces, selector, key))
     return out
+
+
+def with_label_keys(
+    selector: Any, labels: Mapping[str, Any], match: Any, mismatch: Any = None
+) -> Any:
+    """``selector`` with the pod's values of the labels ``match`` names ANDed in as ``In``,
+    those ``mismatch`` names as ``NotIn`` (a key the pod has no label of left out), as
+    kube-apiserver merges a term's ``matchLabelKeys`` and ``mismatchLabelKeys`` into it
+    when it stores a pod. A requirement it holds already is not added again: a Job's
+    template, which no API server merged, and its pods then make one term."""
+    if not isinstance(selector, Mapping):
+        return selector
+    expressions = selector.get("matchExpressions") or []
+    if not isinstance(expressions, list):
+        return selector
+    more = [
+        e
+        for keys, op in ((match, "In"), (mismatch, "NotIn"))
+        for k in (keys if isinstance(keys, list) else ())
+        if isinstance(k, str) and k in labels
+        if (e := {"key": k, "operator": op, "values": [labels[k]]}) not in expressions
+    ]
+    return {**selector, "matchExpressions": [*expressions, *more]} if more else selector
 
 
 def read_term(namespaces: frozenset[str] | None, selector: Any, key: str) -> Term:

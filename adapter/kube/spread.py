@@ -54,6 +54,7 @@ from adapter.kube.pod_terms import (
     namespace_of,
     read_term,
     selector_problem,
+    with_label_keys,
 )
 from adapter.kube.reading import Finding
 from solver.model import APART_EACH, Node, Pod, apart_room
@@ -203,12 +204,7 @@ def _read(pod: Obj, constraint: Any) -> _Spread:
         why = "a label matchLabelKeys names is not a string"
     if why is not None:
         raise BadObject(f"has a topologySpreadConstraint the API server would refuse: {why}")
-    more = [{"key": k, "operator": "In", "values": [labels[k]]} for k in keys or () if k in labels]
-    if more and isinstance(selector, Mapping):
-        selector = {
-            **selector,
-            "matchExpressions": [*(selector.get("matchExpressions") or ()), *more],
-        }
+    selector = with_label_keys(selector, labels, keys)
     counts = selector is not None and bool(
         selector.get("matchLabels") or selector.get("matchExpressions")
     )

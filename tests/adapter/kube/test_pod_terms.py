@@ -4,6 +4,7 @@ as set operations on a label index, agree with the selector read pod by pod
 
 from __future__ import annotations
 
+import copy
 import random
 from typing import Any
 
@@ -82,3 +83,41 @@ def test_the_index_selects_what_the_selector_selects_pod_by_pod(seed: int) -> No
             and selects(wanted, obj["metadata"]["labels"])
         ]
         assert chosen(term) == expected, wanted
+
+
+def _carrier(labels: dict[str, str], term: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": "ns1", "labels": labels},
+        "spec": {
+            "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+        },
+    }
+
+
+def test_label_keys_select_by_the_pods_own_values_and_merge_once() -> None:
+    # Two jobs' pods share app=x; matchLabelKeys on job selects the carrier's job only,
+    # mismatchLabelKeys on tier every other tier.
+    pods = [
+        ({"metadata": {"namespace": "ns1", "labels": {"app": "x", "job": j, "tier": t}}}, f"{j}{t}")
+        for j in ("a", "b")
+        for t in ("hi", "lo")
+    ]
+    term = {
+        "labelSelector": {"matchLabels": {"app": "x"}},
+        "topologyKey": "zone",
+        "matchLabelKeys": ["job", "absent"],
+        "mismatchLabelKeys": ["tier"],
+    }
+    template = _carrier({"app": "x", "job": "a", "tier": "hi"}, term)
+    (read,) = terms_of(template, template["spec"], AFFINITY)
+    assert Selected(pods)(read) == ["alo"]
+    # A pod as kube-apiserver stores it, the keys merged into its selector already: the
+    # same term as its Job's template, which no API server merged.
+    stored = copy.deepcopy(term)
+    stored["labelSelector"]["matchExpressions"] = [
+        {"key": "job", "operator": "In", "values": ["a"]},
+        {"key": "tier", "operator": "NotIn", "values": ["hi"]},
+    ]
+    carrier = _carrier({"app": "x", "job": "a", "tier": "hi"}, stored)
+    (again,) = terms_of(carrier, carrier["spec"], AFFINITY)
+    assert again == read and again.group() == read.group()
