@@ -37,6 +37,8 @@ APART_PREFIX = "apart:"
 # A group a node takes up to k pods of (topology spread's maxSkew on a per-node key) ends
 # in ``APART_EACH`` and k; any other, one (``apart_room``).
 APART_EACH = "#each="
+# A group of pods asking for one host port (``adapter.kube.host_ports``) begins so.
+APART_PORT = "port:"
 GPU = "nvidia.com/gpu"
 EPHEMERAL_STORAGE = "ephemeral-storage"
 HUGEPAGES_PREFIX = "hugepages-"

@@ -15,8 +15,8 @@ import numpy as np
 
 from solver.arrays import BoolArray, FloatArray, IntArray
 from solver.class_reasons import placement_reasons, ruled_out
-from solver.model import APART_EACH, APART_PREFIX, PODS
-from solver.predicates import APART_CONFLICT, SPREAD_CONFLICT, TOO_MANY_PODS
+from solver.model import APART_PREFIX, PODS
+from solver.predicates import TOO_MANY_PODS, apart_reason
 from solver.problem import GangInfo, PodClass, Problem
 from solver.units import NO_LIMIT_FIT, fit_per_node
 
@@ -451,9 +451,9 @@ def _short_of(resource: str) -> str:
     """kube-scheduler's words for a node short of ``resource``."""
     if resource == PODS:
         return TOO_MANY_PODS
-    if resource.startswith(APART_PREFIX):
-        return SPREAD_CONFLICT if APART_EACH in resource else APART_CONFLICT
-    return f"Insufficient {resource}"
+    return (
+        apart_reason(resource) if resource.startswith(APART_PREFIX) else f"Insufficient {resource}"
+    )
 
 
 def _alike(cls: PodClass) -> tuple[int, bytes]:

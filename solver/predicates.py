@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
-from solver.model import PODS, Node, Pod
+from solver.model import APART_EACH, APART_PORT, APART_PREFIX, PODS, Node, Pod
 from solver.scheduling_terms import (
     NODE_NAME_FIELD,
     NodeRule,
@@ -47,10 +47,13 @@ POD_AFFINITY_MISMATCH = "node(s) didn't match pod affinity rules"
 # pods the spread counts run there or go there too (``Pod.apart``, ``apart_room``).
 SPREAD_NO_LABEL = "node(s) didn't match pod topology spread constraints (missing required label)"
 SPREAD_CONFLICT = "node(s) didn't match pod topology spread constraints"
-# kube-scheduler's filters read these in this order (VolumeBinding, VolumeZone,
+# ... and for a node where a pod asking for the host port a pod asks for runs or goes.
+PORTS_CONFLICT = "node(s) didn't have free ports for the requested pod ports"
+# kube-scheduler's filters read these in this order (NodePorts, VolumeBinding, VolumeZone,
 # PodTopologySpread, InterPodAffinity), and a node is counted under the first that fails
 # it.
 RULE_ORDER = {
+    PORTS_CONFLICT: -1,  # (NodePorts, before the resources and volumes)
     VOLUME_CONFLICT: 0,
     NO_VOLUME_TO_BIND: 0,
     NO_VOLUME_ZONE: 1,
@@ -231,3 +234,16 @@ def held_to(pod: Pod, rules: Iterable[NodeRule]) -> Pod:
         sorted(dict.fromkeys((*pod.node_rules, *rules)), key=lambda r: RULE_ORDER.get(r.reason, 4))
     )
     return pod if merged == pod.node_rules else pod.model_copy(update={"node_rules": merged})
+
+
+def apart_reason(group: str) -> str:
+    """kube-scheduler's words for a node without room for one more of a group kept apart
+    (``Pod.apart``, or its column's name): a topology spread's, a host port's, or
+    anti-affinity's."""
+    if APART_EACH in group:
+        return SPREAD_CONFLICT
+    return (
+        PORTS_CONFLICT
+        if group.removeprefix(APART_PREFIX).startswith(APART_PORT)
+        else APART_CONFLICT
+    )

@@ -1,7 +1,7 @@
 """A pending pod's rules over other pods, read after every pod of the snapshot is: required
 anti-affinity (``anti_affinity``), required affinity (``pod_affinity``, which reads the
-anti-affinity terms between jobs each kept in a domain that the first hands over) and
-topology spread (``spread``)."""
+anti-affinity terms between jobs each kept in a domain that the first hands over),
+topology spread (``spread``) and host ports (``host_ports``)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from adapter.kube.anti_affinity import BoundAntiAffinity, keep_apart
 from adapter.kube.fields import Obj
+from adapter.kube.host_ports import keep_ports
 from adapter.kube.pod_affinity import keep_together
 from adapter.kube.reading import Finding
 from adapter.kube.spread import keep_spread
@@ -28,3 +29,4 @@ def read_pod_rules(
     zone_wide = keep_apart(pending, bound, pods, nodes, findings)
     keep_together(pending, bound.bound, pods, nodes, zone_wide, findings)
     keep_spread(pending, bound.bound, pods, nodes, findings)
+    keep_ports(pending, bound.bound, pods, nodes, findings)

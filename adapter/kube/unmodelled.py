@@ -1,15 +1,15 @@
 """Placement rules of a pod that gangsat does not check, and so must not place it under.
 
 kube-scheduler filters nodes by more than gangsat's predicates read (selector, required
-node affinity, taints, resources): host ports, dynamic resource claims and inline disks one
-pod at a time may use (volumes read from claims: ``volumes``; required anti-affinity:
-``anti_affinity``; required affinity: ``pod_affinity``; topology spread: ``spread``). Placed
-without them, a gang of pods with required anti-affinity went onto one node, and pods
-asking for one host port onto one node (the kubelet then refuses all but one: a gang
-broken after binding). A pending pod with such a rule is therefore not scheduled: it
-becomes a finding, an ``InvalidSpec`` Event says which rule, and its gang waits for it.
-Bound pods are read as they are: they hold their room wherever they run.
-"""
+node affinity, taints, resources): dynamic resource claims and inline disks one pod at a
+time may use (volumes read from claims: ``volumes``; required anti-affinity:
+``anti_affinity``; required affinity: ``pod_affinity``; topology spread: ``spread``;
+host ports: ``host_ports``). Placed without such rules, a gang of pods with required
+anti-affinity went onto one node, and pods asking for one host port onto one node (the
+kubelet then refuses all but one: a gang broken after binding). A pending pod with a rule
+gangsat does not check is therefore not scheduled: it becomes a finding, an
+``InvalidSpec`` Event says which rule, and its gang waits for it. Bound pods are read as
+they are: they hold their room wherever they run."""
 
 from __future__ import annotations
 
@@ -35,17 +35,6 @@ def unmodelled(spec: Obj) -> str | None:
             "asks for required podAffinity with a namespaceSelector (gangsat reads no "
             f"Namespace objects), {NOT_SCHEDULED}"
         )
-    # kube-scheduler's NodePorts reads the app containers' host ports; of the init
-    # containers only sidecars (restartPolicy Always), which run beside them, are taken to
-    # hold theirs. Refused for an init container that runs to completion first, a pod
-    # kube-scheduler places waited for ever.
-    sidecars = [
-        c for c in mappings(spec.get("initContainers")) if c.get("restartPolicy") == "Always"
-    ]
-    for container in [*mappings(spec.get("containers")), *sidecars]:
-        for port in mappings(container.get("ports")):
-            if port.get("hostPort"):
-                return f"asks for hostPort {port['hostPort']}, {NOT_SCHEDULED}"
     if spec.get("resourceClaims"):
         return f"asks for resourceClaims (dynamic resource allocation), {NOT_SCHEDULED}"
     for volume in mappings(spec.get("volumes")):

@@ -358,6 +358,6 @@ def test_values_json_cannot_hold_are_never_taken_for_what_they_print_as() -> Non
 
 def test_a_malformed_pod_that_asks_for_an_unmodelled_rule_is_told_the_rule() -> None:
     metadata = {"name": "p", "namespace": "a", "creationTimestamp": None, "annotations": "x"}
-    spec = {"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 80}]}]}
+    spec = {"containers": [{"name": "c"}], "resourceClaims": [{"name": "gpu"}]}
     for shapes in (None, Shapes()):
-        assert "hostPort 80" in read({"metadata": metadata, "spec": spec}, shapes)
+        assert "resourceClaims" in read({"metadata": metadata, "spec": spec}, shapes)

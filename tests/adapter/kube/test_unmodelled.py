@@ -57,16 +57,6 @@ def _job(labels: dict[str, str] | None = None) -> dict[str, Any]:
 
 
 UNMODELLED: dict[str, tuple[dict[str, Any], str]] = {
-    "host port": (with_port(pod("p"), containerPort=80, hostPort=8080), "hostPort 8080"),
-    "sidecar host port": (
-        with_spec(
-            pod("p"),
-            initContainers=[
-                {"name": "proxy", "restartPolicy": "Always", "ports": [{"hostPort": 15001}]}
-            ],
-        ),
-        "hostPort 15001",
-    ),
     "DRA": (with_spec(pod("p"), resourceClaims=[{"name": "gpu"}]), "resourceClaims"),
     # VolumeRestrictions keeps two pods of one such disk apart: placed together, the
     # second one's attach fails and it never starts.
@@ -172,7 +162,7 @@ def test_a_jobs_pods_are_kept_off_a_bound_pods_domain_too() -> None:
 def test_a_remembered_pod_is_refused_again_and_accepted_once_bound() -> None:
     # Converted from the memo on later cycles, the finding comes back with the pod.
     memo = Memo()
-    ported, _ = UNMODELLED["host port"]
+    ported, _ = UNMODELLED["DRA"]
     ported = copy.deepcopy(ported)
     ported["metadata"].update(
         uid="u1", resourceVersion="1", creationTimestamp="2026-12-01T00:00:00Z"
@@ -251,11 +241,11 @@ def test_a_guard_on_a_jobs_name_keeps_the_jobs_pods_off_its_node() -> None:
 def test_a_refused_member_is_named_with_its_gang_so_the_gang_says_it_exists(
     server: FakeApiServer, cluster: KubeCluster
 ) -> None:
-    """A gang of two, one member with a host port: nothing is bound, and the PodGroup
+    """A gang of two, one member with a resource claim: nothing is bound, and the PodGroup
     says a second pod exists that gangsat cannot schedule (it said "1 pod(s) exist", as
     if the Job controller had failed to make the other)."""
     members = gang_pods("g", 2)
-    members[1]["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 80}]
+    members[1]["spec"]["resourceClaims"] = [{"name": "gpu"}]
     apply(server, [kube_node("n1", "8"), kube_podgroup("g", 2), *members])
     seen(cluster, server)
     joined = {"pod-group.scheduling.sigs.k8s.io": "g"}
@@ -264,7 +254,7 @@ def test_a_refused_member_is_named_with_its_gang_so_the_gang_says_it_exists(
             node("n1"),
             podgroup("scheduling.sigs.k8s.io/v1alpha1", "g", {"minMember": 2}),
             pod("g-0", labels=joined),
-            with_port(pod("g-1", labels=joined), containerPort=80, hostPort=80),
+            with_spec(pod("g-1", labels=joined), resourceClaims=[{"name": "gpu"}]),
         ]
     )
     (finding,) = conversion.findings
@@ -278,7 +268,7 @@ def test_a_refused_member_is_named_with_its_gang_so_the_gang_says_it_exists(
     assert condition["reason"] == "InvalidSpec"
     assert condition["message"].startswith(
         "2/2 tasks in gang unschedulable: 1 pod(s) of it exist that gangsat cannot schedule "
-        "(default/g-1: asks for hostPort 80"
+        "(default/g-1: asks for resourceClaims"
     )
 
 

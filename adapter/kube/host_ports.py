@@ -1,0 +1,123 @@
+"""Host ports, as kube-scheduler's NodePorts filter checks them: a pod goes to no node
+where a pod runs that asks for one of its host ports (the same protocol and port, on the
+same host IP or either on every one, ``0.0.0.0``). MPI and NCCL jobs on the host network
+ask for them (with ``hostNetwork``, each container port is a host port as well); placed
+together, the kubelet refuses all but one (a gang broken after binding).
+
+Read per pending pod (``keep_ports``):
+
+- the ports of its containers and sidecars (init containers with ``restartPolicy:
+  Always``, which run beside them; the others run to completion first, and NodePorts
+  does not read them);
+- against the bound pods (finished ones aside, leaving ones still holding theirs): the
+  pod is held off their nodes (a ``NodeRule`` on ``metadata.name``);
+- among the pending pods: those asking for one protocol and port are kept one a node
+  (``Pod.apart``, a group named ``solver.model.APART_PORT`` and the protocol and port),
+  whatever their host IPs (two pods on different IPs could share a node: at worst a wait
+  kube-scheduler would not make).
+
+A port the API server would refuse (not an integer in 1..65535, an unknown protocol) is
+a finding: the pod is not scheduled, and its gang waits.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from adapter.kube.fields import BadObject, Obj, finished, mappings
+from adapter.kube.reading import Finding
+from solver.model import APART_PORT, Node, Pod
+from solver.predicates import PORTS_CONFLICT, held_to
+from solver.scheduling_terms import (
+    NODE_NAME_FIELD,
+    NodeRule,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+)
+
+ANY_IP = "0.0.0.0"
+PROTOCOLS = ("TCP", "UDP", "SCTP")
+Port = tuple[str, str, int]  # host IP, protocol, port
+
+
+def keep_ports(
+    pending: Iterable[tuple[Obj, str]],
+    bound: Sequence[tuple[Obj, str]],
+    pods: dict[str, Pod],
+    nodes: Mapping[str, Node],
+    findings: list[Finding],
+) -> None:
+    """Read the host ports of the ``pending`` pods (object, key) still in ``pods`` against
+    the ``bound`` pods (object, node) and each other, into their ``node_rules`` and
+    ``apart`` (see the module); a pod whose port cannot be read is taken out of ``pods``
+    with a finding."""
+    asking: dict[str, set[Port]] = {}
+    for o, name in pending:
+        if name not in pods:
+            continue
+        try:
+            if wanted := host_ports(o.get("spec")):
+                asking[name] = wanted
+        except BadObject as e:
+            gang = pods.pop(name).gang
+            findings.append(Finding(kind="Pod", name=name, message=str(e), gang=gang))
+    if not asking:
+        return
+    # Per protocol and port, the host IPs each node's bound pods hold it on.
+    held: dict[tuple[str, int], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for o, node in bound:
+        if node in nodes and not finished(o.get("status")):
+            try:
+                for ip, protocol, port in host_ports(o.get("spec")):
+                    held[protocol, port][node].add(ip)
+            except BadObject:
+                continue  # a bound pod's own mistake: its readable ports count, as it runs
+    members: dict[str, list[str]] = defaultdict(list)
+    for name, wanted in asking.items():
+        taken = sorted(
+            node
+            for ip, protocol, port in wanted
+            for node, ips in held.get((protocol, port), {}).items()
+            if ip == ANY_IP or ANY_IP in ips or ip in ips
+        )
+        if taken:
+            nodes_off = tuple(dict.fromkeys(taken))
+            off = NodeSelectorRequirement(key=NODE_NAME_FIELD, operator="NotIn", values=nodes_off)
+            rule = NodeRule(reason=PORTS_CONFLICT, terms=(NodeSelectorTerm(match_fields=(off,)),))
+            pods[name] = held_to(pods[name], (rule,))
+        for protocol, port in {(protocol, port) for _, protocol, port in wanted}:
+            members[f"{APART_PORT}{protocol}/{port}"].append(name)
+    for group, names in members.items():
+        if len(names) < 2:
+            continue  # no other pending pod asks for it
+        for name in names:
+            pods[name] = pods[name].model_copy(
+                update={"apart": tuple(sorted({*pods[name].apart, group}))}
+            )
+
+
+def host_ports(spec: Any) -> set[Port]:
+    """The host ports a pod ``spec`` asks for (see the module); ``BadObject`` for one the
+    API server would refuse."""
+    if not isinstance(spec, Mapping):
+        return set()
+    on_host = spec.get("hostNetwork") is True
+    sidecars = [
+        c for c in mappings(spec.get("initContainers")) if c.get("restartPolicy") == "Always"
+    ]
+    out: set[Port] = set()
+    for container in [*mappings(spec.get("containers")), *sidecars]:
+        for p in mappings(container.get("ports")):
+            # With hostNetwork, kube-apiserver sets a container port's host port to it.
+            port = p.get("hostPort") or (p.get("containerPort") if on_host else None)
+            if port is None:
+                continue
+            protocol, ip = p.get("protocol") or "TCP", p.get("hostIP") or ANY_IP
+            if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+                raise BadObject(f"asks for hostPort {port!r}, which is no port in 1..65535")
+            if protocol not in PROTOCOLS or not isinstance(ip, str):
+                raise BadObject(f"asks for hostPort {port} over {protocol!r} on {ip!r}")
+            out.add((ip, protocol, port))
+    return out
