@@ -224,6 +224,10 @@ class Pod(Frozen):
             "counted"
         ),
     )
+    host_ports: tuple[tuple[str, str, int], ...] = Field(
+        default=(),
+        description="host ports it holds or asks for: (host IP, protocol, port)",
+    )
     together: tuple[str, ...] = Field(
         default=(),
         description=(

@@ -4,13 +4,14 @@ same host IP or either on every one, ``0.0.0.0``). MPI and NCCL jobs on the host
 ask for them (with ``hostNetwork``, each container port is a host port as well); placed
 together, the kubelet refuses all but one (a gang broken after binding).
 
-Read per pending pod (``keep_ports``):
+The ports a pod asks for (``host_ports``: of its containers and sidecars, init
+containers with ``restartPolicy: Always``, which run beside them; the others run to
+completion first, and NodePorts does not read them) are read with the pod
+(``pods.pod_of_object``: once per pod, not each cycle), into ``Pod.host_ports``. Then,
+per pending pod (``keep_ports``):
 
-- the ports of its containers and sidecars (init containers with ``restartPolicy:
-  Always``, which run beside them; the others run to completion first, and NodePorts
-  does not read them);
-- against the bound pods (finished ones aside, leaving ones still holding theirs): the
-  pod is held off their nodes (a ``NodeRule`` on ``metadata.name``);
+- against the bound pods (leaving ones still holding theirs): the pod is held off their
+  nodes (a ``NodeRule`` on ``metadata.name``);
 - among the pending pods: those asking for one protocol and port are kept one a node
   (``Pod.apart``, a group named ``solver.model.APART_PORT`` and the protocol and port),
   whatever their host IPs (two pods on different IPs could share a node: at worst a wait
@@ -23,11 +24,10 @@ a finding: the pod is not scheduled, and its gang waits.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from adapter.kube.fields import BadObject, Obj, finished, mappings
-from adapter.kube.reading import Finding
+from adapter.kube.fields import BadObject, mappings
 from solver.model import APART_PORT, Node, Pod
 from solver.predicates import PORTS_CONFLICT, held_to
 from solver.scheduling_terms import (
@@ -42,43 +42,23 @@ PROTOCOLS = ("TCP", "UDP", "SCTP")
 Port = tuple[str, str, int]  # host IP, protocol, port
 
 
-def keep_ports(
-    pending: Iterable[tuple[Obj, str]],
-    bound: Sequence[tuple[Obj, str]],
-    pods: dict[str, Pod],
-    nodes: Mapping[str, Node],
-    findings: list[Finding],
-) -> None:
-    """Read the host ports of the ``pending`` pods (object, key) still in ``pods`` against
-    the ``bound`` pods (object, node) and each other, into their ``node_rules`` and
-    ``apart`` (see the module); a pod whose port cannot be read is taken out of ``pods``
-    with a finding."""
-    asking: dict[str, set[Port]] = {}
-    for o, name in pending:
-        if name not in pods:
-            continue
-        try:
-            if wanted := host_ports(o.get("spec")):
-                asking[name] = wanted
-        except BadObject as e:
-            gang = pods.pop(name).gang
-            findings.append(Finding(kind="Pod", name=name, message=str(e), gang=gang))
+def keep_ports(pods: dict[str, Pod], nodes: Mapping[str, Node]) -> None:
+    """Hold the pending pods of ``pods`` that ask for host ports off the nodes whose bound
+    pods hold them, and keep those asking for one port apart (see the module)."""
+    asking = [p for p in pods.values() if p.host_ports and p.node_name is None]
     if not asking:
         return
     # Per protocol and port, the host IPs each node's bound pods hold it on.
     held: dict[tuple[str, int], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-    for o, node in bound:
-        if node in nodes and not finished(o.get("status")):
-            try:
-                for ip, protocol, port in host_ports(o.get("spec")):
-                    held[protocol, port][node].add(ip)
-            except BadObject:
-                continue  # a bound pod's own mistake: its readable ports count, as it runs
+    for pod in pods.values():
+        if pod.host_ports and (node := pod.node_name) is not None and node in nodes:
+            for ip, protocol, port in pod.host_ports:
+                held[protocol, port][node].add(ip)
     members: dict[str, list[str]] = defaultdict(list)
-    for name, wanted in asking.items():
+    for pod in asking:
         taken = sorted(
             node
-            for ip, protocol, port in wanted
+            for ip, protocol, port in pod.host_ports
             for node, ips in held.get((protocol, port), {}).items()
             if ip == ANY_IP or ANY_IP in ips or ip in ips
         )
@@ -86,9 +66,9 @@ def keep_ports(
             nodes_off = tuple(dict.fromkeys(taken))
             off = NodeSelectorRequirement(key=NODE_NAME_FIELD, operator="NotIn", values=nodes_off)
             rule = NodeRule(reason=PORTS_CONFLICT, terms=(NodeSelectorTerm(match_fields=(off,)),))
-            pods[name] = held_to(pods[name], (rule,))
-        for protocol, port in {(protocol, port) for _, protocol, port in wanted}:
-            members[f"{APART_PORT}{protocol}/{port}"].append(name)
+            pods[pod.name] = held_to(pods[pod.name], (rule,))
+        for protocol, port in {(protocol, port) for _, protocol, port in pod.host_ports}:
+            members[f"{APART_PORT}{protocol}/{port}"].append(pod.name)
     for group, names in members.items():
         if len(names) < 2:
             continue  # no other pending pod asks for it

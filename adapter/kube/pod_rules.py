@@ -29,4 +29,4 @@ def read_pod_rules(
     zone_wide = keep_apart(pending, bound, pods, nodes, findings)
     keep_together(pending, bound.bound, pods, nodes, zone_wide, findings)
     keep_spread(pending, bound.bound, pods, nodes, findings)
-    keep_ports(pending, bound.bound, pods, nodes, findings)
+    keep_ports(pods, nodes)

@@ -23,6 +23,7 @@ from adapter.kube.fields import (
     mappings,
     quantities,
 )
+from adapter.kube.host_ports import host_ports
 from adapter.kube.memo import Shapes
 from adapter.kube.unmodelled import inline_disk, unmodelled
 from solver.model import CPU, HUGEPAGES_PREFIX, MEMORY, PODS, Pod, Resources
@@ -284,6 +285,12 @@ def pod_of_object(
             )
     if not bound and (rule := unmodelled(spec)) is not None:
         raise BadObject(rule)
+    try:
+        ports = tuple(sorted(host_ports(spec)))
+    except BadObject:
+        if not bound:
+            raise
+        ports = ()  # a bound pod's own mistake: it runs as it is, and the kubelet took it
     pod = Pod(
         name=f"{namespace}/{name}",
         namespace=namespace,
@@ -305,6 +312,7 @@ def pod_of_object(
             )
         ),
         node_name=node,
+        host_ports=ports,
         created_s=created,
         gates=tuple(
             str(g.get("name") or "")
