@@ -42,9 +42,9 @@ def _reasons_by_view(problem: Problem, cls: PodClass, views: list[int]) -> dict[
 
 def ruled_out(problem: Problem, cls: PodClass) -> tuple[IntArray, list[str]]:
     """The nodes whose first failing predicate for the class is one of its pods'
-    ``NodeRule``s (a volume's, a bound pod's anti-affinity), and each one's reason:
-    kube-scheduler checks a node's room (NodeResourcesFit) before those, so a node short
-    of room is counted for that (``Placer._node_reasons``)."""
+    ``NodeRule``s (a volume's, a bound pod's anti-affinity or host port), and each one's
+    reason: kube-scheduler checks a node's room (NodeResourcesFit) before those but the
+    ports, so a node short of room is counted for that (``Placer._node_reasons``)."""
     if not cls.exemplar.node_rules:
         return np.zeros(0, dtype=np.int64), []
     key = ("ruled_out", cls.exemplar.placement_key())

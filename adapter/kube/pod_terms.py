@@ -97,19 +97,22 @@ def with_label_keys(
     """``selector`` with the pod's values of the labels ``match`` names ANDed in as ``In``,
     those ``mismatch`` names as ``NotIn`` (a key the pod has no label of left out), as
     kube-apiserver merges a term's ``matchLabelKeys`` and ``mismatchLabelKeys`` into it
-    when it stores a pod. A requirement it holds already is not added again: a Job's
-    template, which no API server merged, and its pods then make one term."""
+    when it stores a pod: a Job's template, which no API server stores, is read as its
+    pods will be. A key the selector names already is left as it is: the API server
+    forbids a key in both, so there it merged it (with the labels the pod had then; its
+    labels now may differ, and merged again the term selected nothing)."""
     if not isinstance(selector, Mapping):
         return selector
     expressions = selector.get("matchExpressions") or []
-    if not isinstance(expressions, list):
+    wanted = selector.get("matchLabels") or {}
+    if not isinstance(expressions, list) or not isinstance(wanted, Mapping):
         return selector
+    named = {*wanted, *(e.get("key") for e in expressions if isinstance(e, Mapping))}
     more = [
-        e
+        {"key": k, "operator": op, "values": [labels[k]]}
         for keys, op in ((match, "In"), (mismatch, "NotIn"))
         for k in (keys if isinstance(keys, list) else ())
-        if isinstance(k, str) and k in labels
-        if (e := {"key": k, "operator": op, "values": [labels[k]]}) not in expressions
+        if isinstance(k, str) and k in labels and k not in named
     ]
     return {**selector, "matchExpressions": [*expressions, *more]} if more else selector
 

@@ -285,12 +285,8 @@ def pod_of_object(
             )
     if not bound and (rule := unmodelled(spec)) is not None:
         raise BadObject(rule)
-    try:
-        ports = tuple(sorted(host_ports(spec)))
-    except BadObject:
-        if not bound:
-            raise
-        ports = ()  # a bound pod's own mistake: it runs as it is, and the kubelet took it
+    # A bound pod's mistake is its own: it runs as it is, holding the ports it could.
+    ports = tuple(sorted(host_ports(spec, strict=not bound)))
     pod = Pod(
         name=f"{namespace}/{name}",
         namespace=namespace,

@@ -69,6 +69,11 @@ def test_a_bound_pod_holding_the_port_keeps_the_pod_off_its_node() -> None:
     decision = schedule(convert([*nodes(1), holder, group(1), *workers(1, wanted)]).state, "cpsat")
     assert decision.placements == {}
     assert f"1 {PORTS}" in decision.explained().unschedulable["team/g"]
+    # Full as well, the node is counted for its port: NodePorts runs before the room.
+    full = ported(pod("holder", cpu="8", node_name="n0"), {"containerPort": 80, "hostPort": 8080})
+    decision = schedule(convert([*nodes(1), full, group(1), *workers(1, wanted)]).state, "cpsat")
+    why = decision.explained().unschedulable["team/g"]
+    assert f"1 {PORTS}" in why and "Insufficient" not in why, why
     # Finished, it holds nothing.
     done = copy.deepcopy(holder)
     done["status"] = {"phase": "Succeeded"}
@@ -120,6 +125,28 @@ def test_a_port_the_api_server_would_refuse_leaves_its_pod_unscheduled(
     assert conversion.state.pods == ()
     (finding,) = conversion.findings
     assert "hostPort" in finding.message and finding.gang == "team/g"
+
+
+def test_a_pod_of_many_ports_keeps_one_group_and_is_placed() -> None:
+    # Host-network pods of 40 container ports each: one group for their 40 ports (a
+    # group each, 40 > the 32 a cycle models, and the gang waited for ever).
+    many = [{"containerPort": 20000 + i} for i in range(40)]
+    state = convert([*nodes(2), group(2), *workers(2, *many, host=True)]).state
+    assert {p.apart for p in state.pods} == {("port:TCP/20000+39",)}
+    where = placed(state)
+    assert sorted(where.values()) == ["n0", "n1"]
+
+
+def test_a_bound_pods_unreadable_port_leaves_its_readable_ones_held() -> None:
+    # Its second port's protocol is one the API server would refuse; it runs, and its
+    # first port is held.
+    holder = ported(
+        pod("holder", node_name="n0"),
+        {"containerPort": 1, "hostPort": 8080},
+        {"containerPort": 2, "hostPort": 8081, "protocol": "tcp"},
+    )
+    state = convert([*nodes(2), holder, group(1), *workers(1, {"hostPort": 8080})]).state
+    assert placed(state) == {"team/w0": "n1"}
 
 
 def _free(spec: dict[str, Any], others: list[dict[str, Any]]) -> bool:

@@ -121,3 +121,20 @@ def test_label_keys_select_by_the_pods_own_values_and_merge_once() -> None:
     carrier = _carrier({"app": "x", "job": "a", "tier": "hi"}, stored)
     (again,) = terms_of(carrier, carrier["spec"], AFFINITY)
     assert again == read and again.group() == read.group()
+
+
+def test_a_stored_pod_relabelled_keeps_the_selector_the_api_server_merged() -> None:
+    # Stored with tier In [hi] merged in, then relabelled tier=lo: the term still selects
+    # tier hi (merged again, it asked for both and selected nothing).
+    stored = {
+        "labelSelector": {
+            "matchLabels": {"app": "x"},
+            "matchExpressions": [{"key": "tier", "operator": "In", "values": ["hi"]}],
+        },
+        "topologyKey": "zone",
+        "matchLabelKeys": ["tier"],
+    }
+    carrier = _carrier({"app": "x", "tier": "lo"}, stored)
+    (read,) = terms_of(carrier, carrier["spec"], AFFINITY)
+    pods = [({"metadata": {"namespace": "ns1", "labels": {"app": "x", "tier": "hi"}}}, "hi")]
+    assert Selected(pods)(read) == ["hi"]
