@@ -186,13 +186,20 @@ def test_a_gang_kept_apart_is_bound_one_pod_per_node_end_to_end(
     for m in members:
         m["metadata"]["labels"] = {"job": "g"}
         m["spec"]["affinity"] = {"podAntiAffinity": {REQUIRED: [term()]}}
-    apply(server, [*(kube_node(f"n{i}", "8", "32Gi") for i in range(5)), kube_podgroup("g", 4)])
-    apply(server, members)
-    seen(cluster, server)
-    run_cycle(cluster, FAST)
-    bound = {pod: where[0] for pod, where in bindings(server).items()}
+    bound = bound_in_a_cycle(server, cluster, members, 5)
     assert len(bound) == 4
     assert max(Counter(bound.values()).values()) == 1, bound
+
+
+def bound_in_a_cycle(
+    server: FakeApiServer, cluster: KubeCluster, members: list[dict[str, Any]], hosts: int
+) -> dict[str, str]:
+    """Where one cycle binds ``members`` (of PodGroup ``g``) on ``hosts`` 8-cpu nodes."""
+    apply(server, [*(kube_node(f"n{i}", "8", "32Gi") for i in range(hosts))])
+    apply(server, [kube_podgroup("g", len(members)), *members])
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    return {pod: where[0] for pod, where in bindings(server).items()}
 
 
 def test_a_bound_pod_gangsat_cannot_read_still_keeps_pods_out_of_its_zone() -> None:

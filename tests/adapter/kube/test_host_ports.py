@@ -15,15 +15,11 @@ import pytest
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.convert import convert
 from adapter.kube.host_ports import host_ports
-from adapter.loop import run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
 from solver.schedulers import schedule
-from tests.adapter.kube.manifests import apply, bindings, gang_pods
-from tests.adapter.kube.manifests import node as kube_node
-from tests.adapter.kube.manifests import podgroup as kube_podgroup
-from tests.adapter.kube.test_anti_affinity import GROUP, group, nodes, placed
+from tests.adapter.kube.manifests import gang_pods
+from tests.adapter.kube.test_anti_affinity import GROUP, bound_in_a_cycle, group, nodes, placed
 from tests.adapter.kube.test_convert import pod
-from tests.adapter.kube.test_kube_cluster import FAST, seen
 
 PORTS = "node(s) didn't have free ports for the requested pod ports"
 
@@ -204,10 +200,6 @@ def test_a_host_network_gang_is_bound_a_node_each_end_to_end(
     for m in members:
         m["spec"]["hostNetwork"] = True
         m["spec"]["containers"][0]["ports"] = [{"containerPort": 29500}]
-    apply(server, [*(kube_node(f"n{i}", "8", "32Gi") for i in range(4)), kube_podgroup("g", 3)])
-    apply(server, members)
-    seen(cluster, server)
-    run_cycle(cluster, FAST)
-    bound = {pod: where[0] for pod, where in bindings(server).items()}
+    bound = bound_in_a_cycle(server, cluster, members, 4)
     assert len(bound) == 3
     assert max(Counter(bound.values()).values()) == 1, bound

@@ -18,17 +18,13 @@ from adapter.kube.budgets import selects
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.convert import convert
 from adapter.kube.fields import LEAVING
-from adapter.loop import run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
 from solver.model import ClusterState
 from solver.schedulers import schedule
 from solver.validate import check
-from tests.adapter.kube.manifests import apply, bindings, gang_pods
-from tests.adapter.kube.manifests import node as kube_node
-from tests.adapter.kube.manifests import podgroup as kube_podgroup
-from tests.adapter.kube.test_anti_affinity import HOSTNAME, ZONE, group, nodes
+from tests.adapter.kube.manifests import gang_pods
+from tests.adapter.kube.test_anti_affinity import HOSTNAME, ZONE, bound_in_a_cycle, group, nodes
 from tests.adapter.kube.test_convert import node, pod
-from tests.adapter.kube.test_kube_cluster import FAST, seen
 
 GROUP = {"scheduling.k8s.io/group-name": "g"}
 SPREAD = "node(s) didn't match pod topology spread constraints"
@@ -334,11 +330,6 @@ def test_a_spread_gang_is_bound_within_max_skew_end_to_end(
     for m in members:
         m["metadata"]["labels"] = {"job": "g"}
         m["spec"]["topologySpreadConstraints"] = [constraint(2)]
-    hosts = [kube_node(f"n{i}", "8", "32Gi") for i in range(4)]
-    apply(server, [*hosts, kube_podgroup("g", 6)])
-    apply(server, members)
-    seen(cluster, server)
-    run_cycle(cluster, FAST)
-    bound = {pod: where[0] for pod, where in bindings(server).items()}
+    bound = bound_in_a_cycle(server, cluster, members, 4)
     assert len(bound) == 6
     assert max(Counter(bound.values()).values()) <= 2, bound
