@@ -1,7 +1,8 @@
 """Pods kept apart: required pod anti-affinity on a topology where each node is a domain
 of its own (``kubernetes.io/hostname``, which kubelets set to a value per node), which a
-gang of training workers asks for to get one worker per node; and a topology spread on
-such a key, at most its maxSkew pods a node (``apart_room``).
+gang of training workers asks for to get one worker per node; a topology spread on such
+a key, at most its maxSkew pods a node (``apart_room``); and pods asking for one host
+port, one a node.
 
 Each group of pods kept apart (``Pod.apart``) is a column of the problem, as a resource
 every node has its room of (one, or the spread's count), each pod of the group asks one
@@ -115,8 +116,8 @@ def left_out(pending: Iterable[Pod], r_index: Mapping[str, int]) -> str | None:
         if any(APART_PREFIX + g not in r_index for g in pod.apart):
             return (
                 "Unschedulable: its pods are kept apart (required pod anti-affinity, a node "
-                "each, or a topology spread per node) and their group is not modelled this "
-                "cycle: it needs more nodes than are in service, or "
+                "each, a topology spread per node, or a host port) and their group is not "
+                "modelled this cycle: it needs more nodes than are in service, or "
                 f"{MAX_GROUPS} other such groups go first"
             )
     return None

@@ -16,7 +16,7 @@ import numpy as np
 from solver.arrays import BoolArray, FloatArray, IntArray
 from solver.class_reasons import placement_reasons, ruled_out
 from solver.model import APART_PREFIX, PODS
-from solver.predicates import PORTS_CONFLICT, TOO_MANY_PODS, apart_reason
+from solver.predicates import TOO_MANY_PODS, apart_reason
 from solver.problem import GangInfo, PodClass, Problem
 from solver.units import NO_LIMIT_FIT, fit_per_node
 
@@ -429,14 +429,13 @@ class Placer:
         """Kubernetes counts every reason a node fails, so one node may count twice. A
         node a pod's volume or a bound pod's anti-affinity rules out but that is short
         of room is counted for its room, as kube-scheduler's NodeResourcesFit runs first
-        (``class_reasons.ruled_out``); one a bound pod's host port rules out, for the
-        port (NodePorts runs before it)."""
+        (``class_reasons.ruled_out``; a bound pod's host port, checked before the room,
+        is not among those)."""
         reasons = placement_reasons(self.problem, cls)
         checked = cls.feasible
         ruled, why = ruled_out(self.problem, cls)
         if len(ruled):
-            ported = np.array([w == PORTS_CONFLICT for w in why], dtype=np.bool_)
-            short_ruled = np.flatnonzero((free[ruled] < cls.demand).any(axis=1) & ~ported)
+            short_ruled = np.flatnonzero((free[ruled] < cls.demand).any(axis=1))
             if len(short_ruled):
                 reasons.subtract(why[i] for i in short_ruled.tolist())
                 reasons = +reasons  # (counts left at 0 dropped)

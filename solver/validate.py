@@ -234,7 +234,7 @@ def _kept_apart(
                 message = (
                     f"node {node_name!r}: pods {there[0]!r} to {pod.name!r}, {len(there)} of "
                     f"{group}, where the node takes at most {apart_room(group)} (required "
-                    "pod anti-affinity or topology spread)"
+                    "pod anti-affinity, topology spread or host port)"
                 )
                 # A nomination's voids the preemption, as its room's findings do.
                 kind = "nomination" if pod.name in decision.nominated else "capacity"

@@ -13,7 +13,8 @@ per pending pod (``keep_ports``):
 - against the bound pods (leaving ones still holding theirs): the pod is held off their
   nodes (a ``NodeRule`` on ``metadata.name``);
 - among the pending pods: those asking for one protocol and port are kept one a node
-  (``Pod.apart``, a group named ``solver.model.APART_PORT`` and the protocol and port),
+  (``Pod.apart``: a group per set of pods asking for the same ports, named
+  ``solver.model.APART_PORT``, the lowest protocol and port, and ``+`` how many more),
   whatever their host IPs (two pods on different IPs could share a node: at worst a wait
   kube-scheduler would not make).
 

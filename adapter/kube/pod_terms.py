@@ -76,6 +76,8 @@ def terms_of(pod: Obj, spec: Any, kind: str = ANTI_AFFINITY) -> list[Term]:
     if not isinstance(rules, Mapping):
         return []
     own = namespace_of(pod)
+    # Stored by an API server: a uid (a Job's template, a manifest's pod have none).
+    stored = bool((pod.get("metadata") or {}).get("uid"))
     out = []
     for term in mappings(rules.get(REQUIRED)):
         namespaces: frozenset[str] | None = frozenset({own})
@@ -85,8 +87,10 @@ def terms_of(pod: Obj, spec: Any, kind: str = ANTI_AFFINITY) -> list[Term]:
             namespaces = frozenset(str(n) for n in term["namespaces"])
         key = term.get("topologyKey")
         if isinstance(key, str) and key:
-            keys = term.get("matchLabelKeys"), term.get("mismatchLabelKeys")
-            selector = with_label_keys(term.get("labelSelector"), _labels(pod), *keys)
+            selector = term.get("labelSelector")
+            if not stored:  # (a stored pod's keys were merged when it was stored)
+                keys = term.get("matchLabelKeys"), term.get("mismatchLabelKeys")
+                selector = with_label_keys(selector, _labels(pod), *keys)
             out.append(read_term(namespaces, selector, key))
     return out
 
@@ -96,23 +100,22 @@ def with_label_keys(
 ) -> Any:
     """``selector`` with the pod's values of the labels ``match`` names ANDed in as ``In``,
     those ``mismatch`` names as ``NotIn`` (a key the pod has no label of left out), as
-    kube-apiserver merges a term's ``matchLabelKeys`` and ``mismatchLabelKeys`` into it
-    when it stores a pod: a Job's template, which no API server stores, is read as its
-    pods will be. A key the selector names already is left as it is: the API server
-    forbids a key in both, so there it merged it (with the labels the pod had then; its
-    labels now may differ, and merged again the term selected nothing)."""
+    kube-apiserver merges a pod-affinity term's ``matchLabelKeys`` and
+    ``mismatchLabelKeys`` into it when it stores a pod (``terms_of``: for an object no API
+    server stored, a Job's template, read as its pods will be) and kube-scheduler, or
+    since 1.34 kube-apiserver, a topology spread's ``matchLabelKeys``. A requirement the
+    selector holds already is not added again."""
     if not isinstance(selector, Mapping):
         return selector
     expressions = selector.get("matchExpressions") or []
-    wanted = selector.get("matchLabels") or {}
-    if not isinstance(expressions, list) or not isinstance(wanted, Mapping):
+    if not isinstance(expressions, list):
         return selector
-    named = {*wanted, *(e.get("key") for e in expressions if isinstance(e, Mapping))}
     more = [
-        {"key": k, "operator": op, "values": [labels[k]]}
+        e
         for keys, op in ((match, "In"), (mismatch, "NotIn"))
         for k in (keys if isinstance(keys, list) else ())
-        if isinstance(k, str) and k in labels and k not in named
+        if isinstance(k, str) and k in labels
+        if (e := {"key": k, "operator": op, "values": [labels[k]]}) not in expressions
     ]
     return {**selector, "matchExpressions": [*expressions, *more]} if more else selector
 

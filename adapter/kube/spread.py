@@ -204,7 +204,13 @@ def _read(pod: Obj, constraint: Any) -> _Spread:
         why = "a label matchLabelKeys names is not a string"
     if why is not None:
         raise BadObject(f"has a topologySpreadConstraint the API server would refuse: {why}")
-    selector = with_label_keys(selector, labels, keys)
+    # Since 1.34 kube-apiserver merges them into a pod it stores (before, the API forbade
+    # a key in both, and kube-scheduler merged them): a key the selector names is merged
+    # already, with the labels the pod had then (merged again with its labels now, the
+    # selector could select nothing).
+    named = set((selector or {}).get("matchLabels") or ())
+    named |= {e["key"] for e in (selector or {}).get("matchExpressions") or ()}
+    selector = with_label_keys(selector, labels, [k for k in keys or () if k not in named])
     counts = selector is not None and bool(
         selector.get("matchLabels") or selector.get("matchExpressions")
     )

@@ -85,9 +85,10 @@ def test_the_index_selects_what_the_selector_selects_pod_by_pod(seed: int) -> No
         assert chosen(term) == expected, wanted
 
 
-def _carrier(labels: dict[str, str], term: dict[str, Any]) -> dict[str, Any]:
+def _carrier(labels: dict[str, str], term: dict[str, Any], uid: str = "") -> dict[str, Any]:
+    """A pod (with a ``uid``: stored by an API server) of one required podAffinity term."""
     return {
-        "metadata": {"namespace": "ns1", "labels": labels},
+        "metadata": {"namespace": "ns1", "labels": labels, "uid": uid},
         "spec": {
             "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
         },
@@ -118,9 +119,19 @@ def test_label_keys_select_by_the_pods_own_values_and_merge_once() -> None:
         {"key": "job", "operator": "In", "values": ["a"]},
         {"key": "tier", "operator": "NotIn", "values": ["hi"]},
     ]
-    carrier = _carrier({"app": "x", "job": "a", "tier": "hi"}, stored)
+    carrier = _carrier({"app": "x", "job": "a", "tier": "hi"}, stored, uid="u1")
     (again,) = terms_of(carrier, carrier["spec"], AFFINITY)
     assert again == read and again.group() == read.group()
+    # A user's own requirement on a mismatchLabelKeys key (the API allows it): the
+    # template's NotIn is merged beside it, as the API server would.
+    tenants = {
+        "labelSelector": {"matchExpressions": [{"key": "tier", "operator": "Exists"}]},
+        "topologyKey": "zone",
+        "mismatchLabelKeys": ["tier"],
+    }
+    template = _carrier({"tier": "hi"}, tenants)
+    (read,) = terms_of(template, template["spec"], AFFINITY)
+    assert Selected(pods)(read) == ["alo", "blo"]
 
 
 def test_a_stored_pod_relabelled_keeps_the_selector_the_api_server_merged() -> None:
@@ -134,7 +145,7 @@ def test_a_stored_pod_relabelled_keeps_the_selector_the_api_server_merged() -> N
         "topologyKey": "zone",
         "matchLabelKeys": ["tier"],
     }
-    carrier = _carrier({"app": "x", "tier": "lo"}, stored)
+    carrier = _carrier({"app": "x", "tier": "lo"}, stored, uid="u1")
     (read,) = terms_of(carrier, carrier["spec"], AFFINITY)
     pods = [({"metadata": {"namespace": "ns1", "labels": {"app": "x", "tier": "hi"}}}, "hi")]
     assert Selected(pods)(read) == ["hi"]

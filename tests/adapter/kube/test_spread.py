@@ -153,6 +153,23 @@ def test_match_label_keys_keeps_each_job_in_its_own_count() -> None:
     assert len(where) == 3 and len(set(where.values())) == 3
 
 
+def test_a_key_the_api_server_merged_already_is_not_merged_again() -> None:
+    # Stored since 1.34 with job In [a] merged, the pod relabelled job=b since: it still
+    # counts job a's pods (merged again, it counted none and went onto n0).
+    running = pod("r", labels={"job": "a"}, node_name="n0")
+    merged = constraint(
+        labelSelector={
+            "matchLabels": {"app": "x"},
+            "matchExpressions": [{"key": "job", "operator": "In", "values": ["a"]}],
+        },
+        matchLabelKeys=["job"],
+    )
+    running["metadata"]["labels"]["app"] = "x"
+    relabelled = spread(pod("w0", labels={"app": "x", "job": "b"}, annotations=GROUP), merged)
+    state = convert([*nodes(2), running, group(1), relabelled]).state
+    assert placed(state) == {"team/w0": "n1"}
+
+
 def test_a_spread_over_zones_is_refused_and_schedule_anyway_ignored() -> None:
     conversion = convert([*nodes(4, zones=2), group(2), *workers(2, constraint(key=ZONE))])
     assert [p.name for p in conversion.state.pods] == []
