@@ -219,9 +219,9 @@ class Pod(Frozen):
         default=(),
         description=(
             "required pod anti-affinity, or a topology spread's maxSkew, on a topology of "
-            "one node per domain (as kubernetes.io/hostname): no more pods sharing a name "
-            "here on one node than its apart_room (one, without APART_EACH), bound ones "
-            "counted"
+            "one node per domain (as kubernetes.io/hostname), or a host port: no more pods "
+            "sharing a name here on one node than its apart_room (one, without "
+            "APART_EACH), bound ones counted"
         ),
     )
     host_ports: tuple[tuple[str, str, int], ...] = Field(
