@@ -1,7 +1,7 @@
 """Why the nodes a pod class may not use rule it out, in kube-scheduler's words: the
 placement predicates' reasons counted over nodes alike (``Problem.key_nodes``), and the
-nodes whose first failing predicate is a ``NodeRule`` kube-scheduler checks only after a
-node's room (all but a bound pod's host port)."""
+nodes whose first failing predicate is a ``NodeRule``, which kube-scheduler checks only
+after a node's room."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from collections import Counter
 import numpy as np
 
 from solver.arrays import IntArray
-from solver.predicates import PORTS_CONFLICT
 from solver.problem import PodClass, Problem
 
 
@@ -43,16 +42,15 @@ def _reasons_by_view(problem: Problem, cls: PodClass, views: list[int]) -> dict[
 
 def ruled_out(problem: Problem, cls: PodClass) -> tuple[IntArray, list[str]]:
     """The nodes whose first failing predicate for the class is one of its pods'
-    ``NodeRule``s checked after a node's room (a volume's, a bound pod's anti-affinity),
-    and each one's reason: kube-scheduler checks the room (NodeResourcesFit) before
-    those, so a node short of room is counted for that (``Placer._node_reasons``). A
-    bound pod's host port (NodePorts) is checked before the room: not among them."""
+    ``NodeRule``s (a volume's, a bound pod's anti-affinity), and each one's reason:
+    kube-scheduler checks a node's room (NodeResourcesFit) before those, so a node short
+    of room is counted for that (``Placer._node_reasons``)."""
     if not cls.exemplar.node_rules:
         return np.zeros(0, dtype=np.int64), []
     key = ("ruled_out", cls.exemplar.placement_key())
     cached = problem.memo.get(key)
     if not isinstance(cached, tuple):
-        rules = {rule.reason for rule in cls.exemplar.node_rules} - {PORTS_CONFLICT}
+        rules = {rule.reason for rule in cls.exemplar.node_rules}
         out = np.flatnonzero(~cls.feasible)
         views = problem.node_key_index[out]
         reasons = _reasons_by_view(problem, cls, np.unique(views).tolist())

@@ -16,7 +16,7 @@ import numpy as np
 from solver.arrays import BoolArray, FloatArray, IntArray
 from solver.class_reasons import placement_reasons, ruled_out
 from solver.model import APART_PREFIX, PODS
-from solver.predicates import TOO_MANY_PODS, apart_reason
+from solver.predicates import PORTS_CONFLICT, TOO_MANY_PODS, apart_reason
 from solver.problem import GangInfo, PodClass, Problem
 from solver.units import NO_LIMIT_FIT, fit_per_node
 
@@ -426,11 +426,13 @@ class Placer:
         return Counter(cached)
 
     def _node_reasons(self, cls: PodClass, free: IntArray) -> Counter[str]:
-        """Kubernetes counts every reason a node fails, so one node may count twice. A
-        node a pod's volume or a bound pod's anti-affinity rules out but that is short
-        of room is counted for its room, as kube-scheduler's NodeResourcesFit runs first
-        (``class_reasons.ruled_out``; a bound pod's host port, checked before the room,
-        is not among those)."""
+        """Kubernetes counts every resource a node is short of, so one node may count
+        twice. A node a pod's volume or a bound pod's anti-affinity rules out but that is
+        short of room is counted for its room, as kube-scheduler's NodeResourcesFit runs
+        first (``class_reasons.ruled_out``); of the groups' room (``solver.apart``), a
+        host port's is counted before the resources, a spread's or anti-affinity's after,
+        each only where nothing before it fails (NodePorts, NodeResourcesFit,
+        PodTopologySpread and InterPodAffinity run so)."""
         reasons = placement_reasons(self.problem, cls)
         checked = cls.feasible
         ruled, why = ruled_out(self.problem, cls)
@@ -442,10 +444,24 @@ class Placer:
                 checked = cls.feasible.copy()
                 checked[ruled[short_ruled]] = True
         short = free[checked] < cls.demand
+        order = np.array([_filter_order(name) for name in self.problem.resources])
+        first = np.where(short, order, len(FILTERS)).min(axis=1, initial=len(FILTERS))
+        short &= order[None, :] == first[:, None]
         for r in np.flatnonzero(short.any(axis=0)):
             name = self.problem.resources[r]
             reasons[_short_of(name)] += int(short[:, r].sum())
         return reasons
+
+
+# kube-scheduler's filters reading a node's room, in their order: a problem column's
+# (``_filter_order``).
+FILTERS = ("NodePorts", "NodeResourcesFit", "pod topology and affinity")
+
+
+def _filter_order(resource: str) -> int:
+    if not resource.startswith(APART_PREFIX):
+        return 1
+    return 0 if apart_reason(resource) == PORTS_CONFLICT else 2
 
 
 def _short_of(resource: str) -> str:

@@ -47,13 +47,12 @@ POD_AFFINITY_MISMATCH = "node(s) didn't match pod affinity rules"
 # pods the spread counts run there or go there too (``Pod.apart``, ``apart_room``).
 SPREAD_NO_LABEL = "node(s) didn't match pod topology spread constraints (missing required label)"
 SPREAD_CONFLICT = "node(s) didn't match pod topology spread constraints"
-# ... and for a node where a pod asking for the host port a pod asks for runs or goes.
+# ... and for a node where a pod holding the host port a pod asks for runs or goes.
 PORTS_CONFLICT = "node(s) didn't have free ports for the requested pod ports"
-# kube-scheduler's filters read these in this order (NodePorts, VolumeBinding, VolumeZone,
+# kube-scheduler's filters read these in this order (VolumeBinding, VolumeZone,
 # PodTopologySpread, InterPodAffinity), and a node is counted under the first that fails
 # it.
 RULE_ORDER = {
-    PORTS_CONFLICT: -1,  # (NodePorts, before the resources and volumes)
     VOLUME_CONFLICT: 0,
     NO_VOLUME_TO_BIND: 0,
     NO_VOLUME_ZONE: 1,

@@ -23,6 +23,7 @@ from typing import cast
 
 import numpy as np
 
+from solver.apart import with_apart
 from solver.arrays import BoolArray, IntArray
 from solver.config import ObjectiveWeights
 from solver.decision import StageReport
@@ -116,11 +117,13 @@ def _pod_size(problem: Problem, pod: Pod) -> tuple[IntArray, IntArray, int]:
     """One pod's demand in model units (memory in MiB, rounded up), as ``prepare`` has it,
     in share units, and its value (the largest share); memoised per requests, as
     thousands of running pods share a few (real-shaped 1,000 nodes: 1,000 groups of
-    running pods, 0.02 s to convert each group's)."""
-    key = ("pod size", pod.requests.key())
+    running pods, 0.02 s to convert each group's). With the room it takes of the groups
+    kept apart it is in (``solver.apart``): evicted, it frees that too (a host port)."""
+    key = ("pod size", pod.requests.key(), pod.apart)
     cached = problem.memo.get(key)
     if cached is None:
-        raw = np.array([pod.demand().get(r, 0) for r in problem.resources], dtype=np.int64)
+        asks = with_apart(pod.demand(), pod)
+        raw = np.array([asks.get(r, 0) for r in problem.resources], dtype=np.int64)
         demand = model_demand(raw, units(problem.resources))
         share = pod_share_units(demand, problem.totals)
         cached = (demand, share, max(1, int(share.max()) if len(share) else 1))
@@ -381,7 +384,7 @@ def _built(
     dominant = problem.queues[q].dominant
     by_group: dict[tuple[object, ...], list[Pod]] = defaultdict(list)
     for pod in bound:
-        by_group[(pod.node_name, pod.requests.key())].append(pod)
+        by_group[(pod.node_name, pod.requests.key(), pod.apart)].append(pod)
     victim = Victim(
         index=-1,
         name=gang.name,
@@ -395,7 +398,7 @@ def _built(
     )
     groups: list[VictimGroup] = []
     values = []
-    for (node, _), same in sorted(by_group.items(), key=lambda kv: str(kv[0])):
+    for (node, _, _), same in sorted(by_group.items(), key=lambda kv: str(kv[0])):
         same.sort(key=lambda p: (-(p.started_s or 0.0), p.name))
         demand, share, value = _pod_size(problem, same[0])
         node_i = problem.node_index()[str(node)]

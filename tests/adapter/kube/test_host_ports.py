@@ -12,14 +12,21 @@ from typing import Any
 
 import pytest
 
+from adapter.holds import Holds
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.convert import convert
 from adapter.kube.host_ports import host_ports
+from adapter.loop import LoopSettings, run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
+from solver.config import SolverConfig
 from solver.schedulers import schedule
-from tests.adapter.kube.manifests import gang_pods
+from solver.validate import check
+from tests.adapter.kube.manifests import apply, bound_pods, gang_pods, wait_until
+from tests.adapter.kube.manifests import node as kube_node
+from tests.adapter.kube.manifests import podgroup as kube_podgroup
 from tests.adapter.kube.test_anti_affinity import GROUP, bound_in_a_cycle, group, nodes, placed
 from tests.adapter.kube.test_convert import pod
+from tests.builders import queue
 
 PORTS = "node(s) didn't have free ports for the requested pod ports"
 
@@ -123,6 +130,38 @@ def test_a_port_the_api_server_would_refuse_leaves_its_pod_unscheduled(
     assert "hostPort" in finding.message and finding.gang == "team/g"
 
 
+def test_a_higher_priority_gang_preempts_the_holders_of_its_port() -> None:
+    # A low-priority gang holds port 80 on both nodes (room to spare besides); a
+    # high-priority gang of two asking for port 80 evicts it whole and is nominated there.
+    low = []
+    for i in range(2):
+        holder = pod(f"lo{i}", node_name=f"n{i}", phase="Running")
+        holder["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": "lo"}
+        holder["spec"]["priority"] = 0
+        low.append(ported(holder, {"containerPort": 80, "hostPort": 80}))
+    high = workers(2, {"containerPort": 80, "hostPort": 80})
+    high_group = group(2)
+    for obj in (*high, high_group):
+        obj["spec"]["priorityClassName"] = "high"
+    lo_group = group(2)
+    lo_group["metadata"]["name"] = "lo"
+    high_class = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "high"},
+        "value": 1000,
+    }
+    state = convert([*nodes(2), high_class, lo_group, *low, high_group, *high]).state
+    state = state.model_copy(update={"queues": (queue().build(),), "now_s": 600.0})
+    decision = schedule(state, "cpsat", SolverConfig(preemption=True, time_limit_s=3.0))
+    assert check(state, decision) == []
+    assert sorted(decision.evictions) == ["team/lo0", "team/lo1"]
+    assert sorted(decision.nominated.values()) == ["n0", "n1"]
+    # Without preemption it waits, told why in kube-scheduler's words.
+    waits = schedule(state, "cpsat", SolverConfig(time_limit_s=3.0)).explained()
+    assert waits.placements == {} and PORTS in waits.unschedulable["team/g"]
+
+
 def test_a_pod_of_many_ports_keeps_one_group_and_is_placed() -> None:
     # Host-network pods of 40 container ports each: one group for their 40 ports (a
     # group each, 40 > the 32 a cycle models, and the gang waited for ever).
@@ -203,3 +242,43 @@ def test_a_host_network_gang_is_bound_a_node_each_end_to_end(
     bound = bound_in_a_cycle(server, cluster, members, 4)
     assert len(bound) == 3
     assert max(Counter(bound.values()).values()) == 1, bound
+
+
+def test_port_holders_are_evicted_and_the_preemptor_bound_on_their_nodes_end_to_end(
+    server: FakeApiServer,
+) -> None:
+    """Gang low holds port 80 on both nodes (room to spare besides); gang high (priority
+    1000) asks for it on two: low is evicted, high bound where it ran."""
+    low = gang_pods("low", 2)
+    for i, p in enumerate(low):
+        p["spec"]["nodeName"] = f"n{i}"
+        p["spec"]["terminationGracePeriodSeconds"] = 0
+        p["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 80}]
+        p["status"] = {"phase": "Running"}
+    high = gang_pods("high", 2)
+    high_group = kube_podgroup("high", 2)
+    for obj in (*high, high_group):
+        obj["spec"]["priorityClassName"] = "high"
+    for p in high:
+        p["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 80}]
+    high_class = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "high"},
+        "value": 1000,
+    }
+    nodes_ = [kube_node(f"n{i}", "8", "32Gi") for i in range(2)]
+    apply(server, [*nodes_, high_class, kube_podgroup("low", 2), *low, high_group, *high])
+    settings = LoopSettings(solver=SolverConfig(time_limit_s=2.0, preemption=True))
+    cluster = KubeCluster(server.client()).start(10)
+    holds = Holds()
+    try:
+        first = run_cycle(cluster, settings, None, holds)
+        assert sorted(first.preempted) == ["default/low-0", "default/low-1"]
+        assert not first.bound
+        wait_until(lambda: not cluster.snapshot().bound_pods(), what="the watch to see it")
+        second = run_cycle(cluster, settings, None, holds)
+        assert sorted(second.bound) == ["default/high-0", "default/high-1"]
+        assert sorted(bound_pods(server).values()) == ["n0", "n1"]
+    finally:
+        cluster.stop()
