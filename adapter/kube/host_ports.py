@@ -15,10 +15,12 @@ completion first, and NodePorts does not read them) are read with the pod
   the lowest protocol and port, and ``+`` how many more), whatever their host IPs (two
   pods on different IPs could share a node: at worst a wait kube-scheduler would not
   make);
-- the bound pods holding one of those ports on an IP that conflicts (leaving ones still
-  hold theirs) take their node's room of the group, as a running pod of the group does:
-  a preemption that evicts one frees it, as kube-scheduler's would (held off by a node
-  rule instead, a high-priority host-network gang waited behind low-priority holders).
+- the bound pods holding one of those ports on an IP every pod asking for it conflicts
+  with (leaving ones still hold theirs) take their node's room of the group, as a
+  running pod of the group does: a preemption that evicts one frees it, as
+  kube-scheduler's would (held off by a node rule instead, a high-priority host-network
+  gang waited behind low-priority holders). Where only some of them conflict (specific
+  host IPs), those are held off its node by a rule, which no preemption lifts.
 
 A port the API server would refuse (not an integer in 1..65535, an unknown protocol) is
 a finding: the pod is not scheduled, and its gang waits.
@@ -32,6 +34,13 @@ from typing import Any
 
 from adapter.kube.fields import BadObject, mappings
 from solver.model import APART_PORT, Node, Pod
+from solver.predicates import PORTS_CONFLICT, held_to
+from solver.scheduling_terms import (
+    NODE_NAME_FIELD,
+    NodeRule,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+)
 
 ANY_IP = "0.0.0.0"
 PROTOCOLS = ("TCP", "UDP", "SCTP")
@@ -44,22 +53,32 @@ def keep_ports(pods: dict[str, Pod], nodes: Mapping[str, Node]) -> None:
     asking = [p for p in pods.values() if p.host_ports and p.node_name is None]
     if not asking:
         return
-    askers: dict[tuple[str, int], list[str]] = defaultdict(list)  # of each protocol, port
-    asked_on: dict[tuple[str, int], set[str]] = defaultdict(set)  # ... the IPs they ask
+    # Of each protocol and port, the pending pods asking for it, and the IP each asks on.
+    askers: dict[tuple[str, int], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for pod in asking:
         for ip, protocol, port in pod.host_ports:
-            asked_on[protocol, port].add(ip)
-            if not askers[protocol, port] or askers[protocol, port][-1] != pod.name:
-                askers[protocol, port].append(pod.name)
-    # The bound pods holding a port some pending pod asks for, on an IP it conflicts with.
+            askers[protocol, port][pod.name].add(ip)
+    # The bound pods holding a port on an IP every pending pod asking for it conflicts
+    # with take their node's room of the group (a victim frees it); where only some do
+    # (specific IPs), those are held off the node instead: in the group, a pod asking on
+    # another IP would evict it for nothing.
     holders: dict[tuple[str, int], list[str]] = defaultdict(list)
+    held_off: dict[str, set[str]] = defaultdict(set)  # pending pod -> nodes
     for pod in pods.values():
         if pod.host_ports and pod.node_name is not None and pod.node_name in nodes:
-            for ip, protocol, port in pod.host_ports:
-                if (ips := asked_on.get((protocol, port))) and (
-                    ip == ANY_IP or ANY_IP in ips or ip in ips
-                ):
+            for held_ip, protocol, port in pod.host_ports:
+                asked = askers.get((protocol, port), {})
+                hit = [n for n, ips in asked.items() if _conflict(held_ip, ips)]
+                if hit and len(hit) == len(asked):
                     holders[protocol, port].append(pod.name)
+                for name in hit if len(hit) < len(asked) else ():
+                    held_off[name].add(pod.node_name)
+    for name, taken in held_off.items():
+        off = NodeSelectorRequirement(
+            key=NODE_NAME_FIELD, operator="NotIn", values=tuple(sorted(taken))
+        )
+        rule = NodeRule(reason=PORTS_CONFLICT, terms=(NodeSelectorTerm(match_fields=(off,)),))
+        pods[name] = held_to(pods[name], (rule,))
     # One group per set of pending pods asking for ports together: a host-network pod of
     # 40 container ports made 40 groups, more than a cycle models (``apart.MAX_GROUPS``).
     ports_of: dict[tuple[str, ...], list[tuple[str, int]]] = defaultdict(list)
@@ -75,6 +94,11 @@ def keep_ports(pods: dict[str, Pod], nodes: Mapping[str, Node]) -> None:
             pods[name] = pods[name].model_copy(
                 update={"apart": tuple(sorted({*pods[name].apart, group}))}
             )
+
+
+def _conflict(held: str, asked: set[str]) -> bool:
+    """Whether a port held on IP ``held`` conflicts with it asked on any of ``asked``."""
+    return held == ANY_IP or ANY_IP in asked or held in asked
 
 
 def host_ports(spec: Any, strict: bool = True) -> set[Port]:

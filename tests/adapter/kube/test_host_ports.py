@@ -162,6 +162,22 @@ def test_a_higher_priority_gang_preempts_the_holders_of_its_port() -> None:
     assert waits.placements == {} and PORTS in waits.unschedulable["team/g"]
 
 
+def test_a_holder_only_some_askers_conflict_with_is_no_victim_of_the_others() -> None:
+    # lo holds 10.0.0.1:80 on n0; w0 asks 10.0.0.2:80 (no conflict), x 10.0.0.1:80 (one,
+    # too big for any node). In one group with lo, w0 evicted lo for nothing: w0 is
+    # placed beside it, and x held off n0 by a rule.
+    holder = pod("lo", node_name="n0", phase="Running")
+    holder = ported(holder, {"containerPort": 1, "hostPort": 80, "hostIP": "10.0.0.1"})
+    w0 = workers(1, {"containerPort": 1, "hostPort": 80, "hostIP": "10.0.0.2"})
+    x = ported(pod("x", cpu="100"), {"containerPort": 1, "hostPort": 80, "hostIP": "10.0.0.1"})
+    state = convert([*nodes(1), holder, group(1), *w0, x]).state
+    state = state.model_copy(update={"queues": (queue().build(),), "now_s": 600.0})
+    decision = schedule(state, "cpsat", SolverConfig(preemption=True, time_limit_s=3.0))
+    assert decision.evictions == {} and decision.placements == {"team/w0": "n0"}
+    (held,) = [p for p in state.pods if p.name == "team/x"]
+    assert [r.reason for r in held.node_rules] == [PORTS]
+
+
 def test_a_pod_of_many_ports_keeps_one_group_and_is_placed() -> None:
     # Host-network pods of 40 container ports each: one group for their 40 ports (a
     # group each, 40 > the 32 a cycle models, and the gang waited for ever).
