@@ -64,14 +64,16 @@ def keep_ports(pods: dict[str, Pod], nodes: Mapping[str, Node]) -> None:
     # another IP would evict it for nothing.
     holders: dict[tuple[str, int], list[str]] = defaultdict(list)
     held_off: dict[str, set[str]] = defaultdict(set)  # pending pod -> nodes
+    hits: dict[Port, tuple[bool, list[str]]] = {}  # whether all conflict, else who does
     for pod in pods.values():
         if pod.host_ports and pod.node_name is not None and pod.node_name in nodes:
-            for held_ip, protocol, port in pod.host_ports:
-                asked = askers.get((protocol, port), {})
-                hit = [n for n, ips in asked.items() if _conflict(held_ip, ips)]
-                if hit and len(hit) == len(asked):
-                    holders[protocol, port].append(pod.name)
-                for name in hit if len(hit) < len(asked) else ():
+            for held in pod.host_ports:
+                if held not in hits:  # (per port and IP: 4,000 holders x 4,000 askers)
+                    hits[held] = _conflicting(held, askers.get(held[1:], {}))
+                every, some = hits[held]
+                if every:
+                    holders[held[1:]].append(pod.name)
+                for name in some:
                     held_off[name].add(pod.node_name)
     for name, taken in held_off.items():
         off = NodeSelectorRequirement(
@@ -96,9 +98,13 @@ def keep_ports(pods: dict[str, Pod], nodes: Mapping[str, Node]) -> None:
             )
 
 
-def _conflict(held: str, asked: set[str]) -> bool:
-    """Whether a port held on IP ``held`` conflicts with it asked on any of ``asked``."""
-    return held == ANY_IP or ANY_IP in asked or held in asked
+def _conflicting(held: Port, asked: Mapping[str, set[str]]) -> tuple[bool, list[str]]:
+    """Whether a port ``held`` (IP, protocol, port) conflicts with every pending pod
+    asking for it (``asked``: pod -> the IPs it asks on: the same IP, or either
+    ``0.0.0.0``); if not, those it conflicts with."""
+    ip = held[0]
+    hit = [n for n, ips in asked.items() if ip == ANY_IP or ANY_IP in ips or ip in ips]
+    return (True, []) if hit and len(hit) == len(asked) else (False, hit)
 
 
 def host_ports(spec: Any, strict: bool = True) -> set[Port]:
