@@ -83,6 +83,9 @@ class Holds:
     # Of those, the ones waiting for binds of unknown outcome that may have made their
     # gang whole: pod -> the snapshot clock when the wait began (``evicting.evict_again``).
     doubt_since: dict[str, float] = field(default_factory=dict)
+    # Whose marks it recovers (``VictimMark.by``: its deployment's, and those that say
+    # none; None: any): another deployment's victims are that one's to finish.
+    author: str | None = None
 
     def __bool__(self) -> bool:
         return bool(self.held)
@@ -150,6 +153,7 @@ class Holds:
             remnant = False
             if (
                 (mark := pod.marked_victim) is not None
+                and (self.author is None or mark.by in ("", self.author))
                 and state.now_s - mark.at_s <= MARK_STALE_S
                 and pod.node_name is not None
                 and not pod.terminating

@@ -198,6 +198,9 @@ class VictimMark(Frozen):
 
     why: str = Field(description="for whom, and why (preemption or reclaim)")
     at_s: float = Field(description="when it was marked (refreshed as it is sent again)")
+    by: str = Field(
+        default="", description="who marked it (a deployment's scheduler names); '': unsaid"
+    )
 
 
 class Pod(Frozen):

@@ -146,9 +146,9 @@ class PodBuilder:
         self._fields["nominated_node"] = node_name
         return self
 
-    def marked_victim(self, why: str, at_s: float = 0.0) -> PodBuilder:
+    def marked_victim(self, why: str, at_s: float = 0.0, by: str = "") -> PodBuilder:
         """Marked by a scheduler to be evicted for a preemption (its DisruptionTarget)."""
-        self._fields["marked_victim"] = VictimMark(why=why, at_s=at_s)
+        self._fields["marked_victim"] = VictimMark(why=why, at_s=at_s, by=by)
         return self
 
     def selector(self, labels: Mapping[str, str] | None = None, **kw: str) -> PodBuilder:

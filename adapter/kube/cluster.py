@@ -22,6 +22,7 @@ from adapter.cluster import ClusterError, CycleReport
 from adapter.kube.binder import Binder
 from adapter.kube.cache import ClusterCache
 from adapter.kube.convert import convert
+from adapter.kube.disruption import author
 from adapter.kube.evictor import Evictor, Marks
 from adapter.kube.heap import collections_paused
 from adapter.kube.memo import Memo
@@ -67,7 +68,7 @@ class KubeCluster:
         self.cache = ClusterCache()
         self.reflectors = [Reflector(api, r, self.cache) for r in self.resources]
         self.binder = Binder(api, self.cache, fence=fence, threads=bind_threads)
-        self.evictor = Evictor(api, self.cache, fence=fence)
+        self.evictor = Evictor(api, self.cache, fence=fence, author=author(self.scheduler_names))
         self.writer = Writer(rate_per_s=writes_per_s, fence=fence)
         self.reporter = Reporter(api, self.cache, self.writer, recorder, resources=self.resources)
         self.findings: list[Finding] = []

@@ -20,7 +20,7 @@ condition does not count the disruption against its ``backoffLimit``. gangsat se
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,8 +36,15 @@ CONDITION = "DisruptionTarget"
 PREEMPTION_REASON = "PreemptionByScheduler"
 ROLLBACK_REASON = "GangRollbackByScheduler"
 # How a message of gangsat's begins: a mark of kube-scheduler's (or another scheduler's)
-# is that scheduler's to finish.
-AUTHOR = "gangsat: "
+# is that scheduler's to finish. Then the deployment's scheduler names (``author``) in
+# brackets: another gangsat deployment's marks are its own to finish (read as ours, a new
+# leader evicted again the pods the other evicted). Marks before them said none.
+AUTHOR = "gangsat"
+
+
+def author(scheduler_names: Iterable[str]) -> str:
+    """Who a deployment's marks say marked the pod: the scheduler names it serves."""
+    return ",".join(sorted(scheduler_names))
 
 
 def send_mark(
@@ -50,17 +57,19 @@ def send_mark(
     timeout: tuple[float, float],
     status: str = "True",
     version: str = "",
+    by: str = "",
 ) -> str:
     """Set the condition on the pod (a strategic merge by type: the pod's other conditions
-    stay), ``status`` False to withdraw it; returns the pod's resourceVersion after it
-    ("" where the answer does not say), raises what the request raises. The UID in the
-    patch makes a namesake's answer an error (the UID is immutable: a 422), not a write;
-    a ``version`` makes any write to the pod since that one a conflict (409)."""
+    stay), ``status`` False to withdraw it, its message saying who (``by``: ``author``);
+    returns the pod's resourceVersion after it ("" where the answer does not say), raises
+    what the request raises. The UID in the patch makes a namesake's answer an error (the
+    UID is immutable: a 422), not a write; a ``version`` makes any write to the pod since
+    that one a conflict (409)."""
     condition = {
         "type": CONDITION,
         "status": status,
         "reason": reason,
-        "message": f"{AUTHOR}{why}",
+        "message": f"{AUTHOR}[{by}]: {why}" if by else f"{AUTHOR}: {why}",
         "lastTransitionTime": stamp(datetime.now(UTC)),
     }
     meta = {"uid": uid, **({"resourceVersion": version} if version else {})}
@@ -101,9 +110,15 @@ def _mark_of(condition: Mapping[str, Any]) -> VictimMark | None:
         or not message.startswith(AUTHOR)
     ):
         return None
+    by, why = "", message.removeprefix(AUTHOR)
+    if why.startswith("[") and "]: " in why:
+        by, _, why = why[1:].partition("]: ")
+    elif why.startswith(": "):
+        why = why.removeprefix(": ")
+    else:
+        return None  # (another scheduler's name that begins so)
     at = condition.get("lastTransitionTime")
     when = stamped(at) if isinstance(at, str) else None
     return VictimMark(
-        why=message.removeprefix(AUTHOR) or "preempted",
-        at_s=when.timestamp() if when is not None else 0.0,
+        why=why or "preempted", at_s=when.timestamp() if when is not None else 0.0, by=by
     )

@@ -71,8 +71,11 @@ class Evictor:
         threads: int = 4,
         retry_budget_s: float = 5.0,
         backoff_s: float = 0.05,
+        author: str = "",
     ) -> None:
+        """``author``: who its marks say marked the pods (``disruption.author``)."""
         self.api = without_retries(api)
+        self.author = author
         self.core = client.CoreV1Api(self.api)
         self.cache = cache
         self.fence = fence
@@ -162,7 +165,7 @@ class Evictor:
         def send(timeout: tuple[float, float]) -> None:
             try:
                 version[0] = send_mark(
-                    self.core, namespace, name, uid, PREEMPTION_REASON, why, timeout
+                    self.core, namespace, name, uid, PREEMPTION_REASON, why, timeout, by=self.author
                 )
             except ApiException as e:
                 if not _replaced(e):
@@ -192,7 +195,16 @@ class Evictor:
         timeout = (min(CONNECT_TIMEOUT_S, left), min(left, MAX_BIND_WAIT_S, self.retry_budget_s))
         try:
             send_mark(
-                self.core, namespace, name, uid, PREEMPTION_REASON, why, timeout, "False", version
+                self.core,
+                namespace,
+                name,
+                uid,
+                PREEMPTION_REASON,
+                why,
+                timeout,
+                "False",
+                version,
+                by=self.author,
             )
         except Exception as e:  # it lapses in two minutes: nothing else to do
             log.info("mark of %s as a victim left (%s): %s", pod, why, e)

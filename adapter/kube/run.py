@@ -36,6 +36,7 @@ from pydantic import ValidationError
 from adapter.errors import message
 from adapter.holds import Holds
 from adapter.kube.cluster import KubeCluster
+from adapter.kube.disruption import author
 from adapter.kube.heap import HeapKeeper
 from adapter.kube.lease import LeaseElector
 from adapter.loop import LoopSettings, run_cycle
@@ -196,7 +197,7 @@ class KubeScheduler:
         # Room held for preempting gangs. A new leader (a process of its own: one that
         # loses the lease exits) rebuilds it at its first cycle from the pods'
         # status.nominatedNodeName (``Holds.recover``).
-        self.holds = Holds()
+        self.holds = Holds(author=author(self.settings.scheduler_names))
         self.stranded = Stranded()  # pods rollbacks could not delete (``rollbacks``)
 
     def leading(self) -> bool:

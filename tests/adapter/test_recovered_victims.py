@@ -20,16 +20,17 @@ from tests.builders import gang, node, pod, state
 WHY = "preempted by gang ns/hi"
 
 
-def _victims(now_s: float = 0.0, marked_s: float = 0.0) -> ClusterState:
+def _victims(now_s: float = 0.0, marked_s: float = 0.0, by: str = "") -> ClusterState:
     """a lost a-0 (made again, pending); b kept both pods; c holds minMember but a worker
-    short of its task's minimum; d lost a pod, unmarked. hi is nominated to n1."""
+    short of its task's minimum; d lost a pod, unmarked. hi is nominated to n1. The marks
+    say they were made ``by`` that deployment."""
     return state(
         nodes=[node("n1"), node("n2")],
         pods=[
-            pod("ns/a-1").gang("ns/a").on("n1").marked_victim(WHY, marked_s),
-            pod("ns/b-0").gang("ns/b").on("n2").marked_victim(WHY, marked_s),
-            pod("ns/b-1").gang("ns/b").on("n2").marked_victim(WHY, marked_s),
-            pod("ns/c-w0").gang("ns/c").task("worker").on("n1").marked_victim(WHY, marked_s),
+            pod("ns/a-1").gang("ns/a").on("n1").marked_victim(WHY, marked_s, by),
+            pod("ns/b-0").gang("ns/b").on("n2").marked_victim(WHY, marked_s, by),
+            pod("ns/b-1").gang("ns/b").on("n2").marked_victim(WHY, marked_s, by),
+            pod("ns/c-w0").gang("ns/c").task("worker").on("n1").marked_victim(WHY, marked_s, by),
             pod("ns/c-ps").gang("ns/c").task("ps").on("n2"),
             pod("ns/d-0").gang("ns/d").on("n2"),
             pod("ns/a-0").gang("ns/a"),
@@ -79,6 +80,17 @@ def test_a_mark_gone_stale_is_not_acted_on() -> None:
     holds = Holds()
     holds.recover(stale, Gangs.of(stale))
     assert not holds.resend and holds.held["ns/hi"].victim_nodes == {}
+
+
+def test_another_deployments_marks_are_its_own_to_finish() -> None:
+    # Two gangsat deployments (scheduler names a and b): a new leader of a evicts again
+    # what a marked, and what no deployment's mark names (an earlier version's), never
+    # what b marked.
+    for by, resent in (("a", {"ns/a-1", "ns/c-w0"}), ("", {"ns/a-1", "ns/c-w0"}), ("b", set())):
+        victims = _victims(by=by)
+        holds = Holds(author="a")
+        holds.recover(victims, Gangs.of(victims))
+        assert set(holds.resend) == resent, by
 
 
 def _remnant_and_replacement() -> GracefulCluster:

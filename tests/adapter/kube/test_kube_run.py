@@ -705,3 +705,15 @@ def test_a_cycle_runs_without_automatic_collections_and_they_resume_after(
         assert gc.isenabled()  # a cycle that fails leaves the collector on
     finally:
         scheduler.cluster.stop()
+
+
+def test_a_deployment_marks_and_recovers_under_its_own_scheduler_names(
+    server: FakeApiServer,
+) -> None:
+    # Two gangsat deployments in one cluster: each leader's marks name its scheduler
+    # names, and a new leader finishes only its own deployment's (and unnamed) ones.
+    options = KubeOptions(leader_elect=False, metrics_port=0, metrics_host="127.0.0.1")
+    settings = Settings(scheduler_names=["gangsat-gpu", "gangsat"])
+    scheduler = KubeScheduler(server.client(), options, settings)
+    assert scheduler.holds.author == "gangsat,gangsat-gpu"
+    assert scheduler.cluster.evictor.author == "gangsat,gangsat-gpu"

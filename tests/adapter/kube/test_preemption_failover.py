@@ -71,7 +71,8 @@ def test_each_victim_is_marked_before_it_is_evicted(server: FakeApiServer) -> No
         assert asked.index(("patch", "status", False)) < asked.index(("create", "eviction", False))
         mark = _mark(server, name)
         assert mark is not None and mark["reason"] == PREEMPTION_REASON
-        assert mark["message"] == f"gangsat: {result.preempted[f'default/{name}']}"
+        # Saying which deployment (its scheduler names) marked it.
+        assert mark["message"] == f"gangsat[gangsat]: {result.preempted[f'default/{name}']}"
 
 
 def test_a_victim_whose_mark_is_refused_keeps_every_pod(server: FakeApiServer) -> None:
@@ -273,6 +274,11 @@ def test_convert_reads_gangsats_own_preemption_mark_of_a_bound_pod_only() -> Non
     undated = mark(PREEMPTION_REASON, "gangsat: x")
     del undated["conditions"][0]["lastTransitionTime"]
     assert marked_victim(undated) == VictimMark(why="x", at_s=0.0)  # as old as can be
+    # A deployment's mark says who marked it; a scheduler named gangsat-something's own
+    # message is not one of gangsat's.
+    named = marked_victim(mark(PREEMPTION_REASON, "gangsat[a,b]: preempted by gang x"))
+    assert named == expected.model_copy(update={"by": "a,b"})
+    assert marked_victim(mark(PREEMPTION_REASON, "gangsat-gpu: preempting")) is None
 
     def read(pod: dict[str, Any]) -> VictimMark | None:
         (p,) = convert([node("n1", cpu="2"), podgroup("g", 1), pod]).state.pods
