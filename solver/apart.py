@@ -144,6 +144,11 @@ def take_bound(
                 raw_free[node, column] -= 1
 
 
+def joined(pod: Pod, group: str) -> Pod:
+    """``pod`` kept apart within ``group`` as well."""
+    return pod.model_copy(update={"apart": tuple(sorted({*pod.apart, group}))})
+
+
 def with_apart(demand: dict[str, int], pod: Pod) -> dict[str, int]:
     """A pod's demand with one of each of its groups' columns."""
     if not pod.apart:

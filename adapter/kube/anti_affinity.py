@@ -74,10 +74,12 @@ def _not_in(values: Mapping[str, set[str]]) -> tuple[NodeSelectorRequirement, ..
 def kept_off(pod: Pod, requirements: tuple[NodeSelectorRequirement, ...], reason: str) -> Pod:
     """``pod`` held to ``requirements`` besides its own affinity, wherever it goes; a node
     that fails them is counted under ``reason``."""
-    if not requirements:
-        return pod
-    rule = NodeRule(reason=reason, terms=(NodeSelectorTerm(match_expressions=requirements),))
-    return held_to(pod, (rule,))
+    return held_to(pod, (rule_of(requirements, reason),)) if requirements else pod
+
+
+def rule_of(requirements: tuple[NodeSelectorRequirement, ...], reason: str) -> NodeRule:
+    """The rule a node must meet all ``requirements`` of, counted under ``reason``."""
+    return NodeRule(reason=reason, terms=(NodeSelectorTerm(match_expressions=requirements),))
 
 
 def keep_apart(

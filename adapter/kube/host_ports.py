@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from adapter.kube.fields import BadObject, mappings
+from solver.apart import joined
 from solver.model import APART_PORT, Node, Pod
 from solver.predicates import PORTS_CONFLICT, held_to
 from solver.scheduling_terms import (
@@ -93,9 +94,7 @@ def keep_ports(pods: dict[str, Pod], nodes: Mapping[str, Node]) -> None:
         group = f"{APART_PORT}{protocol}/{port}{more}"
         held_by = {name for p in ports for name in holders.get(p, ())}
         for name in {*together, *held_by}:
-            pods[name] = pods[name].model_copy(
-                update={"apart": tuple(sorted({*pods[name].apart, group}))}
-            )
+            pods[name] = joined(pods[name], group)
 
 
 def _conflicting(held: Port, asked: Mapping[str, set[str]]) -> tuple[bool, list[str]]:

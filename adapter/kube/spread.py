@@ -43,7 +43,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from adapter.kube.anti_affinity import one_node_domains
+from adapter.kube.anti_affinity import one_node_domains, rule_of
 from adapter.kube.fields import LEAVING, BadObject, Obj, finished, int_field
 from adapter.kube.pod_terms import (
     NOT_SCHEDULED,
@@ -57,9 +57,10 @@ from adapter.kube.pod_terms import (
     with_label_keys,
 )
 from adapter.kube.reading import Finding
+from solver.apart import joined
 from solver.model import APART_EACH, Node, Pod, apart_room
 from solver.predicates import SPREAD_CONFLICT, SPREAD_NO_LABEL, held_to, node_affinity_reason
-from solver.scheduling_terms import NodeRule, NodeSelectorRequirement, NodeSelectorTerm
+from solver.scheduling_terms import NodeRule, NodeSelectorRequirement
 
 SCHEDULE_ANYWAY = "ScheduleAnyway"
 
@@ -135,7 +136,7 @@ def keep_spread(
         for group, term in groups:  # (once every constraint of the pod is read)
             if group not in members:
                 members[group] = set(in_cycle(term))
-        return tuple(_rule(*r) for r in rules if r[0]), anchored, [g for g, _ in groups]
+        return tuple(rule_of(*r) for r in rules if r[0]), anchored, [g for g, _ in groups]
 
     for name, (o, found) in carriers.items():
         try:
@@ -159,11 +160,7 @@ def keep_spread(
         if len(kept) <= apart_room(group):
             continue  # no node can take more of them than maxSkew: a room limits nothing
         for p in kept:
-            pods[p] = pods[p].model_copy(update={"apart": tuple(sorted({*pods[p].apart, group}))})
-
-
-def _rule(requirements: tuple[NodeSelectorRequirement, ...], reason: str) -> NodeRule:
-    return NodeRule(reason=reason, terms=(NodeSelectorTerm(match_expressions=requirements),))
+            pods[p] = joined(pods[p], group)
 
 
 def _constraints(pod: Obj) -> list[Any]:
