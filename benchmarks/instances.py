@@ -40,10 +40,12 @@ Generators:
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 from adapter.sim import realistic as real
 from adapter.sim.realistic.catalog import ZONE
+from solver.apart import may_run
 from solver.model import (
     APART_EACH,
     DEFAULT_QUEUE,
@@ -54,6 +56,8 @@ from solver.model import (
     Queue,
     Resources,
 )
+from solver.predicates import node_affinity_reason
+from solver.scheduling_terms import DomainSpread
 
 GiB = 2**30
 MiB = 2**20
@@ -425,6 +429,36 @@ def realistic_together(
     the rest."""
     state = realistic(seed, nodes, gangs)
     return _some_gangs(state, seed, share, lambda gang: {"together": (f"{gang}@{ZONE}",)})
+
+
+def realistic_zone_spread(
+    seed: int = 0, nodes: int = 200, gangs: int = 300, share: float = 0.3, skew: int = 1
+) -> ClusterState:
+    """:func:`realistic`, with about ``share`` of its pending gangs of two or more pods,
+    of those that need every pod, spreading them over the zones at most ``skew`` apart
+    (``Pod.spreads``, as jobs ask with a ``DoNotSchedule`` topology spread on
+    ``topology.kubernetes.io/zone`` selecting their own pods, none of which runs yet),
+    drawn after the rest."""
+    state = realistic(seed, nodes, gangs)
+    members = Counter(p.gang for p in state.pods if p.gang is not None and may_run(p))
+    first = {p.gang: p for p in reversed(state.pods) if p.node_name is None}
+    spreads: dict[str | None, dict[str, object]] = {}
+    for gang in state.gangs:
+        if gang.name in first and members[gang.name] <= gang.min_running:
+            pod = first[gang.name]
+            zones = {
+                n.labels[ZONE]
+                for n in state.nodes
+                if ZONE in n.labels and not node_affinity_reason(pod, n)
+            }
+            spread = DomainSpread(
+                group=f"{gang.name}@{ZONE}{APART_EACH}{skew}",
+                key=ZONE,
+                max_skew=skew,
+                counted=tuple((z, 0) for z in sorted(zones)),
+            )
+            spreads[gang.name] = {"spreads": (spread,)}
+    return _some_gangs(state, seed, share, lambda gang: spreads.get(gang, {}))
 
 
 def _some_gangs(

@@ -116,6 +116,9 @@ INSTANCES: dict[str, Callable[[int], ClusterState]] = {
     # ... or spreading them at most two a node (topology spread per hostname, maxSkew 2).
     "real-200-spread": lambda seed: instances.realistic_spread(seed, 200, 300),
     "real-1000-spread": lambda seed: instances.realistic_spread(seed, 1000, 1500),
+    # ... or spreading them over the zones (topology spread per zone, maxSkew 1).
+    "real-200-spread-zones": lambda seed: instances.realistic_zone_spread(seed, 200, 300),
+    "real-1000-spread-zones": lambda seed: instances.realistic_zone_spread(seed, 1000, 1500),
     "real-200-zone": lambda seed: instances.realistic_together(seed, 200, 300),
     "real-1000-zone": lambda seed: instances.realistic_together(seed, 1000, 1500),
 }

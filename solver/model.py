@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from solver.frozen import Frozen, forget_made
-from solver.scheduling_terms import NodeRule, NodeSelectorTerm, Taint, Toleration
+from solver.scheduling_terms import DomainSpread, NodeRule, NodeSelectorTerm, Taint, Toleration
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -237,6 +237,9 @@ class Pod(Frozen):
             "required pod affinity among pending pods: the pods sharing a name here "
             "(ending in @<topologyKey>) go to one domain of that key (``solver.together``)"
         ),
+    )
+    spreads: tuple[DomainSpread, ...] = Field(
+        default=(), description="DoNotSchedule topology spreads over zones (zone_spread)"
     )
     exclusive_of: tuple[str, ...] = Field(
         default=(),

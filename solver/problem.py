@@ -45,6 +45,7 @@ from solver.units import (
     units,
     vector,
 )
+from solver.zone_spread import split
 
 
 @dataclass(frozen=True)
@@ -195,7 +196,7 @@ def _pod_order(pod: Pod) -> tuple[int, float, str]:
 
 
 def prepare(state: ClusterState) -> Problem:
-    state = settle(state)
+    state = split(settle(state))
     resources, keeps_apart = _resource_names(state)
     r_index = {name: i for i, name in enumerate(resources)}
     nodes = list(state.nodes)

@@ -123,3 +123,20 @@ def _and(a: NodeSelectorTerm, b: NodeSelectorTerm) -> NodeSelectorTerm:
         match_expressions=tuple(dict.fromkeys((*a.match_expressions, *b.match_expressions))),
         match_fields=tuple(dict.fromkeys((*a.match_fields, *b.match_fields))),
     )
+
+
+class DomainSpread(Hashed):
+    """A DoNotSchedule topology spread over a key whose domains span several nodes (a
+    zone), as read for one pod (``solver.zone_spread``). The pending pods sharing
+    ``group`` are those it counts; ``counted`` is, per domain the pod may go to (a node
+    there with the key passes its node selector and required affinity), how many bound
+    pods it surely counts there; ``extra``, per domain, how many more it may count (bound
+    pods gangsat deleted without an answer yet). ``fewest_zero``: the fewest over the
+    domains is read as 0 (``minDomains``, or a node whose labels are unknown)."""
+
+    group: str = Field(min_length=1)
+    key: str = Field(min_length=1)
+    max_skew: int = Field(ge=1)
+    counted: tuple[tuple[str, int], ...] = ()
+    extra: tuple[tuple[str, int], ...] = ()
+    fewest_zero: bool = False

@@ -36,6 +36,7 @@ from solver.model import (
     VictimMark,
 )
 from solver.scheduling_terms import (
+    DomainSpread,
     NodeSelectorRequirement,
     NodeSelectorTerm,
     Taint,
@@ -130,6 +131,11 @@ class PodBuilder:
         """Required pod affinity among pending pods, by group ``<name>@<topologyKey>``
         (``Pod.together``)."""
         self._fields["together"] = groups
+        return self
+
+    def spread(self, *spreads: DomainSpread) -> PodBuilder:
+        """DoNotSchedule topology spreads over zones (``Pod.spreads``)."""
+        self._fields["spreads"] = spreads
         return self
 
     def exclusive(self, *groups: str) -> PodBuilder:

@@ -31,8 +31,15 @@ its eligible nodes take at maxSkew each waits, where kube-scheduler fills each n
 starts a second round (16 workers over 8 free nodes at maxSkew 1); other pending pods
 the constraint selects are kept within the room as well.
 
-A constraint over a key whose domains span several nodes (zones) is not checked: its pod
-is not scheduled, with an ``InvalidSpec`` finding, and its gang waits. ``ScheduleAnyway``
+A constraint over a key whose domains span several nodes (zones) is read as a
+``DomainSpread`` (``_Zones``): per domain of the nodes the filter counts in (with every
+key of the pod's constraints, passing its node affinity unless Ignore), the pods it
+surely counts and how many more it may; the fewest is read as 0 with ``minDomains`` or
+an unread node. Its carriers and the pending pods it counts of their gang carry it, and
+``solver.zone_spread`` shares them out over the domains; a carrier its own selector does
+not select is refused (its own placement would count where the filter counts none), and
+one whose constraint counts pending pods of another gang waits until they are bound
+(``NOT_ALONE``: placed beside it, they would move its counts). ``ScheduleAnyway``
 constraints are preferences, which gangsat does not score.
 """
 
@@ -60,9 +67,21 @@ from adapter.kube.reading import Finding
 from solver.apart import joined
 from solver.model import APART_EACH, Node, Pod, apart_room
 from solver.predicates import SPREAD_CONFLICT, SPREAD_NO_LABEL, held_to, node_affinity_reason
-from solver.scheduling_terms import NodeRule, NodeSelectorRequirement
+from solver.scheduling_terms import (
+    DomainSpread,
+    NodeRule,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+)
 
 SCHEDULE_ANYWAY = "ScheduleAnyway"
+NOT_ALONE = NodeRule(
+    reason=(
+        "node(s) not tried for a topology spread over zones that counts pending pods of "
+        "another gang: it waits until they are bound"
+    ),
+    terms=(NodeSelectorTerm(),),
+)
 
 
 @dataclass(frozen=True)
@@ -74,6 +93,7 @@ class _Spread:
     skew: int
     counts_fewest: bool  # False with minDomains (the fewest then taken as 0)
     honours_affinity: bool  # nodeAffinityPolicy (Honor unless Ignore)
+    selects_itself: bool  # the pod is among those it counts
 
 
 def keep_spread(
@@ -100,22 +120,32 @@ def keep_spread(
     # Made once per set of constraints (and node affinity) a job's pods share, their
     # rules then hashed once (per pod, 5,600 pods' rules took 0.4 s), and per group (its
     # selected pods added once: per worker, a 4,000-worker job's was a pass over all).
-    Made = tuple[tuple[NodeRule, ...], bool, list[str]]
+    Made = tuple[tuple[NodeRule, ...], bool, list[str], list[tuple[DomainSpread, Term]]]
     made: dict[tuple[object, ...], Made] = {}
+    over_zones = _Zones(nodes, fewest_of.unread, surely, maybe)
 
     def rules_of(reads: tuple[_Spread, ...], pod: Pod) -> Made:
         labelled: list[NodeSelectorRequirement] = []
         uncrowded: list[NodeSelectorRequirement] = []
         anchored = False  # whether a fewest above 0 lets it onto a node
         groups: list[tuple[str, Term]] = []
+        zones: list[tuple[DomainSpread, Term]] = []
         for s in reads:
-            if not one_node(s.key):
-                raise BadObject(
-                    "asks for a DoNotSchedule topologySpreadConstraint on topologyKey "
-                    f"{s.key}, whose domains span several nodes, {NOT_SCHEDULED}"
-                )
             labelled.append(NodeSelectorRequirement(key=s.key, operator="Exists"))
             if s.term is None:
+                continue
+            if not one_node(s.key):
+                if not s.selects_itself:
+                    raise BadObject(
+                        "asks for a DoNotSchedule topologySpreadConstraint over "
+                        f"{s.key} whose labelSelector does not select the pod itself, "
+                        f"{NOT_SCHEDULED}"
+                    )
+                zone = over_zones(s, pod, tuple(sorted({r.key for r in reads})))
+                anchored = anchored or (
+                    not zone.fewest_zero and min((n for _, n in zone.counted), default=0) > 0
+                )
+                zones.append((zone, s.term))
                 continue
             fewest = 0
             if s.counts_fewest:
@@ -136,8 +166,12 @@ def keep_spread(
         for group, term in groups:  # (once every constraint of the pod is read)
             if group not in members:
                 members[group] = set(in_cycle(term))
-        return tuple(rule_of(*r) for r in rules if r[0]), anchored, [g for g, _ in groups]
+        rules_made = tuple(rule_of(*r) for r in rules if r[0])
+        return rules_made, anchored, [g for g, _ in groups], zones
 
+    # Per group over zones, the spreads its carriers read (one, where they are alike),
+    # its carriers, and the pending pods it counts.
+    spread_over: dict[str, tuple[set[DomainSpread], set[str], list[str]]] = {}
     for name, (o, found) in carriers.items():
         try:
             reads = tuple(_read(o, constraint) for constraint in found)
@@ -150,17 +184,42 @@ def keep_spread(
             gang = pods.pop(name).gang
             findings.append(Finding(kind="Pod", name=name, message=str(e), gang=gang))
             continue
-        rules, anchored, groups = made[key]
+        rules, anchored, groups, zones = made[key]
         pod = held_to(pods[name], rules)
         pods[name] = pod.model_copy(update={"may_preempt": False}) if anchored else pod
         for group in groups:
             members[group].add(name)
+        for zone, term in zones:
+            if zone.group not in spread_over:
+                spread_over[zone.group] = (set(), set(), in_cycle(term))
+            spread_over[zone.group][0].add(zone)
+            spread_over[zone.group][1].add(name)
     for group, names in members.items():
         kept = names & pods.keys()
         if len(kept) <= apart_room(group):
             continue  # no node can take more of them than maxSkew: a room limits nothing
         for p in kept:
             pods[p] = joined(pods[p], group)
+    for spreads, carrying, selected in spread_over.values():
+        _share_spreads(pods, spreads, carrying, selected)
+
+
+def _share_spreads(
+    pods: dict[str, Pod], spreads: set[DomainSpread], carrying: set[str], selected: list[str]
+) -> None:
+    """A group over zones' spreads to its carriers and the pending pods of their gang it
+    counts (``solver.zone_spread`` shares them out together); where it counts pending
+    pods of another gang, which may be placed beside it, its carriers wait instead."""
+    carriers = sorted(carrying & pods.keys())
+    gangs = {pods[p].gang for p in carriers}
+    counted = [p for p in selected if p in pods]
+    if any(pods[p].gang not in gangs for p in counted):
+        for p in carriers:
+            pods[p] = held_to(pods[p], (NOT_ALONE,))
+        return
+    read = tuple(sorted(spreads, key=lambda z: (z.counted, z.extra, z.fewest_zero)))
+    for p in sorted({*carriers, *counted}):
+        pods[p] = pods[p].model_copy(update={"spreads": (*pods[p].spreads, *read)})
 
 
 def _constraints(pod: Obj) -> list[Any]:
@@ -211,12 +270,14 @@ def _read(pod: Obj, constraint: Any) -> _Spread:
     counts = selector is not None and bool(
         selector.get("matchLabels") or selector.get("matchExpressions")
     )
+    term = read_term(frozenset({namespace_of(pod)}), selector, key) if counts else None
     return _Spread(
-        term=read_term(frozenset({namespace_of(pod)}), selector, key) if counts else None,
+        term=term,
         key=key,
         skew=skew,
         counts_fewest=constraint.get("minDomains") is None,
         honours_affinity=constraint.get("nodeAffinityPolicy") != "Ignore",
+        selects_itself=term is not None and term.selects(namespace_of(pod), labels),
     )
 
 
@@ -262,4 +323,45 @@ class _Fewest:
             return 0
         return min(
             (n for name, n in counts.items() if name in self.nodes and counted(name)), default=0
+        )
+
+
+class _Zones:
+    """A constraint over a key whose domains span several nodes, read for a pod as a
+    ``DomainSpread``: per domain of the nodes the filter counts in (with every key of the
+    pod's constraints, and passing its node selector and required affinity unless
+    ``nodeAffinityPolicy: Ignore``), the pods it surely counts there, and how many more it
+    may count. Those nodes are worked out once per placement shape and keys."""
+
+    def __init__(
+        self, nodes: Mapping[str, Node], unread: bool, surely: Selected, maybe: Selected
+    ) -> None:
+        self.nodes, self.unread, self.surely, self.maybe = nodes, unread, surely, maybe
+        self._in: dict[tuple[object, ...], dict[str, str]] = {}
+
+    def __call__(self, s: _Spread, pod: Pod, keys: tuple[str, ...]) -> DomainSpread:
+        assert s.term is not None
+        shape = (keys, s.key, s.honours_affinity, frozen(pod.node_selector), pod.affinity)
+        if (domain_of := self._in.get(shape)) is None:
+            domain_of = self._in[shape] = {
+                name: node.labels[s.key]
+                for name, node in self.nodes.items()
+                if all(k in node.labels for k in keys)
+                and not (s.honours_affinity and node_affinity_reason(pod, node))
+            }
+        counted = dict.fromkeys(domain_of.values(), 0)
+        extra: Counter[str] = Counter()
+        for name in self.surely(s.term):
+            if (domain := domain_of.get(name)) is not None:
+                counted[domain] += 1
+        for name in self.maybe(s.term):
+            if (domain := domain_of.get(name)) is not None:
+                extra[domain] += 1
+        return DomainSpread(
+            group=f"{s.term.group()}{APART_EACH}{s.skew}",
+            key=s.key,
+            max_skew=s.skew,
+            counted=tuple(sorted(counted.items())),
+            extra=tuple(sorted((d, n - counted[d]) for d, n in extra.items() if n > counted[d])),
+            fewest_zero=self.unread or not s.counts_fewest,
         )

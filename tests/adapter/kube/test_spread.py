@@ -1,8 +1,8 @@
 """A pending pod's DoNotSchedule topology spread over nodes (``adapter.kube.spread``): a
 gang's workers spread at most maxSkew a node, as kube-scheduler's PodTopologySpread
 filter would let each of them in turn; nodes already running more of the pods it counts
-than the fewest, and nodes without the key, ruled out; a spread over zones refused. A
-property test replays the filter over every decision on random clusters."""
+than the fewest, and nodes without the key, ruled out (over zones: test_zone_spread.py).
+A property test replays the filter over every decision on random clusters."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from solver.model import ClusterState
 from solver.schedulers import schedule
 from solver.validate import check
 from tests.adapter.kube.manifests import gang_pods
-from tests.adapter.kube.test_anti_affinity import HOSTNAME, ZONE, bound_in_a_cycle, group, nodes
+from tests.adapter.kube.test_anti_affinity import HOSTNAME, bound_in_a_cycle, group, nodes
 from tests.adapter.kube.test_convert import node, pod
 
 GROUP = {"scheduling.k8s.io/group-name": "g"}
@@ -170,11 +170,7 @@ def test_a_key_the_api_server_merged_already_is_not_merged_again() -> None:
     assert placed(state) == {"team/w0": "n1"}
 
 
-def test_a_spread_over_zones_is_refused_and_schedule_anyway_ignored() -> None:
-    conversion = convert([*nodes(4, zones=2), group(2), *workers(2, constraint(key=ZONE))])
-    assert [p.name for p in conversion.state.pods] == []
-    assert all("whose domains span several nodes" in f.message for f in conversion.findings)
-    assert {f.name for f in conversion.findings} == {"team/w0", "team/w1"}
+def test_schedule_anyway_is_ignored() -> None:
     anyway = workers(4, constraint(when="ScheduleAnyway"))
     conversion = convert([*nodes(1), group(4), *anyway])
     assert conversion.findings == [] and len(placed(conversion.state)) == 4

@@ -1,0 +1,224 @@
+"""A pending gang's DoNotSchedule topology spread over zones, read by the kube adapter
+(``adapter.kube.spread``) and shared out by the solver (``solver.zone_spread``): what
+the filter counts per zone (its selector, the pod's node affinity unless Ignore,
+minDomains), which gangs are shared out and which wait, and a property test replaying
+kube-scheduler's PodTopologySpread filter over every decision on random clusters."""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from adapter.kube.budgets import selects
+from adapter.kube.cluster import KubeCluster
+from adapter.kube.convert import convert
+from adapter.kube.spread import NOT_ALONE
+from adapter.loop import run_cycle
+from benchmarks.fake_apiserver import FakeApiServer
+from solver.model import ClusterState
+from solver.schedulers import schedule
+from solver.scheduling_terms import DomainSpread
+from solver.zone_spread import NOT_SPLIT
+from tests.adapter.kube.manifests import apply, bindings, gang_pods
+from tests.adapter.kube.manifests import node as kube_node
+from tests.adapter.kube.manifests import podgroup as kube_podgroup
+from tests.adapter.kube.test_anti_affinity import ZONE, group, nodes
+from tests.adapter.kube.test_convert import pod
+from tests.adapter.kube.test_kube_cluster import FAST, seen
+from tests.adapter.kube.test_spread import constraint, placed, spread, workers
+
+SPREAD = "node(s) didn't match pod topology spread constraints"
+
+
+def zone_of(name: str, zones: int = 3) -> str:
+    return f"z{int(name.removeprefix('n')) % zones}"
+
+
+def per_zone(where: Mapping[str, str], zones: int = 3) -> Counter[str]:
+    return Counter(zone_of(n, zones) for n in where.values())
+
+
+def read(state: ClusterState) -> set[DomainSpread]:
+    return {s for p in state.pods if p.node_name is None for s in p.spreads}
+
+
+@pytest.mark.parametrize("scheduler", ["cpsat", "gang-greedy"])
+def test_a_gang_spreads_evenly_over_the_zones(scheduler: str) -> None:
+    conversion = convert([*nodes(6, zones=3), group(6), *workers(6, constraint(key=ZONE))])
+    assert conversion.findings == []
+    [zone] = read(conversion.state)
+    assert zone.counted == (("z0", 0), ("z1", 0), ("z2", 0)) and zone.max_skew == 1
+    assert per_zone(placed(conversion.state, scheduler)) == {"z0": 2, "z1": 2, "z2": 2}
+
+
+def test_the_pods_counted_per_zone_steer_the_gang() -> None:
+    # z0 runs two pods the spread counts (one finished, not counted; one of another job).
+    running = [pod(f"r{i}", labels={"job": "g"}, node_name=f"n{i}") for i in (0, 3)]
+    done = pod("done", labels={"job": "g"}, node_name="n1")
+    done["status"] = {"phase": "Succeeded"}
+    other = pod("other", labels={"job": "x"}, node_name="n2")
+    objects = [*nodes(6, zones=3), *running, done, other, group(4)]
+    state = convert([*objects, *workers(4, constraint(key=ZONE))]).state
+    assert read(state).pop().counted == (("z0", 2), ("z1", 0), ("z2", 0))
+    assert per_zone(placed(state)) == {"z1": 2, "z2": 2}
+    # A fewest above 0 lets the gang in, and it does not preempt (victims could lower it).
+    more = [pod(f"m{i}", labels={"job": "g"}, node_name=f"n{i}") for i in (1, 2)]
+    state = convert([*objects, *more, *workers(3, constraint(key=ZONE))]).state
+    assert all(not p.may_preempt for p in state.pods if p.node_name is None)
+
+
+def test_only_the_zones_the_pods_may_go_to_count_unless_the_policy_ignores_them() -> None:
+    # z2 runs nothing, but the workers' affinity keeps them out of it: the fewest is 1.
+    running = [pod(f"r{i}", labels={"job": "g"}, node_name=f"n{i}") for i in (0, 1)]
+    away = {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["z0", "z1"]}]}
+    pinned = []
+    for w in workers(2, constraint(key=ZONE)):
+        w["spec"]["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [away]}
+            }
+        }
+        pinned.append(w)
+    state = convert([*nodes(6, zones=3), *running, group(2), *pinned]).state
+    assert read(state).pop().counted == (("z0", 1), ("z1", 1))
+    assert per_zone(placed(state)) == {"z0": 1, "z1": 1}
+    # Ignored, z2 counts: the fewest is 0, and z0 and z1 (at 1) take none.
+    ignoring = [spread(w, constraint(key=ZONE, nodeAffinityPolicy="Ignore")) for w in pinned]
+    state = convert([*nodes(6, zones=3), *running, group(2), *ignoring]).state
+    decision = schedule(state, "cpsat").explained()
+    assert decision.placements == {}
+    assert SPREAD in decision.unschedulable["team/g"]
+
+
+def test_min_domains_reads_the_fewest_as_zero() -> None:
+    running = [pod(f"r{i}", labels={"job": "g"}, node_name=f"n{i}") for i in range(3)]
+    objects = [*nodes(6, zones=3), *running, group(3)]
+    assert len(placed(convert([*objects, *workers(3, constraint(key=ZONE))]).state)) == 3
+    strict = workers(3, constraint(key=ZONE, minDomains=4))
+    state = convert([*objects, *strict]).state
+    assert read(state).pop().fewest_zero
+    assert placed(state) == {}
+
+
+def test_a_gang_that_may_run_without_some_pods_or_counts_another_gang_waits() -> None:
+    conversion = convert([*nodes(6, zones=3), group(2), *workers(4, constraint(key=ZONE))])
+    decision = schedule(conversion.state, "cpsat").explained()
+    assert decision.placements == {}
+    assert NOT_SPLIT.reason in decision.unschedulable["team/g"]
+    # Job h's spread counts g's pending pods too: h waits, g (no spread of h's) does not.
+    both = {"matchExpressions": [{"key": "job", "operator": "In", "values": ["g", "h"]}]}
+    h_group = copy.deepcopy(group(2))
+    h_group["metadata"]["name"] = "h"
+    h = [
+        spread(
+            pod(f"h{i}", labels={"job": "h"}, annotations={"scheduling.k8s.io/group-name": "h"}),
+            constraint(key=ZONE, labelSelector=both),
+        )
+        for i in range(2)
+    ]
+    state = convert([*nodes(6, zones=3), group(2), *workers(2), h_group, *h]).state
+    decision = schedule(state, "cpsat").explained()
+    assert sorted(decision.placements) == ["team/w0", "team/w1"]
+    assert NOT_ALONE.reason in decision.unschedulable["team/h"]
+
+
+def test_a_selector_that_does_not_select_the_pod_itself_is_refused() -> None:
+    others = workers(2, constraint(key=ZONE, labelSelector={"matchLabels": {"app": "db"}}))
+    conversion = convert([*nodes(6, zones=3), group(2), *others])
+    assert [p.name for p in conversion.state.pods] == []
+    assert all("does not select the pod itself" in f.message for f in conversion.findings)
+
+
+def _zone_filter_passes(
+    pending: Mapping[str, Any], node_name: str, running: list[tuple[Any, str]], zones: int
+) -> bool:
+    """kube-scheduler's PodTopologySpread filter for a pod object on a node over zones,
+    against the pods ``running`` (object, node); every zone eligible (no affinity)."""
+    labels = pending["metadata"]["labels"]
+    for c in pending["spec"].get("topologySpreadConstraints", []):
+        sel = c["labelSelector"]
+        counts = Counter(
+            zone_of(n, zones) for o, n in running if selects(sel, o["metadata"]["labels"])
+        )
+        fewest = min(counts.get(f"z{z}", 0) for z in range(zones))
+        own = counts[zone_of(node_name, zones)] + int(selects(sel, labels))
+        if own - fewest > c["maxSkew"]:
+            return False
+    return True
+
+
+def _some_order_passes(
+    placements: Mapping[str, str],
+    pending: Mapping[str, Any],
+    running: list[tuple[Any, str]],
+    zones: int,
+) -> bool:
+    """Whether the pods placed pass the filter one at a time in some order: each time,
+    one that passes (the fewest zone first: if any order passes, that one does)."""
+    done, left = list(running), dict(placements)
+    while left:
+        ready = [
+            p for p, at in sorted(left.items()) if _zone_filter_passes(pending[p], at, done, zones)
+        ]
+        if not ready:
+            return False
+        done.append((pending[ready[0]], left.pop(ready[0])))
+    return True
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_every_decision_passes_the_filter_in_some_order(seed: int) -> None:
+    rng = random.Random(seed)
+    zones, hosts = rng.randint(2, 4), rng.randint(3, 9)
+    objects: list[dict[str, Any]] = [*nodes(hosts, zones=zones, cpu=str(rng.choice([2, 4, 8])))]
+    running: list[tuple[Any, str]] = []
+    for i in range(rng.randint(0, 2 * hosts)):
+        at = f"n{rng.randrange(hosts)}"
+        bound = pod(f"r{i}", labels={"job": rng.choice("gh")}, node_name=at)
+        objects.append(bound)
+        running.append((bound, at))
+    pending: dict[str, dict[str, Any]] = {}
+    for job in ("g", "h", "k"):
+        size = rng.randint(1, 7)
+        g = group(size if rng.random() < 0.8 else rng.randint(1, size))
+        g["metadata"]["name"] = job
+        objects.append(g)
+        skew = rng.randint(1, 3)
+        values = ["g", job] if job == "k" else [job]  # k counts g's pods and its own
+        selector = {"matchExpressions": [{"key": "job", "operator": "In", "values": values}]}
+        for i in range(size):
+            o = pod(
+                f"{job}{i}", labels={"job": job}, annotations={"scheduling.k8s.io/group-name": job}
+            )
+            o = spread(o, constraint(skew, key=ZONE, labelSelector=selector))
+            objects.append(o)
+            pending[f"team/{job}{i}"] = o
+    state = convert(objects).state
+    for scheduler in ("cpsat", "gang-greedy"):
+        where = placed(state, scheduler)
+        assert _some_order_passes(where, pending, running, zones), (scheduler, where)
+
+
+def test_a_gang_spread_over_zones_is_bound_so_end_to_end(
+    server: FakeApiServer, cluster: KubeCluster
+) -> None:
+    hosts = []
+    for i in range(6):
+        n = kube_node(f"n{i}", "8", "32Gi")
+        n["metadata"]["labels"][ZONE] = zone_of(f"n{i}")
+        hosts.append(n)
+    members = gang_pods("g", 6)
+    for m in members:
+        m["metadata"]["labels"] = {"job": "g"}
+        m["spec"]["topologySpreadConstraints"] = [constraint(key=ZONE)]
+    apply(server, [*hosts, kube_podgroup("g", 6), *members])
+    seen(cluster, server)
+    run_cycle(cluster, FAST)
+    bound = {pod: where[0] for pod, where in bindings(server).items()}
+    assert len(bound) == 6
+    assert per_zone(bound) == {"z0": 2, "z1": 2, "z2": 2}

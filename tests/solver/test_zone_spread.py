@@ -1,0 +1,150 @@
+"""Topology spread over zones (``Pod.spreads``, ``solver.zone_spread``) on clusters small
+enough to work the answer out by hand: a gang's pods are shared out so that every zone
+that gets one ends at most maxSkew above the fewest, in the room there is, and the
+validator refuses a decision that ends otherwise."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from solver.config import SolverConfig
+from solver.decision import Decision, SolveStatus
+from solver.model import ClusterState
+from solver.predicates import SPREAD_CONFLICT
+from solver.schedulers import SCHEDULERS, schedule
+from solver.scheduling_terms import DomainSpread
+from solver.validate import check
+from solver.zone_spread import NOT_SPLIT, split
+from tests.builders import gang, node, pod, state
+
+FAST = SolverConfig(time_limit_s=5.0, deterministic=True)
+ZONE = "topology.kubernetes.io/zone"
+
+
+def zones(**cpus_per_zone: list[int]) -> list[object]:
+    """Nodes of the zones named, each of the cpus listed, named <zone>-<i>."""
+    return [
+        node(f"{zone}-{i}").cap(cpu=cpu, pods=110).label({ZONE: zone})
+        for zone, cpus in cpus_per_zone.items()
+        for i, cpu in enumerate(cpus)
+    ]
+
+
+def spread(skew: int = 1, fewest_zero: bool = False, **counted: int) -> DomainSpread:
+    return DomainSpread(
+        group=f"job@{ZONE}#{skew}",
+        key=ZONE,
+        max_skew=skew,
+        counted=tuple(sorted(counted.items())),
+        fewest_zero=fewest_zero,
+    )
+
+
+def job(size: int, s: DomainSpread, min_member: int | None = None) -> dict[str, list[object]]:
+    pods = [pod(f"job-{i}").req(cpu=1).gang("job").spread(s) for i in range(size)]
+    return {"pods": pods, "gangs": [gang("job", min_member or size)]}
+
+
+def per_zone(s: ClusterState, placements: dict[str, str]) -> Counter[str]:
+    labels = {n.name: n.labels[ZONE] for n in s.nodes}
+    return Counter(labels[n] for p, n in placements.items() if p.startswith("job-"))
+
+
+@pytest.mark.parametrize("scheduler", sorted(SCHEDULERS))
+def test_a_gang_is_shared_out_evenly_over_the_zones(scheduler: str) -> None:
+    s = state(nodes=zones(a=[4, 4], b=[4, 4], c=[4, 4]), **job(6, spread(a=0, b=0, c=0)))
+    d = schedule(s, scheduler, FAST)
+    assert check(s, d) == []
+    if scheduler in ("cpsat", "gang-greedy"):
+        assert per_zone(s, d.placements) == {"a": 2, "b": 2, "c": 2}
+
+
+def test_the_zones_with_the_fewest_get_the_pods() -> None:
+    # Zone a counts 2 already: 4 more go 2 to b and 2 to c, none to a (3 - 0 > 1 at first).
+    s = state(nodes=zones(a=[4, 4], b=[4, 4], c=[4, 4]), **job(4, spread(a=2, b=0, c=0)))
+    d = schedule(s, "cpsat", FAST)
+    assert check(s, d) == []
+    assert per_zone(s, d.placements) == {"b": 2, "c": 2}
+
+
+def test_a_full_zone_holds_the_others_down_and_the_gang_waits() -> None:
+    # Zone c has no room: it stays at 0, so a and b take one each at most, not 4.
+    s = state(nodes=zones(a=[4, 4], b=[4, 4], c=[0]), **job(4, spread(a=0, b=0, c=0)))
+    d = schedule(s, "cpsat", FAST)
+    assert d.placements == {}
+    assert check(s, d) == []
+    held = split(s)
+    assert {r.reason for p in held.pods for r in p.node_rules} == {SPREAD_CONFLICT}
+
+
+def test_the_room_of_each_zone_is_read_at_a_larger_skew() -> None:
+    # maxSkew 2, zone c holds one pod: 6 go 3 / 2 / 1 (a zone ends at most 2 above c).
+    s = state(nodes=zones(a=[4], b=[4], c=[1]), **job(6, spread(skew=2, a=0, b=0, c=0)))
+    d = schedule(s, "cpsat", FAST)
+    assert check(s, d) == []
+    assert per_zone(s, d.placements) == {"a": 3, "b": 2, "c": 1}
+
+
+def test_with_the_fewest_read_as_zero_each_zone_takes_skew_less_what_it_counts() -> None:
+    zero = spread(skew=2, fewest_zero=True, a=1, b=1, c=1)
+    s = state(nodes=zones(a=[4], b=[4], c=[4]), **job(3, zero))
+    assert per_zone(s, schedule(s, "cpsat", FAST).placements) == {"a": 1, "b": 1, "c": 1}
+    s = state(nodes=zones(a=[4], b=[4], c=[4]), **job(4, zero))
+    assert schedule(s, "cpsat", FAST).placements == {}
+
+
+def test_a_gang_that_may_run_without_some_of_its_pods_is_not_shared_out() -> None:
+    # Placed in part, the end state could break the spread: its pods wait, told why.
+    s = state(nodes=zones(a=[4], b=[4], c=[4]), **job(4, spread(a=0, b=0, c=0), min_member=2))
+    d = schedule(s, "cpsat", FAST)
+    assert d.placements == {}
+    reasons = {r.reason for p in split(s).pods for r in p.node_rules}
+    assert reasons == {NOT_SPLIT.reason}
+
+
+def test_a_zone_spread_only_some_of_a_gangs_pods_carry_is_still_all_or_nothing() -> None:
+    # The launcher carries no spread: the workers' split holds with it placed anywhere.
+    launcher = pod("launcher").req(cpu=1).gang("job")
+    s = state(
+        nodes=zones(a=[4], b=[4], c=[4]),
+        pods=[*job(3, spread(a=0, b=0, c=0))["pods"], launcher],
+        gangs=[gang("job", 4)],
+    )
+    d = schedule(s, "cpsat", FAST)
+    assert check(s, d) == []
+    assert len(d.placements) == 4
+    assert per_zone(s, d.placements) == {"a": 1, "b": 1, "c": 1}
+
+
+def decided(placements: dict[str, str]) -> Decision:
+    return Decision(scheduler="test", status=SolveStatus.GREEDY, placements=placements)
+
+
+def test_the_validator_refuses_an_end_state_over_the_skew() -> None:
+    s = state(nodes=zones(a=[4, 4], b=[4], c=[4]), **job(4, spread(a=0, b=0, c=0)))
+    even = {"job-0": "a-0", "job-1": "a-1", "job-2": "b-0", "job-3": "c-0"}
+    assert check(s, decided(even)) == []
+    crowded = {"job-0": "a-0", "job-1": "a-1", "job-2": "a-0", "job-3": "b-0"}
+    found = check(s, decided(crowded))
+    assert {v.subject for v in found} == {"job-0", "job-1", "job-2"}
+    assert all("maxSkew 1 above the fewest" in v.message for v in found)
+
+
+def test_the_validator_counts_the_pods_a_spread_may_count_besides() -> None:
+    # Zone a may count one more (a delete without an answer yet): 1 + 1 + 1 - 0 > 1.
+    s = state(nodes=zones(a=[4], b=[4], c=[4]), **job(3, spread(a=1, b=0, c=0)))
+    extra = s.model_copy(
+        update={
+            "pods": tuple(
+                p.model_copy(
+                    update={"spreads": (p.spreads[0].model_copy(update={"extra": (("a", 1),)}),)}
+                )
+                for p in s.pods
+            )
+        }
+    )
+    placed = {"job-0": "a-0", "job-1": "b-0", "job-2": "c-0"}
+    assert check(s, decided(placed)) == []
+    assert [v.subject for v in check(extra, decided(placed))] == ["job-0"]
