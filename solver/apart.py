@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from solver.arrays import IntArray
 from solver.model import APART_PREFIX, ClusterState, Pod, apart_room
@@ -53,6 +53,31 @@ def apart_names(state: ClusterState) -> tuple[list[str], bool]:
     )
     names = list(dict.fromkeys(APART_PREFIX + g for pod in kept for g in pod.apart))
     return take_turns(names, MAX_GROUPS, state.now_s), True
+
+
+def group_turns(
+    state: ClusterState, groups: Mapping[str, Sequence[Pod]], slots: int
+) -> tuple[list[str], list[str]]:
+    """Groups of pending pods (a group shared out over domains: ``solver.together``,
+    ``solver.zone_spread``) in the order their pods go (priority, then age), but those of
+    gangs no room places (``never_placed``), and of them those that take one of ``slots``
+    this cycle (``take_turns``)."""
+    gangs = {p.gang for members in groups.values() for p in members if p.gang is not None}
+    hopeless = never_placed(state, gangs)
+    order = sorted(
+        (g for g, members in groups.items() if any(p.gang not in hopeless for p in members)),
+        key=lambda g: min((-p.priority, p.created_s, p.name) for p in groups[g]),
+    )
+    return order, take_turns(order, slots, state.now_s)
+
+
+def spare_members(state: ClusterState) -> dict[str, int]:
+    """Per gang, the members it may run without (members that may run less minMember)."""
+    members: dict[str, int] = defaultdict(int)
+    for pod in state.pods:
+        if pod.gang is not None and may_run(pod):
+            members[pod.gang] += 1
+    return {gang.name: members[gang.name] - gang.min_running for gang in state.gangs}
 
 
 def take_turns(names: list[str], slots: int, now_s: float) -> list[str]:

@@ -127,12 +127,14 @@ def _and(a: NodeSelectorTerm, b: NodeSelectorTerm) -> NodeSelectorTerm:
 
 class DomainSpread(Hashed):
     """A DoNotSchedule topology spread over a key whose domains span several nodes (a
-    zone), as read for one pod (``solver.zone_spread``). The pending pods sharing
-    ``group`` are those it counts; ``counted`` is, per domain the pod may go to (a node
-    there with the key passes its node selector and required affinity), how many bound
-    pods it surely counts there; ``extra``, per domain, how many more it may count (bound
-    pods gangsat deleted without an answer yet). ``fewest_zero``: the fewest over the
-    domains is read as 0 (``minDomains``, or a node whose labels are unknown)."""
+    zone), as read for one pod (``solver.zone_spread``): the pending pods sharing
+    ``group`` are those it counts, ``carried`` by those that carry it. ``counted`` is, per
+    domain of the nodes the filter counts in (for a carrier: with every key of its
+    constraints, passing its node selector and required affinity unless
+    ``nodeAffinityPolicy: Ignore``), how many bound pods it surely counts there;
+    ``extra``, per domain, how many more it may count (bound pods gangsat deleted without
+    an answer yet). ``fewest_zero``: the fewest over the domains is read as 0 (fewer
+    domains than ``minDomains``, or a node whose labels are unknown)."""
 
     group: str = Field(min_length=1)
     key: str = Field(min_length=1)
@@ -140,3 +142,4 @@ class DomainSpread(Hashed):
     counted: tuple[tuple[str, int], ...] = ()
     extra: tuple[tuple[str, int], ...] = ()
     fewest_zero: bool = False
+    carried: bool = True

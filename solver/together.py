@@ -40,10 +40,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from solver.apart import may_run, never_placed, take_turns, turn_offset
+from solver.apart import group_turns, spare_members, turn_offset
 from solver.arrays import BoolArray, IntArray
 from solver.domain_room import DomainRoom, asked_most, fill, specs_of
-from solver.model import DEFAULT_QUEUE, ClusterState, Gang, Pod, topology_key
+from solver.model import DEFAULT_QUEUE, ClusterState, Pod, topology_key
 from solver.predicates import POD_AFFINITY_MISMATCH, held_to
 from solver.scheduling_terms import NodeRule, NodeSelectorRequirement, NodeSelectorTerm
 
@@ -101,7 +101,7 @@ def settle(state: ClusterState) -> ClusterState:
         # a hold shows bound on the nodes it nominated them to).
         taken[group] = tuple(sorted(fixed[group]))
     chosen, waiting = _turns(state, [g for g in groups if g not in fixed], groups)
-    spare = _spare_members(state, {g.name: g for g in state.gangs})
+    spare = spare_members(state)
     queue_of = {g.name: g.queue for g in state.gangs}
     for group in chosen:
         members = groups[group]
@@ -134,13 +134,7 @@ def _turns(
     ``take_turns`` among the groups in the order their pods go (priority, then age); the
     others wait their turn. Groups of gangs no room places (``never_placed``) take no
     slot, and no node."""
-    gangs = {p.gang for g in free_groups for p in groups[g] if p.gang is not None}
-    hopeless = never_placed(state, gangs)
-    order = sorted(
-        (g for g in free_groups if any(p.gang not in hopeless for p in groups[g])),
-        key=lambda g: min((-p.priority, p.created_s, p.name) for p in groups[g]),
-    )
-    chosen = take_turns(order, MAX_GROUPS, state.now_s)
+    order, chosen = group_turns(state, {g: groups[g] for g in free_groups}, MAX_GROUPS)
     taken, considered = set(chosen), set(order)
     waiting = {
         g: NOT_ITS_TURN if g in considered else held_in(topology_key(g), ())
@@ -151,25 +145,17 @@ def _turns(
 
 
 @lru_cache(maxsize=4096)
-def held_in(key: str, values: tuple[str, ...]) -> NodeRule:
+def held_in(key: str, values: tuple[str, ...], reason: str = POD_AFFINITY_MISMATCH) -> NodeRule:
     """Node affinity to the domains ``values`` of topology ``key`` (none: no node, an
     empty term matching none), counted as kube-scheduler counts a node failing a pod's
-    affinity. Made once per domains: most groups share a few, and a new rule's hash, read
-    by every set it goes in, costs more than the rest of a group's choice."""
+    affinity (or, ``reason``, another filter). Made once per domains: most groups share
+    a few, and a new rule's hash, read by every set it goes in, costs more than the rest
+    of a group's choice."""
     if not values:
-        return NodeRule(reason=POD_AFFINITY_MISMATCH, terms=(NodeSelectorTerm(),))
+        return NodeRule(reason=reason, terms=(NodeSelectorTerm(),))
     requirement = NodeSelectorRequirement(key=key, operator="In", values=values)
     term = NodeSelectorTerm(match_expressions=(requirement,))
-    return NodeRule(reason=POD_AFFINITY_MISMATCH, terms=(term,))
-
-
-def _spare_members(state: ClusterState, gangs: Mapping[str, Gang]) -> dict[str, int]:
-    """Per gang, the members it may run without (members that may run less minMember)."""
-    members: dict[str, int] = defaultdict(int)
-    for pod in state.pods:
-        if pod.gang is not None and pod.gang in gangs and may_run(pod):
-            members[pod.gang] += 1
-    return {name: members[name] - gang.min_running for name, gang in gangs.items()}
+    return NodeRule(reason=reason, terms=(term,))
 
 
 def _need(pods: Sequence[Pod], spare: Mapping[str, int]) -> int:

@@ -37,8 +37,8 @@ from solver.model import (
     topology_key,
 )
 from solver.predicates import insufficient, placement_reason
-from solver.scheduling_terms import DomainSpread
 from solver.validate_preemption import check_preemption
+from solver.validate_spread import check_spreads
 from solver.violations import Violation, demand_sum, queue_of
 
 __all__ = ["Violation", "check", "check_preemption"]
@@ -149,7 +149,7 @@ def check(state: ClusterState, decision: Decision) -> list[Violation]:
     out.extend(_capacity(nodes, new_on_node, on_nodes))
     out.extend(_kept_apart(state, pods, decision))
     out.extend(_kept_together(state, pods, nodes, decision))
-    out.extend(_spread_over_zones(pods, nodes, decision))
+    out.extend(check_spreads(pods, nodes, decision))
     out.extend(_gangs(gangs, queues, placed, of_gangs))
     out.extend(_capabilities(state, gangs, queues, new_pods))
     if decision.evictions or decision.nominated:
@@ -241,42 +241,6 @@ def _kept_apart(
                 # A nomination's voids the preemption, as its room's findings do.
                 kind = "nomination" if pod.name in decision.nominated else "capacity"
                 out.append(Violation(kind=kind, subject=node_name, message=message))
-    return out
-
-
-def _spread_over_zones(
-    pods: Mapping[str, Pod], nodes: Mapping[str, Node], decision: Decision
-) -> list[Violation]:
-    """Pods spread over zones (``Pod.spreads``) the decision places or nominates in a
-    domain they may not go to, or so that a domain getting one ends more than maxSkew
-    above the fewest the spread counts: the end state in which kube-scheduler's
-    PodTopologySpread filter must let every pod of a gang in, in some order."""
-    new: dict[str, Counter[str]] = defaultdict(Counter)  # group -> domain -> pods placed
-    where: list[tuple[str, DomainSpread, str | None]] = []
-    for pod_name, node_name in sorted({**decision.placements, **decision.nominated}.items()):
-        pod = pods.get(pod_name)
-        if pod is None or not pod.spreads or pod.node_name is not None:
-            continue
-        if (node := nodes.get(node_name)) is None:
-            continue  # (an unknown node, reported as such)
-        for spread in pod.spreads:
-            domain = node.labels.get(spread.key)
-            new[spread.group][domain or ""] += 1
-            where.append((pod_name, spread, domain))
-    out: list[Violation] = []
-    for pod_name, spread, domain in where:
-        counted, placed = dict(spread.counted), new[spread.group]
-        if domain is None or domain not in counted:
-            why = f"a node outside the domains of {spread.key!r} it may go to"
-        else:
-            fewest = min(n + placed[d] for d, n in counted.items())
-            own = counted[domain] + dict(spread.extra).get(domain, 0) + placed[domain]
-            if own - (0 if spread.fewest_zero else fewest) <= spread.max_skew:
-                continue
-            why = f"{own} pods in {domain!r}, over maxSkew {spread.max_skew} above the fewest"
-        message = f"pod {pod_name!r} breaks its topology spread {spread.group}: {why}"
-        kind = "nomination" if pod_name in decision.nominated else "predicate"
-        out.append(Violation(kind=kind, subject=pod_name, message=message))
     return out
 
 

@@ -33,14 +33,14 @@ the constraint selects are kept within the room as well.
 
 A constraint over a key whose domains span several nodes (zones) is read as a
 ``DomainSpread`` (``_Zones``): per domain of the nodes the filter counts in (with every
-key of the pod's constraints, passing its node affinity unless Ignore), the pods it
-surely counts and how many more it may; the fewest is read as 0 with ``minDomains`` or
-an unread node. Its carriers and the pending pods it counts of their gang carry it, and
-``solver.zone_spread`` shares them out over the domains; a carrier its own selector does
-not select is refused (its own placement would count where the filter counts none), and
-one whose constraint counts pending pods of another gang waits until they are bound
-(``NOT_ALONE``: placed beside it, they would move its counts). ``ScheduleAnyway``
-constraints are preferences, which gangsat does not score.
+key of the pod's constraints, passing its node affinity unless Ignore, tolerated with
+``nodeTaintsPolicy: Honor``), the pods it surely counts and how many more it may; the
+fewest is read as 0 with fewer domains than ``minDomains``, or an unread node. Each
+carrier holds the spread it read, and the other pending pods the constraint counts hold
+it as counted only; ``solver.zone_spread`` shares them out over the domains. A carrier
+its own selector does not select is refused (its own placement would count where the
+filter counts none). ``ScheduleAnyway`` constraints are preferences, which gangsat does
+not score.
 """
 
 from __future__ import annotations
@@ -66,22 +66,20 @@ from adapter.kube.pod_terms import (
 from adapter.kube.reading import Finding
 from solver.apart import joined
 from solver.model import APART_EACH, Node, Pod, apart_room
-from solver.predicates import SPREAD_CONFLICT, SPREAD_NO_LABEL, held_to, node_affinity_reason
+from solver.predicates import (
+    SPREAD_CONFLICT,
+    SPREAD_NO_LABEL,
+    held_to,
+    node_affinity_reason,
+    untolerated_taint,
+)
 from solver.scheduling_terms import (
     DomainSpread,
     NodeRule,
     NodeSelectorRequirement,
-    NodeSelectorTerm,
 )
 
 SCHEDULE_ANYWAY = "ScheduleAnyway"
-NOT_ALONE = NodeRule(
-    reason=(
-        "node(s) not tried for a topology spread over zones that counts pending pods of "
-        "another gang: it waits until they are bound"
-    ),
-    terms=(NodeSelectorTerm(),),
-)
 
 
 @dataclass(frozen=True)
@@ -91,8 +89,9 @@ class _Spread:
     term: Term | None  # the pods it counts; None: none (its selector selects nothing)
     key: str
     skew: int
-    counts_fewest: bool  # False with minDomains (the fewest then taken as 0)
+    min_domains: int | None  # the fewest is 0 while fewer domains count
     honours_affinity: bool  # nodeAffinityPolicy (Honor unless Ignore)
+    honours_taints: bool  # nodeTaintsPolicy (Ignore unless Honor)
     selects_itself: bool  # the pod is among those it counts
 
 
@@ -148,7 +147,7 @@ def keep_spread(
                 zones.append((zone, s.term))
                 continue
             fewest = 0
-            if s.counts_fewest:
+            if s.min_domains is None:  # (with minDomains, taken as 0 over nodes)
                 fewest = fewest_of(s.key, Counter(surely(s.term)), pod, s.honours_affinity)
             anchored = anchored or fewest > 0
             counts = Counter(maybe(s.term))
@@ -169,9 +168,8 @@ def keep_spread(
         rules_made = tuple(rule_of(*r) for r in rules if r[0])
         return rules_made, anchored, [g for g, _ in groups], zones
 
-    # Per group over zones, the spreads its carriers read (one, where they are alike),
-    # its carriers, and the pending pods it counts.
-    spread_over: dict[str, tuple[set[DomainSpread], set[str], list[str]]] = {}
+    # Per group over zones, the spread each carrier read, and the pending pods it counts.
+    spread_over: dict[str, tuple[dict[str, DomainSpread], list[str]]] = {}
     for name, (o, found) in carriers.items():
         try:
             reads = tuple(_read(o, constraint) for constraint in found)
@@ -191,35 +189,33 @@ def keep_spread(
             members[group].add(name)
         for zone, term in zones:
             if zone.group not in spread_over:
-                spread_over[zone.group] = (set(), set(), in_cycle(term))
-            spread_over[zone.group][0].add(zone)
-            spread_over[zone.group][1].add(name)
+                spread_over[zone.group] = ({}, in_cycle(term))
+            spread_over[zone.group][0][name] = zone
     for group, names in members.items():
         kept = names & pods.keys()
         if len(kept) <= apart_room(group):
             continue  # no node can take more of them than maxSkew: a room limits nothing
         for p in kept:
             pods[p] = joined(pods[p], group)
-    for spreads, carrying, selected in spread_over.values():
-        _share_spreads(pods, spreads, carrying, selected)
+    for carrying, selected in spread_over.values():
+        _share_spreads(pods, carrying, selected)
 
 
 def _share_spreads(
-    pods: dict[str, Pod], spreads: set[DomainSpread], carrying: set[str], selected: list[str]
+    pods: dict[str, Pod], carrying: Mapping[str, DomainSpread], selected: list[str]
 ) -> None:
-    """A group over zones' spreads to its carriers and the pending pods of their gang it
-    counts (``solver.zone_spread`` shares them out together); where it counts pending
-    pods of another gang, which may be placed beside it, its carriers wait instead."""
-    carriers = sorted(carrying & pods.keys())
-    gangs = {pods[p].gang for p in carriers}
-    counted = [p for p in selected if p in pods]
-    if any(pods[p].gang not in gangs for p in counted):
-        for p in carriers:
-            pods[p] = held_to(pods[p], (NOT_ALONE,))
+    """A group over zones' spreads: to each carrier the one it read, and to the other
+    pending pods the group counts, of any gang, the first carrier's, only counted
+    (``solver.zone_spread`` shares out one gang a cycle, the others' counted pods held)."""
+    carriers = sorted(p for p in carrying if p in pods)
+    if not carriers:
         return
-    read = tuple(sorted(spreads, key=lambda z: (z.counted, z.extra, z.fewest_zero)))
-    for p in sorted({*carriers, *counted}):
-        pods[p] = pods[p].model_copy(update={"spreads": (*pods[p].spreads, *read)})
+    only = carrying[carriers[0]].model_copy(update={"carried": False})
+    for p in carriers:
+        pods[p] = pods[p].model_copy(update={"spreads": (*pods[p].spreads, carrying[p])})
+    for p in sorted(set(selected) - set(carrying)):
+        if p in pods:
+            pods[p] = pods[p].model_copy(update={"spreads": (*pods[p].spreads, only)})
 
 
 def _constraints(pod: Obj) -> list[Any]:
@@ -275,8 +271,9 @@ def _read(pod: Obj, constraint: Any) -> _Spread:
         term=term,
         key=key,
         skew=skew,
-        counts_fewest=constraint.get("minDomains") is None,
+        min_domains=_min_domains(constraint.get("minDomains")),
         honours_affinity=constraint.get("nodeAffinityPolicy") != "Ignore",
+        honours_taints=constraint.get("nodeTaintsPolicy") == "Honor",
         selects_itself=term is not None and term.selects(namespace_of(pod), labels),
     )
 
@@ -337,17 +334,20 @@ class _Zones:
         self, nodes: Mapping[str, Node], unread: bool, surely: Selected, maybe: Selected
     ) -> None:
         self.nodes, self.unread, self.surely, self.maybe = nodes, unread, surely, maybe
-        self._in: dict[tuple[object, ...], dict[str, str]] = {}
+        self._in: dict[tuple[object, ...], dict[str, str]] = {}  # per shape, node -> domain
 
     def __call__(self, s: _Spread, pod: Pod, keys: tuple[str, ...]) -> DomainSpread:
         assert s.term is not None
-        shape = (keys, s.key, s.honours_affinity, frozen(pod.node_selector), pod.affinity)
+        tolerations = pod.tolerations if s.honours_taints else ()
+        shape: tuple[object, ...] = (keys, s.key, s.honours_affinity, s.honours_taints)
+        shape += (frozen(pod.node_selector), pod.affinity, tolerations)
         if (domain_of := self._in.get(shape)) is None:
             domain_of = self._in[shape] = {
                 name: node.labels[s.key]
                 for name, node in self.nodes.items()
                 if all(k in node.labels for k in keys)
                 and not (s.honours_affinity and node_affinity_reason(pod, node))
+                and not (s.honours_taints and untolerated_taint(pod, node))
             }
         counted = dict.fromkeys(domain_of.values(), 0)
         extra: Counter[str] = Counter()
@@ -363,5 +363,13 @@ class _Zones:
             max_skew=s.skew,
             counted=tuple(sorted(counted.items())),
             extra=tuple(sorted((d, n - counted[d]) for d, n in extra.items() if n > counted[d])),
-            fewest_zero=self.unread or not s.counts_fewest,
+            fewest_zero=self.unread or (s.min_domains is not None and len(counted) < s.min_domains),
         )
+
+
+def _min_domains(value: Any) -> int | None:
+    """``minDomains`` as the API admits it (an integer of at least 1, with DoNotSchedule),
+    else a ``BadObject``; None where unset."""
+    if value is None:
+        return None
+    return int_field(value, "topologySpreadConstraint minDomains", 1)

@@ -15,6 +15,7 @@ from solver.model import ClusterState
 from solver.predicates import SPREAD_CONFLICT
 from solver.schedulers import SCHEDULERS, schedule
 from solver.scheduling_terms import DomainSpread
+from solver.together import held_in
 from solver.validate import check
 from solver.zone_spread import NOT_SPLIT, split
 from tests.builders import gang, node, pod, state
@@ -148,3 +149,33 @@ def test_the_validator_counts_the_pods_a_spread_may_count_besides() -> None:
     placed = {"job-0": "a-0", "job-1": "b-0", "job-2": "c-0"}
     assert check(s, decided(placed)) == []
     assert [v.subject for v in check(extra, decided(placed))] == ["job-0"]
+
+
+def test_a_pod_held_to_one_zone_is_shared_out_before_the_others() -> None:
+    # job-4 can only go to zone a (its volume's zone): shared out first, by name after
+    # the others it found a full at maxSkew 1 (a, b, c, a taken) and the gang waited.
+    s = state(nodes=zones(a=[4], b=[4], c=[4]), **job(5, spread(a=0, b=0, c=0)))
+    pinned = s.pods[4].model_copy(
+        update={"node_rules": (held_in(ZONE, ("a",), "node(s) had volume node affinity conflict"),)}
+    )
+    s = s.model_copy(update={"pods": (*s.pods[:4], pinned)})
+    d = schedule(s, "cpsat", FAST)
+    assert check(s, d) == []
+    assert d.placements["job-4"] == "a-0"
+    assert sorted(per_zone(s, d.placements).values()) == [1, 2, 2]
+
+
+def test_a_pod_only_counted_adds_to_its_zone_not_to_the_fewest() -> None:
+    # A launcher the workers' spread counts but that carries none: it adds to its zone's
+    # count (c: 1 + 1 over a fewest of 1 is within maxSkew), never to the fewest (a with
+    # two workers and the launcher, over c's 0: refused).
+    s = state(nodes=zones(a=[4], b=[4], c=[4]), **job(3, spread(a=0, b=0, c=0)))
+    only = spread(a=0, b=0, c=0).model_copy(update={"carried": False})
+    launcher = pod("job-launcher").req(cpu=1).gang("job").spread(only).build()
+    s = s.model_copy(update={"pods": (*s.pods, launcher), "gangs": (gang("job", 4).build(),)})
+    workers = {"job-0": "a-0", "job-1": "b-0", "job-2": "c-0"}
+    assert check(s, decided({**workers, "job-launcher": "c-0"})) == []
+    crowded = {"job-0": "a-0", "job-1": "a-0", "job-2": "b-0", "job-launcher": "a-0"}
+    assert {v.subject for v in check(s, decided(crowded))} == {"job-0", "job-1"}
+    d = schedule(s, "cpsat", FAST)
+    assert check(s, d) == [] and len(d.placements) == 4

@@ -17,18 +17,20 @@ import pytest
 from adapter.kube.budgets import selects
 from adapter.kube.cluster import KubeCluster
 from adapter.kube.convert import convert
-from adapter.kube.spread import NOT_ALONE
+from adapter.kube.fields import LEAVING
 from adapter.loop import run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
+from solver.apart import TURN_S, turn_offset
 from solver.model import ClusterState
 from solver.schedulers import schedule
 from solver.scheduling_terms import DomainSpread
-from solver.zone_spread import NOT_SPLIT
+from solver.validate import check
+from solver.zone_spread import GOES_FIRST, NOT_ITS_TURN, NOT_SPLIT
 from tests.adapter.kube.manifests import apply, bindings, gang_pods
 from tests.adapter.kube.manifests import node as kube_node
 from tests.adapter.kube.manifests import podgroup as kube_podgroup
 from tests.adapter.kube.test_anti_affinity import ZONE, group, nodes
-from tests.adapter.kube.test_convert import pod
+from tests.adapter.kube.test_convert import node, pod
 from tests.adapter.kube.test_kube_cluster import FAST, seen
 from tests.adapter.kube.test_spread import constraint, placed, spread, workers
 
@@ -95,22 +97,73 @@ def test_only_the_zones_the_pods_may_go_to_count_unless_the_policy_ignores_them(
     assert SPREAD in decision.unschedulable["team/g"]
 
 
-def test_min_domains_reads_the_fewest_as_zero() -> None:
+def test_min_domains_reads_the_fewest_as_zero_while_fewer_domains_count() -> None:
     running = [pod(f"r{i}", labels={"job": "g"}, node_name=f"n{i}") for i in range(3)]
     objects = [*nodes(6, zones=3), *running, group(3)]
-    assert len(placed(convert([*objects, *workers(3, constraint(key=ZONE))]).state)) == 3
+    met = convert([*objects, *workers(3, constraint(key=ZONE, minDomains=3))]).state
+    assert not read(met).pop().fewest_zero
+    assert per_zone(placed(met)) == {"z0": 1, "z1": 1, "z2": 1}
     strict = workers(3, constraint(key=ZONE, minDomains=4))
     state = convert([*objects, *strict]).state
     assert read(state).pop().fewest_zero
     assert placed(state) == {}
 
 
-def test_a_gang_that_may_run_without_some_pods_or_counts_another_gang_waits() -> None:
+def test_tainted_nodes_count_only_with_the_taints_policy_honoured() -> None:
+    # z2's nodes are tainted and run nothing: read (Ignore, the default) the fewest is 0
+    # and z0 and z1, at 1, take none; honoured, z2 does not count and the fewest is 1.
+    hosts = nodes(6, zones=3)
+    for n in hosts:
+        if n["metadata"]["labels"][ZONE] == "z2":
+            n["spec"] = {"taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]}
+    running = [pod(f"r{i}", labels={"job": "g"}, node_name=f"n{i}") for i in (0, 1)]
+    objects = [*hosts, *running, group(2)]
+    assert placed(convert([*objects, *workers(2, constraint(key=ZONE))]).state) == {}
+    honour = workers(2, constraint(key=ZONE, nodeTaintsPolicy="Honor"))
+    state = convert([*objects, *honour]).state
+    assert read(state).pop().counted == (("z0", 1), ("z1", 1))
+    assert per_zone(placed(state)) == {"z0": 1, "z1": 1}
+
+
+def test_a_pod_gangsat_deletes_counts_in_its_zone_not_towards_the_fewest() -> None:
+    running = [pod(f"r{i}", labels={"job": "g"}, node_name=f"n{i}") for i in (0, 1, 2)]
+    running[0][LEAVING] = True
+    state = convert(
+        [*nodes(6, zones=3), *running, group(1), *workers(1, constraint(key=ZONE))]
+    ).state
+    [zone] = read(state)
+    assert zone.counted == (("z0", 0), ("z1", 1), ("z2", 1)) and zone.extra == (("z0", 1),)
+    # Gone or not, z0 is the one zone it may go to (z1 or z2: 1 + 1 - 0 > 1).
+    assert per_zone(placed(state)) == {"z0": 1}
+
+
+def test_a_gang_that_may_run_without_some_pods_waits_but_a_lone_pod_goes() -> None:
     conversion = convert([*nodes(6, zones=3), group(2), *workers(4, constraint(key=ZONE))])
     decision = schedule(conversion.state, "cpsat").explained()
     assert decision.placements == {}
     assert NOT_SPLIT.reason in decision.unschedulable["team/g"]
-    # Job h's spread counts g's pending pods too: h waits, g (no spread of h's) does not.
+    # One pod pending (a member made again) cannot be placed in part: it goes.
+    running = [pod(f"r{i}", labels={"job": "g"}, node_name=f"n{i}") for i in (0, 1)]
+    for r in running:
+        r["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": "g"}
+    made_again = workers(1, constraint(key=ZONE), prefix="w9")
+    state = convert([*nodes(6, zones=3), *running, group(2), *made_again]).state
+    assert per_zone(placed(state)) == {"z2": 1}
+
+
+def _turns(state: ClusterState) -> list[ClusterState]:
+    """``state`` at two moments of the snapshot clock that start its turns apart."""
+    starts: dict[int, ClusterState] = {}
+    for t in range(200):
+        now = {"now_s": t * TURN_S}
+        starts.setdefault(turn_offset(t * TURN_S, 2), state.model_copy(update=now))
+    return [starts[0], starts[1]]
+
+
+def test_gangs_a_spread_counts_take_turns_and_none_waits_for_ever() -> None:
+    # Job h's spread counts g's pending pods too: in one turn h goes and g's pods wait,
+    # in the other g goes and h waits; never both in one cycle (placed beside h, g would
+    # move its counts).
     both = {"matchExpressions": [{"key": "job", "operator": "In", "values": ["g", "h"]}]}
     h_group = copy.deepcopy(group(2))
     h_group["metadata"]["name"] = "h"
@@ -122,9 +175,63 @@ def test_a_gang_that_may_run_without_some_pods_or_counts_another_gang_waits() ->
         for i in range(2)
     ]
     state = convert([*nodes(6, zones=3), group(2), *workers(2), h_group, *h]).state
-    decision = schedule(state, "cpsat").explained()
-    assert sorted(decision.placements) == ["team/w0", "team/w1"]
-    assert NOT_ALONE.reason in decision.unschedulable["team/h"]
+    went = []
+    for turn in _turns(state):
+        decision = schedule(turn, "cpsat").explained()
+        assert check(turn, decision) == []
+        gangs = {name.split("/")[1][0] for name in decision.placements}
+        assert len(gangs) == 1
+        went.append(gangs.pop())
+        if went[-1] == "h":
+            assert GOES_FIRST.reason in decision.unschedulable["team/g"]
+        else:
+            assert NOT_ITS_TURN.reason in decision.unschedulable["team/h"]
+    assert sorted(went) == ["h", "w"]
+
+
+def test_two_gangs_of_one_selector_take_turns() -> None:
+    # A label both jobs share (a chart's app: trainer): one group over two gangs.
+    shared = {"matchLabels": {"app": "trainer"}}
+    objects: list[dict[str, Any]] = [*nodes(6, zones=3)]
+    for job in ("a", "b"):
+        g = copy.deepcopy(group(3))
+        g["metadata"]["name"] = job
+        objects.append(g)
+        for i in range(3):
+            o = pod(
+                f"{job}{i}",
+                labels={"app": "trainer", "job": job},
+                annotations={"scheduling.k8s.io/group-name": job},
+            )
+            objects.append(spread(o, constraint(key=ZONE, labelSelector=shared)))
+    state = convert(objects).state
+    went = set()
+    for turn in _turns(state):
+        where = placed(turn)
+        gangs = {name.split("/")[1][0] for name in where}
+        assert len(gangs) == 1 and per_zone(where) == {"z0": 1, "z1": 1, "z2": 1}
+        went |= gangs
+    assert went == {"a", "b"}
+
+
+def test_a_launcher_counted_elsewhere_goes_with_its_workers() -> None:
+    # Workers on the gpu pool spread by job=g; the launcher (job=g, cpu pool) carries no
+    # constraint: it counts where it lands, never towards the fewest.
+    pool = []
+    for i in range(9):
+        labels = {ZONE: zone_of(f"n{i}"), "pool": "gpu" if i < 6 else "cpu"}
+        pool.append(node(f"n{i}", cpu="8", metadata={"name": f"n{i}", "labels": labels}))
+    pinned = []
+    for w in workers(3, constraint(key=ZONE)):
+        w["spec"]["nodeSelector"] = {"pool": "gpu"}
+        pinned.append(w)
+    annotations = {"scheduling.k8s.io/group-name": "g"}
+    launcher = pod("launcher", labels={"job": "g"}, annotations=annotations)
+    launcher["spec"]["nodeSelector"] = {"pool": "cpu"}
+    where = placed(convert([*pool, group(4), *pinned, launcher]).state)
+    assert len(where) == 4
+    workers_at = {p: n for p, n in where.items() if "launcher" not in p}
+    assert per_zone(workers_at) == {"z0": 1, "z1": 1, "z2": 1}
 
 
 def test_a_selector_that_does_not_select_the_pod_itself_is_refused() -> None:
@@ -158,8 +265,9 @@ def _some_order_passes(
     running: list[tuple[Any, str]],
     zones: int,
 ) -> bool:
-    """Whether the pods placed pass the filter one at a time in some order: each time,
-    one that passes (the fewest zone first: if any order passes, that one does)."""
+    """Whether the pods placed pass the filter one at a time in some order: each time, of
+    those that pass, one in the zone with the fewest of them so far (a stricter test
+    than any order: it may refuse where another order passes, never the reverse)."""
     done, left = list(running), dict(placements)
     while left:
         ready = [
@@ -167,7 +275,9 @@ def _some_order_passes(
         ]
         if not ready:
             return False
-        done.append((pending[ready[0]], left.pop(ready[0])))
+        held = Counter(zone_of(n, zones) for _, n in done)
+        first = min(ready, key=lambda p: (held[zone_of(left[p], zones)], p))
+        done.append((pending[first], left.pop(first)))
     return True
 
 
@@ -198,7 +308,8 @@ def test_every_decision_passes_the_filter_in_some_order(seed: int) -> None:
             o = spread(o, constraint(skew, key=ZONE, labelSelector=selector))
             objects.append(o)
             pending[f"team/{job}{i}"] = o
-    state = convert(objects).state
+    state = convert(objects).state  # at a turn of the seed's (of the gangs k counts)
+    state = state.model_copy(update={"now_s": seed * TURN_S})
     for scheduler in ("cpsat", "gang-greedy"):
         where = placed(state, scheduler)
         assert _some_order_passes(where, pending, running, zones), (scheduler, where)

@@ -1,0 +1,81 @@
+"""Topology spreads over zones (``Pod.spreads``), checked on the raw state as
+``solver.validate`` checks placements: a pod carrying one is placed or nominated in a
+domain of its key the spread counts, and every such domain ends at most maxSkew above
+the fewest (the end state in which kube-scheduler's PodTopologySpread filter lets every
+pod of a gang in, in some order). Pods placed that the spread only counts add to their
+domain's count, never to the fewest; a carrier placed counts towards the fewest another
+carrier reads only on a node that passes that one's node selector and affinity. Reads
+only ``solver.model`` and the node predicates."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+
+from solver.decision import Decision
+from solver.model import Node, Pod
+from solver.predicates import node_affinity_reason
+from solver.scheduling_terms import DomainSpread
+from solver.violations import Violation
+
+
+def check_spreads(
+    pods: Mapping[str, Pod], nodes: Mapping[str, Node], decision: Decision
+) -> list[Violation]:
+    """The placements and nominations of pods spread over zones that break the spread."""
+    where: list[tuple[Pod, Node]] = []
+    for pod_name, node_name in sorted({**decision.placements, **decision.nominated}.items()):
+        pod = pods.get(pod_name)
+        if pod is None or not pod.spreads or pod.node_name is not None:
+            continue
+        if (node := nodes.get(node_name)) is not None:  # (an unknown node, reported as such)
+            where.append((pod, node))
+    placed: dict[str, Counter[str]] = defaultdict(Counter)  # group -> domain -> pods
+    carriers: dict[str, list[tuple[Pod, Node, DomainSpread]]] = defaultdict(list)
+    for pod, node in where:
+        for spread in pod.spreads:
+            if (domain := node.labels.get(spread.key)) is not None:
+                placed[spread.group][domain] += 1
+            if spread.carried:
+                carriers[spread.group].append((pod, node, spread))
+    out: list[Violation] = []
+    fewest: dict[tuple[object, ...], int] = {}
+    read: dict[DomainSpread, tuple[dict[str, int], dict[str, int]]] = {}
+    for group, carrying in carriers.items():
+        for pod, node, spread in carrying:
+            if spread not in read:  # (a gang's pods share theirs)
+                read[spread] = dict(spread.counted), dict(spread.extra)
+            counted, extra = read[spread]
+            domain = node.labels.get(spread.key)
+            if domain is None or domain not in counted:
+                why = f"a node outside the domains of {spread.key!r} it counts"
+            else:
+                shape = (spread, frozenset(pod.node_selector.items()), pod.affinity)
+                if shape not in fewest:
+                    fewest[shape] = _fewest(pod, spread, counted, carrying)
+                own = counted[domain] + extra.get(domain, 0) + placed[group][domain]
+                if own - fewest[shape] <= spread.max_skew:
+                    continue
+                why = f"{own} pods in {domain!r}, over maxSkew {spread.max_skew} above the fewest"
+            message = f"pod {pod.name!r} breaks its topology spread {group}: {why}"
+            kind = "nomination" if pod.name in decision.nominated else "predicate"
+            out.append(Violation(kind=kind, subject=pod.name, message=message))
+    return out
+
+
+def _fewest(
+    pod: Pod,
+    spread: DomainSpread,
+    counted: Mapping[str, int],
+    carrying: list[tuple[Pod, Node, DomainSpread]],
+) -> int:
+    """The fewest ``pod``'s spread counts over its domains once the carriers are placed,
+    of them those on nodes its node selector and affinity pass."""
+    if spread.fewest_zero:
+        return 0
+    added: Counter[str] = Counter()
+    for _, node, _ in carrying:
+        domain = node.labels.get(spread.key)
+        if domain is not None and domain in counted and not node_affinity_reason(pod, node):
+            added[domain] += 1
+    return min((n + added[d] for d, n in counted.items()), default=0)
