@@ -47,28 +47,34 @@ def apart_names(state: ClusterState) -> tuple[list[str], bool]:
     if not kept:
         return [], False
     hopeless = never_placed(state, {pod.gang for pod in kept if pod.gang is not None})
-    kept = sorted(
-        (pod for pod in kept if pod.gang not in hopeless),
-        key=lambda pod: (-pod.priority, pod.created_s, pod.name),
-    )
+    kept = sorted((pod for pod in kept if pod.gang not in hopeless), key=lambda p: first_goes((p,)))
     names = list(dict.fromkeys(APART_PREFIX + g for pod in kept for g in pod.apart))
     return take_turns(names, MAX_GROUPS, state.now_s), True
 
 
 def group_turns(
-    state: ClusterState, groups: Mapping[str, Sequence[Pod]], slots: int
+    state: ClusterState,
+    groups: Mapping[str, Sequence[Pod]],
+    slots: int,
+    hopeless: set[str] | None = None,
 ) -> tuple[list[str], list[str]]:
     """Groups of pending pods (a group shared out over domains: ``solver.together``,
-    ``solver.zone_spread``) in the order their pods go (priority, then age), but those of
-    gangs no room places (``never_placed``), and of them those that take one of ``slots``
-    this cycle (``take_turns``)."""
-    gangs = {p.gang for members in groups.values() for p in members if p.gang is not None}
-    hopeless = never_placed(state, gangs)
+    ``solver.zone_spread``) in the order their pods go (``first_goes``), but those of
+    gangs no room places (``never_placed``, unless given), and of them those that take
+    one of ``slots`` this cycle (``take_turns``)."""
+    if hopeless is None:
+        gangs = {p.gang for members in groups.values() for p in members if p.gang is not None}
+        hopeless = never_placed(state, gangs)
     order = sorted(
         (g for g, members in groups.items() if any(p.gang not in hopeless for p in members)),
-        key=lambda g: min((-p.priority, p.created_s, p.name) for p in groups[g]),
+        key=lambda g: first_goes(groups[g]),
     )
     return order, take_turns(order, slots, state.now_s)
+
+
+def first_goes(pods: Iterable[Pod]) -> tuple[int, float, str]:
+    """The order pods go in (priority, then age, then name), of the first of ``pods``."""
+    return min((-p.priority, p.created_s, p.name) for p in pods)
 
 
 def spare_members(state: ClusterState) -> dict[str, int]:
@@ -92,12 +98,13 @@ def take_turns(names: list[str], slots: int, now_s: float) -> list[str]:
     return head + (rest[start:] + rest[:start])[: slots - len(head)]
 
 
-def turn_offset(now_s: float, count: int) -> int:
+def turn_offset(now_s: float, count: int, of: str = "") -> int:
     """Where this turn (``TURN_S`` of the snapshot clock) starts among ``count`` names:
-    drawn from the turn's number, the same for every read of one snapshot. Stepped by
-    one a turn, a quiet cluster's cycles (every 30 s, three turns) saw one domain of
-    three for ever."""
-    return random.Random(int(now_s // TURN_S)).randrange(count) if count else 0
+    drawn from the turn's number (and ``of``, for draws that must not go together), the
+    same for every read of one snapshot. Stepped by one a turn, a quiet cluster's cycles
+    (every 30 s, three turns) saw one domain of three for ever."""
+    turn = int(now_s // TURN_S)
+    return random.Random(f"{turn}/{of}" if of else turn).randrange(count) if count else 0
 
 
 def may_run(pod: Pod) -> bool:

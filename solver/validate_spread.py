@@ -1,11 +1,12 @@
 """Topology spreads over zones (``Pod.spreads``), checked on the raw state as
 ``solver.validate`` checks placements: a pod carrying one is placed or nominated in a
 domain of its key the spread counts, and every such domain ends at most maxSkew above
-the fewest (the end state in which kube-scheduler's PodTopologySpread filter lets every
-pod of a gang in, in some order). Pods placed that the spread only counts add to their
+the fewest, counting the carriers placed (the order in which kube-scheduler's
+PodTopologySpread filter lets a gang's carriers in, the fewest first, then the pods the
+spread only counts, which it does not filter). Pods a hold shows bound add to their
 domain's count, never to the fewest; a carrier placed counts towards the fewest another
-carrier reads only on a node that passes that one's node selector and affinity. Reads
-only ``solver.model`` and the node predicates."""
+reads only where both read the same nodes (``counted_over``). Reads only
+``solver.model``."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from collections.abc import Mapping
 
 from solver.decision import Decision
 from solver.model import Node, Pod
-from solver.predicates import node_affinity_reason
 from solver.scheduling_terms import DomainSpread
 from solver.violations import Violation
 
@@ -30,14 +30,25 @@ def check_spreads(
             continue
         if (node := nodes.get(node_name)) is not None:  # (an unknown node, reported as such)
             where.append((pod, node))
+    if not where:
+        return []
     placed: dict[str, Counter[str]] = defaultdict(Counter)  # group -> domain -> pods
     carriers: dict[str, list[tuple[Pod, Node, DomainSpread]]] = defaultdict(list)
+    # Pending pods a hold shows bound (the adapter reads spreads of pending pods only).
+    for pod in pods.values():
+        if not pod.spreads or pod.node_name is None or pod.terminating:
+            continue
+        if (node := nodes.get(pod.node_name)) is not None:
+            for spread in pod.spreads:
+                if (domain := node.labels.get(spread.key)) is not None:
+                    placed[spread.group][domain] += 1
     for pod, node in where:
         for spread in pod.spreads:
+            if not spread.carried:
+                continue  # scheduled after the carriers, which it does not move then
             if (domain := node.labels.get(spread.key)) is not None:
                 placed[spread.group][domain] += 1
-            if spread.carried:
-                carriers[spread.group].append((pod, node, spread))
+            carriers[spread.group].append((pod, node, spread))
     out: list[Violation] = []
     fewest: dict[tuple[object, ...], int] = {}
     read: dict[DomainSpread, tuple[dict[str, int], dict[str, int]]] = {}
@@ -50,7 +61,7 @@ def check_spreads(
             if domain is None or domain not in counted:
                 why = f"a node outside the domains of {spread.key!r} it counts"
             else:
-                shape = (spread, frozenset(pod.node_selector.items()), pod.affinity)
+                shape = counted_over(pod, spread)
                 if shape not in fewest:
                     fewest[shape] = _fewest(pod, spread, counted, carrying)
                 own = counted[domain] + extra.get(domain, 0) + placed[group][domain]
@@ -63,6 +74,13 @@ def check_spreads(
     return out
 
 
+def counted_over(pod: Pod, spread: DomainSpread | None) -> tuple[object, ...]:
+    """What decides the nodes a carrier's spread counts pods on: the spread as read, the
+    pod's node selector and required affinity, and its tolerations (with
+    ``nodeTaintsPolicy: Honor``). Carriers alike so read each other's placed pods."""
+    return (spread, frozenset(pod.node_selector.items()), pod.affinity, pod.tolerations)
+
+
 def _fewest(
     pod: Pod,
     spread: DomainSpread,
@@ -70,12 +88,14 @@ def _fewest(
     carrying: list[tuple[Pod, Node, DomainSpread]],
 ) -> int:
     """The fewest ``pod``'s spread counts over its domains once the carriers are placed,
-    of them those on nodes its node selector and affinity pass."""
+    of them those alike (``counted_over``): one of another shape may stand on a node this
+    one's filter does not count."""
     if spread.fewest_zero:
         return 0
+    shape = counted_over(pod, spread)
     added: Counter[str] = Counter()
-    for _, node, _ in carrying:
+    for other, node, theirs in carrying:
         domain = node.labels.get(spread.key)
-        if domain is not None and domain in counted and not node_affinity_reason(pod, node):
+        if domain is not None and domain in counted and counted_over(other, theirs) == shape:
             added[domain] += 1
     return min((n + added[d] for d, n in counted.items()), default=0)

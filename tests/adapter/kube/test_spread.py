@@ -192,6 +192,8 @@ def test_schedule_anyway_is_ignored() -> None:
         ({"matchLabelKeys": "job"}, "matchLabelKeys"),
         ({"matchLabelKeys": [1]}, "matchLabelKeys"),
         ({"labelSelector": None, "matchLabelKeys": ["job"]}, "without a labelSelector"),
+        ({"minDomains": 0}, "minDomains"),
+        ({"minDomains": "2"}, "minDomains"),
     ],
 )
 def test_a_constraint_the_api_server_would_refuse_is_refused(
@@ -297,17 +299,22 @@ def _filter_passes(
     return True
 
 
+def running_pods(rng: random.Random, hosts: int, count: int) -> list[tuple[Any, str]]:
+    """``count`` bound pods of job g or h, each on a node of ``hosts`` drawn: (object, node)."""
+    out = []
+    for i in range(count):
+        at = f"n{rng.randrange(hosts)}"
+        out.append((pod(f"r{i}", labels={"job": rng.choice("gh")}, node_name=at), at))
+    return out
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_every_pod_placed_passes_the_filter_in_the_order_bound(seed: int) -> None:
     rng = random.Random(seed)
     hosts = rng.randint(3, 7)
     objects: list[dict[str, Any]] = [*nodes(hosts, cpu=str(rng.choice([2, 4, 8])))]
-    running: list[tuple[Any, str]] = []
-    for i in range(rng.randint(0, hosts)):
-        at = f"n{rng.randrange(hosts)}"
-        bound = pod(f"r{i}", labels={"job": rng.choice("gh")}, node_name=at)
-        objects.append(bound)
-        running.append((bound, at))
+    running = running_pods(rng, hosts, rng.randint(0, hosts))
+    objects += [o for o, _ in running]
     pending: dict[str, dict[str, Any]] = {}
     for job in ("g", "h", "k"):
         size = rng.randint(1, 6)

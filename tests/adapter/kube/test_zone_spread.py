@@ -20,19 +20,19 @@ from adapter.kube.convert import convert
 from adapter.kube.fields import LEAVING
 from adapter.loop import run_cycle
 from benchmarks.fake_apiserver import FakeApiServer
-from solver.apart import TURN_S, turn_offset
+from solver.apart import TURN_S
 from solver.model import ClusterState
 from solver.schedulers import schedule
 from solver.scheduling_terms import DomainSpread
 from solver.validate import check
-from solver.zone_spread import GOES_FIRST, NOT_ITS_TURN, NOT_SPLIT
+from solver.zone_spread import NOT_SPLIT
 from tests.adapter.kube.manifests import apply, bindings, gang_pods
 from tests.adapter.kube.manifests import node as kube_node
 from tests.adapter.kube.manifests import podgroup as kube_podgroup
 from tests.adapter.kube.test_anti_affinity import ZONE, group, nodes
 from tests.adapter.kube.test_convert import node, pod
 from tests.adapter.kube.test_kube_cluster import FAST, seen
-from tests.adapter.kube.test_spread import constraint, placed, spread, workers
+from tests.adapter.kube.test_spread import constraint, placed, running_pods, spread, workers
 
 SPREAD = "node(s) didn't match pod topology spread constraints"
 
@@ -151,67 +151,57 @@ def test_a_gang_that_may_run_without_some_pods_waits_but_a_lone_pod_goes() -> No
     assert per_zone(placed(state)) == {"z2": 1}
 
 
-def _turns(state: ClusterState) -> list[ClusterState]:
-    """``state`` at two moments of the snapshot clock that start its turns apart."""
-    starts: dict[int, ClusterState] = {}
-    for t in range(200):
-        now = {"now_s": t * TURN_S}
-        starts.setdefault(turn_offset(t * TURN_S, 2), state.model_copy(update=now))
-    return [starts[0], starts[1]]
-
-
-def test_gangs_a_spread_counts_take_turns_and_none_waits_for_ever() -> None:
-    # Job h's spread counts g's pending pods too: in one turn h goes and g's pods wait,
-    # in the other g goes and h waits; never both in one cycle (placed beside h, g would
-    # move its counts).
-    both = {"matchExpressions": [{"key": "job", "operator": "In", "values": ["g", "h"]}]}
-    h_group = copy.deepcopy(group(2))
-    h_group["metadata"]["name"] = "h"
-    h = [
-        spread(
-            pod(f"h{i}", labels={"job": "h"}, annotations={"scheduling.k8s.io/group-name": "h"}),
-            constraint(key=ZONE, labelSelector=both),
-        )
-        for i in range(2)
-    ]
-    state = convert([*nodes(6, zones=3), group(2), *workers(2), h_group, *h]).state
-    went = []
-    for turn in _turns(state):
-        decision = schedule(turn, "cpsat").explained()
+def _gangs_over_turns(state: ClusterState, turns: int = 20) -> list[set[str]]:
+    """The gangs (first letter of their pods' names) placed at each of ``turns`` turns of
+    the snapshot clock, each decision checked."""
+    out = []
+    for t in range(turns):
+        turn = state.model_copy(update={"now_s": t * TURN_S})
+        decision = schedule(turn, "cpsat")
         assert check(turn, decision) == []
-        gangs = {name.split("/")[1][0] for name in decision.placements}
-        assert len(gangs) == 1
-        went.append(gangs.pop())
-        if went[-1] == "h":
-            assert GOES_FIRST.reason in decision.unschedulable["team/g"]
-        else:
-            assert NOT_ITS_TURN.reason in decision.unschedulable["team/h"]
-    assert sorted(went) == ["h", "w"]
+        out.append({name.split("/")[1][0] for name in decision.placements})
+    return out
 
 
-def test_two_gangs_of_one_selector_take_turns() -> None:
-    # A label both jobs share (a chart's app: trainer): one group over two gangs.
-    shared = {"matchLabels": {"app": "trainer"}}
-    objects: list[dict[str, Any]] = [*nodes(6, zones=3)]
-    for job in ("a", "b"):
-        g = copy.deepcopy(group(3))
-        g["metadata"]["name"] = job
-        objects.append(g)
-        for i in range(3):
-            o = pod(
-                f"{job}{i}",
-                labels={"app": "trainer", "job": job},
-                annotations={"scheduling.k8s.io/group-name": job},
-            )
-            objects.append(spread(o, constraint(key=ZONE, labelSelector=shared)))
-    state = convert(objects).state
-    went = set()
-    for turn in _turns(state):
-        where = placed(turn)
-        gangs = {name.split("/")[1][0] for name in where}
-        assert len(gangs) == 1 and per_zone(where) == {"z0": 1, "z1": 1, "z2": 1}
-        went |= gangs
-    assert went == {"a", "b"}
+def _job(name: str, size: int, selector: dict[str, Any], **labels: str) -> list[dict[str, Any]]:
+    """PodGroup ``name`` and its ``size`` pods, each carrying a zone spread of ``selector``."""
+    g = copy.deepcopy(group(size))
+    g["metadata"]["name"] = name
+    annotations = {"scheduling.k8s.io/group-name": name}
+    pods = [
+        spread(
+            pod(f"{name}{i}", labels={"job": name, **labels}, annotations=annotations),
+            constraint(key=ZONE, labelSelector=selector),
+        )
+        for i in range(size)
+    ]
+    return [g, *pods]
+
+
+def test_a_spread_counting_pods_that_carry_none_goes_beside_them() -> None:
+    # h's spread counts g's pending workers, which carry no spread: h's carriers are
+    # scheduled first, g's after (the filter does not check them), both in one cycle.
+    both = {"matchExpressions": [{"key": "job", "operator": "In", "values": ["g", "h"]}]}
+    state = convert([*nodes(6, zones=3), group(2), *workers(2), *_job("h", 2, both)]).state
+    decision = schedule(state, "cpsat")
+    assert check(state, decision) == []
+    assert sorted(decision.placements) == ["team/h0", "team/h1", "team/w0", "team/w1"]
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_gangs_whose_spreads_count_each_other_take_turns(shared: bool) -> None:
+    # A label both jobs share (a chart's app: trainer), or each job's selector naming
+    # both: one goes a cycle, the other's pods wait it (placed beside it, each one's order
+    # would need the other's first), and within a few turns each goes.
+    if shared:
+        selector: dict[str, Any] = {"matchLabels": {"app": "trainer"}}
+    else:
+        selector = {"matchExpressions": [{"key": "job", "operator": "In", "values": ["a", "b"]}]}
+    jobs = [*_job("a", 3, selector, app="trainer"), *_job("b", 3, selector, app="trainer")]
+    state = convert([*nodes(6, zones=3), *jobs]).state
+    went = _gangs_over_turns(state)
+    assert all(len(gangs) == 1 for gangs in went)
+    assert set().union(*went) == {"a", "b"}
 
 
 def test_a_launcher_counted_elsewhere_goes_with_its_workers() -> None:
@@ -286,12 +276,8 @@ def test_every_decision_passes_the_filter_in_some_order(seed: int) -> None:
     rng = random.Random(seed)
     zones, hosts = rng.randint(2, 4), rng.randint(3, 9)
     objects: list[dict[str, Any]] = [*nodes(hosts, zones=zones, cpu=str(rng.choice([2, 4, 8])))]
-    running: list[tuple[Any, str]] = []
-    for i in range(rng.randint(0, 2 * hosts)):
-        at = f"n{rng.randrange(hosts)}"
-        bound = pod(f"r{i}", labels={"job": rng.choice("gh")}, node_name=at)
-        objects.append(bound)
-        running.append((bound, at))
+    running = running_pods(rng, hosts, rng.randint(0, 2 * hosts))
+    objects += [o for o, _ in running]
     pending: dict[str, dict[str, Any]] = {}
     for job in ("g", "h", "k"):
         size = rng.randint(1, 7)
