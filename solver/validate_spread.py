@@ -3,10 +3,10 @@
 domain of its key the spread counts, and every such domain ends at most maxSkew above
 the fewest, counting the carriers placed (the order in which kube-scheduler's
 PodTopologySpread filter lets a gang's carriers in, the fewest first, then the pods the
-spread only counts, which it does not filter). Pods a hold shows bound add to their
-domain's count, never to the fewest; a carrier placed counts towards the fewest another
-reads only where both read the same nodes (``counted_over``). Reads only
-``solver.model``."""
+spread only counts, which it does not filter), and the pods it only counts that may have
+to go before them (``goes_first``). Pods a hold shows bound add to their domain's count,
+never to the fewest; a carrier placed counts towards the fewest another reads only where
+both read the same nodes (``counted_over``). Reads only ``solver.model``."""
 
 from __future__ import annotations
 
@@ -44,11 +44,12 @@ def check_spreads(
                     placed[spread.group][domain] += 1
     for pod, node in where:
         for spread in pod.spreads:
-            if not spread.carried:
+            if not spread.carried and not goes_first(pod):
                 continue  # scheduled after the carriers, which it does not move then
             if (domain := node.labels.get(spread.key)) is not None:
                 placed[spread.group][domain] += 1
-            carriers[spread.group].append((pod, node, spread))
+            if spread.carried:
+                carriers[spread.group].append((pod, node, spread))
     out: list[Violation] = []
     fewest: dict[tuple[object, ...], int] = {}
     read: dict[DomainSpread, tuple[dict[str, int], dict[str, int]]] = {}
@@ -72,6 +73,13 @@ def check_spreads(
             kind = "nomination" if pod.name in decision.nominated else "predicate"
             out.append(Violation(kind=kind, subject=pod.name, message=message))
     return out
+
+
+def goes_first(pod: Pod) -> bool:
+    """Whether a pod a spread only counts may have to be scheduled before its carriers:
+    it carries a spread over zones of its own, or keeps together with pods (required pod
+    affinity, which the first of a group meets by itself, the others after it)."""
+    return bool(pod.together) or any(s.carried for s in pod.spreads)
 
 
 def counted_over(pod: Pod, spread: DomainSpread | None) -> tuple[object, ...]:

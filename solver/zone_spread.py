@@ -15,13 +15,16 @@ the domain with the fewest where the skew holds and it fits the free room
 (``solver.domain_room``; else, for a gang that may preempt, the room a preemption could
 free), and held there by node affinity, as ``solver.together`` holds its groups. Every
 stage, the class model, greedy and preemption, then honours it as it honours a node
-selector. The pods a hold shows bound (to be bound once their victims are gone) add to
-their domain's count, not to the fewest.
+selector. While a hold's carriers (bound once their victims are gone) wait, the pending
+pods their spread counts wait too (``HOLD_FIRST``): bound before them, they would move
+their counts.
 
-This holds only if every carrier shared out is placed: a gang's carriers are shared out
-only where it needs them all (no member to spare below its minimum) or it has one, alike
-in node selector, affinity and tolerations, none carrying another spread over zones nor
-any pod of the gang the group counts; else they wait, told why. Of the gangs carrying a
+This holds only if every carrier shared out is placed, and the pods only counted may go
+after them: a gang's carriers are shared out only where it needs them all (no member to
+spare below its minimum) or it has one, alike in node selector, affinity and
+tolerations, and where no pod of it the group counts carries another spread over zones
+or keeps together with others (pod affinity: it may have to go first,
+``validate_spread.goes_first``); else they wait, told why. Of the gangs carrying a
 group's spread (two jobs sharing a selector), one is shared out a cycle, taking turns
 every ``TURN_S`` of the snapshot clock, and the pods the group counts of other gangs
 that carry a spread over zones wait that cycle: placed beside it, each gang's order
@@ -35,7 +38,7 @@ state itself (``solver.validate_spread``).
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -44,12 +47,12 @@ import numpy as np
 from solver.apart import first_goes, group_turns, never_placed, spare_members, turn_offset
 from solver.arrays import IntArray
 from solver.domain_room import DomainRoom, fill, specs_of
-from solver.model import DEFAULT_QUEUE, ClusterState, Gang, Node, Pod
+from solver.model import DEFAULT_QUEUE, ClusterState, Gang, Pod
 from solver.predicates import SPREAD_CONFLICT, held_to
 from solver.scheduling_terms import DomainSpread, NodeRule
 from solver.scheduling_terms import NodeSelectorTerm as Term
 from solver.together import held_in
-from solver.validate_spread import counted_over
+from solver.validate_spread import counted_over, goes_first
 
 MAX_GROUPS = 128  # groups shared out a cycle (each a few passes over its domains' nodes)
 NOT_ITS_TURN = NodeRule(
@@ -67,11 +70,19 @@ NOT_SPLIT = NodeRule(
     reason=(
         "node(s) not tried for a topology spread over zones: gangsat checks one only for "
         "a gang that needs all the pods that carry it, alike in node selector, affinity "
-        "and tolerations, of no other spread over zones"
+        "and tolerations, where no pod of it the spread counts carries another spread "
+        "over zones or keeps together with others (pod affinity)"
     ),
     terms=(Term(),),
 )
 NO_ROOM = NodeRule(reason=SPREAD_CONFLICT, terms=(Term(),))
+HOLD_FIRST = NodeRule(
+    reason=(
+        "node(s) not tried this cycle: pods held for a preemption, whose topology spread "
+        "over zones counts this pod, are bound first"
+    ),
+    terms=(Term(),),
+)
 
 
 def carried(pod: Pod, group: str) -> DomainSpread | None:
@@ -96,9 +107,20 @@ def split(state: ClusterState) -> ClusterState:
                 held[spread.group].append(pod)
             elif not pod.gates:
                 groups[spread.group].append(pod)
-    groups = {g: pods for g, pods in groups.items() if any(carried(p, g) for p in pods)}
+    # While a hold's carriers wait to be bound, nothing their spread counts may be bound
+    # before them (their order puts them first): the pods it counts wait the hold.
+    rules: dict[str, NodeRule] = {}
+    for group, pods in groups.items():
+        if any(carried(p, group) for p in held.get(group, ())):
+            rules.update(dict.fromkeys((p.name for p in pods), HOLD_FIRST))
+    groups = {
+        g: pods
+        for g, pods in groups.items()
+        if g not in held or not any(carried(p, g) for p in held[g])
+        if any(carried(p, g) for p in pods)
+    }
     if not groups:
-        return state
+        return _held(state, rules)
     hopeless = never_placed(state, {p.gang for pods in groups.values() for p in pods if p.gang})
     order, chosen = group_turns(state, groups, MAX_GROUPS, hopeless)
     # Each turn another group first: a gang shared out in its own group every cycle (and
@@ -106,9 +128,9 @@ def split(state: ClusterState) -> ClusterState:
     start = turn_offset(state.now_s, len(chosen))
     chosen = chosen[start:] + chosen[:start]
     room = DomainRoom(state, [p for g in chosen for p in groups[g]]) if chosen else None
-    nodes = {n.name: n for n in state.nodes}
     gangs = {g.name: g for g in state.gangs}
-    sharing = _Sharing(state.now_s, room, gangs, spare_members(state), nodes, held)
+    sharing = _Sharing(state.now_s, room, gangs, spare_members(state), hopeless)
+    sharing.rules.update(rules)
     for group in chosen:
         sharing.share(group, groups[group])
     rules, shared, considered = sharing.rules, sharing.shared, set(order)
@@ -116,6 +138,13 @@ def split(state: ClusterState) -> ClusterState:
         for pod in pods:
             if carried(pod, group) and shared.get(pod.name) != group and pod.name not in rules:
                 rules[pod.name] = NOT_ITS_TURN if group in considered else NO_ROOM
+    return _held(state, rules)
+
+
+def _held(state: ClusterState, rules: Mapping[str, NodeRule]) -> ClusterState:
+    """``state`` with each pod of ``rules`` held to its rule too."""
+    if not rules:
+        return state
     return state.model_copy(
         update={
             "pods": tuple(
@@ -133,8 +162,7 @@ class _Sharing:
     room: DomainRoom | None
     gangs: Mapping[str, Gang]
     spare: Mapping[str, int]
-    nodes: Mapping[str, Node]
-    held: Mapping[str, Sequence[Pod]]  # per group, its pods a hold shows bound
+    hopeless: set[str]
     rules: dict[str, NodeRule] = field(default_factory=dict)
     shared: dict[str, str] = field(default_factory=dict)  # carrier -> its group
 
@@ -146,7 +174,11 @@ class _Sharing:
         for pod in pods:
             by_gang[pod.gang or f"pod:{pod.name}"].append(pod)
         turns = sorted(
-            (g for g, unit in by_gang.items() if any(carried(p, group) for p in unit)),
+            (
+                g
+                for g, unit in by_gang.items()
+                if g not in self.hopeless and any(carried(p, group) for p in unit)
+            ),
             key=lambda g: first_goes(by_gang[g]),
         )
         start = turn_offset(self.now_s, len(turns), group)
@@ -183,18 +215,15 @@ class _Sharing:
             return NOT_SPLIT
         if any(s.carried and s.group != group for p in unit for s in p.spreads):
             return NOT_SPLIT  # its order would need the other group's carriers first
+        if any(goes_first(p) for p in unit if not carried(p, group)):
+            return NOT_SPLIT  # a pod counted that its carriers' affinity needs first
         if len({counted_over(p, carried(p, group)) for p in carriers}) > 1:
             return NOT_SPLIT  # read over other nodes, each would count other pods
         gang = self.gangs.get(unit[0].gang) if unit[0].gang is not None else None
         if len(carriers) > 1 and (gang is None or self.spare.get(gang.name, 0) > 0):
             return NOT_SPLIT  # a member to spare: the end state holds only if all are placed
-        held: Counter[str] = Counter()
-        for p in self.held.get(group, ()):
-            node = self.nodes.get(p.node_name) if p.node_name is not None else None
-            if node is not None and (domain := node.labels.get(spread.key)) is not None:
-                held[domain] += 1
         queue = gang.queue if gang is not None else DEFAULT_QUEUE
-        assigned = share_out(carriers, spread, self.room, held, queue)
+        assigned = share_out(carriers, spread, self.room, queue)
         if assigned is None:
             return NO_ROOM
         for pod in carriers:
@@ -204,11 +233,7 @@ class _Sharing:
 
 
 def share_out(
-    carriers: Sequence[Pod],
-    spread: DomainSpread,
-    room: DomainRoom,
-    held: Mapping[str, int],
-    queue: str,
+    carriers: Sequence[Pod], spread: DomainSpread, room: DomainRoom, queue: str
 ) -> dict[str, str] | None:
     """Per carrier, its domain (see the module), or None where they cannot be shared
     out: in the free room (taken from ``room.free`` where they fit), else, where they may
@@ -221,7 +246,7 @@ def share_out(
         priority = max(p.priority for p in carriers)
         space = room.free if free else room.evictable(priority, queue).copy()
         for reach_first in (True, False):
-            if (found := _Fill(spread, room, space, held).pods(carriers, reach_first)) is not None:
+            if (found := _Fill(spread, room, space).pods(carriers, reach_first)) is not None:
                 return found
     return None
 
@@ -231,9 +256,7 @@ class _Fill:
     from only where every one fits. Counts are arrays over the key's domains: a pod's
     choice is a few array passes, not a loop over them (a rack key: 2,500 domains)."""
 
-    def __init__(
-        self, spread: DomainSpread, room: DomainRoom, space: IntArray, held: Mapping[str, int]
-    ) -> None:
+    def __init__(self, spread: DomainSpread, room: DomainRoom, space: IntArray) -> None:
         self.spread, self.room, self.space = spread, room, space
         self.of, self.values, self.rows_of = room.domains(spread.key)
         index = {v: i for i, v in enumerate(self.values)}
@@ -244,7 +267,7 @@ class _Fill:
             if d in index:
                 self.counts[index[d]], self.surely[index[d]] = True, count
         self.own = self.surely.copy()  # what a domain's own count reads
-        for d, count in (*spread.extra, *held.items()):
+        for d, count in spread.extra:
             if d in index:
                 self.own[index[d]] += count
         self.before: dict[int, IntArray] = {}  # the room of each domain touched, as it was

@@ -17,7 +17,7 @@ from solver.schedulers import SCHEDULERS, schedule
 from solver.scheduling_terms import DomainSpread
 from solver.together import held_in
 from solver.validate import check
-from solver.zone_spread import NOT_SPLIT, split
+from solver.zone_spread import HOLD_FIRST, NOT_SPLIT, split
 from tests.builders import gang, pod, state
 from tests.solver.test_together import FAST, ZONE, zones
 
@@ -161,16 +161,63 @@ def test_a_pod_of_no_podgroup_is_a_gang_of_its_own() -> None:
     assert d.placements == {"web": "b-0"}
 
 
-def test_a_holds_pods_count_in_their_zone() -> None:
-    # g's pod is held on a-0 (to be bound once its victims are gone): h's one carrier,
-    # which would take a (the first of the fewest), takes b, where a's count allows it.
+def test_while_a_holds_carriers_wait_the_pods_their_spread_counts_wait_too() -> None:
+    # g's carrier is held on a-0 (bound once its victims are gone): h's carrier, which
+    # g's spread counts, bound before it would move g's counts; it waits the hold. The
+    # validator counts the held pod in its zone.
     one = spread(a=0, b=0).model_copy(update={"group": "both"})
     held = pod("g-0").req(cpu=1).gang("g").spread(one).on("a-0").build()
     carrier = pod("h-0").req(cpu=1).gang("h").spread(one).build()
     s = state(nodes=zones(a=[4], b=[4]), pods=[held, carrier], gangs=[gang("g", 1), gang("h", 1)])
-    d = schedule(s, "cpsat", FAST)
-    assert d.placements == {"h-0": "b-0"}
+    assert schedule(s, "cpsat", FAST).placements == {}
+    assert {r.reason for p in split(s).pods for r in p.node_rules} == {HOLD_FIRST.reason}
     assert check(s, decided({"h-0": "a-0"})) != []
+    assert check(s, decided({"h-0": "b-0"})) == []
+
+
+def test_a_counted_pod_its_carriers_affinity_needs_first_is_not_left_out() -> None:
+    # The workers keep together with their launcher (required pod affinity): it may have
+    # to be scheduled first, so it cannot be left out of their counts; the gang waits,
+    # told why, and the validator counts such a pod where it lands.
+    s = state(nodes=zones(a=[4], b=[4], c=[4]), **job(2, spread(a=0, b=0, c=0)))
+    only = spread(a=0, b=0, c=0).model_copy(update={"carried": False})
+    launcher = pod("job-launcher").req(cpu=1).gang("job").spread(only).together("l@zone")
+    workers = [p.model_copy(update={"together": ("l@zone",)}) for p in s.pods]
+    s = s.model_copy(
+        update={"pods": (*workers, launcher.build()), "gangs": (gang("job", 3).build(),)}
+    )
+    assert schedule(s, "cpsat", FAST).placements == {}
+    assert NOT_SPLIT.reason in {r.reason for p in split(s).pods for r in p.node_rules}
+    crowded = {"job-0": "a-0", "job-1": "b-0", "job-launcher": "a-0"}
+    found = check(s, decided(crowded))
+    assert {v.subject for v in found if "topology spread" in v.message} == {"job-0"}
+
+
+def test_the_validator_counts_a_counted_pod_that_carries_a_spread_of_its_own() -> None:
+    # a's spread counts b's pod and b's counts a's (two groups): in either order the
+    # second sees 2 - 0 > 1 in zone a.
+    mine = spread(a=0, b=0, c=0).model_copy(update={"group": "mine"})
+    theirs = spread(a=0, b=0, c=0).model_copy(update={"group": "theirs"})
+    counted = {"carried": False}
+    a = pod("a-0").req(cpu=1).gang("a").spread(mine, theirs.model_copy(update=counted))
+    b = pod("b-0").req(cpu=1).gang("b").spread(theirs, mine.model_copy(update=counted))
+    s = state(nodes=zones(a=[4], b=[4], c=[4]), pods=[a, b], gangs=[gang("a", 1), gang("b", 1)])
+    assert {v.subject for v in check(s, decided({"a-0": "a-0", "b-0": "a-0"}))} == {"a-0", "b-0"}
+    for t in range(8):
+        turn = s.model_copy(update={"now_s": t * TURN_S})
+        d = schedule(turn, "cpsat", FAST)
+        assert check(turn, d) == [] and len(d.placements) == 1
+
+
+def test_a_gang_that_never_places_takes_no_turn() -> None:
+    # b (3 pods, minMember 4) never places; a, of the same selector, goes every turn.
+    one = spread(a=0, b=0, c=0).model_copy(update={"group": "both"})
+    a = [pod(f"a-{i}").req(cpu=1).gang("a").spread(one) for i in range(3)]
+    b = [pod(f"b-{i}").req(cpu=1).gang("b").spread(one) for i in range(3)]
+    s = state(nodes=zones(a=[4], b=[4], c=[4]), pods=[*a, *b], gangs=[gang("a", 3), gang("b", 4)])
+    for t in range(8):
+        turn = s.model_copy(update={"now_s": t * TURN_S})
+        assert sorted(schedule(turn, "cpsat", FAST).placements) == ["a-0", "a-1", "a-2"]
 
 
 def test_a_launcher_goes_after_the_carriers_even_to_their_zone() -> None:
