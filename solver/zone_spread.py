@@ -13,11 +13,11 @@ each group's carriers (``DomainSpread.group``) are shared out over the domains: 
 carrier, the specs with the fewest domains to go to first (else the biggest first), to
 the domain with the fewest where the skew holds and it fits the free room
 (``solver.domain_room``; else, for a gang that may preempt, the room a preemption could
-free), and held there by node affinity, as ``solver.together`` holds its groups. Every
-stage, the class model, greedy and preemption, then honours it as it honours a node
-selector. While a hold's carriers (bound once their victims are gone) wait, the pending
-pods their spread counts wait too (``HOLD_FIRST``): bound before them, they would move
-their counts.
+free, the fewest then read as 0: victims it counts may leave), and held there by node
+affinity, as ``solver.together`` holds its groups. Every stage, the class model, greedy
+and preemption, then honours it as it honours a node selector. While a hold's carriers
+(bound once their victims are gone) wait, the pending pods their spread counts wait too
+(``HOLD_FIRST``): bound before them, they would move their counts.
 
 This holds only if every carrier shared out is placed, and the pods only counted may go
 after them: a gang's carriers are shared out only where it needs them all (no member to
@@ -245,8 +245,11 @@ def share_out(
     for free in (True, False) if preempting else (True,):
         priority = max(p.priority for p in carriers)
         space = room.free if free else room.evictable(priority, queue).copy()
+        # Victims may be pods the spread counts: gone, they lower the fewest (a hold's
+        # end state, within maxSkew when decided, broke once its victims left).
+        read = spread if free else spread.model_copy(update={"fewest_zero": True})
         for reach_first in (True, False):
-            if (found := _Fill(spread, room, space).pods(carriers, reach_first)) is not None:
+            if (found := _Fill(read, room, space).pods(carriers, reach_first)) is not None:
                 return found
     return None
 

@@ -245,3 +245,32 @@ def test_a_gang_whose_launcher_carries_another_zone_spread_waits_told_why() -> N
         assert schedule(turn, "cpsat", FAST).placements == {}
         reasons |= {r.reason for p in split(turn).pods for r in p.node_rules}
     assert NOT_SPLIT.reason in reasons
+
+
+def test_shared_out_into_room_victims_free_the_fewest_is_read_as_zero() -> None:
+    # Only b has room once low (priority 0, all or nothing) is evicted; low's pods on a
+    # and c are ones the spread counts. Two pods in b end 2 - 1 within maxSkew while they
+    # run, 2 - 0 once low is gone: high waits rather than nominate that.
+    s = state(
+        nodes=zones(a=[2], b=[2], c=[2]),
+        pods=[
+            pod("l-a").req(cpu=0.1).gang("low").on("a-0"),
+            pod("l-b").req(cpu=1.9).gang("low").on("b-0"),
+            pod("l-c").req(cpu=0.1).gang("low").on("c-0"),
+            pod("k-a").req(cpu=1.9).gang("keep").priority(100).on("a-0"),
+            pod("k-c").req(cpu=1.9).gang("keep").priority(100).on("c-0"),
+            *(
+                pod(f"job-{i}").req(cpu=0.9).gang("job").priority(50).spread(spread(a=1, b=0, c=1))
+                for i in range(2)
+            ),
+        ],
+        gangs=[gang("low", 3), gang("keep", 2).priority(100), gang("job", 2).priority(50)],
+    )
+    rules = {p.name: p.node_rules for p in split(s).pods if p.gang == "job"}
+    assert {r.reason for held in rules.values() for r in held} == {SPREAD_CONFLICT}
+    assert all(not r.terms[0].match_expressions for held in rules.values() for r in held)
+    one = s.model_copy(
+        update={"pods": s.pods[:-1], "gangs": (*s.gangs[:2], gang("job", 1).build())}
+    )
+    [held] = [p.node_rules for p in split(one).pods if p.gang == "job"]
+    assert held[0].terms[0].match_expressions[0].values == ("b",)
