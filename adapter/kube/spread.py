@@ -73,11 +73,7 @@ from solver.predicates import (
     node_affinity_reason,
     untolerated_taint,
 )
-from solver.scheduling_terms import (
-    DomainSpread,
-    NodeRule,
-    NodeSelectorRequirement,
-)
+from solver.scheduling_terms import DomainSpread, NodeRule, NodeSelectorRequirement
 
 SCHEDULE_ANYWAY = "ScheduleAnyway"
 
@@ -205,8 +201,8 @@ def _share_spreads(
     pods: dict[str, Pod], carrying: Mapping[str, DomainSpread], selected: list[str]
 ) -> None:
     """A group over zones' spreads: to each carrier the one it read, and to the other
-    pending pods the group counts, of any gang, the first carrier's, only counted
-    (``solver.zone_spread`` shares out one gang a cycle, the others' counted pods held)."""
+    pending pods the group counts, of any gang, the first carrier's, as counted only
+    (``solver.zone_spread`` schedules them after the carriers, or holds them a cycle)."""
     carriers = sorted(p for p in carrying if p in pods)
     if not carriers:
         return
@@ -326,9 +322,10 @@ class _Fewest:
 class _Zones:
     """A constraint over a key whose domains span several nodes, read for a pod as a
     ``DomainSpread``: per domain of the nodes the filter counts in (with every key of the
-    pod's constraints, and passing its node selector and required affinity unless
-    ``nodeAffinityPolicy: Ignore``), the pods it surely counts there, and how many more it
-    may count. Those nodes are worked out once per placement shape and keys."""
+    pod's constraints, passing its node selector and required affinity unless
+    ``nodeAffinityPolicy: Ignore``, and with ``nodeTaintsPolicy: Honor`` tolerated), the
+    pods it surely counts there, and how many more it may count. Those nodes are worked
+    out once per placement shape and keys."""
 
     def __init__(
         self, nodes: Mapping[str, Node], unread: bool, surely: Selected, maybe: Selected

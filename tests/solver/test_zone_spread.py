@@ -47,8 +47,7 @@ def test_a_gang_is_shared_out_evenly_over_the_zones(scheduler: str) -> None:
     s = state(nodes=zones(a=[4, 4], b=[4, 4], c=[4, 4]), **job(6, spread(a=0, b=0, c=0)))
     d = schedule(s, scheduler, FAST)
     assert check(s, d) == []
-    if scheduler in ("cpsat", "gang-greedy"):
-        assert per_zone(s, d.placements) == {"a": 2, "b": 2, "c": 2}
+    assert per_zone(s, d.placements) == {"a": 2, "b": 2, "c": 2}  # (greedy's too: room)
 
 
 def test_the_zones_with_the_fewest_get_the_pods() -> None:
