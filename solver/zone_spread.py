@@ -19,12 +19,14 @@ and preemption, then honours it as it honours a node selector. While a hold's ca
 (bound once their victims are gone) wait, the pending pods their spread counts wait too
 (``HOLD_FIRST``): bound before them, they would move their counts.
 
-This holds only if every carrier shared out is placed, and the pods only counted may go
-after them: a gang's carriers are shared out only where it needs them all (no member to
-spare below its minimum) or it has one, alike in node selector, affinity and
-tolerations, and where no pod of it the group counts carries another spread over zones
-or keeps together with others (pod affinity: it may have to go first,
-``validate_spread.goes_first``); else they wait, told why. Of the gangs carrying a
+This holds where every carrier shared out is placed, and the pods only counted may go
+after them: a gang's carriers are shared out only where they are alike in node selector,
+affinity and tolerations, and where no pod of it the group counts carries another
+spread over zones or keeps together with others (pod affinity: it may have to go first,
+``validate_spread.goes_first``); else they wait, told why. A gang with a member to
+spare below its minimum (elastic) may be placed without some of them: each domain then
+takes only what keeps it within maxSkew of the fewest as it is now (no subset then
+breaks it), and the carriers that fit nowhere so wait. Of the gangs carrying a
 group's spread (two jobs sharing a selector), one is shared out a cycle, taking turns
 every ``TURN_S`` of the snapshot clock, and the pods the group counts of other gangs
 that carry a spread over zones wait that cycle: placed beside it, each gang's order
@@ -220,27 +222,36 @@ class _Sharing:
         if len({counted_over(p, carried(p, group)) for p in carriers}) > 1:
             return NOT_SPLIT  # read over other nodes, each would count other pods
         gang = self.gangs.get(unit[0].gang) if unit[0].gang is not None else None
-        if len(carriers) > 1 and (gang is None or self.spare.get(gang.name, 0) > 0):
-            return NOT_SPLIT  # a member to spare: the end state holds only if all are placed
+        # A member to spare: any of its carriers may be left out, so each domain takes
+        # only what keeps it within maxSkew of the fewest as it is now (``_Fill``).
+        elastic = len(carriers) > 1 and (gang is None or self.spare.get(gang.name, 0) > 0)
         queue = gang.queue if gang is not None else DEFAULT_QUEUE
-        assigned = share_out(carriers, spread, self.room, queue)
-        if assigned is None:
+        assigned = share_out(carriers, spread, self.room, queue, elastic)
+        if not assigned:
             return NO_ROOM
         for pod in carriers:
-            self.rules[pod.name] = held_in(spread.key, (assigned[pod.name],), SPREAD_CONFLICT)
+            if (domain := assigned.get(pod.name)) is None:
+                self.rules[pod.name] = NO_ROOM
+                continue
+            self.rules[pod.name] = held_in(spread.key, (domain,), SPREAD_CONFLICT)
             self.shared[pod.name] = group
         return None
 
 
 def share_out(
-    carriers: Sequence[Pod], spread: DomainSpread, room: DomainRoom, queue: str
+    carriers: Sequence[Pod],
+    spread: DomainSpread,
+    room: DomainRoom,
+    queue: str,
+    elastic: bool = False,
 ) -> dict[str, str] | None:
     """Per carrier, its domain (see the module), or None where they cannot be shared
     out: in the free room (taken from ``room.free`` where they fit), else, where they may
     preempt, in the room a preemption could free. Each in two orders: the specs with the
     fewest domains to go to first (a pod held to one zone by its volume), else the
     biggest first (a pod held to the zone with the most, which must go before its mates
-    raise the fewest)."""
+    raise the fewest). ``elastic``: those that fit, the others left out (a gang that may
+    run without them)."""
     preempting = all(p.may_preempt for p in carriers)
     for free in (True, False) if preempting else (True,):
         priority = max(p.priority for p in carriers)
@@ -249,7 +260,8 @@ def share_out(
         # end state, within maxSkew when decided, broke once its victims left).
         read = spread if free else spread.model_copy(update={"fewest_zero": True})
         for reach_first in (True, False):
-            if (found := _Fill(read, room, space).pods(carriers, reach_first)) is not None:
+            fill = _Fill(read, room, space, elastic)
+            if (found := fill.pods(carriers, reach_first)) is not None:
                 return found
     return None
 
@@ -259,8 +271,10 @@ class _Fill:
     from only where every one fits. Counts are arrays over the key's domains: a pod's
     choice is a few array passes, not a loop over them (a rack key: 2,500 domains)."""
 
-    def __init__(self, spread: DomainSpread, room: DomainRoom, space: IntArray) -> None:
-        self.spread, self.room, self.space = spread, room, space
+    def __init__(
+        self, spread: DomainSpread, room: DomainRoom, space: IntArray, elastic: bool = False
+    ) -> None:
+        self.spread, self.room, self.space, self.elastic = spread, room, space, elastic
         self.of, self.values, self.rows_of = room.domains(spread.key)
         index = {v: i for i, v in enumerate(self.values)}
         n = len(self.values)
@@ -274,15 +288,20 @@ class _Fill:
             if d in index:
                 self.own[index[d]] += count
         self.before: dict[int, IntArray] = {}  # the room of each domain touched, as it was
+        # Elastic, any carrier may be left out: the fewest is the one now, never raised.
+        self.floor = int(self.surely[self.counts].min()) if self.counts.any() else 0
 
     def pods(self, carriers: Sequence[Pod], reach_first: bool) -> dict[str, str] | None:
-        """Per carrier, its domain, or None, ``space`` as it was."""
+        """Per carrier, its domain (elastic: of those that fit), or None, ``space`` as it
+        was."""
         assigned: dict[str, str] = {}
         for exemplar, alike in self._specs(carriers, reach_first):
             left = self._holds(exemplar)
             took = np.zeros_like(left)
             for pod in alike:
                 d = self._domain(left - took)
+                if d is None and self.elastic:
+                    continue
                 if d is None:
                     for domain, was in self.before.items():
                         self.space[self.rows_of[domain]] = was
@@ -323,9 +342,10 @@ class _Fill:
         (in the values' order among equals) whose end state stays within maxSkew."""
         counts, surely, own = self.counts, self.surely, self.own
         lowest = int(surely[counts].min()) if counts.any() else 0
-        fewest = 0 if self.spread.fewest_zero else lowest
+        fewest = 0 if self.spread.fewest_zero else self.floor if self.elastic else lowest
         # A carrier in the only domain at the fewest raises the fewest with it.
-        alone = int((surely[counts] == lowest).sum()) == 1 and not self.spread.fewest_zero
+        alone = int((surely[counts] == lowest).sum()) == 1
+        alone = alone and not self.spread.fewest_zero and not self.elastic
         after = fewest + (alone & counts & (surely == lowest))
         ok = (left > 0) & counts & (own + 1 - after <= self.spread.max_skew)
         if not ok.any():

@@ -84,13 +84,21 @@ def test_with_the_fewest_read_as_zero_each_zone_takes_skew_less_what_it_counts()
     assert schedule(s, "cpsat", FAST).placements == {}
 
 
-def test_a_gang_that_may_run_without_some_of_its_pods_is_not_shared_out() -> None:
-    # Placed in part, the end state could break the spread: its pods wait, told why.
+def test_a_gang_that_may_run_without_some_pods_takes_what_no_subset_breaks() -> None:
+    # Placed in part, an end state shared out as for a whole gang could break the spread
+    # (a 2 / b 1 / c 1, c's left out: 2 - 0 > 1): each zone takes only what keeps it
+    # within maxSkew of the fewest now (one each), and the fourth pod waits.
     s = state(nodes=zones(a=[4], b=[4], c=[4]), **job(4, spread(a=0, b=0, c=0), min_member=2))
     d = schedule(s, "cpsat", FAST)
-    assert d.placements == {}
-    reasons = {r.reason for p in split(s).pods for r in p.node_rules}
-    assert reasons == {NOT_SPLIT.reason}
+    assert check(s, d) == []
+    assert per_zone(s, d.placements) == {"a": 1, "b": 1, "c": 1}
+    held = {p.name: {r.reason for r in p.node_rules} for p in split(s).pods}
+    assert held["job-3"] == {SPREAD_CONFLICT}
+    # Any two of them (its minimum) end within maxSkew too.
+    assert check(s, decided({"job-0": "a-0", "job-1": "b-0"})) == []
+    # Running where one zone already counts one, that zone takes none.
+    s = state(nodes=zones(a=[4], b=[4], c=[4]), **job(4, spread(a=1, b=0, c=0), min_member=2))
+    assert per_zone(s, schedule(s, "cpsat", FAST).placements) == {"b": 1, "c": 1}
 
 
 def test_a_zone_spread_only_some_of_a_gangs_pods_carry_is_still_all_or_nothing() -> None:
